@@ -1,0 +1,61 @@
+"""The import direction of DESIGN.md: ui -> {sources, hardware, profiles} -> core; core is pure."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "vramgui"
+STDLIB = sys.stdlib_module_names
+SIBLINGS = ("sources", "hardware", "profiles")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _modules(sub: str) -> list[Path]:
+    return sorted((PACKAGE / sub).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules("core"), ids=lambda p: p.name)
+def test_core_imports_only_stdlib_and_itself(path):
+    for name in _imports(path):
+        top = name.split(".")[0]
+        if top == "vramgui":
+            assert name.startswith("vramgui.core"), f"{path.name} imports {name}"
+        else:
+            assert top in STDLIB, f"{path.name} imports third-party {name}"
+
+
+@pytest.mark.parametrize("sub", SIBLINGS)
+def test_services_import_core_not_ui_or_siblings(sub):
+    for path in _modules(sub):
+        for name in _imports(path):
+            assert not name.startswith("vramgui.ui"), f"{path} imports {name}"
+            for other in SIBLINGS:
+                if other != sub:
+                    assert not name.startswith(f"vramgui.{other}"), f"{path} imports {name}"
+            assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path} imports {name}"
+
+
+def test_only_ui_imports_qt():
+    for path in PACKAGE.rglob("*.py"):
+        if "ui" in path.relative_to(PACKAGE).parts:
+            continue
+        for name in _imports(path):
+            assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path} imports {name}"
+
+
+def test_nothing_imports_torch():
+    for path in PACKAGE.rglob("*.py"):
+        for name in _imports(path):
+            assert name.split(".")[0] not in ("torch", "transformers", "peft"), f"{path}: {name}"

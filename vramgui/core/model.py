@@ -1,0 +1,200 @@
+"""ModelSpec: the architecture facts of a model and the inventory of every weight tensor.
+
+Everything the estimator says about weights (bytes per dtype, quantized sizes, LoRA adapters,
+tensor-parallel shards, the offload view) derives from the one tensor list; the architecture facts
+drive the KV cache and activation terms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Role(StrEnum):
+    """What a weight tensor does; decides quantization, offload and sharding treatment."""
+
+    EMBEDDING = "embedding"  # token embeddings
+    POSITION = "position"  # learned position / token-type embeddings
+    ATTENTION = "attention"  # q, k, v, o and MLA low-rank projections
+    MLP = "mlp"  # dense feed-forward
+    EXPERT = "expert"  # routed MoE experts (only top-k run per token)
+    SHARED_EXPERT = "shared_expert"  # MoE experts every token runs through
+    ROUTER = "router"  # MoE gate
+    NORM = "norm"  # layer / RMS norms
+    HEAD = "head"  # LM head, pooler, task heads
+    OTHER = "other"  # anything else (SSM state params, ...)
+
+
+class LayerType(StrEnum):
+    """How a decoder layer attends, which decides what it keeps in the KV cache."""
+
+    FULL = "full_attention"
+    SLIDING = "sliding_attention"
+    LINEAR = "linear_attention"  # fixed-size recurrent state, no growing cache
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """One weight tensor.
+
+    Attributes:
+        name: the checkpoint name, e.g. ``model.layers.0.self_attn.q_proj.weight``.
+        shape: dimensions in PyTorch order (out, in) for linear weights.
+        role: what the tensor does.
+        layer: the decoder block index, or None for tensors outside the blocks.
+        module: the module's attribute name as transformers names it (``q_proj``, ``down_proj``,
+            ``embed_tokens``, ``lm_head``, ``c_attn``, ``query_key_value``...); LoRA targets match it.
+        dtype: the storage dtype when the source states it (safetensors ``BF16``, GGUF ``Q4_K``),
+            or None when the tensor takes the dtype chosen in the workload.
+        is_bias: a bias vector rather than a weight.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    role: Role
+    layer: int | None = None
+    module: str = ""
+    dtype: str | None = None
+    is_bias: bool = False
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def is_matrix(self) -> bool:
+        """A 2-D (or stacked 3-D expert) weight of a linear layer: what quantization schemes touch."""
+        return (
+            not self.is_bias
+            and len(self.shape) >= 2
+            and self.role not in (Role.EMBEDDING, Role.POSITION, Role.NORM)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ArchFacts:
+    """Architecture facts that drive KV cache and activations (defaults as transformers uses them).
+
+    Attributes:
+        model_type: config.json ``model_type`` (``llama``, ``qwen2_moe``, ...).
+        num_layers: number of transformer blocks.
+        hidden_size: residual stream width.
+        num_heads: query heads.
+        num_kv_heads: key / value heads (GQA / MQA); equals num_heads for MHA.
+        head_dim: per-head dimension of q / k (v_head_dim may differ under MLA).
+        intermediate_size: dense MLP width.
+        vocab_size: embedding rows.
+        max_position_embeddings: the longest context the model was trained for.
+        tie_word_embeddings: the LM head shares the embedding matrix.
+        layer_types: per-layer attention kind; len == num_layers.
+        sliding_window: window of sliding-attention layers, or None.
+        gated_mlp: SwiGLU / GeGLU style MLP (gate, up, down) rather than up, down.
+        hidden_act: activation name as in the config.
+        norm: "rms" or "layer".
+        is_decoder: causal LM (False for encoders such as BERT).
+        kv_lora_rank: MLA compressed KV latent width (DeepSeek V2/V3), else None.
+        q_lora_rank: MLA query low rank, else None.
+        qk_rope_head_dim: MLA decoupled rotary key width.
+        qk_nope_head_dim: MLA non-rotary q/k head width.
+        v_head_dim: value head width when it differs from head_dim.
+        num_experts: routed experts per MoE layer (0 for dense).
+        experts_per_token: top-k routed experts per token.
+        num_shared_experts: always-on shared experts per MoE layer.
+        moe_intermediate_size: width of one routed expert's MLP.
+        moe_layers: per layer, True where the MLP is a MoE block; len == num_layers.
+        attention_dropout: dropout on attention probabilities (training activations).
+        hidden_dropout: dropout on residual branches (training activations).
+        torch_dtype: the dtype the checkpoint was published in, as the config says, or None.
+        linear_state_elements_per_layer: recurrent state size of linear-attention / SSM layers at
+            batch 1, in elements; 0 if none.
+    """
+
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+    layer_types: tuple[LayerType, ...] = ()
+    sliding_window: int | None = None
+    gated_mlp: bool = True
+    hidden_act: str = "silu"
+    norm: str = "rms"
+    is_decoder: bool = True
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    num_experts: int = 0
+    experts_per_token: int = 0
+    num_shared_experts: int = 0
+    moe_intermediate_size: int = 0
+    moe_layers: tuple[bool, ...] = ()
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    torch_dtype: str | None = None
+    linear_state_elements_per_layer: int = 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A model: its name, architecture facts and weight inventory.
+
+    Attributes:
+        name: what the user calls it (repo id, catalog name, file name).
+        facts: architecture facts.
+        tensors: every weight tensor, tied tensors listed once.
+        architecture: the transformers class name, e.g. ``LlamaForCausalLM``.
+        quantization: the checkpoint's own quantization scheme when it is stored quantized
+            (``gptq-int4``, ``awq-int4``, ``fp8``, ``nf4``, a GGUF file type...), else None.
+        warnings: things the user should know about how this spec was obtained.
+        source: a short description of where the facts came from.
+    """
+
+    name: str
+    facts: ArchFacts
+    tensors: tuple[Tensor, ...]
+    architecture: str = ""
+    quantization: str | None = None
+    warnings: tuple[str, ...] = ()
+    source: str = ""
+    _by_layer: dict[int | None, tuple[Tensor, ...]] = field(
+        default=None,
+        init=False,
+        repr=False,
+        compare=False,  # type: ignore[assignment]
+    )
+
+    def __post_init__(self) -> None:
+        groups: dict[int | None, list[Tensor]] = {}
+        for t in self.tensors:
+            groups.setdefault(t.layer, []).append(t)
+        object.__setattr__(self, "_by_layer", {k: tuple(v) for k, v in groups.items()})
+
+    @property
+    def parameters(self) -> int:
+        return sum(t.numel for t in self.tensors)
+
+    def layer_tensors(self, layer: int | None) -> tuple[Tensor, ...]:
+        """Tensors of one block (or, for None, those outside every block)."""
+        return self._by_layer.get(layer, ())
+
+    def count(self, roles: Iterable[Role]) -> int:
+        wanted = set(roles)
+        return sum(t.numel for t in self.tensors if t.role in wanted)

@@ -1,0 +1,1 @@
+"""vramgui.profiles"""

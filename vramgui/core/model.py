@@ -198,3 +198,45 @@ class ModelSpec:
     def count(self, roles: Iterable[Role]) -> int:
         wanted = set(roles)
         return sum(t.numel for t in self.tensors if t.role in wanted)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRef:
+    """Where a ModelSpec came from, enough to find it again (stored in profiles).
+
+    Attributes:
+        kind: "hub", "catalog", "local" or "config".
+        id: Hub repo id, catalog name, or absolute path.
+        revision: Hub commit the facts were read at, if known.
+        file: for a Hub GGUF repo, the chosen file inside it.
+        size_bytes: local file or folder size when read, to notice a changed file.
+        mtime: local modification time when read.
+    """
+
+    kind: str
+    id: str
+    revision: str | None = None
+    file: str | None = None
+    size_bytes: int | None = None
+    mtime: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in self.__slots__ if getattr(self, k) is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> ModelRef:
+        kind, ident = data.get("kind"), data.get("id")
+        if not isinstance(kind, str) or not isinstance(ident, str):
+            raise ValueError("a model reference needs string 'kind' and 'id'")
+        revision, file = data.get("revision"), data.get("file")
+        size, mtime = data.get("size_bytes"), data.get("mtime")
+        return cls(
+            kind=kind,
+            id=ident,
+            revision=revision if isinstance(revision, str) else None,
+            file=file if isinstance(file, str) else None,
+            size_bytes=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            mtime=float(mtime)
+            if isinstance(mtime, int | float) and not isinstance(mtime, bool)
+            else None,
+        )

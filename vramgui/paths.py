@@ -1,0 +1,34 @@
+"""User directories (data, cache, config, logs), behind one function tests can redirect.
+
+``VRAMGUI_HOME`` puts everything under one folder (tests, portable installs). Directories are
+created when first needed, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+Kind = Literal["data", "cache", "config", "log"]
+APP_NAME = "vramgui"
+
+
+def user_dir(kind: Kind, create: bool = True) -> Path:
+    """The directory for ``kind``, created unless ``create`` is False."""
+    home = os.environ.get("VRAMGUI_HOME")
+    if home:
+        path = Path(home) / kind
+    else:
+        import platformdirs
+
+        getter = {
+            "data": platformdirs.user_data_dir,
+            "cache": platformdirs.user_cache_dir,
+            "config": platformdirs.user_config_dir,
+            "log": platformdirs.user_log_dir,
+        }[kind]
+        path = Path(getter(APP_NAME, appauthor=False))
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
+    return path

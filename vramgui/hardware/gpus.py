@@ -1,0 +1,214 @@
+"""The bundled GPU catalog (``resources/gpus.json``): what-if GPUs for fits and the speed model.
+
+Names match tolerantly: "4090", "rtx 4090" and NVML's "NVIDIA GeForce RTX 4090" all find the same
+entry. "H100" alone means the SXM part (the one cloud providers rent; both have 80 GB). A name that
+fits several entries ("A100", "V100") is refused with the candidates rather than guessed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.resources
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from vramgui.hardware.errors import HardwareError
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogGpu:
+    """One GPU model as its vendor specifies it.
+
+    ``memory_bytes`` is the marketed capacity in binary units (a "24 GB" card is 24 GiB);
+    ``usable_memory_bytes`` is what one device can use where that is less (Apple's GPU wiring
+    limit, one die of a two-die board). TFLOPS are dense tensor rates with FP32 accumulate; a
+    None means the GPU lacks the format or the vendor publishes no figure. ``nvml`` is False for
+    GPUs NVML cannot query (Apple, AMD).
+    """
+
+    name: str
+    vendor: str
+    memory_bytes: int
+    memory_bandwidth_gbps: float
+    fp16_tflops: float | None
+    bf16_tflops: float | None
+    fp8_tflops: float | None
+    interconnect: str
+    pcie_gen: int | None
+    typical_price_usd: int | None
+    nvml: bool
+    aliases: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    usable_memory_bytes: int | None = None
+    notes: str | None = None
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> int:
+        """Peak memory bandwidth in bytes per second."""
+        return round(self.memory_bandwidth_gbps * 1e9)
+
+    def capacity_bytes(self, use_free: bool = False) -> int:
+        """Memory a fit check may count on for one device of this kind.
+
+        ``use_free`` exists for symmetry with local GPUs; a catalog GPU is assumed empty.
+        """
+        del use_free
+        return (
+            self.usable_memory_bytes if self.usable_memory_bytes is not None else self.memory_bytes
+        )
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "vendor": str,
+    "memory_bytes": int,
+    "memory_bandwidth_gbps": (int, float),
+    "interconnect": str,
+    "nvml": bool,
+}
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "fp16_tflops": (int, float),
+    "bf16_tflops": (int, float),
+    "fp8_tflops": (int, float),
+    "pcie_gen": int,
+    "typical_price_usd": int,
+    "usable_memory_bytes": int,
+    "notes": str,
+}
+
+
+def _entry(raw: Any) -> CatalogGpu:
+    if not isinstance(raw, dict):
+        raise HardwareError(f"GPU catalog entry is not an object: {raw!r}")
+    label = raw.get("name", raw)
+    for key, kind in _REQUIRED.items():
+        value = raw.get(key)
+        # bool is an int subclass: a true/false memory size is a typo, not a size.
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise HardwareError(f"GPU catalog entry {label!r}: {key} is missing or not {kind}")
+    for key, kind in _OPTIONAL.items():
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise HardwareError(f"GPU catalog entry {label!r}: {key} is not {kind}")
+    lists = {key: raw.get(key, []) for key in ("aliases", "sources")}
+    for key, value in lists.items():
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise HardwareError(f"GPU catalog entry {label!r}: {key} is not a list of strings")
+    return CatalogGpu(
+        name=raw["name"],
+        vendor=raw["vendor"],
+        memory_bytes=raw["memory_bytes"],
+        memory_bandwidth_gbps=float(raw["memory_bandwidth_gbps"]),
+        fp16_tflops=_float_or_none(raw.get("fp16_tflops")),
+        bf16_tflops=_float_or_none(raw.get("bf16_tflops")),
+        fp8_tflops=_float_or_none(raw.get("fp8_tflops")),
+        interconnect=raw["interconnect"],
+        pcie_gen=raw.get("pcie_gen"),
+        typical_price_usd=raw.get("typical_price_usd"),
+        nvml=raw["nvml"],
+        aliases=tuple(lists["aliases"]),
+        sources=tuple(lists["sources"]),
+        usable_memory_bytes=raw.get("usable_memory_bytes"),
+        notes=raw.get("notes"),
+    )
+
+
+def _float_or_none(value: int | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def parse_catalog(text: str) -> tuple[CatalogGpu, ...]:
+    """Parse the text of a GPU catalog file.
+
+    Raises:
+        HardwareError: the text is not a catalog (bad JSON, a wrong field, a repeated name).
+    """
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HardwareError(f"GPU catalog is not valid JSON: {exc}") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("gpus"), list):
+        raise HardwareError("GPU catalog has no 'gpus' list")
+    gpus = tuple(_entry(raw) for raw in document["gpus"])
+    seen: dict[str, str] = {}
+    for gpu in gpus:
+        for key in (gpu.name, *gpu.aliases):
+            normalized = " ".join(_tokens(key))
+            if seen.setdefault(normalized, gpu.name) != gpu.name:
+                raise HardwareError(
+                    f"GPU catalog: {key!r} names both {seen[normalized]!r} and {gpu.name!r}"
+                )
+    return gpus
+
+
+@functools.cache
+def load_catalog() -> tuple[CatalogGpu, ...]:
+    """The bundled GPU catalog, read once.
+
+    Raises:
+        HardwareError: the bundled file is malformed.
+    """
+    resource = importlib.resources.files("vramgui.resources") / "gpus.json"
+    return parse_catalog(resource.read_text(encoding="utf-8"))
+
+
+# Words that vendors and NVML put around model names and that no one types to tell GPUs apart.
+_NOISE = frozenset(
+    {"nvidia", "geforce", "tesla", "amd", "radeon", "instinct", "apple", "generation"}
+)
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    """Lower-case words of a GPU name, with "16 GB" as "16gb" and "4070 Ti" as "4070ti"."""
+    text = re.sub(r"[-_/,()]", " ", text.lower())
+    text = re.sub(r"\b(\d+)\s*(?:gib|gb|g)\b", r"\1gb", text)
+    # A suffix makes another card ("4070" is not "4070 Ti"), so it is glued to its number.
+    text = re.sub(r"\b(\d{3,4})\s+(ti|super|xtx|xt)\b", r"\1\2", text)
+    return tuple(word for word in text.split() if word not in _NOISE)
+
+
+def find_gpu(name: str, catalog: tuple[CatalogGpu, ...] | None = None) -> CatalogGpu:
+    """The catalog GPU a person or NVML means by ``name``.
+
+    An exact name or alias wins; otherwise the entries whose names contain every word typed
+    ("4090" -> "RTX 4090"), which must be exactly one.
+
+    Raises:
+        HardwareError: no entry matches, or several do (the message lists them).
+    """
+    gpus = load_catalog() if catalog is None else catalog
+    wanted = _tokens(name)
+    if not wanted:
+        raise HardwareError(f"not a GPU name: {name!r}")
+    joined = " ".join(wanted)
+    for gpu in gpus:
+        if any(" ".join(_tokens(key)) == joined for key in (gpu.name, *gpu.aliases)):
+            return gpu
+    matches = [
+        gpu
+        for gpu in gpus
+        if set(wanted) <= {word for key in (gpu.name, *gpu.aliases) for word in _tokens(key)}
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        names = ", ".join(gpu.name for gpu in matches)
+        raise HardwareError(
+            f"GPU {name!r} is ambiguous: it matches {names}. Use one of these names."
+        )
+    # "4070" names no entry, but it starts "4070 Ti": suggest by word prefix, then by spelling.
+    suggestions = [
+        gpu.name
+        for gpu in gpus
+        if all(any(word.startswith(w) for word in _tokens(gpu.name)) for w in wanted)
+    ]
+    if not suggestions:
+        by_key = {" ".join(_tokens(gpu.name)): gpu.name for gpu in gpus}
+        suggestions = [by_key[key] for key in difflib.get_close_matches(joined, list(by_key), n=3)]
+    hint = (" Did you mean " + " or ".join(map(repr, suggestions[:3])) + "?") if suggestions else ""
+    raise HardwareError(
+        f"unknown GPU {name!r}.{hint} `vramgui gpus --catalog` lists the known GPUs."
+    )

@@ -1,0 +1,725 @@
+"""config.json -> ModelSpec for each supported architecture family.
+
+Each family builder lists every parameter tensor with the names and shapes that transformers'
+model class for it has (``named_parameters()``, tied tensors once), and fills the architecture
+facts. Fields a config leaves out take the defaults of transformers' configuration class for the
+family; the core sizes (hidden size, layers, heads, vocabulary, MLP width) must be present, since a
+config without them describes no model in particular.
+
+The model class is the one a user loads to serve or fine-tune the model: ``*ForCausalLM`` for
+decoders (``Gemma3ForCausalLM`` on the text config of a multimodal Gemma 3 config, whose vision
+tower is left out with a warning) and ``BertForMaskedLM`` for BERT (no pooler).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramgui.core.errors import ConfigError
+from vramgui.core.model import ArchFacts, LayerType, ModelSpec, Role, Tensor
+
+# Sizes beyond these are typing mistakes, not models (the largest published ones are far below).
+_MAX_DIM = 1 << 20
+_MAX_LAYERS = 4096
+_MAX_VOCAB = 1 << 24
+_MAX_EXPERTS = 65536
+
+_MISSING = object()
+
+
+class _Config:
+    """Typed, validated access to a config.json dict; every problem becomes one ConfigError."""
+
+    def __init__(self, data: Mapping[str, Any], family: str) -> None:
+        self.data = data
+        self.family = family
+
+    def has(self, *keys: str) -> bool:
+        return any(self.data.get(k) is not None for k in keys)
+
+    def _raw(self, keys: tuple[str, ...], default: Any) -> tuple[str, Any]:
+        for key in keys:
+            if key in self.data and self.data[key] is not None:
+                return key, self.data[key]
+        if default is _MISSING:
+            raise ConfigError(f"the {self.family} config has no '{keys[0]}'")
+        return keys[0], default
+
+    def int(
+        self, *keys: str, default: Any = _MISSING, minimum: int = 1, maximum: int = _MAX_DIM
+    ) -> int:
+        key, value = self._raw(keys, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"'{key}' must be a whole number, not {value!r}")
+        if value < minimum:
+            raise ConfigError(f"'{key}' must be at least {minimum}, not {value}")
+        if value > maximum:
+            raise ConfigError(f"'{key}' = {value} is implausibly large (at most {maximum})")
+        return value
+
+    def opt_int(
+        self, *keys: str, default: int | None = None, minimum: int = 1, maximum: int = _MAX_DIM
+    ) -> int | None:
+        if not self.has(*keys) and default is None:
+            return None
+        return self.int(*keys, default=default, minimum=minimum, maximum=maximum)
+
+    def float(self, *keys: str, default: float = 0.0) -> float:
+        key, value = self._raw(keys, default)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ConfigError(f"'{key}' must be a number, not {value!r}")
+        return float(value)
+
+    def bool(self, *keys: str, default: bool = False) -> bool:
+        key, value = self._raw(keys, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"'{key}' must be true or false, not {value!r}")
+        return value
+
+    def str(self, *keys: str, default: str = "") -> str:
+        key, value = self._raw(keys, default)
+        if not isinstance(value, str):
+            raise ConfigError(f"'{key}' must be a string, not {value!r}")
+        return value
+
+    def int_list(self, key: str) -> tuple[int, ...]:
+        value = self.data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise ConfigError(f"'{key}' must be a list of whole numbers, not {value!r}")
+        return tuple(value)
+
+    def str_list(self, key: str) -> tuple[str, ...] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"'{key}' must be a list of strings, not {value!r}")
+        return tuple(value)
+
+    def torch_dtype(self) -> str | None:
+        for key in ("torch_dtype", "dtype"):
+            value = self.data.get(key)
+            if isinstance(value, str):
+                return value.removeprefix("torch.")
+        return None
+
+
+@dataclass
+class _Inventory:
+    """Collects tensors in the order a model class creates them."""
+
+    tensors: list[Tensor] = field(default_factory=list)
+
+    def add(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        role: Role,
+        layer: int | None = None,
+        module: str = "",
+        *,
+        is_bias: bool = False,
+        dtype: str | None = None,
+    ) -> None:
+        self.tensors.append(Tensor(name, shape, role, layer, module, dtype, is_bias))
+
+    def linear(
+        self,
+        prefix: str,
+        module: str,
+        out_features: int,
+        in_features: int,
+        role: Role,
+        *,
+        layer: int | None = None,
+        bias: bool = False,
+        dtype: str | None = None,
+    ) -> None:
+        """An nn.Linear: weight (out, in) and optionally bias (out,)."""
+        name = f"{prefix}.{module}" if prefix else module
+        self.add(f"{name}.weight", (out_features, in_features), role, layer, module, dtype=dtype)
+        if bias:
+            self.add(f"{name}.bias", (out_features,), role, layer, module, is_bias=True)
+
+    def conv1d(
+        self,
+        prefix: str,
+        module: str,
+        in_features: int,
+        out_features: int,
+        role: Role,
+        *,
+        layer: int,
+    ) -> None:
+        """GPT-2's Conv1D: weight stored (in, out), always with a bias."""
+        name = f"{prefix}.{module}"
+        self.add(f"{name}.weight", (in_features, out_features), role, layer, module)
+        self.add(f"{name}.bias", (out_features,), role, layer, module, is_bias=True)
+
+    def norm(
+        self, prefix: str, module: str, width: int, layer: int | None = None, *, bias: bool = False
+    ) -> None:
+        name = f"{prefix}.{module}" if prefix else module
+        self.add(f"{name}.weight", (width,), Role.NORM, layer, module)
+        if bias:
+            self.add(f"{name}.bias", (width,), Role.NORM, layer, module, is_bias=True)
+
+    def embedding(self, name: str, rows: int, width: int, role: Role = Role.EMBEDDING) -> None:
+        module = name.rsplit(".", 1)[-1]
+        self.add(f"{name}.weight", (rows, width), role, None, module)
+
+
+@dataclass(frozen=True)
+class _Core:
+    """The sizes every family has."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+
+
+def _check_heads(cfg: _Config, hidden: int, heads: int, kv_heads: int, *, derived: bool) -> None:
+    if heads > hidden:
+        raise ConfigError(f"{heads} attention heads cannot split a hidden size of {hidden}")
+    if derived and hidden % heads:
+        raise ConfigError(
+            f"hidden size {hidden} is not divisible by the {heads} attention heads "
+            f"of this {cfg.family} config"
+        )
+    if kv_heads > heads or heads % kv_heads:
+        raise ConfigError(
+            f"{heads} attention heads cannot be shared among {kv_heads} key/value heads"
+        )
+
+
+def _layer_types_from(cfg: _Config, layers: int) -> tuple[LayerType, ...] | None:
+    """Explicit ``layer_types`` from the config, validated, or None when absent."""
+    names = cfg.str_list("layer_types")
+    if names is None:
+        return None
+    if len(names) != layers:
+        raise ConfigError(f"'layer_types' lists {len(names)} layers but the model has {layers}")
+    known = {t.value: t for t in LayerType}
+    unknown = sorted({n for n in names if n not in known})
+    if unknown:
+        raise ConfigError(f"'layer_types' holds unknown attention kinds: {', '.join(unknown)}")
+    return tuple(known[n] for n in names)
+
+
+# --- Llama-style decoders (llama, mistral, mixtral, qwen, gemma, phi3, deepseek) ---------------
+
+
+@dataclass(frozen=True)
+class _DecoderPlan:
+    """What a Llama-style decoder family varies."""
+
+    architecture: str
+    tie_default: bool = False
+    max_positions_default: int = 2048
+    head_dim_default: int | None = None  # None: hidden / heads
+    kv_heads_default: int | None = None  # when the key is absent; None: same as heads
+    act_key: str = "hidden_act"
+    act_default: str = "silu"
+    qkv_bias: Callable[[_Config], bool] = lambda cfg: False
+    o_bias: Callable[[_Config], bool] = lambda cfg: False
+    mlp_bias: Callable[[_Config], bool] = lambda cfg: False
+    qk_norm: bool = False
+    sandwich_norm: bool = False  # gemma2/3: norms before and after the MLP too
+    fused_qkv: bool = False  # phi3: qkv_proj and gate_up_proj
+    hidden_dropout_key: str = ""
+    mla: bool = False  # DeepSeek multi-head latent attention
+
+
+def _attn_bias(cfg: _Config) -> bool:
+    return cfg.bool("attention_bias")
+
+
+_PLANS: dict[str, _DecoderPlan] = {
+    "llama": _DecoderPlan(
+        "LlamaForCausalLM",
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+        mlp_bias=lambda cfg: cfg.bool("mlp_bias"),
+    ),
+    "mistral": _DecoderPlan(
+        "MistralForCausalLM", max_positions_default=4096 * 32, kv_heads_default=8
+    ),
+    "mixtral": _DecoderPlan(
+        "MixtralForCausalLM", max_positions_default=4096 * 32, kv_heads_default=8
+    ),
+    "qwen2": _DecoderPlan(
+        "Qwen2ForCausalLM",
+        max_positions_default=32768,
+        kv_heads_default=32,
+        qkv_bias=lambda cfg: True,
+    ),
+    "qwen2_moe": _DecoderPlan(
+        "Qwen2MoeForCausalLM",
+        max_positions_default=32768,
+        kv_heads_default=16,
+        qkv_bias=lambda cfg: cfg.bool("qkv_bias", default=True),
+    ),
+    "qwen3": _DecoderPlan(
+        "Qwen3ForCausalLM",
+        max_positions_default=32768,
+        kv_heads_default=32,
+        head_dim_default=128,
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+        qk_norm=True,
+    ),
+    "qwen3_moe": _DecoderPlan(
+        "Qwen3MoeForCausalLM",
+        max_positions_default=32768,
+        kv_heads_default=4,
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+        qk_norm=True,
+    ),
+    "gemma": _DecoderPlan(
+        "GemmaForCausalLM",
+        tie_default=True,
+        kv_heads_default=16,
+        max_positions_default=8192,
+        head_dim_default=256,
+        act_default="gelu_pytorch_tanh",
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+    ),
+    "gemma2": _DecoderPlan(
+        "Gemma2ForCausalLM",
+        tie_default=True,
+        kv_heads_default=4,
+        max_positions_default=8192,
+        head_dim_default=256,
+        act_key="hidden_activation",
+        act_default="gelu_pytorch_tanh",
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+        sandwich_norm=True,
+    ),
+    "gemma3_text": _DecoderPlan(
+        "Gemma3ForCausalLM",
+        tie_default=True,
+        kv_heads_default=4,
+        max_positions_default=131_072,
+        head_dim_default=256,
+        act_key="hidden_activation",
+        act_default="gelu_pytorch_tanh",
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+        qk_norm=True,
+        sandwich_norm=True,
+    ),
+    "phi3": _DecoderPlan(
+        "Phi3ForCausalLM",
+        max_positions_default=4096,
+        fused_qkv=True,
+        hidden_dropout_key="resid_pdrop",
+    ),
+    "deepseek_v2": _DecoderPlan(
+        "DeepseekV2ForCausalLM",
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+        mlp_bias=lambda cfg: cfg.bool("mlp_bias"),
+        mla=True,
+    ),
+    "deepseek_v3": _DecoderPlan(
+        "DeepseekV3ForCausalLM",
+        max_positions_default=4096,
+        kv_heads_default=128,
+        qkv_bias=_attn_bias,
+        o_bias=_attn_bias,
+        mla=True,
+    ),
+}
+
+
+def _kv_heads(cfg: _Config, plan: _DecoderPlan, heads: int) -> int:
+    """Key/value heads: the config class's default when absent, all heads when null."""
+    if "num_key_value_heads" not in cfg.data:
+        return cfg.int("num_key_value_heads", default=plan.kv_heads_default or heads)
+    return cfg.int("num_key_value_heads", default=heads)
+
+
+def _decoder_core(cfg: _Config, model_type: str, plan: _DecoderPlan) -> _Core:
+    hidden = cfg.int("hidden_size")
+    layers = cfg.int("num_hidden_layers", maximum=_MAX_LAYERS)
+    heads = cfg.int("num_attention_heads")
+    kv_heads = _kv_heads(cfg, plan, heads)
+    if plan.mla:
+        head_dim, derived = (
+            cfg.int("qk_nope_head_dim", default=128) + cfg.int("qk_rope_head_dim", default=64),
+            False,
+        )
+    elif cfg.has("head_dim"):
+        head_dim, derived = cfg.int("head_dim"), False
+    elif plan.head_dim_default is not None:
+        head_dim, derived = plan.head_dim_default, False
+    else:
+        head_dim, derived = hidden // max(heads, 1), True
+    _check_heads(cfg, hidden, heads, kv_heads, derived=derived)
+    return _Core(
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=cfg.int("intermediate_size", maximum=_MAX_DIM * 16),
+        vocab=cfg.int("vocab_size", maximum=_MAX_VOCAB),
+    )
+
+
+def _decoder_layer_types(
+    cfg: _Config, model_type: str, layers: int
+) -> tuple[tuple[LayerType, ...], int | None]:
+    """Per-layer attention kind and the sliding window, as each family's config derives them."""
+    full, sliding = LayerType.FULL, LayerType.SLIDING
+    explicit = _layer_types_from(cfg, layers)
+    if model_type in ("mistral", "mixtral", "phi3"):
+        # These apply the window to every layer whenever one is set.
+        window = cfg.opt_int(
+            "sliding_window",
+            default=4096 if model_type == "mistral" and "sliding_window" not in cfg.data else None,
+        )
+        return (sliding if window else full,) * layers, window
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        use = cfg.bool("use_sliding_window")
+        window = cfg.opt_int("sliding_window", default=4096) if use else None
+        if explicit is not None:
+            return explicit, window
+        if model_type == "qwen3_moe":
+            return (sliding if window else full,) * layers, window
+        first = cfg.int("max_window_layers", default=28, minimum=0, maximum=_MAX_LAYERS)
+        if model_type == "qwen2_moe":
+            kinds = tuple(
+                sliding if use and (i + 1) % 2 and i < first else full for i in range(layers)
+            )
+        else:
+            kinds = tuple(sliding if window and i >= first else full for i in range(layers))
+        return kinds, window
+    if model_type in ("gemma2", "gemma3_text"):
+        window = cfg.int("sliding_window", default=4096)
+        if model_type == "gemma3_text" and cfg.bool("use_bidirectional_attention"):
+            window = window // 2 + 1
+        if explicit is not None:
+            return explicit, window
+        pattern = (
+            2
+            if model_type == "gemma2"
+            else cfg.int("sliding_window_pattern", default=6, maximum=_MAX_LAYERS)
+        )
+        return tuple(sliding if (i + 1) % pattern else full for i in range(layers)), window
+    return (full,) * layers, None
+
+
+def _moe_layers(cfg: _Config, model_type: str, layers: int) -> tuple[bool, ...]:
+    if model_type == "mixtral":
+        return (True,) * layers
+    if model_type in ("qwen2_moe", "qwen3_moe"):
+        step = cfg.int("decoder_sparse_step", default=1, maximum=_MAX_LAYERS)
+        dense = set(cfg.int_list("mlp_only_layers"))
+        return tuple(i not in dense and (i + 1) % step == 0 for i in range(layers))
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        first = cfg.int(
+            "first_k_dense_replace",
+            default=3 if model_type == "deepseek_v3" else 0,
+            minimum=0,
+            maximum=_MAX_LAYERS,
+        )
+        return tuple(i >= first for i in range(layers))
+    return (False,) * layers
+
+
+@dataclass(frozen=True)
+class _Moe:
+    experts: int = 0
+    top_k: int = 0
+    width: int = 0
+    shared: int = 0  # number of shared experts
+    shared_width: int = 0  # total width of the shared-expert MLP
+
+
+def _moe(cfg: _Config, model_type: str) -> _Moe:
+    if model_type == "mixtral":
+        experts = cfg.int("num_local_experts", "num_experts", default=8, maximum=_MAX_EXPERTS)
+        top_k = cfg.int("num_experts_per_tok", default=2, maximum=experts)
+        return _Moe(experts, top_k, cfg.int("intermediate_size", maximum=_MAX_DIM * 16))
+    if model_type == "qwen2_moe":
+        experts = cfg.int("num_experts", default=60, maximum=_MAX_EXPERTS)
+        width = cfg.int("moe_intermediate_size", default=1408)
+        shared = cfg.int("shared_expert_intermediate_size", default=5632)
+        return _Moe(
+            experts, cfg.int("num_experts_per_tok", default=4, maximum=experts), width, 1, shared
+        )
+    if model_type == "qwen3_moe":
+        experts = cfg.int("num_experts", default=128, maximum=_MAX_EXPERTS)
+        width = cfg.int("moe_intermediate_size", default=768)
+        return _Moe(experts, cfg.int("num_experts_per_tok", default=8, maximum=experts), width)
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        v3 = model_type == "deepseek_v3"
+        experts = cfg.int("n_routed_experts", default=256 if v3 else 64, maximum=_MAX_EXPERTS)
+        width = cfg.int("moe_intermediate_size", default=2048 if v3 else 1407)
+        shared = cfg.int(
+            "n_shared_experts", default=1 if v3 else 2, minimum=0, maximum=_MAX_EXPERTS
+        )
+        top_k = cfg.opt_int("num_experts_per_tok", default=8 if v3 else None, maximum=experts)
+        if top_k is None:
+            raise ConfigError("the deepseek_v2 config has no 'num_experts_per_tok'")
+        return _Moe(experts, top_k, width, shared, width * shared)
+    return _Moe()
+
+
+@dataclass(frozen=True)
+class _Mla:
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    rope: int
+    nope: int
+    v: int
+
+
+def _mla(cfg: _Config) -> _Mla:
+    q_rank = cfg.opt_int("q_lora_rank") if "q_lora_rank" in cfg.data else 1536
+    return _Mla(
+        q_lora_rank=q_rank,
+        kv_lora_rank=cfg.int("kv_lora_rank", default=512),
+        rope=cfg.int("qk_rope_head_dim", default=64),
+        nope=cfg.int("qk_nope_head_dim", default=128),
+        v=cfg.int("v_head_dim", default=128),
+    )
+
+
+def _decoder(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str]:
+    """Llama-style decoders: model.embed_tokens, model.layers.N.{self_attn,mlp}, model.norm."""
+    plan = _PLANS[model_type]
+    is_mla = plan.mla
+    core = _decoder_core(cfg, model_type, plan)
+    tie = cfg.bool("tie_word_embeddings", default=plan.tie_default)
+    layer_types, window = _decoder_layer_types(cfg, model_type, core.layers)
+    moe = _moe(cfg, model_type)
+    moe_layers = _moe_layers(cfg, model_type, core.layers)
+    mla = _mla(cfg) if is_mla else None
+    qkv_bias, o_bias, mlp_bias = plan.qkv_bias(cfg), plan.o_bias(cfg), plan.mlp_bias(cfg)
+    h, hd = core.hidden, core.head_dim
+    # DeepSeek keeps its router in fp32 whatever the model's dtype (_keep_in_fp32_modules_strict).
+    router_dtype = "F32" if is_mla else None
+
+    inv = _Inventory()
+    inv.embedding("model.embed_tokens", core.vocab, h)
+    for i in range(core.layers):
+        p = f"model.layers.{i}"
+        a = f"{p}.self_attn"
+        if mla is not None:
+            qk = mla.nope + mla.rope
+            if mla.q_lora_rank is None:
+                inv.linear(a, "q_proj", core.heads * qk, h, Role.ATTENTION, layer=i)
+            else:
+                inv.linear(
+                    a, "q_a_proj", mla.q_lora_rank, h, Role.ATTENTION, layer=i, bias=qkv_bias
+                )
+                inv.norm(a, "q_a_layernorm", mla.q_lora_rank, i)
+                inv.linear(a, "q_b_proj", core.heads * qk, mla.q_lora_rank, Role.ATTENTION, layer=i)
+            inv.linear(
+                a,
+                "kv_a_proj_with_mqa",
+                mla.kv_lora_rank + mla.rope,
+                h,
+                Role.ATTENTION,
+                layer=i,
+                bias=qkv_bias,
+            )
+            inv.norm(a, "kv_a_layernorm", mla.kv_lora_rank, i)
+            inv.linear(
+                a,
+                "kv_b_proj",
+                core.heads * (mla.nope + mla.v),
+                mla.kv_lora_rank,
+                Role.ATTENTION,
+                layer=i,
+            )
+            inv.linear(a, "o_proj", h, core.heads * mla.v, Role.ATTENTION, layer=i, bias=o_bias)
+        elif plan.fused_qkv:
+            inv.linear(a, "o_proj", h, core.heads * hd, Role.ATTENTION, layer=i)
+            inv.linear(
+                a, "qkv_proj", (core.heads + 2 * core.kv_heads) * hd, h, Role.ATTENTION, layer=i
+            )
+        else:
+            inv.linear(a, "q_proj", core.heads * hd, h, Role.ATTENTION, layer=i, bias=qkv_bias)
+            inv.linear(a, "k_proj", core.kv_heads * hd, h, Role.ATTENTION, layer=i, bias=qkv_bias)
+            inv.linear(a, "v_proj", core.kv_heads * hd, h, Role.ATTENTION, layer=i, bias=qkv_bias)
+            inv.linear(a, "o_proj", h, core.heads * hd, Role.ATTENTION, layer=i, bias=o_bias)
+            if plan.qk_norm:
+                inv.norm(a, "q_norm", hd, i)
+                inv.norm(a, "k_norm", hd, i)
+        m = f"{p}.mlp"
+        if moe_layers[i]:
+            inv.linear(m, "gate", moe.experts, h, Role.ROUTER, layer=i, dtype=router_dtype)
+            inv.add(
+                f"{m}.experts.gate_up_proj",
+                (moe.experts, 2 * moe.width, h),
+                Role.EXPERT,
+                i,
+                "gate_up_proj",
+            )
+            inv.add(
+                f"{m}.experts.down_proj", (moe.experts, h, moe.width), Role.EXPERT, i, "down_proj"
+            )
+            if moe.shared_width:
+                s = f"{m}.shared_expert" if model_type == "qwen2_moe" else f"{m}.shared_experts"
+                inv.linear(
+                    s, "gate_proj", moe.shared_width, h, Role.SHARED_EXPERT, layer=i, bias=mlp_bias
+                )
+                inv.linear(
+                    s, "up_proj", moe.shared_width, h, Role.SHARED_EXPERT, layer=i, bias=mlp_bias
+                )
+                inv.linear(
+                    s, "down_proj", h, moe.shared_width, Role.SHARED_EXPERT, layer=i, bias=mlp_bias
+                )
+                if model_type == "qwen2_moe":
+                    inv.linear(m, "shared_expert_gate", 1, h, Role.ROUTER, layer=i)
+        elif plan.fused_qkv:
+            inv.linear(m, "gate_up_proj", 2 * core.intermediate, h, Role.MLP, layer=i)
+            inv.linear(m, "down_proj", h, core.intermediate, Role.MLP, layer=i)
+        else:
+            inv.linear(m, "gate_proj", core.intermediate, h, Role.MLP, layer=i, bias=mlp_bias)
+            inv.linear(m, "up_proj", core.intermediate, h, Role.MLP, layer=i, bias=mlp_bias)
+            inv.linear(m, "down_proj", h, core.intermediate, Role.MLP, layer=i, bias=mlp_bias)
+        inv.norm(p, "input_layernorm", h, i)
+        inv.norm(p, "post_attention_layernorm", h, i)
+        if plan.sandwich_norm:
+            inv.norm(p, "pre_feedforward_layernorm", h, i)
+            inv.norm(p, "post_feedforward_layernorm", h, i)
+    inv.norm("model", "norm", h)
+    if not tie:
+        inv.linear("", "lm_head", core.vocab, h, Role.HEAD)
+
+    act = cfg.str(plan.act_key, default=plan.act_default)
+    if model_type == "gemma" and act == "gelu":
+        act = "gelu_pytorch_tanh"  # GemmaConfig reads the legacy "gelu" as the tanh approximation
+    facts = ArchFacts(
+        model_type=model_type,
+        num_layers=core.layers,
+        hidden_size=h,
+        num_heads=core.heads,
+        num_kv_heads=core.kv_heads,
+        head_dim=(mla.nope + mla.rope) if mla else hd,
+        intermediate_size=core.intermediate,
+        vocab_size=core.vocab,
+        max_position_embeddings=cfg.int(
+            "max_position_embeddings", default=plan.max_positions_default, maximum=1 << 30
+        ),
+        tie_word_embeddings=tie,
+        layer_types=layer_types,
+        sliding_window=window,
+        gated_mlp=True,
+        hidden_act=act,
+        norm="rms",
+        is_decoder=True,
+        kv_lora_rank=mla.kv_lora_rank if mla else None,
+        q_lora_rank=mla.q_lora_rank if mla else None,
+        qk_rope_head_dim=mla.rope if mla else None,
+        qk_nope_head_dim=mla.nope if mla else None,
+        v_head_dim=mla.v if mla else None,
+        num_experts=moe.experts,
+        experts_per_token=moe.top_k,
+        num_shared_experts=moe.shared,
+        moe_intermediate_size=moe.width if moe.experts else 0,
+        moe_layers=moe_layers,
+        attention_dropout=cfg.float("attention_dropout"),
+        hidden_dropout=cfg.float(plan.hidden_dropout_key) if plan.hidden_dropout_key else 0.0,
+        torch_dtype=cfg.torch_dtype(),
+    )
+    return facts, inv.tensors, plan.architecture
+
+
+# --- public API ------------------------------------------------------------------------------
+
+_Builder = Callable[[_Config, str], tuple[ArchFacts, list[Tensor], str]]
+
+_BUILDERS: dict[str, _Builder] = {
+    "llama": _decoder,
+    "mistral": _decoder,
+    "mixtral": _decoder,
+    "qwen2": _decoder,
+    "qwen2_moe": _decoder,
+    "qwen3": _decoder,
+    "qwen3_moe": _decoder,
+    "gemma": _decoder,
+    "gemma2": _decoder,
+    "gemma3_text": _decoder,
+    "phi3": _decoder,
+    "deepseek_v2": _decoder,
+    "deepseek_v3": _decoder,
+}
+
+_GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262_208,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+}
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = (*_BUILDERS, "gemma3")
+
+
+def spec_from_config(config: dict, name: str = "") -> ModelSpec:
+    """Build the exact ModelSpec a transformers model of this config.json would have.
+
+    Args:
+        config: the parsed config.json.
+        name: what to call the model; defaults to the config's ``_name_or_path`` or model_type.
+
+    Returns:
+        The spec: every parameter tensor (tied once) and the architecture facts.
+
+    Raises:
+        ConfigError: the config is not a dict, lacks a needed field, has a wrongly typed or
+            impossible value, or is of an unknown type without the common fields.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError(f"a model config must be a JSON object, not {type(config).__name__}")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ConfigError("the config has no 'model_type' string")
+    warnings: list[str] = []
+    data: Mapping[str, Any] = config
+    if model_type == "gemma3":
+        text = config.get("text_config")
+        if not isinstance(text, dict):
+            raise ConfigError("the gemma3 config has no 'text_config' object")
+        # The nested text config is saved as a diff against Gemma3TextConfig's defaults.
+        data = {
+            **_GEMMA3_TEXT_DEFAULTS,
+            "torch_dtype": config.get("torch_dtype", config.get("dtype")),
+            **text,
+            "model_type": "gemma3_text",
+        }
+        warnings.append("only the Gemma 3 language model is counted; the vision tower is not")
+        model_type = "gemma3_text"
+    builder = _BUILDERS.get(model_type)
+    if builder is None:
+        raise ConfigError(f"model_type '{model_type}' is not supported")
+    facts, tensors, architecture = builder(_Config(data, model_type), model_type)
+    label = name or config.get("_name_or_path") or config["model_type"]
+    return ModelSpec(
+        name=label if isinstance(label, str) else config["model_type"],
+        facts=facts,
+        tensors=tuple(tensors),
+        architecture=architecture,
+        warnings=tuple(warnings),
+        source="config.json",
+    )

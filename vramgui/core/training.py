@@ -1,0 +1,752 @@
+"""Training memory per GPU at the peak of a steady-state step: full, LoRA and QLoRA fine-tunes.
+
+The activations are not a formula per family but a replay of what autograd keeps: each family's
+layer is written as the sequence of operations transformers' implementation runs (norms, q/k/v,
+rotary, attention, MLP, residuals, LoRA branches), and every operation saves for backward what
+PyTorch's derivative of it needs (a linear keeps its input when its weight is trainable, a SiLU its
+input, a product the other factor, a softmax its output...), with the dtype each tensor really has
+under autocast or in pure 16-bit. The same replay gives the order in which backward frees those
+tensors and creates gradients, so the peak moment (forward end, backward, optimizer step) follows.
+
+Conditions that the figures follow (those of a Trainer-style loop): the model output is dropped
+right after the loss is taken, ``zero_grad(set_to_none=True)`` after each step, one parameter
+group, checkpointing with ``use_reentrant=False`` (transformers' default), peft's defaults (fp32
+adapters on a 16-bit base, ``lora_dropout`` 0, no adapter on the LM head).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vramgui.core import dtypes
+from vramgui.core.errors import WorkloadError
+from vramgui.core.model import ModelSpec, Role, Tensor
+from vramgui.core.workload import Workload
+
+PHASE_FORWARD = "forward end"
+PHASE_BACKWARD = "backward"
+PHASE_STEP = "optimizer step"
+
+WEIGHTS = "weights"
+ACTIVATIONS = "activations"
+GRADIENTS = "gradients"
+OPTIMIZER_STATES = "optimizer_states"
+OPTIMIZER_TEMPORARIES = "optimizer_temporaries"
+LOGITS = "logits"
+LORA_ADAPTERS = "lora_adapters"
+WEIGHT_COPIES = "autocast_weight_copies"
+BACKWARD_TEMPORARIES = "backward_temporaries"
+
+# Devices whose kernels the estimate follows: "cuda" for users, "cpu" for the measurement harness
+# (the CPU build of PyTorch), which differs in dropout masks and autocast's fp32 op list.
+DEVICES = ("cuda", "cpu")
+
+FOUR_BIT_SCHEMES = ("nf4", "fp4")
+ALL_LINEAR = "all-linear"
+
+# bitsandbytes 8-bit optimizers: tensors under this many elements keep 32-bit states, and the
+# 8-bit states carry one fp32 absmax per block.
+_BNB_MIN_8BIT_SIZE = 4096
+_BNB_BLOCK = 256
+# peft's default scaling and dropout do not change memory; its adapters are fp32 on a 16-bit base.
+_ADAPTER_BYTES = 4
+# Small tensors autograd keeps (rsqrt of variances, softmax statistics...) smaller than this
+# fraction of a layer are still counted; nothing is rounded away.
+_INT64 = 8
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingBreakdown:
+    """Memory one GPU holds at the peak moment of a training step.
+
+    Attributes:
+        components: bytes per component at the peak; ``weights``, ``activations``, ``gradients``,
+            ``optimizer_states`` always, plus optional ones (``optimizer_temporaries``,
+            ``logits``, ``lora_adapters``, ``autocast_weight_copies``, ``backward_temporaries``).
+        phase: the moment of the peak: "forward end", "backward" or "optimizer step".
+        trainable_parameters: parameters that get gradients.
+        host_bytes: host RAM the setup needs for what is offloaded to the CPU.
+        notes: how the figures were counted, for the user.
+        phase_totals: the total at each phase's worst moment, for comparison.
+    """
+
+    components: dict[str, int]
+    phase: str
+    trainable_parameters: int
+    host_bytes: int = 0
+    notes: tuple[str, ...] = ()
+    phase_totals: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.components.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# The symbolic replay of a forward pass.
+
+
+@dataclass(eq=False, slots=True)
+class _T:
+    """A tensor of the replay: its storage size and whether it needs a gradient.
+
+    ``base`` is the tensor that owns the storage when this one is a view of it.
+    """
+
+    numel: int
+    itemsize: int
+    grad: bool
+    base: _T | None = None
+
+    @property
+    def owner(self) -> _T:
+        return self.base if self.base is not None else self
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+
+@dataclass(slots=True)
+class _Ctx:
+    """How the replay runs: dtypes, autocast, device, which weights are trainable."""
+
+    batch: int
+    seq: int
+    param_bytes: int  # dtype of the (trainable or unquantized) weights
+    compute_bytes: int  # dtype matmuls run in
+    autocast: bool
+    cuda: bool
+    full: bool  # every weight trainable
+    lora_targets: frozenset[str]
+    lora_rank: int
+    attention: str
+    checkpointing: bool
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
+
+class _Replay:
+    """Records what autograd saves while a forward runs through ``_Replay``'s operations."""
+
+    def __init__(self, ctx: _Ctx) -> None:
+        self.ctx = ctx
+        self.saved: dict[int, _T] = {}
+        self.peak_extra = 0  # largest transient (not saved) tensor set seen, beyond ``saved``
+
+    # -- bookkeeping
+    def new(self, numel: int, itemsize: int, grad: bool) -> _T:
+        return _T(numel, itemsize, grad)
+
+    def save(self, *tensors: _T) -> None:
+        for t in tensors:
+            self.saved[id(t.owner)] = t.owner
+
+    def saved_bytes(self) -> int:
+        return sum(t.nbytes for t in self.saved.values())
+
+    # -- dtype handling
+    def cast(self, x: _T, itemsize: int) -> _T:
+        if x.itemsize == itemsize:
+            return x
+        return self.new(x.numel, itemsize, x.grad)
+
+    def autocast_in(self, x: _T) -> _T:
+        """Inputs of matmul-like ops under autocast: cast to the 16-bit dtype (a new tensor)."""
+        return self.cast(x, self.ctx.compute_bytes) if self.ctx.autocast else x
+
+    def autocast_fp32(self, x: _T) -> _T:
+        """CUDA autocast runs norms / softmax / pow in fp32; the CPU list leaves them alone."""
+        return self.cast(x, 4) if self.ctx.autocast and self.ctx.cuda else x
+
+    # -- operations (what each saves follows PyTorch's derivatives.yaml)
+    def linear(self, x: _T, out_features: int, trainable: bool) -> _T:
+        xin = self.autocast_in(x)
+        if trainable:
+            self.save(xin)
+        itemsize = self.ctx.compute_bytes if self.ctx.autocast else xin.itemsize
+        rows = x.numel // self.width_of(x)
+        return self.new(rows * out_features, itemsize, x.grad or trainable)
+
+    def width_of(self, x: _T) -> int:
+        return x.numel // self.ctx.tokens
+
+    def proj(self, x: _T, module: str, out_features: int) -> _T:
+        """A linear layer of the model, with a LoRA branch when ``module`` is targeted."""
+        ctx = self.ctx
+        if ctx.full:
+            return self.linear(x, out_features, True)
+        out = self.linear(x, out_features, False)
+        if module not in ctx.lora_targets:
+            return out
+        xa = self.cast(x, _ADAPTER_BYTES)
+        a = self.linear(xa, ctx.lora_rank, True)
+        b = self.linear(a, out_features, True)
+        summed = self.new(out.numel, max(out.itemsize, b.itemsize), True)
+        return self.cast(summed, out.itemsize)
+
+    def mul(self, a: _T, b: _T) -> _T:
+        if b.grad:
+            self.save(a)
+        if a.grad:
+            self.save(b)
+        return self.new(max(a.numel, b.numel), max(a.itemsize, b.itemsize), a.grad or b.grad)
+
+    def mul_const(self, a: _T, const: _T) -> _T:
+        """Product with a tensor that needs no gradient (rotary cos / sin, a scale)."""
+        if a.grad:
+            self.save(const)
+        return self.new(a.numel, max(a.itemsize, const.itemsize), a.grad)
+
+    def add(self, a: _T, b: _T) -> _T:
+        return self.new(max(a.numel, b.numel), max(a.itemsize, b.itemsize), a.grad or b.grad)
+
+    def unary_saving_input(self, x: _T) -> _T:
+        """SiLU, GELU (erf or tanh), pow: the derivative needs the input."""
+        if x.grad:
+            self.save(x)
+        return self.new(x.numel, x.itemsize, x.grad)
+
+    def unary_saving_output(self, x: _T) -> _T:
+        """ReLU, tanh, softmax, log_softmax, rsqrt: the derivative needs the output."""
+        out = self.new(x.numel, x.itemsize, x.grad)
+        if x.grad:
+            self.save(out)
+        return out
+
+    def dropout(self, x: _T, p: float) -> _T:
+        if p <= 0.0:
+            return x
+        if x.grad:
+            # CUDA's fused kernel keeps a bool mask; the CPU path multiplies by a scaled noise
+            # tensor of the input's dtype and keeps that.
+            mask = self.new(x.numel, 1 if self.ctx.cuda else x.itemsize, False)
+            self.save(mask)
+        return self.new(x.numel, x.itemsize, x.grad)
+
+    def rms_norm(self, x: _T, width: int, trainable: bool, *, gemma: bool = False) -> _T:
+        """LlamaRMSNorm (weight x normed.to(input dtype)) or GemmaRMSNorm ((1 + w) x normed).
+
+        Both upcast to fp32 first, and pow / mean / rsqrt keep small per-token statistics.
+        """
+        x32 = self.cast(x, 4)
+        stats = self.new(self.ctx.tokens, 4, x.grad)
+        if x.grad:
+            self.save(x32, stats)
+        normed32 = self.new(x.numel, 4, x.grad)
+        weight = self.new(width, 4 if gemma else self.ctx.param_bytes, trainable)
+        if gemma:
+            out = self.mul(normed32, weight)
+            return self.cast(out, x.itemsize)
+        normed = self.cast(normed32, x.itemsize)
+        return self.mul(normed, weight)
+
+    def layer_norm(self, x: _T, trainable: bool) -> _T:
+        xin = self.autocast_fp32(x)
+        grad = x.grad or trainable
+        if grad:
+            self.save(xin, self.new(2 * self.ctx.tokens, 4, False))
+        return self.new(x.numel, xin.itemsize, grad)
+
+    def rotary(self, x: _T, cos_bytes: int) -> _T:
+        cos = self.new(self.ctx.tokens, cos_bytes, False)  # shared by every layer: not counted
+        out_size = max(x.itemsize, cos_bytes)
+        return self.new(x.numel, out_size, x.grad) if cos else x
+
+    def attention(
+        self,
+        q: _T,
+        k: _T,
+        v: _T,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        *,
+        softcap: bool = False,
+        dropout: float = 0.0,
+        v_head_dim: int | None = None,
+    ) -> _T:
+        """Scaled dot-product attention as transformers runs it; returns (tokens, heads x hd)."""
+        ctx = self.ctx
+        vd = v_head_dim or head_dim
+        b, s = ctx.batch, ctx.seq
+        grad = q.grad or k.grad or v.grad
+        q, k, v = self.autocast_in(q), self.autocast_in(k), self.autocast_in(v)
+        if ctx.attention != "eager":
+            # Flash-style kernels (CUDA flash / memory-efficient, CPU flash) keep q, k, v, the
+            # output and a fp32 log-sum-exp per query row; GQA runs without repeating k / v.
+            out = self.new(ctx.tokens * heads * vd, q.itemsize, grad)
+            if grad:
+                self.save(q, k, v, out, self.new(b * heads * s, 4, False))
+            return out
+        if kv_heads != heads:
+            k = self.new(ctx.tokens * heads * head_dim, k.itemsize, k.grad)
+            v = self.new(ctx.tokens * heads * vd, v.itemsize, v.grad)
+        scores_numel = b * heads * s * s
+        if grad:
+            self.save(q, k)
+        scores = self.new(scores_numel, q.itemsize, grad)
+        if softcap:
+            scores = self.unary_saving_output(scores)
+        # The additive causal mask has the dtype of the hidden states (fp32 under autocast).
+        scores = self.add(scores, self.new(1, ctx.param_bytes, False))
+        probs32 = self.unary_saving_output(self.cast(scores, 4))
+        probs = self.cast(probs32, q.itemsize)
+        probs = self.dropout(probs, dropout)
+        if grad:
+            self.save(probs, v)
+        out = self.new(ctx.tokens * heads * vd, q.itemsize, grad)
+        return self.new(out.numel, out.itemsize, grad)  # transpose(1, 2).contiguous()
+
+
+# ---------------------------------------------------------------------------------------------
+# Family layer programs.
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """One unit of the backward walk: what it saved, the gradients and weight copies it owns."""
+
+    saved_bytes: int
+    grad_bytes: int
+    weight_copy_bytes: int
+    transient_bytes: int
+    input_bytes: int  # the hidden state entering it (what checkpointing keeps)
+
+
+def _module_width(spec: ModelSpec, layer: int | None, module: str) -> int:
+    """Output features of a linear module (summed over weight tensors of that module name)."""
+    return sum(
+        t.shape[0] for t in spec.layer_tensors(layer) if t.module == module and not t.is_bias
+    )
+
+
+def _has(spec: ModelSpec, layer: int, module: str) -> bool:
+    return any(t.module == module for t in spec.layer_tensors(layer))
+
+
+def _llama_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
+    """Llama-style decoder block (llama, mistral, qwen2/3, phi3, gemma 1-3)."""
+    f = spec.facts
+    ctx = r.ctx
+    gemma = f.model_type.startswith("gemma")
+    norm_trainable = ctx.full
+    h = f.hidden_size
+    hd = f.head_dim
+    kv_width = f.num_kv_heads * hd
+    y = r.rms_norm(x, h, norm_trainable, gemma=gemma)
+    if _has(spec, layer, "qkv_proj"):
+        qkv = r.proj(y, "qkv_proj", _module_width(spec, layer, "qkv_proj"))
+        q = _T(ctx.tokens * f.num_heads * hd, qkv.itemsize, qkv.grad, qkv)
+        k = _T(ctx.tokens * kv_width, qkv.itemsize, qkv.grad, qkv)
+        v = _T(ctx.tokens * kv_width, qkv.itemsize, qkv.grad, qkv)
+    else:
+        q = r.proj(y, "q_proj", f.num_heads * hd)
+        k = r.proj(y, "k_proj", kv_width)
+        v = r.proj(y, "v_proj", kv_width)
+    if _has(spec, layer, "q_norm"):
+        q = r.rms_norm(q, hd, norm_trainable)
+        k = r.rms_norm(k, hd, norm_trainable)
+    q = r.rotary(q, ctx.param_bytes)
+    k = r.rotary(k, ctx.param_bytes)
+    softcap = f.model_type == "gemma2"
+    a = r.attention(
+        q, k, v, f.num_heads, f.num_kv_heads, hd, softcap=softcap, dropout=f.attention_dropout
+    )
+    o = r.proj(a, "o_proj", h)
+    if _has(spec, layer, "post_attention_layernorm") and gemma and f.model_type != "gemma":
+        o = r.rms_norm(o, h, norm_trainable, gemma=True)
+    x = r.add(x, r.dropout(o, f.hidden_dropout))
+    pre_mlp = "pre_feedforward_layernorm" if gemma and f.model_type != "gemma" else None
+    y = r.rms_norm(x, h, norm_trainable, gemma=gemma) if pre_mlp or True else x
+    inter = f.intermediate_size
+    act = r.unary_saving_input
+    if _has(spec, layer, "gate_up_proj"):
+        gu = r.proj(y, "gate_up_proj", 2 * inter)
+        gate = _T(ctx.tokens * inter, gu.itemsize, gu.grad, gu)
+        up = _T(ctx.tokens * inter, gu.itemsize, gu.grad, gu)
+        m = r.mul(up, act(gate))
+    else:
+        gate = r.proj(y, "gate_proj", inter)
+        up = r.proj(y, "up_proj", inter)
+        m = r.mul(act(gate), up)
+    d = r.proj(m, "down_proj", h)
+    if pre_mlp:
+        d = r.rms_norm(d, h, norm_trainable, gemma=True)
+    return r.add(x, r.dropout(d, f.hidden_dropout))
+
+
+_LAYER_PROGRAMS: dict[str, Callable[[_Replay, ModelSpec, int, _T], _T]] = {
+    name: _llama_layer
+    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text")
+}
+
+
+def _layer_program(spec: ModelSpec) -> Callable[[_Replay, ModelSpec, int, _T], _T]:
+    return _LAYER_PROGRAMS.get(spec.facts.model_type, _llama_layer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights, trainable parameters, LoRA targets.
+
+
+def _linear_modules(spec: ModelSpec) -> set[str]:
+    return {
+        t.module
+        for t in spec.tensors
+        if t.layer is not None and t.is_matrix and t.role not in (Role.ROUTER,)
+    }
+
+
+def resolve_lora_targets(spec: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
+    """The module names LoRA adapts; ``all-linear`` = every linear in the blocks (not lm_head).
+
+    Raises:
+        WorkloadError: a target names no module of this model.
+    """
+    available = _linear_modules(spec)
+    if ALL_LINEAR in targets:
+        return frozenset(available)
+    missing = [t for t in targets if t not in available]
+    if missing:
+        raise WorkloadError(
+            f"LoRA target(s) {', '.join(missing)} not in {spec.name or 'this model'}; "
+            f"its linear modules are {', '.join(sorted(available))} (or use all-linear)"
+        )
+    return frozenset(targets)
+
+
+def _lora_shapes(spec: ModelSpec, targets: frozenset[str], rank: int) -> list[tuple[int, int]]:
+    """(numel A, numel B) of every adapter pair."""
+    pairs = []
+    for t in spec.tensors:
+        if t.layer is None or t.module not in targets or not t.is_matrix:
+            continue
+        out_f, in_f = t.shape[-2], t.shape[-1]
+        experts = math.prod(t.shape[:-2])
+        pairs.append((rank * in_f * experts, out_f * rank * experts))
+    return pairs
+
+
+def _trainable_tensors(spec: ModelSpec, workload: Workload) -> list[int]:
+    """Numel of each trainable parameter tensor (adapters for LoRA / QLoRA)."""
+    if workload.method == "full":
+        return [t.numel for t in spec.tensors]
+    targets = resolve_lora_targets(spec, workload.lora_targets)
+    return [n for pair in _lora_shapes(spec, targets, workload.lora_rank) for n in pair]
+
+
+def _dtype_bytes(name: str) -> int:
+    return dtypes.dtype_bytes(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizers.
+
+
+@dataclass(frozen=True, slots=True)
+class _OptimizerBytes:
+    states: int
+    temporaries: int
+
+
+def _optimizer_bytes(name: str, sizes: list[int], shapes: list[tuple[int, ...]], b: int) -> _OptimizerBytes:
+    """States and step temporaries for trainable tensors of ``sizes`` elements, ``b`` bytes each."""
+    total = sum(sizes) * b
+    largest = max(sizes, default=0) * b
+    if name == "adamw":
+        # torch's foreach AdamW (the CUDA default): exp_avg, exp_avg_sq, and in the step
+        # exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs) for the whole group at once.
+        return _OptimizerBytes(2 * total, total)
+    if name == "adamw-fused":
+        return _OptimizerBytes(2 * total, 0)
+    if name == "adamw-8bit":
+        states = 0
+        for n in sizes:
+            if n < _BNB_MIN_8BIT_SIZE:
+                states += 2 * n * 4
+            else:
+                states += 2 * (n + 4 * math.ceil(n / _BNB_BLOCK))
+        return _OptimizerBytes(states, 0)
+    if name == "sgd":
+        # momentum_buffer; the foreach update works in place.
+        return _OptimizerBytes(total, 0)
+    if name == "lion":
+        # exp_avg; the per-tensor update clones exp_avg and adds the gradient.
+        return _OptimizerBytes(total, 2 * largest)
+    if name == "adafactor":
+        states = 0
+        matrix_total = 0
+        vector_total = 0
+        for shape in shapes:
+            n = math.prod(shape)
+            if len(shape) >= 2:
+                rows = math.prod(shape[:-1])
+                cols = math.prod(shape[:-2]) * shape[-1]
+                states += (rows + cols) * b
+                matrix_total += n * b
+            else:
+                states += n * b
+                vector_total += n * b
+        # torch's foreach Adafactor builds var_estimates (one full-size tensor per parameter) for
+        # the matrices, and for the vectors the squared grads then a clone of the variances.
+        return _OptimizerBytes(states, max(matrix_total, vector_total))
+    raise WorkloadError(f"unknown optimizer {name!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimate.
+
+
+def _check(spec: ModelSpec, workload: Workload) -> None:
+    if workload.method == "qlora" and workload.quant not in FOUR_BIT_SCHEMES:
+        raise WorkloadError(
+            f"QLoRA trains adapters on a 4-bit base: use --quant nf4 or fp4, not {workload.quant!r}"
+        )
+    if workload.method != "qlora" and workload.quant != "none":
+        raise WorkloadError(
+            f"--quant {workload.quant} with --method {workload.method}: a quantized base can only "
+            "be trained through adapters (use --method qlora)"
+        )
+    if workload.method == "full" and workload.precision == "pure" and workload.dtype == "fp32":
+        return
+    if workload.precision == "fp32" and workload.dtype != "fp32":
+        return
+
+
+def _context(spec: ModelSpec, workload: Workload, device: str) -> _Ctx:
+    precision = workload.precision
+    sixteen = _dtype_bytes(workload.dtype)
+    if precision == "fp32" or workload.dtype == "fp32":
+        param_bytes = compute = 4
+        autocast = False
+    elif precision == "mixed" and workload.method == "full":
+        param_bytes, compute, autocast = 4, sixteen, True
+    elif precision == "mixed":
+        # LoRA under "mixed": the frozen base stays fp32 and autocast runs the matmuls in 16 bit.
+        param_bytes, compute, autocast = (sixteen, sixteen, False) if workload.method == "qlora" else (4, sixteen, True)
+    else:
+        param_bytes, compute, autocast = sixteen, sixteen, False
+    targets: frozenset[str] = frozenset()
+    if workload.method != "full":
+        targets = resolve_lora_targets(spec, workload.lora_targets)
+    return _Ctx(
+        batch=workload.batch,
+        seq=workload.seq,
+        param_bytes=param_bytes,
+        compute_bytes=compute,
+        autocast=autocast,
+        cuda=device == "cuda",
+        full=workload.method == "full",
+        lora_targets=targets,
+        lora_rank=workload.lora_rank,
+        attention=workload.attention,
+        checkpointing=workload.grad_checkpointing,
+    )
+
+
+def _grad_bytes_of(tensors: tuple[Tensor, ...], ctx: _Ctx, targets: frozenset[str], rank: int) -> int:
+    if ctx.full:
+        return sum(t.numel for t in tensors) * ctx.param_bytes
+    total = 0
+    for t in tensors:
+        if t.module in targets and t.is_matrix:
+            out_f, in_f = t.shape[-2], t.shape[-1]
+            total += rank * (in_f + out_f) * math.prod(t.shape[:-2]) * _ADAPTER_BYTES
+    return total
+
+
+def _copy_bytes(tensors: tuple[Tensor, ...], ctx: _Ctx) -> int:
+    """Autocast's 16-bit copies of the fp32 weights matmuls use (cached for the forward)."""
+    if not ctx.autocast:
+        return 0
+    return sum(
+        t.numel * ctx.compute_bytes
+        for t in tensors
+        if t.role not in (Role.EMBEDDING, Role.POSITION, Role.NORM) and (ctx.full or t.module in ctx.lora_targets or True)
+    )
+
+
+def _walk(spec: ModelSpec, ctx: _Ctx) -> tuple[list[_Block], int, int]:
+    """Replay the forward: blocks in forward order, the loss's saved bytes, its backward transient."""
+    f = spec.facts
+    program = _layer_program(spec)
+    blocks: list[_Block] = []
+    tok = ctx.tokens
+    r = _Replay(ctx)
+    x = r.new(tok * f.hidden_size, ctx.param_bytes, ctx.full)
+    emb_tensors = spec.layer_tensors(None)
+    for layer in range(f.num_layers):
+        r.saved = {}
+        x_in = x
+        x = program(r, spec, layer, x)
+        tensors = spec.layer_tensors(layer)
+        saved = r.saved_bytes()
+        if ctx.checkpointing:
+            kept = x_in.nbytes
+        else:
+            kept = saved
+        # Backward of a block: the incoming gradient of the hidden state, the gradient it passes
+        # on, and the widest intermediate gradients (MLP: three tokens x intermediate tensors).
+        inter = max(f.intermediate_size, f.num_heads * f.head_dim)
+        transient = 2 * x.numel * x.itemsize + 3 * tok * inter * ctx.compute_bytes
+        if ctx.checkpointing:
+            transient += saved
+        blocks.append(
+            _Block(
+                saved_bytes=kept,
+                grad_bytes=_grad_bytes_of(tensors, ctx, ctx.lora_targets, ctx.lora_rank),
+                weight_copy_bytes=_copy_bytes(tensors, ctx),
+                transient_bytes=transient,
+                input_bytes=x_in.nbytes,
+            )
+        )
+    # Final norm, LM head and loss.
+    r.saved = {}
+    gemma = f.model_type.startswith("gemma")
+    y = r.rms_norm(x, f.hidden_size, ctx.full, gemma=gemma)
+    head_trainable = ctx.full
+    logits = r.linear(y, f.vocab_size, head_trainable)
+    if f.model_type == "gemma2":
+        logits = r.unary_saving_output(logits)
+    logits32 = r.cast(logits, 4)
+    log_probs = r.unary_saving_output(logits32)
+    r.save(r.new(tok, _INT64, False))  # shifted labels
+    head_saved = r.saved_bytes()
+    tv = tok * f.vocab_size
+    # Forward: the 16-bit logits, their fp32 copy and log_softmax's output exist together.
+    forward_transient = logits.nbytes + (logits32.nbytes if logits32 is not logits else 0)
+    # Backward: nll_loss's gradient and log_softmax's gradient (fp32), then the 16-bit gradient
+    # of the logits while the head's weight gradient is computed.
+    backward_transient = max(2 * tv * 4, tv * 4 + logits.nbytes)
+    del log_probs
+    head_tensors = tuple(t for t in emb_tensors if t.role in (Role.HEAD, Role.NORM))
+    embed_tensors = tuple(t for t in emb_tensors if t.role not in (Role.HEAD, Role.NORM))
+    head_copy = _copy_bytes(head_tensors, ctx)
+    if f.tie_word_embeddings and ctx.autocast:
+        head_copy += sum(t.numel for t in embed_tensors if t.role == Role.EMBEDDING) * ctx.compute_bytes
+    blocks.insert(
+        0,
+        _Block(0, _grad_bytes_of(embed_tensors, ctx, ctx.lora_targets, ctx.lora_rank), 0, 0, 0),
+    )
+    blocks.append(
+        _Block(
+            saved_bytes=head_saved,
+            grad_bytes=_grad_bytes_of(head_tensors, ctx, ctx.lora_targets, ctx.lora_rank),
+            weight_copy_bytes=head_copy,
+            transient_bytes=backward_transient,
+            input_bytes=0,
+        )
+    )
+    return blocks, forward_transient, backward_transient
+
+
+def training_estimate(spec: ModelSpec, workload: Workload, *, device: str = "cuda") -> TrainingBreakdown:
+    """Per-GPU memory at the peak of a steady-state training step (the second optimizer step).
+
+    Args:
+        spec: the model.
+        workload: a training workload.
+        device: "cuda" (what users run) or "cpu" (the measurement harness: CPU autocast leaves
+            norms and softmax in 16 bit, and CPU dropout keeps a full-dtype noise tensor).
+
+    Raises:
+        WorkloadError: the settings do not apply to this model.
+    """
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}")
+    _check(spec, workload)
+    ctx = _context(spec, workload, device)
+    notes: list[str] = []
+
+    # Weights.
+    if workload.method == "qlora":
+        weights = dtypes.weight_bytes(spec, workload.dtype, workload.quant)
+    else:
+        weights = spec.parameters * ctx.param_bytes
+    trainable_sizes = _trainable_tensors(spec, workload)
+    trainable = sum(trainable_sizes)
+    adapters = 0
+    if workload.method != "full":
+        adapters = trainable * _ADAPTER_BYTES
+        grad_item = _ADAPTER_BYTES
+    else:
+        grad_item = ctx.param_bytes
+    if workload.method == "full":
+        shapes = [t.shape for t in spec.tensors]
+    else:
+        shapes = []
+        targets = resolve_lora_targets(spec, workload.lora_targets)
+        for t in spec.tensors:
+            if t.layer is not None and t.module in targets and t.is_matrix:
+                shapes += [(workload.lora_rank, t.shape[-1]), (t.shape[-2], workload.lora_rank)]
+    opt = _optimizer_bytes(workload.optimizer, trainable_sizes, shapes, grad_item)
+    gradients_total = trainable * grad_item
+
+    blocks, forward_transient, _ = _walk(spec, ctx)
+    saved_total = sum(bl.saved_bytes for bl in blocks)
+    copies_total = sum(bl.weight_copy_bytes for bl in blocks)
+    accumulating = workload.grad_accum > 1
+    resident = weights + adapters + opt.states
+
+    # Forward end (with accumulation, earlier micro-steps' gradients are already there).
+    grads_during = gradients_total if accumulating else 0
+    forward_total = resident + saved_total + copies_total + forward_transient + grads_during
+
+    # Backward, block by block from the loss back to the embeddings.
+    best_backward = 0
+    best_parts: dict[str, int] = {}
+    acts_left = saved_total
+    copies_left = copies_total
+    grads_done = grads_during
+    for bl in reversed(blocks):
+        grads_now = grads_done + (bl.grad_bytes if not accumulating else 0)
+        transient = bl.transient_bytes + (bl.grad_bytes if accumulating else 0)
+        total = resident + acts_left + copies_left + grads_now + transient
+        if total > best_backward:
+            best_backward = total
+            best_parts = {
+                ACTIVATIONS: acts_left,
+                WEIGHT_COPIES: copies_left,
+                GRADIENTS: grads_now,
+                BACKWARD_TEMPORARIES: transient,
+            }
+        acts_left -= bl.saved_bytes
+        copies_left -= bl.weight_copy_bytes
+        grads_done = grads_now
+    step_total = resident + gradients_total + opt.temporaries
+
+    candidates = {
+        PHASE_FORWARD: forward_total,
+        PHASE_BACKWARD: best_backward,
+        PHASE_STEP: step_total,
+    }
+    phase = max(candidates, key=lambda k: candidates[k])
+    components = {WEIGHTS: weights, OPTIMIZER_STATES: opt.states}
+    if adapters:
+        components[LORA_ADAPTERS] = adapters
+    if phase == PHASE_FORWARD:
+        components.update(
+            {
+                ACTIVATIONS: saved_total,
+                WEIGHT_COPIES: copies_total,
+                LOGITS: forward_transient,
+                GRADIENTS: grads_during,
+            }
+        )
+    elif phase == PHASE_BACKWARD:
+        components.update(best_parts)
+    else:
+        components.update({ACTIVATIONS: 0, GRADIENTS: gradients_total, OPTIMIZER_TEMPORARIES: opt.temporaries})
+    components = {k: v for k, v in components.items() if v or k in (WEIGHTS, ACTIVATIONS, GRADIENTS, OPTIMIZER_STATES)}
+    return TrainingBreakdown(
+        components=components,
+        phase=phase,
+        trainable_parameters=trainable,
+        notes=tuple(notes),
+        phase_totals=candidates,
+    )

@@ -111,7 +111,7 @@ def _snapshot_table(snapshot: GpuSnapshot) -> str:
         rows.extend(
             (
                 f"{gpu.index}.{mig.index}",
-                f"  MIG {mig.name or '?'}",
+                f"  {mig.name or 'MIG device'}",
                 _size(mig.total_bytes),
                 _size(mig.used_bytes),
                 _size(mig.free_bytes),

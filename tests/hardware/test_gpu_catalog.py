@@ -1,0 +1,158 @@
+"""The bundled GPU catalog: every entry valid, names unique, tolerant and strict matching."""
+
+import json
+
+import pytest
+
+from vramgui.core.units import GiB
+from vramgui.hardware.errors import HardwareError
+from vramgui.hardware.gpus import CatalogGpu, find_gpu, load_catalog, parse_catalog
+
+REQUIRED_NAMES = [
+    "H200 SXM", "H100 SXM", "H100 PCIe", "A100 SXM 40GB", "A100 SXM 80GB", "L40S", "L4", "A10", "T4",
+    "V100 SXM2 16GB", "V100 SXM2 32GB", "RTX 6000 Ada", "RTX A6000", "RTX 5090", "RTX 4090", "RTX 4080",
+    "RTX 4070 Ti", "RTX 4060 Ti 16GB", "RTX 3090", "RTX 3080 10GB", "RTX 3060 12GB",
+    "Apple M2 Ultra 192GB", "Apple M3 Max 128GB", "Apple M4 Max 128GB",
+    "Instinct MI300X", "Instinct MI250", "Radeon RX 7900 XTX",
+]  # fmt: skip
+
+
+def test_catalog_has_the_gpus_people_ask_about():
+    names = [gpu.name for gpu in load_catalog()]
+    assert set(REQUIRED_NAMES) <= set(names)
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("gpu", load_catalog(), ids=lambda gpu: gpu.name)
+def test_every_entry_is_plausible(gpu: CatalogGpu):
+    assert gpu.vendor in {"NVIDIA", "AMD", "Apple"}
+    # Whole GiB: vendors' "GB" of GPU memory are binary units.
+    assert gpu.memory_bytes % GiB == 0
+    assert 8 * GiB <= gpu.memory_bytes <= 256 * GiB
+    assert 0 < gpu.capacity_bytes() <= gpu.memory_bytes
+    assert 100 <= gpu.memory_bandwidth_gbps <= 10_000
+    for tflops in (gpu.fp16_tflops, gpu.bf16_tflops, gpu.fp8_tflops):
+        assert tflops is None or 10 <= tflops <= 5000
+    if gpu.fp8_tflops is not None and gpu.bf16_tflops is not None:
+        assert gpu.fp8_tflops == pytest.approx(
+            2 * gpu.bf16_tflops, rel=0.03
+        )  # fp8 runs at twice bf16
+    assert gpu.pcie_gen is None or 3 <= gpu.pcie_gen <= 6
+    assert gpu.typical_price_usd is None or 100 <= gpu.typical_price_usd <= 100_000
+    assert gpu.sources
+    assert all(source.startswith("https://") for source in gpu.sources)
+    assert gpu.interconnect
+
+
+def test_non_nvidia_entries_are_flagged_as_not_nvml():
+    for gpu in load_catalog():
+        assert gpu.nvml == (gpu.vendor == "NVIDIA"), gpu.name
+
+
+def test_figures_of_well_known_cards():
+    rtx4090 = find_gpu("RTX 4090")
+    assert rtx4090.memory_bytes == 25769803776
+    assert rtx4090.capacity_bytes() == 24 * GiB
+    assert rtx4090.memory_bandwidth_bytes_per_s == 1_008_000_000_000
+    assert find_gpu("H100 SXM").memory_bytes == 80 * GiB
+    assert find_gpu("T4").bf16_tflops is None  # Turing has no bf16
+    # Apple's GPU may wire only ~75% of unified memory by default.
+    m2 = find_gpu("M2 Ultra")
+    assert m2.capacity_bytes() == 144 * GiB < m2.memory_bytes
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("4090", "RTX 4090"),
+        ("rtx 4090", "RTX 4090"),
+        ("RTX-4090", "RTX 4090"),
+        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+        ("H100", "H100 SXM"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("h100 pcie", "H100 PCIe"),
+        ("A100 80GB", "A100 SXM 80GB"),
+        ("a100 80 gb", "A100 SXM 80GB"),
+        ("NVIDIA A100-SXM4-40GB", "A100 SXM 40GB"),
+        ("4060 Ti", "RTX 4060 Ti 16GB"),
+        ("4070 ti", "RTX 4070 Ti"),
+        ("3080", "RTX 3080 10GB"),
+        ("a6000", "RTX A6000"),
+        ("RTX 6000", "RTX 6000 Ada"),
+        ("Tesla T4", "T4"),
+        ("A10", "A10"),
+        ("mi300x", "Instinct MI300X"),
+        ("7900 XTX", "Radeon RX 7900 XTX"),
+        ("m4 max", "Apple M4 Max 128GB"),
+    ],
+)
+def test_find_gpu_is_tolerant(query, name):
+    assert find_gpu(query).name == name
+
+
+@pytest.mark.parametrize(
+    ("query", "candidates"),
+    [("A100", ["A100 SXM 40GB", "A100 SXM 80GB"]), ("V100", ["V100 SXM2 16GB", "V100 SXM2 32GB"])],
+)
+def test_ambiguous_names_list_the_candidates(query, candidates):
+    with pytest.raises(HardwareError, match="ambiguous") as info:
+        find_gpu(query)
+    for candidate in candidates:
+        assert candidate in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "hint"),
+    [("4070", "RTX 4070 Ti"), ("rtx 409", "RTX 4090"), ("GTX 1080", None), ("  ", None)],
+)
+def test_unknown_names_fail_with_a_hint(query, hint):
+    with pytest.raises(HardwareError) as info:
+        find_gpu(query)
+    if hint:
+        assert f"Did you mean '{hint}'" in str(info.value)
+    # A suffix is part of the model: "4070" must not silently become the 4070 Ti.
+    assert "ambiguous" not in str(info.value)
+
+
+def _document(**overrides):
+    entry = {
+        "name": "Test GPU",
+        "vendor": "NVIDIA",
+        "memory_bytes": 8 * GiB,
+        "memory_bandwidth_gbps": 500,
+        "interconnect": "PCIe 4.0 x16",
+        "nvml": True,
+    }
+    entry.update(overrides)
+    return json.dumps({"format_version": 1, "gpus": [entry]})
+
+
+def test_parse_accepts_a_minimal_entry():
+    (gpu,) = parse_catalog(_document())
+    assert gpu.bf16_tflops is None
+    assert gpu.capacity_bytes(use_free=True) == 8 * GiB
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        json.dumps({"gpus": "nope"}),
+        _document(memory_bytes="24 GB"),
+        _document(memory_bytes=True),
+        _document(nvml="yes"),
+        _document(bf16_tflops="fast"),
+        _document(aliases="4090"),
+        _document(name=None),
+    ],
+)
+def test_parse_rejects_malformed_catalogs(text):
+    with pytest.raises(HardwareError):
+        parse_catalog(text)
+
+
+def test_parse_rejects_a_name_used_twice():
+    entry = json.loads(_document())["gpus"][0]
+    twin = {**entry, "name": "Other GPU", "aliases": ["test gpu"]}
+    with pytest.raises(HardwareError, match="names both"):
+        parse_catalog(json.dumps({"gpus": [entry, twin]}))

@@ -14,7 +14,7 @@ tower is left out with a warning) and ``BertForMaskedLM`` for BERT (no pooler).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vramgui.core.errors import ConfigError
@@ -645,6 +645,437 @@ def _decoder(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], st
     return facts, inv.tensors, plan.architecture
 
 
+# --- GPT-2 style and other classic decoders, and BERT -------------------------------------------
+
+
+def _mha_core(
+    cfg: _Config,
+    hidden_keys: tuple[str, ...],
+    layer_keys: tuple[str, ...],
+    head_keys: tuple[str, ...],
+) -> tuple[int, int, int, int]:
+    """Hidden size, layers, heads and vocabulary of a multi-head model whose heads split hidden."""
+    hidden = cfg.int(*hidden_keys)
+    layers = cfg.int(*layer_keys, maximum=_MAX_LAYERS)
+    heads = cfg.int(*head_keys)
+    _check_heads(cfg, hidden, heads, heads, derived=True)
+    return hidden, layers, heads, cfg.int("vocab_size", maximum=_MAX_VOCAB)
+
+
+def _classic_facts(
+    cfg: _Config,
+    model_type: str,
+    *,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int,
+    vocab: int,
+    max_positions: int,
+    tie: bool,
+    act: str,
+    attention_dropout: float,
+    hidden_dropout: float,
+    is_decoder: bool = True,
+) -> ArchFacts:
+    """Facts of a full-attention, dense, LayerNorm model with ungated MLP."""
+    return ArchFacts(
+        model_type=model_type,
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=hidden // heads,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=tie,
+        layer_types=(LayerType.FULL,) * layers,
+        gated_mlp=False,
+        hidden_act=act,
+        norm="layer",
+        is_decoder=is_decoder,
+        moe_layers=(False,) * layers,
+        attention_dropout=attention_dropout,
+        hidden_dropout=hidden_dropout,
+        torch_dtype=cfg.torch_dtype(),
+    )
+
+
+_GPT_KEYS = (
+    ("n_embd", "hidden_size"),
+    ("n_layer", "num_hidden_layers"),
+    ("n_head", "num_attention_heads"),
+)
+
+
+def _gpt2(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str]:
+    """GPT-2 (Conv1D weights stored in, out) and GPTBigCode (nn.Linear, optional multi-query)."""
+    if cfg.bool("add_cross_attention"):
+        raise ConfigError(
+            f"{model_type} with cross-attention (encoder-decoder use) is not supported"
+        )
+    hidden, layers, heads, vocab = _mha_core(cfg, *_GPT_KEYS)
+    bigcode = model_type == "gpt_bigcode"
+    inner = cfg.int("n_inner", default=4 * hidden, maximum=_MAX_DIM * 16)
+    positions = cfg.int("n_positions", "max_position_embeddings", default=1024, maximum=1 << 24)
+    tie = cfg.bool("tie_word_embeddings", default=True)
+    kv_heads = 1 if bigcode and cfg.bool("multi_query", default=True) else heads
+    head_dim = hidden // heads
+
+    inv = _Inventory()
+    inv.embedding("transformer.wte", vocab, hidden)
+    inv.embedding("transformer.wpe", positions, hidden, Role.POSITION)
+    for i in range(layers):
+        p = f"transformer.h.{i}"
+        inv.norm(p, "ln_1", hidden, i, bias=True)
+        qkv = hidden + 2 * kv_heads * head_dim
+        if bigcode:
+            inv.linear(f"{p}.attn", "c_attn", qkv, hidden, Role.ATTENTION, layer=i, bias=True)
+            inv.linear(f"{p}.attn", "c_proj", hidden, hidden, Role.ATTENTION, layer=i, bias=True)
+        else:
+            inv.conv1d(f"{p}.attn", "c_attn", hidden, qkv, Role.ATTENTION, layer=i)
+            inv.conv1d(f"{p}.attn", "c_proj", hidden, hidden, Role.ATTENTION, layer=i)
+        inv.norm(p, "ln_2", hidden, i, bias=True)
+        if bigcode:
+            inv.linear(f"{p}.mlp", "c_fc", inner, hidden, Role.MLP, layer=i, bias=True)
+            inv.linear(f"{p}.mlp", "c_proj", hidden, inner, Role.MLP, layer=i, bias=True)
+        else:
+            inv.conv1d(f"{p}.mlp", "c_fc", hidden, inner, Role.MLP, layer=i)
+            inv.conv1d(f"{p}.mlp", "c_proj", inner, hidden, Role.MLP, layer=i)
+    inv.norm("transformer", "ln_f", hidden, bias=True)
+    if not tie:
+        inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
+    facts = _classic_facts(
+        cfg,
+        model_type,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        intermediate=inner,
+        vocab=vocab,
+        max_positions=positions,
+        tie=tie,
+        act=cfg.str("activation_function", default="gelu_pytorch_tanh" if bigcode else "gelu_new"),
+        attention_dropout=cfg.float("attn_pdrop", default=0.1),
+        hidden_dropout=cfg.float("resid_pdrop", default=0.1),
+    )
+    return facts, inv.tensors, "GPTBigCodeForCausalLM" if bigcode else "GPT2LMHeadModel"
+
+
+def _opt(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str]:
+    """OPT: learned positions offset by 2, optional embedding projection, pre- or post-LN."""
+    hidden, layers, heads, vocab = _mha_core(
+        cfg, ("hidden_size",), ("num_hidden_layers",), ("num_attention_heads",)
+    )
+    ffn = cfg.int("ffn_dim", maximum=_MAX_DIM * 16)
+    positions = cfg.int("max_position_embeddings", default=2048, maximum=1 << 24)
+    embed_dim = cfg.int("word_embed_proj_dim", default=hidden)
+    bias = cfg.bool("enable_bias", default=True)
+    affine = cfg.bool("layer_norm_elementwise_affine", default=True)
+    pre_ln = cfg.bool("do_layer_norm_before", default=True)
+    tie = cfg.bool("tie_word_embeddings", default=True)
+
+    def norm(prefix: str, module: str, layer: int | None = None) -> None:
+        if affine:
+            inv.norm(prefix, module, hidden, layer, bias=True)
+
+    inv = _Inventory()
+    d = "model.decoder"
+    inv.embedding(f"{d}.embed_tokens", vocab, embed_dim)
+    inv.embedding(f"{d}.embed_positions", positions + 2, hidden, Role.POSITION)
+    if embed_dim != hidden:
+        inv.linear(d, "project_out", embed_dim, hidden, Role.OTHER)
+        inv.linear(d, "project_in", hidden, embed_dim, Role.OTHER)
+    if pre_ln and not cfg.bool("_remove_final_layer_norm"):
+        norm(d, "final_layer_norm")
+    for i in range(layers):
+        p = f"{d}.layers.{i}"
+        for module in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            inv.linear(f"{p}.self_attn", module, hidden, hidden, Role.ATTENTION, layer=i, bias=bias)
+        norm(p, "self_attn_layer_norm", i)
+        inv.linear(p, "fc1", ffn, hidden, Role.MLP, layer=i, bias=bias)
+        inv.linear(p, "fc2", hidden, ffn, Role.MLP, layer=i, bias=bias)
+        norm(p, "final_layer_norm", i)
+    if not tie:
+        inv.linear("", "lm_head", vocab, embed_dim, Role.HEAD)
+    facts = _classic_facts(
+        cfg,
+        model_type,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        intermediate=ffn,
+        vocab=vocab,
+        max_positions=positions,
+        tie=tie,
+        act=cfg.str("activation_function", default="relu"),
+        attention_dropout=cfg.float("attention_dropout"),
+        hidden_dropout=cfg.float("dropout", default=0.1),
+    )
+    return facts, inv.tensors, "OPTForCausalLM"
+
+
+def _gpt_neox(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str]:
+    """GPT-NeoX / Pythia: fused query_key_value, LayerNorms with bias, untied head by default."""
+    hidden, layers, heads, vocab = _mha_core(
+        cfg, ("hidden_size",), ("num_hidden_layers",), ("num_attention_heads",)
+    )
+    inter = cfg.int("intermediate_size", maximum=_MAX_DIM * 16)
+    attn_bias = cfg.bool("attention_bias", default=True)
+    tie = cfg.bool("tie_word_embeddings", default=False)
+
+    inv = _Inventory()
+    inv.embedding("gpt_neox.embed_in", vocab, hidden)
+    for i in range(layers):
+        p = f"gpt_neox.layers.{i}"
+        inv.norm(p, "input_layernorm", hidden, i, bias=True)
+        inv.norm(p, "post_attention_layernorm", hidden, i, bias=True)
+        a = f"{p}.attention"
+        inv.linear(
+            a, "query_key_value", 3 * hidden, hidden, Role.ATTENTION, layer=i, bias=attn_bias
+        )
+        inv.linear(a, "dense", hidden, hidden, Role.ATTENTION, layer=i, bias=attn_bias)
+        inv.linear(f"{p}.mlp", "dense_h_to_4h", inter, hidden, Role.MLP, layer=i, bias=True)
+        inv.linear(f"{p}.mlp", "dense_4h_to_h", hidden, inter, Role.MLP, layer=i, bias=True)
+    inv.norm("gpt_neox", "final_layer_norm", hidden, bias=True)
+    if not tie:
+        inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
+    facts = _classic_facts(
+        cfg,
+        model_type,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        intermediate=inter,
+        vocab=vocab,
+        max_positions=cfg.int("max_position_embeddings", default=2048, maximum=1 << 24),
+        tie=tie,
+        act=cfg.str("hidden_act", default="gelu"),
+        attention_dropout=cfg.float("attention_dropout"),
+        hidden_dropout=cfg.float("hidden_dropout"),
+    )
+    return facts, inv.tensors, "GPTNeoXForCausalLM"
+
+
+def _falcon(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str]:
+    """Falcon: old (multi-query, one LayerNorm) and new decoder architecture (grouped KV)."""
+    hidden = cfg.int("n_embed", "hidden_size")
+    layers = cfg.int("num_hidden_layers", maximum=_MAX_LAYERS)
+    heads = cfg.int("num_attention_heads")
+    vocab = cfg.int("vocab_size", maximum=_MAX_VOCAB)
+    new_arch = cfg.bool("new_decoder_architecture")
+    if new_arch:
+        kv_heads = cfg.int("num_kv_heads", default=heads)
+    else:
+        kv_heads = 1 if cfg.bool("multi_query", default=True) else heads
+    _check_heads(cfg, hidden, heads, kv_heads, derived=True)
+    ffn = cfg.int("ffn_hidden_size", default=4 * hidden, maximum=_MAX_DIM * 16)
+    bias = cfg.bool("bias")
+    parallel = cfg.bool("parallel_attn", default=True)
+    norms_in_parallel = cfg.opt_int("num_ln_in_parallel_attn", default=2 if new_arch else None)
+    tie = cfg.bool("tie_word_embeddings", default=True)
+    head_dim = hidden // heads
+
+    inv = _Inventory()
+    inv.embedding("transformer.word_embeddings", vocab, hidden)
+    for i in range(layers):
+        p = f"transformer.h.{i}"
+        a = f"{p}.self_attention"
+        qkv = (heads + 2 * kv_heads) * head_dim
+        inv.linear(a, "query_key_value", qkv, hidden, Role.ATTENTION, layer=i, bias=bias)
+        inv.linear(a, "dense", hidden, hidden, Role.ATTENTION, layer=i, bias=bias)
+        inv.linear(f"{p}.mlp", "dense_h_to_4h", ffn, hidden, Role.MLP, layer=i, bias=bias)
+        inv.linear(f"{p}.mlp", "dense_4h_to_h", hidden, ffn, Role.MLP, layer=i, bias=bias)
+        if not parallel:
+            inv.norm(p, "post_attention_layernorm", hidden, i, bias=True)
+            inv.norm(p, "input_layernorm", hidden, i, bias=True)
+        elif norms_in_parallel == 2:
+            inv.norm(p, "ln_attn", hidden, i, bias=True)
+            inv.norm(p, "ln_mlp", hidden, i, bias=True)
+        else:
+            inv.norm(p, "input_layernorm", hidden, i, bias=True)
+    inv.norm("transformer", "ln_f", hidden, bias=True)
+    if not tie:
+        inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
+    facts = _classic_facts(
+        cfg,
+        model_type,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        intermediate=ffn,
+        vocab=vocab,
+        max_positions=cfg.int("max_position_embeddings", default=2048, maximum=1 << 24),
+        tie=tie,
+        act=cfg.str("activation", default="gelu"),
+        attention_dropout=cfg.float("attention_dropout"),
+        hidden_dropout=cfg.float("hidden_dropout"),
+    )
+    return facts, inv.tensors, "FalconForCausalLM"
+
+
+def _bloom(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str]:
+    """BLOOM: ALiBi (no position table), an extra LayerNorm on the embeddings, biases throughout."""
+    hidden, layers, heads, vocab = _mha_core(
+        cfg,
+        ("n_embed", "hidden_size"),
+        ("n_layer", "num_hidden_layers"),
+        ("n_head", "num_attention_heads"),
+    )
+    tie = cfg.bool("tie_word_embeddings", default=True)
+
+    inv = _Inventory()
+    inv.embedding("transformer.word_embeddings", vocab, hidden)
+    inv.norm("transformer", "word_embeddings_layernorm", hidden, bias=True)
+    for i in range(layers):
+        p = f"transformer.h.{i}"
+        inv.norm(p, "input_layernorm", hidden, i, bias=True)
+        a = f"{p}.self_attention"
+        inv.linear(a, "query_key_value", 3 * hidden, hidden, Role.ATTENTION, layer=i, bias=True)
+        inv.linear(a, "dense", hidden, hidden, Role.ATTENTION, layer=i, bias=True)
+        inv.norm(p, "post_attention_layernorm", hidden, i, bias=True)
+        inv.linear(f"{p}.mlp", "dense_h_to_4h", 4 * hidden, hidden, Role.MLP, layer=i, bias=True)
+        inv.linear(f"{p}.mlp", "dense_4h_to_h", hidden, 4 * hidden, Role.MLP, layer=i, bias=True)
+    inv.norm("transformer", "ln_f", hidden, bias=True)
+    if not tie:
+        inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
+    facts = _classic_facts(
+        cfg,
+        model_type,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        intermediate=4 * hidden,
+        vocab=vocab,
+        # ALiBi has no trained length; BLOOM was trained on 2048-token sequences.
+        max_positions=cfg.int(
+            "seq_length", "max_position_embeddings", default=2048, maximum=1 << 24
+        ),
+        tie=tie,
+        act="gelu",
+        attention_dropout=cfg.float("attention_dropout"),
+        hidden_dropout=cfg.float("hidden_dropout"),
+    )
+    return facts, inv.tensors, "BloomForCausalLM"
+
+
+def _bert(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str]:
+    """BERT as BertForMaskedLM: encoder, no pooler, MLM head tied to the word embeddings."""
+    if cfg.bool("is_decoder") or cfg.bool("add_cross_attention"):
+        raise ConfigError("BERT as a decoder (is_decoder / add_cross_attention) is not supported")
+    hidden, layers, heads, vocab = _mha_core(
+        cfg, ("hidden_size",), ("num_hidden_layers",), ("num_attention_heads",)
+    )
+    inter = cfg.int("intermediate_size", maximum=_MAX_DIM * 16)
+    positions = cfg.int("max_position_embeddings", default=512, maximum=1 << 24)
+    types = cfg.int("type_vocab_size", default=2, maximum=_MAX_VOCAB)
+    tie = cfg.bool("tie_word_embeddings", default=True)
+
+    inv = _Inventory()
+    e = "bert.embeddings"
+    inv.embedding(f"{e}.word_embeddings", vocab, hidden)
+    inv.embedding(f"{e}.position_embeddings", positions, hidden, Role.POSITION)
+    inv.embedding(f"{e}.token_type_embeddings", types, hidden, Role.POSITION)
+    inv.norm(e, "LayerNorm", hidden, bias=True)
+    for i in range(layers):
+        p = f"bert.encoder.layer.{i}"
+        s = f"{p}.attention.self"
+        for module in ("query", "key", "value"):
+            inv.linear(s, module, hidden, hidden, Role.ATTENTION, layer=i, bias=True)
+        inv.linear(
+            f"{p}.attention.output", "dense", hidden, hidden, Role.ATTENTION, layer=i, bias=True
+        )
+        inv.norm(f"{p}.attention.output", "LayerNorm", hidden, i, bias=True)
+        inv.linear(f"{p}.intermediate", "dense", inter, hidden, Role.MLP, layer=i, bias=True)
+        inv.linear(f"{p}.output", "dense", hidden, inter, Role.MLP, layer=i, bias=True)
+        inv.norm(f"{p}.output", "LayerNorm", hidden, i, bias=True)
+    c = "cls.predictions"
+    inv.add(f"{c}.bias", (vocab,), Role.HEAD, None, "predictions", is_bias=True)
+    inv.linear(f"{c}.transform", "dense", hidden, hidden, Role.HEAD, bias=True)
+    inv.norm(f"{c}.transform", "LayerNorm", hidden, bias=True)
+    if not tie:
+        # Untied, the decoder keeps its own bias too; tied, it shares cls.predictions.bias.
+        inv.linear(c, "decoder", vocab, hidden, Role.HEAD, bias=True)
+    facts = _classic_facts(
+        cfg,
+        model_type,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        intermediate=inter,
+        vocab=vocab,
+        max_positions=positions,
+        tie=tie,
+        act=cfg.str("hidden_act", default="gelu"),
+        attention_dropout=cfg.float("attention_probs_dropout_prob", default=0.1),
+        hidden_dropout=cfg.float("hidden_dropout_prob", default=0.1),
+        is_decoder=False,
+    )
+    return facts, inv.tensors, "BertForMaskedLM"
+
+
+# --- unknown model types ---------------------------------------------------------------------
+
+# Names other architectures use for the fields a Llama-style estimate needs, first match wins.
+_REQUIRED_ALIASES: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("hidden_size", "n_embd", "n_embed", "d_model", "dim"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "intermediate_size": ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+}
+_OPTIONAL_ALIASES: dict[str, tuple[str, ...]] = {
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
+    "head_dim": ("head_dim",),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "seq_length"),
+    "tie_word_embeddings": ("tie_word_embeddings",),
+    "hidden_act": ("hidden_act", "activation_function"),
+    "attention_dropout": ("attention_dropout",),
+    "torch_dtype": ("torch_dtype", "dtype"),
+}
+
+
+def _unknown(config: Mapping[str, Any], model_type: str) -> ModelSpec:
+    """A config of a type we do not know, estimated as a Llama-style decoder of the same sizes."""
+    data: dict[str, Any] = {"model_type": "llama"}
+    missing = []
+    for canonical, aliases in (_REQUIRED_ALIASES | _OPTIONAL_ALIASES).items():
+        found = next((config[k] for k in aliases if config.get(k) is not None), None)
+        if found is not None:
+            data[canonical] = found
+        elif canonical in _REQUIRED_ALIASES:
+            missing.append(canonical)
+    label = f"model_type '{model_type}'" if model_type else "a config without model_type"
+    if missing:
+        raise ConfigError(
+            f"{label} is not supported, and the config lacks {', '.join(missing)} "
+            "needed to estimate it as a Llama-style decoder"
+        )
+    facts, tensors, _ = _decoder(_Config(data, model_type or "unknown"), "llama")
+    architectures = config.get("architectures")
+    architecture = (
+        architectures[0]
+        if isinstance(architectures, list) and architectures and isinstance(architectures[0], str)
+        else ""
+    )
+    return ModelSpec(
+        name="",
+        facts=replace(facts, model_type=model_type),
+        tensors=tuple(tensors),
+        architecture=architecture,
+        warnings=(f"{label} is not known; estimated as a Llama-style decoder of the same sizes",),
+        source="config.json",
+    )
+
+
 # --- public API ------------------------------------------------------------------------------
 
 _Builder = Callable[[_Config, str], tuple[ArchFacts, list[Tensor], str]]
@@ -663,6 +1094,13 @@ _BUILDERS: dict[str, _Builder] = {
     "phi3": _decoder,
     "deepseek_v2": _decoder,
     "deepseek_v3": _decoder,
+    "gpt2": _gpt2,
+    "gpt_bigcode": _gpt2,
+    "opt": _opt,
+    "gpt_neox": _gpt_neox,
+    "falcon": _falcon,
+    "bloom": _bloom,
+    "bert": _bert,
 }
 
 _GEMMA3_TEXT_DEFAULTS = {
@@ -693,8 +1131,13 @@ def spec_from_config(config: dict, name: str = "") -> ModelSpec:
     if not isinstance(config, dict):
         raise ConfigError(f"a model config must be a JSON object, not {type(config).__name__}")
     model_type = config.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
-        raise ConfigError("the config has no 'model_type' string")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError(f"'model_type' must be a string, not {model_type!r}")
+    model_type = model_type or ""
+    label = name or config.get("_name_or_path") or model_type
+    label = label if isinstance(label, str) and label else "model"
+    if model_type != "gemma3" and model_type not in _BUILDERS:
+        return replace(_unknown(config, model_type), name=label)
     warnings: list[str] = []
     data: Mapping[str, Any] = config
     if model_type == "gemma3":
@@ -710,13 +1153,9 @@ def spec_from_config(config: dict, name: str = "") -> ModelSpec:
         }
         warnings.append("only the Gemma 3 language model is counted; the vision tower is not")
         model_type = "gemma3_text"
-    builder = _BUILDERS.get(model_type)
-    if builder is None:
-        raise ConfigError(f"model_type '{model_type}' is not supported")
-    facts, tensors, architecture = builder(_Config(data, model_type), model_type)
-    label = name or config.get("_name_or_path") or config["model_type"]
+    facts, tensors, architecture = _BUILDERS[model_type](_Config(data, model_type), model_type)
     return ModelSpec(
-        name=label if isinstance(label, str) else config["model_type"],
+        name=label,
         facts=facts,
         tensors=tuple(tensors),
         architecture=architecture,

@@ -1,5 +1,6 @@
 """Host RAM and the bandwidth defaults of the offload view."""
 
+from vramgui.hardware import host
 from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s, read_host_info
 
 MEMINFO = """MemTotal:       32768000 kB
@@ -48,3 +49,10 @@ def test_pcie_bandwidth():
     # An unknown newer generation is never slower than the newest known one.
     assert pcie_bytes_per_s(7) == pcie_bytes_per_s(6)
     assert all(pcie_bytes_per_s(gen) < pcie_bytes_per_s(gen + 1) for gen in range(1, 6))
+
+
+def test_windows_branch_never_raises_off_windows(monkeypatch, tmp_path):
+    # Off Windows, ctypes has no windll: the Win32 call must fail soft and sysconf take over.
+    monkeypatch.setattr(host.sys, "platform", "win32")
+    info = read_host_info(meminfo=tmp_path / "missing")
+    assert info.ram_total_bytes is None or info.ram_total_bytes > 0

@@ -167,7 +167,9 @@ def test_head_dim_defaults_of_the_config_classes():
     assert spec_from_config({"model_type": "qwen3", **base, **kv}).facts.head_dim == 128
     assert spec_from_config({"model_type": "gemma", **base, **kv}).facts.head_dim == 256
     assert spec_from_config({"model_type": "llama", **base}).facts.head_dim == 16
-    assert spec_from_config({"model_type": "qwen2", **base, "head_dim": 8}).facts.head_dim == 8
+    assert (
+        spec_from_config({"model_type": "qwen2", **base, **kv, "head_dim": 8}).facts.head_dim == 8
+    )
 
 
 def test_kv_heads_default_of_the_config_classes():

@@ -62,11 +62,14 @@ class _Config:
         return value
 
     def opt_int(
-        self, *keys: str, default: int | None = None, minimum: int = 1, maximum: int = _MAX_DIM
+        self, key: str, default: int | None = None, minimum: int = 1, maximum: int = _MAX_DIM
     ) -> int | None:
-        if not self.has(*keys) and default is None:
+        """An optional size: the default when the key is absent, None when it is null."""
+        if key not in self.data:
+            return default
+        if self.data[key] is None:
             return None
-        return self.int(*keys, default=default, minimum=minimum, maximum=maximum)
+        return self.int(key, minimum=minimum, maximum=maximum)
 
     def float(self, *keys: str, default: float = 0.0) -> float:
         key, value = self._raw(keys, default)
@@ -354,20 +357,19 @@ def _kv_heads(cfg: _Config, plan: _DecoderPlan, heads: int) -> int:
     return cfg.int("num_key_value_heads", default=heads)
 
 
-def _decoder_core(cfg: _Config, model_type: str, plan: _DecoderPlan) -> _Core:
+def _decoder_core(cfg: _Config, plan: _DecoderPlan) -> _Core:
     hidden = cfg.int("hidden_size")
     layers = cfg.int("num_hidden_layers", maximum=_MAX_LAYERS)
     heads = cfg.int("num_attention_heads")
     kv_heads = _kv_heads(cfg, plan, heads)
+    derived = False
     if plan.mla:
-        head_dim, derived = (
-            cfg.int("qk_nope_head_dim", default=128) + cfg.int("qk_rope_head_dim", default=64),
-            False,
-        )
+        mla = _mla(cfg)
+        head_dim = mla.nope + mla.rope
     elif cfg.has("head_dim"):
-        head_dim, derived = cfg.int("head_dim"), False
+        head_dim = cfg.int("head_dim")
     elif plan.head_dim_default is not None:
-        head_dim, derived = plan.head_dim_default, False
+        head_dim = plan.head_dim_default
     else:
         head_dim, derived = hidden // max(heads, 1), True
     _check_heads(cfg, hidden, heads, kv_heads, derived=derived)
@@ -390,10 +392,7 @@ def _decoder_layer_types(
     explicit = _layer_types_from(cfg, layers)
     if model_type in ("mistral", "mixtral", "phi3"):
         # These apply the window to every layer whenever one is set.
-        window = cfg.opt_int(
-            "sliding_window",
-            default=4096 if model_type == "mistral" and "sliding_window" not in cfg.data else None,
-        )
+        window = cfg.opt_int("sliding_window", default=4096 if model_type == "mistral" else None)
         return (sliding if window else full,) * layers, window
     if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         use = cfg.bool("use_sliding_window")
@@ -492,9 +491,8 @@ class _Mla:
 
 
 def _mla(cfg: _Config) -> _Mla:
-    q_rank = cfg.opt_int("q_lora_rank") if "q_lora_rank" in cfg.data else 1536
     return _Mla(
-        q_lora_rank=q_rank,
+        q_lora_rank=cfg.opt_int("q_lora_rank", default=1536),
         kv_lora_rank=cfg.int("kv_lora_rank", default=512),
         rope=cfg.int("qk_rope_head_dim", default=64),
         nope=cfg.int("qk_nope_head_dim", default=128),
@@ -506,7 +504,7 @@ def _decoder(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], st
     """Llama-style decoders: model.embed_tokens, model.layers.N.{self_attn,mlp}, model.norm."""
     plan = _PLANS[model_type]
     is_mla = plan.mla
-    core = _decoder_core(cfg, model_type, plan)
+    core = _decoder_core(cfg, plan)
     tie = cfg.bool("tie_word_embeddings", default=plan.tie_default)
     layer_types, window = _decoder_layer_types(cfg, model_type, core.layers)
     moe = _moe(cfg, model_type)
@@ -877,7 +875,7 @@ def _falcon(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], str
     ffn = cfg.int("ffn_hidden_size", default=4 * hidden, maximum=_MAX_DIM * 16)
     bias = cfg.bool("bias")
     parallel = cfg.bool("parallel_attn", default=True)
-    norms_in_parallel = cfg.opt_int("num_ln_in_parallel_attn", default=2 if new_arch else None)
+    norms_in_parallel = cfg.opt_int("num_ln_in_parallel_attn") or (2 if new_arch else None)
     tie = cfg.bool("tie_word_embeddings", default=True)
     head_dim = hidden // heads
 

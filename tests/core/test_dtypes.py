@@ -243,6 +243,49 @@ def test_mixtral_rules_for_eight_experts():
     assert down["model.layers.4.mlp.experts.down_proj"] == "Q4_K"
 
 
+def test_qwen_moe_shared_expert_gate_is_a_router():
+    moe = spec_from_config(
+        {
+            "model_type": "qwen2_moe",
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "moe_intermediate_size": 256,
+            "shared_expert_intermediate_size": 512,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "vocab_size": 1000,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+        }
+    )
+    gates = [t for t in moe.tensors if t.module == "shared_expert_gate"]
+    assert gates
+    for quant, kept in (("Q4_K_M", "F32"), ("nf4", "BF16"), ("gptq-int4", "BF16")):
+        stored = assign_storage(moe, "bf16", quant)
+        assert {s.storage for s in stored if s.tensor.module == "shared_expert_gate"} == {kept}
+
+
+def test_bert_mlp_dense_layers_are_up_and_down():
+    bert = spec_from_config(
+        {
+            "model_type": "bert",
+            "hidden_size": 768,
+            "intermediate_size": 3072,
+            "num_hidden_layers": 8,
+            "num_attention_heads": 12,
+            "vocab_size": 30522,
+        }
+    )
+    stored = assign_storage(bert, "fp32", "Q4_K_M")
+    down = _types(stored, "layer.0.output.dense.weight")
+    up = _types(stored, "layer.0.intermediate.dense.weight")
+    assert set(down.values()) == {"Q6_K"}  # ffn_down of the first eighth: more bits
+    assert set(up.values()) == {"Q4_K"}
+    position = _types(stored, "position_embeddings")
+    assert set(position.values()) == {"F32"}
+
+
 def test_mxfp4_moe_puts_experts_in_mxfp4_and_the_rest_in_q8_0():
     moe = spec_from_config(
         {
@@ -430,6 +473,9 @@ def test_a_gguf_checkpoint_keeps_its_types_and_can_be_retyped():
     assert weight_bytes(q4, "fp16", "none") == weight_bytes(LLAMA2_7B, "fp16", "Q4_K_M")
     assert weight_bytes(q4, "fp16", "q4_k_m") == weight_bytes(LLAMA2_7B, "fp16", "Q4_K_M")
     assert weight_bytes(q4, "fp16", "Q8_0") == weight_bytes(LLAMA2_7B, "fp16", "Q8_0")
+    # a GGUF without a file type is known by its most common ggml type
+    untyped = replace(q4, quantization="Q4_K")
+    assert weight_bytes(untyped, "fp16", "Q5_K_M") == weight_bytes(LLAMA2_7B, "fp16", "Q5_K_M")
 
 
 def test_other_schemes_on_a_quantized_checkpoint_are_refused():

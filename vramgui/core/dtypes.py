@@ -407,6 +407,8 @@ class StoredTensor:
 # norms, biases, heads (lm_head) and MoE routers stay in the workload dtype, as transformers'
 # quantizers and the published GPTQ / AWQ / FP8 checkpoints leave them.
 _QUANTIZED_ROLES = frozenset({Role.ATTENTION, Role.MLP, Role.EXPERT, Role.SHARED_EXPERT})
+# Qwen-MoE's gate of the shared expert is a router too (GGUF's ffn_gate_inp_shexp).
+_ROUTER_MODULES = frozenset({"shared_expert_gate"})
 
 # transformers' GPT-2 uses Conv1D, whose weight is stored (in, out), not (out, in).
 _CONV1D_MODULES = {"gpt2": frozenset({"c_attn", "c_proj", "c_fc"})}
@@ -523,8 +525,12 @@ def assign_storage(
                 _plain(t, canonical_type(t.dtype)) if t.dtype else _plain(t, base)
                 for t in spec.tensors
             )
+        # a GGUF source names its file type, or (without one) its most common ggml type
         source = SCHEMES.get(spec.quantization.upper())
-        if not (source and source.family == "gguf" and scheme.family == "gguf"):
+        source_is_gguf = spec.quantization.upper() in GGML_TYPE_SIZES or (
+            source is not None and source.family == "gguf"
+        )
+        if not (source_is_gguf and scheme.family == "gguf"):
             raise WorkloadError(
                 f"{spec.name or 'this model'} is already quantized as {spec.quantization}; "
                 f"use --quant none (or {spec.quantization})"
@@ -536,7 +542,7 @@ def assign_storage(
     matrix_bytes = _scheme_matrix_bytes(scheme)
     out: list[StoredTensor] = []
     for t in spec.tensors:
-        if t.is_matrix and t.role in _QUANTIZED_ROLES:
+        if t.is_matrix and t.role in _QUANTIZED_ROLES and t.module not in _ROUTER_MODULES:
             out.append(StoredTensor(t, scheme.name, matrix_bytes(_in_out_shape(spec, t))))
         else:
             out.append(_unquantized(t, base))
@@ -605,13 +611,11 @@ _MLP_MODULES = {
     "c_fc": FFN_UP,
     "fc1": FFN_UP,
     "dense_h_to_4h": FFN_UP,
-    "intermediate": FFN_UP,
     "down_proj": FFN_DOWN,
     "w2": FFN_DOWN,
     "c_proj": FFN_DOWN,
     "fc2": FFN_DOWN,
     "dense_4h_to_h": FFN_DOWN,
-    "output": FFN_DOWN,
 }
 _HEAD_MODULES = frozenset({"lm_head", "output", "embed_out"})
 _MLP_ROLES = frozenset({Role.MLP, Role.EXPERT, Role.SHARED_EXPERT})
@@ -646,6 +650,8 @@ def _gguf_category(t: Tensor) -> str:
     if t.role == Role.ATTENTION:
         return _ATTENTION_MODULES.get(t.module, OTHER)
     if t.role in _MLP_ROLES:
+        if t.module == "dense":  # BERT: intermediate.dense is the up, output.dense the down
+            return FFN_UP if ".intermediate." in t.name else FFN_DOWN
         return _MLP_MODULES.get(t.module, OTHER)
     return OTHER
 
@@ -656,9 +662,9 @@ def _gguf_quantizable(t: Tensor) -> bool:
     # transformers names end in the projection) are told apart by is_bias here
     if len(t.shape) < 2 or t.is_bias:
         return False
-    if t.role in (Role.NORM, Role.POSITION, Role.ROUTER) or "_norm.weight" in t.name:
+    if t.role in (Role.NORM, Role.POSITION, Role.ROUTER) or t.module in _ROUTER_MODULES:
         return False
-    return "ffn_gate_inp" not in t.name
+    return "_norm.weight" not in t.name and "ffn_gate_inp" not in t.name
 
 
 # llama.cpp's fallback for rows that are not a whole number of blocks (tensor_type_fallback).

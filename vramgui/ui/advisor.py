@@ -1,0 +1,126 @@
+"""The fit advisor: what to change so that the setup fits, one click to apply; or the room left."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vramgui.core.units import Unit, format_bytes
+from vramgui.ui import palette
+
+MAX_SHOWN = 8
+
+
+class AdvisorPanel(QWidget):
+    """Shows the room left, or ranked suggestions each with an Apply button.
+
+    ``apply_requested`` carries the suggestion object (``core.fit.Suggestion``) the user chose.
+    """
+
+    apply_requested = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary = QLabel("Pick a model to see whether it fits.")
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self._list = QWidget()
+        self._rows = QVBoxLayout(self._list)
+        self._rows.setContentsMargins(0, 0, 0, 0)
+        self._rows.setSpacing(4)
+        self._rows.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self._list)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.summary)
+        layout.addWidget(scroll, 1)
+        self.buttons: list[QPushButton] = []
+        self._row_widgets: list[QWidget] = []
+
+    def show_outlook(
+        self,
+        target: tuple[str, int] | None,
+        *,
+        fits: bool | None,
+        headroom_bytes: int,
+        largest: dict[str, int | None],
+        suggestions: Sequence[object],
+        unit: Unit,
+        seq_word: str,
+    ) -> None:
+        """Show the advice for the target GPU.
+
+        Args:
+            target: ``(name, capacity_bytes)`` of the GPU held against, or None.
+            fits: whether the setup fits the target (None without a target).
+            headroom_bytes: capacity minus total (negative when short).
+            largest: largest ``seq`` / ``batch`` that fits, None where not even 1 does.
+            suggestions: ranked ``core.fit.Suggestion`` objects.
+            unit: display unit.
+            seq_word: "context" or "sequence length".
+        """
+        for widget in self._row_widgets:
+            widget.deleteLater()
+        self._row_widgets.clear()
+        self.buttons.clear()
+        if target is None:
+            self.summary.setText("Check a GPU on the right to see whether the setup fits.")
+            return
+        name = target[0]
+        room = []
+        if largest.get("seq"):
+            room.append(f"largest {seq_word} that fits: <b>{largest['seq']:,}</b> tokens")
+        if largest.get("batch"):
+            room.append(f"largest batch: <b>{largest['batch']:,}</b>")
+        room_text = "; ".join(room)
+        if fits:
+            self.summary.setText(
+                f"<span style='color:{palette.FIT}'><b>Fits {name}</b></span> with "
+                f"{format_bytes(headroom_bytes, unit)} to spare. {room_text}".rstrip()
+            )
+        else:
+            self.summary.setText(
+                f"<span style='color:{palette.NO_FIT}'><b>Does not fit {name}</b></span>: "
+                f"{format_bytes(-headroom_bytes, unit)} short. "
+                + ("Changes that would make it fit:" if suggestions else "No single change fits.")
+            )
+        for suggestion in list(suggestions)[:MAX_SHOWN]:
+            self._add_row(suggestion, unit)
+
+    def _add_row(self, suggestion: object, unit: Unit) -> None:
+        title = getattr(suggestion, "title", "")
+        saves = int(getattr(suggestion, "saves_bytes", 0))
+        cost = getattr(suggestion, "cost", "")
+        fits = bool(getattr(suggestion, "fits", False))
+        row = QFrame()
+        row.setFrameShape(QFrame.Shape.StyledPanel)
+        text = QLabel(
+            f"<b>{title}</b> — saves {format_bytes(saves, unit)}"
+            + ("" if fits else " (not enough alone)")
+            + (f"<br><span style='color:gray'>{cost}</span>" if cost else "")
+        )
+        text.setWordWrap(True)
+        text.setTextFormat(Qt.TextFormat.RichText)
+        button = QPushButton("Apply")
+        button.setToolTip("Change the settings as this suggestion says")
+        button.clicked.connect(lambda: self.apply_requested.emit(suggestion))
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(6, 3, 6, 3)
+        layout.addWidget(text, 1)
+        layout.addWidget(button)
+        self._rows.insertWidget(self._rows.count() - 1, row)
+        self._row_widgets.append(row)
+        self.buttons.append(button)

@@ -1,0 +1,137 @@
+"""The composition root: the application's identity, its safety nets, the real services, the window."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+import traceback
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from vramgui import __version__
+from vramgui.paths import user_dir
+from vramgui.ui.main_window import MainWindow, Services, build_window
+
+APP_NAME = "vramgui"
+ORGANIZATION = "vramgui"
+ORGANIZATION_DOMAIN = "vramgui.github.io"
+DESKTOP_FILE = "io.github.vramgui.vramgui"
+DEFAULT_GPU = "RTX 4090"
+LOG_NAME = "vramgui.log"
+
+log = logging.getLogger("vramgui")
+
+
+def log_path() -> Path:
+    """The log file a user can attach to a bug report."""
+    return user_dir("log") / LOG_NAME
+
+
+def setup_logging() -> Path:
+    """Log to a rotating file in the user log directory; returns its path."""
+    path = log_path()
+    handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=1_000_000, backupCount=2, encoding="utf-8"
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return path
+
+
+def handle_exception(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
+    """``sys.excepthook``: log the error and show it in a dialog; the application keeps running."""
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, value, tb)
+        return
+    log.error("Unhandled error", exc_info=(kind, value, tb))
+    if QApplication.instance() is None:
+        sys.__excepthook__(kind, value, tb)
+        return
+    details = "".join(traceback.format_exception(kind, value, tb))
+    box = QMessageBox(
+        QMessageBox.Icon.Critical, "vramgui: unexpected error", f"{kind.__name__}: {value}"
+    )
+    box.setInformativeText(
+        "The window keeps running, but this is a bug. The details are in the log file:\n"
+        f"{log_path()}"
+    )
+    box.setDetailedText(details)
+    box.exec()
+
+
+def app_icon() -> QIcon:
+    """The application icon from the bundled resources; an empty icon when none is bundled."""
+    root = resources.files("vramgui.resources")
+    for name in ("icons/vramgui.svg", "vramgui.svg", "icons/vramgui.png", "vramgui.png"):
+        candidate = root.joinpath(name)
+        if candidate.is_file():
+            with resources.as_file(candidate) as path:
+                return QIcon(str(path))
+    return QIcon()
+
+
+def settings() -> QSettings:
+    """The window's settings file, in the user config directory (tests redirect it)."""
+    return QSettings(str(user_dir("config") / "window.ini"), QSettings.Format.IniFormat)
+
+
+def real_services() -> Services:
+    """The services of the installed application: the Hub, the catalog, NVML."""
+    from vramgui.hardware import NvmlProbe, load_catalog
+    from vramgui.sources import catalog, resolve
+
+    probe = NvmlProbe()
+    gpus = load_catalog()
+    try:
+        default_source: str | None = catalog.popular_default().name
+    except Exception:  # A broken catalog must not stop the window from opening.
+        log.exception("The bundled model catalog could not be read")
+        default_source = None
+    return Services(
+        load_model=resolve.load_model,
+        search_models=resolve.search_models,
+        probe=probe.snapshot,
+        gpu_catalog=gpus,
+        default_source=default_source,
+        default_gpus=(DEFAULT_GPU,) if any(g.name == DEFAULT_GPU for g in gpus) else (),
+    )
+
+
+def create_application(argv: list[str]) -> QApplication:
+    """A QApplication with vramgui's identity and high-DPI settings."""
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(
+        Qt.HighDpiScaleFactorRoundingPolicy.PassThrough
+    )
+    app = QApplication.instance() or QApplication(argv)
+    assert isinstance(app, QApplication)
+    app.setApplicationName(APP_NAME)
+    app.setApplicationDisplayName("vramgui")
+    app.setApplicationVersion(__version__)
+    app.setOrganizationName(ORGANIZATION)
+    app.setOrganizationDomain(ORGANIZATION_DOMAIN)
+    app.setDesktopFileName(DESKTOP_FILE)
+    app.setWindowIcon(app_icon())
+    return app
+
+
+def main() -> int:
+    """Open the window; returns the exit status (what the ``vramgui`` command runs without args)."""
+    path = setup_logging()
+    sys.excepthook = handle_exception
+    log.info("vramgui %s starting; log file %s", __version__, path)
+    app = create_application(sys.argv)
+    window: MainWindow = build_window(real_services(), settings())
+    window.show()
+    status = app.exec()
+    log.info("vramgui exiting with status %s", status)
+    return status

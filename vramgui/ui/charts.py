@@ -1,0 +1,334 @@
+"""pyqtgraph charts: the stacked breakdown against GPU capacities, and the sweep.
+
+Every graphics item is created once and updated in place (``setOpts``, ``setData``, ``setPos``);
+redrawing after an input change allocates nothing but the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
+from PySide6.QtCore import QPointF
+from PySide6.QtGui import QColor, QCursor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QToolTip, QWidget
+
+from vramgui.core.units import Unit, format_bytes, to_unit
+from vramgui.ui import palette
+
+_BAR_HEIGHT = 0.6
+
+
+def _theme() -> tuple[QColor, QColor]:
+    # The application palette, so that charts follow a light or dark desktop theme.
+    colours = QGuiApplication.palette()
+    return colours.color(QPalette.ColorRole.Base), colours.color(QPalette.ColorRole.Text)
+
+
+class _CapacityLines:
+    """A pool of labelled lines, one per chosen GPU, grown on demand and hidden when unused."""
+
+    def __init__(self, plot: pg.PlotItem, angle: int, text: QColor) -> None:
+        self._plot = plot
+        self._angle = angle
+        self._text = text
+        self.lines: list[pg.InfiniteLine] = []
+
+    def show(self, entries: Sequence[tuple[float, str, str, str]]) -> None:
+        """Show ``(position, label, tooltip, colour)`` lines; hide the rest."""
+        while len(self.lines) < len(entries):
+            line = pg.InfiniteLine(
+                angle=self._angle,
+                movable=False,
+                label="",
+                labelOpts={"movable": False, "color": self._text, "fill": (0, 0, 0, 0)},
+            )
+            self._plot.addItem(line, ignoreBounds=True)
+            self.lines.append(line)
+        count = len(entries)
+        for i, line in enumerate(self.lines):
+            if i >= count:
+                line.hide()
+                continue
+            position, label, tooltip, colour = entries[i]
+            line.setPen(pg.mkPen(colour, width=2, style=pg.QtCore.Qt.PenStyle.DashLine))
+            line.setPos(position)
+            line.label.setText(label)
+            line.label.setColor(colour)
+            # Stagger labels along the line so that close capacities do not overprint.
+            line.label.setPosition(0.92 - 0.17 * (i % 5))
+            line.setToolTip(tooltip)
+            line.show()
+
+
+class BreakdownChart(pg.PlotWidget):
+    """One stacked horizontal bar of the per-GPU total by component, against GPU capacity lines."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        background, text = _theme()
+        super().__init__(parent, background=background)
+        self._text = text
+        self._unit: Unit = "GiB"
+        self._components: dict[str, int] = {}
+        self._capacities: list[tuple[str, int, bool, int]] = []
+        self._bars: dict[str, pg.BarGraphItem] = {}
+        item = self.getPlotItem()
+        item.hideAxis("left")
+        item.setMenuEnabled(False)
+        item.setMouseEnabled(x=False, y=False)
+        item.hideButtons()
+        item.showGrid(x=True, y=False, alpha=0.25)
+        for axis in ("bottom",):
+            item.getAxis(axis).setTextPen(text)
+            item.getAxis(axis).setPen(text)
+        self.legend = item.addLegend(offset=(10, 5), colCount=3, labelTextColor=text)
+        self.total_label = pg.TextItem(color=text, anchor=(0, 0.5))
+        item.addItem(self.total_label, ignoreBounds=True)
+        self.lines = _CapacityLines(item, 90, text)
+        self.scene().sigMouseMoved.connect(self._mouse_moved)
+        self.hover_text = ""
+        self.setMinimumHeight(170)
+        self._set_range(1.0)
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self._redraw()
+
+    def set_data(
+        self,
+        components: dict[str, int],
+        capacities: Sequence[tuple[str, int, bool, int]],
+    ) -> None:
+        """Draw ``components`` (bytes by name) against ``(gpu, capacity, fits, headroom)`` rows."""
+        self._components = dict(components)
+        self._capacities = list(capacities)
+        self._redraw()
+
+    def _bar(self, name: str) -> pg.BarGraphItem:
+        bar = self._bars.get(name)
+        if bar is None:
+            colour = (
+                palette.COMPONENT_COLOURS.get(name)
+                or palette.EXTRA_COLOURS[len(self._bars) % len(palette.EXTRA_COLOURS)]
+            )
+            bar = pg.BarGraphItem(
+                x0=[0], width=[0], y=[0], height=[_BAR_HEIGHT], brush=colour, pen=pg.mkPen(None)
+            )
+            self.getPlotItem().addItem(bar)
+            self.legend.addItem(bar, palette.component_label(name))
+            self._bars[name] = bar
+        return bar
+
+    def _redraw(self) -> None:
+        unit = self._unit
+        total = sum(self._components.values())
+        start = 0.0
+        for name, size in self._components.items():
+            width = to_unit(size, unit)
+            share = size / total if total else 0.0
+            bar = self._bar(name)
+            bar.setOpts(x0=[start], width=[width])
+            bar.setToolTip(
+                f"{palette.component_label(name)}: {format_bytes(size, unit)} "
+                f"({size:,} bytes, {share:.1%} of the total)"
+            )
+            start += width
+        for name, bar in self._bars.items():
+            bar.setVisible(name in self._components)
+        self.total_label.setText(f"  {format_bytes(total, unit)}")
+        self.total_label.setPos(to_unit(total, unit), 0)
+        entries = []
+        for gpu, capacity, fits, headroom in self._capacities:
+            colour = palette.FIT if fits else palette.NO_FIT
+            room = "free" if fits else "short"
+            label = f"{gpu}: {format_bytes(abs(headroom), unit, 1)} {room}"
+            tooltip = (
+                f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes); "
+                f"{format_bytes(abs(headroom), unit)} {'left' if fits else 'missing'}"
+            )
+            entries.append((to_unit(capacity, unit), label, tooltip, colour))
+        self.lines.show(entries)
+        biggest = max([to_unit(total, unit)] + [e[0] for e in entries])
+        self._set_range(biggest)
+
+    def _set_range(self, biggest: float) -> None:
+        item = self.getPlotItem()
+        item.setXRange(0, max(biggest, 1e-3) * 1.18, padding=0)
+        # Room above the bar for the legend and the capacity labels.
+        item.setYRange(-0.6, 1.9, padding=0)
+        item.getAxis("bottom").setLabel(
+            f"GPU memory per GPU ({self._unit})", color=self._text.name()
+        )
+
+    def text_at(self, x: float, y: float) -> str:
+        """The hover text for a point in chart coordinates: a component's exact size, or ""."""
+        if abs(y) > _BAR_HEIGHT / 2:
+            return ""
+        start = 0.0
+        for name, size in self._components.items():
+            width = to_unit(size, self._unit)
+            if start <= x < start + width:
+                return self._bars[name].toolTip()
+            start += width
+        return ""
+
+    def _mouse_moved(self, position: QPointF) -> None:
+        point = self.getPlotItem().vb.mapSceneToView(position)
+        self.hover_text = self.text_at(point.x(), point.y())
+        if self.hover_text:
+            QToolTip.showText(QCursor.pos(), self.hover_text, self)
+
+
+def _short_count(value: float) -> str:
+    n = round(value)
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n >> 10}k"
+    return f"{n:,}"
+
+
+class PowerOfTwoAxis(pg.AxisItem):
+    """A log-scale axis ticked at powers of two (512, 1k, 2k, ..., 128k), as sizes are chosen."""
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
+        low, high = 10**minVal, 10**maxVal
+        powers = [2**k for k in range(0, 31) if low * 0.999 <= 2**k <= high * 1.001]
+        # Keep labels apart: at most one every ~55 pixels.
+        step = max(1, math.ceil(len(powers) * 55 / max(size, 1)))
+        major = powers[::step]
+        return [(1.0, [math.log10(v) for v in major])]
+
+    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
+        return [_short_count(10**v) for v in values]
+
+
+class SweepChart(pg.PlotWidget):
+    """Memory per GPU against context / sequence length or batch, with capacity lines."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        background, text = _theme()
+        super().__init__(
+            parent, background=background, axisItems={"bottom": PowerOfTwoAxis("bottom")}
+        )
+        self._text = text
+        self._unit: Unit = "GiB"
+        self._field = "seq"
+        self._values: tuple[int, ...] = ()
+        self._totals: tuple[int, ...] = ()
+        self._capacities: list[tuple[str, int]] = []
+        self._largest: int | None = None
+        self._current: int | None = None
+        item = self.getPlotItem()
+        item.setMenuEnabled(False)
+        item.hideButtons()
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLogMode(x=True, y=False)
+        for axis in ("bottom", "left"):
+            item.getAxis(axis).setTextPen(text)
+            item.getAxis(axis).setPen(text)
+        self.curve = item.plot(
+            [],
+            [],
+            pen=pg.mkPen(palette.COMPONENT_COLOURS["weights"], width=2),
+            symbol="o",
+            symbolSize=6,
+            symbolBrush=palette.COMPONENT_COLOURS["weights"],
+        )
+        self.current_point = pg.ScatterPlotItem(
+            size=13, brush=pg.mkBrush(0, 0, 0, 0), pen=pg.mkPen(text, width=2)
+        )
+        item.addItem(self.current_point)
+        self.largest_line = pg.InfiniteLine(
+            angle=90,
+            movable=False,
+            pen=pg.mkPen(palette.FIT, width=2),
+            label="",
+            labelOpts={"position": 0.08, "color": palette.FIT, "movable": False},
+        )
+        item.addItem(self.largest_line, ignoreBounds=True)
+        self.lines = _CapacityLines(item, 0, text)
+        self.scene().sigMouseMoved.connect(self._mouse_moved)
+        self.hover_text = ""
+        self.setMinimumHeight(170)
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self._redraw()
+
+    def set_data(
+        self,
+        field: str,
+        values: Sequence[int],
+        *,
+        totals_bytes: Sequence[int],
+        capacities: Sequence[tuple[str, int]],
+        largest: int | None,
+        current: int,
+    ) -> None:
+        """Draw the totals at ``values`` of ``field``, the capacities and the largest fitting value."""
+        self._field = field
+        self._values = tuple(values)
+        self._totals = tuple(totals_bytes)
+        self._capacities = list(capacities)
+        self._largest = largest
+        self._current = current
+        self._redraw()
+
+    def _redraw(self) -> None:
+        unit = self._unit
+        xs = list(self._values)
+        ys = [to_unit(t, unit) for t in self._totals]
+        self.curve.setData(xs, ys)
+        if self._current in self._values:
+            y = ys[self._values.index(self._current)]
+            self.current_point.setData([math.log10(self._current)], [y])
+        else:
+            self.current_point.setData([], [])
+        entries = [
+            (
+                to_unit(capacity, unit),
+                f"{gpu} ({format_bytes(capacity, unit, 0)})",
+                f"{gpu}: {format_bytes(capacity, unit)}",
+                palette.NO_FIT if i else palette.FIT,
+            )
+            for i, (gpu, capacity) in enumerate(self._capacities)
+        ]
+        self.lines.show(entries)
+        what = "Context length (tokens)" if self._field == "seq" else "Batch size"
+        item = self.getPlotItem()
+        item.getAxis("bottom").setLabel(what, color=self._text.name())
+        item.getAxis("left").setLabel(f"Per GPU ({unit})", color=self._text.name())
+        if self._largest is not None and self._capacities:
+            self.largest_line.setPos(math.log10(self._largest))
+            self.largest_line.label.setText(f"largest that fits: {self._largest:,}")
+            self.largest_line.show()
+        else:
+            self.largest_line.hide()
+        if ys:
+            top = max(ys + [e[0] for e in entries])
+            item.setYRange(0, top * 1.1, padding=0)
+            item.setXRange(math.log10(xs[0]), math.log10(xs[-1]), padding=0.03)
+
+    def text_at(self, x_log10: float) -> str:
+        """The hover text of the sweep point nearest to ``x_log10`` (the axis is log scale)."""
+        if not self._values:
+            return ""
+        index = min(
+            range(len(self._values)), key=lambda i: abs(math.log10(self._values[i]) - x_log10)
+        )
+        what = "context" if self._field == "seq" else "batch"
+        total = self._totals[index]
+        return (
+            f"{what} {self._values[index]:,}: {format_bytes(total, self._unit)} per GPU "
+            f"({total:,} bytes)"
+        )
+
+    def _mouse_moved(self, position: QPointF) -> None:
+        if not self.getPlotItem().sceneBoundingRect().contains(position):
+            return
+        point = self.getPlotItem().vb.mapSceneToView(position)
+        self.hover_text = self.text_at(point.x())
+        if self.hover_text:
+            QToolTip.showText(QCursor.pos(), self.hover_text, self)

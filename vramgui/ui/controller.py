@@ -1,0 +1,349 @@
+"""The window's logic: current model, workload and GPUs in; estimate, fit and advice out.
+
+Views never compute. They call the controller's setters and redraw from its signals, which carry
+plain frozen records. Every figure comes from :mod:`vramgui.core`.
+
+Contract for the views that plug into the window (offloading, profiles): they receive the
+controller and use only
+- signals ``model_changed(LoadedModel)``, ``workload_changed(Workload)``,
+  ``estimate_changed(Analysis)``, ``outlook_changed(Outlook)``, ``capacities_changed(tuple)``;
+- properties ``model``, ``spec``, ``source``, ``workload``, ``capacities``, ``analysis``;
+- methods ``load_source(source)``, ``set_model(loaded)``, ``set_workload(workload)``,
+  ``update(**changes)``, ``show_message(text)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from vramgui.core import fit, rules
+from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.estimate import Estimate, estimate
+from vramgui.core.model import ModelRef, ModelSpec
+from vramgui.core.workload import Workload
+from vramgui.ui.workers import Worker, submit
+
+
+class LoadedModel(Protocol):
+    """What ``vramgui.sources.resolve.load_model`` returns."""
+
+    spec: ModelSpec
+    ref: ModelRef
+    notices: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The estimate of the current setup and how it sits on each chosen GPU."""
+
+    estimate: Estimate
+    fit: tuple[fit.FitRow, ...]
+    rules: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Outlook:
+    """What surrounds the current setup: the sweep, the room left and the advice.
+
+    Attributes:
+        field: the swept setting ("seq" or "batch").
+        values: the swept values, ascending.
+        totals_bytes: the per-GPU total at each value.
+        target: the GPU held against, ``(name, capacity_bytes)``, or None when none is chosen.
+        largest: for "seq" and "batch", the largest value that fits the target (None: not even 1).
+        suggestions: ranked changes that make the setup fit the target (or save memory).
+    """
+
+    field: str
+    values: tuple[int, ...]
+    totals_bytes: tuple[int, ...]
+    target: tuple[str, int] | None
+    largest: dict[str, int | None]
+    suggestions: tuple[fit.Suggestion, ...]
+
+
+SWEEP_FIELDS = ("seq", "batch")
+
+
+def sweep_values(field: str, current: int, max_seq: int) -> tuple[int, ...]:
+    """Powers of two across the useful range of ``field``, plus the current value."""
+    if field == "seq":
+        low, high = 256, max(max_seq, current, 512)
+    else:
+        low, high = 1, max(128, current)
+    values = {2**k for k in range(int(math.log2(low)), int(math.log2(high)) + 1)}
+    values.update({current, high})
+    return tuple(sorted(v for v in values if low <= v <= high or v == current))
+
+
+def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str]:
+    """Settings that do not apply to this setup, each with the reason shown in its tooltip."""
+    reasons: dict[str, str] = {}
+    training = workload.mode == "training"
+    if training:
+        for name in ("engine", "gpu_memory_utilization", "kv_dtype"):
+            reasons[name] = "Applies to inference only: training keeps no KV cache."
+        if workload.method == "full":
+            for name in ("lora_rank", "lora_targets"):
+                reasons[name] = "Applies to LoRA and QLoRA; full fine-tuning trains every weight."
+        if workload.method == "qlora":
+            reasons["quant"] = "QLoRA keeps the base weights in 4-bit NF4."
+        if workload.precision == "fp32":
+            reasons["dtype"] = "fp32 training computes in fp32 whatever the weight dtype."
+    else:
+        for name in (
+            "method",
+            "lora_rank",
+            "lora_targets",
+            "optimizer",
+            "precision",
+            "grad_checkpointing",
+            "grad_accum",
+            "zero",
+            "fsdp",
+            "cpu_offload",
+        ):
+            reasons[name] = "Applies to training only."
+        if workload.engine != "vllm":
+            reasons["gpu_memory_utilization"] = "Only vLLM pre-allocates a share of GPU memory."
+        if workload.engine == "llamacpp":
+            reasons["attention"] = "llama.cpp uses its own attention kernels."
+        if workload.engine != "llamacpp":
+            reasons["kv_dtype_gguf"] = "q8_0 / q4_0 KV caches are llama.cpp types."
+    if training and workload.fsdp:
+        reasons["zero"] = "FSDP already shards; choose FSDP or ZeRO, not both."
+    if training and workload.zero:
+        reasons["fsdp"] = "ZeRO already shards; choose FSDP or ZeRO, not both."
+    if workload.gpus == 1:
+        for name in ("tp", "pp"):
+            reasons[name] = "Needs more than one GPU."
+        if training:
+            reasons.setdefault("zero", "Sharding needs more than one GPU.")
+            reasons.setdefault("fsdp", "Sharding needs more than one GPU.")
+    if spec is not None and spec.quantization and workload.mode == "inference":
+        reasons["quant"] = f"The checkpoint is stored quantized ({spec.quantization})."
+    return reasons
+
+
+class EstimateController(QObject):
+    """Holds the current setup and turns every change into a fresh estimate.
+
+    Changes are coalesced: several setters in one event-loop turn give one estimate. The estimate
+    and fit come first (``estimate_changed``); the sweep and the advice follow in the next turn
+    (``outlook_changed``) so that the breakdown redraws at once.
+    """
+
+    model_changed = Signal(object)
+    workload_changed = Signal(object)
+    capacities_changed = Signal(object)
+    estimate_changed = Signal(object)
+    estimate_failed = Signal(str)
+    outlook_changed = Signal(object)
+    loading_changed = Signal(bool)
+    message = Signal(str)
+
+    def __init__(
+        self,
+        load_model: Callable[[str], LoadedModel],
+        workload: Workload | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._load_model = load_model
+        self._model: LoadedModel | None = None
+        self._source: str | None = None
+        self._workload = workload or Workload()
+        self._capacities: tuple[tuple[str, int], ...] = ()
+        self._sweep_field = "seq"
+        self._analysis: Analysis | None = None
+        self._outlook: Outlook | None = None
+        self._loading: Worker | None = None
+        self._estimate_timer = _single_shot(self, self._recompute)
+        self._outlook_timer = _single_shot(self, self._recompute_outlook)
+
+    @property
+    def model(self) -> LoadedModel | None:
+        return self._model
+
+    @property
+    def spec(self) -> ModelSpec | None:
+        return self._model.spec if self._model else None
+
+    @property
+    def source(self) -> str | None:
+        """What the user typed or picked to get the current model (a repo id, path, name)."""
+        return self._source
+
+    @property
+    def workload(self) -> Workload:
+        return self._workload
+
+    @property
+    def capacities(self) -> tuple[tuple[str, int], ...]:
+        return self._capacities
+
+    @property
+    def sweep_field(self) -> str:
+        return self._sweep_field
+
+    @property
+    def analysis(self) -> Analysis | None:
+        return self._analysis
+
+    @property
+    def outlook(self) -> Outlook | None:
+        return self._outlook
+
+    @property
+    def max_seq(self) -> int:
+        """The model's longest context, the upper end of the context controls."""
+        spec = self.spec
+        return spec.facts.max_position_embeddings if spec else 131072
+
+    def load_source(self, source: str) -> None:
+        """Read a model off the GUI thread; a newer request cancels an older one."""
+        if self._loading is not None:
+            self._loading.cancel()
+        self.loading_changed.emit(True)
+        self._loading = submit(
+            lambda: self._load_model(source),
+            lambda loaded: self._loaded(source, loaded),
+            self._load_failed,
+        )
+
+    def set_model(self, loaded: LoadedModel, source: str | None = None) -> None:
+        """Make ``loaded`` the current model and re-estimate."""
+        self._model = loaded
+        self._source = source if source is not None else loaded.ref.id
+        self.model_changed.emit(loaded)
+        for notice in loaded.notices:
+            self.message.emit(notice)
+        max_seq = self.max_seq
+        if self._workload.seq > max_seq:
+            self.update(seq=max_seq)
+        self._schedule()
+
+    def set_workload(self, workload: Workload) -> None:
+        """Replace every setting at once (a restored or loaded profile)."""
+        self._workload = workload
+        self.workload_changed.emit(workload)
+        self._schedule()
+
+    def update(self, **changes: Any) -> bool:
+        """Change some settings; an invalid combination is reported and nothing changes.
+
+        Returns:
+            Whether the change was taken.
+        """
+        if self._workload.mode == "training" and changes.get("method") == "qlora":
+            changes.setdefault("quant", "nf4")
+        try:
+            workload = self._workload.with_(**changes)
+        except WorkloadError as exc:
+            self.message.emit(str(exc))
+            self.workload_changed.emit(self._workload)
+            return False
+        if workload != self._workload:
+            self.set_workload(workload)
+        return True
+
+    def apply_suggestion(self, suggestion: fit.Suggestion) -> bool:
+        """Take the changes of one piece of advice."""
+        return self.update(**suggestion.changes)
+
+    def set_capacities(self, capacities: tuple[tuple[str, int], ...]) -> None:
+        """The GPUs to hold the estimate against, as ``(name, capacity_bytes)``; first is the target."""
+        capacities = tuple(capacities)
+        if capacities == self._capacities:
+            return
+        self._capacities = capacities
+        self.capacities_changed.emit(capacities)
+        self._schedule()
+
+    def set_sweep_field(self, field: str) -> None:
+        """Sweep context / sequence length ("seq") or batch size ("batch")."""
+        if field not in SWEEP_FIELDS:
+            raise ValueError(f"sweep field must be one of {SWEEP_FIELDS}")
+        self._sweep_field = field
+        self._outlook_timer.start()
+
+    def show_message(self, text: str) -> None:
+        """Let a plugged-in view report something in the window's message area."""
+        self.message.emit(text)
+
+    def recompute_now(self) -> None:
+        """Estimate at once instead of in the next event-loop turn (benchmarks, tests)."""
+        self._estimate_timer.stop()
+        self._recompute()
+
+    def _schedule(self) -> None:
+        self._estimate_timer.start()
+
+    def _loaded(self, source: str, loaded: LoadedModel) -> None:
+        self._loading = None
+        self.loading_changed.emit(False)
+        self.set_model(loaded, source)
+
+    def _load_failed(self, exc: Exception) -> None:
+        self._loading = None
+        self.loading_changed.emit(False)
+        self.message.emit(_describe(exc))
+
+    def _recompute(self) -> None:
+        spec = self.spec
+        if spec is None:
+            return
+        try:
+            result = estimate(spec, self._workload)
+            rows = tuple(fit.fit_rows(result, list(self._capacities)))
+            thumbs = tuple(rules.rules_of_thumb(spec, self._workload))
+        except VramguiError as exc:
+            self._analysis = None
+            self.estimate_failed.emit(str(exc))
+            return
+        self._analysis = Analysis(result, rows, thumbs)
+        self.estimate_changed.emit(self._analysis)
+        self._outlook_timer.start()
+
+    def _recompute_outlook(self) -> None:
+        spec = self.spec
+        if spec is None or self._analysis is None:
+            return
+        workload = self._workload
+        field = self._sweep_field
+        values = sweep_values(field, getattr(workload, field), self.max_seq)
+        target = self._capacities[0] if self._capacities else None
+        try:
+            totals = tuple(e.total_bytes for e in fit.sweep(spec, workload, field, list(values)))
+            largest: dict[str, int | None] = {}
+            suggestions: tuple[fit.Suggestion, ...] = ()
+            if target is not None:
+                for name in SWEEP_FIELDS:
+                    largest[name] = fit.largest_fitting(spec, workload, target[1], name)
+                suggestions = tuple(fit.advise(spec, workload, target[1]))
+        except VramguiError as exc:
+            self.message.emit(str(exc))
+            return
+        self._outlook = Outlook(field, values, totals, target, largest, suggestions)
+        self.outlook_changed.emit(self._outlook)
+
+
+def _single_shot(parent: QObject, slot: Callable[[], None]) -> QTimer:
+    # A zero-interval single shot runs once after the current burst of events: many changes in
+    # one turn (a slider drag, a restored profile) cost one estimate.
+    timer = QTimer(parent)
+    timer.setSingleShot(True)
+    timer.setInterval(0)
+    timer.timeout.connect(slot)
+    return timer
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, VramguiError):
+        return str(exc)
+    return f"Could not read the model: {type(exc).__name__}: {exc}"

@@ -1,0 +1,281 @@
+"""The GPU panel: local GPUs from NVML (refreshed off the GUI thread) and catalog GPUs to compare.
+
+Checked GPUs are the ones the estimate is held against; the first checked is the target of the
+fit advisor. Each row carries a fit badge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHeaderView,
+    QLabel,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vramgui.core.units import Unit, format_bytes
+from vramgui.hardware import CatalogGpu, GpuSnapshot
+from vramgui.ui import palette
+from vramgui.ui.workers import Worker, submit
+
+REFRESH_MS = 3000
+_NAME, _MEMORY, _FIT = range(3)
+
+
+class GpuPanel(QWidget):
+    """Lists local and catalog GPUs; emits ``capacities_changed`` with the checked ones.
+
+    Args:
+        probe: returns a fresh :class:`GpuSnapshot`; called on a worker thread, never raises.
+        catalog: GPUs to compare against.
+        checked_catalog: names of catalog GPUs checked at start.
+        refresh_ms: how often local GPUs are read again; 0 reads them once.
+    """
+
+    capacities_changed = Signal(object)
+
+    def __init__(
+        self,
+        probe: Callable[[], GpuSnapshot],
+        catalog: Sequence[CatalogGpu],
+        checked_catalog: Iterable[str] = (),
+        refresh_ms: int = REFRESH_MS,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._probe = probe
+        self._unit: Unit = "GiB"
+        self._snapshot: GpuSnapshot | None = None
+        self._pending: Worker | None = None
+        self._fit: dict[str, tuple[bool, int]] = {}
+        self.reason = QLabel()
+        self.reason.setWordWrap(True)
+        self.reason.setStyleSheet(palette.WARNING_STYLE)
+        self.reason.hide()
+        self.use_free = QCheckBox("Count only free memory on local GPUs")
+        self.tree = QTreeWidget()
+        self.tree.setColumnCount(3)
+        self.tree.setHeaderLabels(["GPU", "Memory", "Fit"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.setUniformRowHeights(True)
+        header = self.tree.header()
+        header.setSectionResizeMode(_NAME, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(_MEMORY, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(_FIT, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(False)
+        self.local_group = QTreeWidgetItem(self.tree, ["This machine"])
+        self.catalog_group = QTreeWidgetItem(self.tree, ["Compare with"])
+        for group in (self.local_group, self.catalog_group):
+            group.setFlags(Qt.ItemFlag.ItemIsEnabled)
+            font = group.font(_NAME)
+            font.setBold(True)
+            group.setFont(_NAME, font)
+        self._catalog = {gpu.name: gpu for gpu in catalog}
+        wanted = set(checked_catalog)
+        for gpu in catalog:
+            item = QTreeWidgetItem(self.catalog_group, [gpu.name, "", ""])
+            item.setData(_NAME, Qt.ItemDataRole.UserRole, gpu.name)
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(
+                _NAME, Qt.CheckState.Checked if gpu.name in wanted else Qt.CheckState.Unchecked
+            )
+            item.setToolTip(_NAME, _catalog_tooltip(gpu))
+        for group in (self.local_group, self.catalog_group):
+            group.setFirstColumnSpanned(True)
+        self.tree.expandAll()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.reason)
+        layout.addWidget(self.tree, 1)
+        layout.addWidget(self.use_free)
+        self._refresh_memory_column()
+        self.tree.itemChanged.connect(self._item_changed)
+        self.use_free.toggled.connect(lambda _checked: self._emit_capacities())
+        self._timer = QTimer(self)
+        self._timer.setInterval(refresh_ms)
+        self._timer.timeout.connect(self.refresh)
+        if refresh_ms > 0:
+            self._timer.start()
+
+    @property
+    def snapshot(self) -> GpuSnapshot | None:
+        return self._snapshot
+
+    def refresh(self) -> None:
+        """Read the local GPUs again on a worker thread (skipped while a read is running)."""
+        if self._pending is not None:
+            return
+        self._pending = submit(self._probe, self._show_snapshot, self._probe_failed)
+
+    def stop(self) -> None:
+        """Stop the periodic refresh (window closing)."""
+        self._timer.stop()
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+    def capacities(self) -> tuple[tuple[str, int], ...]:
+        """Checked GPUs as ``(name, capacity_bytes)``: local ones first, then catalog ones."""
+        pairs: list[tuple[str, int]] = []
+        for group in (self.local_group, self.catalog_group):
+            for i in range(group.childCount()):
+                item = group.child(i)
+                capacity = item.data(_MEMORY, Qt.ItemDataRole.UserRole)
+                if item.checkState(_NAME) == Qt.CheckState.Checked and capacity is not None:
+                    pairs.append((item.data(_NAME, Qt.ItemDataRole.UserRole), int(capacity)))
+        return tuple(pairs)
+
+    def checked_catalog(self) -> list[str]:
+        """Names of the checked catalog GPUs (saved between runs)."""
+        group = self.catalog_group
+        return [
+            group.child(i).data(_NAME, Qt.ItemDataRole.UserRole)
+            for i in range(group.childCount())
+            if group.child(i).checkState(_NAME) == Qt.CheckState.Checked
+        ]
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self._refresh_memory_column()
+        self._paint_fit()
+
+    def show_fit(self, rows: Iterable[object]) -> None:
+        """Show a badge per GPU from ``core.fit.FitRow``-like rows (gpu, fits, headroom_bytes)."""
+        self._fit = {row.gpu: (row.fits, row.headroom_bytes) for row in rows}  # type: ignore[attr-defined]
+        self._paint_fit()
+
+    def badge(self, name: str) -> str:
+        """The fit badge text shown for GPU ``name`` ("" when none)."""
+        item = self._find(name)
+        return item.text(_FIT) if item is not None else ""
+
+    def _show_snapshot(self, snapshot: GpuSnapshot) -> None:
+        self._pending = None
+        self._snapshot = snapshot
+        self.reason.setVisible(bool(snapshot.reason))
+        self.reason.setText(snapshot.reason or "")
+        use_free = self.use_free.isChecked()
+        pairs = snapshot.capacities(use_free)
+        known = {
+            self.local_group.child(i).data(_NAME, Qt.ItemDataRole.UserRole): self.local_group.child(
+                i
+            )
+            for i in range(self.local_group.childCount())
+        }
+        blocked = self.tree.blockSignals(True)
+        for name, _capacity in pairs:
+            if name not in known:
+                item = QTreeWidgetItem(self.local_group, [name, "", ""])
+                item.setData(_NAME, Qt.ItemDataRole.UserRole, name)
+                item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
+                item.setCheckState(_NAME, Qt.CheckState.Checked)
+                known[name] = item
+        names = {name for name, _ in pairs}
+        for name, item in list(known.items()):
+            if name not in names:
+                self.local_group.removeChild(item)
+        if not pairs:
+            self.local_group.setText(_NAME, "This machine: no NVIDIA GPU")
+        else:
+            self.local_group.setText(_NAME, "This machine")
+        self.tree.blockSignals(blocked)
+        self.tree.expandItem(self.local_group)
+        self._refresh_memory_column()
+        self._emit_capacities()
+
+    def _probe_failed(self, exc: Exception) -> None:
+        self._pending = None
+        self.reason.setText(f"Could not read the local GPUs: {exc}")
+        self.reason.show()
+
+    def _refresh_memory_column(self) -> None:
+        blocked = self.tree.blockSignals(True)
+        unit = self._unit
+        use_free = self.use_free.isChecked()
+        local: dict[str, int] = {}
+        details = {}
+        if self._snapshot is not None:
+            local = dict(self._snapshot.capacities(use_free))
+            details = {gpu.label: gpu for gpu in self._snapshot.gpus}
+        for i in range(self.local_group.childCount()):
+            item = self.local_group.child(i)
+            name = item.data(_NAME, Qt.ItemDataRole.UserRole)
+            capacity = local.get(name)
+            item.setData(_MEMORY, Qt.ItemDataRole.UserRole, capacity)
+            gpu = details.get(name)
+            if gpu is not None and gpu.total_bytes is not None:
+                used = gpu.used_bytes
+                item.setText(_MEMORY, format_bytes(gpu.total_bytes, unit, 1))
+                item.setToolTip(
+                    _MEMORY,
+                    f"total {format_bytes(gpu.total_bytes, unit)}, "
+                    f"used {format_bytes(used, unit) if used is not None else 'unknown'}, "
+                    f"free {format_bytes(gpu.free_bytes, unit) if gpu.free_bytes is not None else 'unknown'}",
+                )
+                if used is not None:
+                    item.setText(
+                        _MEMORY,
+                        f"{format_bytes(used, unit, 1)} / {format_bytes(gpu.total_bytes, unit, 1)}",
+                    )
+            elif capacity is not None:
+                item.setText(_MEMORY, format_bytes(capacity, unit, 1))
+        for i in range(self.catalog_group.childCount()):
+            item = self.catalog_group.child(i)
+            gpu = self._catalog[item.data(_NAME, Qt.ItemDataRole.UserRole)]
+            item.setData(_MEMORY, Qt.ItemDataRole.UserRole, gpu.capacity_bytes())
+            item.setText(_MEMORY, format_bytes(gpu.capacity_bytes(), unit, 1))
+        self.tree.blockSignals(blocked)
+
+    def _paint_fit(self) -> None:
+        blocked = self.tree.blockSignals(True)
+        for group in (self.local_group, self.catalog_group):
+            for i in range(group.childCount()):
+                item = group.child(i)
+                name = item.data(_NAME, Qt.ItemDataRole.UserRole)
+                fit = self._fit.get(name)
+                checked = item.checkState(_NAME) == Qt.CheckState.Checked
+                if fit is None or not checked:
+                    item.setText(_FIT, "")
+                    item.setBackground(_FIT, QBrush())
+                    continue
+                fits, headroom = fit
+                if fits:
+                    text = f"✔ {format_bytes(headroom, self._unit, 1)} free"
+                else:
+                    text = f"✘ {format_bytes(-headroom, self._unit, 1)} short"
+                item.setText(_FIT, text)
+                item.setForeground(_FIT, QBrush(QColor("white")))
+                item.setBackground(_FIT, QBrush(QColor(palette.FIT if fits else palette.NO_FIT)))
+        self.tree.blockSignals(blocked)
+
+    def _find(self, name: str) -> QTreeWidgetItem | None:
+        for group in (self.local_group, self.catalog_group):
+            for i in range(group.childCount()):
+                if group.child(i).data(_NAME, Qt.ItemDataRole.UserRole) == name:
+                    return group.child(i)
+        return None
+
+    def _item_changed(self, _item: QTreeWidgetItem, column: int) -> None:
+        if column == _NAME:
+            self._emit_capacities()
+
+    def _emit_capacities(self) -> None:
+        self._refresh_memory_column()
+        self._paint_fit()
+        self.capacities_changed.emit(self.capacities())
+
+
+def _catalog_tooltip(gpu: CatalogGpu) -> str:
+    parts = [f"{gpu.vendor} {gpu.name}", f"{gpu.memory_bandwidth_gbps:g} GB/s memory bandwidth"]
+    if gpu.typical_price_usd:
+        parts.append(f"about ${gpu.typical_price_usd:,}")
+    if gpu.notes:
+        parts.append(gpu.notes)
+    return "\n".join(parts)

@@ -1,0 +1,566 @@
+"""The main window: assembles the panels around one :class:`EstimateController`.
+
+The window wires signals to slots and formats; it holds no arithmetic. ``build_window`` is the one
+place that turns a :class:`Services` bundle (real in ``app.py``, fakes in tests) into a window.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QUrl
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QDesktopServices,
+    QDragEnterEvent,
+    QDropEvent,
+    QGuiApplication,
+    QKeySequence,
+)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vramgui import __version__
+from vramgui.core.dtypes import SCHEMES, Scheme
+from vramgui.core.errors import WorkloadError
+from vramgui.core.units import Unit, format_bytes
+from vramgui.core.workload import Workload
+from vramgui.hardware import CatalogGpu, GpuSnapshot
+from vramgui.ui import palette, report
+from vramgui.ui.advisor import AdvisorPanel
+from vramgui.ui.breakdown import BreakdownModel
+from vramgui.ui.charts import BreakdownChart, SweepChart
+from vramgui.ui.controller import (
+    Analysis,
+    EstimateController,
+    LoadedModel,
+    Outlook,
+    disabled_reasons,
+)
+from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
+from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
+from vramgui.ui.precision_panel import PrecisionPanel
+from vramgui.ui.workload_panel import WorkloadPanel
+
+DOCS_URL = "https://github.com/vramgui/vramgui#readme"
+METHOD_URL = "https://github.com/vramgui/vramgui/blob/main/docs/accuracy.md"
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the window needs from the world, as plain callables and data.
+
+    Attributes:
+        load_model: source text -> ``LoadedModel``; may block (runs on a worker thread).
+        search_models: query -> ``SearchResult``; may block (runs on a worker thread).
+        probe: -> ``GpuSnapshot`` of the local GPUs; never raises.
+        gpu_catalog: GPUs to compare against.
+        default_source: the model shown on first run (a catalog name: no network needed).
+        default_gpus: catalog GPUs checked on first run.
+        gpu_refresh_ms: how often the local GPUs are read; 0 reads them once.
+        schemes: quantization schemes by name, in display order.
+    """
+
+    load_model: Callable[[str], LoadedModel]
+    search_models: Callable[[str], Any]
+    probe: Callable[[], GpuSnapshot]
+    gpu_catalog: Sequence[CatalogGpu]
+    default_source: str | None
+    default_gpus: tuple[str, ...] = ()
+    gpu_refresh_ms: int = REFRESH_MS
+    schemes: Mapping[str, Scheme] = field(default_factory=lambda: SCHEMES)
+
+
+def build_window(services: Services, settings: QSettings) -> MainWindow:
+    """Build the window from ``services``, restore the last session from ``settings``, start."""
+    workload = _restored_workload(settings)
+    controller = EstimateController(services.load_model, workload)
+    checked = settings.value("gpus/catalog")
+    model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
+    gpu_panel = GpuPanel(
+        services.probe,
+        services.gpu_catalog,
+        _string_list(checked) if checked is not None else services.default_gpus,
+        services.gpu_refresh_ms,
+    )
+    window = MainWindow(
+        controller, model_panel, PrecisionPanel(services.schemes), gpu_panel, settings
+    )
+    source = settings.value("models/last") or services.default_source
+    if source:
+        controller.load_source(str(source))
+    gpu_panel.refresh()
+    return window
+
+
+class MainWindow(QMainWindow):
+    """Model, precision and workload on the left; charts, table and advice in the middle; GPUs right."""
+
+    def __init__(
+        self,
+        controller: EstimateController,
+        model_panel: ModelPanel,
+        precision_panel: PrecisionPanel,
+        gpu_panel: GpuPanel,
+        settings: QSettings,
+    ) -> None:
+        super().__init__()
+        self.controller = controller
+        self.settings = settings
+        self.model_panel = model_panel
+        self.precision_panel = precision_panel
+        self.gpu_panel = gpu_panel
+        self.workload_panel = WorkloadPanel()
+        self.unit: Unit = "GB" if settings.value("view/unit") == "GB" else "GiB"
+        self.setWindowTitle("vramgui")
+        self.setAcceptDrops(True)
+
+        self.headline = QLabel("Pick a model")
+        font = self.headline.font()
+        font.setPointSizeF(font.pointSizeF() * 1.5)
+        font.setBold(True)
+        self.headline.setFont(font)
+        self.headline.setWordWrap(True)
+        self.subline = QLabel()
+        self.subline.setWordWrap(True)
+        self.subline.setTextFormat(Qt.TextFormat.RichText)
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setStyleSheet(palette.ERROR_STYLE)
+        self.banner.hide()
+        self.banner_close = QPushButton("Dismiss")
+        self.banner_close.setFlat(True)
+        self.banner_close.hide()
+        self.breakdown_chart = BreakdownChart()
+        self.sweep_chart = SweepChart()
+        self.sweep_field = QComboBox()
+        self.sweep_field.addItem("Context / sequence length", "seq")
+        self.sweep_field.addItem("Batch size", "batch")
+        self.breakdown_model = BreakdownModel()
+        self.breakdown_table = QTableView()
+        self.breakdown_table.setModel(self.breakdown_model)
+        self.breakdown_table.verticalHeader().hide()
+        self.breakdown_table.setWordWrap(False)
+        header = self.breakdown_table.horizontalHeader()
+        for column in (0, 1, 2):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        self.notes = QLabel()
+        self.notes.setWordWrap(True)
+        self.notes.setStyleSheet("color: gray;")
+        self.advisor = AdvisorPanel()
+
+        self._build_layout()
+        self._build_menus()
+        self._connect()
+        self._restore_geometry()
+        self._show_workload(controller.workload)
+        self.statusBar().showMessage("Ready")
+
+    # ----------------------------------------------------------------------------- layout
+    def _build_layout(self) -> None:
+        left = QWidget()
+        column = QVBoxLayout(left)
+        for title, panel in (
+            ("Model", self.model_panel),
+            ("Precision", self.precision_panel),
+            ("Workload", self.workload_panel),
+        ):
+            box = QGroupBox(title)
+            QVBoxLayout(box).addWidget(panel)
+            column.addWidget(box)
+        column.addStretch(1)
+        left_scroll = QScrollArea()
+        left_scroll.setWidgetResizable(True)
+        left_scroll.setWidget(left)
+        left_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        left_scroll.setMinimumWidth(340)
+
+        banner_row = QHBoxLayout()
+        banner_row.addWidget(self.banner, 1)
+        banner_row.addWidget(self.banner_close)
+
+        sweep = QWidget()
+        sweep_layout = QVBoxLayout(sweep)
+        sweep_layout.setContentsMargins(0, 0, 0, 0)
+        sweep_header = QHBoxLayout()
+        sweep_header.addWidget(QLabel("Memory against"))
+        sweep_header.addWidget(self.sweep_field)
+        sweep_header.addStretch(1)
+        sweep_layout.addLayout(sweep_header)
+        sweep_layout.addWidget(self.sweep_chart, 1)
+
+        table = QWidget()
+        table_layout = QVBoxLayout(table)
+        table_layout.setContentsMargins(0, 0, 0, 0)
+        table_layout.addWidget(self.breakdown_table, 1)
+        table_layout.addWidget(self.notes)
+        advice = QGroupBox("Fit advisor")
+        QVBoxLayout(advice).addWidget(self.advisor)
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(table)
+        bottom.addWidget(advice)
+        bottom.setSizes([620, 420])
+
+        self.centre_split = QSplitter(Qt.Orientation.Vertical)
+        self.centre_split.addWidget(self.breakdown_chart)
+        self.centre_split.addWidget(sweep)
+        self.centre_split.addWidget(bottom)
+        self.centre_split.setSizes([230, 260, 300])
+
+        estimate_tab = QWidget()
+        centre = QVBoxLayout(estimate_tab)
+        centre.addWidget(self.headline)
+        centre.addWidget(self.subline)
+        centre.addLayout(banner_row)
+        centre.addWidget(self.centre_split, 1)
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(estimate_tab, "Estimate")
+        self.offload_view = _plugin_view("offload_view", "OffloadView", self.controller)
+        self.profiles_view = _plugin_view("profiles_view", "ProfilesView", self.controller)
+        self.tabs.addTab(self.offload_view, "Offloading")
+        self.tabs.addTab(self.profiles_view, "Profiles")
+
+        gpus = QGroupBox("GPUs")
+        QVBoxLayout(gpus).addWidget(self.gpu_panel)
+        gpus.setMinimumWidth(300)
+
+        self.main_split = QSplitter(Qt.Orientation.Horizontal)
+        self.main_split.addWidget(left_scroll)
+        self.main_split.addWidget(self.tabs)
+        self.main_split.addWidget(gpus)
+        self.main_split.setStretchFactor(1, 1)
+        self.main_split.setSizes([380, 860, 360])
+        self.setCentralWidget(self.main_split)
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.action_open_file = _action(self, "&Open model file…", QKeySequence.StandardKey.Open)
+        self.action_open_folder = _action(self, "Open model &folder…", "Ctrl+Shift+O")
+        self.action_save_profile = _action(self, "&Save profile…", QKeySequence.StandardKey.Save)
+        self.action_export_breakdown = _action(self, "&Export breakdown chart as PNG…", "Ctrl+E")
+        self.action_export_sweep = _action(self, "Export &sweep chart as PNG…", "Ctrl+Shift+E")
+        self.action_quit = _action(self, "&Quit", QKeySequence.StandardKey.Quit)
+        for action in (self.action_open_file, self.action_open_folder):
+            file_menu.addAction(action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.action_save_profile)
+        file_menu.addSeparator()
+        file_menu.addAction(self.action_export_breakdown)
+        file_menu.addAction(self.action_export_sweep)
+        file_menu.addSeparator()
+        file_menu.addAction(self.action_quit)
+        saver = getattr(self.profiles_view, "save_current", None)
+        if callable(saver):
+            self.action_save_profile.triggered.connect(saver)
+        else:
+            self.action_save_profile.setEnabled(False)
+            self.action_save_profile.setToolTip("Profiles are not available in this build.")
+
+        edit_menu = bar.addMenu("&Edit")
+        self.action_copy_text = _action(self, "&Copy estimate as text", "Ctrl+Shift+C")
+        self.action_copy_json = _action(self, "Copy estimate as &JSON", "Ctrl+Shift+J")
+        self.action_find = _action(self, "&Find model…", QKeySequence.StandardKey.Find)
+        for action in (self.action_copy_text, self.action_copy_json, self.action_find):
+            edit_menu.addAction(action)
+
+        view_menu = bar.addMenu("&View")
+        units = QActionGroup(self)
+        self.action_gib = _action(self, "Binary units (Gi&B)", "Ctrl+1")
+        self.action_gb = _action(self, "Decimal units (&GB)", "Ctrl+2")
+        for action, unit in ((self.action_gib, "GiB"), (self.action_gb, "GB")):
+            action.setCheckable(True)
+            action.setChecked(self.unit == unit)
+            units.addAction(action)
+            view_menu.addAction(action)
+            action.triggered.connect(lambda _checked=False, u=unit: self.set_unit(u))
+        view_menu.addSeparator()
+        self.action_inference = _action(self, "&Inference", "Ctrl+I")
+        self.action_training = _action(self, "&Training", "Ctrl+T")
+        for action, mode in (
+            (self.action_inference, "inference"),
+            (self.action_training, "training"),
+        ):
+            view_menu.addAction(action)
+            action.triggered.connect(lambda _checked=False, m=mode: self.controller.update(mode=m))
+
+        help_menu = bar.addMenu("&Help")
+        self.action_method = _action(self, "&How estimates are made", "F1")
+        self.action_docs = _action(self, "&Documentation", None)
+        self.action_about = _action(self, "&About vramgui", None)
+        for action in (self.action_method, self.action_docs, self.action_about):
+            help_menu.addAction(action)
+
+    def _connect(self) -> None:
+        c = self.controller
+        c.model_changed.connect(self._show_model)
+        c.workload_changed.connect(self._show_workload)
+        c.estimate_changed.connect(self._show_analysis)
+        c.estimate_failed.connect(self._show_estimate_error)
+        c.outlook_changed.connect(self._show_outlook)
+        c.loading_changed.connect(self.model_panel.show_loading)
+        c.message.connect(self.show_message)
+        self.model_panel.source_chosen.connect(c.load_source)
+        self.precision_panel.changed.connect(lambda changes: c.update(**changes))
+        self.workload_panel.changed.connect(lambda changes: c.update(**changes))
+        self.gpu_panel.capacities_changed.connect(c.set_capacities)
+        self.advisor.apply_requested.connect(c.apply_suggestion)
+        self.sweep_field.currentIndexChanged.connect(
+            lambda: c.set_sweep_field(self.sweep_field.currentData())
+        )
+        self.banner_close.clicked.connect(self._hide_banner)
+        self.action_open_file.triggered.connect(self.model_panel.open_file.click)
+        self.action_open_folder.triggered.connect(self.model_panel.open_folder.click)
+        self.action_export_breakdown.triggered.connect(
+            lambda: self._export_chart(self.breakdown_chart, "breakdown")
+        )
+        self.action_export_sweep.triggered.connect(
+            lambda: self._export_chart(self.sweep_chart, "sweep")
+        )
+        self.action_quit.triggered.connect(self.close)
+        self.action_copy_text.triggered.connect(self.copy_text)
+        self.action_copy_json.triggered.connect(self.copy_json)
+        self.action_find.triggered.connect(self.model_panel.query.setFocus)
+        self.action_method.triggered.connect(lambda: QDesktopServices.openUrl(QUrl(METHOD_URL)))
+        self.action_docs.triggered.connect(lambda: QDesktopServices.openUrl(QUrl(DOCS_URL)))
+        self.action_about.triggered.connect(self._about)
+
+    # ----------------------------------------------------------------------------- slots
+    def set_unit(self, unit: Unit) -> None:
+        """Show every figure in GiB or GB."""
+        self.unit = unit
+        self.action_gib.setChecked(unit == "GiB")
+        self.action_gb.setChecked(unit == "GB")
+        self.gpu_panel.set_unit(unit)
+        self.breakdown_chart.set_unit(unit)
+        self.sweep_chart.set_unit(unit)
+        if self.controller.analysis is not None:
+            self._show_analysis(self.controller.analysis)
+        if self.controller.outlook is not None:
+            self._show_outlook(self.controller.outlook)
+
+    def show_message(self, text: str) -> None:
+        """Show a message from a source, the hardware or the core in the banner."""
+        self.banner.setText(text)
+        self.banner.show()
+        self.banner_close.show()
+        self.statusBar().showMessage(text, 10000)
+
+    def copy_text(self) -> None:
+        analysis = self.controller.analysis
+        if analysis is not None:
+            QGuiApplication.clipboard().setText(report.as_text(analysis, self.unit))
+            self.statusBar().showMessage("Estimate copied as text", 4000)
+
+    def copy_json(self) -> None:
+        analysis = self.controller.analysis
+        if analysis is not None:
+            QGuiApplication.clipboard().setText(report.as_json(analysis))
+            self.statusBar().showMessage("Estimate copied as JSON", 4000)
+
+    def _hide_banner(self) -> None:
+        self.banner.hide()
+        self.banner_close.hide()
+
+    def _show_model(self, loaded: LoadedModel) -> None:
+        source = self.controller.source or ""
+        self.model_panel.show_model(loaded.spec, loaded.spec.source or source, loaded.notices)
+        self._show_workload(self.controller.workload)
+        self.setWindowTitle(f"{loaded.spec.name} — vramgui")
+        recent = [source] + [
+            s for s in _string_list(self.settings.value("models/recent")) if s != source
+        ]
+        self.settings.setValue("models/recent", recent[:MAX_RECENT])
+        self.settings.setValue("models/last", source)
+        self.model_panel.set_recent(recent)
+
+    def _show_workload(self, workload: Workload) -> None:
+        reasons = disabled_reasons(workload, self.controller.spec)
+        self.workload_panel.set_workload(workload, reasons, self.controller.max_seq)
+        self.precision_panel.set_values(workload.dtype, workload.quant, workload.kv_dtype, reasons)
+        self.settings.setValue("session/workload", json.dumps(workload.to_dict()))
+
+    def _show_analysis(self, analysis: Analysis) -> None:
+        est = analysis.estimate
+        unit = self.unit
+        w = est.workload
+        per = "per GPU" if w.gpus > 1 else ""
+        self.headline.setText(
+            f"{format_bytes(est.total_bytes, unit)} {per}".strip() + f" · {est.model_name}"
+        )
+        verdicts = [
+            f"<span style='color:{palette.FIT if row.fits else palette.NO_FIT}'>"
+            f"{'fits' if row.fits else 'does not fit'} {row.gpu}</span>"
+            for row in analysis.fit[:3]
+        ]
+        rules = " · ".join(
+            f"{rule.name}: {format_bytes(rule.bytes, unit)}" for rule in analysis.rules
+        )
+        parts = [f"peak at {est.phase}", *verdicts]
+        text = ", ".join(parts)
+        if rules:
+            text += f"<br><span style='color:gray'>Rules of thumb — {rules}</span>"
+        self.subline.setText(text)
+        self.breakdown_chart.set_data(
+            est.components,
+            [(r.gpu, r.capacity_bytes, r.fits, r.headroom_bytes) for r in analysis.fit],
+        )
+        self.breakdown_model.set_components(est.components, unit)
+        self.notes.setText("\n".join(est.notes))
+        self.gpu_panel.show_fit(analysis.fit)
+        if self.banner.isVisible() and self.banner.property("estimate_error"):
+            self._hide_banner()
+
+    def _show_estimate_error(self, text: str) -> None:
+        self.show_message(text)
+        self.banner.setProperty("estimate_error", True)
+
+    def _show_outlook(self, outlook: Outlook) -> None:
+        analysis = self.controller.analysis
+        workload = self.controller.workload
+        self.sweep_chart.set_data(
+            outlook.field,
+            outlook.values,
+            totals_bytes=outlook.totals_bytes,
+            capacities=self.controller.capacities,
+            largest=outlook.largest.get(outlook.field),
+            current=getattr(workload, outlook.field),
+        )
+        row = analysis.fit[0] if analysis and analysis.fit else None
+        self.advisor.show_outlook(
+            outlook.target,
+            fits=row.fits if row else None,
+            headroom_bytes=row.headroom_bytes if row else 0,
+            largest=outlook.largest,
+            suggestions=outlook.suggestions,
+            unit=self.unit,
+            seq_word="context" if workload.mode == "inference" else "sequence length",
+        )
+
+    def _export_chart(self, chart: QWidget, name: str) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export chart", f"vramgui-{name}.png", "PNG images (*.png)"
+        )
+        if path:
+            self.export_chart(chart, path)
+
+    def export_chart(self, chart: QWidget, path: str) -> bool:
+        """Save ``chart`` as a PNG image at ``path``."""
+        saved = chart.grab().save(path, "PNG")
+        if not saved:
+            self.show_message(f"Could not write {path}")
+        return saved
+
+    def _about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About vramgui",
+            f"<b>vramgui {__version__}</b><p>How much GPU memory does a model need to serve or "
+            "fine-tune, does it fit your GPUs, and what to change if it does not.</p>"
+            f"<p><a href='{DOCS_URL}'>Documentation</a> · "
+            f"<a href='{METHOD_URL}'>How estimates are made</a></p>",
+        )
+
+    # ----------------------------------------------------------------------------- events
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls() and droppable_path(event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        path = droppable_path(event.mimeData().urls())
+        if path:
+            event.acceptProposedAction()
+            self.controller.load_source(path)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.gpu_panel.stop()
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("window/main_split", self.main_split.saveState())
+        self.settings.setValue("window/centre_split", self.centre_split.saveState())
+        self.settings.setValue("view/unit", self.unit)
+        self.settings.setValue("gpus/catalog", self.gpu_panel.checked_catalog())
+        self.settings.sync()
+        super().closeEvent(event)
+
+    def _restore_geometry(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and self.restoreGeometry(geometry):
+            for key, splitter in (
+                ("window/main_split", self.main_split),
+                ("window/centre_split", self.centre_split),
+            ):
+                state = self.settings.value(key)
+                if isinstance(state, QByteArray):
+                    splitter.restoreState(state)
+            state = self.settings.value("window/state")
+            if isinstance(state, QByteArray):
+                self.restoreState(state)
+        else:
+            self.resize(1500, 940)
+        self.set_unit(self.unit)
+
+
+def _action(parent: QWidget, text: str, shortcut: QKeySequence.StandardKey | str | None) -> QAction:
+    action = QAction(text, parent)
+    if shortcut is not None:
+        action.setShortcut(QKeySequence(shortcut))
+    return action
+
+
+def _plugin_view(module: str, name: str, controller: EstimateController) -> QWidget:
+    # The offloading and profiles views are built separately; until they exist the tab says so.
+    try:
+        found = importlib.import_module(f"vramgui.ui.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"vramgui.ui.{module}":
+            raise
+        placeholder = QLabel("Not available in this build.")
+        placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        return placeholder
+    view: QWidget = getattr(found, name)(controller)
+    return view
+
+
+def _restored_workload(settings: QSettings) -> Workload:
+    raw = settings.value("session/workload")
+    if not isinstance(raw, str):
+        return Workload()
+    try:
+        return Workload.from_dict(json.loads(raw))
+    except (ValueError, WorkloadError):
+        return Workload()
+
+
+def _string_list(value: object) -> list[str]:
+    # QSettings hands back a str for one-element lists in INI files, and None when absent.
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return []

@@ -1,0 +1,292 @@
+"""The model panel: search the Hub and the catalog, open a local folder or file, recent models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+    QTimer,
+    QUrl,
+    Signal,
+)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vramgui.core.model import ModelSpec
+from vramgui.ui import palette
+from vramgui.ui.workers import Worker, submit
+
+SEARCH_DEBOUNCE_MS = 150
+MAX_RECENT = 10
+MODEL_FILE_SUFFIXES = (".safetensors", ".gguf", ".json")
+_Index = QModelIndex | QPersistentModelIndex
+_ORIGINS = {
+    "hub": "From the Hugging Face Hub.",
+    "cache": "From a saved Hub answer (offline).",
+    "catalog": "From the bundled catalog: works offline.",
+}
+
+
+def droppable_path(urls: Iterable[QUrl]) -> str | None:
+    """The first dropped local folder, .safetensors, .gguf or config .json, or None."""
+    for url in urls:
+        if not url.isLocalFile():
+            continue
+        path = Path(url.toLocalFile())
+        if path.is_dir() or path.suffix.lower() in MODEL_FILE_SUFFIXES:
+            return str(path)
+    return None
+
+
+def _count(n: int | None) -> str:
+    if not n:
+        return ""
+    for factor, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if n >= factor:
+            return f"{n / factor:.3g}{suffix}"
+    return str(n)
+
+
+class SearchResultsModel(QAbstractTableModel):
+    """Search hits: repo id, parameters, downloads, gated, where the hit came from."""
+
+    COLUMNS = ("Model", "Params", "Downloads", "Notes")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[Any] = []
+
+    def set_results(self, results: Sequence[Any]) -> None:
+        self.beginResetModel()
+        self._rows = list(results)
+        self.endResetModel()
+
+    def result(self, row: int) -> Any:
+        return self._rows[row]
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self.COLUMNS)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        hit = self._rows[index.row()]
+        column = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if column == 0:
+                return hit.id
+            if column == 1:
+                return _count(hit.parameters)
+            if column == 2:
+                return _count(hit.downloads)
+            return " · ".join(
+                word
+                for word in (
+                    "gated" if hit.gated else "",
+                    hit.source if hit.source != "hub" else "",
+                )
+                if word
+            )
+        if role == Qt.ItemDataRole.ToolTipRole:
+            parts = [hit.id]
+            if hit.gated:
+                parts.append("Gated: accept the license on the Hub and log in to read it.")
+            parts.append(_ORIGINS.get(hit.source, hit.source))
+            return "\n".join(parts)
+        if role == Qt.ItemDataRole.TextAlignmentRole and column in (1, 2):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class ModelPanel(QWidget):
+    """Finds a model and emits ``source_chosen`` with what to load (repo id, path or name).
+
+    Args:
+        search: ``query -> SearchResult`` (``vramgui.sources.resolve.search_models`` shape: with
+            ``results`` and ``offline_notice``); called on a worker thread.
+        recent: sources opened before, newest first.
+    """
+
+    source_chosen = Signal(str)
+
+    def __init__(
+        self,
+        search: Callable[[str], Any],
+        recent: Sequence[str] = (),
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._search = search
+        self._pending: Worker | None = None
+        self.query = QLineEdit()
+        self.query.setPlaceholderText("Search the Hub or the catalog, or type a repo id…")
+        self.query.setClearButtonEnabled(True)
+        self.results_model = SearchResultsModel()
+        self.results = QTableView()
+        self.results.setModel(self.results_model)
+        self.results.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.results.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.results.verticalHeader().hide()
+        self.results.setShowGrid(False)
+        self.results.setMaximumHeight(170)
+        header = self.results.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in (1, 2, 3):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.results.hide()
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.status.setStyleSheet(palette.WARNING_STYLE)
+        self.status.hide()
+        self.open_folder = QPushButton("Open folder…")
+        self.open_file = QPushButton("Open file…")
+        self.open_folder.setToolTip("A model folder with config.json (and .safetensors headers)")
+        self.open_file.setToolTip("A .gguf, .safetensors or config.json file; or drop one here")
+        self.recent = QComboBox()
+        self.recent.setPlaceholderText("Recent models")
+        self.recent.setToolTip("Models opened before")
+        self.set_recent(recent)
+        self.info = QLabel("No model yet.")
+        self.info.setWordWrap(True)
+        self.info.setTextFormat(Qt.TextFormat.RichText)
+        self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.open_folder)
+        buttons.addWidget(self.open_file)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.query)
+        layout.addWidget(self.status)
+        layout.addWidget(self.results)
+        layout.addLayout(buttons)
+        layout.addWidget(self.recent)
+        layout.addWidget(self.info)
+
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(SEARCH_DEBOUNCE_MS)
+        self._debounce.timeout.connect(self._start_search)
+        self.query.textEdited.connect(lambda _text: self._debounce.start())
+        self.query.returnPressed.connect(self._return_pressed)
+        self.results.clicked.connect(self._picked)
+        self.results.activated.connect(self._picked)
+        self.open_folder.clicked.connect(self._choose_folder)
+        self.open_file.clicked.connect(self._choose_file)
+        self.recent.activated.connect(lambda i: self.source_chosen.emit(self.recent.itemData(i)))
+
+    @property
+    def searching(self) -> bool:
+        return self._pending is not None
+
+    def set_recent(self, sources: Sequence[str]) -> None:
+        """Fill the recent-models list (newest first)."""
+        blocked = self.recent.blockSignals(True)
+        self.recent.clear()
+        for source in sources[:MAX_RECENT]:
+            self.recent.addItem(
+                Path(source).name if "/" in source and Path(source).exists() else source, source
+            )
+        self.recent.setCurrentIndex(-1)
+        self.recent.setEnabled(bool(sources))
+        self.recent.blockSignals(blocked)
+
+    def show_model(self, spec: ModelSpec, where: str, notices: Sequence[str]) -> None:
+        """Describe the current model under the search box."""
+        facts = spec.facts
+        parts = [
+            f"<b>{spec.name}</b>",
+            f"{_count(spec.parameters)} parameters · {facts.num_layers} layers · "
+            f"context {facts.max_position_embeddings:,}",
+            f"{spec.architecture or facts.model_type}"
+            + (f" · stored as {spec.quantization}" if spec.quantization else ""),
+        ]
+        if facts.is_moe:
+            parts.append(f"MoE: {facts.num_experts} experts, {facts.experts_per_token} per token")
+        if where:
+            parts.append(f"<span style='color:gray'>{where}</span>")
+        parts.extend(f"<span style='color:#b26a00'>{n}</span>" for n in (*spec.warnings, *notices))
+        self.info.setText("<br>".join(parts))
+
+    def show_loading(self, loading: bool) -> None:
+        if loading:
+            self.info.setText("Reading the model…")
+        self.open_folder.setEnabled(not loading)
+        self.open_file.setEnabled(not loading)
+
+    def _start_search(self) -> None:
+        query = self.query.text().strip()
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+        if not query:
+            self.results_model.set_results(())
+            self.results.hide()
+            return
+        self._pending = submit(lambda: self._search(query), self._show_results, self._search_failed)
+
+    def _show_results(self, outcome: Any) -> None:
+        self._pending = None
+        self.results_model.set_results(outcome.results)
+        self.results.setVisible(bool(outcome.results))
+        notice = outcome.offline_notice
+        if not outcome.results:
+            notice = (notice + " " if notice else "") + "No models match."
+        self.status.setText(notice or "")
+        self.status.setVisible(bool(notice))
+
+    def _search_failed(self, exc: Exception) -> None:
+        self._pending = None
+        self.status.setText(f"Search failed: {exc}")
+        self.status.show()
+
+    def _return_pressed(self) -> None:
+        text = self.query.text().strip()
+        if self.results_model.rowCount() and not self.searching:
+            self._picked(self.results_model.index(0, 0))
+        elif text:
+            self.source_chosen.emit(text)
+
+    def _picked(self, index: QModelIndex) -> None:
+        if index.isValid():
+            self.source_chosen.emit(self.results_model.result(index.row()).id)
+
+    def _choose_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a model folder")
+        if path:
+            self.source_chosen.emit(path)
+
+    def _choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a model file", "", "Models (*.gguf *.safetensors *.json);;All files (*)"
+        )
+        if path:
+            self.source_chosen.emit(path)

@@ -1,0 +1,39 @@
+"""Colours of the window, chosen to read on light and dark themes alike."""
+
+from __future__ import annotations
+
+FIT = "#2e7d32"
+NO_FIT = "#c62828"
+WARNING_STYLE = (
+    "QLabel { background: #fff3cd; color: #5c4400; border: 1px solid #e0c068;"
+    " border-radius: 4px; padding: 4px 6px; }"
+)
+ERROR_STYLE = (
+    "QLabel { background: #fdecea; color: #7a1c1c; border: 1px solid #e8a3a3;"
+    " border-radius: 4px; padding: 4px 6px; }"
+)
+
+# One colour per estimate component, stable across redraws (colour-blind safe Okabe-Ito order).
+COMPONENT_COLOURS = {
+    "weights": "#0072B2",
+    "kv_cache": "#E69F00",
+    "activations": "#009E73",
+    "gradients": "#CC79A7",
+    "optimizer_states": "#D55E00",
+    "runtime_overhead": "#999999",
+}
+EXTRA_COLOURS = ("#56B4E9", "#F0E442", "#882255", "#44AA99", "#117733", "#AA4499")
+
+COMPONENT_LABELS = {
+    "weights": "Weights",
+    "kv_cache": "KV cache",
+    "activations": "Activations",
+    "gradients": "Gradients",
+    "optimizer_states": "Optimizer states",
+    "runtime_overhead": "Runtime overhead",
+}
+
+
+def component_label(name: str) -> str:
+    """A component's display name ("kv_cache" -> "KV cache"); unknown ones are made readable."""
+    return COMPONENT_LABELS.get(name, name.replace("_", " ").capitalize())

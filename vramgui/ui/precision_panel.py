@@ -1,0 +1,107 @@
+"""The precision panel: weight dtype, quantization grouped by family, KV cache dtype."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel
+from PySide6.QtWidgets import QFormLayout, QWidget
+
+from vramgui.core.dtypes import Scheme
+from vramgui.ui.widgets import ChoiceCombo
+
+DTYPES = (("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32"))
+KV_DTYPES = (
+    ("auto", "Same as weights"),
+    ("fp16", "fp16"),
+    ("bf16", "bf16"),
+    ("fp32", "fp32"),
+    ("fp8", "fp8"),
+    ("q8_0", "q8_0 (llama.cpp)"),
+    ("q4_0", "q4_0 (llama.cpp)"),
+)
+_GGUF_KV = ("q8_0", "q4_0")
+FAMILY_TITLES = {
+    "none": "Unquantized",
+    "fp8": "FP8",
+    "bitsandbytes": "bitsandbytes",
+    "gptq-awq": "GPTQ / AWQ",
+    "gguf": "GGUF (llama.cpp)",
+}
+
+
+class PrecisionPanel(QWidget):
+    """Edits ``dtype``, ``quant`` and ``kv_dtype``; emits ``changed`` with what the user picked.
+
+    Args:
+        schemes: the quantization schemes by ``--quant`` name, in display order.
+    """
+
+    changed = Signal(dict)
+
+    def __init__(self, schemes: Mapping[str, Scheme], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.dtype = ChoiceCombo(DTYPES)
+        self.dtype.setToolTip("The dtype of unquantized weights and of compute.")
+        self.quant = ChoiceCombo(())
+        self.kv_dtype = ChoiceCombo(KV_DTYPES)
+        self.kv_dtype.setToolTip("The dtype of the KV cache.")
+        self._fill_schemes(schemes)
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        form.addRow("Weights", self.dtype)
+        form.addRow("Quantization", self.quant)
+        form.addRow("KV cache", self.kv_dtype)
+        self.dtype.currentIndexChanged.connect(
+            lambda: self.changed.emit({"dtype": self.dtype.value()})
+        )
+        self.quant.currentIndexChanged.connect(
+            lambda: self.changed.emit({"quant": self.quant.value()})
+        )
+        self.kv_dtype.currentIndexChanged.connect(
+            lambda: self.changed.emit({"kv_dtype": self.kv_dtype.value()})
+        )
+
+    def _fill_schemes(self, schemes: Mapping[str, Scheme]) -> None:
+        model = self.quant.model()
+        assert isinstance(model, QStandardItemModel)
+        family = None
+        for scheme in schemes.values():
+            if scheme.family != family:
+                family = scheme.family
+                self.quant.addItem(FAMILY_TITLES.get(family, family), None)
+                header = model.item(self.quant.count() - 1)
+                # A family title: shown in bold, never selectable.
+                header.setFlags(Qt.ItemFlag.NoItemFlags)
+                font = header.font()
+                font.setBold(True)
+                header.setFont(font)
+            self.quant.addItem(
+                f"    {scheme.label}  ·  {scheme.nominal_bits_per_weight:g} bits/weight",
+                scheme.name,
+            )
+            self.quant.setItemData(
+                self.quant.count() - 1, scheme.description, Qt.ItemDataRole.ToolTipRole
+            )
+
+    def set_values(self, dtype: str, quant: str, kv_dtype: str, reasons: dict[str, str]) -> None:
+        """Show the current settings; disable what ``reasons`` names, with the reason as tooltip."""
+        self.dtype.set_value(dtype)
+        self.quant.set_value(quant)
+        self.kv_dtype.set_value(kv_dtype)
+        for name, widget, hint in (
+            ("dtype", self.dtype, "The dtype of unquantized weights and of compute."),
+            ("quant", self.quant, "How the weights are quantized; bits per weight include scales."),
+            ("kv_dtype", self.kv_dtype, "The dtype of the KV cache."),
+        ):
+            reason = reasons.get(name)
+            widget.setEnabled(reason is None)
+            widget.setToolTip(reason or hint)
+        model = self.kv_dtype.model()
+        assert isinstance(model, QStandardItemModel)
+        gguf_reason = reasons.get("kv_dtype_gguf")
+        for value in _GGUF_KV:
+            item = model.item(self.kv_dtype.findData(value))
+            item.setEnabled(gguf_reason is None)
+            item.setToolTip(gguf_reason or "A llama.cpp block-quantized KV cache.")

@@ -1,0 +1,75 @@
+"""The current estimate as text for people and as the CLI's JSON document, for the clipboard."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from vramgui.core.units import Unit, format_bytes
+from vramgui.ui.controller import Analysis
+from vramgui.ui.palette import component_label
+
+SCHEMA = "vramgui.estimate/1"
+
+
+def as_document(analysis: Analysis) -> dict[str, Any]:
+    """The ``vramgui estimate --json`` document of DESIGN.md for this analysis."""
+    est = analysis.estimate
+    return {
+        "schema": SCHEMA,
+        "model": {
+            "name": est.model_name,
+            "architecture": est.architecture,
+            "parameters": est.parameters,
+            "trainable_parameters": est.trainable_parameters,
+            "layers": est.layers,
+        },
+        "settings": est.workload.to_dict(),
+        "gpus": est.workload.gpus,
+        "per_gpu": {
+            "total_bytes": est.total_bytes,
+            "phase": est.phase,
+            "components": dict(est.components),
+        },
+        "layers": [{"index": u.index, "name": u.name, "bytes": u.bytes} for u in est.layer_bytes],
+        "fit": [
+            {
+                "gpu": row.gpu,
+                "capacity_bytes": row.capacity_bytes,
+                "fits": row.fits,
+                "headroom_bytes": row.headroom_bytes,
+            }
+            for row in analysis.fit
+        ],
+    }
+
+
+def as_json(analysis: Analysis) -> str:
+    return json.dumps(as_document(analysis), indent=2)
+
+
+def as_text(analysis: Analysis, unit: Unit) -> str:
+    """A plain-text table a person can paste into a chat or an issue."""
+    est = analysis.estimate
+    w = est.workload
+    what = (
+        f"inference, batch {w.batch}, context {w.seq:,}, {w.engine}"
+        if w.mode == "inference"
+        else f"training ({w.method}, {w.optimizer}), batch {w.batch}, sequence {w.seq:,}"
+    )
+    quant = "" if w.quant == "none" else f", {w.quant}"
+    lines = [
+        f"{est.model_name}: {what}, {w.dtype}{quant}, {w.gpus} GPU(s)",
+        f"Peak per GPU: {format_bytes(est.total_bytes, unit)} ({est.phase})",
+    ]
+    width = max(len(component_label(name)) for name in est.components) if est.components else 0
+    for name, size in est.components.items():
+        lines.append(f"  {component_label(name):<{width}}  {format_bytes(size, unit):>12}")
+    for row in analysis.fit:
+        verdict = "fits" if row.fits else "does not fit"
+        lines.append(
+            f"{row.gpu} ({format_bytes(row.capacity_bytes, unit)}): {verdict}, "
+            f"headroom {format_bytes(row.headroom_bytes, unit)}"
+        )
+    lines.extend(f"Note: {note}" for note in est.notes)
+    return "\n".join(lines)

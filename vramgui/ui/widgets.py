@@ -1,0 +1,107 @@
+"""Small reusable input widgets: a slider paired with a spin box, a combo box of named choices."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QSlider, QSpinBox, QWidget
+
+# Slider steps per doubling: sizes span 1 to 1M, so the slider moves on a log scale and the spin
+# box takes the exact value.
+_STEPS_PER_OCTAVE = 8
+
+
+class SliderSpin(QWidget):
+    """A log-scale slider and a spin box that show one integer; ``valueChanged`` on user edits."""
+
+    valueChanged = Signal(int)
+
+    def __init__(self, minimum: int, maximum: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.spin = QSpinBox()
+        self.spin.setKeyboardTracking(False)
+        self.spin.setGroupSeparatorShown(True)
+        self.spin.setMinimumWidth(90)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.spin)
+        self.set_range(minimum, maximum)
+        self.slider.valueChanged.connect(self._slider_moved)
+        self.spin.valueChanged.connect(self._spin_changed)
+
+    def set_range(self, minimum: int, maximum: int) -> None:
+        """Allowed values; the current value is clamped without emitting."""
+        maximum = max(minimum, maximum)
+        blocked = self.blockSignals(True)
+        self.spin.setRange(minimum, maximum)
+        self.slider.setRange(_to_slider(minimum), _to_slider(maximum))
+        self.slider.setPageStep(_STEPS_PER_OCTAVE)
+        self._sync_slider(self.spin.value())
+        self.blockSignals(blocked)
+
+    def value(self) -> int:
+        return self.spin.value()
+
+    def set_value(self, value: int) -> None:
+        """Show ``value`` without emitting ``valueChanged``."""
+        blocked = self.blockSignals(True)
+        self.spin.setValue(value)
+        self._sync_slider(self.spin.value())
+        self.blockSignals(blocked)
+
+    def _sync_slider(self, value: int) -> None:
+        blocked = self.slider.blockSignals(True)
+        self.slider.setValue(_to_slider(value))
+        self.slider.blockSignals(blocked)
+
+    def _slider_moved(self, position: int) -> None:
+        value = _from_slider(position)
+        value = min(max(value, self.spin.minimum()), self.spin.maximum())
+        blocked = self.spin.blockSignals(True)
+        self.spin.setValue(value)
+        self.spin.blockSignals(blocked)
+        self.valueChanged.emit(value)
+
+    def _spin_changed(self, value: int) -> None:
+        self._sync_slider(value)
+        self.valueChanged.emit(value)
+
+
+def _to_slider(value: int) -> int:
+    return round(math.log2(max(value, 1)) * _STEPS_PER_OCTAVE)
+
+
+def _from_slider(position: int) -> int:
+    value = 2 ** (position / _STEPS_PER_OCTAVE)
+    # Round to a figure people type: powers of two stay exact, others to two significant bits.
+    if value >= 64:
+        step = 2 ** (int(math.log2(value)) - 3)
+        return int(round(value / step) * step)
+    return round(value)
+
+
+class ChoiceCombo(QComboBox):
+    """A combo box of ``(value, label)`` choices, read and set by value."""
+
+    def __init__(self, choices: Sequence[tuple[str, str]], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        # Long labels (quantization schemes) must not widen the side panel; the popup shows them whole.
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(10)
+        for value, label in choices:
+            self.addItem(label, value)
+
+    def value(self) -> str:
+        return str(self.currentData())
+
+    def set_value(self, value: str) -> None:
+        """Select ``value`` without emitting; unknown values leave the selection unchanged."""
+        index = self.findData(value)
+        if index >= 0:
+            blocked = self.blockSignals(True)
+            self.setCurrentIndex(index)
+            self.blockSignals(blocked)

@@ -1,0 +1,227 @@
+"""The workload panel: inference or training settings and parallelism, one widget per setting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vramgui.core.workload import MAX_BATCH, Workload
+from vramgui.ui.widgets import ChoiceCombo, SliderSpin
+
+MODES = (("inference", "Inference (serve)"), ("training", "Training (fine-tune)"))
+ENGINES = (("transformers", "Transformers"), ("vllm", "vLLM"), ("llamacpp", "llama.cpp"))
+ATTENTIONS = (("sdpa", "SDPA"), ("flash", "FlashAttention"), ("eager", "Eager"))
+METHODS = (("full", "Full fine-tune"), ("lora", "LoRA"), ("qlora", "QLoRA"))
+PRECISIONS = (
+    ("mixed", "Mixed (fp32 master, 16-bit compute)"),
+    ("pure", "Pure 16-bit"),
+    ("fp32", "fp32"),
+)
+OPTIMIZERS = (
+    ("adamw", "AdamW"),
+    ("adamw-fused", "AdamW (fused)"),
+    ("adamw-8bit", "AdamW 8-bit"),
+    ("sgd", "SGD (momentum)"),
+    ("adafactor", "Adafactor"),
+    ("lion", "Lion"),
+)
+ZERO_STAGES = (("0", "Off"), ("1", "ZeRO-1"), ("2", "ZeRO-2"), ("3", "ZeRO-3"))
+
+_HINTS = {
+    "batch": "Sequences processed together (per GPU for data-parallel training).",
+    "seq": "Tokens per sequence: prompt plus generated tokens for inference.",
+    "attention": "Eager attention materializes the full score matrix; SDPA / flash do not.",
+    "engine": "How the serving engine allocates memory (vLLM pre-allocates a KV pool).",
+    "gpu_memory_utilization": "The share of GPU memory vLLM takes for itself.",
+    "lora_targets": "Module names LoRA adapts, comma-separated, or all-linear.",
+    "grad_accum": "Micro-batches per optimizer step: does not change peak memory per step.",
+    "tp": "Tensor parallel: splits every layer's weights across GPUs.",
+    "pp": "Pipeline parallel: splits the layers across GPUs.",
+    "cpu_offload": "Keep optimizer states (and with ZeRO-3, weights) in host RAM.",
+}
+
+
+class WorkloadPanel(QWidget):
+    """Edits a :class:`Workload`; emits ``changed`` with the settings the user touched."""
+
+    changed = Signal(dict)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.mode = ChoiceCombo(MODES)
+        self.batch = SliderSpin(1, 4096)
+        self.seq = SliderSpin(1, 131072)
+        self.attention = ChoiceCombo(ATTENTIONS)
+        self.engine = ChoiceCombo(ENGINES)
+        self.gpu_memory_utilization = QDoubleSpinBox()
+        self.gpu_memory_utilization.setRange(0.05, 1.0)
+        self.gpu_memory_utilization.setSingleStep(0.05)
+        self.method = ChoiceCombo(METHODS)
+        self.lora_rank = SliderSpin(1, 1024)
+        self.lora_targets = QLineEdit()
+        self.optimizer = ChoiceCombo(OPTIMIZERS)
+        self.precision = ChoiceCombo(PRECISIONS)
+        self.grad_checkpointing = QCheckBox("Gradient checkpointing")
+        self.grad_accum = QSpinBox()
+        self.grad_accum.setRange(1, 4096)
+        self.gpus = QSpinBox()
+        self.gpus.setRange(1, 1024)
+        self.tp = QSpinBox()
+        self.tp.setRange(1, 1024)
+        self.pp = QSpinBox()
+        self.pp.setRange(1, 1024)
+        self.zero = ChoiceCombo(ZERO_STAGES)
+        self.fsdp = QCheckBox("FSDP full shard")
+        self.cpu_offload = QCheckBox("Offload optimizer to CPU")
+        self._seq_label = QLabel("Context")
+
+        common = QFormLayout()
+        common.addRow("Mode", self.mode)
+        common.addRow("Batch", self.batch)
+        common.addRow(self._seq_label, self.seq)
+        common.addRow("Attention", self.attention)
+
+        self.inference_box = QGroupBox("Inference")
+        form = QFormLayout(self.inference_box)
+        form.addRow("Engine", self.engine)
+        form.addRow("vLLM memory share", self.gpu_memory_utilization)
+
+        self.training_box = QGroupBox("Training")
+        form = QFormLayout(self.training_box)
+        form.addRow("Method", self.method)
+        form.addRow("LoRA rank", self.lora_rank)
+        form.addRow("LoRA targets", self.lora_targets)
+        form.addRow("Optimizer", self.optimizer)
+        form.addRow("Precision", self.precision)
+        form.addRow("Grad. accumulation", self.grad_accum)
+        form.addRow(self.grad_checkpointing)
+
+        self.parallel_box = QGroupBox("Parallelism")
+        form = QFormLayout(self.parallel_box)
+        form.addRow("GPUs", self.gpus)
+        form.addRow("Tensor parallel", self.tp)
+        form.addRow("Pipeline parallel", self.pp)
+        form.addRow("ZeRO", self.zero)
+        form.addRow(self.fsdp)
+        form.addRow(self.cpu_offload)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(common)
+        layout.addWidget(self.inference_box)
+        layout.addWidget(self.training_box)
+        layout.addWidget(self.parallel_box)
+
+        self._hints = {name: hint for name, hint in _HINTS.items()}
+        for name, hint in self._hints.items():
+            self._widget(name).setToolTip(hint)
+        self._connect()
+
+    def set_workload(self, workload: Workload, reasons: dict[str, str], max_seq: int) -> None:
+        """Show ``workload``; disable what ``reasons`` names, with the reason as tooltip."""
+        self.mode.set_value(workload.mode)
+        self.seq.set_range(1, max(max_seq, workload.seq))
+        self.batch.set_range(1, min(MAX_BATCH, max(4096, workload.batch)))
+        for widget, value in (
+            (self.batch, workload.batch),
+            (self.seq, workload.seq),
+            (self.lora_rank, workload.lora_rank),
+        ):
+            widget.set_value(value)
+        for combo, value in (
+            (self.attention, workload.attention),
+            (self.engine, workload.engine),
+            (self.method, workload.method),
+            (self.optimizer, workload.optimizer),
+            (self.precision, workload.precision),
+            (self.zero, str(workload.zero)),
+        ):
+            combo.set_value(value)
+        for box, checked in (
+            (self.grad_checkpointing, workload.grad_checkpointing),
+            (self.fsdp, workload.fsdp),
+            (self.cpu_offload, workload.cpu_offload),
+        ):
+            _quietly(box.setChecked, box, checked)
+        for spin, number in (
+            (self.gpus, workload.gpus),
+            (self.tp, workload.tp),
+            (self.pp, workload.pp),
+            (self.grad_accum, workload.grad_accum),
+            (self.gpu_memory_utilization, workload.gpu_memory_utilization),
+        ):
+            _quietly(spin.setValue, spin, number)
+        if not self.lora_targets.hasFocus():
+            self.lora_targets.setText(",".join(workload.lora_targets))
+        training = workload.mode == "training"
+        self._seq_label.setText("Sequence length" if training else "Context")
+        self.inference_box.setVisible(not training)
+        self.training_box.setVisible(training)
+        for name in (
+            "engine",
+            "gpu_memory_utilization",
+            "attention",
+            "lora_rank",
+            "lora_targets",
+            "zero",
+            "fsdp",
+            "tp",
+            "pp",
+            "cpu_offload",
+            "grad_checkpointing",
+            "optimizer",
+            "precision",
+            "grad_accum",
+        ):
+            widget = self._widget(name)
+            reason = reasons.get(name)
+            widget.setEnabled(reason is None)
+            widget.setToolTip(reason or self._hints.get(name, ""))
+
+    def _widget(self, name: str) -> QWidget:
+        return getattr(self, name)
+
+    def _connect(self) -> None:
+        self.mode.currentIndexChanged.connect(lambda: self._emit(mode=self.mode.value()))
+        self.batch.valueChanged.connect(lambda v: self._emit(batch=v))
+        self.seq.valueChanged.connect(lambda v: self._emit(seq=v))
+        self.lora_rank.valueChanged.connect(lambda v: self._emit(lora_rank=v))
+        for name in ("attention", "engine", "method", "optimizer", "precision"):
+            combo: ChoiceCombo = getattr(self, name)
+            combo.currentIndexChanged.connect(
+                lambda _i, n=name, c=combo: self._emit(**{n: c.value()})
+            )
+        self.zero.currentIndexChanged.connect(lambda: self._emit(zero=int(self.zero.value())))
+        for name in ("grad_checkpointing", "fsdp", "cpu_offload"):
+            box: QCheckBox = getattr(self, name)
+            box.toggled.connect(lambda checked, n=name: self._emit(**{n: checked}))
+        for name in ("gpus", "tp", "pp", "grad_accum", "gpu_memory_utilization"):
+            spin = getattr(self, name)
+            spin.setKeyboardTracking(False)
+            spin.valueChanged.connect(lambda value, n=name: self._emit(**{n: value}))
+        self.lora_targets.editingFinished.connect(self._targets_edited)
+
+    def _targets_edited(self) -> None:
+        targets = tuple(t.strip() for t in self.lora_targets.text().split(",") if t.strip())
+        self._emit(lora_targets=targets)
+
+    def _emit(self, **changes: Any) -> None:
+        self.changed.emit(changes)
+
+
+def _quietly(setter: Any, widget: QWidget, value: Any) -> None:
+    blocked = widget.blockSignals(True)
+    setter(value)
+    widget.blockSignals(blocked)

@@ -477,8 +477,8 @@ def read_gguf(path: Path) -> GgufContents:
         Exception
     ) as exc:  # the reader raises anything from ValueError to IndexError on bad input
         raise BadModelFile(
-            f"{path.name}: not a readable GGUF file ({type(exc).__name__}: {exc}); "
-            "it is truncated or corrupt"
+            f"{path.name}: the GGUF header or tensor table is truncated or corrupt "
+            f"({type(exc).__name__}: {exc})"
         ) from None
     if data_end > size or not stored:
         raise BadModelFile(f"{path.name}: the tensor table points past the end of the file")

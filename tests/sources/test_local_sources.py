@@ -1,0 +1,292 @@
+"""Local models: folders, lone safetensors files and GGUF files read from headers only; bad files
+raise our errors with a message that says what is wrong."""
+
+import json
+import math
+import struct
+
+import pytest
+
+from tests.fakehub.files import (
+    TINY_LLAMA_CONFIG,
+    header_totals,
+    llama_tensors,
+    safetensors_bytes,
+    write_gguf,
+    write_model_folder,
+    write_safetensors,
+)
+from vramgui.core.dtypes import storage_bytes, weight_bytes
+from vramgui.core.errors import VramguiError
+from vramgui.core.model import Role
+from vramgui.sources import local
+from vramgui.sources.errors import BadModelFile, IncompleteModel, SourceError
+from vramgui.sources.resolve import load_model
+
+TENSORS = llama_tensors(TINY_LLAMA_CONFIG)  # BF16 matrices, F32 norms
+
+
+def _stored_bytes(spec):
+    return sum(storage_bytes(t.shape, t.dtype) for t in spec.tensors)
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_folder_spec_is_exactly_its_headers(tmp_path, shards):
+    folder = write_model_folder(tmp_path / "tiny", TINY_LLAMA_CONFIG, TENSORS, shards=shards)
+    loaded = load_model(str(folder))
+    params, data = header_totals(TENSORS)
+    assert loaded.spec.parameters == params
+    assert _stored_bytes(loaded.spec) == data
+    by_name = {t.name: t for t in loaded.spec.tensors}
+    assert set(by_name) == set(TENSORS)
+    for name, (dtype, shape) in TENSORS.items():
+        assert (by_name[name].dtype, by_name[name].shape) == (dtype, shape)
+    assert by_name["model.layers.1.mlp.up_proj.weight"].layer == 1
+    assert by_name["model.norm.weight"].role is Role.NORM
+    assert loaded.spec.facts.num_layers == 2
+    assert loaded.ref.kind == "local"
+    assert loaded.ref.size_bytes == sum(p.stat().st_size for p in folder.iterdir())
+
+
+def test_uniform_bf16_folder_weighs_its_data_bytes(tmp_path):
+    tensors = llama_tensors(TINY_LLAMA_CONFIG, norm_dtype="BF16")
+    folder = write_model_folder(tmp_path / "tiny", TINY_LLAMA_CONFIG, tensors)
+    spec = load_model(str(folder)).spec
+    assert weight_bytes(spec, "bf16", "none") == header_totals(tensors)[1]
+
+
+def test_config_json_path_synthesizes_the_inventory(tmp_path):
+    folder = write_model_folder(tmp_path / "tiny", TINY_LLAMA_CONFIG, TENSORS)
+    loaded = load_model(str(folder / "config.json"))
+    assert loaded.ref.kind == "config"
+    assert loaded.spec.parameters == header_totals(TENSORS)[0]
+    assert all(t.dtype is None for t in loaded.spec.tensors)
+
+
+def test_lone_safetensors_infers_a_llama_and_says_so(tmp_path):
+    path = write_safetensors(tmp_path / "model.safetensors", TENSORS)
+    spec = load_model(str(path)).spec
+    assert spec.parameters == header_totals(TENSORS)[0]
+    assert _stored_bytes(spec) == header_totals(TENSORS)[1]
+    assert spec.facts.num_layers == 2
+    assert spec.facts.hidden_size == 64
+    assert spec.facts.vocab_size == 256
+    assert any("config.json" in w and "assumed" in w for w in spec.warnings)
+
+
+def test_lone_safetensors_uses_a_config_beside_it(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
+    path = write_safetensors(tmp_path / "weights.safetensors", TENSORS)
+    spec = load_model(str(path)).spec
+    assert spec.facts.num_heads == 4 and spec.facts.head_dim == 16
+    assert not spec.warnings
+
+
+def test_lone_safetensors_of_unknown_layout_asks_for_a_config(tmp_path):
+    path = write_safetensors(tmp_path / "x.safetensors", {"encoder.w": ("F32", (4, 4))})
+    with pytest.raises(IncompleteModel, match=r"config\.json"):
+        load_model(str(path))
+
+
+def test_gptq_checkpoint_is_estimated_as_stored(tmp_path):
+    config = {
+        **TINY_LLAMA_CONFIG,
+        "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32},
+    }
+    tensors = dict(TENSORS)
+    del tensors["model.layers.0.self_attn.q_proj.weight"]
+    tensors["model.layers.0.self_attn.q_proj.qweight"] = ("I32", (8, 64))
+    tensors["model.layers.0.self_attn.q_proj.scales"] = ("F16", (2, 64))
+    tensors["model.layers.0.self_attn.q_proj.qzeros"] = ("I32", (2, 8))
+    folder = write_model_folder(tmp_path / "gptq", config, tensors)
+    spec = load_model(str(folder)).spec
+    assert spec.quantization == "gptq-int4"
+    qweight = next(t for t in spec.tensors if t.name.endswith("q_proj.qweight"))
+    assert (qweight.dtype, qweight.module, qweight.role) == ("I32", "q_proj", Role.ATTENTION)
+    assert _stored_bytes(spec) == header_totals(tensors)[1]
+
+
+@pytest.mark.parametrize(
+    ("qc", "expected"),
+    [
+        ({"quant_method": "awq", "bits": 4}, "awq-int4"),
+        (
+            {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+            "nf4",
+        ),
+        ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "int8"),
+        ({"quant_method": "fp8"}, "fp8"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}},
+            },
+            "fp8",
+        ),
+    ],
+)
+def test_quantization_config_is_recognised(qc, expected):
+    assert local.quantization_of({"quantization_config": qc}) == expected
+
+
+def test_gguf_spec_is_its_tensor_table(tmp_path):
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    layout = write_gguf(path)
+    loaded = load_model(str(path))
+    spec = loaded.spec
+    assert spec.parameters == sum(math.prod(shape) for _, shape, _ in layout.values())
+    data_bytes = sum(nbytes for _, _, nbytes in layout.values())
+    assert _stored_bytes(spec) == data_bytes
+    assert weight_bytes(spec, "bf16", "none") == data_bytes
+    assert spec.quantization == "Q4_K_M"
+    by_name = {t.name: t for t in spec.tensors}
+    q = by_name["blk.1.attn_q.weight"]
+    assert (q.dtype, q.shape, q.module, q.layer) == ("Q4_K", (256, 256), "q_proj", 1)
+    assert by_name["blk.0.ffn_down.weight"].shape == (256, 512)  # PyTorch (out, in) order
+    facts = spec.facts
+    assert (facts.num_layers, facts.hidden_size, facts.intermediate_size) == (2, 256, 512)
+    assert (facts.num_heads, facts.num_kv_heads, facts.head_dim) == (4, 2, 64)
+    assert (facts.vocab_size, facts.max_position_embeddings) == (320, 2048)
+    assert not facts.tie_word_embeddings
+
+
+def test_gguf_of_an_unknown_architecture_reads_as_llama_with_a_warning(tmp_path):
+    path = tmp_path / "odd.gguf"
+    write_gguf(path, arch="someformer", file_type=None)
+    spec = load_model(str(path)).spec
+    assert spec.facts.num_layers == 2
+    assert spec.quantization == "Q4_K"  # the most common matrix type
+    assert any("someformer" in w for w in spec.warnings)
+
+
+# ------------------------------------------------------------------------- bad input
+
+
+def _assert_clear(exc_info, *words):
+    message = str(exc_info.value)
+    assert isinstance(exc_info.value, SourceError)
+    for word in words:
+        assert word in message, message
+
+
+def test_truncated_safetensors_header(tmp_path):
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(b"\x10\x00\x00")
+    with pytest.raises(BadModelFile) as info:
+        load_model(str(path))
+    _assert_clear(info, "t.safetensors", "truncated")
+
+
+def test_header_length_exceeding_the_file(tmp_path):
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", 5000) + b"{}")
+    with pytest.raises(BadModelFile) as info:
+        load_model(str(path))
+    _assert_clear(info, "exceeds the file")
+
+
+def test_absurd_header_length(tmp_path):
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", 1 << 60) + b"{}")
+    with pytest.raises(BadModelFile, match="corrupt"):
+        load_model(str(path))
+
+
+def test_file_cut_inside_the_data(tmp_path):
+    path = tmp_path / "t.safetensors"
+    raw = safetensors_bytes(TENSORS)
+    path.write_bytes(raw[: len(raw) - 100])
+    with pytest.raises(BadModelFile, match="truncated"):
+        load_model(str(path))
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ({"dtype": "Q9", "shape": [2], "data_offsets": [0, 4]}, "unknown dtype"),
+        ({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}, "invalid shape"),
+        ({"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}, "needs 8"),
+        ({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}, "data_offsets"),
+        ("nonsense", "no dtype"),
+    ],
+)
+def test_impossible_header_entries(tmp_path, entry, words):
+    header = json.dumps({"w": entry}).encode()
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))
+    with pytest.raises(BadModelFile, match=words):
+        load_model(str(path))
+
+
+def test_header_that_is_not_json(tmp_path):
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", 4) + b"{{{{" + bytes(8))
+    with pytest.raises(BadModelFile, match="not valid JSON"):
+        load_model(str(path))
+
+
+def test_gguf_with_wrong_magic(tmp_path):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"GGML" + bytes(100))
+    with pytest.raises(BadModelFile) as info:
+        load_model(str(path))
+    _assert_clear(info, "m.gguf", "wrong magic")
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9])
+def test_gguf_with_truncated_tensor_table(tmp_path, keep):
+    good = tmp_path / "good.gguf"
+    write_gguf(good)
+    raw = good.read_bytes()
+    import gguf
+
+    reader = gguf.GGUFReader(good)
+    table_end = reader.data_offset
+    del reader
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(raw[: int(table_end * keep)])
+    with pytest.raises(BadModelFile, match=r"cut\.gguf"):
+        load_model(str(cut))
+
+
+def test_gguf_whose_data_is_cut_off(tmp_path):
+    good = tmp_path / "good.gguf"
+    write_gguf(good)
+    raw = good.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(raw[: len(raw) - 1000])
+    with pytest.raises(BadModelFile, match=r"truncated or corrupt|past the end"):
+        load_model(str(cut))
+
+
+def test_gguf_announcing_absurd_counts(tmp_path):
+    path = tmp_path / "huge.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 1 << 40) + bytes(64))
+    with pytest.raises(BadModelFile, match="more than"):
+        load_model(str(path))
+
+
+def test_config_that_is_not_json(tmp_path):
+    (tmp_path / "config.json").write_text("{'model_type': 'llama',}")
+    with pytest.raises(BadModelFile) as info:
+        load_model(str(tmp_path / "config.json"))
+    _assert_clear(info, "config.json", "not valid JSON", "line 1")
+
+
+def test_folder_without_config(tmp_path):
+    write_safetensors(tmp_path / "model.safetensors", TENSORS)
+    with pytest.raises(IncompleteModel, match=r"no config\.json"):
+        load_model(str(tmp_path))
+
+
+def test_index_naming_a_missing_shard(tmp_path):
+    folder = write_model_folder(tmp_path / "m", TINY_LLAMA_CONFIG, TENSORS, shards=2)
+    next(folder.glob("model-00002-*.safetensors")).unlink()
+    with pytest.raises(IncompleteModel, match="lacks shards"):
+        load_model(str(folder))
+
+
+def test_unsupported_model_type_is_a_user_error(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "imaginary"}))
+    with pytest.raises(VramguiError, match="imaginary"):
+        load_model(str(tmp_path / "config.json"))

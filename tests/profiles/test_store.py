@@ -8,6 +8,8 @@ import datetime as dt
 import errno
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -403,3 +405,37 @@ def test_bad_imports_import_nothing(store, tmp_path, content, message):
 def test_import_of_a_missing_file(store, tmp_path):
     with pytest.raises(ProfileError, match="cannot read"):
         store.import_(tmp_path / "nope.json")
+
+
+def test_racing_saves_from_separate_processes(store, tmp_path):
+    # Two app instances saving under one name: the lock file works across processes too.
+    go = tmp_path / "go"
+    script = (
+        "import sys, time, pathlib\n"
+        "from vramgui.core.model import ModelRef\n"
+        "from vramgui.profiles import Profile, ProfileError, ProfileStore\n"
+        "go = pathlib.Path(sys.argv[2])\n"
+        "while not go.exists(): time.sleep(0.005)\n"
+        "try:\n"
+        "    ProfileStore(pathlib.Path(sys.argv[1])).save(\n"
+        "        Profile(name='Shared', model=ModelRef('catalog', 'gpt2'), notes=sys.argv[3]))\n"
+        "    print('saved')\n"
+        "except ProfileError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(store.directory), str(go), f"writer {i}"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    time.sleep(0.5)  # let the interpreters start and wait on the signal
+    go.touch()
+    outputs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert sorted(o.split(":")[0] for o in outputs) == ["refused", "refused", "saved"]
+    assert all("exists" in o for o in outputs if o.startswith("refused"))
+    [listing] = store.list()
+    winner = outputs.index("saved")
+    assert listing.profile.notes == f"writer {winner}"

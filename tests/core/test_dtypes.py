@@ -115,6 +115,9 @@ def test_kv_bytes_per_element():
 
 def test_scheme_names_are_found_in_any_case():
     assert next(iter(SCHEMES)) == "none"
+    families = [s.family for s in SCHEMES.values()]
+    runs = [f for i, f in enumerate(families) if i == 0 or families[i - 1] != f]
+    assert len(runs) == len(set(runs))  # each family in one run, as the UI lists them
     for name, scheme in SCHEMES.items():
         assert scheme.name == name
         assert get_scheme(name) is scheme

@@ -293,14 +293,6 @@ SCHEMES: dict[str, Scheme] = {
     for s in (
         Scheme("none", "none", "None (16/32-bit)", 16.0, "weights in the workload dtype"),
         Scheme(
-            "fp8",
-            "fp8",
-            "FP8 (E4M3)",
-            8.0,
-            "FP8 E4M3 weights with an fp32 scale per output channel (compressed-tensors FP8_DYNAMIC)",
-            bits=8,
-        ),
-        Scheme(
             "int8",
             "bitsandbytes",
             "bitsandbytes LLM.int8",
@@ -308,6 +300,10 @@ SCHEMES: dict[str, Scheme] = {
             "int8 weights with an fp32 scale per output row (SCB)",
             bits=8,
         ),
+        _bnb4("nf4", "nf4", double_quant=True),
+        _bnb4("nf4-nodq", "nf4", double_quant=False),
+        _bnb4("fp4", "fp4", double_quant=True),
+        _bnb4("fp4-nodq", "fp4", double_quant=False),
         _gptq(
             "gptq-int8",
             "gptq-awq",
@@ -316,10 +312,6 @@ SCHEMES: dict[str, Scheme] = {
             label="GPTQ int8 (g128)",
             what="int32-packed 8-bit weights, fp16 scales and packed zeros per group of 128, g_idx",
         ),
-        _bnb4("nf4", "nf4", double_quant=True),
-        _bnb4("nf4-nodq", "nf4", double_quant=False),
-        _bnb4("fp4", "fp4", double_quant=True),
-        _bnb4("fp4-nodq", "fp4", double_quant=False),
         _gptq(
             "gptq-int4",
             "gptq-awq",
@@ -336,6 +328,14 @@ SCHEMES: dict[str, Scheme] = {
             label="AWQ int4 (g128)",
             what="int32-packed 4-bit weights, fp16 scales and packed zeros per group of 128",
         ),
+        Scheme(
+            "fp8",
+            "fp8",
+            "FP8 (E4M3)",
+            8.0,
+            "FP8 E4M3 weights with an fp32 scale per output channel (compressed-tensors FP8_DYNAMIC)",
+            bits=8,
+        ),
         *(
             Scheme(
                 name,
@@ -350,7 +350,7 @@ SCHEMES: dict[str, Scheme] = {
         ),
     )
 }
-"""Every scheme, in display order: unquantized, 8-bit, 4-bit, then GGUF from large to small."""
+"""Every scheme in display order, grouped by family; GGUF file types from large to small."""
 
 _GROUP_SUFFIX = re.compile(r"^(gptq-int4|gptq-int8|awq-int4)-g(\d+)$")
 
@@ -563,10 +563,6 @@ def bits_per_weight(spec: ModelSpec, dtype: str, quant: str) -> float:
 # --------------------------------------------------------------------------------------------
 # GGUF: llama.cpp's llama_tensor_get_type
 # --------------------------------------------------------------------------------------------
-
-
-def _gguf_schemes() -> tuple[Scheme, ...]:
-    return tuple(s for s in SCHEMES.values() if s.family == "gguf")
 
 
 # llama.cpp's tensor categories (tensor_get_category), for GGUF names and transformers modules.
@@ -953,8 +949,3 @@ def _assign_gguf(spec: ModelSpec, scheme: Scheme, imatrix: bool) -> tuple[Stored
 
 def _block(t: Tensor) -> int:
     return -1 if t.layer is None else t.layer
-
-
-def gguf_scheme_names() -> tuple[str, ...]:
-    """The GGUF file types known as schemes, in display order."""
-    return tuple(s.name for s in _gguf_schemes())

@@ -442,9 +442,9 @@ def _bnb_4bit_bytes(shape: tuple[int, ...], double_quant: bool) -> int:
     blocks = _ceil_div(numel, 64)
     packed = _ceil_div(numel, 2)  # Params4bit: uint8, two 4-bit codes per byte
     code = 16 * 4  # QuantState.code: the 16 NF4 / FP4 values in fp32
-    # Double quant: absmax as uint8 + its fp32 offset; state2: fp32 absmax per 256 blocks and the
-    # 256-entry fp32 dynamic code (a checkpoint stores it per tensor; on the GPU it is shared).
-    absmax = blocks + 4 + 4 * _ceil_div(blocks, 256) + 256 * 4 if double_quant else 4 * blocks
+    # Double quant: absmax as uint8 + its fp32 offset, and state2's fp32 absmax per 256 blocks.
+    # state2's 256-entry code is one tensor shared by every weight on a GPU (1 KiB), left out.
+    absmax = blocks + 4 + 4 * _ceil_div(blocks, 256) if double_quant else 4 * blocks
     return matrices * (packed + absmax + code)
 
 
@@ -654,9 +654,10 @@ def _gguf_category(t: Tensor) -> str:
 
 def _gguf_quantizable(t: Tensor) -> bool:
     """llama.cpp's tensor_allows_quantization for the tensors a model inventory holds."""
-    # llama.cpp also requires a name ending in "weight": biases (and fused experts, whose
-    # transformers names end in the projection) are told apart by is_bias here
-    if len(t.shape) < 2 or t.is_bias:
+    # convert_hf_to_gguf squeezes tensors, so (1, n) is 1-D there. llama.cpp also requires a name
+    # ending in "weight": biases (and fused experts, whose transformers names end in the
+    # projection) are told apart by is_bias here.
+    if sum(d != 1 for d in t.shape) < 2 or t.is_bias:
         return False
     if t.role in (Role.NORM, Role.POSITION, Role.ROUTER) or t.module in _ROUTER_MODULES:
         return False
@@ -713,9 +714,11 @@ def _use_more_bits(i_layer: int, n_layers: int) -> bool:
 
 def _gguf_model(spec: ModelSpec, categories: Sequence[str], imatrix: bool) -> _GgufModel:
     f = spec.facts
-    # llama.cpp labels 80-layer GQA Llama (and 80-layer Qwen2) "70B"; attn_v gets more bits there.
+    # llama.cpp labels 80-layer dense GQA models of its llama arch (Llama, Mistral) and 80-layer
+    # Qwen2 "70B" (load_arch_hparams); attn_v gets more bits there.
+    llama_arch = f.model_type in ("llama", "mistral") and not f.num_experts
     is_70b = f.num_layers == 80 and (
-        (f.model_type == "llama" and f.num_kv_heads != f.num_heads) or f.model_type == "qwen2"
+        (llama_arch and f.num_kv_heads != f.num_heads) or f.model_type == "qwen2"
     )
     return _GgufModel(
         n_gqa=f.num_heads // f.num_kv_heads if f.num_kv_heads else 1,

@@ -1,0 +1,250 @@
+"""The Hub client against a fake Hub on 127.0.0.1: exact inventories from Range-read headers,
+gated / missing / failing / slow repos, and the disk cache that answers when the Hub cannot."""
+
+import json
+import math
+import time
+
+import pytest
+
+from tests.fakehub.files import (
+    TINY_LLAMA_CONFIG,
+    header_totals,
+    llama_tensors,
+    safetensors_bytes,
+    write_gguf,
+)
+from vramgui.core.dtypes import storage_bytes
+from vramgui.paths import user_dir
+from vramgui.sources import hub as hub_module
+from vramgui.sources.errors import (
+    GatedModel,
+    HubUnavailable,
+    IncompleteModel,
+    ModelNotFound,
+)
+from vramgui.sources.hub import HubClient
+from vramgui.sources.resolve import load_model
+
+TENSORS = llama_tensors(TINY_LLAMA_CONFIG)
+CONFIG = json.dumps(TINY_LLAMA_CONFIG).encode()
+
+
+def _stored_bytes(spec):
+    return sum(storage_bytes(t.shape, t.dtype) for t in spec.tensors)
+
+
+def _sharded_files(tensors, shards=3):
+    names = list(tensors)
+    files, weight_map = {"config.json": CONFIG}, {}
+    for k in range(shards):
+        part = {n: tensors[n] for n in names[k::shards]}
+        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        files[file] = safetensors_bytes(part)
+        weight_map.update(dict.fromkeys(part, file))
+    files["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
+    return files
+
+
+@pytest.fixture
+def client(fake_hub):
+    return HubClient(timeout_s=2.0)
+
+
+def test_single_file_repo_is_exactly_its_header(fake_hub, client):
+    repo = fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    loaded = load_model("org/tiny", hub=client)
+    params, data = header_totals(TENSORS)
+    assert loaded.spec.parameters == params
+    assert _stored_bytes(loaded.spec) == data
+    assert loaded.ref.kind == "hub" and loaded.ref.revision == repo.sha
+    assert loaded.notices == ()
+    weight_reads = [r for r in fake_hub.requests if r.path.endswith(".safetensors")]
+    assert weight_reads and all(r.range and r.range.startswith("bytes=0-") for r in weight_reads)
+
+
+def test_sharded_repo_reads_every_shard_header(fake_hub, client):
+    fake_hub.add("org/sharded", _sharded_files(TENSORS))
+    spec = client.load("org/sharded").spec
+    assert spec.parameters == header_totals(TENSORS)[0]
+    assert _stored_bytes(spec) == header_totals(TENSORS)[1]
+    assert {t.name for t in spec.tensors} == set(TENSORS)
+
+
+def test_header_larger_than_the_first_range_takes_a_second_one(fake_hub, client):
+    tensors = dict(TENSORS)
+    tensors.update({f"model.layers.1.mlp.extra_{i}.weight": ("F16", (3,)) for i in range(2000)})
+    raw = safetensors_bytes(tensors)
+    assert int.from_bytes(raw[:8], "little") > hub_module.FIRST_RANGE_BYTES
+    fake_hub.add("org/wide", {"config.json": CONFIG, "model.safetensors": raw})
+    spec = client.load("org/wide").spec
+    assert spec.parameters == header_totals(tensors)[0]
+    ranges = [r.range for r in fake_hub.requests if r.path.endswith(".safetensors")]
+    assert ranges[1].startswith("bytes=8-")
+
+
+def test_server_that_ignores_range_still_gives_the_header(fake_hub, client):
+    fake_hub.ignore_range = True
+    fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    assert client.load("org/tiny").spec.parameters == header_totals(TENSORS)[0]
+
+
+def test_gguf_repo_lists_files_and_reads_the_chosen_header(fake_hub, client, tmp_path, monkeypatch):
+    layout = write_gguf(tmp_path / "a.gguf")
+    write_gguf(tmp_path / "b.gguf", file_type=7)
+    files = {
+        "tiny-Q4_K_M.gguf": (tmp_path / "a.gguf").read_bytes(),
+        "tiny-Q8_0.gguf": (tmp_path / "b.gguf").read_bytes(),
+    }
+    fake_hub.add("org/tiny-GGUF", files, library="gguf")
+    # Small first reads make the client grow its prefix until the tensor table is inside.
+    monkeypatch.setattr(hub_module, "GGUF_FIRST_RANGE_BYTES", 256)
+    assert client.list_gguf_files("org/tiny-GGUF") == sorted(
+        (name, len(data)) for name, data in files.items()
+    )
+    loaded = load_model("org/tiny-GGUF", hub=client)
+    assert loaded.ref.file == "tiny-Q4_K_M.gguf"
+    assert loaded.spec.quantization == "Q4_K_M"
+    assert loaded.spec.parameters == sum(math.prod(s) for _, s, _ in layout.values())
+    assert _stored_bytes(loaded.spec) == sum(n for _, _, n in layout.values())
+    assert any("tiny-Q8_0.gguf" in n for n in loaded.notices)
+    reads = [r for r in fake_hub.requests if r.path.endswith(".gguf")]
+    assert all(r.range for r in reads) and len(reads) > 1
+    chosen = load_model("org/tiny-GGUF:tiny-Q8_0.gguf", hub=client)
+    assert chosen.ref.file == "tiny-Q8_0.gguf" and chosen.spec.quantization == "Q8_0"
+
+
+def test_gated_repo_explains_how_to_log_in(fake_hub, client, monkeypatch):
+    fake_hub.add(
+        "org/gated",
+        {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)},
+        gated=True,
+    )
+    with pytest.raises(GatedModel) as info:
+        client.load("org/gated")
+    message = str(info.value)
+    assert "hf auth login" in message and "HF_TOKEN" in message and "not logged in" in message
+    assert fake_hub.requests[-1].path.endswith("config.json")
+
+    with pytest.raises(GatedModel, match="no access"):
+        HubClient(token="hf_bad_token").load("org/gated")
+
+    monkeypatch.setenv("HF_TOKEN", "good-token")
+    assert HubClient().load("org/gated").spec.parameters == header_totals(TENSORS)[0]
+    cached = "".join(p.read_text() for p in user_dir("cache").rglob("*.json"))
+    assert "good-token" not in cached
+
+
+def test_missing_repo(fake_hub, client):
+    with pytest.raises(ModelNotFound, match="not on the Hub"):
+        client.load("org/nothing")
+
+
+def test_missing_revision(fake_hub, client):
+    fake_hub.add("org/tiny", {"config.json": CONFIG})
+    with pytest.raises(ModelNotFound, match="revision"):
+        client.load("org/tiny", revision="v9")
+
+
+def test_repo_without_config_json(fake_hub, client):
+    fake_hub.add("org/noconfig", {"model.safetensors": safetensors_bytes(TENSORS)})
+    with pytest.raises(IncompleteModel, match=r"no config\.json"):
+        client.load("org/noconfig")
+
+
+def test_repo_with_config_only_synthesizes_tensors_with_a_notice(fake_hub, client):
+    fake_hub.add("org/bare", {"config.json": CONFIG})
+    loaded = client.load("org/bare")
+    assert loaded.spec.parameters == header_totals(TENSORS)[0]
+    assert any("synthesized" in n for n in loaded.notices)
+
+
+@pytest.mark.parametrize(
+    ("status", "words"), [(429, "rate-limiting"), (500, "failed with 500"), (502, "502")]
+)
+def test_failing_hub_without_cache(fake_hub, client, status, words):
+    fake_hub.add("org/tiny", {"config.json": CONFIG})
+    fake_hub.fail["org/tiny"] = status
+    with pytest.raises(HubUnavailable, match=words):
+        load_model("org/tiny", hub=client)
+    tries = sum(r.path.startswith("/api/models/org/tiny") for r in fake_hub.requests)
+    assert tries == (2 if status == 502 else 1)  # one quick retry on 502-504 only
+
+
+def test_slow_hub_times_out(fake_hub):
+    fake_hub.add("org/tiny", {"config.json": CONFIG})
+    fake_hub.delay_s["org/tiny"] = 10.0
+    started = time.perf_counter()
+    with pytest.raises(HubUnavailable, match=r"did not answer within 0\.3 s"):
+        HubClient(timeout_s=0.3).load("org/tiny")
+    assert time.perf_counter() - started < 5.0
+
+
+def test_cached_facts_answer_when_the_hub_cannot(fake_hub, client):
+    fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    first = client.load("org/tiny")
+
+    fake_hub.fail["org/tiny"] = 500
+    failing = client.load("org/tiny")
+    assert failing.spec.tensors == first.spec.tensors
+    assert failing.ref == first.ref
+    assert any("500" in n and "showing what was read" in n for n in failing.notices)
+
+    fake_hub.stop()
+    stopped = load_model("org/tiny", hub=client)
+    assert stopped.spec.parameters == first.spec.parameters
+    assert any("cannot reach the Hub" in n for n in stopped.notices)
+
+
+def test_offline_mode_uses_the_cache_without_asking(fake_hub, client, monkeypatch):
+    fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    client.load("org/tiny")
+    asked = len(fake_hub.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loaded = client.load("org/tiny")
+    assert loaded.spec.parameters == header_totals(TENSORS)[0]
+    assert any("offline mode" in n for n in loaded.notices)
+    assert len(fake_hub.requests) == asked
+    with pytest.raises(HubUnavailable, match="offline mode"):
+        client.load("org/other")
+
+
+def test_same_commit_is_not_read_twice_and_a_new_commit_is(fake_hub, client):
+    repo = fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    client.load("org/tiny")
+    client.load("org/tiny")
+    assert sum(r.path.endswith("config.json") for r in fake_hub.requests) == 1
+    bigger = {**TINY_LLAMA_CONFIG, "num_hidden_layers": 3}
+    repo.files = {
+        "config.json": json.dumps(bigger).encode(),
+        "model.safetensors": safetensors_bytes(llama_tensors(bigger)),
+    }
+    repo.sha = "f" * 40
+    loaded = client.load("org/tiny")
+    assert loaded.ref.revision == "f" * 40
+    assert loaded.spec.facts.num_layers == 3
+
+
+def test_damaged_cache_files_are_ignored(fake_hub, client):
+    fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    client.load("org/tiny")
+    for path in user_dir("cache").rglob("*.json"):
+        path.write_text("{not json")
+    assert client.load("org/tiny").spec.parameters == header_totals(TENSORS)[0]
+
+
+def test_bad_repo_id():
+    with pytest.raises(ModelNotFound, match="org/name"):
+        HubClient(endpoint="http://127.0.0.1:9").load("not a repo")

@@ -480,9 +480,26 @@ def test_a_gguf_checkpoint_keeps_its_types_and_can_be_retyped():
     assert weight_bytes(untyped, "fp16", "Q5_K_M") == weight_bytes(LLAMA2_7B, "fp16", "Q5_K_M")
 
 
+def test_stored_tensors_of_a_quantized_checkpoint_keep_their_dtypes():
+    packed = Tensor("model.layers.0.mlp.down_proj.qweight", (1376, 4096), Role.MLP, 0, dtype="I32")
+    scales = Tensor("model.layers.0.mlp.down_proj.scales", (86, 4096), Role.MLP, 0, dtype="F16")
+    checkpoint = replace(LLAMA2_7B, tensors=(packed, scales), quantization="gptq-int4")
+    for quant in ("none", "gptq-int4"):
+        stored = assign_storage(checkpoint, "bf16", quant)
+        assert [(s.storage, s.bytes) for s in stored] == [
+            ("I32", 1376 * 4096 * 4),
+            ("F16", 86 * 4096 * 2),
+        ]
+
+
+def test_a_quantized_config_without_stored_tensors_takes_its_own_scheme():
+    gptq = replace(LLAMA2_7B, quantization="gptq-int4")  # tensors synthesized: no stored dtypes
+    assert weight_bytes(gptq, "fp16", "none") == weight_bytes(LLAMA2_7B, "fp16", "gptq-int4")
+    assert weight_bytes(gptq, "fp16", "gptq-int4") == weight_bytes(LLAMA2_7B, "fp16", "gptq-int4")
+
+
 def test_other_schemes_on_a_quantized_checkpoint_are_refused():
     gptq = replace(LLAMA2_7B, quantization="gptq-int4")
-    assert weight_bytes(gptq, "fp16", "none") == weight_bytes(LLAMA2_7B, "fp16", "none")
     with pytest.raises(WorkloadError, match="already quantized as gptq-int4"):
         assign_storage(gptq, "fp16", "nf4")
 

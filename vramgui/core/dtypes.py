@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramgui.core.errors import ConfigError, WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
@@ -493,11 +493,18 @@ def _unquantized(t: Tensor, base: str) -> StoredTensor:
     return _plain(t, base)
 
 
-def _same_scheme(a: str, b: str) -> bool:
+def _known_scheme(name: str) -> Scheme | None:
     try:
-        return get_scheme(a).name == get_scheme(b).name
+        return get_scheme(name)
     except WorkloadError:
+        return None
+
+
+def _same_scheme(a: str, b: str) -> bool:
+    known_a, known_b = _known_scheme(a), _known_scheme(b)
+    if known_a is None or known_b is None:
         return a.lower() == b.lower()
+    return known_a.name == known_b.name
 
 
 def assign_storage(
@@ -506,8 +513,9 @@ def assign_storage(
     """The storage of every tensor of ``spec`` under the workload's dtype and ``--quant``.
 
     A pre-quantized checkpoint (``spec.quantization`` set) keeps the storage its source states
-    under ``none`` or its own scheme; a GGUF model can be re-typed to another GGUF file type
-    from its logical shapes; other schemes on an already-quantized checkpoint are refused.
+    under ``none`` or its own scheme; when its tensors were synthesized from config.json (no
+    stored dtypes), its own scheme is applied to them. A GGUF model can be re-typed to another
+    GGUF file type from its logical shapes; other schemes on a quantized checkpoint are refused.
     ``imatrix`` says a GGUF file was made with an importance matrix (some mixes then differ);
     the types llama.cpp cannot make without one always assume one.
 
@@ -521,6 +529,11 @@ def assign_storage(
     scheme = get_scheme(quant)
     if spec.quantization is not None:
         if scheme.family == "none" or _same_scheme(scheme.name, spec.quantization):
+            own = _known_scheme(spec.quantization)
+            if own is not None and own.family != "none" and not any(t.dtype for t in spec.tensors):
+                return assign_storage(
+                    replace(spec, quantization=None), dtype, own.name, imatrix=imatrix
+                )
             return tuple(
                 _plain(t, canonical_type(t.dtype)) if t.dtype else _plain(t, base)
                 for t in spec.tensors

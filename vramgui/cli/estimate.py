@@ -1,0 +1,275 @@
+"""``vramgui estimate SOURCE [options]``: the estimate as a table, or as JSON (vramgui.estimate/1)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from vramgui.core import rules
+from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.estimate import COMPONENTS, Estimate, estimate, parameters_without_embeddings
+from vramgui.core.fit import FitRow, fit_rows, largest_fitting
+from vramgui.core.model import ModelSpec
+from vramgui.core.units import GiB, format_bytes
+from vramgui.core.workload import (
+    ATTENTIONS,
+    DTYPES,
+    ENGINES,
+    KV_DTYPES,
+    METHODS,
+    MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    Workload,
+)
+
+SCHEMA = "vramgui.estimate/1"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "estimate",
+        help="GPU memory a model needs for a workload",
+        description="Estimate GPU memory per GPU at the peak of inference or training.",
+    )
+    parser.add_argument(
+        "source", help="config.json, model folder, .safetensors, .gguf, Hub id or catalog name"
+    )
+    add_estimate_options(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(run=run)
+
+
+def add_estimate_options(parser: argparse.ArgumentParser) -> None:
+    """The options of DESIGN.md's contract, shared by estimate, plan and profile save."""
+    d = Workload()
+    parser.add_argument("--mode", choices=MODES, default=d.mode)
+    parser.add_argument("--batch", type=int, default=d.batch)
+    parser.add_argument(
+        "--seq", type=int, default=d.seq, help="context (inference) or sequence length (training)"
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default=d.dtype)
+    parser.add_argument(
+        "--quant",
+        default=d.quant,
+        help="none, int8, nf4, fp4, gptq-int4, awq-int4, fp8 or a GGUF type such as Q4_K_M",
+    )
+    parser.add_argument("--engine", choices=ENGINES, default=d.engine)
+    parser.add_argument("--kv-dtype", choices=KV_DTYPES, default=d.kv_dtype)
+    parser.add_argument("--attention", choices=ATTENTIONS, default=d.attention)
+    parser.add_argument("--method", choices=METHODS, default=d.method)
+    parser.add_argument("--precision", choices=PRECISIONS, default=d.precision)
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
+    parser.add_argument("--grad-checkpointing", action="store_true")
+    parser.add_argument("--grad-accum", type=int, default=d.grad_accum)
+    parser.add_argument("--lora-rank", type=int, default=d.lora_rank)
+    parser.add_argument("--lora-targets", default=",".join(d.lora_targets))
+    parser.add_argument("--gpus", type=int, default=d.gpus)
+    parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=d.zero)
+    parser.add_argument("--fsdp", action="store_true")
+    parser.add_argument("--tp", type=int, default=d.tp)
+    parser.add_argument("--pp", type=int, default=d.pp)
+    parser.add_argument(
+        "--cpu-offload",
+        action="store_true",
+        help="optimizer states (and ZeRO-3 parameters) in host RAM",
+    )
+    parser.add_argument(
+        "--gpu-memory-utilization", type=float, default=d.gpu_memory_utilization, help="vLLM"
+    )
+    parser.add_argument(
+        "--overhead-gib",
+        type=float,
+        default=None,
+        help="runtime overhead per GPU (default: measured)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="NAME|local",
+        help="fit check against a catalog GPU or the local GPUs (repeatable)",
+    )
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """The Workload the options describe (WorkloadError on invalid values)."""
+    overhead = None
+    if args.overhead_gib is not None:
+        if not 0 <= args.overhead_gib < 1 << 20:
+            raise WorkloadError(f"--overhead-gib must be a size in GiB, got {args.overhead_gib}")
+        overhead = round(args.overhead_gib * GiB)
+    quant = args.quant
+    if args.method == "qlora" and quant == "none":
+        quant = "nf4"
+    return Workload(
+        mode=args.mode,
+        batch=args.batch,
+        seq=args.seq,
+        dtype=args.dtype,
+        quant=quant,
+        engine=args.engine,
+        kv_dtype=args.kv_dtype,
+        attention=args.attention,
+        method=args.method,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        grad_checkpointing=args.grad_checkpointing,
+        grad_accum=args.grad_accum,
+        lora_rank=args.lora_rank,
+        lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
+        gpus=args.gpus,
+        zero=args.zero,
+        fsdp=args.fsdp,
+        tp=args.tp,
+        pp=args.pp,
+        overhead_bytes=overhead,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        cpu_offload=args.cpu_offload,
+    )
+
+
+def resolve_capacities(names: list[str]) -> list[tuple[str, int]]:
+    """Catalog GPU names and "local" to (name, capacity_bytes) pairs."""
+    capacities: list[tuple[str, int]] = []
+    for name in names:
+        if name.strip().lower() == "local":
+            from vramgui.hardware.nvml import NvmlProbe
+
+            probe = NvmlProbe()
+            try:
+                snapshot = probe.snapshot()
+            finally:
+                probe.close()
+            if not snapshot.gpus:
+                raise VramguiError(snapshot.reason or "no local NVIDIA GPU found")
+            capacities.extend(snapshot.capacities())
+        else:
+            from vramgui.hardware.gpus import find_gpu
+
+            gpu = find_gpu(name)
+            capacities.append((gpu.name, gpu.capacity_bytes()))
+    return capacities
+
+
+def estimate_document(
+    spec: ModelSpec, est: Estimate, rows: list[FitRow], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON document of DESIGN.md's CLI contract."""
+    from vramgui.core.offload import layer_weights
+
+    w = est.workload
+    layers = layer_weights(spec, w.dtype, w.quant)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "model": {
+            "name": est.model_name,
+            "architecture": est.architecture,
+            "parameters": est.parameters,
+            "trainable_parameters": est.trainable_parameters,
+            "layers": est.layers,
+        },
+        "settings": w.to_dict(),
+        "gpus": w.gpus,
+        "per_gpu": {
+            "total_bytes": est.total_bytes,
+            "tensor_bytes": est.tensor_bytes,
+            "phase": est.phase,
+            "components": dict(est.components),
+        },
+        "host_bytes": est.host_bytes,
+        "layers": [{"index": u.index, "name": u.name, "bytes": u.bytes} for u in layers],
+        "fit": [r.to_dict() for r in rows],
+        "rules_of_thumb": rules_of_thumb(spec, est),
+        "notes": list(est.notes),
+        "details": est.details,
+    }
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+def rules_of_thumb(spec: ModelSpec, est: Estimate) -> dict[str, int]:
+    """The classic rules for the same setup, to show beside the detailed estimate."""
+    from vramgui.core import dtypes
+
+    w = est.workload
+    bits = dtypes.bits_per_weight(spec, w.dtype, w.quant)
+    out = {
+        "params_x_bytes_x_1.2": rules.serving_rule(spec.parameters, bits),
+        "one_layer_floor": rules.one_layer_floor(
+            parameters_without_embeddings(spec), max(1, spec.facts.num_layers), bits
+        ),
+    }
+    if w.mode == "training" and w.method in ("lora", "qlora"):
+        out["hamel_lora"] = rules.lora_rule(
+            rules.weights_rule(spec.parameters, bits), est.trainable_parameters, 16
+        )
+    elif w.mode == "training":
+        for name, per_param in (("accelerate_8_bytes", 8), ("hf_docs_18_bytes", 18)):
+            out[name] = rules.training_bytes_per_parameter(spec.parameters, per_param)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramgui.sources.resolve import load_model
+
+    workload = workload_from_args(args)
+    loaded = load_model(args.source)
+    capacities = resolve_capacities(args.gpu)
+    capacity = capacities[0][1] if capacities else None
+    est = estimate(loaded.spec, workload, capacity)
+    rows = fit_rows(est, capacities)
+    extra: dict[str, Any] = {}
+    if capacities and workload.mode == "inference" and workload.engine != "vllm":
+        extra["largest_fitting"] = {
+            name: {
+                "seq": largest_fitting(loaded.spec, workload, cap, "seq"),
+                "batch": largest_fitting(loaded.spec, workload, cap, "batch"),
+            }
+            for name, cap in capacities
+        }
+    doc = estimate_document(loaded.spec, est, rows, extra)
+    doc["source"] = loaded.ref.to_dict()
+    doc["notices"] = list(loaded.notices)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(format_table(doc))
+    return 0
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """A plain-text view of the document for people."""
+    model, per_gpu = doc["model"], doc["per_gpu"]
+    s = doc["settings"]
+    lines = [
+        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters)",
+        f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
+        + (f", {s['quant']}" if s["quant"] != "none" else "")
+        + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")
+        + (f", {doc['gpus']} GPUs" if doc["gpus"] > 1 else ""),
+        "",
+    ]
+    for name in (*COMPONENTS, *sorted(set(per_gpu["components"]) - set(COMPONENTS))):
+        value = per_gpu["components"].get(name)
+        if value:
+            lines.append(f"  {name.replace('_', ' '):<22}{format_bytes(value):>14}")
+    lines.append(
+        f"  {'total per GPU':<22}{format_bytes(per_gpu['total_bytes']):>14}   (peak: {per_gpu['phase']})"
+    )
+    if doc["host_bytes"]:
+        lines.append(f"  {'host RAM':<22}{format_bytes(doc['host_bytes']):>14}")
+    lines.append("")
+    lines.append("Rules of thumb:")
+    for name, value in doc["rules_of_thumb"].items():
+        lines.append(f"  {name:<22}{format_bytes(value):>14}")
+    for row in doc["fit"]:
+        verdict = "fits" if row["fits"] else "does not fit"
+        lines.append(
+            f"{row['gpu']}: {verdict} ({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
+        )
+    for note in [*doc.get("notices", []), *doc["notes"]]:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)

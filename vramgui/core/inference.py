@@ -54,7 +54,6 @@ class InferenceBreakdown:
 def kv_bytes_per_token(spec: ModelSpec, workload: Workload, engine: str | None = None) -> float:
     """KV cache bytes one token occupies across all layers on one GPU (full-attention layers)."""
     engine = engine or workload.engine
-    facts = spec.facts
     per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
     kv_heads = _kv_heads_per_gpu(spec, workload.tp)
     total = 0.0
@@ -62,8 +61,6 @@ def kv_bytes_per_token(spec: ModelSpec, workload: Workload, engine: str | None =
         if layer_type is LayerType.LINEAR:
             continue
         total += _kv_width(spec, engine, kv_heads) * per_elem
-    if facts.is_mla and engine != "transformers":
-        return total
     return total
 
 
@@ -99,8 +96,7 @@ def _kv_width(spec: ModelSpec, engine: str, kv_heads: int) -> int:
             # transformers decompresses the latent: full per-head K (nope + rope) and V.
             qk = (facts.qk_nope_head_dim or 0) + rope
             v = facts.v_head_dim or qk
-            heads = max(1, facts.num_heads // max(1, kv_heads and facts.num_heads // kv_heads))
-            return heads * (qk + v)
+            return kv_heads * (qk + v)  # kv_heads is the query heads per GPU under MLA
         # vLLM and llama.cpp cache the compressed latent and the rotary key: one copy per token.
         return (facts.kv_lora_rank or 0) + rope
     v_dim = facts.v_head_dim or facts.head_dim
@@ -248,18 +244,17 @@ def _transformers_prefill_peak(spec: ModelSpec, w: Workload) -> int:
     facts = spec.facts
     e = DTYPE_BYTES[w.dtype]
     tokens = w.batch * w.seq
-    hidden = facts.hidden_size
-    tp = w.tp
-    # Tensors alive through the whole forward: the embedding output (the model keeps its
-    # `inputs_embeds` reference), the rotary cos / sin, and for eager attention the 4-D mask.
-    persistent = tokens * hidden * e
-    persistent += _rotary_bytes(spec, w)
-    persistent += _mask_bytes(spec, w)
-    block = _block_peak(spec, w, tokens, e, tp)
-    # After the last block: final norm, then the LM head on the last position only.
+    stream = tokens * facts.hidden_size * e  # one (batch, seq, hidden) tensor
+    # Alive through the whole forward: the embedding output (the model keeps its `inputs_embeds`
+    # reference), the rotary cos / sin, and for eager attention the 4-D mask. Inside a block, the
+    # block's input is also alive: the model's loop holds it until the block returns.
+    persistent = stream + _rotary_bytes(spec, w) + _mask_bytes(spec, w)
+    block = _block_peak(spec, w, tokens, e, w.tp)
+    # After the last block: the final norm's fp32 copies, then the LM head on the last position
+    # (every position for encoders), upcast to fp32.
     logits_rows = w.batch if facts.is_decoder else tokens
-    head = tokens * hidden * (8 + e) + logits_rows * facts.vocab_size * (e + (4 if e < 4 else 0))
-    return persistent + tokens * hidden * e + max(block, head)
+    head = tokens * facts.hidden_size * 8 + logits_rows * facts.vocab_size * (e + 4)
+    return persistent + stream + max(block, head)
 
 
 def _rotary_bytes(spec: ModelSpec, w: Workload) -> int:
@@ -277,34 +272,31 @@ def _mask_bytes(spec: ModelSpec, w: Workload) -> int:
 
 
 def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> int:
-    """Largest transient set inside one decoder block, beyond the residual stream."""
+    """Largest transient set inside one decoder block, beyond its input and the KV cache."""
     facts = spec.facts
-    h = facts.hidden_size
+    stream = tokens * facts.hidden_size * e
     heads = max(1, facts.num_heads // tp)
-    head_dim = facts.head_dim
-    q_dim = heads * head_dim
-    kv_heads = _kv_heads_per_gpu(spec, tp)
-    kv_dim = kv_heads * head_dim
+    q_dim = heads * facts.head_dim
+    kv_dim = _kv_heads_per_gpu(spec, tp) * facts.head_dim
     if facts.is_mla:
         qk = (facts.qk_nope_head_dim or 0) + (facts.qk_rope_head_dim or 0)
-        q_dim = heads * qk
-        kv_dim = heads * qk
-
-    norm = tokens * h * 8  # fp32 upcast + its square / scaled copy
-    # Attention: normed input, q, k, v, rotary temporaries on q, cached copies of k and v, output.
-    qkv = tokens * (q_dim + 2 * kv_dim) * e
-    rotary = 3 * tokens * q_dim * e
-    attn = tokens * h * e + qkv + rotary
+        q_dim = kv_dim = heads * qk
+    # RMSNorm / LayerNorm upcast: an fp32 copy and its squared (or scaled) fp32 copy; the second
+    # norm of a block runs while the attention residual is alive too.
+    norm = stream + tokens * facts.hidden_size * 8
+    # Attention: the normed input, q, k, v and three q-sized rotary temporaries.
+    attn = stream + tokens * (q_dim + 2 * kv_dim) * e + 3 * tokens * q_dim * e
     if w.attention == "eager":
         scores = w.batch * heads * w.seq * w.seq
+        # K and V repeated to every query head for grouped-query attention (the cache keeps
+        # the originals); scores in the compute dtype plus the fp32 upcast and softmax output.
         repeated = 2 * tokens * q_dim * e if kv_dim != q_dim else 0
-        # Scores in the compute dtype, an fp32 upcast and the fp32 softmax output.
         softmax = scores * (e + (8 if e < 4 else 4))
-        attn = max(attn, tokens * (q_dim + 2 * kv_dim) * e + repeated + softmax)
-    # MLP: normed input, activation output, up projection and their product.
+        attn = max(attn, stream + tokens * q_dim * e + repeated + softmax)
+    # MLP: the attention residual, the normed input, then the activation output, the up
+    # projection and their product (a plain MLP: the fc output and its activation).
     inter = _mlp_width(spec, tokens) // tp
-    mlp_units = 3 if facts.gated_mlp else 2
-    mlp = tokens * h * e + mlp_units * inter * e
+    mlp = 2 * stream + (3 if facts.gated_mlp else 2) * inter * e
     return max(norm, attn, mlp)
 
 

@@ -464,12 +464,17 @@ def _moe(cfg: _Config, model_type: str) -> _Moe:
             experts, cfg.int("num_experts_per_tok", default=4, maximum=experts), width, 1, shared
         )
     if model_type == "qwen3_moe":
-        experts = cfg.int("num_experts", default=128, maximum=_MAX_EXPERTS)
+        experts = cfg.int("num_experts", "num_local_experts", default=128, maximum=_MAX_EXPERTS)
         width = cfg.int("moe_intermediate_size", default=768)
         return _Moe(experts, cfg.int("num_experts_per_tok", default=8, maximum=experts), width)
     if model_type in ("deepseek_v2", "deepseek_v3"):
         v3 = model_type == "deepseek_v3"
-        experts = cfg.int("n_routed_experts", default=256 if v3 else 64, maximum=_MAX_EXPERTS)
+        experts = cfg.int(
+            "n_routed_experts",
+            "num_local_experts" if v3 else "num_experts",
+            default=256 if v3 else 64,
+            maximum=_MAX_EXPERTS,
+        )
         width = cfg.int("moe_intermediate_size", default=2048 if v3 else 1407)
         shared = cfg.int(
             "n_shared_experts", default=1 if v3 else 2, minimum=0, maximum=_MAX_EXPERTS

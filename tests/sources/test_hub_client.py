@@ -117,6 +117,12 @@ def test_gguf_repo_lists_files_and_reads_the_chosen_header(fake_hub, client, tmp
     chosen = load_model("org/tiny-GGUF:tiny-Q8_0.gguf", hub=client)
     assert chosen.ref.file == "tiny-Q8_0.gguf" and chosen.spec.quantization == "Q8_0"
 
+    listing = client.list_gguf_files("org/tiny-GGUF")
+    fake_hub.stop()
+    assert client.list_gguf_files("org/tiny-GGUF") == listing
+    offline = load_model("org/tiny-GGUF:tiny-Q8_0.gguf", hub=client)
+    assert offline.spec.tensors == chosen.spec.tensors
+
 
 def test_gated_repo_explains_how_to_log_in(fake_hub, client, monkeypatch):
     fake_hub.add(

@@ -207,9 +207,21 @@ class HubClient:
         return _loaded(payload, notices)
 
     def list_gguf_files(self, repo_id: str, revision: str | None = None) -> list[tuple[str, int]]:
-        """The .gguf files of a repo with their sizes in bytes, by name."""
-        info = self._model_info(repo_id, revision or "main")
-        return _gguf_files(info)
+        """The .gguf files of a repo with their sizes in bytes, by name.
+
+        When the Hub cannot answer, the listing stored with an earlier load of the repo is used.
+
+        Raises:
+            HubUnavailable: the Hub could not answer and the repo was never loaded before.
+        """
+        rev = revision or "main"
+        try:
+            return _gguf_files(self._model_info(repo_id, rev))
+        except HubUnavailable:
+            payload = self._cached_payload(repo_id, rev, None)
+            if payload is None:
+                raise
+            return [(str(name), int(size)) for name, size in payload.get("gguf_files", [])]
 
     def _model_info(self, repo_id: str, revision: str) -> dict[str, Any]:
         url = f"{self.endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from vramgui.core.errors import ConfigError, WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
@@ -507,6 +507,28 @@ def _same_scheme(a: str, b: str) -> bool:
     return known_a.name == known_b.name
 
 
+def _scheme_for_checkpoint(spec: ModelSpec, chosen: Scheme) -> Scheme | None:
+    """The scheme to apply to a quantized checkpoint's logical shapes, or None to keep the
+    storage its source states.
+
+    Raises:
+        WorkloadError: the chosen scheme cannot apply to this checkpoint.
+    """
+    stated = spec.quantization or ""
+    own = _known_scheme(stated)
+    if chosen.family == "none" or _same_scheme(chosen.name, stated):
+        synthesized = not any(t.dtype for t in spec.tensors)
+        return own if own is not None and own.family != "none" and synthesized else None
+    # a GGUF source names its file type, or (without one) its most common ggml type
+    from_gguf = stated.upper() in GGML_TYPE_SIZES or (own is not None and own.family == "gguf")
+    if from_gguf and chosen.family == "gguf":
+        return chosen
+    raise WorkloadError(
+        f"{spec.name or 'this model'} is already quantized as {stated}; "
+        f"use --quant none (or {stated})"
+    )
+
+
 def assign_storage(
     spec: ModelSpec, dtype: str, quant: str, *, imatrix: bool = False
 ) -> tuple[StoredTensor, ...]:
@@ -528,26 +550,13 @@ def assign_storage(
     base = _WORKLOAD_TYPE[dtype]
     scheme = get_scheme(quant)
     if spec.quantization is not None:
-        if scheme.family == "none" or _same_scheme(scheme.name, spec.quantization):
-            own = _known_scheme(spec.quantization)
-            if own is not None and own.family != "none" and not any(t.dtype for t in spec.tensors):
-                return assign_storage(
-                    replace(spec, quantization=None), dtype, own.name, imatrix=imatrix
-                )
+        applied = _scheme_for_checkpoint(spec, scheme)
+        if applied is None:
             return tuple(
                 _plain(t, canonical_type(t.dtype)) if t.dtype else _plain(t, base)
                 for t in spec.tensors
             )
-        # a GGUF source names its file type, or (without one) its most common ggml type
-        source = SCHEMES.get(spec.quantization.upper())
-        source_is_gguf = spec.quantization.upper() in GGML_TYPE_SIZES or (
-            source is not None and source.family == "gguf"
-        )
-        if not (source_is_gguf and scheme.family == "gguf"):
-            raise WorkloadError(
-                f"{spec.name or 'this model'} is already quantized as {spec.quantization}; "
-                f"use --quant none (or {spec.quantization})"
-            )
+        scheme = applied
     if scheme.family == "none":
         return tuple(_unquantized(t, base) for t in spec.tensors)
     if scheme.family == "gguf":

@@ -146,7 +146,7 @@ def inference_breakdown(
                 weights += st.bytes  # tied: the output layer on the GPU is a copy of it
             continue
         weights += round(st.bytes * share)
-    kv = kv_cache_bytes(spec, workload)
+    kv = kv_cache_bytes(spec, workload) if spec.facts.is_decoder else 0
 
     if workload.engine == "transformers":
         activations = _transformers_prefill_peak(spec, workload)
@@ -331,12 +331,16 @@ def _vllm_profile_peak(spec: ModelSpec, w: Workload) -> int:
 
 
 def _llamacpp_compute_buffer(spec: ModelSpec, w: Workload) -> int:
-    """llama.cpp's CUDA compute buffer: the graph of one micro-batch of n_ubatch tokens."""
+    """llama.cpp's CUDA compute buffer: the graph of one micro-batch of n_ubatch tokens.
+
+    Its peak holds one layer's KQ scores in fp32 (flash attention off, the default of the
+    published logs), the f16 KQ mask and the micro-batch's hidden and MLP activations in fp32.
+    """
     facts = spec.facts
     ub = min(LLAMACPP_UBATCH, w.seq * w.batch)
     ctx = w.seq * w.batch
-    # KQ scores of one layer in fp32 (no flash attention), and the activations beside them.
     kq = ub * ctx * facts.num_heads * 4
-    side = ub * (facts.hidden_size * 4 + facts.intermediate_size) * 4
+    mask = ub * ctx * 2
+    side = ub * (facts.hidden_size + facts.intermediate_size) * 4
     logits = ub * facts.vocab_size * 4
-    return max(kq + side, logits + side)
+    return max(kq + mask, logits) + side

@@ -1,0 +1,125 @@
+"""Inference memory against published component figures (../shared/validation/published.json)."""
+
+import pytest
+
+from vramgui.core.errors import WorkloadError
+from vramgui.core.estimate import COMPONENTS, RUNTIME_OVERHEAD, estimate
+from vramgui.core.inference import inference_breakdown, kv_cache_bytes
+from vramgui.core.units import GiB, MiB
+from vramgui.core.workload import Workload
+
+LLAMA2 = "meta-llama/Llama-2-7b-hf"
+LLAMA3 = "meta-llama/Meta-Llama-3-8B"
+MISTRAL = "mistralai/Mistral-7B-v0.1"
+
+
+def test_vllm_llama3_weights_match_published(real_spec):
+    # vllm-project/vllm pull request 10511: "model weights 14.96 GiB" (16063177687 bytes).
+    b = inference_breakdown(real_spec(LLAMA3), Workload(engine="vllm", dtype="bf16"))
+    assert b.weights_bytes == pytest.approx(16063177687, rel=0.01)
+
+
+def test_vllm_llama3_tp2_weights_per_gpu(real_spec):
+    b = inference_breakdown(real_spec(LLAMA3), Workload(engine="vllm", gpus=2, tp=2))
+    assert b.weights_bytes / GiB == pytest.approx(7.48, rel=0.01)
+
+
+def test_vllm_pool_follows_its_formula(real_spec):
+    # The same report: 79.22 GiB GPU, utilization 0.90 -> KV pool 53.29 GiB.
+    b = inference_breakdown(real_spec(LLAMA3), Workload(engine="vllm"), round(79.22 * GiB))
+    assert b.details["kv_pool_bytes"] / GiB == pytest.approx(53.29, rel=0.01)
+    activation = b.activations_bytes - b.details["vllm_non_torch_bytes"]
+    assert activation / GiB == pytest.approx(1.26, rel=0.05)
+    assert b.details["kv_pool_tokens"] == b.details["kv_pool_bytes"] // (128 * 1024)
+
+
+def test_llamacpp_llama2_q4km_matches_log(real_spec):
+    # utilityai/llama-cpp-rs README log: CUDA0 weights 3820.94 MiB, token embeddings 70.31 MiB
+    # on the host, KV cache 1024.00 MiB at n_ctx 2048, compute buffer 164.01 MiB.
+    w = Workload(engine="llamacpp", quant="Q4_K_M", seq=2048, kv_dtype="fp16")
+    b = inference_breakdown(real_spec(LLAMA2), w)
+    assert b.weights_bytes / MiB == pytest.approx(3820.94, rel=0.01)
+    assert b.host_bytes / MiB == pytest.approx(70.31, rel=0.01)
+    assert b.kv_cache_bytes == 1024 * MiB
+    assert b.activations_bytes / MiB == pytest.approx(164.01, rel=0.05)
+
+
+def test_kv_cache_gqa_is_smaller_by_the_group(real_spec):
+    llama2 = kv_cache_bytes(real_spec(LLAMA2), Workload(seq=4096))
+    llama3 = kv_cache_bytes(real_spec(LLAMA3), Workload(seq=4096))
+    assert llama2 == 2 * 32 * 32 * 128 * 4096 * 2
+    assert llama3 * 4 == llama2  # 8 KV heads instead of 32
+
+
+def test_sliding_window_kept_whole_by_transformers_and_windowed_by_engines(real_spec):
+    spec = real_spec(MISTRAL)
+    full = kv_cache_bytes(spec, Workload(seq=8192))
+    assert full == 2 * 32 * 8 * 128 * 8192 * 2
+    assert kv_cache_bytes(spec, Workload(seq=8192, engine="vllm")) == full // 2
+    assert kv_cache_bytes(spec, Workload(seq=2048, engine="vllm")) == full // 4
+
+
+def test_mla_caches_the_latent_in_vllm_and_full_heads_in_transformers(real_spec):
+    spec = real_spec("deepseek-ai/DeepSeek-V2-Lite")
+    f = spec.facts
+    latent = kv_cache_bytes(spec, Workload(seq=1024, engine="vllm"))
+    assert latent == f.num_layers * 1024 * (f.kv_lora_rank + f.qk_rope_head_dim) * 2
+    full = kv_cache_bytes(spec, Workload(seq=1024))
+    per_head = f.qk_nope_head_dim + f.qk_rope_head_dim + f.v_head_dim
+    assert full == f.num_layers * 1024 * f.num_heads * per_head * 2
+    assert full > 8 * latent  # 16 heads x 320 against a 576-wide latent
+
+
+@pytest.mark.parametrize(
+    ("kv_dtype", "factor"), [("fp8", 0.5), ("q8_0", 34 / 64), ("q4_0", 18 / 64)]
+)
+def test_narrow_kv_dtypes(real_spec, kv_dtype, factor):
+    engine = "vllm" if kv_dtype == "fp8" else "llamacpp"
+    spec = real_spec(LLAMA3)
+    wide = kv_cache_bytes(spec, Workload(engine=engine, seq=4096, kv_dtype="fp16"))
+    narrow = kv_cache_bytes(spec, Workload(engine=engine, seq=4096, kv_dtype=kv_dtype))
+    assert narrow == pytest.approx(wide * factor, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("engine", "kv_dtype"),
+    [("transformers", "fp8"), ("transformers", "q4_0"), ("vllm", "q8_0"), ("llamacpp", "fp8")],
+)
+def test_kv_dtype_the_engine_lacks_is_explained(real_spec, engine, kv_dtype):
+    with pytest.raises(WorkloadError, match=kv_dtype):
+        estimate(real_spec(LLAMA3), Workload(engine=engine, kv_dtype=kv_dtype))
+
+
+def test_tensor_parallel_must_divide_heads(real_spec):
+    with pytest.raises(WorkloadError, match="heads"):
+        estimate(real_spec(LLAMA3), Workload(gpus=3, tp=3))
+
+
+def test_components_sum_to_total_and_overhead_is_separate(real_spec):
+    est = estimate(real_spec(LLAMA3), Workload(seq=8192, batch=2))
+    assert set(COMPONENTS) <= set(est.components)
+    assert est.total_bytes == sum(est.components.values())
+    assert est.tensor_bytes == est.total_bytes - est.components[RUNTIME_OVERHEAD]
+    assert all(v >= 0 for v in est.components.values())
+    assert est.phase == "prefill"
+
+
+def test_user_overhead_replaces_the_default(real_spec):
+    est = estimate(real_spec(LLAMA3), Workload(overhead_bytes=GiB))
+    assert est.components[RUNTIME_OVERHEAD] == GiB
+
+
+def test_eager_attention_costs_quadratic_memory(real_spec):
+    spec = real_spec(LLAMA2)
+    sdpa = estimate(spec, Workload(seq=4096, attention="sdpa")).components["activations"]
+    eager = estimate(spec, Workload(seq=4096, attention="eager")).components["activations"]
+    # Scores of one layer: 32 heads x 4096^2, bf16 plus fp32 upcast and softmax.
+    assert eager - sdpa > 32 * 4096 * 4096 * 8
+
+
+def test_encoder_forward_has_no_kv_cache(real_spec):
+    est = estimate(real_spec("google-bert/bert-base-cased"), Workload(seq=512, dtype="fp32"))
+    assert est.components["kv_cache"] == 0
+    assert est.phase == "forward"
+    with pytest.raises(WorkloadError, match="encoder"):
+        estimate(real_spec("google-bert/bert-base-cased"), Workload(engine="vllm"))

@@ -74,8 +74,13 @@ def test_counts_quoted_in_the_issue(key, parameters):
 def test_every_family_is_covered_by_tiny_and_real_configs():
     tiny_types = {c["model_type"] for c in TINY.values()}
     real_types = {c["model_type"] for c in REAL.values()}
-    assert set(SUPPORTED_MODEL_TYPES) == tiny_types
-    assert set(SUPPORTED_MODEL_TYPES) - {"gemma3_text"} <= real_types | {"gemma3_text"}
+    assert set(SUPPORTED_MODEL_TYPES) == tiny_types == real_types
+
+
+def test_expectations_come_from_transformers_5():
+    assert EXPECTED["transformers"].split(".")[0] == "5"
+    assert set(EXPECTED["tiny"]) == set(TINY)
+    assert set(EXPECTED["real"]) == set(REAL)
 
 
 def test_real_configs_are_reusable_hub_keyed_dicts():

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import SUPPORTED_MODEL_TYPES, spec_from_config
 from vramgui.core.model import LayerType, Role
+from vramgui.core.naming import classify
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "families"
 TINY = json.loads((DATA / "tiny_configs.json").read_text())
@@ -105,6 +106,13 @@ def test_tensor_layer_module_and_bias_follow_the_names(key):
         else:
             assert t.module == parts[-1], t.name
         assert t.is_bias == (parts[-1] == "bias"), t.name
+
+
+@pytest.mark.parametrize("key", sorted(TINY))
+def test_roles_agree_with_the_tensor_name_classifier(key):
+    """Checkpoint inventories are classified by name; synthesized ones must say the same."""
+    for t in tiny(key).tensors:
+        assert tuple(classify(t.name)) == (t.role, t.layer, t.module, t.is_bias), t.name
 
 
 def test_llama_roles():

@@ -592,7 +592,8 @@ def _decoder(cfg: _Config, model_type: str) -> tuple[ArchFacts, list[Tensor], st
                     s, "down_proj", h, moe.shared_width, Role.SHARED_EXPERT, layer=i, bias=mlp_bias
                 )
                 if model_type == "qwen2_moe":
-                    inv.linear(m, "shared_expert_gate", 1, h, Role.ROUTER, layer=i)
+                    # A sigmoid that scales the shared expert's output, so it belongs to it.
+                    inv.linear(m, "shared_expert_gate", 1, h, Role.SHARED_EXPERT, layer=i)
         elif plan.fused_qkv:
             inv.linear(m, "gate_up_proj", 2 * core.intermediate, h, Role.MLP, layer=i)
             inv.linear(m, "down_proj", h, core.intermediate, Role.MLP, layer=i)

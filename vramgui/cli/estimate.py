@@ -160,7 +160,7 @@ def estimate_document(
     from vramgui.core.offload import layer_weights
 
     w = est.workload
-    layers = layer_weights(spec, w.dtype, w.quant)
+    layers = layer_weights(spec, w)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "model": {
@@ -179,7 +179,10 @@ def estimate_document(
             "components": dict(est.components),
         },
         "host_bytes": est.host_bytes,
-        "layers": [{"index": u.index, "name": u.name, "bytes": u.bytes} for u in layers],
+        "layers": [
+            {"index": u.index, "name": u.name, "bytes": u.bytes, "kv_cache_bytes": u.kv_cache_bytes}
+            for u in layers
+        ],
         "fit": [r.to_dict() for r in rows],
         "rules_of_thumb": rules_of_thumb(spec, est),
         "notes": list(est.notes),

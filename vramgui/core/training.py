@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vramgui.core import dtypes
+from vramgui.core import dtypes, parallel
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
 from vramgui.core.workload import Workload
@@ -38,6 +38,10 @@ LOGITS = "logits"
 LORA_ADAPTERS = "lora_adapters"
 WEIGHT_COPIES = "autocast_weight_copies"
 BACKWARD_TEMPORARIES = "backward_temporaries"
+GATHERED_PARAMETERS = "gathered_parameters"
+GRADIENT_BUCKETS = "gradient_buckets"
+DEQUANTIZED_WEIGHT = "dequantized_weight"
+REQUIRED_COMPONENTS = (WEIGHTS, ACTIVATIONS, GRADIENTS, OPTIMIZER_STATES)
 
 # Devices whose kernels the estimate follows: "cuda" for users, "cpu" for the measurement harness
 # (the CPU build of PyTorch), which differs in dropout masks and autocast's fp32 op list.
@@ -124,6 +128,7 @@ class _Ctx:
     lora_rank: int
     attention: str
     checkpointing: bool
+    tp: int = 1
 
     @property
     def tokens(self) -> int:
@@ -197,9 +202,7 @@ class _Replay:
         return self.new(max(a.numel, b.numel), max(a.itemsize, b.itemsize), a.grad or b.grad)
 
     def mul_const(self, a: _T, const: _T) -> _T:
-        """Product with a tensor that needs no gradient (rotary cos / sin, a scale)."""
-        if a.grad:
-            self.save(const)
+        """Product with a tensor that needs no gradient and outlives the block (cos / sin)."""
         return self.new(a.numel, max(a.itemsize, const.itemsize), a.grad)
 
     def add(self, a: _T, b: _T) -> _T:
@@ -234,7 +237,7 @@ class _Replay:
         Both upcast to fp32 first, and pow / mean / rsqrt keep small per-token statistics.
         """
         x32 = self.cast(x, 4)
-        stats = self.new(self.ctx.tokens, 4, x.grad)
+        stats = self.new(x.numel // width, 4, x.grad)
         if x.grad:
             self.save(x32, stats)
         normed32 = self.new(x.numel, 4, x.grad)
@@ -252,20 +255,15 @@ class _Replay:
             self.save(xin, self.new(2 * self.ctx.tokens, 4, False))
         return self.new(x.numel, xin.itemsize, grad)
 
-    def rotary(self, x: _T, cos_bytes: int) -> _T:
-        cos = self.new(self.ctx.tokens, cos_bytes, False)  # shared by every layer: not counted
-        out_size = max(x.itemsize, cos_bytes)
-        return self.new(x.numel, out_size, x.grad) if cos else x
-
     def attention(
         self,
         q: _T,
         k: _T,
         v: _T,
+        *,
         heads: int,
         kv_heads: int,
         head_dim: int,
-        *,
         softcap: bool = False,
         dropout: float = 0.0,
         v_head_dim: int | None = None,
@@ -314,8 +312,9 @@ class _Block:
     saved_bytes: int
     grad_bytes: int
     weight_copy_bytes: int
-    transient_bytes: int
+    transient_bytes: int  # extra bytes while its gradients are formed
     input_bytes: int  # the hidden state entering it (what checkpointing keeps)
+    early_transient_bytes: int = 0  # extra bytes before its own gradients exist
 
 
 def _module_width(spec: ModelSpec, layer: int | None, module: str) -> int:
@@ -330,53 +329,65 @@ def _has(spec: ModelSpec, layer: int, module: str) -> bool:
 
 
 def _llama_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
-    """Llama-style decoder block (llama, mistral, qwen2/3, phi3, gemma 1-3)."""
+    """Llama-style decoder block (llama, mistral, qwen2/3, phi3, gemma 1-3).
+
+    Under tensor parallelism the heads and the MLP width are this rank's share; the block's
+    input, norms and residuals stay whole.
+    """
     f = spec.facts
     ctx = r.ctx
+    tp = ctx.tp
     gemma = f.model_type.startswith("gemma")
-    norm_trainable = ctx.full
-    h = f.hidden_size
-    hd = f.head_dim
-    kv_width = f.num_kv_heads * hd
-    y = r.rms_norm(x, h, norm_trainable, gemma=gemma)
+    sandwich = gemma and f.model_type != "gemma"  # gemma 2 / 3 norm after attention and MLP too
+    trainable = ctx.full
+    h, hd = f.hidden_size, f.head_dim
+    heads, kv_heads = f.num_heads // tp, max(1, f.num_kv_heads // tp)
+    tok = ctx.tokens
+    y = r.rms_norm(x, h, trainable, gemma=gemma)
     if _has(spec, layer, "qkv_proj"):
-        qkv = r.proj(y, "qkv_proj", _module_width(spec, layer, "qkv_proj"))
-        q = _T(ctx.tokens * f.num_heads * hd, qkv.itemsize, qkv.grad, qkv)
-        k = _T(ctx.tokens * kv_width, qkv.itemsize, qkv.grad, qkv)
-        v = _T(ctx.tokens * kv_width, qkv.itemsize, qkv.grad, qkv)
+        qkv = r.proj(y, "qkv_proj", (heads + 2 * kv_heads) * hd)
+        q = _T(tok * heads * hd, qkv.itemsize, qkv.grad, qkv)
+        k = _T(tok * kv_heads * hd, qkv.itemsize, qkv.grad, qkv)
+        v = _T(tok * kv_heads * hd, qkv.itemsize, qkv.grad, qkv)
     else:
-        q = r.proj(y, "q_proj", f.num_heads * hd)
-        k = r.proj(y, "k_proj", kv_width)
-        v = r.proj(y, "v_proj", kv_width)
+        q = r.proj(y, "q_proj", heads * hd)
+        k = r.proj(y, "k_proj", kv_heads * hd)
+        v = r.proj(y, "v_proj", kv_heads * hd)
     if _has(spec, layer, "q_norm"):
-        q = r.rms_norm(q, hd, norm_trainable)
-        k = r.rms_norm(k, hd, norm_trainable)
-    q = r.rotary(q, ctx.param_bytes)
-    k = r.rotary(k, ctx.param_bytes)
-    softcap = f.model_type == "gemma2"
+        q = r.rms_norm(q, hd, trainable, gemma=gemma)
+        k = r.rms_norm(k, hd, trainable, gemma=gemma)
+    # Rotary embedding: q * cos + rotate_half(q) * sin keeps only cos / sin (shared by all
+    # layers, in the hidden states' dtype) and yields new q / k in the promoted dtype.
+    q = r.mul_const(q, r.new(tok * hd, ctx.param_bytes, False))
+    k = r.mul_const(k, r.new(tok * hd, ctx.param_bytes, False))
     a = r.attention(
-        q, k, v, f.num_heads, f.num_kv_heads, hd, softcap=softcap, dropout=f.attention_dropout
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        softcap=f.model_type == "gemma2",
+        dropout=f.attention_dropout,
     )
     o = r.proj(a, "o_proj", h)
-    if _has(spec, layer, "post_attention_layernorm") and gemma and f.model_type != "gemma":
-        o = r.rms_norm(o, h, norm_trainable, gemma=True)
+    if sandwich:
+        o = r.rms_norm(o, h, trainable, gemma=True)
     x = r.add(x, r.dropout(o, f.hidden_dropout))
-    pre_mlp = "pre_feedforward_layernorm" if gemma and f.model_type != "gemma" else None
-    y = r.rms_norm(x, h, norm_trainable, gemma=gemma) if pre_mlp or True else x
-    inter = f.intermediate_size
-    act = r.unary_saving_input
+    y = r.rms_norm(x, h, trainable, gemma=gemma)
+    inter = f.intermediate_size // tp
     if _has(spec, layer, "gate_up_proj"):
         gu = r.proj(y, "gate_up_proj", 2 * inter)
-        gate = _T(ctx.tokens * inter, gu.itemsize, gu.grad, gu)
-        up = _T(ctx.tokens * inter, gu.itemsize, gu.grad, gu)
-        m = r.mul(up, act(gate))
+        gate = _T(tok * inter, gu.itemsize, gu.grad, gu)
+        up = _T(tok * inter, gu.itemsize, gu.grad, gu)
+        m = r.mul(up, r.unary_saving_input(gate))
     else:
         gate = r.proj(y, "gate_proj", inter)
         up = r.proj(y, "up_proj", inter)
-        m = r.mul(act(gate), up)
+        m = r.mul(r.unary_saving_input(gate), up)
     d = r.proj(m, "down_proj", h)
-    if pre_mlp:
-        d = r.rms_norm(d, h, norm_trainable, gemma=True)
+    if sandwich:
+        d = r.rms_norm(d, h, trainable, gemma=True)
     return r.add(x, r.dropout(d, f.hidden_dropout))
 
 
@@ -454,7 +465,9 @@ class _OptimizerBytes:
     temporaries: int
 
 
-def _optimizer_bytes(name: str, sizes: list[int], shapes: list[tuple[int, ...]], b: int) -> _OptimizerBytes:
+def _optimizer_bytes(
+    name: str, sizes: list[int], shapes: list[tuple[int, ...]], b: int
+) -> _OptimizerBytes:
     """States and step temporaries for trainable tensors of ``sizes`` elements, ``b`` bytes each."""
     total = sum(sizes) * b
     largest = max(sizes, default=0) * b
@@ -502,7 +515,9 @@ def _optimizer_bytes(name: str, sizes: list[int], shapes: list[tuple[int, ...]],
 # The estimate.
 
 
-def _check(spec: ModelSpec, workload: Workload) -> None:
+def _check(workload: Workload) -> None:
+    if workload.mode != "training":
+        raise WorkloadError("a training estimate needs --mode training")
     if workload.method == "qlora" and workload.quant not in FOUR_BIT_SCHEMES:
         raise WorkloadError(
             f"QLoRA trains adapters on a 4-bit base: use --quant nf4 or fp4, not {workload.quant!r}"
@@ -512,25 +527,22 @@ def _check(spec: ModelSpec, workload: Workload) -> None:
             f"--quant {workload.quant} with --method {workload.method}: a quantized base can only "
             "be trained through adapters (use --method qlora)"
         )
-    if workload.method == "full" and workload.precision == "pure" and workload.dtype == "fp32":
-        return
-    if workload.precision == "fp32" and workload.dtype != "fp32":
-        return
+    if workload.method == "qlora" and workload.dtype == "fp32":
+        raise WorkloadError("QLoRA computes in 16 bit: use --dtype bf16 or fp16")
 
 
-def _context(spec: ModelSpec, workload: Workload, device: str) -> _Ctx:
-    precision = workload.precision
-    sixteen = _dtype_bytes(workload.dtype)
-    if precision == "fp32" or workload.dtype == "fp32":
-        param_bytes = compute = 4
-        autocast = False
-    elif precision == "mixed" and workload.method == "full":
-        param_bytes, compute, autocast = 4, sixteen, True
-    elif precision == "mixed":
-        # LoRA under "mixed": the frozen base stays fp32 and autocast runs the matmuls in 16 bit.
-        param_bytes, compute, autocast = (sixteen, sixteen, False) if workload.method == "qlora" else (4, sixteen, True)
-    else:
+def _context(spec: ModelSpec, workload: Workload, device: str, deepspeed_mixed: bool) -> _Ctx:
+    sixteen = dtypes.dtype_bytes(workload.dtype)
+    if workload.precision == "fp32" or workload.dtype == "fp32":
+        param_bytes, compute, autocast = 4, 4, False
+    elif workload.method == "qlora" or workload.precision == "pure" or deepspeed_mixed:
+        # QLoRA: 16-bit compute dtype for the dequantized weights and the unquantized tensors;
+        # DeepSpeed's bf16 / fp16 modes run a 16-bit model (the fp32 master copy sits with the
+        # optimizer).
         param_bytes, compute, autocast = sixteen, sixteen, False
+    else:
+        # torch autocast: fp32 weights (frozen ones too for LoRA), 16-bit matmuls.
+        param_bytes, compute, autocast = 4, sixteen, True
     targets: frozenset[str] = frozenset()
     if workload.method != "full":
         targets = resolve_lora_targets(spec, workload.lora_targets)
@@ -546,106 +558,204 @@ def _context(spec: ModelSpec, workload: Workload, device: str) -> _Ctx:
         lora_rank=workload.lora_rank,
         attention=workload.attention,
         checkpointing=workload.grad_checkpointing,
+        tp=workload.tp,
     )
 
 
-def _grad_bytes_of(tensors: tuple[Tensor, ...], ctx: _Ctx, targets: frozenset[str], rank: int) -> int:
+def _adapter_numel(t: Tensor, rank: int, tp: int) -> int:
+    """LoRA A (r x in) and B (out x r) of one adapted weight, on one tensor-parallel rank."""
+    out_f, in_f = t.shape[-2], t.shape[-1]
+    return math.ceil(rank * (in_f + out_f) * math.prod(t.shape[:-2]) / tp)
+
+
+def _trainable_numels(tensors: tuple[Tensor, ...] | list[Tensor], ctx: _Ctx) -> list[int]:
+    """Elements of each trainable tensor among ``tensors`` on this rank."""
     if ctx.full:
-        return sum(t.numel for t in tensors) * ctx.param_bytes
-    total = 0
-    for t in tensors:
-        if t.module in targets and t.is_matrix:
-            out_f, in_f = t.shape[-2], t.shape[-1]
-            total += rank * (in_f + out_f) * math.prod(t.shape[:-2]) * _ADAPTER_BYTES
-    return total
+        return [math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors]
+    return [
+        _adapter_numel(t, ctx.lora_rank, ctx.tp)
+        for t in tensors
+        if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+    ]
 
 
 def _copy_bytes(tensors: tuple[Tensor, ...], ctx: _Ctx) -> int:
-    """Autocast's 16-bit copies of the fp32 weights matmuls use (cached for the forward)."""
+    """Autocast's 16-bit copies of the fp32 weights that matmuls use.
+
+    Autocast caches the cast of every trainable fp32 leaf weight until the forward leaves the
+    autocast region, and each copy is also saved for the backward of its linear; frozen weights
+    (LoRA) are cast at each use and likewise kept by their linear.
+    """
     if not ctx.autocast:
         return 0
     return sum(
-        t.numel * ctx.compute_bytes
+        math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) * ctx.compute_bytes
         for t in tensors
-        if t.role not in (Role.EMBEDDING, Role.POSITION, Role.NORM) and (ctx.full or t.module in ctx.lora_targets or True)
+        if t.role not in (Role.EMBEDDING, Role.POSITION, Role.NORM)
     )
 
 
-def _walk(spec: ModelSpec, ctx: _Ctx) -> tuple[list[_Block], int, int]:
-    """Replay the forward: blocks in forward order, the loss's saved bytes, its backward transient."""
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    blocks: list[_Block]  # embeddings, each layer, head + loss
+    forward_transient: int  # the loss's transient bytes at the end of the forward
+
+
+def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
+    """Replay the forward block by block."""
     f = spec.facts
     program = _layer_program(spec)
     blocks: list[_Block] = []
     tok = ctx.tokens
     r = _Replay(ctx)
     x = r.new(tok * f.hidden_size, ctx.param_bytes, ctx.full)
-    emb_tensors = spec.layer_tensors(None)
+    outside = spec.layer_tensors(None)
+    head_tensors = tuple(t for t in outside if t.role in (Role.HEAD, Role.NORM))
+    embed_tensors = tuple(t for t in outside if t.role not in (Role.HEAD, Role.NORM))
+    blocks.append(_Block(0, sum(_trainable_numels(embed_tensors, ctx)) * grad_item, 0, 0, 0))
+    inter = max(f.intermediate_size, f.moe_intermediate_size * f.experts_per_token)
     for layer in range(f.num_layers):
         r.saved = {}
         x_in = x
         x = program(r, spec, layer, x)
         tensors = spec.layer_tensors(layer)
         saved = r.saved_bytes()
+        # Backward of a block: the incoming gradient of the hidden state, the one it passes on,
+        # and the widest intermediate gradients (three tokens x MLP-width tensors in SwiGLU).
+        transient = 2 * x.nbytes + 3 * tok * inter // ctx.tp * ctx.compute_bytes
         if ctx.checkpointing:
-            kept = x_in.nbytes
-        else:
-            kept = saved
-        # Backward of a block: the incoming gradient of the hidden state, the gradient it passes
-        # on, and the widest intermediate gradients (MLP: three tokens x intermediate tensors).
-        inter = max(f.intermediate_size, f.num_heads * f.head_dim)
-        transient = 2 * x.numel * x.itemsize + 3 * tok * inter * ctx.compute_bytes
-        if ctx.checkpointing:
+            # The checkpoint keeps the block input; backward recomputes the block first.
             transient += saved
+            saved = x_in.nbytes
         blocks.append(
             _Block(
-                saved_bytes=kept,
-                grad_bytes=_grad_bytes_of(tensors, ctx, ctx.lora_targets, ctx.lora_rank),
+                saved_bytes=saved,
+                grad_bytes=sum(_trainable_numels(tensors, ctx)) * grad_item,
                 weight_copy_bytes=_copy_bytes(tensors, ctx),
                 transient_bytes=transient,
                 input_bytes=x_in.nbytes,
             )
         )
-    # Final norm, LM head and loss.
+    # Final norm, LM head and loss (transformers' ForCausalLMLoss: logits.float(), then
+    # cross_entropy, whose log_softmax output is what backward needs).
     r.saved = {}
     gemma = f.model_type.startswith("gemma")
     y = r.rms_norm(x, f.hidden_size, ctx.full, gemma=gemma)
-    head_trainable = ctx.full
-    logits = r.linear(y, f.vocab_size, head_trainable)
+    vocab = math.ceil(f.vocab_size / ctx.tp)
+    logits = r.linear(y, vocab, ctx.full)
     if f.model_type == "gemma2":
-        logits = r.unary_saving_output(logits)
+        logits = r.unary_saving_output(logits)  # final logit soft-capping: tanh
     logits32 = r.cast(logits, 4)
     log_probs = r.unary_saving_output(logits32)
-    r.save(r.new(tok, _INT64, False))  # shifted labels
-    head_saved = r.saved_bytes()
-    tv = tok * f.vocab_size
-    # Forward: the 16-bit logits, their fp32 copy and log_softmax's output exist together.
+    r.save(r.new(tok, _INT64, False))  # the shifted labels
+    tv = tok * vocab
+    # Forward: the logits, their fp32 copy and log_softmax's output exist together.
     forward_transient = logits.nbytes + (logits32.nbytes if logits32 is not logits else 0)
-    # Backward: nll_loss's gradient and log_softmax's gradient (fp32), then the 16-bit gradient
-    # of the logits while the head's weight gradient is computed.
-    backward_transient = max(2 * tv * 4, tv * 4 + logits.nbytes)
-    del log_probs
-    head_tensors = tuple(t for t in emb_tensors if t.role in (Role.HEAD, Role.NORM))
-    embed_tensors = tuple(t for t in emb_tensors if t.role not in (Role.HEAD, Role.NORM))
     head_copy = _copy_bytes(head_tensors, ctx)
     if f.tie_word_embeddings and ctx.autocast:
-        head_copy += sum(t.numel for t in embed_tensors if t.role == Role.EMBEDDING) * ctx.compute_bytes
-    blocks.insert(
-        0,
-        _Block(0, _grad_bytes_of(embed_tensors, ctx, ctx.lora_targets, ctx.lora_rank), 0, 0, 0),
-    )
+        head_copy += _copy_bytes(
+            tuple(
+                Tensor(t.name, t.shape, Role.HEAD)
+                for t in embed_tensors
+                if t.role == Role.EMBEDDING
+            ),
+            ctx,
+        )
     blocks.append(
         _Block(
-            saved_bytes=head_saved,
-            grad_bytes=_grad_bytes_of(head_tensors, ctx, ctx.lora_targets, ctx.lora_rank),
+            saved_bytes=r.saved_bytes(),
+            grad_bytes=sum(_trainable_numels(head_tensors, ctx)) * grad_item,
             weight_copy_bytes=head_copy,
-            transient_bytes=backward_transient,
+            # Once log_softmax's output is freed: the logits' gradient in their dtype while the
+            # head's weight gradient is formed.
+            transient_bytes=logits.nbytes - log_probs.nbytes,
             input_bytes=0,
+            # Before: nll_loss's and log_softmax's fp32 gradients beside log_softmax's output.
+            early_transient_bytes=2 * tv * 4,
         )
     )
-    return blocks, forward_transient, backward_transient
+    return _Walk(blocks, forward_transient)
 
 
-def training_estimate(spec: ModelSpec, workload: Workload, *, device: str = "cuda") -> TrainingBreakdown:
+def _stage_blocks(walk: _Walk, stage: range, first: bool, last: bool) -> list[_Block]:
+    blocks = walk.blocks
+    chosen = [blocks[0]] if first else []
+    chosen += [blocks[1 + i] for i in stage]
+    if last:
+        chosen.append(blocks[-1])
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class _Moments:
+    totals: dict[str, int]
+    parts: dict[str, dict[str, int]]
+
+
+def _moments(
+    blocks: list[_Block],
+    *,
+    in_flight: int,
+    resident: dict[str, int],
+    grads_total: int,
+    step_extra: dict[str, int],
+    accumulating: bool,
+    forward_transient: int,
+    grad_shards: int,
+) -> _Moments:
+    """Totals at the forward end, the worst moment of backward, and the optimizer step."""
+    base = sum(resident.values())
+    saved_total = sum(b.saved_bytes for b in blocks) * in_flight
+    copies_total = sum(b.weight_copy_bytes for b in blocks)
+    grads_before = grads_total if accumulating else 0
+    parts: dict[str, dict[str, int]] = {}
+    parts[PHASE_FORWARD] = {
+        ACTIVATIONS: saved_total,
+        WEIGHT_COPIES: copies_total,
+        LOGITS: forward_transient,
+        GRADIENTS: grads_before,
+    }
+    best = -1
+    acts_left, copies_left, grads_done = saved_total, copies_total, grads_before
+    for b in reversed(blocks):
+        if b.early_transient_bytes:
+            early = acts_left + copies_left + grads_done + b.early_transient_bytes
+            if early > best:
+                best = early
+                parts[PHASE_BACKWARD] = {
+                    ACTIVATIONS: acts_left,
+                    WEIGHT_COPIES: copies_left,
+                    GRADIENTS: grads_done,
+                    BACKWARD_TEMPORARIES: b.early_transient_bytes,
+                }
+        # A block's gradients are formed whole, then reduce-scattered when sharded; with
+        # accumulation they are added into the existing ones.
+        new_grads = b.grad_bytes
+        grads_now = grads_done if accumulating else grads_done + new_grads // grad_shards
+        transient = b.transient_bytes + (new_grads if accumulating or grad_shards > 1 else 0)
+        total = acts_left + copies_left + grads_now + transient
+        if total > best:
+            best = total
+            parts[PHASE_BACKWARD] = {
+                ACTIVATIONS: acts_left,
+                WEIGHT_COPIES: copies_left,
+                GRADIENTS: grads_now,
+                BACKWARD_TEMPORARIES: transient,
+            }
+        acts_left -= b.saved_bytes * in_flight
+        copies_left -= b.weight_copy_bytes
+        grads_done = grads_now
+    parts[PHASE_STEP] = {ACTIVATIONS: 0, GRADIENTS: grads_total, **step_extra}
+    totals = {
+        phase: base + sum(v for v in p.values() if v > 0) + sum(min(v, 0) for v in p.values())
+        for phase, p in parts.items()
+    }
+    return _Moments(totals, parts)
+
+
+def training_estimate(
+    spec: ModelSpec, workload: Workload, *, device: str = "cuda"
+) -> TrainingBreakdown:
     """Per-GPU memory at the peak of a steady-state training step (the second optimizer step).
 
     Args:
@@ -659,94 +769,143 @@ def training_estimate(spec: ModelSpec, workload: Workload, *, device: str = "cud
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}")
-    _check(spec, workload)
-    ctx = _context(spec, workload, device)
-    notes: list[str] = []
+    _check(workload)
+    plan = parallel.plan(spec, workload)
+    deepspeed_mixed = workload.zero > 0 and workload.precision == "mixed"
+    ctx = _context(spec, workload, device, deepspeed_mixed)
+    notes: list[str] = list(plan.notes)
+    sixteen = dtypes.dtype_bytes(workload.dtype)
 
-    # Weights.
-    if workload.method == "qlora":
-        weights = dtypes.weight_bytes(spec, workload.dtype, workload.quant)
-    else:
-        weights = spec.parameters * ctx.param_bytes
-    trainable_sizes = _trainable_tensors(spec, workload)
-    trainable = sum(trainable_sizes)
-    adapters = 0
-    if workload.method != "full":
-        adapters = trainable * _ADAPTER_BYTES
-        grad_item = _ADAPTER_BYTES
-    else:
-        grad_item = ctx.param_bytes
-    if workload.method == "full":
-        shapes = [t.shape for t in spec.tensors]
-    else:
-        shapes = []
-        targets = resolve_lora_targets(spec, workload.lora_targets)
-        for t in spec.tensors:
-            if t.layer is not None and t.module in targets and t.is_matrix:
-                shapes += [(workload.lora_rank, t.shape[-1]), (t.shape[-2], workload.lora_rank)]
-    opt = _optimizer_bytes(workload.optimizer, trainable_sizes, shapes, grad_item)
-    gradients_total = trainable * grad_item
+    # Which tensors live on this GPU (the worst pipeline stage is chosen below).
+    stages = parallel.stage_layers(spec.facts.num_layers, plan.pp)
 
-    blocks, forward_transient, _ = _walk(spec, ctx)
-    saved_total = sum(bl.saved_bytes for bl in blocks)
-    copies_total = sum(bl.weight_copy_bytes for bl in blocks)
-    accumulating = workload.grad_accum > 1
-    resident = weights + adapters + opt.states
-
-    # Forward end (with accumulation, earlier micro-steps' gradients are already there).
-    grads_during = gradients_total if accumulating else 0
-    forward_total = resident + saved_total + copies_total + forward_transient + grads_during
-
-    # Backward, block by block from the loss back to the embeddings.
-    best_backward = 0
-    best_parts: dict[str, int] = {}
-    acts_left = saved_total
-    copies_left = copies_total
-    grads_done = grads_during
-    for bl in reversed(blocks):
-        grads_now = grads_done + (bl.grad_bytes if not accumulating else 0)
-        transient = bl.transient_bytes + (bl.grad_bytes if accumulating else 0)
-        total = resident + acts_left + copies_left + grads_now + transient
-        if total > best_backward:
-            best_backward = total
-            best_parts = {
-                ACTIVATIONS: acts_left,
-                WEIGHT_COPIES: copies_left,
-                GRADIENTS: grads_now,
-                BACKWARD_TEMPORARIES: transient,
-            }
-        acts_left -= bl.saved_bytes
-        copies_left -= bl.weight_copy_bytes
-        grads_done = grads_now
-    step_total = resident + gradients_total + opt.temporaries
-
-    candidates = {
-        PHASE_FORWARD: forward_total,
-        PHASE_BACKWARD: best_backward,
-        PHASE_STEP: step_total,
-    }
-    phase = max(candidates, key=lambda k: candidates[k])
-    components = {WEIGHTS: weights, OPTIMIZER_STATES: opt.states}
-    if adapters:
-        components[LORA_ADAPTERS] = adapters
-    if phase == PHASE_FORWARD:
-        components.update(
-            {
-                ACTIVATIONS: saved_total,
-                WEIGHT_COPIES: copies_total,
-                LOGITS: forward_transient,
-                GRADIENTS: grads_during,
-            }
+    def weights_of(tensors: list[Tensor]) -> int:
+        if workload.method == "qlora":
+            sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
+            return math.ceil(dtypes.weight_bytes(sub, workload.dtype, workload.quant) / ctx.tp)
+        return sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors) * (
+            ctx.param_bytes
         )
-    elif phase == PHASE_BACKWARD:
-        components.update(best_parts)
-    else:
-        components.update({ACTIVATIONS: 0, GRADIENTS: gradients_total, OPTIMIZER_TEMPORARIES: opt.temporaries})
-    components = {k: v for k, v in components.items() if v or k in (WEIGHTS, ACTIVATIONS, GRADIENTS, OPTIMIZER_STATES)}
+
+    grad_item = ctx.param_bytes if workload.method == "full" else _ADAPTER_BYTES
+    state_item = 4 if deepspeed_mixed else grad_item
+    walk = _walk(spec, ctx, grad_item)
+
+    best: tuple[int, str, dict[str, int], dict[str, int], int, int] | None = None
+    for index, stage in enumerate(stages):
+        first, last = index == 0, index == len(stages) - 1
+        if 0 < index < len(stages) - 1:
+            continue  # middle stages hold no more than the first one
+        tensors = [t for t in spec.tensors if t.layer is None or t.layer in stage]
+        if not first:
+            tensors = [
+                t for t in tensors if not (t.layer is None and t.role not in (Role.HEAD, Role.NORM))
+            ]
+        if not last:
+            tensors = [
+                t for t in tensors if not (t.layer is None and t.role in (Role.HEAD, Role.NORM))
+            ]
+        numels = _trainable_numels(tensors, ctx)
+        trainable = sum(numels)
+        weights = parallel.shard(weights_of(tensors), plan.param_shards)
+        adapters = trainable * _ADAPTER_BYTES if workload.method != "full" else 0
+        shapes = (
+            [t.shape for t in tensors]
+            if ctx.full
+            else [
+                shape
+                for t in tensors
+                if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+                for shape in ((ctx.lora_rank, t.shape[-1]), (t.shape[-2], ctx.lora_rank))
+            ]
+        )
+        opt = _optimizer_bytes(workload.optimizer, numels, shapes, state_item)
+        states = opt.states + (trainable * 4 if deepspeed_mixed else 0)  # fp32 master weights
+        states = parallel.shard(states, plan.state_shards)
+        temporaries = parallel.shard(opt.temporaries, plan.state_shards)
+        host = 0
+        if plan.offload_states:
+            host += states
+            states, temporaries = 0, 0
+        grads_total = parallel.shard(trainable * grad_item, plan.grad_shards)
+        resident = {WEIGHTS: weights, OPTIMIZER_STATES: states}
+        if adapters:
+            resident[LORA_ADAPTERS] = adapters
+        if plan.offload_params:
+            host += weights
+        layer_bytes = [
+            sum(t.numel for t in spec.layer_tensors(i)) * (sixteen if ctx.compute_bytes == 2 else 4)
+            for i in stage
+        ]
+        outside = [t.numel * ctx.compute_bytes for t in tensors if t.layer is None]
+        in_flight_params = parallel.gathered_in_flight_bytes(
+            layer_bytes, sum(outside), max(outside, default=0), plan, workload
+        )
+        if in_flight_params:
+            resident[GATHERED_PARAMETERS] = in_flight_params
+        buckets = parallel.ddp_bucket_bytes(trainable * grad_item, plan) + (
+            parallel.zero_buffers_bytes(grad_item, trainable, plan, workload.zero)
+        )
+        if buckets:
+            resident[GRADIENT_BUCKETS] = buckets
+        blocks = _stage_blocks(walk, stage, first, last)
+        micro_batches = parallel.in_flight_micro_batches(index, plan.pp)
+        moments = _moments(
+            blocks,
+            in_flight=micro_batches,
+            resident=resident,
+            grads_total=grads_total,
+            step_extra={OPTIMIZER_TEMPORARIES: temporaries},
+            accumulating=workload.grad_accum > 1,
+            forward_transient=walk.forward_transient if last else 0,
+            grad_shards=plan.grad_shards,
+        )
+        phase = max(moments.totals, key=lambda k: moments.totals[k])
+        total = moments.totals[phase]
+        if best is None or total > best[0]:
+            parts = {**resident, **moments.parts[phase]}
+            best = (total, phase, parts, moments.totals, trainable, host)
+    assert best is not None
+    _, phase, parts, totals, _, host = best
+    components = {k: max(v, 0) for k, v in parts.items() if v or k in REQUIRED_COMPONENTS}
+    shift = totals[phase] - sum(components.values())
+    if shift:
+        # A negative transient (freed saved tensors) is folded into the activations.
+        components[ACTIVATIONS] = max(0, components.get(ACTIVATIONS, 0) + shift)
+    if workload.method == "qlora":
+        notes.append(
+            "QLoRA: the 4-bit base as bitsandbytes stores it; one linear's weight dequantized "
+            "in flight; paged optimizer states counted on the GPU (they move to host RAM only "
+            "under memory pressure)"
+        )
+        components[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx) * sixteen
+    if plan.pp > 1:
+        notes.append(f"pipeline: worst of the first and last of {plan.pp} stages (1F1B schedule)")
+    trainable_total = (
+        spec.parameters
+        if workload.method == "full"
+        else sum(
+            _adapter_numel(t, workload.lora_rank, 1)
+            for t in spec.tensors
+            if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+        )
+    )
     return TrainingBreakdown(
         components=components,
         phase=phase,
-        trainable_parameters=trainable,
+        trainable_parameters=trainable_total,
+        host_bytes=host,
         notes=tuple(notes),
-        phase_totals=candidates,
+        phase_totals=totals,
+    )
+
+
+def _largest_linear(spec: ModelSpec, ctx: _Ctx) -> int:
+    return max(
+        (
+            math.ceil(t.numel * parallel.tp_share(t, ctx.tp))
+            for t in spec.tensors
+            if t.is_matrix and t.layer is not None
+        ),
+        default=0,
     )

@@ -99,6 +99,24 @@ def write_model_folder(folder: Path, config: dict, tensors: dict, shards: int = 
     return folder
 
 
+def repo_files(config: dict, tensors: dict, shards: int = 1) -> dict[str, bytes]:
+    """The files of a Hub repo (name -> bytes): config.json and one or ``shards`` safetensors."""
+    files = {"config.json": json.dumps(config).encode()}
+    if shards == 1:
+        files["model.safetensors"] = safetensors_bytes(tensors)
+        return files
+    names = list(tensors)
+    weight_map = {}
+    for k in range(shards):
+        part = {n: tensors[n] for n in names[k::shards]}
+        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        files[file] = safetensors_bytes(part)
+        weight_map.update(dict.fromkeys(part, file))
+    index = {"metadata": {"total_size": header_totals(tensors)[1]}, "weight_map": weight_map}
+    files["model.safetensors.index.json"] = json.dumps(index).encode()
+    return files
+
+
 # A tiny llama in GGUF: hidden 256 so that K-quant blocks (256 weights) fit the rows.
 GGUF_LLAMA = {"hidden": 256, "ff": 512, "layers": 2, "heads": 4, "kv_heads": 2, "vocab": 320}
 

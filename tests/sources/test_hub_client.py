@@ -4,6 +4,7 @@ gated / missing / failing / slow repos, and the disk cache that answers when the
 import json
 import math
 import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from tests.fakehub.files import (
     TINY_LLAMA_CONFIG,
     header_totals,
     llama_tensors,
+    repo_files,
     safetensors_bytes,
     write_gguf,
 )
@@ -34,18 +36,6 @@ def _stored_bytes(spec):
     return sum(storage_bytes(t.shape, t.dtype) for t in spec.tensors)
 
 
-def _sharded_files(tensors, shards=3):
-    names = list(tensors)
-    files, weight_map = {"config.json": CONFIG}, {}
-    for k in range(shards):
-        part = {n: tensors[n] for n in names[k::shards]}
-        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
-        files[file] = safetensors_bytes(part)
-        weight_map.update(dict.fromkeys(part, file))
-    files["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
-    return files
-
-
 @pytest.fixture
 def client(fake_hub):
     return HubClient(timeout_s=2.0)
@@ -66,7 +56,7 @@ def test_single_file_repo_is_exactly_its_header(fake_hub, client):
 
 
 def test_sharded_repo_reads_every_shard_header(fake_hub, client):
-    fake_hub.add("org/sharded", _sharded_files(TENSORS))
+    fake_hub.add("org/sharded", repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=3))
     spec = client.load("org/sharded").spec
     assert spec.parameters == header_totals(TENSORS)[0]
     assert _stored_bytes(spec) == header_totals(TENSORS)[1]
@@ -254,3 +244,18 @@ def test_damaged_cache_files_are_ignored(fake_hub, client):
 def test_bad_repo_id():
     with pytest.raises(ModelNotFound, match="org/name"):
         HubClient(endpoint="http://127.0.0.1:9").load("not a repo")
+
+
+def test_fake_hub_answers_huggingface_hub_itself(fake_hub):
+    """The fake speaks the Hub's protocol: huggingface_hub's own client reads it (HEAD, Range)."""
+    from huggingface_hub import HfApi, hf_hub_download  # noqa: TID251 (the reference client)
+
+    fake_hub.add("org/sharded", repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=3))
+    api = HfApi(endpoint=fake_hub.url)
+    metadata = api.get_safetensors_metadata("org/sharded")
+    assert metadata.sharded and len(metadata.files_metadata) == 3
+    counted = sum(sum(f.parameter_count.values()) for f in metadata.files_metadata.values())
+    assert counted == header_totals(TENSORS)[0]
+    assert not api.file_exists("org/sharded", "nothing.json")
+    path = hf_hub_download("org/sharded", "config.json", endpoint=fake_hub.url)
+    assert json.loads(Path(path).read_text(encoding="utf-8")) == TINY_LLAMA_CONFIG

@@ -170,3 +170,13 @@ def _tiny_llama():
         "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 512,
         "tie_word_embeddings": False,
     }  # fmt: skip
+
+
+def test_real_estimate_reopens_identically(capsys):
+    # No stand-in: a profile saved by this version reopens with the very same estimate.
+    code, _, err = run(capsys, "save", "Real", "qwen2.5-0.5b", "--seq", "1024", "--gpu", "RTX 4090")
+    assert code == 0, err
+    saved = ProfileStore().get("Real").saved_estimate
+    assert saved["schema"] == "vramgui.estimate/1" and saved["per_gpu"]["total_bytes"] > 0
+    doc = json.loads(run(capsys, "show", "Real", "--json")[1])
+    assert doc["changes"] == [] and doc["estimate"] == saved

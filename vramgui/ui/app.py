@@ -6,9 +6,11 @@ import logging
 import logging.handlers
 import sys
 import traceback
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QGuiApplication, QIcon
@@ -24,6 +26,10 @@ ORGANIZATION_DOMAIN = "vramgui.github.io"
 DESKTOP_FILE = "io.github.vramgui.vramgui"
 DEFAULT_GPU = "RTX 4090"
 LOG_NAME = "vramgui.log"
+CATALOG_HITS = 8
+
+if TYPE_CHECKING:
+    from vramgui.sources.resolve import SearchResult
 
 log = logging.getLogger("vramgui")
 
@@ -85,6 +91,26 @@ def settings() -> QSettings:
     return QSettings(str(user_dir("config") / "window.ini"), QSettings.Format.IniFormat)
 
 
+def search_everywhere(query: str) -> SearchResult:
+    """Hub results (or their offline fallback) followed by bundled catalog models not among them."""
+    from vramgui.sources import catalog, resolve
+    from vramgui.sources.hub import HubModel
+
+    found = resolve.search_models(query)
+    seen = {hit.id.lower() for hit in found.results}
+    extra = [
+        HubModel(
+            id=entry.hub_id or entry.name,
+            parameters=entry.parameters,
+            gated=entry.gated,
+            source="catalog",
+        )
+        for entry in catalog.search(query, CATALOG_HITS)
+        if (entry.hub_id or entry.name).lower() not in seen
+    ]
+    return replace(found, results=(*found.results, *extra))
+
+
 def real_services() -> Services:
     """The services of the installed application: the Hub, the catalog, NVML."""
     from vramgui.hardware import NvmlProbe, load_catalog
@@ -99,7 +125,7 @@ def real_services() -> Services:
         default_source = None
     return Services(
         load_model=resolve.load_model,
-        search_models=resolve.search_models,
+        search_models=search_everywhere,
         probe=probe.snapshot,
         gpu_catalog=gpus,
         default_source=default_source,

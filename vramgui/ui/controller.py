@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.core import fit, rules
+from vramgui.cli.estimate import rules_of_thumb
+from vramgui.core import fit
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.model import ModelRef, ModelSpec
@@ -39,11 +40,19 @@ class LoadedModel(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """The estimate of the current setup and how it sits on each chosen GPU."""
+    """The estimate of the current setup and how it sits on each chosen GPU.
 
+    Attributes:
+        spec: the model estimated.
+        estimate: the estimate, per GPU.
+        fit: one row per chosen GPU, the target first.
+        rules: the classic rules of thumb for the same setup, bytes by rule name.
+    """
+
+    spec: ModelSpec
     estimate: Estimate
     fit: tuple[fit.FitRow, ...]
-    rules: tuple[Any, ...]
+    rules: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,15 +307,16 @@ class EstimateController(QObject):
         spec = self.spec
         if spec is None:
             return
+        target = self._capacities[0][1] if self._capacities else None
         try:
-            result = estimate(spec, self._workload)
-            rows = tuple(fit.fit_rows(result, list(self._capacities)))
-            thumbs = tuple(rules.rules_of_thumb(spec, self._workload))
+            result = estimate(spec, self._workload, target)
+            rows = tuple(fit.fit_rows(result, self._capacities))
+            thumbs = rules_of_thumb(spec, result)
         except VramguiError as exc:
             self._analysis = None
             self.estimate_failed.emit(str(exc))
             return
-        self._analysis = Analysis(result, rows, thumbs)
+        self._analysis = Analysis(spec, result, rows, thumbs)
         self.estimate_changed.emit(self._analysis)
         self._outlook_timer.start()
 
@@ -319,7 +329,11 @@ class EstimateController(QObject):
         values = sweep_values(field, getattr(workload, field), self.max_seq)
         target = self._capacities[0] if self._capacities else None
         try:
-            totals = tuple(e.total_bytes for e in fit.sweep(spec, workload, field, list(values)))
+            points = [
+                (value, e.total_bytes)
+                for value, e in zip(values, fit.sweep(spec, workload, field, values), strict=True)
+                if e is not None  # a value the model cannot take (past its window, say)
+            ]
             largest: dict[str, int | None] = {}
             suggestions: tuple[fit.Suggestion, ...] = ()
             if target is not None:
@@ -329,7 +343,14 @@ class EstimateController(QObject):
         except VramguiError as exc:
             self.message.emit(str(exc))
             return
-        self._outlook = Outlook(field, values, totals, target, largest, suggestions)
+        self._outlook = Outlook(
+            field,
+            tuple(v for v, _ in points),
+            tuple(t for _, t in points),
+            target,
+            largest,
+            suggestions,
+        )
         self.outlook_changed.emit(self._outlook)
 
 

@@ -417,7 +417,8 @@ class MainWindow(QMainWindow):
             for row in analysis.fit[:3]
         ]
         rules = " · ".join(
-            f"{rule.name}: {format_bytes(rule.bytes, unit)}" for rule in analysis.rules
+            f"{palette.rule_label(name)}: {format_bytes(size, unit)}"
+            for name, size in analysis.rules.items()
         )
         parts = [f"peak at {est.phase}", *verdicts]
         text = ", ".join(parts)

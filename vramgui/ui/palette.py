@@ -37,3 +37,17 @@ COMPONENT_LABELS = {
 def component_label(name: str) -> str:
     """A component's display name ("kv_cache" -> "KV cache"); unknown ones are made readable."""
     return COMPONENT_LABELS.get(name, name.replace("_", " ").capitalize())
+
+
+RULE_LABELS = {
+    "params_x_bytes_x_1.2": "params × bytes × 1.2",
+    "one_layer_floor": "one-layer floor",
+    "hamel_lora": "LoRA rule",
+    "accelerate_8_bytes": "8 bytes/param",
+    "hf_docs_18_bytes": "18 bytes/param",
+}
+
+
+def rule_label(name: str) -> str:
+    """A rule of thumb's display name; unknown ones are made readable."""
+    return RULE_LABELS.get(name, name.replace("_", " "))

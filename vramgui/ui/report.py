@@ -1,51 +1,22 @@
-"""The current estimate as text for people and as the CLI's JSON document, for the clipboard."""
+"""The current estimate as text for people and as the CLI's JSON document, for the clipboard.
+
+The JSON comes from the command line's own builder, so that both front ends print one contract.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from vramgui.cli.estimate import estimate_document
 from vramgui.core.units import Unit, format_bytes
 from vramgui.ui.controller import Analysis
 from vramgui.ui.palette import component_label
 
-SCHEMA = "vramgui.estimate/1"
-
-
-def as_document(analysis: Analysis) -> dict[str, Any]:
-    """The ``vramgui estimate --json`` document of DESIGN.md for this analysis."""
-    est = analysis.estimate
-    return {
-        "schema": SCHEMA,
-        "model": {
-            "name": est.model_name,
-            "architecture": est.architecture,
-            "parameters": est.parameters,
-            "trainable_parameters": est.trainable_parameters,
-            "layers": est.layers,
-        },
-        "settings": est.workload.to_dict(),
-        "gpus": est.workload.gpus,
-        "per_gpu": {
-            "total_bytes": est.total_bytes,
-            "phase": est.phase,
-            "components": dict(est.components),
-        },
-        "layers": [{"index": u.index, "name": u.name, "bytes": u.bytes} for u in est.layer_bytes],
-        "fit": [
-            {
-                "gpu": row.gpu,
-                "capacity_bytes": row.capacity_bytes,
-                "fits": row.fits,
-                "headroom_bytes": row.headroom_bytes,
-            }
-            for row in analysis.fit
-        ],
-    }
-
 
 def as_json(analysis: Analysis) -> str:
-    return json.dumps(as_document(analysis), indent=2)
+    """The ``vramgui estimate --json`` document, exactly as the command line prints it."""
+    document = estimate_document(analysis.spec, analysis.estimate, list(analysis.fit))
+    return json.dumps(document, indent=2, default=str)
 
 
 def as_text(analysis: Analysis, unit: Unit) -> str:

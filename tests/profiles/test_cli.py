@@ -118,7 +118,8 @@ def test_compare(capsys, scripted):
     assert "batch" in doc["differences"] and "seq" not in doc["differences"]
     assert all(p["re_estimated"] for p in doc["profiles"])
     code, out, _ = run(capsys, "compare", "A", "B")
-    assert "* batch" in out and "fits RTX 4090" in out and "total per GPU" in out
+    assert "* batch" in out and "* model" in out and "fits RTX 4090" in out
+    assert "total per GPU" in out
 
 
 def test_user_errors_exit_2_with_one_line(capsys, scripted):

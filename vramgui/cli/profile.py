@@ -270,7 +270,8 @@ def _compare(args: argparse.Namespace) -> int:
         r.document if r.document is not None else r.profile.saved_estimate for r in reopened
     ]
     header = ("", *(p.name for p in profiles))
-    rows = [("model", *(source_of(p.model) for p in profiles))]
+    sources = [source_of(p.model) for p in profiles]
+    rows = [("* model" if len(set(sources)) > 1 else "model", *sources)]
     rows += [(f"* {key}", *(str(s.get(key, "-")) for s in settings)) for key in differing]
     components: list[str] = []
     for doc in documents:

@@ -1,11 +1,15 @@
 """Local models: folders, lone safetensors files and GGUF files read from headers only; bad files
 raise our errors with a message that says what is wrong."""
 
+import contextlib
 import json
 import math
 import struct
 
+import gguf
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.fakehub.files import (
     TINY_LLAMA_CONFIG,
@@ -238,8 +242,6 @@ def test_gguf_with_truncated_tensor_table(tmp_path, keep):
     good = tmp_path / "good.gguf"
     write_gguf(good)
     raw = good.read_bytes()
-    import gguf
-
     reader = gguf.GGUFReader(good)
     table_end = reader.data_offset
     del reader
@@ -290,3 +292,64 @@ def test_unsupported_model_type_is_a_user_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "imaginary"}))
     with pytest.raises(VramguiError, match="imaginary"):
         load_model(str(tmp_path / "config.json"))
+
+
+# ------------------------------------------------------------------------- fuzzing
+
+_GOOD_GGUF: dict = {}
+
+
+def _good_gguf(tmp_path_factory) -> bytes:
+    if not _GOOD_GGUF:
+        path = tmp_path_factory.mktemp("gguf") / "good.gguf"
+        write_gguf(path)
+        _GOOD_GGUF["raw"] = path.read_bytes()
+        _GOOD_GGUF["table_end"] = int(gguf.GGUFReader(path).data_offset)
+    return _GOOD_GGUF["raw"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_damaged_gguf_never_crashes(tmp_path_factory, data):
+    raw = bytearray(_good_gguf(tmp_path_factory))
+    header_end = _GOOD_GGUF["table_end"]  # damage the metadata and tensor table
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(4, header_end))
+        raw[at] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
+    path = tmp_path_factory.mktemp("bad") / "bad.gguf"
+    path.write_bytes(bytes(raw))
+    with contextlib.suppress(VramguiError):
+        load_model(str(path))
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 1 << 70) | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_ENTRY = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["F32", "BF16", "I32", "F4", "Q4_K", ""]) | _JSONISH,
+        "shape": st.lists(st.integers(-2, 70) | _JSONISH, max_size=4) | _JSONISH,
+        "data_offsets": st.lists(st.integers(-2, 600), min_size=2, max_size=2) | _JSONISH,
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    header=st.dictionaries(st.text(max_size=8), _ENTRY | _JSONISH, max_size=4),
+    junk=st.none() | st.binary(max_size=40),
+    claimed=st.integers(0, 400),
+)
+def test_damaged_safetensors_header_never_crashes(header, junk, claimed):
+    raw = json.dumps(header).encode() if junk is None else junk
+    with contextlib.suppress(BadModelFile):
+        for tensor in local.parse_safetensors_header(raw, claimed, "x.safetensors"):
+            assert tensor.nbytes >= 0 and all(d >= 0 for d in tensor.shape)

@@ -108,7 +108,7 @@ def _header_entry(name: str, info: object, data_bytes: int | None, origin: str) 
     if not isinstance(info, dict):
         raise BadModelFile(f"{where} has no dtype/shape/data_offsets entry")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if dtype not in SAFETENSORS_DTYPE_BITS:
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:
         raise BadModelFile(f"{where} has an unknown dtype {dtype!r}")
     if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
         raise BadModelFile(f"{where} has an invalid shape {shape!r}")

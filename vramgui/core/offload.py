@@ -557,7 +557,7 @@ def plan_accelerate(
     room[0] -= sum(u.kv_cache_bytes for u in units) + buffers + largest
     cpu_room = None if host_ram_bytes is None else host_ram_bytes - largest
     weights = [0] * len(budgets)
-    current, cpu_used = 0, 0
+    current, cpu_used, cpu_full = 0, 0, False
     placed: list[PlacedUnit] = []
     for u in units:
         while current < len(devices) and weights[current] + u.bytes > room[current]:
@@ -565,11 +565,12 @@ def plan_accelerate(
         if current < len(devices):
             device = devices[current]
             weights[current] += u.bytes
-        elif cpu_room is None or cpu_used + u.bytes <= cpu_room:
+        elif not cpu_full and (cpu_room is None or cpu_used + u.bytes <= cpu_room):
             device = CPU
             cpu_used += u.bytes
         else:
-            device = DISK
+            # Like the GPUs, a device once passed is never returned to.
+            device, cpu_full = DISK, True
         kv_device = device if is_gpu(device) else devices[0]
         placed.append(PlacedUnit(u, device, kv_device, u.bytes if is_gpu(device) else 0))
     stream = max((p.unit.bytes for p in placed if not is_gpu(p.device)), default=0)

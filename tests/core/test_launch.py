@@ -1,0 +1,141 @@
+"""Engine settings derived from placements and workloads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vramgui.core import launch, offload
+from vramgui.core.families import spec_from_config
+from vramgui.core.units import GB, GiB, MiB
+from vramgui.core.workload import Workload
+from vramgui.sources.catalog import find
+
+
+def _spec(name: str):
+    entry = find(name)
+    assert entry is not None, name
+    return spec_from_config(entry.config, name)
+
+
+@pytest.fixture(scope="module")
+def llama7b():
+    return _spec("llama-2-7b")
+
+
+def _flag(args: tuple[str, ...], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_llamacpp_flags_follow_the_placement(llama7b):
+    w = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048, kv_dtype="q8_0")
+    p = offload.plan_llamacpp(llama7b, w, 4 * GiB)
+    s = launch.llamacpp_settings(llama7b, p)
+    assert int(_flag(s.args, "-ngl")) == p.gpu_layers == offload.max_gpu_layers(llama7b, w, 4 * GiB)
+    assert _flag(s.args, "-c") == "2048"
+    assert _flag(s.args, "--cache-type-k") == _flag(s.args, "--cache-type-v") == "q8_0"
+    assert _flag(s.args, "-fa") == "on"  # a quantized V cache needs flash attention
+    assert _flag(s.args, "-ub") == "512"
+    assert "--no-kv-offload" not in s.args and "-np" not in s.args
+    assert s.text.startswith("llama-server -m MODEL.gguf -ngl ")
+
+
+def test_llamacpp_shares_the_context_between_parallel_slots(llama7b):
+    w = Workload(quant="Q4_K_M", engine="llamacpp", seq=4096, batch=4)
+    p = offload.plan_llamacpp(llama7b, w, 24 * GiB, kv_offload=False)
+    s = launch.llamacpp_settings(llama7b, p)
+    assert _flag(s.args, "-c") == str(4 * 4096)
+    assert _flag(s.args, "-np") == "4"
+    assert _flag(s.args, "--cache-type-k") == "f16"
+    assert "--no-kv-offload" in s.args and "-fa" not in s.args
+
+
+def test_vllm_flags(llama7b):
+    w = Workload(
+        engine="vllm",
+        dtype="bf16",
+        quant="awq-int4",
+        seq=8192,
+        batch=16,
+        kv_dtype="fp8",
+        tp=2,
+        gpus=2,
+        gpu_memory_utilization=0.85,
+    )
+    s = launch.vllm_settings(llama7b, w)
+    assert s.text.startswith("vllm serve llama-2-7b ")
+    assert _flag(s.args, "--max-model-len") == "8192"
+    assert _flag(s.args, "--gpu-memory-utilization") == "0.85"
+    assert _flag(s.args, "--tensor-parallel-size") == "2"
+    assert _flag(s.args, "--kv-cache-dtype") == "fp8"
+    assert _flag(s.args, "--quantization") == "awq"
+    assert _flag(s.args, "--dtype") == "bfloat16"
+    assert "--cpu-offload-gb" not in s.args
+    for quant, expected in (("nf4", "bitsandbytes"), ("gptq-int4", "gptq"), ("Q4_K_M", "gguf")):
+        args = launch.vllm_settings(llama7b, w.with_(quant=quant)).args
+        assert _flag(args, "--quantization") == expected
+
+
+def test_vllm_offloads_what_the_placement_keeps_on_the_host(llama7b):
+    w = Workload(dtype="fp16", seq=1024)
+    p = offload.plan_accelerate(llama7b, w, 8 * GiB)
+    host = sum(u.unit.bytes for u in p.units if u.device == "cpu")
+    assert host > 0
+    s = launch.vllm_settings(llama7b, w, p)
+    assert int(_flag(s.args, "--cpu-offload-gb")) == -(-host // GiB)
+
+
+def test_accelerate_device_map_names_every_module_and_max_memory_covers_it(llama7b):
+    w = Workload(dtype="fp16", seq=1024)
+    p = offload.plan_accelerate(llama7b, w, [5 * GiB], host_ram_bytes=6 * GiB)
+    s = launch.accelerate_settings(llama7b, p)
+    doc = json.loads(s.text)
+    device_map = doc["device_map"]
+    assert device_map["model.embed_tokens"] == 0
+    assert device_map["model.layers.0"] == 0
+    assert device_map["lm_head"] == "disk"
+    assert set(device_map.values()) == {0, "cpu", "disk"}
+    assert doc["offload_folder"] == "offload"
+    # JSON keys are strings; the GPU budget covers its weights plus the largest unit's slot
+    gpu_weights = sum(u.unit.bytes for u in p.units if u.device == "gpu:0")
+    assert int(doc["max_memory"]["0"].removesuffix("MiB")) * MiB >= gpu_weights + p.stream_bytes
+    assert list(doc["max_memory"]) == ["0", "cpu"]
+    # every tensor of the model lies under one device_map entry
+    for t in llama7b.tensors:
+        assert any(t.name == m or t.name.startswith(m + ".") for m in device_map), t.name
+
+
+def test_streaming_gets_a_zero_inference_config():
+    spec = _spec("opt-175b")
+    w = Workload(dtype="fp16", seq=2048)
+    p = offload.plan_streaming(spec, w, 8 * GiB, host_ram_bytes=200 * GB)
+    (zero_inf, vllm) = launch.launch_settings(spec, w, p)
+    assert zero_inf.engine == "DeepSpeed ZeRO-Inference" and vllm.engine == "vLLM"
+    zero = zero_inf.config["zero_optimization"]
+    assert zero["stage"] == 3
+    assert zero["offload_param"]["device"] == "nvme"  # 200 GB of RAM cannot hold 350 GB
+    assert zero_inf.config["fp16"] == {"enabled": True}
+    block = offload.model_units(spec, w)[1]
+    assert zero["stage3_prefetch_bucket_size"] == block.parameters
+
+
+@pytest.mark.parametrize(
+    ("changes", "stage", "offload_param"),
+    [
+        ({"zero": 2, "cpu_offload": True}, 2, False),
+        ({"zero": 3, "cpu_offload": True}, 3, True),
+        ({"fsdp": True}, 3, False),
+    ],
+)
+def test_deepspeed_training_config(changes, stage, offload_param):
+    w = Workload(mode="training", dtype="bf16", batch=4, grad_accum=8, gpus=4, **changes)
+    (s,) = launch.launch_settings(_spec("llama-2-7b"), w)
+    c = json.loads(s.text)
+    assert c["zero_optimization"]["stage"] == stage
+    assert c["train_micro_batch_size_per_gpu"] == 4
+    assert c["gradient_accumulation_steps"] == 8
+    assert c["train_batch_size"] == 4 * 8 * 4
+    assert c["bf16"] == {"enabled": True} and c["fp16"] == {"enabled": False}
+    assert ("offload_optimizer" in c["zero_optimization"]) == w.cpu_offload
+    assert ("offload_param" in c["zero_optimization"]) == offload_param

@@ -1,0 +1,318 @@
+"""Settings for real engines, derived from a placement or a workload, ready to copy.
+
+llama.cpp (``llama-server`` flags), vLLM (``vllm serve`` flags), accelerate (``max_memory`` and
+``device_map`` for ``from_pretrained``), DeepSpeed (ZeRO-Inference for streaming, ZeRO for training).
+Flag names follow the engines' current command lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramgui.core import dtypes, inference
+from vramgui.core.model import ModelSpec
+from vramgui.core.offload import CPU, DISK, Placement, is_gpu
+from vramgui.core.units import MiB
+from vramgui.core.workload import Workload
+
+# llama.cpp's logical batch (-b) default; its physical micro-batch (-ub) is what the compute buffer
+# of the estimate is sized for.
+LLAMACPP_BATCH = 2048
+
+_LLAMACPP_CACHE_TYPES = {
+    "auto": "f16",  # llama.cpp's default whatever the weights are
+    "fp32": "f32",
+    "fp16": "f16",
+    "bf16": "bf16",
+    "q8_0": "q8_0",
+    "q4_0": "q4_0",
+}
+_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSettings:
+    """One engine's settings.
+
+    Attributes:
+        engine: "llama.cpp", "vLLM", "accelerate", "DeepSpeed ZeRO-Inference" or "DeepSpeed".
+        args: command-line flags, when the engine takes flags.
+        config: the JSON configuration, when it takes one.
+        text: what to copy: a command line or a JSON document.
+        notes: what the settings assume or cannot express.
+    """
+
+    engine: str
+    args: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "args": list(self.args),
+            "config": self.config,
+            "text": self.text,
+            "notes": list(self.notes),
+        }
+
+
+def _command(program: Sequence[str], args: Sequence[str]) -> str:
+    return shlex.join([*program, *args])
+
+
+def _json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2)
+
+
+# --- llama.cpp -----------------------------------------------------------------------------------
+
+
+def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
+    """``llama-server`` flags for a llama.cpp placement: ``-ngl``, ``-c``, cache types, batches."""
+    w = placement.workload
+    cache = _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16")
+    args = [
+        "-ngl",
+        str(placement.gpu_layers),
+        "-c",
+        str(w.seq * w.batch),
+        "-b",
+        str(LLAMACPP_BATCH),
+        "-ub",
+        str(inference.LLAMACPP_UBATCH),
+        "--cache-type-k",
+        cache,
+        "--cache-type-v",
+        cache,
+    ]
+    notes = []
+    if w.batch > 1:
+        # The context is shared: each of the -np slots gets -c / -np tokens.
+        args += ["-np", str(w.batch)]
+    if cache.startswith("q"):
+        args += ["-fa", "on"]
+        notes.append("A quantized V cache needs flash attention (-fa on).")
+    if any(is_gpu(p.device) and not is_gpu(p.kv_device) for p in placement.units):
+        args.append("--no-kv-offload")
+    model = spec.name if spec.name.endswith(".gguf") else "MODEL.gguf"
+    return LaunchSettings(
+        engine="llama.cpp",
+        args=tuple(args),
+        text=_command(["llama-server", "-m", model], args),
+        notes=tuple(notes),
+    )
+
+
+# --- vLLM ----------------------------------------------------------------------------------------
+
+
+def _vllm_quantization(quant: str) -> str | None:
+    if quant == "none":
+        return None
+    scheme = dtypes.get_scheme(quant)
+    if scheme.family == "gguf":
+        return "gguf"
+    if scheme.family == "bitsandbytes":
+        return "bitsandbytes"
+    if scheme.name.startswith("awq"):
+        return "awq"
+    if scheme.name.startswith("gptq"):
+        return "gptq"
+    return scheme.name
+
+
+def vllm_settings(
+    spec: ModelSpec, workload: Workload, placement: Placement | None = None
+) -> LaunchSettings:
+    """``vllm serve`` flags for the workload; ``--cpu-offload-gb`` when a placement offloads.
+
+    Raises:
+        WorkloadError: an unknown quantization scheme.
+    """
+    w = workload
+    args = [
+        "--dtype",
+        _TORCH_DTYPES[w.dtype],
+        "--max-model-len",
+        str(w.seq),
+        "--max-num-seqs",
+        str(w.batch),
+        "--gpu-memory-utilization",
+        f"{w.gpu_memory_utilization:g}",
+        "--tensor-parallel-size",
+        str(w.tp),
+    ]
+    notes = []
+    if w.pp > 1:
+        args += ["--pipeline-parallel-size", str(w.pp)]
+    if w.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    elif w.kv_dtype in ("q8_0", "q4_0"):
+        notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is fp8.")
+    quantization = _vllm_quantization(w.quant)
+    if quantization:
+        args += ["--quantization", quantization]
+    if placement is not None:
+        offloaded = sum(p.unit.bytes for p in placement.units if p.device in (CPU, DISK))
+        if offloaded:
+            # vLLM streams this many GiB of weights from host memory on every forward.
+            args += ["--cpu-offload-gb", str(math.ceil(offloaded / 1024**3))]
+    return LaunchSettings(
+        engine="vLLM",
+        args=tuple(args),
+        text=_command(["vllm", "serve", spec.name], args),
+        notes=tuple(notes),
+    )
+
+
+# --- accelerate ----------------------------------------------------------------------------------
+
+
+def _mib(n: int) -> str:
+    return f"{math.ceil(n / MiB)}MiB"
+
+
+def accelerate_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
+    """``max_memory`` and an explicit ``device_map`` reproducing the placement in ``from_pretrained``.
+
+    ``max_memory`` gives each device the weights placed on it, plus, on the main devices (first
+    GPU and CPU), the room accelerate keeps for the largest offloaded unit.
+    """
+    device_map: dict[str, int | str] = {}
+    per_device: dict[int | str, int] = {}
+    for p in placement.units:
+        target: int | str = int(p.device.split(":")[1]) if is_gpu(p.device) else p.device
+        per_device[target] = per_device.get(target, 0) + p.unit.bytes
+        for module in p.unit.modules:
+            device_map[module] = target
+    if placement.stream_bytes:
+        per_device[0] = per_device.get(0, 0) + placement.stream_bytes
+        per_device[CPU] = per_device.get(CPU, 0) + placement.stream_bytes
+    max_memory = {
+        k: _mib(v) for k, v in sorted(per_device.items(), key=lambda kv: _order(kv[0])) if k != DISK
+    }
+    config: dict[str, Any] = {"max_memory": max_memory, "device_map": device_map}
+    notes = []
+    if DISK in per_device:
+        config["offload_folder"] = "offload"
+        notes.append("Units marked disk are memory-mapped from offload_folder.")
+    w = placement.workload
+    call = (
+        f"AutoModelForCausalLM.from_pretrained({spec.name!r}, dtype=torch.{_TORCH_DTYPES[w.dtype]}, "
+        "**json.load(open('device_map.json')))"
+    )
+    notes.append(call)
+    return LaunchSettings(
+        engine="accelerate", config=config, text=_json(config), notes=tuple(notes)
+    )
+
+
+def _order(device: int | str) -> tuple[int, int]:
+    return (0, device) if isinstance(device, int) else (1, 0 if device == CPU else 1)
+
+
+# --- DeepSpeed -----------------------------------------------------------------------------------
+
+
+def _precision(workload: Workload) -> dict[str, Any]:
+    if workload.mode == "training" and workload.precision == "fp32":
+        return {"bf16": {"enabled": False}, "fp16": {"enabled": False}}
+    return {
+        "bf16": {"enabled": workload.dtype == "bf16"},
+        "fp16": {"enabled": workload.dtype == "fp16"},
+    }
+
+
+def zero_inference_settings(placement: Placement) -> LaunchSettings:
+    """DeepSpeed ZeRO-Inference: ZeRO-3 with parameters offloaded to CPU or NVMe, streamed per layer."""
+    w = placement.workload
+    nvme = placement.disk_bytes > 0
+    offload: dict[str, Any] = {"device": "nvme" if nvme else "cpu", "pin_memory": True}
+    if nvme:
+        offload["nvme_path"] = "/local_nvme"
+    config: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": w.batch,
+        **_precision(w),
+        "zero_optimization": {
+            "stage": 3,
+            "offload_param": offload,
+            # Prefetch one unit ahead; DeepSpeed counts this bucket in parameters.
+            "stage3_prefetch_bucket_size": max(p.unit.parameters for p in placement.units),
+            "stage3_param_persistence_threshold": 0,
+        },
+    }
+    notes = [
+        "Create HfDeepSpeedConfig(config) before from_pretrained, then generate with "
+        "deepspeed.initialize(model=model, config=config)[0].module."
+    ]
+    if nvme:
+        notes.append("Set nvme_path to a folder on the fast disk.")
+    return LaunchSettings(
+        engine="DeepSpeed ZeRO-Inference", config=config, text=_json(config), notes=tuple(notes)
+    )
+
+
+def deepspeed_settings(workload: Workload) -> LaunchSettings:
+    """A DeepSpeed ZeRO configuration for a training workload: stage, offload, precision, batches."""
+    w = workload
+    stage = 3 if w.fsdp else w.zero
+    zero: dict[str, Any] = {"stage": stage}
+    notes = []
+    if w.fsdp:
+        notes.append("FSDP full shard corresponds to ZeRO stage 3.")
+    if w.cpu_offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if stage == 3:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+        notes.append("CPU offload runs the optimizer step on the CPU with DeepSpeedCPUAdam.")
+    if stage >= 2:
+        zero["overlap_comm"] = True
+        zero["contiguous_gradients"] = True
+    if w.precision == "pure":
+        notes.append("DeepSpeed keeps fp32 master weights with bf16 / fp16 enabled (mixed).")
+    config: dict[str, Any] = {
+        "train_batch_size": w.batch * w.grad_accum * w.data_parallel,
+        "train_micro_batch_size_per_gpu": w.batch,
+        "gradient_accumulation_steps": w.grad_accum,
+        **_precision(w),
+        "zero_optimization": zero,
+    }
+    if w.grad_checkpointing:
+        notes.append(
+            "Enable gradient checkpointing in the model (model.gradient_checkpointing_enable())."
+        )
+    return LaunchSettings(engine="DeepSpeed", config=config, text=_json(config), notes=tuple(notes))
+
+
+# --- all of them ---------------------------------------------------------------------------------
+
+
+def launch_settings(
+    spec: ModelSpec, workload: Workload, placement: Placement | None = None
+) -> tuple[LaunchSettings, ...]:
+    """Settings for every engine that applies: the placement's own engine first, then vLLM.
+
+    Training workloads get the DeepSpeed configuration only.
+
+    Raises:
+        WorkloadError: an unknown quantization scheme.
+    """
+    if workload.mode == "training":
+        return (deepspeed_settings(workload),)
+    out: list[LaunchSettings] = []
+    if placement is not None:
+        if placement.planner == "llamacpp":
+            out.append(llamacpp_settings(spec, placement))
+        elif placement.planner == "accelerate":
+            out.append(accelerate_settings(spec, placement))
+        else:
+            out.append(zero_inference_settings(placement))
+    out.append(vllm_settings(spec, workload, placement))
+    return tuple(out)

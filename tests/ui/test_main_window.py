@@ -50,7 +50,10 @@ def test_first_run_shows_a_catalog_model_fitted_to_a_common_gpu(make_window, pro
     assert est.model_name == "meta-llama/Llama-3.1-8B"
     assert est.workload.mode == "inference"
     assert "GiB" in window.headline.text()
-    assert window.breakdown_model.rowCount() == len(est.components) + 1
+    # Components that are zero in inference (gradients, optimizer states) are not listed.
+    shown = [name for name, size in est.components.items() if size]
+    assert window.breakdown_model.rowCount() == len(shown) + 1
+    assert "gradients" not in shown
     assert window.controller.capacities[0][0] == app.DEFAULT_GPU
     assert window.gpu_panel.badge(app.DEFAULT_GPU).startswith(("✔", "✘"))
     # The missing driver is shown as a state, not an error dialog.

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -50,6 +51,14 @@ class AdvisorPanel(QWidget):
         self.buttons: list[QPushButton] = []
         self._row_widgets: list[QWidget] = []
 
+    def clear(self, text: str) -> None:
+        """Drop the suggestions and say why there are none."""
+        for widget in self._row_widgets:
+            widget.deleteLater()
+        self._row_widgets.clear()
+        self.buttons.clear()
+        self.summary.setText(text)
+
     def show_outlook(
         self,
         target: tuple[str, int] | None,
@@ -72,13 +81,10 @@ class AdvisorPanel(QWidget):
             unit: display unit.
             seq_word: "context" or "sequence length".
         """
-        for widget in self._row_widgets:
-            widget.deleteLater()
-        self._row_widgets.clear()
-        self.buttons.clear()
         if target is None:
-            self.summary.setText("Check a GPU on the right to see whether the setup fits.")
+            self.clear("Check a GPU on the right to see whether the setup fits.")
             return
+        self.clear("")
         name = target[0]
         room = []
         if largest.get("seq"):
@@ -114,6 +120,8 @@ class AdvisorPanel(QWidget):
         )
         text.setWordWrap(True)
         text.setTextFormat(Qt.TextFormat.RichText)
+        # Wrapped labels in a scroll area report too small a height unless asked to grow.
+        text.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.MinimumExpanding)
         button = QPushButton("Apply")
         button.setToolTip("Change the settings as this suggestion says")
         button.clicked.connect(lambda: self.apply_requested.emit(suggestion))

@@ -17,6 +17,14 @@ EXPLANATIONS = {
     "gradients": "One gradient per trainable parameter, built up during backward.",
     "optimizer_states": "Optimizer moments and fp32 master weights of the trainable parameters.",
     "runtime_overhead": "CUDA context, library workspaces and allocator slack.",
+    "lora_adapters": "The LoRA A and B matrices added to the targeted modules.",
+    "backward_temporaries": "Buffers that live only while backward runs through a layer.",
+    "dequantized_weight": "A quantized weight unpacked to 16 bits for the layer being computed.",
+    "optimizer_temporaries": "Full-size buffers the optimizer step allocates while it runs.",
+    "autocast_weight_copies": "16-bit copies of fp32 weights that autocast caches for the step.",
+    "gathered_parameters": "Sharded parameters gathered whole for the layers in flight.",
+    "gradient_buckets": "Communication buckets that reduce gradients across GPUs.",
+    "logits": "Scores over the vocabulary for every position, and the loss over them.",
 }
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -69,6 +77,8 @@ class BreakdownModel(QAbstractTableModel):
             return "" if is_total else EXPLANATIONS.get(name, "")
         if role == Qt.ItemDataRole.ToolTipRole and column == 1:
             return f"{size:,} bytes"
+        if role == Qt.ItemDataRole.ToolTipRole and column == 3 and not is_total:
+            return EXPLANATIONS.get(name)
         if role == Qt.ItemDataRole.TextAlignmentRole and column in (1, 2):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.FontRole and is_total:

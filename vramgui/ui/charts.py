@@ -29,20 +29,30 @@ def _theme() -> tuple[QColor, QColor]:
 class _CapacityLines:
     """A pool of labelled lines, one per chosen GPU, grown on demand and hidden when unused."""
 
-    def __init__(self, plot: pg.PlotItem, angle: int, text: QColor) -> None:
+    def __init__(
+        self, plot: pg.PlotItem, angle: int, text: QColor, positions: Sequence[float]
+    ) -> None:
         self._plot = plot
         self._angle = angle
         self._text = text
+        self._positions = positions
         self.lines: list[pg.InfiniteLine] = []
 
-    def show(self, entries: Sequence[tuple[float, str, str, str]]) -> None:
+    def show(self, entries: Sequence[tuple[float, str, str, str | QColor]]) -> None:
         """Show ``(position, label, tooltip, colour)`` lines; hide the rest."""
         while len(self.lines) < len(entries):
             line = pg.InfiniteLine(
                 angle=self._angle,
                 movable=False,
                 label="",
-                labelOpts={"movable": False, "color": self._text, "fill": (0, 0, 0, 0)},
+                labelOpts={
+                    "movable": False,
+                    "color": self._text,
+                    "fill": (0, 0, 0, 0),
+                    # Text ends at the line (vertical) or above its right end (horizontal), so
+                    # that it stays inside the plot.
+                    "anchors": [(1, 0.5), (1, 0.5)] if self._angle == 90 else [(1, 1), (1, 1)],
+                },
             )
             self._plot.addItem(line, ignoreBounds=True)
             self.lines.append(line)
@@ -57,7 +67,7 @@ class _CapacityLines:
             line.label.setText(label)
             line.label.setColor(colour)
             # Stagger labels along the line so that close capacities do not overprint.
-            line.label.setPosition(0.92 - 0.17 * (i % 5))
+            line.label.setPosition(self._positions[i % len(self._positions)])
             line.setToolTip(tooltip)
             line.show()
 
@@ -73,6 +83,7 @@ class BreakdownChart(pg.PlotWidget):
         self._components: dict[str, int] = {}
         self._capacities: list[tuple[str, int, bool, int]] = []
         self._bars: dict[str, pg.BarGraphItem] = {}
+        self._legend_rows: dict[str, tuple[pg.GraphicsWidget, pg.GraphicsWidget]] = {}
         item = self.getPlotItem()
         item.hideAxis("left")
         item.setMenuEnabled(False)
@@ -85,7 +96,8 @@ class BreakdownChart(pg.PlotWidget):
         self.legend = item.addLegend(offset=(10, 5), colCount=3, labelTextColor=text)
         self.total_label = pg.TextItem(color=text, anchor=(0, 0.5))
         item.addItem(self.total_label, ignoreBounds=True)
-        self.lines = _CapacityLines(item, 90, text)
+        # Capacity labels go in the band under the bar, the legend above it.
+        self.lines = _CapacityLines(item, 90, text, (0.06, 0.14, 0.22))
         self.scene().sigMouseMoved.connect(self._mouse_moved)
         self.hover_text = ""
         self.setMinimumHeight(170)
@@ -117,6 +129,7 @@ class BreakdownChart(pg.PlotWidget):
             )
             self.getPlotItem().addItem(bar)
             self.legend.addItem(bar, palette.component_label(name))
+            self._legend_rows[name] = self.legend.items[-1]
             self._bars[name] = bar
         return bar
 
@@ -135,7 +148,12 @@ class BreakdownChart(pg.PlotWidget):
             )
             start += width
         for name, bar in self._bars.items():
-            bar.setVisible(name in self._components)
+            shown = name in self._components
+            bar.setVisible(shown)
+            sample, label = self._legend_rows[name]
+            sample.setVisible(shown)
+            label.setVisible(shown)
+        self._relayout_legend()
         self.total_label.setText(f"  {format_bytes(total, unit)}")
         self.total_label.setPos(to_unit(total, unit), 0)
         entries = []
@@ -152,11 +170,25 @@ class BreakdownChart(pg.PlotWidget):
         biggest = max([to_unit(total, unit)] + [e[0] for e in entries])
         self._set_range(biggest)
 
+    def _relayout_legend(self) -> None:
+        # Hidden legend rows would leave holes in the grid: place the shown ones in order.
+        layout = self.legend.layout
+        for sample, label in self.legend.items:
+            layout.removeItem(sample)
+            layout.removeItem(label)
+        shown = [row for row in self.legend.items if row[0].isVisible()]
+        columns = self.legend.columnCount
+        for i, (sample, label) in enumerate(shown):
+            row, column = divmod(i, columns)
+            layout.addItem(sample, row, column * 2)
+            layout.addItem(label, row, column * 2 + 1)
+        self.legend.updateSize()
+
     def _set_range(self, biggest: float) -> None:
         item = self.getPlotItem()
-        item.setXRange(0, max(biggest, 1e-3) * 1.18, padding=0)
-        # Room above the bar for the legend and the capacity labels.
-        item.setYRange(-0.6, 1.9, padding=0)
+        item.setXRange(0, max(biggest, 1.0) * 1.18, padding=0)
+        # Room above the bar for the legend, below it for the capacity labels.
+        item.setYRange(-1.25, 1.9, padding=0)
         item.getAxis("bottom").setLabel(
             f"GPU memory per GPU ({self._unit})", color=self._text.name()
         )
@@ -248,7 +280,7 @@ class SweepChart(pg.PlotWidget):
             labelOpts={"position": 0.08, "color": palette.FIT, "movable": False},
         )
         item.addItem(self.largest_line, ignoreBounds=True)
-        self.lines = _CapacityLines(item, 0, text)
+        self.lines = _CapacityLines(item, 0, text, (0.98, 0.7, 0.42))
         self.scene().sigMouseMoved.connect(self._mouse_moved)
         self.hover_text = ""
         self.setMinimumHeight(170)
@@ -291,9 +323,9 @@ class SweepChart(pg.PlotWidget):
                 to_unit(capacity, unit),
                 f"{gpu} ({format_bytes(capacity, unit, 0)})",
                 f"{gpu}: {format_bytes(capacity, unit)}",
-                palette.NO_FIT if i else palette.FIT,
+                self._text,
             )
-            for i, (gpu, capacity) in enumerate(self._capacities)
+            for gpu, capacity in self._capacities
         ]
         self.lines.show(entries)
         what = "Context length (tokens)" if self._field == "seq" else "Batch size"
@@ -307,7 +339,11 @@ class SweepChart(pg.PlotWidget):
         else:
             self.largest_line.hide()
         if ys:
-            top = max(ys + [e[0] for e in entries])
+            # A curve that runs far past every capacity would flatten the part that matters.
+            capacities = [e[0] for e in entries]
+            top = max(ys + capacities)
+            if capacities:
+                top = min(top, max(capacities) * 2.5)
             item.setYRange(0, top * 1.1, padding=0)
             item.setXRange(math.log10(xs[0]), math.log10(xs[-1]), padding=0.03)
 

@@ -100,8 +100,6 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
         if workload.method == "full":
             for name in ("lora_rank", "lora_targets"):
                 reasons[name] = "Applies to LoRA and QLoRA; full fine-tuning trains every weight."
-        if workload.method == "qlora":
-            reasons["quant"] = "QLoRA keeps the base weights in 4-bit NF4."
         if workload.precision == "fp32":
             reasons["dtype"] = "fp32 training computes in fp32 whatever the weight dtype."
     else:
@@ -249,7 +247,9 @@ class EstimateController(QObject):
         Returns:
             Whether the change was taken.
         """
-        if self._workload.mode == "training" and changes.get("method") == "qlora":
+        mode = changes.get("mode", self._workload.mode)
+        if mode == "training" and changes.get("method") == "qlora":
+            # QLoRA is defined by its 4-bit base; picking it picks NF4 unless told otherwise.
             changes.setdefault("quant", "nf4")
         try:
             workload = self._workload.with_(**changes)

@@ -252,7 +252,7 @@ class MainWindow(QMainWindow):
         self.main_split.addWidget(self.tabs)
         self.main_split.addWidget(gpus)
         self.main_split.setStretchFactor(1, 1)
-        self.main_split.setSizes([380, 860, 360])
+        self.main_split.setSizes([370, 830, 400])
         self.setCentralWidget(self.main_split)
 
     def _build_menus(self) -> None:
@@ -364,6 +364,7 @@ class MainWindow(QMainWindow):
 
     def show_message(self, text: str) -> None:
         """Show a message from a source, the hardware or the core in the banner."""
+        self.banner.setProperty("estimate_error", False)
         self.banner.setText(text)
         self.banner.show()
         self.banner_close.show()
@@ -425,17 +426,28 @@ class MainWindow(QMainWindow):
         if rules:
             text += f"<br><span style='color:gray'>Rules of thumb — {rules}</span>"
         self.subline.setText(text)
+        shown = {name: size for name, size in est.components.items() if size}
         self.breakdown_chart.set_data(
-            est.components,
+            shown,
             [(r.gpu, r.capacity_bytes, r.fits, r.headroom_bytes) for r in analysis.fit],
         )
-        self.breakdown_model.set_components(est.components, unit)
+        self.breakdown_model.set_components(shown, unit)
         self.notes.setText("\n".join(est.notes))
         self.gpu_panel.show_fit(analysis.fit)
-        if self.banner.isVisible() and self.banner.property("estimate_error"):
+        if self.banner.property("estimate_error"):
+            self.banner.setProperty("estimate_error", False)
             self._hide_banner()
 
     def _show_estimate_error(self, text: str) -> None:
+        self.headline.setText("No estimate for these settings")
+        self.subline.setText("Change the setting the message below names.")
+        self.breakdown_chart.set_data({}, [])
+        self.breakdown_model.set_components({}, self.unit)
+        self.gpu_panel.show_fit(())
+        self.sweep_chart.set_data(
+            self.controller.sweep_field, (), totals_bytes=(), capacities=(), largest=None, current=0
+        )
+        self.advisor.clear("No estimate, so no advice.")
         self.show_message(text)
         self.banner.setProperty("estimate_error", True)
 

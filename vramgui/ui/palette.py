@@ -31,6 +31,14 @@ COMPONENT_LABELS = {
     "gradients": "Gradients",
     "optimizer_states": "Optimizer states",
     "runtime_overhead": "Runtime overhead",
+    "lora_adapters": "LoRA adapters",
+    "backward_temporaries": "Backward temporaries",
+    "dequantized_weight": "Dequantized weight",
+    "optimizer_temporaries": "Optimizer-step temporaries",
+    "autocast_weight_copies": "Autocast weight copies",
+    "gathered_parameters": "Gathered parameters",
+    "gradient_buckets": "Gradient buckets",
+    "logits": "Logits",
 }
 
 

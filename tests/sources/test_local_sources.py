@@ -294,6 +294,33 @@ def test_unsupported_model_type_is_a_user_error(tmp_path):
         load_model(str(tmp_path / "config.json"))
 
 
+def test_gguf_metadata_of_the_wrong_type():
+    metadata = {
+        "general.architecture": "llama",
+        "llama.block_count": "two",
+        "llama.embedding_length": 64,
+        "llama.attention.head_count": 4,
+    }
+    stored = [local.StoredTensor("token_embd.weight", "F16", (10, 64), 1280)]
+    with pytest.raises(BadModelFile, match="wrong type"):
+        local.spec_from_gguf(local.GgufContents(metadata, stored, 10), "m", "test")
+
+
+def test_gguf_metadata_without_the_architecture_facts():
+    stored = [local.StoredTensor("token_embd.weight", "F16", (10, 64), 1280)]
+    contents = local.GgufContents({"general.architecture": "llama"}, stored, None)
+    with pytest.raises(IncompleteModel, match="block_count"):
+        local.spec_from_gguf(contents, "m", "test")
+
+
+def test_lone_safetensors_with_odd_shapes_asks_for_a_config(tmp_path):
+    tensors = dict(TENSORS)
+    tensors["model.layers.0.self_attn.q_proj.weight"] = ("F32", ())
+    path = write_safetensors(tmp_path / "odd.safetensors", tensors)
+    with pytest.raises(IncompleteModel, match="not llama-like"):
+        load_model(str(path))
+
+
 # ------------------------------------------------------------------------- fuzzing
 
 _GOOD_GGUF: dict = {}

@@ -359,7 +359,14 @@ def infer_config(stored: list[StoredTensor], origin: str) -> tuple[dict[str, Any
             layers = max(layers, info.layer)
     embed, q, k = by_module.get("embed_tokens"), by_module.get("q_proj"), by_module.get("k_proj")
     up = by_module.get("up_proj") or by_module.get("gate_proj")
-    if not (embed and q and k and up) or layers < 0 or len(embed) != 2:
+    if (
+        layers < 0
+        or embed is None
+        or q is None
+        or k is None
+        or up is None
+        or any(len(shape) != 2 for shape in (embed, q, k, up))
+    ):
         raise IncompleteModel(
             f"{origin} has no config.json beside it and its tensor names are not llama-like; "
             "put the model's config.json in the same folder"
@@ -517,7 +524,12 @@ def _check_gguf_prefix(path: Path) -> int:
 
 def spec_from_gguf(contents: GgufContents, name: str, source: str) -> ModelSpec:
     """A ModelSpec from GGUF metadata (as a transformers-like config) and its tensor table."""
-    config, warnings = gguf_config(contents.metadata, contents.tensors, contents.token_count)
+    try:
+        config, warnings = gguf_config(contents.metadata, contents.tensors, contents.token_count)
+    except (TypeError, ValueError) as exc:
+        raise BadModelFile(
+            f"{name}: GGUF metadata holds a value of the wrong type ({exc})"
+        ) from None
     return spec_from_checkpoint(
         config,
         contents.tensors,

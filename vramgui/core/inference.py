@@ -264,11 +264,24 @@ def _rotary_bytes(spec: ModelSpec, w: Workload) -> int:
     return 2 * w.seq * spec.facts.head_dim * DTYPE_BYTES[w.dtype]
 
 
+def _sdpa_needs_mask(spec: ModelSpec, w: Workload) -> bool:
+    """SDPA runs maskless (is_causal) unless a sliding window is shorter than the prompt."""
+    window = spec.facts.sliding_window
+    return (
+        w.attention != "eager"
+        and window is not None
+        and window < w.seq
+        and LayerType.SLIDING in _layer_types(spec)
+    )
+
+
 def _mask_bytes(spec: ModelSpec, w: Workload) -> int:
-    if w.attention != "eager":
-        return 0
-    # The 4-D additive mask (batch, 1, q, kv) in the compute dtype.
-    return w.batch * w.seq * w.seq * DTYPE_BYTES[w.dtype]
+    if w.attention == "eager":
+        # The 4-D additive mask (batch, 1, q, kv) in the compute dtype.
+        return w.batch * w.seq * w.seq * DTYPE_BYTES[w.dtype]
+    if _sdpa_needs_mask(spec, w):
+        return w.batch * w.seq * w.seq  # a boolean (batch, 1, q, kv) mask
+    return 0
 
 
 def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> int:
@@ -284,8 +297,11 @@ def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> i
     # RMSNorm / LayerNorm upcast: an fp32 copy and its squared (or scaled) fp32 copy; the second
     # norm of a block runs while the attention residual is alive too.
     norm = stream + tokens * facts.hidden_size * 8
-    # Attention: the normed input, q, k, v and three q-sized rotary temporaries.
+    # Attention: the normed input, q, k, v and three q-sized rotary temporaries; with a mask,
+    # SDPA cannot use its grouped-query path and K / V are repeated to every query head.
     attn = stream + tokens * (q_dim + 2 * kv_dim) * e + 3 * tokens * q_dim * e
+    if _sdpa_needs_mask(spec, w) and kv_dim != q_dim:
+        attn += 2 * tokens * q_dim * e
     if w.attention == "eager":
         scores = w.batch * heads * w.seq * w.seq
         # K and V repeated to every query head for grouped-query attention (the cache keeps

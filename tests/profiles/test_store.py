@@ -247,6 +247,20 @@ def test_interrupted_write_leaves_the_old_file(store, monkeypatch):
     assert snapshot(store.directory) == before
 
 
+def test_file_systems_without_hard_links(store, monkeypatch):
+    # FAT and some network shares refuse hard links: saving still works and still never overwrites.
+    store.directory.mkdir(parents=True)
+    unreadable = store.directory / "plan.json"
+    unreadable.write_text("garbage")
+    monkeypatch.setattr(os, "link", fail_with(errno.EPERM))
+    store.save(make("Plan"))
+    store.save(make("Other"))
+    assert sorted(store.names()) == ["Other", "Plan"]
+    assert unreadable.read_text() == "garbage"
+    assert store.get("Plan").name == "Plan"
+    assert not list(store.directory.glob(".*.tmp"))
+
+
 def test_racing_saves_under_one_name(store):
     store.directory.mkdir(parents=True)
     threads_count = 6

@@ -46,6 +46,14 @@ LOCK = ".lock"
 STALE_LOCK_SECONDS = 30.0
 LOCK_WAIT_SECONDS = 5.0
 _MAX_SLUG = 60
+# What os.link raises where the file system has no hard links.
+_NO_HARD_LINKS = {
+    errno.EPERM,
+    errno.EXDEV,
+    errno.ENOSYS,
+    getattr(errno, "ENOTSUP", errno.EPERM),
+    getattr(errno, "EOPNOTSUPP", errno.EPERM),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,10 +453,7 @@ def _write_atomic(path: Path, data: bytes, *, replace: bool, what: str) -> None:
         if replace:
             os.replace(tmp, path)
         else:
-            # A hard link creates the target only if it does not exist: an atomic exclusive create
-            # of a complete file.
-            os.link(tmp, path)
-            tmp.unlink()
+            _link_exclusive(tmp, path)
     except FileExistsError:
         _discard(tmp)
         raise
@@ -459,6 +464,27 @@ def _write_atomic(path: Path, data: bytes, *, replace: bool, what: str) -> None:
         _discard(tmp)
         raise
     _fsync_dir(folder)
+
+
+def _link_exclusive(tmp: Path, path: Path) -> None:
+    """Move a complete temp file to ``path`` only if ``path`` does not exist.
+
+    A hard link fails when the target exists, so it is an atomic exclusive create of a complete
+    file. File systems without hard links (FAT, some network shares) fall back to check-then-rename,
+    which the store's lock file keeps safe between vramgui writers.
+    """
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        if path.exists():
+            raise FileExistsError(errno.EEXIST, "file exists", str(path)) from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
 
 
 def _discard(tmp: Path) -> None:

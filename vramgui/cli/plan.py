@@ -1,0 +1,328 @@
+"""``vramgui plan SOURCE [options]``: which layers go where, how fast it runs, and the engine settings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from vramgui.cli.estimate import add_estimate_options, resolve_capacities, workload_from_args
+from vramgui.core import launch, offload
+from vramgui.core.errors import WorkloadError
+from vramgui.core.model import ModelSpec
+from vramgui.core.offload import Bandwidths, Placement
+from vramgui.core.units import GB, GiB, format_bytes
+from vramgui.core.workload import Workload
+
+SCHEMA = "vramgui.plan/1"
+# The GPU whose bandwidth and TFLOPS the speed model uses when no --gpu is named.
+DEFAULT_GPU = "RTX 4090"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``vramgui plan`` on the top-level subparsers."""
+    parser = sub.add_parser(
+        "plan",
+        help="per-layer offload plan: GPU layers, host RAM, disk, tokens/s, launch settings",
+        description=(
+            "Place a model's layers on the GPU, in host RAM and on disk the way llama.cpp, "
+            "accelerate or layer streaming would, estimate its speed, and print engine settings."
+        ),
+    )
+    parser.add_argument(
+        "source", help="config.json, model folder, .safetensors, .gguf, Hub id or catalog name"
+    )
+    add_estimate_options(parser)
+    parser.add_argument(
+        "--planner",
+        choices=offload.PLANNERS,
+        default=None,
+        help="placement rule (default: llamacpp for --engine llamacpp, else accelerate)",
+    )
+    parser.add_argument(
+        "--vram-gib", type=float, default=None, help="GPU memory (default: --gpu's)"
+    )
+    parser.add_argument(
+        "--ram-gib", type=float, default=None, help="host RAM for weights (default: available now)"
+    )
+    parser.add_argument("--disk-gbps", type=float, default=None, help="disk read speed, GB/s")
+    parser.add_argument("--pcie-gbps", type=float, default=None, help="host-to-GPU copies, GB/s")
+    parser.add_argument("--gpu-gbps", type=float, default=None, help="GPU memory bandwidth, GB/s")
+    parser.add_argument("--gpu-tflops", type=float, default=None, help="GPU 16-bit TFLOPS")
+    parser.add_argument(
+        "--cpu-ram-gbps",
+        type=float,
+        default=offload.DEFAULT_CPU_RAM_BYTES_PER_S / GB,
+        help="host memory bandwidth, GB/s",
+    )
+    parser.add_argument(
+        "--cpu-tflops",
+        type=float,
+        default=offload.DEFAULT_CPU_FLOPS / 1e12,
+        help="CPU matrix TFLOPS",
+    )
+    parser.add_argument(
+        "--ngl", type=int, default=None, help="llama.cpp -ngl (default: most that fit)"
+    )
+    parser.add_argument(
+        "--prompt",
+        type=int,
+        default=None,
+        help="prompt tokens for the prefill time (default: --seq)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(run=run)
+
+
+def _positive(name: str, value: float | None) -> float | None:
+    if value is not None and not 0 < value < 1e9:
+        raise WorkloadError(f"--{name} must be a positive number, got {value}")
+    return value
+
+
+def _gpu_and_budget(args: argparse.Namespace) -> tuple[Any, str, int]:
+    """The catalog GPU for speeds (or None), its display name, and the VRAM budget in bytes."""
+    from vramgui.hardware.errors import HardwareError
+    from vramgui.hardware.gpus import find_gpu
+
+    capacities = resolve_capacities(args.gpu[:1]) if args.gpu else []
+    name = capacities[0][0] if capacities else DEFAULT_GPU
+    try:
+        gpu = find_gpu(name)
+    except HardwareError:
+        gpu = None
+    vram_gib = _positive("vram-gib", args.vram_gib)
+    if vram_gib is not None:
+        budget = round(vram_gib * GiB)
+    elif capacities:
+        budget = capacities[0][1]
+    else:
+        raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
+    return gpu, name, budget
+
+
+def bandwidths_from_args(args: argparse.Namespace, gpu: Any) -> Bandwidths:
+    """The speed model's bandwidths: the GPU's catalog figures and host defaults, as overridden."""
+    from vramgui.hardware.gpus import find_gpu
+    from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
+
+    source = gpu if gpu is not None else find_gpu(DEFAULT_GPU)
+    catalog_tflops = source.bf16_tflops or source.fp16_tflops
+    tflops = _positive("gpu-tflops", args.gpu_tflops) or catalog_tflops
+    if tflops is None:
+        raise WorkloadError(
+            f"the catalog has no 16-bit TFLOPS for {source.name}; give --gpu-tflops"
+        )
+    gpu_gbps = _positive("gpu-gbps", args.gpu_gbps)
+    pcie_gbps = _positive("pcie-gbps", args.pcie_gbps)
+    disk_gbps = _positive("disk-gbps", args.disk_gbps)
+    return Bandwidths(
+        gpu_bytes_per_s=gpu_gbps * GB if gpu_gbps else source.memory_bandwidth_bytes_per_s,
+        pcie_bytes_per_s=pcie_gbps * GB if pcie_gbps else pcie_bytes_per_s(source.pcie_gen or 4),
+        cpu_ram_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
+        disk_bytes_per_s=disk_gbps * GB if disk_gbps else DEFAULT_DISK_READ_BYTES_PER_S,
+        gpu_flops=tflops * 1e12,
+        cpu_flops=_positive("cpu-tflops", args.cpu_tflops) * 1e12,  # type: ignore[operator]
+    )
+
+
+def _host_ram(args: argparse.Namespace) -> int | None:
+    ram = _positive("ram-gib", args.ram_gib)
+    if ram is not None:
+        return round(ram * GiB)
+    from vramgui.hardware.host import read_host_info
+
+    return read_host_info().ram_available_bytes
+
+
+def plan_document(
+    spec: ModelSpec,
+    workload: Workload,
+    placement: Placement,
+    bandwidths: Bandwidths,
+    *,
+    gpu_name: str,
+    prompt_tokens: int | None = None,
+) -> dict[str, Any]:
+    """The ``vramgui.plan/1`` document: layers with devices, memory, speed and launch settings."""
+    speed = offload.decode_throughput(placement, bandwidths)
+    curve = offload.throughput_curve(placement, bandwidths)
+    return {
+        "schema": SCHEMA,
+        "model": {
+            "name": spec.name,
+            "architecture": spec.architecture or spec.facts.model_type,
+            "parameters": spec.parameters,
+            "layers": spec.facts.num_layers,
+        },
+        "settings": workload.to_dict(),
+        "planner": placement.planner,
+        "gpu": gpu_name,
+        "bandwidths": {
+            "gpu_bytes_per_s": bandwidths.gpu_bytes_per_s,
+            "pcie_bytes_per_s": bandwidths.pcie_bytes_per_s,
+            "cpu_ram_bytes_per_s": bandwidths.cpu_ram_bytes_per_s,
+            "disk_bytes_per_s": bandwidths.disk_bytes_per_s,
+            "gpu_flops": bandwidths.gpu_flops,
+            "cpu_flops": bandwidths.cpu_flops,
+        },
+        "vram_budget_bytes": list(placement.vram_budget_bytes),
+        "fits": placement.fits,
+        "gpu_layers": placement.gpu_layers,
+        "min_vram_bytes": offload.min_vram_bytes(spec, workload),
+        "gpu_bytes": list(placement.gpu_bytes),
+        "host_bytes": placement.host_bytes,
+        "disk_bytes": placement.disk_bytes,
+        "stream_bytes": placement.stream_bytes,
+        "buffers_bytes": placement.buffers_bytes,
+        "overhead_bytes": placement.overhead_bytes,
+        "layers": [
+            {
+                "index": p.unit.index,
+                "name": p.unit.name,
+                "device": p.device,
+                "bytes": p.unit.bytes,
+                "kv_cache_bytes": p.unit.kv_cache_bytes,
+                "kv_device": p.kv_device,
+                "gpu_bytes": p.gpu_bytes,
+            }
+            for p in placement.units
+        ],
+        "tokens_per_second": speed.tokens_per_second,
+        "bound": speed.bound,
+        "prefill_seconds": offload.prefill_seconds(placement, bandwidths, prompt_tokens),
+        "compute_bound_batch": offload.compute_bound_batch(placement, bandwidths),
+        "throughput": [
+            {"batch": t.batch, "tokens_per_second": t.tokens_per_second, "bound": t.bound}
+            for t in curve
+        ],
+        "launch": [s.to_dict() for s in launch.launch_settings(spec, workload, placement)],
+        "notes": list(placement.notes),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the plan as a table or as JSON."""
+    from vramgui.sources.resolve import load_model
+
+    workload = workload_from_args(args)
+    loaded = load_model(args.source)
+    if workload.mode == "training":
+        # Training keeps every layer on the GPUs; what the plan can give is the DeepSpeed setup.
+        doc = training_document(loaded.spec, workload)
+        print(json.dumps(doc, indent=2) if args.json else format_training(doc))
+        return 0
+    gpu, gpu_name, budget = _gpu_and_budget(args)
+    bandwidths = bandwidths_from_args(args, gpu)
+    planner = args.planner or ("llamacpp" if workload.engine == "llamacpp" else "accelerate")
+    if args.ngl is not None and planner != "llamacpp":
+        raise WorkloadError("--ngl applies to --planner llamacpp")
+    if args.prompt is not None and args.prompt < 1:
+        raise WorkloadError(f"--prompt must be at least 1, got {args.prompt}")
+    placement = offload.plan(
+        planner,
+        loaded.spec,
+        workload,
+        budget,
+        host_ram_bytes=_host_ram(args),
+        n_gpu_layers=args.ngl,
+    )
+    doc = plan_document(
+        loaded.spec,
+        placement.workload,
+        placement,
+        bandwidths,
+        gpu_name=gpu_name,
+        prompt_tokens=args.prompt,
+    )
+    doc["source"] = loaded.ref.to_dict()
+    doc["notices"] = list(loaded.notices)
+    print(json.dumps(doc, indent=2) if args.json else format_table(doc))
+    return 0
+
+
+def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
+    """The plan of a training setup: per-layer weights and the DeepSpeed configuration."""
+    return {
+        "schema": SCHEMA,
+        "model": {
+            "name": spec.name,
+            "architecture": spec.architecture or spec.facts.model_type,
+            "parameters": spec.parameters,
+            "layers": spec.facts.num_layers,
+        },
+        "settings": workload.to_dict(),
+        "layers": [
+            {"index": u.index, "name": u.name, "bytes": u.bytes}
+            for u in offload.layer_weights(spec, workload)
+        ],
+        "launch": [s.to_dict() for s in launch.launch_settings(spec, workload)],
+        "notes": ["Layers are placed for inference only; training keeps them on the GPUs."],
+    }
+
+
+def format_training(doc: dict[str, Any]) -> str:
+    """A plain-text view of a training plan."""
+    lines = [f"{doc['model']['name']}: training setup", ""]
+    for settings in doc["launch"]:
+        lines += [f"{settings['engine']}:", settings["text"], *settings["notes"]]
+    return "\n".join(lines)
+
+
+def _runs(layers: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
+    """Consecutive units on the same device, as (names, device, weight bytes, KV bytes)."""
+    runs: list[tuple[str, str, int, int, str]] = []
+    for layer in layers:
+        key = layer["device"]
+        if runs and runs[-1][1] == key and layer["name"].startswith("block"):
+            first, _, size, kv, last = runs[-1]
+            if last.startswith("block"):
+                runs[-1] = (
+                    first,
+                    key,
+                    size + layer["bytes"],
+                    kv + layer["kv_cache_bytes"],
+                    layer["name"],
+                )
+                continue
+        runs.append((layer["name"], key, layer["bytes"], layer["kv_cache_bytes"], layer["name"]))
+    return [
+        (first if first == last else f"{first} - {last.removeprefix('block ')}", dev, size, kv)
+        for first, dev, size, kv, last in runs
+    ]
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """A plain-text view of the plan for people."""
+    s = doc["settings"]
+    lines = [
+        f"{doc['model']['name']}: {doc['planner']} plan on {doc['gpu']} "
+        f"({format_bytes(doc['vram_budget_bytes'][0])} budget), {s['dtype']}"
+        + (f" {s['quant']}" if s["quant"] != "none" else "")
+        + f", batch {s['batch']}, seq {s['seq']:,}",
+        "",
+    ]
+    for names, device, size, kv in _runs(doc["layers"]):
+        kv_text = f"  + KV {format_bytes(kv)}" if kv else ""
+        lines.append(f"  {names:<18}{device:<7}{format_bytes(size):>12}{kv_text}")
+    lines.append("")
+    verdict = "fits" if doc["fits"] else "does NOT fit"
+    lines.append(
+        f"GPU layers: {doc['gpu_layers']}   GPU memory: {format_bytes(doc['gpu_bytes'][0])} ({verdict})"
+    )
+    lines.append(
+        f"host RAM: {format_bytes(doc['host_bytes'])}   disk: {format_bytes(doc['disk_bytes'])}   "
+        f"one-layer floor: {format_bytes(doc['min_vram_bytes'])}"
+    )
+    lines.append(
+        f"decode: {doc['tokens_per_second']:,.2f} tokens/s (bound by {doc['bound'].replace('_', ' ')})"
+        f"   prefill: {doc['prefill_seconds']:,.2f} s"
+    )
+    turn = doc["compute_bound_batch"]
+    if turn:
+        lines.append(f"compute-bound from batch {turn:,}")
+    for settings in doc["launch"]:
+        lines += ["", f"{settings['engine']}:", settings["text"]]
+    for note in [*doc.get("notices", []), *doc["notes"]]:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)

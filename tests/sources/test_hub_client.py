@@ -63,6 +63,16 @@ def test_sharded_repo_reads_every_shard_header(fake_hub, client):
     assert {t.name for t in spec.tensors} == set(TENSORS)
 
 
+def test_repo_with_an_index_and_a_consolidated_copy_counts_the_shards_once(fake_hub, client):
+    files = repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=2)
+    files["consolidated.safetensors"] = safetensors_bytes(
+        {"tok_embeddings.weight": ("BF16", (8, 8))}
+    )
+    fake_hub.add("org/mistral-like", files)
+    assert client.load("org/mistral-like").spec.parameters == header_totals(TENSORS)[0]
+    assert not any(r.path.endswith("consolidated.safetensors") for r in fake_hub.requests)
+
+
 def test_header_larger_than_the_first_range_takes_a_second_one(fake_hub, client):
     tensors = dict(TENSORS)
     tensors.update({f"model.layers.1.mlp.extra_{i}.weight": ("F16", (3,)) for i in range(2000)})

@@ -59,6 +59,16 @@ def test_uniform_bf16_folder_weighs_its_data_bytes(tmp_path):
     assert weight_bytes(spec, "bf16", "none") == header_totals(tensors)[1]
 
 
+def test_duplicate_consolidated_checkpoint_is_not_counted(tmp_path):
+    folder = write_model_folder(tmp_path / "m", TINY_LLAMA_CONFIG, TENSORS)
+    write_safetensors(
+        folder / "consolidated.safetensors", {"tok_embeddings.weight": ("BF16", (8, 8))}
+    )
+    assert load_model(str(folder)).spec.parameters == header_totals(TENSORS)[0]
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    assert load_model(str(folder)).spec.parameters == header_totals(TENSORS)[0]
+
+
 def test_config_json_path_synthesizes_the_inventory(tmp_path):
     folder = write_model_folder(tmp_path / "tiny", TINY_LLAMA_CONFIG, TENSORS)
     loaded = load_model(str(folder / "config.json"))

@@ -254,17 +254,14 @@ class HubClient:
             self._text(repo_id, sha, "config.json"), f"config.json of {repo_id}"
         )
         notices: list[str] = []
-        if local.SAFETENSORS_INDEX in siblings:
+        if local.SAFETENSORS_INDEX in siblings and local.SAFETENSORS_SINGLE not in siblings:
             index = local.parse_config(
                 self._text(repo_id, sha, local.SAFETENSORS_INDEX),
                 f"{local.SAFETENSORS_INDEX} of {repo_id}",
             )
-            weight_map = index.get("weight_map")
-            if not isinstance(weight_map, dict) or not weight_map:
-                raise BadModelFile(f"{local.SAFETENSORS_INDEX} of {repo_id} has no weight_map")
-            files = sorted({str(f) for f in weight_map.values()})
+            files = local.index_shards(index, f"{local.SAFETENSORS_INDEX} of {repo_id}")
         else:
-            files = sorted(f for f in siblings if f.endswith(".safetensors") and "/" not in f)
+            files = local.weight_files(f for f in siblings if "/" not in f)
         if not files:
             notices.append(
                 f"{repo_id} has no safetensors weights: tensors synthesized from config.json"

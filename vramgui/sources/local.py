@@ -29,6 +29,7 @@ from vramgui.sources.errors import BadModelFile, IncompleteModel, ModelNotFound
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+SAFETENSORS_SINGLE = "model.safetensors"
 GGUF_MAGIC = b"GGUF"
 
 # Bits per element of each safetensors dtype.
@@ -317,16 +318,35 @@ def load_folder(path: Path) -> ModelSpec:
 
 def _shard_files(folder: Path) -> list[Path]:
     index = folder / SAFETENSORS_INDEX
-    if not index.is_file():
-        return sorted(folder.glob("*.safetensors"))
-    weight_map = read_config(index).get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise BadModelFile(f"{index} has no weight_map")
-    files = sorted({str(v) for v in weight_map.values()})
+    names = {p.name for p in folder.glob("*.safetensors")}
+    if SAFETENSORS_SINGLE in names or not index.is_file():
+        return [folder / f for f in weight_files(names)]
+    files = index_shards(read_config(index), str(index))
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
         raise IncompleteModel(f"{folder} lacks shards named in its index: {', '.join(missing)}")
     return [folder / f for f in files]
+
+
+def weight_files(names: Iterable[str]) -> list[str]:
+    """The safetensors files that hold the model, when there is no index to say.
+
+    ``model.safetensors`` alone when present; otherwise every file except the duplicate
+    ``consolidated`` checkpoint (Mistral's own format) and adapters, unless nothing else is there.
+    """
+    files = sorted(n for n in names if n.endswith(".safetensors"))
+    if SAFETENSORS_SINGLE in files:
+        return [SAFETENSORS_SINGLE]
+    preferred = [f for f in files if not f.startswith(("consolidated", "adapter_model"))]
+    return preferred or files
+
+
+def index_shards(index: Mapping[str, Any], origin: str) -> list[str]:
+    """The shard files a ``model.safetensors.index.json`` names."""
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise BadModelFile(f"{origin} has no weight_map")
+    return sorted({str(f) for f in weight_map.values()})
 
 
 def load_safetensors_file(path: Path) -> ModelSpec:

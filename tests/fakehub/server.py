@@ -8,8 +8,8 @@ It answers the requests vramgui makes, the way the Hub answers them:
   Range requests (206 + Content-Range), 404 + ``X-Error-Code: EntryNotFound`` for missing files;
 - gated repos: 401 without a token, 403 with one (``X-Error-Code: GatedRepo``); missing repos:
   404 ``RepoNotFound``.
-Failures and delays are set per repo (``hub.fail[repo] = 500``, ``hub.delay_s[repo] = 3``) or for
-search (``hub.fail["search"]``). Every request is logged in ``hub.requests``.
+Failures and delays are set per repo (``hub.fail[repo] = 500``, ``hub.delay_s[repo] = 3``), per
+file (``hub.delay_s["org/name/config.json"]``) or for search (``hub.fail["search"]``). Every request is logged in ``hub.requests``.
 
 Use the ``fake_hub`` fixture (``from tests.fakehub.fixtures import fake_hub``): it starts a server,
 points ``HF_ENDPOINT`` at it and stops it afterwards.
@@ -140,6 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         repo_id = match["repo"]
         if not self._scenario(repo_id, head):
+            return
+        if "file" in match.groupdict() and not self._scenario(f"{repo_id}/{match['file']}", head):
             return
         repo = self.fake.repos.get(repo_id)
         if repo is None:

@@ -190,6 +190,27 @@ def test_slow_hub_times_out(fake_hub):
     assert time.perf_counter() - started < 5.0
 
 
+def test_one_deadline_bounds_all_requests_of_a_load(fake_hub):
+    fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    fake_hub.delay_s["org/tiny/config.json"] = 0.5
+    fake_hub.delay_s["org/tiny/model.safetensors"] = 0.5
+    started = time.perf_counter()
+    with pytest.raises(HubUnavailable, match=r"within 0\.7 s \(model\.safetensors"):
+        HubClient(timeout_s=0.7).load("org/tiny")
+    assert time.perf_counter() - started < 3.0  # each request alone would fit; together not
+
+
+def test_fail_on_one_file_only(fake_hub, client):
+    fake_hub.add(
+        "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}
+    )
+    fake_hub.fail["org/tiny/model.safetensors"] = 500
+    with pytest.raises(HubUnavailable, match="500"):
+        client.load("org/tiny")
+
+
 def test_cached_facts_answer_when_the_hub_cannot(fake_hub, client):
     fake_hub.add(
         "org/tiny", {"config.json": CONFIG, "model.safetensors": safetensors_bytes(TENSORS)}

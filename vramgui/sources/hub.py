@@ -3,9 +3,9 @@
 Weights are never downloaded: safetensors headers come from HTTP Range requests on the files (the
 8-byte length, then the JSON header), GGUF headers likewise. Requests go through huggingface_hub's
 shared HTTP client and its token handling (``hf auth login`` or ``HF_TOKEN``), but not through its
-retrying helpers, which wait up to ~23 s on 429 / 5xx: here every request has ``timeout_s`` and at
-most one quick retry on a refused connection or a 502/503/504, so a UI waiting on it stays
-responsive. Every answer is cached on disk with the commit it came from; when the Hub cannot answer
+retrying helpers, which wait up to ~23 s on 429 / 5xx: here all the requests of one call (search,
+load, list) share one ``timeout_s`` deadline, with at most one quick retry on a refused connection
+or a 502/503/504, so a UI waiting on a call waits no longer than that. Every answer is cached on disk with the commit it came from; when the Hub cannot answer
 (offline, HF_HUB_OFFLINE=1, timeout, 429, 5xx) the cached answer is used with a notice.
 
 huggingface_hub is imported inside functions: importing this module stays cheap.
@@ -98,7 +98,8 @@ class HubClient:
 
     Args:
         endpoint: Hub URL; defaults to ``HF_ENDPOINT`` or huggingface.co.
-        timeout_s: limit of each request (connect and each read).
+        timeout_s: the longest one call (search, load, list_gguf_files) waits on the network;
+            its requests share it.
         token: an access token; by default huggingface_hub's own (``hf auth login`` /
             ``HF_TOKEN``). It is sent to the endpoint only, never stored or logged here.
         cache_dir: where answers are cached; defaults to the user cache dir.
@@ -138,8 +139,9 @@ class HubClient:
             for field in ("downloads", "likes", "gated", "library_name", "pipeline_tag")
         ]
         params.append(("expand[]", "safetensors"))
-        response = self._get(f"{self.endpoint}/api/models", what="search", params=params)
-        self._raise_for_status(response, None, "search")
+        fetch = _Fetch(self)
+        response = fetch.get(f"{self.endpoint}/api/models", what="search", params=params)
+        fetch.raise_for_status(response, None, "search")
         try:
             rows = response.json()
             results = [_hub_model(row) for row in rows if isinstance(row, dict) and row.get("id")]
@@ -186,11 +188,12 @@ class HubClient:
             raise ModelNotFound(f"{repo_id!r} is not a Hub repo id (expected org/name)")
         rev = revision or "main"
         try:
-            info = self._model_info(repo_id, rev)
+            fetch = _Fetch(self)
+            info = fetch.model_info(repo_id, rev)
             sha = str(info.get("sha") or rev)
             payload = self._read_cache(self._model_path(repo_id, sha, filename))
             if payload is None:
-                payload = self._fetch_payload(repo_id, sha, info, filename)
+                payload = fetch.payload(repo_id, sha, info, filename)
                 self._write_cache(self._model_path(repo_id, sha, filename), payload)
             self._write_cache(self._ref_path(repo_id, rev, filename), {"sha": sha})
             notices = tuple(payload.get("notices", ()))
@@ -216,17 +219,98 @@ class HubClient:
         """
         rev = revision or "main"
         try:
-            return _gguf_files(self._model_info(repo_id, rev))
+            return _gguf_files(_Fetch(self).model_info(repo_id, rev))
         except HubUnavailable:
             payload = self._cached_payload(repo_id, rev, None)
             if payload is None:
                 raise
             return [(str(name), int(size)) for name, size in payload.get("gguf_files", [])]
 
-    def _model_info(self, repo_id: str, revision: str) -> dict[str, Any]:
+    # ------------------------------------------------------------------ cache
+
+    def _root(self) -> Path:
+        return self._cache_dir or user_dir("cache") / "hub"
+
+    def _search_path(self, query: str, limit: int) -> Path:
+        key = hashlib.sha256(f"{self.endpoint}\n{query.strip().lower()}\n{limit}".encode())
+        return self._root() / "search" / f"{key.hexdigest()[:32]}.json"
+
+    def _repo_dir(self, repo_id: str) -> Path:
+        host = re.sub(r"[^\w.-]", "_", self.endpoint.split("://", 1)[-1])
+        return self._root() / "models" / host / repo_id.replace("/", "--")
+
+    def _model_path(self, repo_id: str, sha: str, filename: str | None) -> Path:
+        suffix = f"@{filename.replace('/', '_')}" if filename else ""
+        return self._repo_dir(repo_id) / f"{_safe(sha)}{suffix}.json"
+
+    def _ref_path(self, repo_id: str, revision: str, filename: str | None) -> Path:
+        suffix = f"@{filename.replace('/', '_')}" if filename else ""
+        return self._repo_dir(repo_id) / "refs" / f"{_safe(revision)}{suffix}.json"
+
+    def _cached_payload(
+        self, repo_id: str, revision: str, filename: str | None
+    ) -> dict[str, Any] | None:
+        ref = self._read_cache(self._ref_path(repo_id, revision, filename))
+        sha = ref.get("sha") if ref else revision
+        return self._read_cache(self._model_path(repo_id, str(sha), filename))
+
+    def _read_cache(self, path: Path) -> dict[str, Any] | None:
+        """A cached document, or None when missing, unreadable or of another format."""
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(doc, dict) or doc.get("format_version") != CACHE_FORMAT_VERSION:
+            return None
+        return doc
+
+    def _write_cache(self, path: Path, doc: dict[str, Any]) -> None:
+        """Store atomically; a cache that cannot be written only costs speed later."""
+        doc = {"format_version": CACHE_FORMAT_VERSION, "fetched_at": time.time(), **doc}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
+
+
+class _Fetch:
+    """The network side of one public call: every request it makes shares one deadline.
+
+    Each request's timeout is what is left of the call's ``timeout_s``, so a call returns (or
+    fails) within about ``timeout_s`` however many requests it needs.
+    """
+
+    def __init__(self, client: HubClient) -> None:
+        self.endpoint = client.endpoint
+        self.timeout_s = client.timeout_s
+        self._token = client._token
+        self._deadline = time.monotonic() + client.timeout_s
+
+    def _remaining(self, what: str) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise self._timed_out(what)
+        return left
+
+    def _timed_out(self, what: str) -> HubUnavailable:
+        return HubUnavailable(f"the Hub did not answer within {self.timeout_s:g} s ({what})")
+
+    def _may_retry(self, attempt: int) -> bool:
+        """One quick retry, when the deadline leaves room for it."""
+        if attempt > 0 or self._deadline - time.monotonic() < 2 * _RETRY_PAUSE_S:
+            return False
+        time.sleep(_RETRY_PAUSE_S)
+        return True
+
+    def model_info(self, repo_id: str, revision: str) -> dict[str, Any]:
         url = f"{self.endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
-        response = self._get(url, what=f"information on {repo_id}", params={"blobs": "true"})
-        self._raise_for_status(response, repo_id, "config.json")
+        response = self.get(url, what=f"information on {repo_id}", params={"blobs": "true"})
+        self.raise_for_status(response, repo_id, "config.json")
         try:
             info = response.json()
         except ValueError:
@@ -235,7 +319,7 @@ class HubClient:
             raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}")
         return info
 
-    def _fetch_payload(
+    def payload(
         self, repo_id: str, sha: str, info: dict[str, Any], filename: str | None
     ) -> dict[str, Any]:
         siblings = {
@@ -368,8 +452,8 @@ class HubClient:
 
     def _text(self, repo_id: str, revision: str, filename: str) -> str:
         url = self._file_url(repo_id, revision, filename)
-        response = self._get(url, what=f"{filename} of {repo_id}")
-        self._raise_for_status(response, repo_id, filename)
+        response = self.get(url, what=f"{filename} of {repo_id}")
+        self.raise_for_status(response, repo_id, filename)
         if len(response.content) > local.MAX_CONFIG_BYTES:
             raise BadModelFile(f"{filename} of {repo_id} is too large to be what it claims")
         return response.content.decode("utf-8", errors="replace")
@@ -412,32 +496,28 @@ class HubClient:
                     method,
                     url,
                     headers=headers,
-                    timeout=self.timeout_s,
+                    timeout=self._remaining(what),
                     follow_redirects=True,
                     **kwargs,
                 ) as response:
-                    if response.status_code in _RETRY_STATUSES and attempt == 0:
-                        time.sleep(_RETRY_PAUSE_S)
+                    if response.status_code in _RETRY_STATUSES and self._may_retry(attempt):
                         continue
                     if not stream:
                         response.read()
                     yield response
                     return
             except httpx2.TimeoutException:
-                raise HubUnavailable(
-                    f"the Hub did not answer within {self.timeout_s:g} s ({what})"
-                ) from None
+                raise self._timed_out(what) from None
             except OfflineModeIsEnabled:
                 raise HubUnavailable("offline mode is on (HF_HUB_OFFLINE)") from None
             except (httpx2.TransportError, httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
-                if attempt == 0 and isinstance(exc, httpx2.ConnectError):
-                    time.sleep(_RETRY_PAUSE_S)
+                if isinstance(exc, httpx2.ConnectError) and self._may_retry(attempt):
                     continue
                 raise HubUnavailable(
                     f"cannot reach the Hub at {self.endpoint} ({type(exc).__name__})"
                 ) from None
 
-    def _get(self, url: str, *, what: str, **kwargs: Any) -> Any:
+    def get(self, url: str, *, what: str, **kwargs: Any) -> Any:
         with self._send("GET", url, what=what, stream=False, **kwargs) as response:
             return response
 
@@ -453,7 +533,7 @@ class HubClient:
         with self._send("GET", url, what=f"{filename} of {repo_id}", stream=True, headers=rng) as r:
             if r.status_code >= 400:
                 r.read()
-                self._raise_for_status(r, repo_id, filename)
+                self.raise_for_status(r, repo_id, filename)
             chunks: list[bytes] = []
             received = 0
             skip = start if r.status_code == 200 else 0  # the server ignored Range
@@ -468,7 +548,7 @@ class HubClient:
             data = b"".join(chunks)[skip : skip + length]
             return data, _total_size(r.headers)
 
-    def _raise_for_status(self, response: Any, repo_id: str | None, filename: str) -> None:
+    def raise_for_status(self, response: Any, repo_id: str | None, filename: str) -> None:
         """Map an HTTP error to our hierarchy, with what the user can do about it."""
         status = response.status_code
         if status < 400:
@@ -514,57 +594,6 @@ class HubClient:
             return get_token() is not None
         except Exception:
             return False
-
-    # ------------------------------------------------------------------ cache
-
-    def _root(self) -> Path:
-        return self._cache_dir or user_dir("cache") / "hub"
-
-    def _search_path(self, query: str, limit: int) -> Path:
-        key = hashlib.sha256(f"{self.endpoint}\n{query.strip().lower()}\n{limit}".encode())
-        return self._root() / "search" / f"{key.hexdigest()[:32]}.json"
-
-    def _repo_dir(self, repo_id: str) -> Path:
-        host = re.sub(r"[^\w.-]", "_", self.endpoint.split("://", 1)[-1])
-        return self._root() / "models" / host / repo_id.replace("/", "--")
-
-    def _model_path(self, repo_id: str, sha: str, filename: str | None) -> Path:
-        suffix = f"@{filename.replace('/', '_')}" if filename else ""
-        return self._repo_dir(repo_id) / f"{_safe(sha)}{suffix}.json"
-
-    def _ref_path(self, repo_id: str, revision: str, filename: str | None) -> Path:
-        suffix = f"@{filename.replace('/', '_')}" if filename else ""
-        return self._repo_dir(repo_id) / "refs" / f"{_safe(revision)}{suffix}.json"
-
-    def _cached_payload(
-        self, repo_id: str, revision: str, filename: str | None
-    ) -> dict[str, Any] | None:
-        ref = self._read_cache(self._ref_path(repo_id, revision, filename))
-        sha = ref.get("sha") if ref else revision
-        return self._read_cache(self._model_path(repo_id, str(sha), filename))
-
-    def _read_cache(self, path: Path) -> dict[str, Any] | None:
-        """A cached document, or None when missing, unreadable or of another format."""
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(doc, dict) or doc.get("format_version") != CACHE_FORMAT_VERSION:
-            return None
-        return doc
-
-    def _write_cache(self, path: Path, doc: dict[str, Any]) -> None:
-        """Store atomically; a cache that cannot be written only costs speed later."""
-        doc = {"format_version": CACHE_FORMAT_VERSION, "fetched_at": time.time(), **doc}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)
 
 
 # ---------------------------------------------------------------------- helpers

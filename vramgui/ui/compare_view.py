@@ -1,0 +1,621 @@
+"""The comparison of 2 to 6 profiles: every input and component side by side, and their bars.
+
+Profiles are re-estimated with the current core (off the GUI thread: a Hub model may need the
+network). A profile whose model cannot be loaded any more is shown with the estimate saved with
+it, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vramgui.cli.estimate import estimate_document, resolve_capacities
+from vramgui.cli.profile import source_of
+from vramgui.core.errors import VramguiError
+from vramgui.core.estimate import estimate
+from vramgui.core.fit import fit_rows
+from vramgui.core.units import Unit, format_bytes, to_unit
+from vramgui.core.workload import Workload
+from vramgui.profiles import Profile
+from vramgui.ui import palette
+from vramgui.ui.controller import LoadedModel
+
+MIN_COMPARED = 2
+MAX_COMPARED = 6
+# Cells that differ across profiles: a light amber that keeps dark text readable on any theme.
+DIFFERS_BACKGROUND = "#ffe8a3"
+DIFFERS_TEXT = "#3d2e00"
+HEADING_BACKGROUND = "#e8e8e8"
+_BAR_HEIGHT = 0.55
+
+_Index = QModelIndex | QPersistentModelIndex
+
+
+@dataclass(frozen=True, slots=True)
+class Reestimate:
+    """A profile and its estimate with today's core, or why there is none.
+
+    Attributes:
+        profile: the profile.
+        document: the estimate document now (``vramgui.estimate/1``), or None when it could not
+            be computed.
+        error: why it could not, or None.
+        notices: what the user should know (a changed model file, a GPU not in the catalog).
+    """
+
+    profile: Profile
+    document: dict[str, Any] | None = None
+    error: str | None = None
+    notices: tuple[str, ...] = ()
+
+    @property
+    def shown(self) -> dict[str, Any]:
+        """The estimate to show: today's, or the saved one when today's cannot be computed."""
+        return self.document if self.document is not None else self.profile.saved_estimate
+
+
+def reestimate(profile: Profile, load_model: Callable[[str], LoadedModel]) -> Reestimate:
+    """Load a profile's model again and estimate its workload with the current core.
+
+    Never raises: a model that cannot be loaded or a setup the core refuses becomes ``error``.
+    """
+    notices: list[str] = []
+    try:
+        loaded = load_model(source_of(profile.model))
+        capacities = gpu_capacities(profile, notices)
+        est = estimate(loaded.spec, profile.workload, capacities[0][1] if capacities else None)
+        document = estimate_document(loaded.spec, est, fit_rows(est, capacities))
+    except Exception as exc:  # one profile that cannot be estimated must not sink the others
+        reason = str(exc) if isinstance(exc, VramguiError) else f"{type(exc).__name__}: {exc}"
+        return Reestimate(profile, error=reason, notices=tuple(notices))
+    document["source"] = loaded.ref.to_dict()
+    notices.extend(loaded.notices)
+    saved, now = profile.model, loaded.ref
+    if saved.size_bytes is not None and now.size_bytes not in (None, saved.size_bytes):
+        notices.append(f"{saved.id} changed size since the profile was saved")
+    elif saved.mtime is not None and now.mtime not in (None, saved.mtime):
+        notices.append(f"{saved.id} was modified since the profile was saved")
+    return Reestimate(profile, document, notices=tuple(notices))
+
+
+def gpu_capacities(profile: Profile, notices: list[str]) -> list[tuple[str, int]]:
+    """The profile's GPUs as ``(name, capacity_bytes)``.
+
+    A name the catalog does not know (a local GPU of another machine, say) keeps the capacity
+    saved with the profile; without one it is left out, and ``notices`` says so.
+    """
+    saved = {
+        row["gpu"]: row["capacity_bytes"]
+        for row in profile.saved_estimate.get("fit", [])
+        if isinstance(row, dict)
+        and isinstance(row.get("gpu"), str)
+        and isinstance(row.get("capacity_bytes"), int)
+    }
+    pairs: list[tuple[str, int]] = []
+    for name in profile.gpus:
+        try:
+            pairs.extend(resolve_capacities([name]))
+        except VramguiError as exc:
+            if name in saved:
+                pairs.append((name, saved[name]))
+                notices.append(f"{name}: {exc}; using the capacity saved with the profile")
+            else:
+                notices.append(f"{name} left out: {exc}")
+    return pairs
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRow:
+    """One line of the comparison table.
+
+    Attributes:
+        label: what the line shows.
+        cells: one text per profile.
+        differs: the profiles do not all agree on this line.
+        heading: a section title rather than a figure.
+        changed: per profile, whether today's figure differs from the saved one.
+        problems: per profile, whether the cell reports a problem.
+        tooltips: per profile, the exact figure or the reason.
+    """
+
+    label: str
+    cells: tuple[str, ...]
+    differs: bool = False
+    heading: bool = False
+    changed: tuple[bool, ...] = ()
+    problems: tuple[bool, ...] = ()
+    tooltips: tuple[str, ...] = ()
+
+
+def _setting_text(key: str, value: Any, unit: Unit) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "default"
+    if key == "overhead_bytes" and isinstance(value, int):
+        return format_bytes(value, unit)
+    if isinstance(value, tuple):
+        return ", ".join(value)
+    return str(value)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _per_gpu(document: dict[str, Any]) -> dict[str, Any]:
+    per_gpu = document.get("per_gpu")
+    return per_gpu if isinstance(per_gpu, dict) else {}
+
+
+def _components(document: dict[str, Any]) -> dict[str, int]:
+    raw = _per_gpu(document).get("components")
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if _int(v) is not None}
+
+
+def _fits(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    rows = document.get("fit")
+    if not isinstance(rows, list):
+        return {}
+    return {r["gpu"]: r for r in rows if isinstance(r, dict) and isinstance(r.get("gpu"), str)}
+
+
+def _figure_row(
+    label: str, results: Sequence[Reestimate], pick: Callable[[dict[str, Any]], Any], unit: Unit
+) -> CompareRow:
+    """A row of byte figures: today's value, with the saved one beside it when they differ."""
+    cells, changed, tips, shown = [], [], [], []
+    for r in results:
+        saved = _int(pick(r.profile.saved_estimate))
+        now = _int(pick(r.document)) if r.document is not None else None
+        value = now if r.document is not None else saved
+        shown.append(value)
+        text = format_bytes(value, unit) if value is not None else "-"
+        differs_from_saved = r.document is not None and saved is not None and now != saved
+        if differs_from_saved:
+            text += f" (saved {format_bytes(saved, unit)})"  # type: ignore[arg-type]
+        elif r.document is None and value is not None:
+            text += " (saved)"
+        cells.append(text)
+        changed.append(differs_from_saved)
+        tip = f"now {now:,} bytes" if now is not None else ""
+        if saved is not None:
+            tip += ("; " if tip else "") + f"saved {saved:,} bytes"
+        tips.append(tip)
+    return CompareRow(
+        label,
+        tuple(cells),
+        differs=len(set(shown)) > 1,
+        changed=tuple(changed),
+        tooltips=tuple(tips),
+    )
+
+
+def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[CompareRow]:
+    """Every input and every component of ``results``, one row each, in display order."""
+    profiles = [r.profile for r in results]
+    rows: list[CompareRow] = [CompareRow("Inputs", ("",) * len(results), heading=True)]
+
+    def text_row(label: str, cells: Sequence[str], tips: Sequence[str] = ()) -> CompareRow:
+        return CompareRow(label, tuple(cells), differs=len(set(cells)) > 1, tooltips=tuple(tips))
+
+    rows.append(
+        text_row(
+            "Model",
+            [source_of(p.model) for p in profiles],
+            [f"{p.model.kind}: {p.model.to_dict()}" for p in profiles],
+        )
+    )
+    rows.append(text_row("GPUs", [", ".join(p.gpus) or "-" for p in profiles]))
+    for f in fields(Workload):
+        rows.append(
+            text_row(
+                f.name.replace("_", " "),
+                [_setting_text(f.name, getattr(p.workload, f.name), unit) for p in profiles],
+            )
+        )
+
+    rows.append(CompareRow("Estimate per GPU", ("",) * len(results), heading=True))
+    status = [
+        "current core" if r.document is not None else "saved only (cannot re-estimate)"
+        for r in results
+    ]
+    rows.append(
+        CompareRow(
+            "Estimated with",
+            tuple(status),
+            problems=tuple(r.document is None for r in results),
+            tooltips=tuple(r.error or "; ".join(r.notices) for r in results),
+        )
+    )
+    phases = [str(_per_gpu(r.shown).get("phase", "-")) for r in results]
+    rows.append(text_row("Peak at", phases))
+    names: list[str] = []
+    for r in results:
+        for source in (r.shown, r.profile.saved_estimate):
+            names.extend(n for n in _components(source) if n not in names)
+    for name in names:
+        rows.append(
+            _figure_row(
+                palette.component_label(name),
+                results,
+                lambda doc, n=name: _components(doc).get(n),
+                unit,
+            )
+        )
+    rows.append(
+        _figure_row("Total per GPU", results, lambda doc: _per_gpu(doc).get("total_bytes"), unit)
+    )
+
+    gpus: list[str] = []
+    for r in results:
+        gpus.extend(g for g in _fits(r.shown) if g not in gpus)
+    if gpus:
+        rows.append(CompareRow("Fit", ("",) * len(results), heading=True))
+    for gpu in gpus:
+        cells, problems = [], []
+        for r in results:
+            row = _fits(r.shown).get(gpu)
+            headroom = _int(row.get("headroom_bytes")) if row else None
+            if row is None or headroom is None:
+                cells.append("-")
+                problems.append(False)
+                continue
+            fits = bool(row.get("fits"))
+            room = "free" if fits else "short"
+            cells.append(
+                f"{'fits' if fits else 'does not fit'}, {format_bytes(abs(headroom), unit)} {room}"
+            )
+            problems.append(not fits)
+        rows.append(
+            CompareRow(gpu, tuple(cells), differs=len(set(cells)) > 1, problems=tuple(problems))
+        )
+    return rows
+
+
+class ComparisonModel(QAbstractTableModel):
+    """Rows: inputs, then components, then fits; columns: the compared profiles.
+
+    Reset with :meth:`set_rows`; :meth:`set_only_differences` hides the lines where all agree.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._headers: list[str] = []
+        self._all: list[CompareRow] = []
+        self._rows: list[CompareRow] = []
+        self._only_differences = False
+
+    def set_rows(self, headers: Sequence[str], rows: Sequence[CompareRow]) -> None:
+        """Show ``rows`` under one column per name of ``headers``."""
+        self.beginResetModel()
+        self._headers = list(headers)
+        self._all = list(rows)
+        self._rows = self._visible()
+        self.endResetModel()
+
+    def set_only_differences(self, only: bool) -> None:
+        """Hide (or show again) the lines on which every profile agrees."""
+        self.beginResetModel()
+        self._only_differences = only
+        self._rows = self._visible()
+        self.endResetModel()
+
+    def row(self, index: int) -> CompareRow:
+        return self._rows[index]
+
+    def _visible(self) -> list[CompareRow]:
+        if not self._only_differences:
+            return list(self._all)
+        return [r for r in self._all if r.heading or r.differs or any(r.changed)]
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self._headers)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if orientation == Qt.Orientation.Horizontal:
+            if role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self._headers):
+                return self._headers[section]
+            return None
+        if not 0 <= section < len(self._rows):
+            return None
+        row = self._rows[section]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return row.label
+        if role == Qt.ItemDataRole.FontRole and (row.heading or row.differs):
+            font = QFont()
+            font.setBold(True)
+            return font
+        if role == Qt.ItemDataRole.ToolTipRole and row.differs:
+            return "The profiles differ here."
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row = self._rows[index.row()]
+        column = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return row.cells[column]
+        if role == Qt.ItemDataRole.BackgroundRole:
+            if row.heading:
+                return QBrush(QColor(HEADING_BACKGROUND))
+            if row.differs:
+                return QBrush(QColor(DIFFERS_BACKGROUND))
+            return None
+        if role == Qt.ItemDataRole.ForegroundRole:
+            if row.problems and row.problems[column]:
+                return QBrush(QColor(palette.NO_FIT))
+            if row.differs or row.heading:
+                return QBrush(QColor(DIFFERS_TEXT))
+            return None
+        if role == Qt.ItemDataRole.FontRole and row.changed and row.changed[column]:
+            font = QFont()
+            font.setItalic(True)
+            return font
+        if role == Qt.ItemDataRole.ToolTipRole and row.tooltips:
+            return row.tooltips[column] or None
+        return None
+
+
+class CompareChart(pg.PlotWidget):
+    """One bar per profile, stacked by component, against the capacities of the profiles' GPUs.
+
+    Items are created once and updated in place: one bar item per component holds that
+    component's bars for every profile; a dashed outline shows the saved total where it differs.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        colours = QGuiApplication.palette()
+        background = colours.color(QPalette.ColorRole.Base)
+        self._text = colours.color(QPalette.ColorRole.Text)
+        super().__init__(parent, background=background)
+        self._unit: Unit = "GiB"
+        self._results: list[Reestimate] = []
+        self._bars: dict[str, pg.BarGraphItem] = {}
+        self._totals: list[pg.TextItem] = []
+        self._lines: list[pg.InfiniteLine] = []
+        item = self.getPlotItem()
+        item.setMenuEnabled(False)
+        item.setMouseEnabled(x=False, y=False)
+        item.hideButtons()
+        item.showGrid(x=True, y=False, alpha=0.25)
+        item.invertY(True)
+        for axis in ("bottom", "left"):
+            item.getAxis(axis).setTextPen(self._text)
+            item.getAxis(axis).setPen(self._text)
+        self.legend = item.addLegend(offset=(-10, -10), labelTextColor=self._text)
+        self.saved_outline = pg.BarGraphItem(
+            x0=[],
+            width=[],
+            y=[],
+            height=_BAR_HEIGHT + 0.2,
+            brush=None,
+            pen=pg.mkPen(self._text, width=1.5, style=Qt.PenStyle.DashLine),
+        )
+        item.addItem(self.saved_outline)
+        self.legend.addItem(self.saved_outline, "saved total (where it differs)")
+        self.setMinimumHeight(200)
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self._redraw()
+
+    def set_results(self, results: Sequence[Reestimate]) -> None:
+        """Draw one bar per profile of ``results``."""
+        self._results = list(results)
+        self._redraw()
+
+    def bars(self, name: str) -> pg.BarGraphItem | None:
+        """The bar item of component ``name`` (None if it was never drawn)."""
+        return self._bars.get(name)
+
+    def _bar(self, name: str) -> pg.BarGraphItem:
+        bar = self._bars.get(name)
+        if bar is None:
+            colour = (
+                palette.COMPONENT_COLOURS.get(name)
+                or palette.EXTRA_COLOURS[len(self._bars) % len(palette.EXTRA_COLOURS)]
+            )
+            bar = pg.BarGraphItem(
+                x0=[], width=[], y=[], height=_BAR_HEIGHT, brush=colour, pen=pg.mkPen(None)
+            )
+            self.getPlotItem().addItem(bar)
+            self.legend.addItem(bar, palette.component_label(name))
+            self._bars[name] = bar
+        return bar
+
+    def _redraw(self) -> None:
+        unit = self._unit
+        plot = self.getPlotItem()
+        shown = [_components(r.shown) for r in self._results]
+        names: list[str] = []
+        for components in shown:
+            names.extend(n for n in components if n not in names and components[n] > 0)
+        starts = [0.0] * len(shown)
+        for name in names:
+            bar = self._bar(name)
+            x0, width, ys = [], [], []
+            for i, components in enumerate(shown):
+                size = components.get(name, 0)
+                if size <= 0:
+                    continue
+                x0.append(starts[i])
+                width.append(to_unit(size, unit))
+                ys.append(i)
+                starts[i] += to_unit(size, unit)
+            bar.setOpts(x0=x0, width=width, y=ys)
+        for name, bar in self._bars.items():
+            bar.setVisible(name in names)
+
+        outline_x, outline_y = [], []
+        for i, r in enumerate(self._results):
+            saved = _int(_per_gpu(r.profile.saved_estimate).get("total_bytes"))
+            now = _int(_per_gpu(r.document).get("total_bytes")) if r.document else None
+            if saved is not None and now is not None and saved != now:
+                outline_x.append(to_unit(saved, unit))
+                outline_y.append(i)
+        self.saved_outline.setOpts(x0=[0] * len(outline_x), width=outline_x, y=outline_y)
+        self.saved_outline.setVisible(bool(outline_x))
+
+        while len(self._totals) < len(self._results):
+            label = pg.TextItem(color=self._text, anchor=(0, 0.5))
+            plot.addItem(label, ignoreBounds=True)
+            self._totals.append(label)
+        for i, label in enumerate(self._totals):
+            if i >= len(self._results):
+                label.hide()
+                continue
+            total = _int(_per_gpu(self._results[i].shown).get("total_bytes"))
+            label.setText(f" {format_bytes(total, unit)}" if total is not None else " no estimate")
+            label.setPos(starts[i], i)
+            label.show()
+
+        capacities: dict[str, int] = {}
+        for r in self._results:
+            for gpu, row in _fits(r.shown).items():
+                capacity = _int(row.get("capacity_bytes"))
+                if capacity is not None:
+                    capacities.setdefault(gpu, capacity)
+        while len(self._lines) < len(capacities):
+            line = pg.InfiniteLine(
+                angle=90,
+                movable=False,
+                label="",
+                labelOpts={"movable": False, "fill": (0, 0, 0, 0), "position": 0.97},
+            )
+            plot.addItem(line, ignoreBounds=True)
+            self._lines.append(line)
+        entries = list(capacities.items())
+        for i, line in enumerate(self._lines):
+            if i >= len(entries):
+                line.hide()
+                continue
+            gpu, capacity = entries[i]
+            colour = palette.EXTRA_COLOURS[(i + 2) % len(palette.EXTRA_COLOURS)]
+            line.setPen(pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine))
+            line.setPos(to_unit(capacity, unit))
+            line.label.setText(f"{gpu} ({format_bytes(capacity, unit, 0)})")
+            line.label.setColor(colour)
+            # Stagger the labels so that close capacities do not overprint.
+            line.label.setPosition(0.97 - 0.08 * (i % 6))
+            line.setToolTip(f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes)")
+            line.show()
+
+        plot.getAxis("left").setTicks(
+            [[(i, _short(r.profile.name)) for i, r in enumerate(self._results)], []]
+        )
+        biggest = max([*starts, *outline_x, *(to_unit(c, unit) for c in capacities.values()), 1.0])
+        plot.setXRange(0, biggest * 1.2, padding=0)
+        count = max(len(self._results), 1)
+        # Room below the bars for the legend.
+        plot.setYRange(-0.6, count - 0.4 + 0.5 + 0.3 * len(names) / 2, padding=0)
+        plot.getAxis("bottom").setLabel(f"GPU memory per GPU ({unit})", color=self._text.name())
+
+
+def _short(name: str, limit: int = 22) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+class CompareView(QWidget):
+    """The comparison table beside the chart; shows what :meth:`show_results` hands it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._unit: Unit = "GiB"
+        self._results: list[Reestimate] = []
+        self.title = QLabel()
+        font = self.title.font()
+        font.setBold(True)
+        self.title.setFont(font)
+        self.only_differences = QCheckBox("Only lines that differ")
+        self.model = ComparisonModel()
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setWordWrap(False)
+        self.table.setAlternatingRowColors(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.chart = CompareChart()
+        self.notes = QLabel()
+        self.notes.setWordWrap(True)
+        self.notes.setStyleSheet("color: gray;")
+
+        header = QHBoxLayout()
+        header.addWidget(self.title, 1)
+        header.addWidget(self.only_differences)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.table)
+        split.addWidget(self.chart)
+        split.setSizes([520, 420])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(header)
+        layout.addWidget(split, 1)
+        layout.addWidget(self.notes)
+        self.only_differences.toggled.connect(self.model.set_only_differences)
+        self.clear("Select 2 to 6 profiles and press Compare.")
+
+    def clear(self, text: str) -> None:
+        """Show no comparison, with ``text`` in its place."""
+        self._results = []
+        self.title.setText(text)
+        self.notes.clear()
+        self.model.set_rows([], [])
+        self.chart.set_results([])
+
+    def show_results(self, results: Sequence[Reestimate]) -> None:
+        """Lay ``results`` side by side."""
+        self._results = list(results)
+        self._redraw()
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self.chart.set_unit(unit)
+        if self._results:
+            self._redraw()
+
+    @property
+    def results(self) -> list[Reestimate]:
+        return list(self._results)
+
+    def _redraw(self) -> None:
+        results = self._results
+        rows = comparison_rows(results, self._unit)
+        differing = sum(1 for r in rows if r.differs)
+        self.title.setText(
+            f"Comparing {len(results)} profiles: {differing} line(s) differ (highlighted)"
+        )
+        self.model.set_rows([r.profile.name for r in results], rows)
+        self.chart.set_results(results)
+        lines = []
+        for r in results:
+            if r.error:
+                lines.append(
+                    f"{r.profile.name}: cannot re-estimate now ({r.error}); saved figures shown"
+                )
+            lines.extend(f"{r.profile.name}: {n}" for n in r.notices)
+        self.notes.setText("\n".join(lines))

@@ -1,0 +1,121 @@
+"""The offload view driven through its setters and its own widgets."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+
+from vramgui.core import offload
+from vramgui.core.families import spec_from_config
+from vramgui.core.offload import Bandwidths
+from vramgui.core.units import GiB
+from vramgui.core.workload import Workload
+from vramgui.hardware.gpus import find_gpu
+from vramgui.sources.catalog import find
+from vramgui.ui.offload_view import DEVICE_COLOURS, OffloadView, bandwidths_for
+
+Q4 = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
+
+
+@pytest.fixture(scope="module")
+def llama7b():
+    entry = find("llama-2-7b")
+    return spec_from_config(entry.config, "llama-2-7b")
+
+
+@pytest.fixture
+def view(qtbot, llama7b):
+    v = OffloadView()
+    qtbot.addWidget(v)
+    v.set_bandwidths(bandwidths_for(find_gpu("RTX 3060")))
+    v.set_budget(4 * GiB, 16 * GiB)
+    v.set_model(llama7b, Q4)
+    v.resize(1200, 800)
+    v.show()
+    return v
+
+
+def test_the_view_starts_at_the_most_layers_that_fit(view, llama7b):
+    ngl = offload.max_gpu_layers(llama7b, Q4, 4 * GiB)
+    assert view.planner.currentData() == "llamacpp"
+    assert view.placement is not None and view.placement.gpu_layers == ngl
+    assert view.slider.isEnabled()
+    assert (view.slider.minimum(), view.slider.maximum(), view.slider.value()) == (0, 33, ngl)
+    assert view.slider_label.text() == f"-ngl {ngl} of 33"
+    assert f"-ngl {ngl} " in view.launch_text.toPlainText()
+    assert "tokens/s" in view.summary.text()
+
+
+def test_bars_are_coloured_by_device_and_explain_themselves_on_hover(view):
+    brushes = view.layer_chart.weights.opts["brushes"]
+    devices = [p.device for p in view.placement.units]
+    assert len(brushes) == len(devices) == 34
+    for brush, device in zip(brushes, devices, strict=True):
+        key = "gpu" if device == "gpu:0" else device
+        assert brush.color().name() == DEVICE_COLOURS[key].lower()
+    text = view.layer_chart.text_at(1.0)
+    assert text.startswith("block 0: CPU RAM") and "KV cache" in text
+    assert view.layer_chart.text_at(33.1).startswith("output: CPU RAM")
+    assert view.layer_chart.text_at(1.5) == ""
+
+
+def test_the_slider_re_places_layers_and_updates_memory_and_speed(view, qtbot):
+    weights_item = view.layer_chart.weights
+    before = view.placement
+    speed_before = view.throughput.tokens_per_second
+    view.slider.setValue(10)
+    after = view.placement
+    assert after.gpu_layers == 10
+    assert after.gpu_bytes[0] < before.gpu_bytes[0]
+    assert view.throughput.tokens_per_second < speed_before
+    assert "-ngl 10 " in view.launch_text.toPlainText()
+    assert view.slider_label.text() == "-ngl 10 of 33"
+    assert view.auto_button.isEnabled()
+    # one more than fits: the summary says so
+    view.slider.setValue(33)
+    assert not view.placement.fits and "does NOT fit" in view.summary.text()
+    # the chart items were updated in place, not recreated
+    assert view.layer_chart.weights is weights_item
+    qtbot.mouseClick(view.auto_button, Qt.MouseButton.LeftButton)
+    assert view.placement.gpu_layers == before.gpu_layers
+
+
+def test_copy_puts_the_settings_on_the_clipboard(view, qtbot):
+    qtbot.mouseClick(view.copy_button, Qt.MouseButton.LeftButton)
+    copied = QGuiApplication.clipboard().text()
+    assert copied.startswith("llama-server -m MODEL.gguf -ngl ")
+    view.engine.setCurrentIndex(view.engine.findText("vLLM"))
+    assert view.launch_text.toPlainText().startswith("vllm serve llama-2-7b")
+
+
+def test_streaming_planner_disables_the_slider_and_offers_zero_inference(view):
+    view.set_planner("streaming")
+    assert not view.slider.isEnabled()
+    assert view.placement.planner == "streaming" and view.placement.gpu_layers == 0
+    engines = [view.engine.itemText(i) for i in range(view.engine.count())]
+    assert engines == ["DeepSpeed ZeRO-Inference", "vLLM"]
+    assert view.throughput.bound in ("pcie", "gpu_memory")
+
+
+def test_edited_speeds_change_the_throughput(view):
+    fast = view.throughput.tokens_per_second
+    view.spins["cpu_ram_bytes_per_s"].setValue(10.0)  # GB/s
+    assert view.throughput.tokens_per_second < fast
+    assert view.throughput.bound == "cpu_memory"
+
+
+def test_settings_that_do_not_apply_show_an_error(view, llama7b):
+    view.set_model(llama7b, Q4.with_(kv_dtype="fp8"))
+    assert view.placement is None
+    assert "fp8" in view.summary.text()
+    assert view.launch_text.toPlainText() == "" and not view.copy_button.isEnabled()
+    view.set_model(None, None)
+    assert "Choose a model" in view.summary.text()
+
+
+def test_bandwidths_reach_the_spin_boxes(view):
+    view.set_bandwidths(Bandwidths(1e12, 25e9, 60e9, 7e9, 100e12, 1e12))
+    assert view.spins["gpu_bytes_per_s"].value() == pytest.approx(1000.0)
+    assert view.spins["disk_bytes_per_s"].value() == pytest.approx(7.0)
+    assert view.spins["gpu_flops"].value() == pytest.approx(100.0)

@@ -6,6 +6,8 @@ It answers the requests vramgui makes, the way the Hub answers them:
 - ``GET /api/models/{org}/{name}[/revision/{rev}]``: repo info (sha, gated, siblings with sizes);
 - ``HEAD|GET /{org}/{name}/resolve/{rev}/{file}``: files with X-Repo-Commit, ETag, Content-Length,
   Range requests (206 + Content-Range), 404 + ``X-Error-Code: EntryNotFound`` for missing files;
+- ``GET /api/models/{org}/{name}/safetensors-metadata/{index}``: every shard header of a sharded
+  repo in one answer (set ``sharded_metadata = False`` to answer 404, as other endpoints do);
 - gated repos: 401 without a token, 403 with one (``X-Error-Code: GatedRepo``); missing repos:
   404 ``RepoNotFound``.
 Failures and delays are set per repo (``hub.fail[repo] = 500``, ``hub.delay_s[repo] = 3``), per
@@ -62,6 +64,7 @@ class FakeHub:
     delay_s: dict[str, float] = field(default_factory=dict)
     requests: list[RequestLog] = field(default_factory=list)
     ignore_range: bool = False
+    sharded_metadata: bool = True
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -107,6 +110,7 @@ class FakeHub:
         self.stop()
 
 
+_SHARDED = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/safetensors-metadata/(?P<index>.+)$")
 _INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
@@ -133,6 +137,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if path == "/api/models":
             self._search(parse_qs(parts.query))
+            return
+        sharded = _SHARDED.match(path)
+        if sharded is not None:
+            self._sharded_metadata(sharded["repo"], sharded["index"])
             return
         match = _INFO.match(path) or _RESOLVE.match(path)
         if match is None:
@@ -188,6 +196,22 @@ class _Handler(BaseHTTPRequestHandler):
                 row["safetensors"] = {"total": r.parameters}
             rows.append(row)
         self._json(rows)
+
+    def _sharded_metadata(self, repo_id: str, index_name: str) -> None:
+        """All shard headers of a sharded repo in one answer, as the Hub's endpoint gives them."""
+        if not self._scenario(repo_id, head=False):
+            return
+        repo = self.fake.repos.get(repo_id)
+        if not self.fake.sharded_metadata or repo is None or index_name not in repo.files:
+            self._error(404, "EntryNotFound", head=False)
+            return
+        index = json.loads(repo.files[index_name])
+        headers = {}
+        for shard in sorted(set(index["weight_map"].values())):
+            data = repo.files[shard]
+            length = int.from_bytes(data[:8], "little")
+            headers[shard] = json.loads(data[8 : 8 + length])
+        self._json({"index": {"metadata": index.get("metadata")}, "headers": headers})
 
     def _info(self, repo: FakeRepo, query: dict[str, list[str]], head: bool) -> None:
         blobs = query.get("blobs", [""])[0] == "true"

@@ -55,12 +55,23 @@ def test_single_file_repo_is_exactly_its_header(fake_hub, client):
     assert weight_reads and all(r.range and r.range.startswith("bytes=0-") for r in weight_reads)
 
 
-def test_sharded_repo_reads_every_shard_header(fake_hub, client):
+@pytest.mark.parametrize("one_request", [True, False])
+def test_sharded_repo_reads_every_shard_header(fake_hub, client, one_request):
+    fake_hub.sharded_metadata = one_request
     fake_hub.add("org/sharded", repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=3))
     spec = client.load("org/sharded").spec
     assert spec.parameters == header_totals(TENSORS)[0]
     assert _stored_bytes(spec) == header_totals(TENSORS)[1]
     assert {t.name for t in spec.tensors} == set(TENSORS)
+    shard_reads = [r for r in fake_hub.requests if r.path.endswith(".safetensors")]
+    assert len(shard_reads) == (0 if one_request else 3)
+
+
+def test_a_revision_other_than_main_reads_shards_one_by_one(fake_hub, client):
+    repo = fake_hub.add("org/sharded", repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=2))
+    client.load("org/sharded", revision=repo.sha)
+    assert not any("safetensors-metadata" in r.path for r in fake_hub.requests)
+    assert sum(r.path.endswith(".safetensors") for r in fake_hub.requests) == 2
 
 
 def test_repo_with_an_index_and_a_consolidated_copy_counts_the_shards_once(fake_hub, client):
@@ -287,6 +298,9 @@ def test_fake_hub_answers_huggingface_hub_itself(fake_hub):
     assert metadata.sharded and len(metadata.files_metadata) == 3
     counted = sum(sum(f.parameter_count.values()) for f in metadata.files_metadata.values())
     assert counted == header_totals(TENSORS)[0]
+    assert api.get_sharded_safetensors_metadata("org/sharded").files_metadata.keys() == (
+        metadata.files_metadata.keys()
+    )
     assert not api.file_exists("org/sharded", "nothing.json")
     path = hf_hub_download("org/sharded", "config.json", endpoint=fake_hub.url)
     assert json.loads(Path(path).read_text(encoding="utf-8")) == TINY_LLAMA_CONFIG

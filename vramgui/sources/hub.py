@@ -50,7 +50,7 @@ FIRST_RANGE_BYTES = 100_000
 # GGUF headers hold the tokenizer (a few MB for 150k-token vocabularies): read growing prefixes.
 GGUF_FIRST_RANGE_BYTES = 2 * 1024 * 1024
 GGUF_MAX_HEADER_BYTES = 64 * 1024 * 1024
-SHARD_WORKERS = 8
+SHARD_WORKERS = 16
 _RETRY_STATUSES = (502, 503, 504)
 _RETRY_PAUSE_S = 0.2
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -193,7 +193,7 @@ class HubClient:
             sha = str(info.get("sha") or rev)
             payload = self._read_cache(self._model_path(repo_id, sha, filename))
             if payload is None:
-                payload = fetch.payload(repo_id, sha, info, filename)
+                payload = fetch.payload(repo_id, sha, info, filename, on_main=rev == "main")
                 self._write_cache(self._model_path(repo_id, sha, filename), payload)
             self._write_cache(self._ref_path(repo_id, rev, filename), {"sha": sha})
             notices = tuple(payload.get("notices", ()))
@@ -320,8 +320,9 @@ class _Fetch:
         return info
 
     def payload(
-        self, repo_id: str, sha: str, info: dict[str, Any], filename: str | None
+        self, repo_id: str, sha: str, info: dict[str, Any], filename: str | None, *, on_main: bool
     ) -> dict[str, Any]:
+        """What vramgui keeps of a repo at commit ``sha``: config and tensor table (or GGUF)."""
         siblings = {
             str(s.get("rfilename")): s for s in info.get("siblings") or [] if isinstance(s, dict)
         }
@@ -338,7 +339,8 @@ class _Fetch:
             self._text(repo_id, sha, "config.json"), f"config.json of {repo_id}"
         )
         notices: list[str] = []
-        if local.SAFETENSORS_INDEX in siblings and local.SAFETENSORS_SINGLE not in siblings:
+        sharded = local.SAFETENSORS_INDEX in siblings and local.SAFETENSORS_SINGLE not in siblings
+        if sharded:
             index = local.parse_config(
                 self._text(repo_id, sha, local.SAFETENSORS_INDEX),
                 f"{local.SAFETENSORS_INDEX} of {repo_id}",
@@ -351,7 +353,9 @@ class _Fetch:
                 f"{repo_id} has no safetensors weights: tensors synthesized from config.json"
             )
         sizes = {f: _sibling_size(siblings.get(f)) for f in files}
-        stored = self._headers(repo_id, sha, files, sizes)
+        stored = self._sharded_headers(repo_id, files, sizes) if sharded and on_main else None
+        if stored is None:
+            stored = self._headers(repo_id, sha, files, sizes)
         return {
             **base,
             "kind": "safetensors",
@@ -370,14 +374,34 @@ class _Fetch:
             parts = list(
                 pool.map(lambda f: self._safetensors_header(repo_id, sha, f, sizes[f]), files)
             )
-        seen: set[str] = set()
-        stored = []
-        for part in parts:
-            for t in part:
-                if t.name not in seen:
-                    seen.add(t.name)
-                    stored.append(t)
-        return stored
+        return _unique(parts)
+
+    def _sharded_headers(
+        self, repo_id: str, files: list[str], sizes: dict[str, int | None]
+    ) -> list[local.StoredTensor] | None:
+        """Every shard header in one request, from the Hub's safetensors-metadata endpoint.
+
+        The endpoint serves ``main`` only and only on huggingface.co; None wherever it does not
+        answer with all the shards, and the shards are then read one by one.
+        """
+        url = f"{self.endpoint}/api/models/{repo_id}/safetensors-metadata/{local.SAFETENSORS_INDEX}"
+        response = self.get(url, what=f"safetensors metadata of {repo_id}")
+        if response.status_code != 200:
+            return None
+        try:
+            headers = response.json()["headers"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(headers, dict) or set(headers) != set(files):
+            return None
+        # The endpoint hands out decoded headers: the offsets can only be held to the file size.
+        parts = [
+            local.parse_safetensors_header(
+                json.dumps(headers[f]).encode(), sizes[f], f"{repo_id}/{f}"
+            )
+            for f in files
+        ]
+        return _unique(parts)
 
     def _safetensors_header(
         self, repo_id: str, sha: str, filename: str, size: int | None
@@ -650,6 +674,18 @@ def gguf_header_end(buf: bytes, origin: str) -> int | None:
     except struct.error:
         return None
     return pos
+
+
+def _unique(parts: list[list[local.StoredTensor]]) -> list[local.StoredTensor]:
+    """Tensors of all parts, each name once (the first shard that holds it wins)."""
+    seen: set[str] = set()
+    stored = []
+    for part in parts:
+        for t in part:
+            if t.name not in seen:
+                seen.add(t.name)
+                stored.append(t)
+    return stored
 
 
 def _safe(text: str) -> str:

@@ -20,6 +20,7 @@ from vramgui.core.dtypes import storage_bytes
 from vramgui.paths import user_dir
 from vramgui.sources import hub as hub_module
 from vramgui.sources.errors import (
+    BadModelFile,
     GatedModel,
     HubUnavailable,
     IncompleteModel,
@@ -133,6 +134,17 @@ def test_gguf_repo_lists_files_and_reads_the_chosen_header(fake_hub, client, tmp
     assert client.list_gguf_files("org/tiny-GGUF") == listing
     offline = load_model("org/tiny-GGUF:tiny-Q8_0.gguf", hub=client)
     assert offline.spec.tensors == chosen.spec.tensors
+
+
+def test_damaged_gguf_on_the_hub(fake_hub, client, tmp_path):
+    write_gguf(tmp_path / "a.gguf")
+    raw = (tmp_path / "a.gguf").read_bytes()
+    fake_hub.add("org/bad-GGUF", {"x-Q4_K_M.gguf": b"GGML" + raw[4:]})
+    with pytest.raises(BadModelFile, match="wrong magic"):
+        client.load("org/bad-GGUF")
+    fake_hub.add("org/cut-GGUF", {"x-Q4_K_M.gguf": raw[:3000]})
+    with pytest.raises(BadModelFile, match="truncated"):
+        client.load("org/cut-GGUF")
 
 
 def test_gated_repo_explains_how_to_log_in(fake_hub, client, monkeypatch):

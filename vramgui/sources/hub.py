@@ -459,9 +459,14 @@ class _Fetch:
             end = gguf_header_end(prefix, f"{repo_id}/{filename}")
             if end is not None:
                 break
-            if len(prefix) < want or want >= GGUF_MAX_HEADER_BYTES:
+            if len(prefix) < want:
                 raise BadModelFile(f"{repo_id}/{filename}: the GGUF header is truncated")
-            want *= 4
+            if want >= GGUF_MAX_HEADER_BYTES:
+                raise BadModelFile(
+                    f"{repo_id}/{filename}: the GGUF header is larger than "
+                    f"{GGUF_MAX_HEADER_BYTES // 2**20} MiB; download the file and open it locally"
+                )
+            want = min(want * 4, GGUF_MAX_HEADER_BYTES)
         with tempfile.TemporaryDirectory(prefix="vramgui-gguf-") as tmp:
             path = Path(tmp) / filename.replace("/", "_")
             with path.open("wb") as fh:

@@ -742,7 +742,8 @@ class _Work:
     read_bytes: float  # weights the matrix products read
     copy_bytes: float  # the whole unit, as a copy to the GPU moves it
     kv_bytes: float  # cache the attention reads
-    flops: float
+    flops: float  # matrix products with the weights
+    attention_flops: float  # scores and weighted sums over the cache
 
 
 def _work(unit: Unit, batch: int, new_tokens: int, context: float, kv_scale: float) -> _Work:
@@ -756,8 +757,10 @@ def _work(unit: Unit, batch: int, new_tokens: int, context: float, kv_scale: flo
         share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** tokens
         read += unit.expert_bytes * share
         params += unit.expert_parameters * unit.experts_per_token / unit.experts
-    flops = 2.0 * tokens * params + 4.0 * tokens * context * unit.attention_width
-    return _Work(read, float(unit.bytes), unit.kv_cache_bytes * kv_scale, flops)
+    attention = 4.0 * tokens * context * unit.attention_width
+    return _Work(
+        read, float(unit.bytes), unit.kv_cache_bytes * kv_scale, 2.0 * tokens * params, attention
+    )
 
 
 def _forward_seconds(
@@ -806,15 +809,29 @@ def _forward_seconds(
                     busy[DISK_READ] += copies / bw.disk_bytes_per_s
                 busy[PCIE] += copies / bw.pcie_bytes_per_s
         memory_s = passes * work.read_bytes / speed
-        kv_with_compute = is_gpu(p.kv_device) != on_cpu
-        if kv_with_compute:
+        compute_s = work.flops / flops
+        if is_gpu(p.kv_device) != on_cpu or not work.kv_bytes:
             memory_s += work.kv_bytes / speed
-        elif work.kv_bytes:
-            # The attention runs where the cache lives and waits on that memory.
-            kv_memory = GPU_MEMORY if is_gpu(p.kv_device) else CPU_MEMORY
-            kv_speed = bw.gpu_bytes_per_s if is_gpu(p.kv_device) else bw.cpu_ram_bytes_per_s
-            busy[kv_memory] += work.kv_bytes / kv_speed
-        _roof(busy, memory, memory_s, compute, work.flops / flops)
+            compute_s += work.attention_flops / flops
+        elif is_gpu(p.kv_device):
+            # The attention runs where the cache lives (llama.cpp's GPU layers' KV, rare).
+            _roof(
+                busy,
+                GPU_MEMORY,
+                work.kv_bytes / bw.gpu_bytes_per_s,
+                GPU_COMPUTE,
+                work.attention_flops / bw.gpu_flops,
+            )
+        else:
+            # A cache in host RAM: the CPU computes the attention over it (FlexGen, --no-kv-offload).
+            _roof(
+                busy,
+                CPU_MEMORY,
+                work.kv_bytes / bw.cpu_ram_bytes_per_s,
+                CPU_COMPUTE,
+                work.attention_flops / bw.cpu_flops,
+            )
+        _roof(busy, memory, memory_s, compute, compute_s)
     return busy
 
 

@@ -193,7 +193,7 @@ def test_search_with_the_hub_down_uses_old_results_then_the_catalog(fake_hub):
     ]
 
 
-@pytest.mark.parametrize("status", [429, 500])
+@pytest.mark.parametrize("status", [404, 429, 500])
 def test_search_with_a_failing_hub_falls_back(fake_hub, status):
     fake_hub.fail["search"] = status
     found = search_models("qwen", hub=HubClient(timeout_s=1))

@@ -38,7 +38,6 @@ from vramgui.sources.errors import (
     HubUnavailable,
     IncompleteModel,
     ModelNotFound,
-    SourceError,
 )
 from vramgui.sources.resolve import LoadedModel
 
@@ -141,7 +140,8 @@ class HubClient:
         params.append(("expand[]", "safetensors"))
         fetch = _Fetch(self)
         response = fetch.get(f"{self.endpoint}/api/models", what="search", params=params)
-        fetch.raise_for_status(response, None, "search")
+        if response.status_code >= 400:  # no search error is the user's: fall back, say why
+            raise _unavailable(response.status_code)
         try:
             rows = response.json()
             results = [_hub_model(row) for row in rows if isinstance(row, dict) and row.get("id")]
@@ -268,13 +268,17 @@ class HubClient:
         """Store atomically; a cache that cannot be written only costs speed later."""
         doc = {"format_version": CACHE_FORMAT_VERSION, "fetched_at": time.time(), **doc}
         try:
+            text = json.dumps(doc)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        except (OSError, TypeError, ValueError):
+            return
+        try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh)
+                fh.write(text)
             os.replace(tmp, path)
         except OSError:
-            with contextlib.suppress(OSError, UnboundLocalError):
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
 
 
@@ -310,7 +314,7 @@ class _Fetch:
     def model_info(self, repo_id: str, revision: str) -> dict[str, Any]:
         url = f"{self.endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
         response = self.get(url, what=f"information on {repo_id}", params={"blobs": "true"})
-        self.raise_for_status(response, repo_id, "config.json")
+        self.raise_for_status(response, repo_id, None)
         try:
             info = response.json()
         except ValueError:
@@ -577,33 +581,34 @@ class _Fetch:
             data = b"".join(chunks)[skip : skip + length]
             return data, _total_size(r.headers)
 
-    def raise_for_status(self, response: Any, repo_id: str | None, filename: str) -> None:
-        """Map an HTTP error to our hierarchy, with what the user can do about it."""
+    def raise_for_status(self, response: Any, repo_id: str, filename: str | None) -> None:
+        """Map an HTTP error about a repo (or one of its files) to our hierarchy.
+
+        Args:
+            response: the answer.
+            repo_id: the repo asked about.
+            filename: the file asked for, or None when asking about the repo itself.
+        """
         status = response.status_code
         if status < 400:
             return
         code = response.headers.get("X-Error-Code", "")
-        subject = repo_id or "the Hub"
         if code == "GatedRepo" or (status in (401, 403) and code != "RepoNotFound"):
-            raise GatedModel(self._gated_message(subject))
+            raise GatedModel(self._gated_message(repo_id))
         if code == "RevisionNotFound":
-            raise ModelNotFound(f"{subject} has no such revision")
-        if code == "EntryNotFound" or (status == 404 and code != "RepoNotFound" and repo_id):
+            raise ModelNotFound(f"{repo_id} has no such revision")
+        if filename is not None and (code == "EntryNotFound" or (status == 404 and not code)):
             if filename == "config.json":
                 raise IncompleteModel(
-                    f"{subject} has no config.json, which vramgui needs for the architecture"
+                    f"{repo_id} has no config.json, which vramgui needs for the architecture"
                 )
-            raise IncompleteModel(f"{subject} has no file {filename}")
+            raise IncompleteModel(f"{repo_id} has no file {filename}")
         if status in (401, 404):
             raise ModelNotFound(
-                f"{subject} is not on the Hub at {self.endpoint} (if it is private, log in with "
+                f"{repo_id} is not on the Hub at {self.endpoint} (if it is private, log in with "
                 "`hf auth login` or set HF_TOKEN)"
             )
-        if status == 429:
-            raise HubUnavailable("the Hub is rate-limiting requests (429); try again in a minute")
-        if status >= 500:
-            raise HubUnavailable(f"the Hub failed with {status}")
-        raise SourceError(f"the Hub refused the request for {subject} ({status})")
+        raise _unavailable(status)
 
     def _gated_message(self, repo_id: str) -> str:
         who = (
@@ -679,6 +684,14 @@ def gguf_header_end(buf: bytes, origin: str) -> int | None:
     except struct.error:
         return None
     return pos
+
+
+def _unavailable(status: int) -> HubUnavailable:
+    if status == 429:
+        return HubUnavailable("the Hub is rate-limiting requests (429); try again in a minute")
+    if status >= 500:
+        return HubUnavailable(f"the Hub failed with {status}")
+    return HubUnavailable(f"the Hub refused the request ({status})")
 
 
 def _unique(parts: list[list[local.StoredTensor]]) -> list[local.StoredTensor]:

@@ -168,6 +168,11 @@ def test_llamacpp_duplicates_tied_embeddings_as_the_output_on_the_gpu():
     full = offload.plan_llamacpp(spec, w, 24 * GiB)
     out = full.units[-1]
     assert out.gpu_bytes == out.unit.bytes + full.units[0].unit.bytes
+    # the LM head reads the GPU copy: nothing is read from host RAM per token
+    speed = offload.decode_throughput(full, T4)
+    assert speed.seconds_by_resource["cpu_memory"] == 0
+    partial = offload.plan_llamacpp(spec, w, 24 * GiB, n_gpu_layers=10)
+    assert offload.decode_throughput(partial, T4).seconds_by_resource["cpu_memory"] > 0
 
 
 def test_llamacpp_no_kv_offload_keeps_the_cache_on_the_host(llama7b):
@@ -202,7 +207,9 @@ def test_accelerate_fills_gpus_in_order_then_cpu_then_disk(llama7b):
     assert ranks == sorted(ranks)
     assert {u.device for u in p.units} == {"gpu:0", "gpu:1", CPU, DISK}
     assert p.fits
-    assert all(used <= budget for used, budget in zip(p.gpu_bytes, p.vram_budget_bytes, strict=True))
+    assert all(
+        used <= budget for used, budget in zip(p.gpu_bytes, p.vram_budget_bytes, strict=True)
+    )
     # the main GPU runs the offloaded blocks: it holds their KV cache and the copy slot
     largest = max(u.unit.bytes for u in p.units)
     assert p.stream_bytes == largest

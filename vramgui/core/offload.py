@@ -482,8 +482,18 @@ def plan_llamacpp(
         host_left[0] = host_ram_bytes - sum(
             u.kv_cache_bytes for u in model.units if not (kv_offload and model.on_gpu(u, ngl))
         )
+    units = list(model.units)
+    if model.tied_copy_bytes and ngl > n:
+        # The LM head multiplies by the GPU copy of the tied embeddings, not the host original.
+        head_params = units[0].parameters
+        units[0] = replace(units[0], read_bytes=0)
+        units[-1] = replace(
+            units[-1],
+            read_bytes=units[-1].read_bytes + model.tied_copy_bytes,
+            parameters=units[-1].parameters + head_params,
+        )
     placed: list[PlacedUnit] = []
-    for u in model.units:
+    for u in units:
         if model.on_gpu(u, ngl):
             device, gpu_weights = gpu_device(0), model.gpu_weight_bytes(u)
         else:

@@ -143,3 +143,20 @@ def test_gguf_and_transformers_names_of_one_model_agree_on_module():
     ]
     for gguf_name, hf_name in pairs:
         assert classify(gguf_name) == classify(hf_name)
+
+
+def test_names_agree_with_the_inventories_core_families_synthesizes():
+    """Headers and configs must describe a tensor alike: role, block, module and bias."""
+    from vramgui.sources import catalog
+
+    checked = 0
+    for entry in catalog.load_catalog():
+        for tensor in entry.spec().tensors:
+            got = classify(tensor.name)
+            expected = (tensor.role, tensor.layer, tensor.module, tensor.is_bias)
+            assert (got.role, got.layer, got.module, got.is_bias) == expected, (
+                entry.name,
+                tensor.name,
+            )
+            checked += 1
+    assert checked > 10_000

@@ -358,15 +358,20 @@ def _finish(
     )
 
 
-def _host_device(unit: Unit, host_left: list[int | None]) -> str:
-    """``cpu`` while the host RAM lasts (``host_left[0]``, None: unlimited), then ``disk``."""
-    left = host_left[0]
-    if left is None:
-        return CPU
-    if unit.bytes <= left:
-        host_left[0] = left - unit.bytes
-        return CPU
-    return DISK
+class _HostRam:
+    """Host RAM handed out to units in order; what does not fit is read from disk."""
+
+    def __init__(self, capacity_bytes: int | None) -> None:
+        self.left = capacity_bytes  # None: unlimited
+
+    def place(self, unit: Unit) -> str:
+        """``cpu`` while the RAM lasts, then ``disk``."""
+        if self.left is None:
+            return CPU
+        if unit.bytes <= self.left:
+            self.left -= unit.bytes
+            return CPU
+        return DISK
 
 
 # --- llama.cpp -----------------------------------------------------------------------------------
@@ -476,10 +481,10 @@ def plan_llamacpp(
         ngl = _max_layers(model, vram_budget_bytes, kv_offload)
     else:
         ngl = max(0, min(n_gpu_layers, n + 1))
-    host_left: list[int | None] = [host_ram_bytes]
-    if host_ram_bytes is not None:
+    host = _HostRam(host_ram_bytes)
+    if host.left is not None:
         # The KV cache of host layers (of all layers with --no-kv-offload) is allocated up front.
-        host_left[0] = host_ram_bytes - sum(
+        host.left -= sum(
             u.kv_cache_bytes for u in model.units if not (kv_offload and model.on_gpu(u, ngl))
         )
     units = list(model.units)
@@ -497,7 +502,7 @@ def plan_llamacpp(
         if model.on_gpu(u, ngl):
             device, gpu_weights = gpu_device(0), model.gpu_weight_bytes(u)
         else:
-            device, gpu_weights = _host_device(u, host_left), 0
+            device, gpu_weights = host.place(u), 0
         kv_device = device if kv_offload and is_gpu(device) else CPU
         placed.append(PlacedUnit(u, device, kv_device, gpu_weights))
     notes = []
@@ -660,11 +665,11 @@ def plan_streaming(
     stream = _slot_bytes(units, prefetch)
     kv_total = sum(u.kv_cache_bytes for u in units)
     kv_on_gpu = stream + buffers + kv_total <= _tensor_room(workload, vram_budget_bytes)
-    host_left: list[int | None] = [host_ram_bytes]
-    if host_ram_bytes is not None and not kv_on_gpu:
-        host_left[0] = host_ram_bytes - kv_total
+    host = _HostRam(host_ram_bytes)
+    if host.left is not None and not kv_on_gpu:
+        host.left -= kv_total
     kv_device = gpu_device(0) if kv_on_gpu else CPU
-    placed = [PlacedUnit(u, _host_device(u, host_left), kv_device, 0) for u in units]
+    placed = [PlacedUnit(u, host.place(u), kv_device, 0) for u in units]
     notes = [
         "Each unit is copied to the GPU when it runs"
         + (", the next one while the current computes." if prefetch else ".")

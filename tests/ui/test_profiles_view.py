@@ -282,10 +282,10 @@ def test_compare_three_profiles_through_the_widgets(qtbot, view, store):
     headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
     assert headers == ["big batch", "qwen", "small batch"]
     rows = {model.headerData(r, Qt.Orientation.Vertical): r for r in range(model.rowCount())}
-    batch = model.index(rows["batch"], 0)
-    assert [model.index(rows["batch"], c).data() for c in range(3)] == ["16", "1", "1"]
+    batch = model.index(rows["Batch"], 0)
+    assert [model.index(rows["Batch"], c).data() for c in range(3)] == ["16", "1", "1"]
     assert batch.data(Qt.ItemDataRole.BackgroundRole).color() == QColor(DIFFERS_BACKGROUND)
-    assert model.index(rows["seq"], 0).data(Qt.ItemDataRole.BackgroundRole) is None
+    assert model.index(rows["Context / sequence"], 0).data(Qt.ItemDataRole.BackgroundRole) is None
     assert model.index(rows["Model"], 1).data() == "qwen2.5-0.5b"
     weights = model.index(rows["Weights"], 1).data()
     assert "(saved " in weights
@@ -298,7 +298,7 @@ def test_compare_three_profiles_through_the_widgets(qtbot, view, store):
 
     view.compare_view.only_differences.setChecked(True)
     labels = [model.headerData(r, Qt.Orientation.Vertical) for r in range(model.rowCount())]
-    assert "batch" in labels and "seq" not in labels
+    assert "Batch" in labels and "Context / sequence" not in labels
 
 
 def test_compare_shows_the_saved_estimate_when_the_model_is_gone(qtbot, view, store, tmp_path):

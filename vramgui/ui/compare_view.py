@@ -43,6 +43,31 @@ DIFFERS_BACKGROUND = "#ffe8a3"
 DIFFERS_TEXT = "#3d2e00"
 HEADING_BACKGROUND = "#e8e8e8"
 _BAR_HEIGHT = 0.55
+SETTING_LABELS = {
+    "mode": "Mode",
+    "batch": "Batch",
+    "seq": "Context / sequence",
+    "dtype": "Dtype",
+    "quant": "Quantization",
+    "engine": "Engine",
+    "kv_dtype": "KV cache dtype",
+    "attention": "Attention",
+    "method": "Fine-tuning method",
+    "precision": "Precision",
+    "optimizer": "Optimizer",
+    "grad_checkpointing": "Gradient checkpointing",
+    "lora_rank": "LoRA rank",
+    "lora_targets": "LoRA targets",
+    "grad_accum": "Gradient accumulation",
+    "gpus": "GPUs in total",
+    "zero": "ZeRO stage",
+    "fsdp": "FSDP",
+    "tp": "Tensor parallel",
+    "pp": "Pipeline parallel",
+    "overhead_bytes": "Runtime overhead",
+    "gpu_memory_utilization": "vLLM memory share",
+    "cpu_offload": "CPU offload",
+}
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -228,7 +253,7 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
     for f in fields(Workload):
         rows.append(
             text_row(
-                f.name.replace("_", " "),
+                SETTING_LABELS.get(f.name, f.name.replace("_", " ")),
                 [_setting_text(f.name, getattr(p.workload, f.name), unit) for p in profiles],
             )
         )
@@ -381,33 +406,36 @@ class ComparisonModel(QAbstractTableModel):
         return None
 
 
-class CompareChart(pg.PlotWidget):
+class CompareChart(pg.GraphicsLayoutWidget):
     """One bar per profile, stacked by component, against the capacities of the profiles' GPUs.
 
     Items are created once and updated in place: one bar item per component holds that
     component's bars for every profile; a dashed outline shows the saved total where it differs.
+    The legend sits under the plot so that it never hides a bar.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         colours = QGuiApplication.palette()
         background = colours.color(QPalette.ColorRole.Base)
         self._text = colours.color(QPalette.ColorRole.Text)
-        super().__init__(parent, background=background)
+        super().__init__(parent)
+        self.setBackground(background)
         self._unit: Unit = "GiB"
         self._results: list[Reestimate] = []
         self._bars: dict[str, pg.BarGraphItem] = {}
         self._totals: list[pg.TextItem] = []
         self._lines: list[pg.InfiniteLine] = []
-        item = self.getPlotItem()
-        item.setMenuEnabled(False)
-        item.setMouseEnabled(x=False, y=False)
-        item.hideButtons()
-        item.showGrid(x=True, y=False, alpha=0.25)
-        item.invertY(True)
+        self.plot = self.addPlot(row=0, col=0)
+        self.plot.setMenuEnabled(False)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.hideButtons()
+        self.plot.showGrid(x=True, y=False, alpha=0.25)
+        self.plot.invertY(True)
         for axis in ("bottom", "left"):
-            item.getAxis(axis).setTextPen(self._text)
-            item.getAxis(axis).setPen(self._text)
-        self.legend = item.addLegend(offset=(-10, -10), labelTextColor=self._text)
+            self.plot.getAxis(axis).setTextPen(self._text)
+            self.plot.getAxis(axis).setPen(self._text)
+        self.legend = pg.LegendItem(colCount=2, labelTextColor=self._text)
+        self.addItem(self.legend, row=1, col=0)
         self.saved_outline = pg.BarGraphItem(
             x0=[],
             width=[],
@@ -416,9 +444,9 @@ class CompareChart(pg.PlotWidget):
             brush=None,
             pen=pg.mkPen(self._text, width=1.5, style=Qt.PenStyle.DashLine),
         )
-        item.addItem(self.saved_outline)
-        self.legend.addItem(self.saved_outline, "saved total (where it differs)")
-        self.setMinimumHeight(200)
+        self.plot.addItem(self.saved_outline)
+        self.legend.addItem(self.saved_outline, "saved total, where it differs")
+        self.setMinimumHeight(220)
 
     def set_unit(self, unit: Unit) -> None:
         self._unit = unit
@@ -443,14 +471,14 @@ class CompareChart(pg.PlotWidget):
             bar = pg.BarGraphItem(
                 x0=[], width=[], y=[], height=_BAR_HEIGHT, brush=colour, pen=pg.mkPen(None)
             )
-            self.getPlotItem().addItem(bar)
+            self.plot.addItem(bar)
             self.legend.addItem(bar, palette.component_label(name))
             self._bars[name] = bar
         return bar
 
     def _redraw(self) -> None:
         unit = self._unit
-        plot = self.getPlotItem()
+        plot = self.plot
         shown = [_components(r.shown) for r in self._results]
         names: list[str] = []
         for components in shown:
@@ -505,7 +533,7 @@ class CompareChart(pg.PlotWidget):
                 angle=90,
                 movable=False,
                 label="",
-                labelOpts={"movable": False, "fill": (0, 0, 0, 0), "position": 0.97},
+                labelOpts={"movable": False, "fill": (0, 0, 0, 0)},
             )
             plot.addItem(line, ignoreBounds=True)
             self._lines.append(line)
@@ -521,7 +549,8 @@ class CompareChart(pg.PlotWidget):
             line.label.setText(f"{gpu} ({format_bytes(capacity, unit, 0)})")
             line.label.setColor(colour)
             # Stagger the labels so that close capacities do not overprint.
-            line.label.setPosition(0.97 - 0.08 * (i % 6))
+            # The y axis is inverted, so small positions are at the top, above the bars.
+            line.label.setPosition(0.04 + 0.06 * (i % 6))
             line.setToolTip(f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes)")
             line.show()
 
@@ -531,12 +560,12 @@ class CompareChart(pg.PlotWidget):
         biggest = max([*starts, *outline_x, *(to_unit(c, unit) for c in capacities.values()), 1.0])
         plot.setXRange(0, biggest * 1.2, padding=0)
         count = max(len(self._results), 1)
-        # Room below the bars for the legend.
-        plot.setYRange(-0.6, count - 0.4 + 0.5 + 0.3 * len(names) / 2, padding=0)
+        # Room above the bars for the capacity labels.
+        plot.setYRange(-0.5 - 0.25 * min(len(entries), 6), count - 0.4, padding=0)
         plot.getAxis("bottom").setLabel(f"GPU memory per GPU ({unit})", color=self._text.name())
 
 
-def _short(name: str, limit: int = 22) -> str:
+def _short(name: str, limit: int = 26) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
@@ -570,7 +599,7 @@ class CompareView(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.table)
         split.addWidget(self.chart)
-        split.setSizes([520, 420])
+        split.setSizes([600, 420])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(header)

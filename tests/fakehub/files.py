@@ -121,8 +121,11 @@ def repo_files(config: dict, tensors: dict, shards: int = 1) -> dict[str, bytes]
 GGUF_LLAMA = {"hidden": 256, "ff": 512, "layers": 2, "heads": 4, "kv_heads": 2, "vocab": 320}
 
 
-def write_gguf(path: Path, arch: str = "llama", file_type: int | None = 15, **overrides) -> dict:
-    """A tiny llama-like GGUF with mixed quant types; returns name -> (type name, torch shape, bytes)."""
+def write_gguf(
+    path: Path, arch: str = "llama", file_type: int | None = 15, experts: int = 0, **overrides
+) -> dict:
+    """A tiny llama-like GGUF with mixed quant types, MoE when ``experts``; returns
+    name -> (type name, torch shape, bytes)."""
     import gguf
 
     dims = {**GGUF_LLAMA, **overrides}
@@ -139,6 +142,12 @@ def write_gguf(path: Path, arch: str = "llama", file_type: int | None = 15, **ov
         layout[f"{b}.attn_v.weight"] = (q.Q6_K, (dims["kv_heads"] * hd, h))
         layout[f"{b}.attn_output.weight"] = (q.Q4_K, (h, dims["heads"] * hd))
         layout[f"{b}.ffn_norm.weight"] = (q.F32, (h,))
+        if experts:
+            layout[f"{b}.ffn_gate_inp.weight"] = (q.F32, (experts, h))
+            layout[f"{b}.ffn_gate_exps.weight"] = (q.Q4_K, (experts, ff, h))
+            layout[f"{b}.ffn_up_exps.weight"] = (q.Q4_K, (experts, ff, h))
+            layout[f"{b}.ffn_down_exps.weight"] = (q.Q8_0, (experts, h, ff))
+            continue
         layout[f"{b}.ffn_gate.weight"] = (q.Q4_K, (ff, h))
         layout[f"{b}.ffn_up.weight"] = (q.Q4_K, (ff, h))
         layout[f"{b}.ffn_down.weight"] = (q.Q8_0, (h, ff))
@@ -152,6 +161,10 @@ def write_gguf(path: Path, arch: str = "llama", file_type: int | None = 15, **ov
     writer.add_layer_norm_rms_eps(1e-5)
     if file_type is not None:
         writer.add_file_type(file_type)
+    if experts:
+        writer.add_expert_count(experts)
+        writer.add_expert_used_count(2)
+        writer.add_expert_feed_forward_length(ff)
     writer.add_token_list([f"t{k}" for k in range(v)])
     result = {}
     for name, (qtype, shape) in layout.items():
@@ -161,7 +174,7 @@ def write_gguf(path: Path, arch: str = "llama", file_type: int | None = 15, **ov
         if qtype == q.F32:
             data = np.zeros(shape, dtype=np.float32)
         else:
-            data = np.zeros((rows, row_bytes), dtype=np.uint8)
+            data = np.zeros((*shape[:-1], row_bytes), dtype=np.uint8)
         writer.add_tensor(name, data, raw_dtype=qtype)
         result[name] = (qtype.name, shape, rows * row_bytes)
     writer.write_header_to_file()

@@ -164,6 +164,33 @@ def test_gguf_spec_is_its_tensor_table(tmp_path):
     assert not facts.tie_word_embeddings
 
 
+def test_moe_gguf(tmp_path):
+    path = tmp_path / "moe.gguf"
+    layout = write_gguf(path, arch="qwen3moe", experts=4)
+    spec = load_model(str(path)).spec
+    assert spec.facts.model_type == "qwen3_moe"
+    assert (spec.facts.num_experts, spec.facts.experts_per_token) == (4, 2)
+    assert spec.facts.moe_intermediate_size == 512
+    assert spec.parameters == sum(math.prod(shape) for _, shape, _ in layout.values())
+    assert _stored_bytes(spec) == sum(nbytes for _, _, nbytes in layout.values())
+    experts = next(t for t in spec.tensors if t.name == "blk.1.ffn_down_exps.weight")
+    assert (experts.role, experts.module, experts.shape) == (
+        Role.EXPERT,
+        "down_proj",
+        (4, 256, 512),
+    )
+    router = next(t for t in spec.tensors if t.name == "blk.1.ffn_gate_inp.weight")
+    assert router.role is Role.ROUTER
+
+
+def test_gguf_whose_metadata_its_family_rejects_reads_as_llama(tmp_path):
+    path = tmp_path / "odd-moe.gguf"
+    write_gguf(path, arch="qwen2moe", experts=1)  # top-2 routing over a single expert
+    spec = load_model(str(path)).spec
+    assert spec.facts.model_type == "llama"
+    assert any("qwen2_moe" in w and "llama-like" in w for w in spec.warnings)
+
+
 def test_gguf_of_an_unknown_architecture_reads_as_llama_with_a_warning(tmp_path):
     path = tmp_path / "odd.gguf"
     write_gguf(path, arch="someformer", file_type=None)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vramgui.core import naming
+from vramgui.core.errors import ConfigError
 from vramgui.core.families import SUPPORTED_MODEL_TYPES, spec_from_config
 from vramgui.core.model import ModelSpec, Tensor
 from vramgui.sources.errors import BadModelFile, IncompleteModel, ModelNotFound
@@ -423,10 +424,12 @@ def _model_name(folder: Path) -> str:
 
 # ----------------------------------------------------------------------------- GGUF
 
-# GGUF architecture -> transformers model_type, where the config keys mean the same.
+# GGUF architecture -> transformers model_type, for the llama-style families whose config.json
+# keys the GGUF metadata translates to; other architectures are read as llama-like.
 _GGUF_ARCH_TO_MODEL_TYPE = {
     "llama": "llama",
     "mistral": "mistral",
+    "mixtral": "mixtral",
     "qwen2": "qwen2",
     "qwen2moe": "qwen2_moe",
     "qwen3": "qwen3",
@@ -435,13 +438,7 @@ _GGUF_ARCH_TO_MODEL_TYPE = {
     "gemma2": "gemma2",
     "gemma3": "gemma3_text",
     "phi3": "phi3",
-    "deepseek2": "deepseek_v3",
-    "gpt2": "gpt2",
-    "falcon": "falcon",
-    "bloom": "bloom",
-    "starcoder2": "starcoder2",
-    "gptneox": "gpt_neox",
-    "mixtral": "mixtral",
+    "deepseek2": "deepseek_v2",
 }
 # Smallest tensor-info record: name length, 1 dim, type, offset; used to reject absurd counts.
 _MIN_TENSOR_INFO_BYTES = 8 + 4 + 8 + 4 + 8
@@ -543,21 +540,33 @@ def _check_gguf_prefix(path: Path) -> int:
 
 
 def spec_from_gguf(contents: GgufContents, name: str, source: str) -> ModelSpec:
-    """A ModelSpec from GGUF metadata (as a transformers-like config) and its tensor table."""
+    """A ModelSpec from GGUF metadata (as a transformers-like config) and its tensor table.
+
+    Where the metadata does not make a valid config of the architecture's family, the facts are
+    read as a llama-like model's, with a warning; the tensor table stays exact either way.
+    """
+    quantization = gguf_file_type(contents.metadata, contents.tensors)
     try:
         config, warnings = gguf_config(contents.metadata, contents.tensors, contents.token_count)
+        try:
+            return spec_from_checkpoint(
+                config, contents.tensors, name, source, warnings=warnings, quantization=quantization
+            )
+        except ConfigError as exc:
+            if config["model_type"] == "llama":
+                raise
+            warnings.append(
+                f"GGUF metadata does not describe a valid {config['model_type']} model ({exc}): "
+                "facts read as a llama-like model"
+            )
+            config["model_type"] = "llama"
+            return spec_from_checkpoint(
+                config, contents.tensors, name, source, warnings=warnings, quantization=quantization
+            )
     except (TypeError, ValueError) as exc:
         raise BadModelFile(
             f"{name}: GGUF metadata holds a value of the wrong type ({exc})"
         ) from None
-    return spec_from_checkpoint(
-        config,
-        contents.tensors,
-        name,
-        source,
-        warnings=warnings,
-        quantization=gguf_file_type(contents.metadata, contents.tensors),
-    )
 
 
 def gguf_config(
@@ -575,14 +584,16 @@ def gguf_config(
     warnings: list[str] = []
     model_type = _GGUF_ARCH_TO_MODEL_TYPE.get(arch)
     experts = int(get("expert_count", 0) or 0)
+    names = {s.name: s for s in stored}
     if model_type == "llama" and experts:
         model_type = "mixtral"
+    if model_type == "deepseek_v2" and any(n.endswith(".exp_probs_b.bias") for n in names):
+        model_type = "deepseek_v3"  # V3's router carries a score-correction bias
     if model_type not in SUPPORTED_MODEL_TYPES:
         warnings.append(
             f"GGUF architecture {arch!r} is not one vramgui knows: facts read as a llama-like model"
         )
         model_type = "llama"
-    names = {s.name: s for s in stored}
     embed = names.get("token_embd.weight")
     hidden = int(get("embedding_length", embed.shape[-1] if embed else 0))
     vocab = token_count or (embed.shape[0] if embed else 0)
@@ -614,11 +625,17 @@ def gguf_config(
         "kv_lora_rank": "attention.kv_lora_rank",
         "q_lora_rank": "attention.q_lora_rank",
         "n_shared_experts": "expert_shared_count",
+        "shared_expert_intermediate_size": "expert_shared_feed_forward_length",
+        "first_k_dense_replace": "leading_dense_block_count",
+        "qk_rope_head_dim": "rope.dimension_count",
     }
     for key, meta in optional.items():
         value = get(meta)
         if value is not None:
             config[key] = value
+    if model_type.startswith("deepseek") and "qk_rope_head_dim" in config:
+        # MLA: GGUF's key_length is the whole q/k head, the rotary part included.
+        config["qk_nope_head_dim"] = config["head_dim"] - config["qk_rope_head_dim"]
     if experts:
         config["num_local_experts"] = experts
         config["num_experts"] = experts

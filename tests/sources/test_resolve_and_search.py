@@ -18,11 +18,12 @@ from tests.fakehub.files import (
 )
 from vramgui.cli import main
 from vramgui.core.estimate import estimate
+from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
 from vramgui.sources import catalog
 from vramgui.sources.errors import HubUnavailable, ModelNotFound
 from vramgui.sources.hub import HubClient
-from vramgui.sources.resolve import load_model, search_models
+from vramgui.sources.resolve import load_model, load_ref, search_models
 
 CONFIG = json.dumps(TINY_LLAMA_CONFIG).encode()
 BF16 = llama_tensors(TINY_LLAMA_CONFIG, norm_dtype="BF16")
@@ -81,6 +82,41 @@ def test_revision_suffix_reaches_the_hub(fake_hub):
     loaded = load_model(f"org/tiny-llama@{sha}", hub=HubClient(timeout_s=2))
     assert loaded.ref.revision == sha
     assert any(r.path.endswith(f"/revision/{sha}") for r in fake_hub.requests)
+
+
+def test_every_kind_of_reference_loads_again(fake_hub, tmp_path):
+    _add_models(fake_hub)
+    client = HubClient(timeout_s=2)
+    folder = write_model_folder(tmp_path / "m", TINY_LLAMA_CONFIG, BF16)
+    sources = ["org/tiny-llama", str(folder), str(folder / "config.json"), "llama-3.1-8b"]
+    for source in sources:
+        first = load_model(source, hub=client)
+        again = load_ref(ModelRef.from_dict(first.ref.to_dict()), hub=client)
+        assert again.spec.tensors == first.spec.tensors, source
+        assert again.ref == first.ref and again.notices == ()
+
+
+def test_reference_to_a_changed_or_missing_file(tmp_path):
+    path = write_safetensors(tmp_path / "m.safetensors", BF16)
+    ref = load_model(str(path)).ref
+    write_safetensors(path, llama_tensors({**TINY_LLAMA_CONFIG, "num_hidden_layers": 3}))
+    changed = load_ref(ref)
+    assert changed.spec.facts.num_layers == 3
+    assert any("changed since" in n for n in changed.notices)
+    path.unlink()
+    with pytest.raises(ModelNotFound, match="was there when saved"):
+        load_ref(ref)
+
+
+def test_hub_reference_loads_its_commit_offline(fake_hub):
+    _add_models(fake_hub)
+    client = HubClient(timeout_s=1)
+    ref = load_model("org/tiny-llama", hub=client).ref
+    fake_hub.stop()
+    again = load_ref(ref, hub=client)
+    assert again.ref.revision == ref.revision
+    assert again.spec.parameters == header_totals(BF16)[0]
+    assert any("cannot reach" in n for n in again.notices)
 
 
 # ------------------------------------------------------------------------- estimate CLI

@@ -95,6 +95,40 @@ def load_model(source: str, *, hub: HubClient | None = None) -> LoadedModel:
         ) from None
 
 
+def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> LoadedModel:
+    """Load a model again from the reference a profile stored.
+
+    A Hub model is read at the commit it was read at before (from the cache when possible); a
+    local file that changed since is read as it is now, with a notice.
+
+    Raises:
+        ModelNotFound: the catalog entry, file or repo is gone.
+        SourceError / ConfigError: it is there but cannot be read.
+    """
+    if ref.kind == "catalog":
+        entry = _catalog_entry(ref.id)
+        if entry is None:
+            raise ModelNotFound(f"{ref.id!r} is no longer in the bundled catalog")
+        return LoadedModel(spec=entry.spec(), ref=entry.ref())
+    if ref.kind == "hub":
+        if hub is None:
+            from vramgui.sources.hub import HubClient
+
+            hub = HubClient()
+        return hub.load(ref.id, ref.revision, ref.file)
+    path = Path(ref.id)
+    if not path.exists():
+        raise ModelNotFound(f"no such file or folder: {path} (it was there when saved)")
+    loaded = _load_path(path)
+    changed = (ref.size_bytes is not None and ref.size_bytes != loaded.ref.size_bytes) or (
+        ref.mtime is not None and ref.mtime != loaded.ref.mtime
+    )
+    if not changed:
+        return loaded
+    notice = f"{path} changed since the profile was saved; read as it is now"
+    return LoadedModel(spec=loaded.spec, ref=loaded.ref, notices=(*loaded.notices, notice))
+
+
 def search_models(
     query: str, *, hub: HubClient | None = None, limit: int = 20, max_age_s: float | None = None
 ) -> SearchResult:

@@ -42,7 +42,8 @@ MAX_COMPARED = 6
 DIFFERS_BACKGROUND = "#ffe8a3"
 DIFFERS_TEXT = "#3d2e00"
 HEADING_BACKGROUND = "#e8e8e8"
-_BAR_HEIGHT = 0.55
+_BAR_HEIGHT = 0.5
+MAX_COLUMN_WIDTH = 220
 SETTING_LABELS = {
     "mode": "Mode",
     "batch": "Batch",
@@ -429,23 +430,22 @@ class CompareChart(pg.GraphicsLayoutWidget):
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.hideButtons()
-        self.plot.showGrid(x=True, y=False, alpha=0.25)
         self.plot.invertY(True)
-        for axis in ("bottom", "left"):
-            self.plot.getAxis(axis).setTextPen(self._text)
-            self.plot.getAxis(axis).setPen(self._text)
+        # Each bar is named above itself, which leaves the chart's width to the bars.
+        self.plot.hideAxis("left")
+        self.plot.getAxis("bottom").setTextPen(self._text)
+        self.plot.getAxis("bottom").setPen(self._text)
         self.legend = pg.LegendItem(colCount=2, labelTextColor=self._text)
         self.addItem(self.legend, row=1, col=0)
         self.saved_outline = pg.BarGraphItem(
             x0=[],
             width=[],
             y=[],
-            height=_BAR_HEIGHT + 0.2,
+            height=_BAR_HEIGHT + 0.08,
             brush=None,
             pen=pg.mkPen(self._text, width=1.5, style=Qt.PenStyle.DashLine),
         )
         self.plot.addItem(self.saved_outline)
-        self.legend.addItem(self.saved_outline, "saved total, where it differs")
         self.setMinimumHeight(220)
 
     def set_unit(self, unit: Unit) -> None:
@@ -508,18 +508,24 @@ class CompareChart(pg.GraphicsLayoutWidget):
                 outline_y.append(i)
         self.saved_outline.setOpts(x0=[0] * len(outline_x), width=outline_x, y=outline_y)
         self.saved_outline.setVisible(bool(outline_x))
+        # The outline's legend entry is only there while an outline is.
+        self.legend.removeItem(self.saved_outline)
+        if outline_x:
+            self.legend.addItem(self.saved_outline, "saved total, where it differs")
 
         while len(self._totals) < len(self._results):
-            label = pg.TextItem(color=self._text, anchor=(0, 0.5))
+            label = pg.TextItem(color=self._text, anchor=(0, 1))
             plot.addItem(label, ignoreBounds=True)
             self._totals.append(label)
         for i, label in enumerate(self._totals):
             if i >= len(self._results):
                 label.hide()
                 continue
-            total = _int(_per_gpu(self._results[i].shown).get("total_bytes"))
-            label.setText(f" {format_bytes(total, unit)}" if total is not None else " no estimate")
-            label.setPos(starts[i], i)
+            result = self._results[i]
+            total = _int(_per_gpu(result.shown).get("total_bytes"))
+            size = format_bytes(total, unit) if total is not None else "no estimate"
+            label.setText(f"{result.profile.name} · {size}")
+            label.setPos(0, i - _BAR_HEIGHT / 2 - 0.06)
             label.show()
 
         capacities: dict[str, int] = {}
@@ -554,19 +560,12 @@ class CompareChart(pg.GraphicsLayoutWidget):
             line.setToolTip(f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes)")
             line.show()
 
-        plot.getAxis("left").setTicks(
-            [[(i, _short(r.profile.name)) for i, r in enumerate(self._results)], []]
-        )
         biggest = max([*starts, *outline_x, *(to_unit(c, unit) for c in capacities.values()), 1.0])
         plot.setXRange(0, biggest * 1.2, padding=0)
         count = max(len(self._results), 1)
-        # Room above the bars for the capacity labels.
-        plot.setYRange(-0.5 - 0.25 * min(len(entries), 6), count - 0.4, padding=0)
+        # Room above the first bar for its name and the capacity labels.
+        plot.setYRange(-0.8 - 0.25 * min(len(entries), 6), count - 0.5, padding=0)
         plot.getAxis("bottom").setLabel(f"GPU memory per GPU ({unit})", color=self._text.name())
-
-
-def _short(name: str, limit: int = 26) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
 class CompareView(QWidget):
@@ -586,7 +585,6 @@ class CompareView(QWidget):
         self.table.setModel(self.model)
         self.table.setWordWrap(False)
         self.table.setAlternatingRowColors(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.chart = CompareChart()
         self.notes = QLabel()
@@ -639,6 +637,11 @@ class CompareView(QWidget):
             f"Comparing {len(results)} profiles: {differing} line(s) differ (highlighted)"
         )
         self.model.set_rows([r.profile.name for r in results], rows)
+        # Fit the columns to their text, but keep one long value from pushing the others away.
+        self.table.resizeColumnsToContents()
+        header = self.table.horizontalHeader()
+        for column in range(self.model.columnCount()):
+            header.resizeSection(column, min(header.sectionSize(column), MAX_COLUMN_WIDTH))
         self.chart.set_results(results)
         lines = []
         for r in results:

@@ -350,7 +350,7 @@ class ProfilesView(QWidget):
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.addWidget(top)
         self.split.addWidget(self.compare_view)
-        self.split.setSizes([260, 560])
+        self.split.setSizes([220, 600])
         layout = QVBoxLayout(self)
         layout.addWidget(self.split)
 

@@ -164,6 +164,16 @@ def test_gguf_spec_is_its_tensor_table(tmp_path):
     assert not facts.tie_word_embeddings
 
 
+def test_16_bit_gguf_weighs_its_data_bytes_too(tmp_path):
+    path = tmp_path / "f16.gguf"
+    write_gguf(path, file_type=1)  # MOSTLY_F16 (the tensors keep their mixed types here)
+    spec = load_model(str(path)).spec
+    assert spec.quantization == "F16"
+    f32_norm = next(t for t in spec.tensors if t.name == "output_norm.weight")
+    assert f32_norm.dtype == "F32"
+    assert weight_bytes(spec, "bf16", "none") == _stored_bytes(spec)
+
+
 def test_moe_gguf(tmp_path):
     path = tmp_path / "moe.gguf"
     layout = write_gguf(path, arch="qwen3moe", experts=4)

@@ -644,19 +644,17 @@ def gguf_config(
 
 
 def gguf_file_type(metadata: Mapping[str, Any], stored: list[StoredTensor]) -> str | None:
-    """The quantization a GGUF file states (``Q4_K_M``...), or its most common matrix type."""
+    """The file type a GGUF file states (``Q4_K_M``, ``F16``...), or its most common matrix type.
+
+    Set even for 16-bit files: a GGUF file is estimated as it is stored, its F32 norms included.
+    """
     file_type = metadata.get("general.file_type")
     if isinstance(file_type, int):
         try:
             from gguf import LlamaFileType
 
-            label = LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+            return LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
         except ValueError:
-            label = None
-        if label is not None:
-            return None if label in ("F32", "F16", "BF16") else label
+            pass  # a file type newer than the gguf package: judge by the tensors
     matrix_types = Counter(s.dtype for s in stored if len(s.shape) >= 2)
-    if not matrix_types:
-        return None
-    label = matrix_types.most_common(1)[0][0]
-    return None if label in ("F32", "F16", "BF16") else label
+    return matrix_types.most_common(1)[0][0] if matrix_types else None

@@ -249,11 +249,19 @@ class _Replay:
         return self.mul(normed, weight)
 
     def layer_norm(self, x: _T, trainable: bool) -> _T:
+        """nn.LayerNorm: keeps its input and per-row mean and rstd (fp32 on CUDA, the input's
+        dtype on the CPU); CUDA autocast runs it in fp32."""
         xin = self.autocast_fp32(x)
         grad = x.grad or trainable
         if grad:
-            self.save(xin, self.new(2 * self.ctx.tokens, 4, False))
+            rows = x.numel // self.width_of(x)
+            stat = 4 if self.ctx.cuda else xin.itemsize
+            self.save(xin, self.new(rows, stat, False), self.new(rows, stat, False))
         return self.new(x.numel, xin.itemsize, grad)
+
+    def ids(self, numel: int) -> None:
+        """Integer indices an embedding keeps (token, position, token-type ids)."""
+        self.save(self.new(numel, _INT64, False))
 
     def attention(
         self,
@@ -264,41 +272,61 @@ class _Replay:
         heads: int,
         kv_heads: int,
         head_dim: int,
-        softcap: bool = False,
+        softmax_fp32: bool = True,
         dropout: float = 0.0,
-        v_head_dim: int | None = None,
+        q_bshd: bool = True,
+        softcap: bool = False,
+        kv_broadcast: bool = False,
     ) -> _T:
-        """Scaled dot-product attention as transformers runs it; returns (tokens, heads x hd)."""
+        """Attention as transformers runs it; returns the merged heads, (tokens, heads x hd).
+
+        Args:
+            softmax_fp32: softmax(dtype=float32) then a cast back (Llama, NeoX, BLOOM), rather
+                than a softmax in the scores' dtype (GPT-2, BERT, Falcon).
+            q_bshd: q is laid out (batch, seq, heads, hd) in memory (a transposed view or an
+                elementwise result of one), so a flash kernel's output needs no copy to merge
+                the heads.
+            kv_broadcast: k / v reach SDPA expanded with stride 0 (Falcon multi-query).
+        """
         ctx = self.ctx
-        vd = v_head_dim or head_dim
         b, s = ctx.batch, ctx.seq
         grad = q.grad or k.grad or v.grad
         q, k, v = self.autocast_in(q), self.autocast_in(k), self.autocast_in(v)
+        c = q.itemsize
+        full = ctx.tokens * heads * head_dim
+        scores = b * heads * s * s
         if ctx.attention != "eager":
-            # Flash-style kernels (CUDA flash / memory-efficient, CPU flash) keep q, k, v, the
-            # output and a fp32 log-sum-exp per query row; GQA runs without repeating k / v.
-            out = self.new(ctx.tokens * heads * vd, q.itemsize, grad)
+            # CPU SDPA uses its flash kernel only without dropout and with real strides; else
+            # the math path, which for 16-bit inputs upcasts to fp32.
+            math_path = not ctx.cuda and (dropout > 0.0 or kv_broadcast)
+            if not math_path:
+                # Flash / memory-efficient kernels keep q, k, v, the output and a fp32
+                # log-sum-exp per row; GQA runs without repeating k / v.
+                out = self.new(full, c, grad)
+                if grad:
+                    self.save(q, k, v, out, self.new(b * heads * s, 4, False))
+                return out if q_bshd else self.new(full, c, grad)
+            acc = 4
+            # Broadcast k / v stay one head when batch x heads folds into a view (batch 1).
+            kv = ctx.tokens * kv_heads * head_dim if kv_broadcast and b == 1 else full
             if grad:
-                self.save(q, k, v, out, self.new(b * heads * s, 4, False))
-            return out
-        if kv_heads != heads:
-            k = self.new(ctx.tokens * heads * head_dim, k.itemsize, k.grad)
-            v = self.new(ctx.tokens * heads * vd, v.itemsize, v.grad)
-        scores_numel = b * heads * s * s
+                self.save(self.new(full, acc, True), self.new(kv, acc, True))  # q, k scaled
+                probs = self.unary_saving_output(self.new(scores, acc, True))
+                probs = self.dropout(probs, dropout)
+                self.save(probs, self.new(kv, acc, True))  # v
+            return self.new(full, c, grad)  # output in q's dtype, heads merged
         if grad:
-            self.save(q, k)
-        scores = self.new(scores_numel, q.itemsize, grad)
+            self.save(self.new(full, c, True), self.new(full, c, True))  # q, k (expanded) copies
+        logits = self.new(scores, c, grad)
         if softcap:
-            scores = self.unary_saving_output(scores)
-        # The additive causal mask has the dtype of the hidden states (fp32 under autocast).
-        scores = self.add(scores, self.new(1, ctx.param_bytes, False))
-        probs32 = self.unary_saving_output(self.cast(scores, 4))
-        probs = self.cast(probs32, q.itemsize)
+            logits = self.unary_saving_output(logits)
+        # The additive mask has the dtype of the hidden states (fp32 under autocast).
+        logits = self.add(logits, self.new(1, ctx.param_bytes, False))
+        probs = self.unary_saving_output(self.cast(logits, 4) if softmax_fp32 else logits)
         probs = self.dropout(probs, dropout)
         if grad:
-            self.save(probs, v)
-        out = self.new(ctx.tokens * heads * vd, q.itemsize, grad)
-        return self.new(out.numel, out.itemsize, grad)  # transpose(1, 2).contiguous()
+            self.save(self.cast(probs, c), self.new(full, c, True))  # probs in v's dtype, v
+        return self.new(full, c, grad)  # transpose(1, 2).contiguous()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,14 +419,261 @@ def _llama_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
     return r.add(x, r.dropout(d, f.hidden_dropout))
 
 
+def _heads(spec: ModelSpec, tp: int) -> tuple[int, int, int]:
+    f = spec.facts
+    return f.num_heads // tp, max(1, f.num_kv_heads // tp), f.head_dim
+
+
+def _fused_qkv(r: _Replay, spec: ModelSpec, y: _T, module: str) -> tuple[_T, _T, _T]:
+    """One linear for q, k and v; the three are views of its output."""
+    heads, kv_heads, hd = _heads(spec, r.ctx.tp)
+    tok = r.ctx.tokens
+    qkv = r.proj(y, module, (heads + 2 * kv_heads) * hd)
+    q = _T(tok * heads * hd, qkv.itemsize, qkv.grad, qkv)
+    k = _T(tok * kv_heads * hd, qkv.itemsize, qkv.grad, qkv)
+    v = _T(tok * kv_heads * hd, qkv.itemsize, qkv.grad, qkv)
+    return q, k, v
+
+
+def _new_gelu(r: _Replay, x: _T) -> _T:
+    """transformers' NewGELUActivation, in Python ops: 0.5x(1 + tanh(c(x + 0.044715x^3)))."""
+    r.unary_saving_input(x)  # pow keeps x
+    t = r.unary_saving_output(r.new(x.numel, x.itemsize, x.grad))  # tanh keeps its output
+    half = r.new(x.numel, x.itemsize, x.grad)
+    return r.mul(half, r.add(t, t))
+
+
+def _gpt2_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
+    """GPT-2 block: pre-LN, fused c_attn (Conv1D), NewGELU MLP, dropout on every branch."""
+    f = spec.facts
+    ctx = r.ctx
+    heads, kv_heads, hd = _heads(spec, ctx.tp)
+    y = r.layer_norm(x, ctx.full)
+    q, k, v = _fused_qkv(r, spec, y, "c_attn")
+    a = r.attention(
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        softmax_fp32=False,
+        dropout=f.attention_dropout,
+    )
+    x = r.add(x, r.dropout(r.proj(a, "c_proj", f.hidden_size), f.hidden_dropout))
+    y = r.layer_norm(x, ctx.full)
+    m = _new_gelu(r, r.proj(y, "c_fc", f.intermediate_size // ctx.tp))
+    return r.add(x, r.dropout(r.proj(m, "c_proj", f.hidden_size), f.hidden_dropout))
+
+
+def _post_ln(spec: ModelSpec) -> bool:
+    """OPT-350m style: no final norm, each block normalizes after its residual add."""
+    return not any(t.role == Role.NORM for t in spec.layer_tensors(None))
+
+
+def _opt_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
+    """OPT block: separate q / k / v, ReLU MLP, dropout after out_proj and fc2."""
+    f = spec.facts
+    ctx = r.ctx
+    heads, kv_heads, hd = _heads(spec, ctx.tp)
+    post = _post_ln(spec)
+    y = x if post else r.layer_norm(x, ctx.full)
+    q = r.proj(y, "q_proj", heads * hd)
+    k = r.proj(y, "k_proj", kv_heads * hd)
+    v = r.proj(y, "v_proj", kv_heads * hd)
+    a = r.attention(
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        softmax_fp32=True,
+        dropout=f.attention_dropout,
+    )
+    x = r.add(x, r.dropout(r.proj(a, "out_proj", f.hidden_size), f.hidden_dropout))
+    if post:
+        x = r.layer_norm(x, ctx.full)
+    y = x if post else r.layer_norm(x, ctx.full)
+    m = r.unary_saving_output(r.proj(y, "fc1", f.intermediate_size // ctx.tp))  # ReLU
+    x = r.add(x, r.dropout(r.proj(m, "fc2", f.hidden_size), f.hidden_dropout))
+    return r.layer_norm(x, ctx.full) if post else x
+
+
+def _neox_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
+    """GPT-NeoX block: parallel residual x + attn(ln1(x)) + mlp(ln2(x)), (partial) rotary."""
+    f = spec.facts
+    ctx = r.ctx
+    heads, kv_heads, hd = _heads(spec, ctx.tp)
+    y = r.layer_norm(x, ctx.full)
+    q, k, v = _fused_qkv(r, spec, y, "query_key_value")
+    # Rotary on the rotated part, then cat with the pass-through part: new q and k laid out
+    # (batch, heads, seq, hd), and v made contiguous.
+    q = r.new(q.numel, q.itemsize, q.grad)
+    k = r.new(k.numel, k.itemsize, k.grad)
+    v = r.new(v.numel, v.itemsize, v.grad)
+    a = r.attention(
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        softmax_fp32=True,
+        dropout=f.attention_dropout,
+        q_bshd=False,
+    )
+    attn = r.dropout(r.proj(a, "dense", f.hidden_size), f.hidden_dropout)
+    y2 = r.layer_norm(x, ctx.full)
+    m = r.unary_saving_input(r.proj(y2, "dense_h_to_4h", f.intermediate_size // ctx.tp))
+    mlp = r.dropout(r.proj(m, "dense_4h_to_h", f.hidden_size), f.hidden_dropout)
+    return r.add(r.add(x, attn), mlp)
+
+
+def _bloom_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
+    """BLOOM block: ALiBi scores via baddbmm, fp32 softmax, GELU (custom autograd) MLP."""
+    f = spec.facts
+    ctx = r.ctx
+    heads, kv_heads, hd = _heads(spec, ctx.tp)
+    y = r.layer_norm(x, ctx.full)
+    q, k, v = _fused_qkv(r, spec, y, "query_key_value")
+    a = r.attention(
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        softmax_fp32=True,
+        dropout=f.attention_dropout,
+    )
+    x = r.add(x, r.dropout(r.proj(a, "dense", f.hidden_size), f.hidden_dropout))
+    y = r.layer_norm(x, ctx.full)
+    m = r.unary_saving_input(r.proj(y, "dense_h_to_4h", f.intermediate_size // ctx.tp))
+    return r.add(x, r.dropout(r.proj(m, "dense_4h_to_h", f.hidden_size), f.hidden_dropout))
+
+
+def _falcon_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
+    """Falcon block: parallel attention and MLP on one (or two) layer norms, multi-query."""
+    f = spec.facts
+    ctx = r.ctx
+    heads, kv_heads, hd = _heads(spec, ctx.tp)
+    norms = [t for t in spec.layer_tensors(layer) if t.role == Role.NORM and not t.is_bias]
+    y = r.layer_norm(x, ctx.full)
+    q, k, v = _fused_qkv(r, spec, y, "query_key_value")
+    q = r.new(q.numel, q.itemsize, q.grad)  # rotary
+    k = r.new(k.numel, k.itemsize, k.grad)
+    a = r.attention(
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        softmax_fp32=False,
+        dropout=f.attention_dropout,
+        q_bshd=False,
+        kv_broadcast=kv_heads == 1 and heads > 1,
+    )
+    attn = r.proj(a, "dense", f.hidden_size)
+    y2 = r.layer_norm(x, ctx.full) if len(norms) > 1 else y
+    m = r.unary_saving_input(r.proj(y2, "dense_h_to_4h", f.intermediate_size // ctx.tp))
+    mlp = r.proj(m, "dense_4h_to_h", f.hidden_size)
+    return r.add(r.add(x, attn), mlp)
+
+
+def _bert_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
+    """BERT block: post-LN, separate query / key / value, dropout everywhere, GELU MLP."""
+    f = spec.facts
+    ctx = r.ctx
+    heads, kv_heads, hd = _heads(spec, ctx.tp)
+    q = r.proj(x, "query", heads * hd)
+    k = r.proj(x, "key", kv_heads * hd)
+    v = r.proj(x, "value", kv_heads * hd)
+    a = r.attention(
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        softmax_fp32=False,
+        dropout=f.attention_dropout,
+    )
+    x = r.layer_norm(
+        r.add(r.dropout(r.proj(a, "dense", f.hidden_size), f.hidden_dropout), x), ctx.full
+    )
+    m = r.unary_saving_input(r.proj(x, "dense", f.intermediate_size // ctx.tp))
+    d = r.dropout(r.proj(m, "dense", f.hidden_size), f.hidden_dropout)
+    return r.layer_norm(r.add(d, x), ctx.full)
+
+
 _LAYER_PROGRAMS: dict[str, Callable[[_Replay, ModelSpec, int, _T], _T]] = {
-    name: _llama_layer
-    for name in ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text")
+    "gpt2": _gpt2_layer,
+    "opt": _opt_layer,
+    "gpt_neox": _neox_layer,
+    "bloom": _bloom_layer,
+    "falcon": _falcon_layer,
+    "bert": _bert_layer,
 }
 
 
 def _layer_program(spec: ModelSpec) -> Callable[[_Replay, ModelSpec, int, _T], _T]:
     return _LAYER_PROGRAMS.get(spec.facts.model_type, _llama_layer)
+
+
+def _embed(r: _Replay, spec: ModelSpec) -> _T:
+    """The embeddings up to the first block's input."""
+    f = spec.facts
+    ctx = r.ctx
+    tok = ctx.tokens
+    r.ids(tok)
+    outside = spec.layer_tensors(None)
+    embed_width = max(
+        (t.shape[-1] for t in outside if t.role == Role.EMBEDDING), default=f.hidden_size
+    )
+    x = r.new(tok * embed_width, ctx.param_bytes, False)
+    if f.model_type == "opt":
+        r.ids(tok)  # positions from the attention mask's cumsum
+        if any(t.module == "project_in" for t in outside):
+            x = r.linear(x, f.hidden_size, ctx.full)
+    elif f.model_type in ("gpt2", "bert"):
+        r.ids(ctx.seq)  # position ids
+        if f.model_type == "bert":
+            r.ids(tok)  # token type ids
+    if f.model_type == "bloom" or f.model_type == "bert":
+        x = r.layer_norm(x, ctx.full)
+    x.grad = x.grad or ctx.full
+    if f.model_type in ("gpt2", "opt", "bert"):
+        x = r.dropout(x, f.hidden_dropout)
+    return x
+
+
+def _head(r: _Replay, spec: ModelSpec, x: _T) -> tuple[_T, _T, bool]:
+    """Final norm, LM head: the logits, log_softmax's output, and whether the loss upcasts."""
+    f = spec.facts
+    ctx = r.ctx
+    vocab = math.ceil(f.vocab_size / ctx.tp)
+    if f.model_type == "bert":
+        # BertForMaskedLM: transform (dense, GELU, LayerNorm), decoder; CrossEntropyLoss on the
+        # logits as they are.
+        y = r.unary_saving_input(r.linear(x, f.hidden_size, ctx.full))
+        y = r.layer_norm(y, ctx.full)
+        logits = r.linear(y, vocab, ctx.full)
+        return logits, r.unary_saving_output(logits), False
+    if f.norm == "layer":
+        y = x if _post_ln(spec) else r.layer_norm(x, ctx.full)
+        if any(t.module == "project_out" for t in spec.layer_tensors(None)):
+            width = next(t.shape[0] for t in spec.layer_tensors(None) if t.module == "project_out")
+            y = r.linear(y, width, ctx.full)
+    else:
+        y = r.rms_norm(x, f.hidden_size, ctx.full, gemma=f.model_type.startswith("gemma"))
+    logits = r.linear(y, vocab, ctx.full)
+    if f.model_type == "gemma2":
+        logits = r.unary_saving_output(logits)  # final logit soft-capping: tanh
+    # transformers' ForCausalLMLoss: logits.float(), then cross_entropy (log_softmax keeps
+    # its output).
+    return logits, r.unary_saving_output(r.cast(logits, 4)), True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,11 +883,19 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     blocks: list[_Block] = []
     tok = ctx.tokens
     r = _Replay(ctx)
-    x = r.new(tok * f.hidden_size, ctx.param_bytes, ctx.full)
     outside = spec.layer_tensors(None)
     head_tensors = tuple(t for t in outside if t.role in (Role.HEAD, Role.NORM))
     embed_tensors = tuple(t for t in outside if t.role not in (Role.HEAD, Role.NORM))
-    blocks.append(_Block(0, sum(_trainable_numels(embed_tensors, ctx)) * grad_item, 0, 0, 0))
+    x = _embed(r, spec)
+    blocks.append(
+        _Block(
+            r.saved_bytes(),
+            sum(_trainable_numels(embed_tensors, ctx)) * grad_item,
+            _copy_bytes(embed_tensors, ctx),
+            0,
+            0,
+        )
+    )
     inter = max(f.intermediate_size, f.moe_intermediate_size * f.experts_per_token)
     for layer in range(f.num_layers):
         r.saved = {}
@@ -639,18 +922,10 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     # Final norm, LM head and loss (transformers' ForCausalLMLoss: logits.float(), then
     # cross_entropy, whose log_softmax output is what backward needs).
     r.saved = {}
-    gemma = f.model_type.startswith("gemma")
-    y = r.rms_norm(x, f.hidden_size, ctx.full, gemma=gemma)
-    vocab = math.ceil(f.vocab_size / ctx.tp)
-    logits = r.linear(y, vocab, ctx.full)
-    if f.model_type == "gemma2":
-        logits = r.unary_saving_output(logits)  # final logit soft-capping: tanh
-    logits32 = r.cast(logits, 4)
-    log_probs = r.unary_saving_output(logits32)
-    r.save(r.new(tok, _INT64, False))  # the shifted labels
-    tv = tok * vocab
+    logits, log_probs, upcast = _head(r, spec, x)
+    r.save(r.new(tok, _INT64, False))  # the (shifted) labels
     # Forward: the logits, their fp32 copy and log_softmax's output exist together.
-    forward_transient = logits.nbytes + (logits32.nbytes if logits32 is not logits else 0)
+    forward_transient = logits.nbytes + (log_probs.nbytes if upcast and logits.itemsize != 4 else 0)
     head_copy = _copy_bytes(head_tensors, ctx)
     if f.tie_word_embeddings and ctx.autocast:
         head_copy += _copy_bytes(
@@ -670,8 +945,8 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
             # head's weight gradient is formed.
             transient_bytes=logits.nbytes - log_probs.nbytes,
             input_bytes=0,
-            # Before: nll_loss's and log_softmax's fp32 gradients beside log_softmax's output.
-            early_transient_bytes=2 * tv * 4,
+            # Before: nll_loss's and log_softmax's gradients beside log_softmax's output.
+            early_transient_bytes=2 * log_probs.nbytes,
         )
     )
     return _Walk(blocks, forward_transient)

@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtCore import Qt, QThreadPool
 from PySide6.QtGui import QColor
 
+from vramgui.cli.profile import estimate_for, source_of
 from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
 from vramgui.profiles import Profile, ProfileStore
@@ -38,6 +39,7 @@ class Script:
 
     def __init__(self) -> None:
         self.names: list[str | None] = []
+        self.texts: list[str | None] = []
         self.confirms: list[bool] = []
         self.paths: list[Path | None] = []
         self.asked: list[str] = []
@@ -47,6 +49,10 @@ class Script:
             self.asked.append(f"{title}: {suggestion}")
             return self.names.pop(0)
 
+        def ask_text(title: str, prompt: str, current: str) -> str | None:
+            self.asked.append(f"{title}: {current}")
+            return self.texts.pop(0)
+
         def confirm(title: str, question: str) -> bool:
             self.asked.append(title)
             return self.confirms.pop(0)
@@ -55,7 +61,7 @@ class Script:
             self.asked.append(title)
             return self.paths.pop(0)
 
-        return Dialogs(ask_name, confirm, path, path)
+        return Dialogs(ask_name, ask_text, confirm, path, path)
 
 
 @pytest.fixture
@@ -362,3 +368,38 @@ def test_models_pass_the_model_tester(qtmodeltester, store, tmp_path):
     qtmodeltester.check(comparison)
     comparison.set_only_differences(True)
     qtmodeltester.check(comparison)
+
+
+def test_notes_are_edited_searched_and_kept_by_save(qtbot, view, controller, store, script):
+    saved(store, "plan", "gpt2")
+    view.refresh()
+    click_row(qtbot, view, "plan")
+    script.texts = ["for the two 4090s at work"]
+    qtbot.mouseClick(view.notes_button, Qt.MouseButton.LeftButton)
+    assert store.get("plan").notes == "for the two 4090s at work"
+    qtbot.keyClicks(view.search, "two 4090s")
+    assert names_shown(view) == ["plan"]
+    # Replacing the setup keeps the notes.
+    script.names = ["plan"]
+    script.confirms = [True]
+    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    assert store.get("plan").notes == "for the two 4090s at work"
+
+
+def test_a_profile_saved_in_the_window_has_the_cli_and_window_figures(
+    qtbot, view, controller, store, script
+):
+    controller.update(batch=2, seq=2048)
+    controller.recompute_now()
+    script.names = ["same figures"]
+    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    profile = store.get("same figures")
+    window = controller.analysis.estimate
+    saved_per_gpu = profile.saved_estimate["per_gpu"]
+    assert saved_per_gpu["components"] == dict(window.components)
+    assert saved_per_gpu["total_bytes"] == window.total_bytes
+    cli = estimate_for(load_model(source_of(profile.model)), profile.workload, profile.gpus)
+    now = reestimate(profile, load_model)
+    assert now.error is None
+    assert now.document["per_gpu"] == cli["per_gpu"] == saved_per_gpu
+    assert now.document["fit"] == cli["fit"] == profile.saved_estimate["fit"]

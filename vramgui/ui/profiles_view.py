@@ -8,6 +8,7 @@ that cannot be read are listed greyed with the reason and no action touches them
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,13 @@ from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import Profile, ProfileError, ProfileListing, ProfileStore, TrashedProfile
 from vramgui.ui import palette
-from vramgui.ui.compare_view import MAX_COMPARED, MIN_COMPARED, CompareView, reestimate
+from vramgui.ui.compare_view import (
+    MAX_COMPARED,
+    MIN_COMPARED,
+    CompareView,
+    Reestimate,
+    reestimate,
+)
 from vramgui.ui.controller import EstimateController, LoadedModel
 from vramgui.ui.workers import Worker, submit
 
@@ -98,12 +105,14 @@ class Dialogs:
 
     Attributes:
         ask_name: (title, prompt, suggestion) -> a name, or None when cancelled.
+        ask_text: (title, prompt, current text) -> a longer text, or None when cancelled.
         confirm: (title, question) -> whether the user agreed.
         open_path: (title) -> a file to read, or None.
         save_path: (title, suggested file name) -> a file to write, or None.
     """
 
     ask_name: Callable[[str, str, str], str | None]
+    ask_text: Callable[[str, str, str], str | None]
     confirm: Callable[[str, str], bool]
     open_path: Callable[[str], Path | None]
     save_path: Callable[[str, str], Path | None]
@@ -116,6 +125,10 @@ def qt_dialogs(parent: QWidget) -> Dialogs:
         text, ok = QInputDialog.getText(
             parent, title, prompt, QLineEdit.EchoMode.Normal, suggestion
         )
+        return text if ok else None
+
+    def ask_text(title: str, prompt: str, current: str) -> str | None:
+        text, ok = QInputDialog.getMultiLineText(parent, title, prompt, current)
         return text if ok else None
 
     def confirm(title: str, question: str) -> bool:
@@ -132,7 +145,7 @@ def qt_dialogs(parent: QWidget) -> Dialogs:
         )
         return Path(path) if path else None
 
-    return Dialogs(ask_name, confirm, open_path, save_path)
+    return Dialogs(ask_name, ask_text, confirm, open_path, save_path)
 
 
 class ProfileListModel(QAbstractTableModel):
@@ -298,6 +311,7 @@ class ProfilesView(QWidget):
         self.open_button = _button("Open", "Apply the selected profile to the window (Enter)")
         self.rename_button = _button("Rename…", "Rename the selected profile (F2)")
         self.duplicate_button = _button("Duplicate", "Save a copy of the selected profile")
+        self.notes_button = _button("Notes…", "Edit the notes of the selected profile")
         self.delete_button = _button("Delete", "Move the selected profiles to the trash (Del)")
         self.compare_button = _button(
             "Compare", f"Lay {MIN_COMPARED} to {MAX_COMPARED} selected profiles side by side"
@@ -327,6 +341,7 @@ class ProfilesView(QWidget):
             self.open_button,
             self.rename_button,
             self.duplicate_button,
+            self.notes_button,
             self.delete_button,
         ):
             actions.addWidget(button)
@@ -357,12 +372,14 @@ class ProfilesView(QWidget):
     def _connect(self) -> None:
         self.search.textChanged.connect(self.proxy.setFilterFixedString)
         self.table.selectionModel().selectionChanged.connect(self._update_actions)
-        self.table.activated.connect(lambda _index: self.open_selected())
+        # Double-click or Enter opens; not ``activated``, which some desktops emit on one click.
+        self.table.doubleClicked.connect(lambda _index: self.open_selected())
         self.save_button.clicked.connect(self.save_current)
         self.save_as_button.clicked.connect(self.save_as)
         self.open_button.clicked.connect(self.open_selected)
         self.rename_button.clicked.connect(self.rename_selected)
         self.duplicate_button.clicked.connect(self.duplicate_selected)
+        self.notes_button.clicked.connect(self.edit_notes)
         self.delete_button.clicked.connect(self.delete_selected)
         self.undo_button.clicked.connect(self.undo_delete)
         self.compare_button.clicked.connect(self.compare_selected)
@@ -372,6 +389,8 @@ class ProfilesView(QWidget):
         for keys, slot, widget, context in (
             (QKeySequence.StandardKey.Delete, self.delete_selected, self.table, "widget"),
             (QKeySequence(Qt.Key.Key_F2), self.rename_selected, self.table, "widget"),
+            (QKeySequence(Qt.Key.Key_Return), self.open_selected, self.table, "widget"),
+            (QKeySequence(Qt.Key.Key_Enter), self.open_selected, self.table, "widget"),
             (QKeySequence.StandardKey.Undo, self.undo_delete, self, "children"),
         ):
             shortcut = QShortcut(QKeySequence(keys), widget)
@@ -443,9 +462,15 @@ class ProfilesView(QWidget):
         self.open_button.setEnabled(count == 1)
         self.rename_button.setEnabled(count == 1)
         self.duplicate_button.setEnabled(count == 1)
+        self.notes_button.setEnabled(count == 1)
         self.delete_button.setEnabled(count >= 1)
         self.compare_button.setEnabled(MIN_COMPARED <= count <= MAX_COMPARED)
         self.undo_button.setVisible(bool(self._undo))
+        self.save_button.setToolTip(
+            f"Save the current setup in {self._current!r} (Ctrl+S)"
+            if self._current
+            else "Save the current setup under a new name (Ctrl+S)"
+        )
 
     # ----------------------------------------------------------------------------- actions
     def save_current(self) -> None:
@@ -562,6 +587,25 @@ class ProfilesView(QWidget):
         self.select([copy.name])
         self.show_message(f"Saved a copy as {copy.name!r}.")
 
+    def edit_notes(self) -> None:
+        """Edit the notes of the selected profile."""
+        profiles = self.selected_profiles()
+        if len(profiles) != 1:
+            return
+        profile = profiles[0]
+        notes = self.dialogs.ask_text(
+            "Profile notes", f"Notes for {profile.name!r}:", profile.notes
+        )
+        if notes is None or notes == profile.notes:
+            return
+        try:
+            self.store.save(dataclasses.replace(profile, notes=notes), overwrite=True)
+        except ProfileError as exc:
+            self.show_message(f"Notes not saved: {exc}", error=True)
+            return
+        self.refresh()
+        self.show_message(f"Saved the notes of {profile.name!r}.")
+
     def delete_selected(self) -> None:
         """Move the selected profiles to the trash; Undo brings them back."""
         profiles = self.selected_profiles()
@@ -622,7 +666,7 @@ class ProfilesView(QWidget):
             self._compare_failed,
         )
 
-    def _compared(self, results: list[Any]) -> None:
+    def _compared(self, results: list[Reestimate]) -> None:
         self._comparing = None
         self.compare_view.show_results(results)
 

@@ -343,6 +343,15 @@ class _Block:
     transient_bytes: int  # extra bytes while its gradients are formed
     input_bytes: int  # the hidden state entering it (what checkpointing keeps)
     early_transient_bytes: int = 0  # extra bytes before its own gradients exist
+    # Autocast copies still held in backward (a checkpointed block drops them at the forward's
+    # end, when autocast's cache is cleared, and recreates them in its recompute).
+    backward_copy_bytes: int | None = None
+
+    @property
+    def held_copy_bytes(self) -> int:
+        if self.backward_copy_bytes is None:
+            return self.weight_copy_bytes
+        return self.backward_copy_bytes
 
 
 def _module_width(spec: ModelSpec, layer: int | None, module: str) -> int:
@@ -641,7 +650,7 @@ def _embed(r: _Replay, spec: ModelSpec) -> _T:
         r.ids(ctx.seq)  # position ids
         if f.model_type == "bert":
             r.ids(tok)  # token type ids
-    if f.model_type == "bloom" or f.model_type == "bert":
+    if f.model_type in {"bloom", "bert"}:
         x = r.layer_norm(x, ctx.full)
     x.grad = x.grad or ctx.full
     if f.model_type in ("gpt2", "opt", "bert"):
@@ -906,17 +915,20 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
         # Backward of a block: the incoming gradient of the hidden state, the one it passes on,
         # and the widest intermediate gradients (three tokens x MLP-width tensors in SwiGLU).
         transient = 2 * x.nbytes + 3 * tok * inter // ctx.tp * ctx.compute_bytes
+        copies = _copy_bytes(tensors, ctx)
         if ctx.checkpointing:
-            # The checkpoint keeps the block input; backward recomputes the block first.
-            transient += saved
+            # The checkpoint keeps the block input; backward recomputes the block (its
+            # activations and autocast copies) first.
+            transient += saved + copies
             saved = x_in.nbytes
         blocks.append(
             _Block(
                 saved_bytes=saved,
                 grad_bytes=sum(_trainable_numels(tensors, ctx)) * grad_item,
-                weight_copy_bytes=_copy_bytes(tensors, ctx),
+                weight_copy_bytes=copies,
                 transient_bytes=transient,
                 input_bytes=x_in.nbytes,
+                backward_copy_bytes=0 if ctx.checkpointing else None,
             )
         )
     # Final norm, LM head and loss (transformers' ForCausalLMLoss: logits.float(), then
@@ -991,7 +1003,8 @@ def _moments(
         GRADIENTS: grads_before,
     }
     best = -1
-    acts_left, copies_left, grads_done = saved_total, copies_total, grads_before
+    acts_left, grads_done = saved_total, grads_before
+    copies_left = sum(b.held_copy_bytes for b in blocks)
     for b in reversed(blocks):
         if b.early_transient_bytes:
             early = acts_left + copies_left + grads_done + b.early_transient_bytes
@@ -1018,7 +1031,7 @@ def _moments(
                 BACKWARD_TEMPORARIES: transient,
             }
         acts_left -= b.saved_bytes * in_flight
-        copies_left -= b.weight_copy_bytes
+        copies_left -= b.held_copy_bytes
         grads_done = grads_now
     parts[PHASE_STEP] = {ACTIVATIONS: 0, GRADIENTS: grads_total, **step_extra}
     totals = {

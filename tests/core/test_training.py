@@ -1,0 +1,178 @@
+"""Training estimate: structure, invalid settings, and accuracy against the harness's measurements."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from vramgui.core.errors import WorkloadError
+from vramgui.core.families import spec_from_config
+from vramgui.core.model import ModelSpec
+from vramgui.core.training import (
+    ACTIVATIONS,
+    PHASE_STEP,
+    REQUIRED_COMPONENTS,
+    resolve_lora_targets,
+    training_estimate,
+)
+from vramgui.core.workload import Workload
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = json.loads((ROOT / "tests" / "data" / "families" / "configs.json").read_text())
+MEASURED = ROOT / "benchmarks" / "data" / "measured_training.json"
+
+
+def spec(name: str) -> ModelSpec:
+    return spec_from_config(CONFIGS[name], name)
+
+
+LLAMA = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+MISTRAL = "mistralai/Mistral-7B-v0.1"
+
+
+def train(**settings: object) -> Workload:
+    base: dict[str, object] = {"mode": "training", "batch": 2, "seq": 1024}
+    base.update(settings)
+    return Workload(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [LLAMA, MISTRAL, "openai-community/gpt2", "facebook/opt-350m", "google-bert/bert-base-cased"],
+)
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"precision": "pure", "attention": "eager"},
+        {"precision": "fp32", "dtype": "fp32", "optimizer": "sgd", "grad_checkpointing": True},
+        {"method": "lora", "lora_targets": ("all-linear",), "optimizer": "adafactor"},
+        {"optimizer": "adamw-8bit", "grad_accum": 4},
+        {"optimizer": "lion", "gpus": 4, "zero": 3},
+    ],
+)
+def test_components_are_non_negative_ints(model: str, settings: dict) -> None:
+    est = training_estimate(spec(model), train(**settings))
+    assert set(REQUIRED_COMPONENTS) <= set(est.components)
+    assert all(isinstance(v, int) and v >= 0 for v in est.components.values())
+    assert est.total_bytes == max(est.phase_totals.values())
+    assert est.phase in est.phase_totals
+
+
+def test_lora_needs_less_than_full() -> None:
+    full = training_estimate(spec(MISTRAL), train(precision="pure"))
+    lora = training_estimate(spec(MISTRAL), train(precision="pure", method="lora"))
+    assert lora.total_bytes < full.total_bytes
+    assert lora.trainable_parameters < full.trainable_parameters / 100
+
+
+def test_qlora_needs_less_than_lora() -> None:
+    lora = training_estimate(spec(MISTRAL), train(precision="pure", method="lora"))
+    qlora = training_estimate(spec(MISTRAL), train(method="qlora", quant="nf4"))
+    assert qlora.components["weights"] < lora.components["weights"] / 3
+
+
+def test_checkpointing_reduces_activations() -> None:
+    plain = training_estimate(spec(LLAMA), train(batch=8, seq=2048))
+    ckpt = training_estimate(spec(LLAMA), train(batch=8, seq=2048, grad_checkpointing=True))
+    assert ckpt.total_bytes < plain.total_bytes
+    assert ckpt.phase_totals["forward end"] < plain.phase_totals["forward end"]
+
+
+def test_fused_adamw_has_no_step_temporaries() -> None:
+    foreach = training_estimate(spec(LLAMA), train(batch=1, seq=256))
+    fused = training_estimate(spec(LLAMA), train(batch=1, seq=256, optimizer="adamw-fused"))
+    assert fused.phase_totals[PHASE_STEP] < foreach.phase_totals[PHASE_STEP]
+    assert fused.total_bytes <= foreach.total_bytes
+
+
+def test_eager_attention_costs_more_than_sdpa_at_long_sequences() -> None:
+    sdpa = training_estimate(spec(LLAMA), train(seq=4096))
+    eager = training_estimate(spec(LLAMA), train(seq=4096, attention="eager"))
+    assert eager.components[ACTIVATIONS] > sdpa.components[ACTIVATIONS]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"zero": 1}, {"zero": 2}, {"zero": 3}, {"fsdp": True}, {"tp_per_gpu": True}],
+)
+def test_more_gpus_never_need_more_per_gpu(settings: dict) -> None:
+    totals = []
+    for gpus in (2, 4, 8):
+        kw = dict(settings)
+        if kw.pop("tp_per_gpu", False):
+            kw["tp"] = gpus
+        totals.append(training_estimate(spec(MISTRAL), train(gpus=gpus, **kw)).total_bytes)
+    assert totals == sorted(totals, reverse=True)
+    assert totals[-1] < totals[0]
+
+
+def test_zero3_divides_weights() -> None:
+    one = training_estimate(spec(MISTRAL), train(gpus=2, zero=2))
+    three = training_estimate(spec(MISTRAL), train(gpus=2, zero=3))
+    assert three.components["weights"] < one.components["weights"]
+
+
+def test_cpu_offload_reports_host_bytes() -> None:
+    est = training_estimate(spec(MISTRAL), train(gpus=2, zero=2, cpu_offload=True))
+    assert est.host_bytes > 0
+    assert est.components["optimizer_states"] == 0
+
+
+def test_pipeline_divides_layers() -> None:
+    one = training_estimate(spec(MISTRAL), train(precision="pure"))
+    four = training_estimate(spec(MISTRAL), train(precision="pure", gpus=4, pp=4))
+    assert four.components["weights"] < one.components["weights"] / 2
+
+
+def test_qlora_without_four_bit_scheme_is_refused() -> None:
+    with pytest.raises(WorkloadError, match="nf4 or fp4"):
+        training_estimate(spec(MISTRAL), train(method="qlora"))
+
+
+def test_quantized_full_fine_tune_is_refused() -> None:
+    with pytest.raises(WorkloadError, match="qlora"):
+        training_estimate(spec(MISTRAL), train(quant="nf4"))
+
+
+def test_unknown_lora_target_names_the_available_modules() -> None:
+    with pytest.raises(WorkloadError, match=r"c_attn.*q_proj"):
+        training_estimate(spec(MISTRAL), train(method="lora", lora_targets=("c_attn",)))
+
+
+def test_all_linear_leaves_out_the_head() -> None:
+    targets = resolve_lora_targets(spec(MISTRAL), ("all-linear",))
+    assert "lm_head" not in targets
+    assert {"q_proj", "down_proj"} <= targets
+
+
+def test_tp_must_divide_heads() -> None:
+    with pytest.raises(WorkloadError, match="attention heads"):
+        training_estimate(spec("tiiuae/falcon-7b"), train(gpus=2, tp=2))
+
+
+def test_zero3_on_one_gpu_is_explained() -> None:
+    with pytest.raises(WorkloadError, match="nothing is divided"):
+        training_estimate(spec(MISTRAL), train(zero=3))
+    offloaded = training_estimate(spec(MISTRAL), train(zero=3, cpu_offload=True))
+    assert offloaded.host_bytes > 0
+
+
+def test_inference_workload_is_refused() -> None:
+    with pytest.raises(WorkloadError, match="training"):
+        training_estimate(spec(MISTRAL), Workload())
+
+
+def test_accuracy_against_measurements() -> None:
+    """Every measured case within 8 %, the median within 3 % (peak live tensor bytes)."""
+    from benchmarks.training_accuracy import rows
+
+    found = rows()
+    assert len(found) >= 40
+    errors = [abs(r["error"]) for r in found]
+    worst = max(found, key=lambda r: abs(r["error"]))
+    assert abs(worst["error"]) <= 0.08, worst["id"]
+    assert statistics.median(errors) <= 0.03

@@ -99,6 +99,13 @@ def test_opt175b_fp16_streams_through_an_8_gib_gpu(opt175b):
     assert offload.min_vram_bytes(opt175b, w, prefetch=True) > floor + block - 1
 
 
+def test_the_floor_ignores_the_kv_dtype_it_leaves_on_the_host(llama7b):
+    w = Workload(quant="Q4_K_M", engine="llamacpp", kv_dtype="q8_0")
+    assert offload.min_vram_bytes(llama7b, w) == offload.min_vram_bytes(
+        llama7b, w.with_(kv_dtype="auto")
+    )
+
+
 def test_a_gpu_below_the_floor_does_not_fit(opt175b):
     w = Workload(dtype="fp16", seq=2048)
     p = offload.plan_streaming(opt175b, w, 3 * GiB, host_ram_bytes=None)

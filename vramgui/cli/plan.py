@@ -237,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
     )
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
+    if not args.gpu:
+        doc["notices"].append(f"Speeds are the {DEFAULT_GPU}'s; name your GPU with --gpu.")
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))
     return 0
 
@@ -296,8 +298,8 @@ def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the plan for people."""
     s = doc["settings"]
     lines = [
-        f"{doc['model']['name']}: {doc['planner']} plan on {doc['gpu']} "
-        f"({format_bytes(doc['vram_budget_bytes'][0])} budget), {s['dtype']}"
+        f"{doc['model']['name']}: {doc['planner']} plan, GPU budget "
+        f"{format_bytes(doc['vram_budget_bytes'][0])} ({doc['gpu']} speeds), {s['dtype']}"
         + (f" {s['quant']}" if s["quant"] != "none" else "")
         + f", batch {s['batch']}, seq {s['seq']:,}",
         "",

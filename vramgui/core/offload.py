@@ -378,8 +378,15 @@ class _HostRam:
 
 
 @dataclass(frozen=True, slots=True)
-class _LlamaCpp:
-    """What llama.cpp's placement needs, computed once per model and workload."""
+class LlamaCppModel:
+    """A model as llama.cpp places it, sized once: re-placing at another ``-ngl`` is cheap.
+
+    Attributes:
+        units: the placement units under the workload's quantization.
+        workload: the settings (engine llama.cpp).
+        buffers_bytes: llama.cpp's compute buffer on the GPU.
+        tied_copy_bytes: the GPU copy of tied embeddings the output layer holds (0 if untied).
+    """
 
     units: tuple[Unit, ...]
     workload: Workload
@@ -400,7 +407,7 @@ class _LlamaCpp:
     def gpu_weight_bytes(self, unit: Unit) -> int:
         return unit.bytes + (self.tied_copy_bytes if unit.index == self.blocks + 1 else 0)
 
-    def gpu_tensor_bytes(self, n_gpu_layers: int, kv_offload: bool) -> int:
+    def gpu_tensor_bytes(self, n_gpu_layers: int, kv_offload: bool = True) -> int:
         """Weights and KV cache of the GPU units at ``-ngl n_gpu_layers``, plus the compute buffer."""
         total = self.buffers_bytes
         for u in self.units:
@@ -408,26 +415,94 @@ class _LlamaCpp:
                 total += self.gpu_weight_bytes(u) + (u.kv_cache_bytes if kv_offload else 0)
         return total
 
-    def gpu_bytes(self, n_gpu_layers: int, kv_offload: bool) -> int:
+    def gpu_bytes(self, n_gpu_layers: int, kv_offload: bool = True) -> int:
+        """VRAM at ``-ngl n_gpu_layers``: weights, KV cache, compute buffer and runtime overhead."""
         tensors = self.gpu_tensor_bytes(n_gpu_layers, kv_offload)
         return tensors + _overhead(self.workload, tensors)
 
+    def max_gpu_layers(self, vram_budget_bytes: int, kv_offload: bool = True) -> int:
+        """The largest ``-ngl`` whose VRAM fits the budget (0 to n_layer + 1)."""
+        best = 0
+        # VRAM grows with every layer added, so the first that overflows ends the search.
+        for ngl in range(1, self.blocks + 2):
+            if self.gpu_bytes(ngl, kv_offload) > vram_budget_bytes:
+                break
+            best = ngl
+        return best
 
-def _llamacpp(spec: ModelSpec, workload: Workload) -> _LlamaCpp:
+    def place(
+        self,
+        vram_budget_bytes: int,
+        *,
+        host_ram_bytes: int | None = None,
+        n_gpu_layers: int | None = None,
+        kv_offload: bool = True,
+    ) -> Placement:
+        """The placement at ``-ngl n_gpu_layers`` (None: the most that fit); see ``plan_llamacpp``."""
+        n = self.blocks
+        if n_gpu_layers is None:
+            ngl = self.max_gpu_layers(vram_budget_bytes, kv_offload)
+        else:
+            ngl = max(0, min(n_gpu_layers, n + 1))
+        host = _HostRam(host_ram_bytes)
+        if host.left is not None:
+            # The KV cache of host layers (of all layers with --no-kv-offload) is allocated up front.
+            host.left -= sum(
+                u.kv_cache_bytes for u in self.units if not (kv_offload and self.on_gpu(u, ngl))
+            )
+        units = list(self.units)
+        if self.tied_copy_bytes and ngl > n:
+            # The LM head multiplies by the GPU copy of the tied embeddings, not the host original.
+            head_params = units[0].parameters
+            units[0] = replace(units[0], read_bytes=0)
+            units[-1] = replace(
+                units[-1],
+                read_bytes=units[-1].read_bytes + self.tied_copy_bytes,
+                parameters=units[-1].parameters + head_params,
+            )
+        placed: list[PlacedUnit] = []
+        for u in units:
+            if self.on_gpu(u, ngl):
+                device, gpu_weights = gpu_device(0), self.gpu_weight_bytes(u)
+            else:
+                device, gpu_weights = host.place(u), 0
+            kv_device = device if kv_offload and is_gpu(device) else CPU
+            placed.append(PlacedUnit(u, device, kv_device, gpu_weights))
+        notes = []
+        if ngl <= n:
+            notes.append(
+                f"-ngl {ngl}: the last {min(ngl, n)} of {n} blocks on the GPU; the output layer "
+                f"joins them only at -ngl {n + 1}."
+            )
+        if any(p.device == DISK for p in placed):
+            notes.append(
+                "Host RAM is short: llama.cpp maps the file and the OS pages the rest from disk "
+                "on every token."
+            )
+        return _finish(
+            "llamacpp",
+            self.workload,
+            placed,
+            gpu_layers=ngl,
+            budgets=(vram_budget_bytes,),
+            tensors=(self.gpu_tensor_bytes(ngl, kv_offload),),
+            stream=0,
+            buffers=self.buffers_bytes,
+            host_ram_bytes=host_ram_bytes,
+            notes=notes,
+        )
+
+
+def llamacpp_model(spec: ModelSpec, workload: Workload) -> LlamaCppModel:
+    """``spec`` sized for llama.cpp under the workload (the engine is taken as llama.cpp).
+
+    Raises:
+        WorkloadError: settings llama.cpp does not support.
+    """
     workload = _engine_workload(workload, "llamacpp")
     units = model_units(spec, workload)
     # With tied embeddings llama.cpp duplicates token_embd as the output tensor on the GPU.
-    return _LlamaCpp(units, workload, _buffers(spec, workload), units[0].read_bytes)
-
-
-def _max_layers(model: _LlamaCpp, budget: int, kv_offload: bool) -> int:
-    best = 0
-    # VRAM grows with every layer added, so the first that overflows ends the search.
-    for ngl in range(1, model.blocks + 2):
-        if model.gpu_bytes(ngl, kv_offload) > budget:
-            break
-        best = ngl
-    return best
+    return LlamaCppModel(units, workload, _buffers(spec, workload), units[0].read_bytes)
 
 
 def max_gpu_layers(
@@ -438,7 +513,7 @@ def max_gpu_layers(
     Raises:
         WorkloadError: settings llama.cpp does not support.
     """
-    return _max_layers(_llamacpp(spec, workload), vram_budget_bytes, kv_offload)
+    return llamacpp_model(spec, workload).max_gpu_layers(vram_budget_bytes, kv_offload)
 
 
 def llamacpp_gpu_bytes(
@@ -449,7 +524,7 @@ def llamacpp_gpu_bytes(
     Raises:
         WorkloadError: settings llama.cpp does not support.
     """
-    return _llamacpp(spec, workload).gpu_bytes(n_gpu_layers, kv_offload)
+    return llamacpp_model(spec, workload).gpu_bytes(n_gpu_layers, kv_offload)
 
 
 def plan_llamacpp(
@@ -475,58 +550,11 @@ def plan_llamacpp(
     Raises:
         WorkloadError: settings llama.cpp does not support.
     """
-    model = _llamacpp(spec, workload)
-    n = model.blocks
-    if n_gpu_layers is None:
-        ngl = _max_layers(model, vram_budget_bytes, kv_offload)
-    else:
-        ngl = max(0, min(n_gpu_layers, n + 1))
-    host = _HostRam(host_ram_bytes)
-    if host.left is not None:
-        # The KV cache of host layers (of all layers with --no-kv-offload) is allocated up front.
-        host.left -= sum(
-            u.kv_cache_bytes for u in model.units if not (kv_offload and model.on_gpu(u, ngl))
-        )
-    units = list(model.units)
-    if model.tied_copy_bytes and ngl > n:
-        # The LM head multiplies by the GPU copy of the tied embeddings, not the host original.
-        head_params = units[0].parameters
-        units[0] = replace(units[0], read_bytes=0)
-        units[-1] = replace(
-            units[-1],
-            read_bytes=units[-1].read_bytes + model.tied_copy_bytes,
-            parameters=units[-1].parameters + head_params,
-        )
-    placed: list[PlacedUnit] = []
-    for u in units:
-        if model.on_gpu(u, ngl):
-            device, gpu_weights = gpu_device(0), model.gpu_weight_bytes(u)
-        else:
-            device, gpu_weights = host.place(u), 0
-        kv_device = device if kv_offload and is_gpu(device) else CPU
-        placed.append(PlacedUnit(u, device, kv_device, gpu_weights))
-    notes = []
-    if ngl <= n:
-        notes.append(
-            f"-ngl {ngl}: the last {min(ngl, n)} of {n} blocks on the GPU; the output layer joins "
-            f"them only at -ngl {n + 1}."
-        )
-    if any(p.device == DISK for p in placed):
-        notes.append(
-            "Host RAM is short: llama.cpp maps the file and the OS pages the rest from disk "
-            "on every token."
-        )
-    return _finish(
-        "llamacpp",
-        model.workload,
-        placed,
-        gpu_layers=ngl,
-        budgets=(vram_budget_bytes,),
-        tensors=(model.gpu_tensor_bytes(ngl, kv_offload),),
-        stream=0,
-        buffers=model.buffers_bytes,
+    return llamacpp_model(spec, workload).place(
+        vram_budget_bytes,
         host_ram_bytes=host_ram_bytes,
-        notes=notes,
+        n_gpu_layers=n_gpu_layers,
+        kv_offload=kv_offload,
     )
 
 
@@ -626,12 +654,13 @@ def _slot_bytes(units: Sequence[Unit], prefetch: bool) -> int:
 def min_vram_bytes(spec: ModelSpec, workload: Workload, *, prefetch: bool = False) -> int:
     """The one-layer floor: the largest unit (two with prefetching) plus buffers and overhead.
 
-    The KV cache is left in host memory, as FlexGen does when the GPU is this small.
+    The KV cache is left in host memory, as FlexGen does when the GPU is this small, so its dtype
+    (even one only llama.cpp or vLLM offers) does not matter here.
 
     Raises:
-        WorkloadError: settings transformers does not support.
+        WorkloadError: a quantization that does not apply to the model.
     """
-    workload = _engine_workload(workload, "transformers")
+    workload = _engine_workload(workload, "transformers").with_(kv_dtype="auto")
     tensors = _slot_bytes(model_units(spec, workload), prefetch) + _buffers(spec, workload)
     return tensors + _overhead(workload, tensors)
 

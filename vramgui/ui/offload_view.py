@@ -339,6 +339,9 @@ class OffloadView(QWidget):
         self._bandwidths: Bandwidths | None = None
         self._unit: Unit = "GiB"
         self._ngl: int | None = None  # None: the most that fit
+        # Sized once per model and settings, so that moving the slider only re-places.
+        self._llamacpp: offload.LlamaCppModel | None = None
+        self._floor_bytes: int | None = None
         self.placement: Placement | None = None
         self.throughput: Throughput | None = None
         self._settings: tuple[launch.LaunchSettings, ...] = ()
@@ -432,6 +435,8 @@ class OffloadView(QWidget):
         """The model and settings to place; the planner follows a llama.cpp engine choice."""
         self._spec, self._workload = spec, workload
         self._ngl = None
+        self._llamacpp = None
+        self._floor_bytes = None
         if workload is not None and workload.engine == "llamacpp":
             self.set_planner("llamacpp")
         self._refresh()
@@ -501,13 +506,17 @@ class OffloadView(QWidget):
         if self._spec is None or self._workload is None:
             return None
         planner = self.planner.currentData()
-        return offload.plan(
-            planner,
-            self._spec,
-            self._workload.with_(mode="inference"),
-            self._vram_bytes,
-            host_ram_bytes=self._host_bytes,
-            n_gpu_layers=self._ngl if planner == "llamacpp" else None,
+        workload = self._workload.with_(mode="inference")
+        if self._floor_bytes is None:
+            self._floor_bytes = offload.min_vram_bytes(self._spec, workload)
+        if planner != "llamacpp":
+            return offload.plan(
+                planner, self._spec, workload, self._vram_bytes, host_ram_bytes=self._host_bytes
+            )
+        if self._llamacpp is None:
+            self._llamacpp = offload.llamacpp_model(self._spec, workload)
+        return self._llamacpp.place(
+            self._vram_bytes, host_ram_bytes=self._host_bytes, n_gpu_layers=self._ngl
         )
 
     def _refresh(self) -> None:
@@ -554,9 +563,8 @@ class OffloadView(QWidget):
             f"host RAM {format_bytes(p.host_bytes, unit)}",
             f"disk {format_bytes(p.disk_bytes, unit)}",
         ]
-        if self._spec is not None and self._workload is not None:
-            floor = offload.min_vram_bytes(self._spec, self._workload.with_(mode="inference"))
-            parts.append(f"one-layer floor {format_bytes(floor, unit)}")
+        if self._floor_bytes is not None:
+            parts.append(f"one-layer floor {format_bytes(self._floor_bytes, unit)}")
         if self.throughput is not None:
             t = self.throughput
             parts.append(

@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
 from vramgui.core import offload
+from vramgui.core.errors import WorkloadError
 from vramgui.core.families import spec_from_config
 from vramgui.core.offload import Bandwidths
 from vramgui.core.units import GiB
@@ -112,6 +113,15 @@ def test_settings_that_do_not_apply_show_an_error(view, llama7b):
     assert view.launch_text.toPlainText() == "" and not view.copy_button.isEnabled()
     view.set_model(None, None)
     assert "Choose a model" in view.summary.text()
+
+
+def test_a_catalog_gpu_without_tflops_needs_one_entered():
+    apple = find_gpu("Apple M2 Ultra")
+    with pytest.raises(WorkloadError):
+        bandwidths_for(apple)
+    bw = bandwidths_for(apple, gpu_flops=27e12)
+    assert bw.gpu_flops == 27e12
+    assert bw.gpu_bytes_per_s == apple.memory_bandwidth_bytes_per_s
 
 
 def test_bandwidths_reach_the_spin_boxes(view):

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core import launch, offload
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import CPU, DISK, Bandwidths, Placement, Throughput
 from vramgui.core.units import GB, Unit, format_bytes
@@ -61,18 +61,25 @@ RESOURCE_LABELS = {
 def bandwidths_for(
     gpu: CatalogGpu,
     *,
+    gpu_flops: float | None = None,
     disk_bytes_per_s: float = DEFAULT_DISK_READ_BYTES_PER_S,
     cpu_ram_bytes_per_s: float = offload.DEFAULT_CPU_RAM_BYTES_PER_S,
     cpu_flops: float = offload.DEFAULT_CPU_FLOPS,
 ) -> Bandwidths:
-    """The speed model's figures for a catalog GPU on a PCIe link of its generation."""
-    tflops = gpu.bf16_tflops or gpu.fp16_tflops or gpu.fp8_tflops or 1.0
+    """The speed model's figures for a catalog GPU on a PCIe link of its generation.
+
+    Raises:
+        WorkloadError: the catalog has no 16-bit TFLOPS for ``gpu`` and ``gpu_flops`` is not given.
+    """
+    tflops = gpu.bf16_tflops or gpu.fp16_tflops
+    if gpu_flops is None and tflops is None:
+        raise WorkloadError(f"the GPU catalog has no 16-bit TFLOPS for {gpu.name}; enter one")
     return Bandwidths(
         gpu_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
         pcie_bytes_per_s=pcie_bytes_per_s(gpu.pcie_gen or 4),
         cpu_ram_bytes_per_s=cpu_ram_bytes_per_s,
         disk_bytes_per_s=disk_bytes_per_s,
-        gpu_flops=tflops * 1e12,
+        gpu_flops=gpu_flops if gpu_flops is not None else tflops * 1e12,  # type: ignore[operator]
         cpu_flops=cpu_flops,
     )
 

@@ -129,6 +129,7 @@ class _Ctx:
     attention: str
     checkpointing: bool
     tp: int = 1
+    four_bit_base: bool = False
 
     @property
     def tokens(self) -> int:
@@ -185,7 +186,10 @@ class _Replay:
         ctx = self.ctx
         if ctx.full:
             return self.linear(x, out_features, True)
-        out = self.linear(x, out_features, False)
+        if ctx.four_bit_base:
+            out = self.linear4bit(x, out_features)
+        else:
+            out = self.linear(x, out_features, False)
         if module not in ctx.lora_targets:
             return out
         xa = self.cast(x, _ADAPTER_BYTES)
@@ -193,6 +197,15 @@ class _Replay:
         b = self.linear(a, out_features, True)
         summed = self.new(out.numel, max(out.itemsize, b.itemsize), True)
         return self.cast(summed, out.itemsize)
+
+    def linear4bit(self, x: _T, out_features: int) -> _T:
+        """bitsandbytes' Linear4bit: casts its input to the compute dtype, and MatMul4Bit keeps
+        that input whenever it needs a gradient (although the frozen weight needs none); the
+        output returns to the input's dtype."""
+        xin = self.cast(x, self.ctx.compute_bytes)
+        if x.grad:
+            self.save(xin)
+        return self.new(x.numel // self.width_of(x) * out_features, x.itemsize, x.grad)
 
     def mul(self, a: _T, b: _T) -> _T:
         if b.grad:
@@ -292,6 +305,9 @@ class _Replay:
         b, s = ctx.batch, ctx.seq
         grad = q.grad or k.grad or v.grad
         q, k, v = self.autocast_in(q), self.autocast_in(k), self.autocast_in(v)
+        if ctx.attention == "flash":
+            # transformers' flash-attention path casts fp32 q / k / v to the 16-bit dtype.
+            q, k, v = (self.cast(t, ctx.compute_bytes) for t in (q, k, v))
         c = q.itemsize
         full = ctx.tokens * heads * head_dim
         scores = b * heads * s * s
@@ -646,6 +662,7 @@ def _embed(r: _Replay, spec: ModelSpec) -> _T:
         r.ids(tok)  # positions from the attention mask's cumsum
         if any(t.module == "project_in" for t in outside):
             x = r.linear(x, f.hidden_size, ctx.full)
+        x = r.add(x, r.new(tok * f.hidden_size, ctx.param_bytes, False))  # + positions
     elif f.model_type in ("gpt2", "bert"):
         r.ids(ctx.seq)  # position ids
         if f.model_type == "bert":
@@ -653,7 +670,7 @@ def _embed(r: _Replay, spec: ModelSpec) -> _T:
     if f.model_type in {"bloom", "bert"}:
         x = r.layer_norm(x, ctx.full)
     x.grad = x.grad or ctx.full
-    if f.model_type in ("gpt2", "opt", "bert"):
+    if f.model_type in {"gpt2", "bert"}:
         x = r.dropout(x, f.hidden_dropout)
     return x
 
@@ -819,8 +836,12 @@ def _context(spec: ModelSpec, workload: Workload, device: str, deepspeed_mixed: 
     sixteen = dtypes.dtype_bytes(workload.dtype)
     if workload.precision == "fp32" or workload.dtype == "fp32":
         param_bytes, compute, autocast = 4, 4, False
-    elif workload.method == "qlora" or workload.precision == "pure" or deepspeed_mixed:
-        # QLoRA: 16-bit compute dtype for the dequantized weights and the unquantized tensors;
+    elif workload.method == "qlora":
+        # peft's prepare_model_for_kbit_training (what TRL and most QLoRA recipes call) upcasts
+        # every unquantized tensor (embeddings, norms, head) to fp32, so the hidden states are
+        # fp32; bitsandbytes' 4-bit linears compute in the 16-bit dtype and return the input's.
+        param_bytes, compute, autocast = 4, sixteen, False
+    elif workload.precision == "pure" or deepspeed_mixed:
         # DeepSpeed's bf16 / fp16 modes run a 16-bit model (the fp32 master copy sits with the
         # optimizer).
         param_bytes, compute, autocast = sixteen, sixteen, False
@@ -843,6 +864,7 @@ def _context(spec: ModelSpec, workload: Workload, device: str, deepspeed_mixed: 
         attention=workload.attention,
         checkpointing=workload.grad_checkpointing,
         tp=workload.tp,
+        four_bit_base=workload.method == "qlora",
     )
 
 
@@ -1070,7 +1092,10 @@ def training_estimate(
     def weights_of(tensors: list[Tensor]) -> int:
         if workload.method == "qlora":
             sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
-            return math.ceil(dtypes.weight_bytes(sub, workload.dtype, workload.quant) / ctx.tp)
+            stored = dtypes.assign_storage(sub, workload.dtype, workload.quant)
+            quantized = sum(s.bytes for s in stored if s.storage == workload.quant)
+            upcast = sum(s.tensor.numel for s in stored if s.storage != workload.quant)
+            return math.ceil(quantized / ctx.tp) + upcast * ctx.param_bytes
         return sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors) * (
             ctx.param_bytes
         )
@@ -1136,6 +1161,9 @@ def training_estimate(
         )
         if buckets:
             resident[GRADIENT_BUCKETS] = buckets
+        if workload.method == "qlora":
+            # bitsandbytes dequantizes one 4-bit weight at a time for its matmul.
+            resident[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx) * sixteen
         blocks = _stage_blocks(walk, stage, first, last)
         micro_batches = parallel.in_flight_micro_batches(index, plan.pp)
         moments = _moments(
@@ -1162,11 +1190,11 @@ def training_estimate(
         components[ACTIVATIONS] = max(0, components.get(ACTIVATIONS, 0) + shift)
     if workload.method == "qlora":
         notes.append(
-            "QLoRA: the 4-bit base as bitsandbytes stores it; one linear's weight dequantized "
-            "in flight; paged optimizer states counted on the GPU (they move to host RAM only "
-            "under memory pressure)"
+            "QLoRA: the 4-bit base as bitsandbytes stores it (double quantization included), "
+            "embeddings / norms / head upcast to fp32 by prepare_model_for_kbit_training, one "
+            "linear's weight dequantized in flight; paged optimizer states are counted on the "
+            "GPU (bitsandbytes moves them to host RAM only under memory pressure)"
         )
-        components[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx) * sixteen
     if plan.pp > 1:
         notes.append(f"pipeline: worst of the first and last of {plan.pp} stages (1F1B schedule)")
     trainable_total = (

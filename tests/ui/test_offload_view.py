@@ -46,6 +46,9 @@ def test_the_view_starts_at_the_most_layers_that_fit(view, llama7b):
     assert view.slider_label.text() == f"-ngl {ngl} of 33"
     assert f"-ngl {ngl} " in view.launch_text.toPlainText()
     assert "tokens/s" in view.summary.text()
+    turn = offload.compute_bound_batch(view.placement, bandwidths_for(find_gpu("RTX 3060")))
+    assert view.compute_bound_batch == turn
+    assert f"compute-bound from batch {turn:,}" in view.summary.text()
 
 
 def test_bars_are_coloured_by_device_and_explain_themselves_on_hover(view):

@@ -238,6 +238,15 @@ class LayerChart(pg.PlotWidget):
             QToolTip.showText(QCursor.pos(), self.hover_text, self)
 
 
+def _rate(tokens_per_second: float) -> str:
+    """Tokens/s with the digits that matter, from 0.0035 to 12,000."""
+    if tokens_per_second >= 100:
+        return f"{tokens_per_second:,.0f}"
+    if tokens_per_second >= 1:
+        return f"{tokens_per_second:.1f}"
+    return f"{tokens_per_second:.2g}"
+
+
 def _axis_unit(unit: Unit, biggest: int) -> tuple[str, int]:
     """The axis unit for bars up to ``biggest`` bytes: the chosen unit, or its mebi / mega step."""
     big, small = (
@@ -247,13 +256,13 @@ def _axis_unit(unit: Unit, biggest: int) -> tuple[str, int]:
 
 
 class _LogAxis(pg.AxisItem):
-    """A log axis labelled with plain numbers at 1, 2, 5 x powers of ten."""
+    """A log axis labelled with plain numbers at 1, 2, 3, 5 x powers of ten."""
 
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
         values = [
             m * 10**e
             for e in range(math.floor(minVal) - 1, math.ceil(maxVal) + 1)
-            for m in (1, 2, 5)
+            for m in (1, 2, 3, 5)
         ]
         shown = [math.log10(v) for v in values if minVal <= math.log10(v) <= maxVal]
         # Keep labels apart: at most one every ~50 pixels.
@@ -351,6 +360,7 @@ class OffloadView(QWidget):
         self._floor_bytes: int | None = None
         self.placement: Placement | None = None
         self.throughput: Throughput | None = None
+        self.compute_bound_batch: int | None = None
         self._settings: tuple[launch.LaunchSettings, ...] = ()
 
         self.planner = QComboBox()
@@ -575,8 +585,10 @@ class OffloadView(QWidget):
         if self.throughput is not None:
             t = self.throughput
             parts.append(
-                f"<b>{t.tokens_per_second:,.2f} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
+                f"<b>{_rate(t.tokens_per_second)} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
             )
+        if self.compute_bound_batch is not None:
+            parts.append(f"compute-bound from batch {self.compute_bound_batch:,}")
         if self._bandwidths is not None:
             prefill = offload.prefill_seconds(p, self._bandwidths)
             parts.append(f"prefill of {p.workload.seq:,} tokens {prefill:,.2f} s")
@@ -586,14 +598,14 @@ class OffloadView(QWidget):
 
     def _draw_speed(self, placement: Placement | None) -> None:
         if placement is None or self._bandwidths is None:
-            self.throughput = None
+            self.throughput = self.compute_bound_batch = None
             self.throughput_chart.set_curve((), None, None)
             return
         bw = self._bandwidths
         self.throughput = offload.decode_throughput(placement, bw)
         curve = offload.throughput_curve(placement, bw)
-        turn = offload.compute_bound_batch(placement, bw)
-        self.throughput_chart.set_curve(curve, self.throughput, turn)
+        self.compute_bound_batch = offload.compute_bound_batch(placement, bw)
+        self.throughput_chart.set_curve(curve, self.throughput, self.compute_bound_batch)
 
     def _draw_settings(self, placement: Placement | None) -> None:
         if placement is None or self._spec is None:

@@ -43,7 +43,7 @@ class LiveBytes(TorchDispatchMode):
         self.peak_phase = "setup"
         self.peak_breakdown = dict(self._by_category)
         self.phase = "setup"
-        self.phase_peaks: dict[str, int] = {}
+        self.phase_peaks: dict[str, dict] = {}
         # What `.item()` returns while set: fake tensors have no values, and some code (torch's
         # Adafactor) reads scalars that only scale an update, never change what is allocated.
         self.item_stand_in: float | None = None
@@ -94,8 +94,12 @@ class LiveBytes(TorchDispatchMode):
 
     def _note_peak(self) -> None:
         phase = self.phase
-        if self.current_bytes > self.phase_peaks.get(phase, -1):
-            self.phase_peaks[phase] = self.current_bytes
+        phase_peak = self.phase_peaks.get(phase)
+        if phase_peak is None or self.current_bytes > phase_peak["peak_bytes"]:
+            self.phase_peaks[phase] = {
+                "peak_bytes": self.current_bytes,
+                "breakdown": dict(self._by_category),
+            }
         if self.current_bytes > self.peak_bytes:
             self.peak_bytes = self.current_bytes
             self.peak_phase = phase

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
 from transformers import AutoConfig, AutoModelForCausalLM, BertForMaskedLM, DynamicCache
 from transformers.initialization import no_init_weights
+from transformers.integrations import moe
 
 from benchmarks.harness.live_bytes import LiveBytes
 
@@ -213,25 +215,27 @@ def _make_optimizer(params: list[torch.nn.Parameter], name: str) -> torch.optim.
 
 
 @contextlib.contextmanager
-def _value_checks_as_real() -> Iterator[None]:
-    """Answer the attention-mask checks that read tensor values as a real run answers them.
+def _fake_tensor_workarounds() -> Iterator[None]:
+    """Make transformers take, under FakeTensorMode, the paths it takes on a real batch.
 
     Fake tensors have no values, and transformers takes any fake tensor for a tracing graph:
     it would assume packed sequences (another mask path) and never skip the causal mask for
     SDPA, materializing a batch x seq x seq mask that a real all-ones batch never builds. The
     harness only runs unpadded batches, so each check gets the answer of a mask without padding.
+    MoE experts: the fake kernel of torch._grouped_mm accepts bf16 only (the CUDA kernel's
+    check), so other dtypes take transformers' fallback op, whose output is the same tensor.
     """
     masking = transformers.masking_utils
-    originals = {
-        name: getattr(masking, name)
-        for name in (
-            "find_packed_sequence_indices",
-            "_ignore_causal_mask_sdpa",
-            "_ignore_bidirectional_mask_sdpa",
-        )
-    }
-    ignore_causal = originals["_ignore_causal_mask_sdpa"]
-    ignore_bidirectional = originals["_ignore_bidirectional_mask_sdpa"]
+    patched = [
+        (masking, "find_packed_sequence_indices"),
+        (masking, "_ignore_causal_mask_sdpa"),
+        (masking, "_ignore_bidirectional_mask_sdpa"),
+        (moe, "_can_use_grouped_mm"),
+    ]
+    originals = [(module, name, getattr(module, name)) for module, name in patched]
+    ignore_causal = masking._ignore_causal_mask_sdpa
+    ignore_bidirectional = masking._ignore_bidirectional_mask_sdpa
+    can_use_grouped_mm = moe._can_use_grouped_mm
     masking.find_packed_sequence_indices = lambda position_ids: None
     masking._ignore_causal_mask_sdpa = lambda padding_mask, *args, **kwargs: ignore_causal(
         None, *args, **kwargs
@@ -239,11 +243,14 @@ def _value_checks_as_real() -> Iterator[None]:
     masking._ignore_bidirectional_mask_sdpa = lambda padding_mask, *args, **kwargs: (
         ignore_bidirectional(None, *args, **kwargs)
     )
+    moe._can_use_grouped_mm = lambda input, weight, offs: (
+        weight.dtype == torch.bfloat16 and can_use_grouped_mm(input, weight, offs)
+    )
     try:
         yield
     finally:
-        for name, function in originals.items():
-            setattr(masking, name, function)
+        for module, name, function in originals:
+            setattr(module, name, function)
 
 
 def _register_model(counter: LiveBytes, model: torch.nn.Module) -> None:
@@ -278,25 +285,39 @@ def _cache_bytes(cache: DynamicCache) -> int:
 def _run_generate_steps(model: torch.nn.Module, settings: Settings, counter: LiveBytes) -> int:
     """Prefill and one decode step, with the inputs `model.generate` builds (greedy, no padding).
 
+    Mirrors transformers' generate: position ids from the attention mask's cumsum (batch x seq),
+    the all-ones mask then dropped, a DynamicCache of the text config, logits of the last position
+    only, an fp32 copy of those logits, argmax, and the same input preparation for the decode step.
     Returns the KV cache bytes held after the prefill.
     """
-    input_ids = torch.zeros((settings.batch, settings.seq), dtype=torch.long)
+    batch, seq = settings.batch, settings.seq
+    prompt_ids = torch.zeros((batch, seq), dtype=torch.long)
+    input_ids = prompt_ids
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
     _tag_cache_updates(cache, counter)
-    model_kwargs = {
-        "attention_mask": torch.ones((settings.batch, settings.seq), dtype=torch.long),
+    # The caller keeps its tokenizer output (prompt_ids and the mask) for the whole of generate.
+    attention_mask = torch.ones((batch, seq), dtype=torch.long)
+    # generate's per-sequence "not finished" flags
+    unfinished_sequences = torch.ones(batch, dtype=torch.long)
+    model_kwargs: dict = {
+        "attention_mask": attention_mask,
         "cache": cache,
         "use_cache": True,
     }
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        model_kwargs["position_ids"] = model._prepare_position_ids_for_generation(
+            input_ids, model_kwargs
+        )
+    # generate drops a mask without padding once the position ids are built
+    model_kwargs["attention_mask"] = None
     if model._supports_logits_to_keep():
         model_kwargs["logits_to_keep"] = 1
     kv_cache_bytes = 0
     for phase in ("prefill", "decode"):
         counter.phase = phase
-        next_length = settings.seq if phase == "prefill" else 1
         inputs = model.prepare_inputs_for_generation(
             input_ids,
-            next_sequence_length=next_length,
+            next_sequence_length=seq if phase == "prefill" else 1,
             is_first_iteration=phase == "prefill",
             **model_kwargs,
         )
@@ -311,6 +332,7 @@ def _run_generate_steps(model: torch.nn.Module, settings: Settings, counter: Liv
         next_tokens = torch.argmax(next_token_logits, dim=-1)
         input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
         del outputs, next_token_logits, next_tokens
+    del prompt_ids, attention_mask, unfinished_sequences
     return kv_cache_bytes
 
 
@@ -403,7 +425,7 @@ def measure(config: dict, settings: dict) -> dict:
     counter = LiveBytes()
     result: dict = {}
     model = build_model(config, parsed, fake_mode)
-    patches = _value_checks_as_real() if fake_mode else contextlib.nullcontext()
+    patches = _fake_tensor_workarounds() if fake_mode else contextlib.nullcontext()
     with patches, fake_mode or contextlib.nullcontext():
         _register_model(counter, model)
         weights_bytes = counter.current_bytes

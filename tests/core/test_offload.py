@@ -225,6 +225,22 @@ def test_accelerate_fills_gpus_in_order_then_cpu_then_disk(llama7b):
     assert sum(u.unit.bytes for u in p.units if u.device == CPU) <= 5 * GiB - largest
 
 
+def test_accelerate_counts_the_kv_cache_of_blocks_on_a_second_gpu(llama7b):
+    w = Workload(dtype="fp16", seq=8192, batch=2)  # 268 MB of KV per block
+    p = offload.plan_accelerate(llama7b, w, [10 * GiB, 6 * GiB], host_ram_bytes=64 * GiB)
+    on_second = [u for u in p.units if u.device == "gpu:1"]
+    assert on_second and all(u.kv_device == "gpu:1" for u in on_second)
+    second = sum(u.unit.bytes + u.unit.kv_cache_bytes for u in on_second)
+    assert second < p.gpu_bytes[1] <= 6 * GiB
+    # the main GPU holds the KV cache of its own and of the offloaded blocks, not of GPU 1's
+    assert [u.device for u in p.units[:3]] == ["gpu:0"] * 3
+    kv_total = sum(u.unit.kv_cache_bytes for u in p.units)
+    served = sum(u.unit.kv_cache_bytes for u in p.units if u.kv_device == "gpu:0")
+    assert served == kv_total - sum(u.unit.kv_cache_bytes for u in on_second)
+    assert p.gpu_bytes[0] <= 10 * GiB
+    assert p.fits
+
+
 def test_accelerate_puts_everything_on_the_gpu_when_it_fits(llama7b):
     w = Workload(dtype="fp16", seq=1024)
     p = offload.plan_accelerate(llama7b, w, 80 * GiB)

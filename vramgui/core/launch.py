@@ -183,7 +183,7 @@ def accelerate_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings
     """``max_memory`` and an explicit ``device_map`` reproducing the placement in ``from_pretrained``.
 
     ``max_memory`` gives each device the weights placed on it, plus, on the main devices (first
-    GPU and CPU), the room accelerate keeps for the largest offloaded unit.
+    GPU and CPU), the room accelerate keeps for the largest unit.
     """
     device_map: dict[str, int | str] = {}
     per_device: dict[int | str, int] = {}
@@ -192,9 +192,11 @@ def accelerate_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings
         per_device[target] = per_device.get(target, 0) + p.unit.bytes
         for module in p.unit.modules:
             device_map[module] = target
-    if placement.stream_bytes:
-        per_device[0] = per_device.get(0, 0) + placement.stream_bytes
-        per_device[CPU] = per_device.get(CPU, 0) + placement.stream_bytes
+    # infer_auto_device_map keeps the largest unit's room free on the main devices whatever else.
+    largest = max(p.unit.bytes for p in placement.units)
+    per_device[0] = per_device.get(0, 0) + largest
+    if CPU in per_device:
+        per_device[CPU] += largest
     max_memory = {
         k: _mib(v) for k, v in sorted(per_device.items(), key=lambda kv: _order(kv[0])) if k != DISK
     }

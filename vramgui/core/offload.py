@@ -561,6 +561,41 @@ def plan_llamacpp(
 # --- accelerate ----------------------------------------------------------------------------------
 
 
+# Rounds of re-placing until the main GPU's KV reservation matches the blocks it serves.
+_ACCELERATE_ROUNDS = 8
+
+
+def _accelerate_fill(
+    units: Sequence[Unit], rooms: Sequence[int], cpu_room: int | None
+) -> list[int]:
+    """infer_auto_device_map's walk: per unit, a GPU index, len(rooms) for CPU or one more for disk.
+
+    ``rooms`` are the bytes each GPU gives to units; units on the first GPU count their weights only
+    (its KV cache is reserved by the caller), on the others their weights and KV cache.
+    """
+    used = [0] * len(rooms)
+    current, cpu_used, cpu_full = 0, 0, False
+    out = []
+    for u in units:
+        need = u.bytes
+        while current < len(rooms):
+            need = u.bytes + (u.kv_cache_bytes if current > 0 else 0)
+            if used[current] + need <= rooms[current]:
+                break
+            current += 1
+        if current < len(rooms):
+            used[current] += need
+            out.append(current)
+        elif not cpu_full and (cpu_room is None or cpu_used + u.bytes <= cpu_room):
+            cpu_used += u.bytes
+            out.append(len(rooms))
+        else:
+            # Like the GPUs, a device once passed is never returned to.
+            cpu_full = True
+            out.append(len(rooms) + 1)
+    return out
+
+
 def plan_accelerate(
     spec: ModelSpec,
     workload: Workload,
@@ -595,32 +630,32 @@ def plan_accelerate(
     largest = max(u.bytes for u in units)
     devices = [gpu_device(i) for i in range(len(budgets))]
     room = [_tensor_room(workload, b) for b in budgets]
-    # Reserved on the main GPU before any weight: all KV (offloaded blocks run there), the
-    # activations and the slot for the largest unit.
-    room[0] -= sum(u.kv_cache_bytes for u in units) + buffers + largest
     cpu_room = None if host_ram_bytes is None else host_ram_bytes - largest
-    weights = [0] * len(budgets)
-    current, cpu_used, cpu_full = 0, 0, False
+    # The main GPU keeps the activations, the slot for the largest unit and the KV cache of every
+    # block that does not sit on another GPU (offloaded blocks run on the main GPU). Which blocks
+    # those are depends on the placement, so place until the reservation settles.
+    kv_main = sum(u.kv_cache_bytes for u in units)
+    gpus = len(budgets)
+    for _ in range(_ACCELERATE_ROUNDS):
+        room_main = room[0] - kv_main - buffers - largest
+        devices_of = _accelerate_fill(units, [room_main, *room[1:]], cpu_room)
+        settled = sum(
+            u.kv_cache_bytes for u, d in zip(units, devices_of, strict=True) if not 0 < d < gpus
+        )
+        if settled == kv_main:
+            break
+        kv_main = settled
     placed: list[PlacedUnit] = []
-    for u in units:
-        while current < len(devices) and weights[current] + u.bytes > room[current]:
-            current += 1
-        if current < len(devices):
-            device = devices[current]
-            weights[current] += u.bytes
-        elif not cpu_full and (cpu_room is None or cpu_used + u.bytes <= cpu_room):
-            device = CPU
-            cpu_used += u.bytes
-        else:
-            # Like the GPUs, a device once passed is never returned to.
-            device, cpu_full = DISK, True
+    for u, d in zip(units, devices_of, strict=True):
+        device = devices[d] if d < gpus else (CPU if d == gpus else DISK)
         kv_device = device if is_gpu(device) else devices[0]
         placed.append(PlacedUnit(u, device, kv_device, u.bytes if is_gpu(device) else 0))
     stream = max((p.unit.bytes for p in placed if not is_gpu(p.device)), default=0)
     tensors = []
     for i, dev in enumerate(devices):
+        weights = sum(p.unit.bytes for p in placed if p.device == dev)
         kv = sum(p.unit.kv_cache_bytes for p in placed if p.kv_device == dev)
-        tensors.append(weights[i] + kv + (buffers + stream if i == 0 else 0))
+        tensors.append(weights + kv + (buffers + stream if i == 0 else 0))
     notes = []
     if stream:
         notes.append(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
 from vramgui.core import offload
-from vramgui.core.errors import WorkloadError
 from vramgui.core.families import spec_from_config
 from vramgui.core.offload import Bandwidths
 from vramgui.core.units import GiB
@@ -118,13 +119,22 @@ def test_settings_that_do_not_apply_show_an_error(view, llama7b):
     assert "Choose a model" in view.summary.text()
 
 
-def test_a_catalog_gpu_without_tflops_needs_one_entered():
+def test_a_catalog_gpu_without_tflops_leaves_the_rate_unknown(view):
     apple = find_gpu("Apple M2 Ultra")
-    with pytest.raises(WorkloadError):
-        bandwidths_for(apple)
-    bw = bandwidths_for(apple, gpu_flops=27e12)
-    assert bw.gpu_flops == 27e12
+    bw = bandwidths_for(apple)
+    assert math.isinf(bw.gpu_flops)
     assert bw.gpu_bytes_per_s == apple.memory_bandwidth_bytes_per_s
+    assert bandwidths_for(apple, gpu_flops=27e12).gpu_flops == 27e12
+    view.set_budget(24 * GiB, 16 * GiB)  # every layer on the GPU
+    view.set_bandwidths(bw)
+    assert view.spins["gpu_flops"].text() == "unknown"
+    assert view.compute_bound_batch is None  # never compute-bound on the GPU
+    view.spins["cpu_ram_bytes_per_s"].setValue(40.0)  # editing another speed keeps it unknown
+    assert math.isinf(view.bandwidths.gpu_flops)
+    assert view.bandwidths.cpu_ram_bytes_per_s == pytest.approx(40e9)
+    view.spins["gpu_flops"].setValue(2.0)  # a slow GPU turns compute-bound early
+    assert view.bandwidths.gpu_flops == pytest.approx(2e12)
+    assert view.compute_bound_batch is not None
 
 
 def test_bandwidths_reach_the_spin_boxes(view):

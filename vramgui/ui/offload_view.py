@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core import launch, offload
-from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import CPU, DISK, Bandwidths, Placement, Throughput
 from vramgui.core.units import GB, Unit, format_bytes
@@ -68,18 +68,18 @@ def bandwidths_for(
 ) -> Bandwidths:
     """The speed model's figures for a catalog GPU on a PCIe link of its generation.
 
-    Raises:
-        WorkloadError: the catalog has no 16-bit TFLOPS for ``gpu`` and ``gpu_flops`` is not given.
+    Where the catalog has no 16-bit TFLOPS for ``gpu`` and none is given, the rate is unknown
+    (infinite: decode is never called compute-bound) until the user enters one.
     """
-    tflops = gpu.bf16_tflops or gpu.fp16_tflops
-    if gpu_flops is None and tflops is None:
-        raise WorkloadError(f"the GPU catalog has no 16-bit TFLOPS for {gpu.name}; enter one")
+    if gpu_flops is None:
+        tflops = gpu.bf16_tflops or gpu.fp16_tflops
+        gpu_flops = math.inf if tflops is None else tflops * 1e12
     return Bandwidths(
         gpu_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
         pcie_bytes_per_s=pcie_bytes_per_s(gpu.pcie_gen or 4),
         cpu_ram_bytes_per_s=cpu_ram_bytes_per_s,
         disk_bytes_per_s=disk_bytes_per_s,
-        gpu_flops=gpu_flops if gpu_flops is not None else tflops * 1e12,  # type: ignore[operator]
+        gpu_flops=gpu_flops,
         cpu_flops=cpu_flops,
     )
 
@@ -402,13 +402,15 @@ class OffloadView(QWidget):
             ("cpu_flops", "CPU", " TFLOPS"),
         ):
             spin = QDoubleSpinBox()
-            spin.setRange(0.01, 100_000)
+            # The lowest value of the GPU's TFLOPS reads "unknown" and stands for no limit.
+            spin.setRange(0.0 if key == "gpu_flops" else 0.01, 100_000)
             spin.setDecimals(2)
             spin.setSuffix(suffix)
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(self._bandwidth_edited)
             self.spins[key] = spin
             form.addRow(label, spin)
+        self.spins["gpu_flops"].setSpecialValueText("unknown")
         speeds = QGroupBox("Speeds (editable)")
         speeds.setLayout(form)
 
@@ -470,9 +472,16 @@ class OffloadView(QWidget):
         for key, spin in self.spins.items():
             value = getattr(bandwidths, key)
             blocked = spin.blockSignals(True)
-            spin.setValue(value / (1e12 if key.endswith("flops") else GB))
+            spin.setValue(
+                0.0 if math.isinf(value) else value / (1e12 if key.endswith("flops") else GB)
+            )
             spin.blockSignals(blocked)
         self._refresh()
+
+    @property
+    def bandwidths(self) -> Bandwidths | None:
+        """The speeds in use, as set or edited."""
+        return self._bandwidths
 
     def set_planner(self, planner: str) -> None:
         index = self.planner.findData(planner)
@@ -514,6 +523,7 @@ class OffloadView(QWidget):
             key: spin.value() * (1e12 if key.endswith("flops") else GB)
             for key, spin in self.spins.items()
         }
+        values["gpu_flops"] = values["gpu_flops"] or math.inf
         self._bandwidths = Bandwidths(**values)
         self._refresh()
 

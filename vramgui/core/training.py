@@ -262,13 +262,14 @@ class _Replay:
         return self.mul(normed, weight)
 
     def layer_norm(self, x: _T, trainable: bool) -> _T:
-        """nn.LayerNorm: keeps its input and per-row mean and rstd (fp32 on CUDA, the input's
-        dtype on the CPU); CUDA autocast runs it in fp32."""
+        """nn.LayerNorm: keeps its input and per-row mean and rstd; CUDA autocast runs it in
+        fp32."""
         xin = self.autocast_fp32(x)
         grad = x.grad or trainable
         if grad:
             rows = x.numel // self.width_of(x)
-            stat = 4 if self.ctx.cuda else xin.itemsize
+            # The CPU kernel keeps them in the input's dtype unless the weight is fp32.
+            stat = 4 if self.ctx.cuda or self.ctx.param_bytes == 4 else xin.itemsize
             self.save(xin, self.new(rows, stat, False), self.new(rows, stat, False))
         return self.new(x.numel, xin.itemsize, grad)
 
@@ -338,7 +339,9 @@ class _Replay:
             logits = self.unary_saving_output(logits)
         # The additive mask has the dtype of the hidden states (fp32 under autocast).
         logits = self.add(logits, self.new(1, ctx.param_bytes, False))
-        probs = self.unary_saving_output(self.cast(logits, 4) if softmax_fp32 else logits)
+        # CUDA autocast runs softmax in fp32 even when the model does not ask for it.
+        upcast = softmax_fp32 or (ctx.autocast and ctx.cuda)
+        probs = self.unary_saving_output(self.cast(logits, 4) if upcast else logits)
         probs = self.dropout(probs, dropout)
         if grad:
             self.save(self.cast(probs, c), self.new(full, c, True))  # probs in v's dtype, v
@@ -461,9 +464,15 @@ def _fused_qkv(r: _Replay, spec: ModelSpec, y: _T, module: str) -> tuple[_T, _T,
 
 
 def _new_gelu(r: _Replay, x: _T) -> _T:
-    """transformers' NewGELUActivation, in Python ops: 0.5x(1 + tanh(c(x + 0.044715x^3)))."""
-    r.unary_saving_input(x)  # pow keeps x
-    t = r.unary_saving_output(r.new(x.numel, x.itemsize, x.grad))  # tanh keeps its output
+    """transformers' NewGELUActivation, in Python ops: 0.5x(1 + tanh(c(x + 0.044715x^3))).
+
+    pow keeps x (CUDA autocast runs pow in fp32, on an fp32 copy), tanh its output, and the
+    final product both factors.
+    """
+    x32 = r.autocast_fp32(x)
+    r.unary_saving_input(x32)
+    inner = r.new(x.numel, x32.itemsize, x.grad)
+    t = r.unary_saving_output(inner)
     half = r.new(x.numel, x.itemsize, x.grad)
     return r.mul(half, r.add(t, t))
 
@@ -686,7 +695,9 @@ def _head(r: _Replay, spec: ModelSpec, x: _T) -> tuple[_T, _T, bool]:
         y = r.unary_saving_input(r.linear(x, f.hidden_size, ctx.full))
         y = r.layer_norm(y, ctx.full)
         logits = r.linear(y, vocab, ctx.full)
-        return logits, r.unary_saving_output(logits), False
+        # Both autocast lists run the loss's log_softmax in fp32.
+        scores = r.cast(logits, 4) if ctx.autocast else logits
+        return logits, r.unary_saving_output(scores), False
     if f.norm == "layer":
         y = x if _post_ln(spec) else r.layer_norm(x, ctx.full)
         if any(t.module == "project_out" for t in spec.layer_tensors(None)):
@@ -918,12 +929,18 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     head_tensors = tuple(t for t in outside if t.role in (Role.HEAD, Role.NORM))
     embed_tensors = tuple(t for t in outside if t.role not in (Role.HEAD, Role.NORM))
     x = _embed(r, spec)
+    table = tuple(t for t in embed_tensors if t.role == Role.EMBEDDING)
+    table_grad = sum(_trainable_numels(table, ctx)) * grad_item
+    # A tied table gets its gradient from the head first; the embedding's backward then forms a
+    # second full-size gradient, and the autograd engine adds the two out of place (both and
+    # their sum exist for a moment).
+    tied_grad = table_grad if f.tie_word_embeddings else 0
     blocks.append(
         _Block(
             r.saved_bytes(),
-            sum(_trainable_numels(embed_tensors, ctx)) * grad_item,
+            sum(_trainable_numels(embed_tensors, ctx)) * grad_item - tied_grad,
             _copy_bytes(embed_tensors, ctx),
-            0,
+            2 * tied_grad,
             0,
         )
     )
@@ -960,24 +977,24 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     r.save(r.new(tok, _INT64, False))  # the (shifted) labels
     # Forward: the logits, their fp32 copy and log_softmax's output exist together.
     forward_transient = logits.nbytes + (log_probs.nbytes if upcast and logits.itemsize != 4 else 0)
+    head_weights = tuple(t for t in head_tensors if t.role == Role.HEAD)
+    if f.tie_word_embeddings:
+        head_weights += tuple(Tensor(t.name, t.shape, Role.HEAD) for t in table)
     head_copy = _copy_bytes(head_tensors, ctx)
-    if f.tie_word_embeddings and ctx.autocast:
-        head_copy += _copy_bytes(
-            tuple(
-                Tensor(t.name, t.shape, Role.HEAD)
-                for t in embed_tensors
-                if t.role == Role.EMBEDDING
-            ),
-            ctx,
-        )
+    if f.tie_word_embeddings:
+        head_copy += _copy_bytes(head_weights, ctx)
+    # Under autocast the head's weight gradient is formed in 16 bit, then cast to fp32.
+    head_grad16 = (
+        sum(_trainable_numels(head_weights, ctx)) * ctx.compute_bytes if ctx.autocast else 0
+    )
     blocks.append(
         _Block(
             saved_bytes=r.saved_bytes(),
-            grad_bytes=sum(_trainable_numels(head_tensors, ctx)) * grad_item,
+            grad_bytes=sum(_trainable_numels(head_tensors, ctx)) * grad_item + tied_grad,
             weight_copy_bytes=head_copy,
             # Once log_softmax's output is freed: the logits' gradient in their dtype while the
             # head's weight gradient is formed.
-            transient_bytes=logits.nbytes - log_probs.nbytes,
+            transient_bytes=logits.nbytes - log_probs.nbytes + head_grad16,
             input_bytes=0,
             # Before: nll_loss's and log_softmax's gradients beside log_softmax's output.
             early_transient_bytes=2 * log_probs.nbytes,

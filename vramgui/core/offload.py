@@ -29,6 +29,7 @@ from vramgui.core import dtypes, estimate, inference
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import LayerBytes
 from vramgui.core.model import ModelSpec, Role
+from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 
 CPU = "cpu"
@@ -183,10 +184,6 @@ class Placement:
     notes: tuple[str, ...] = ()
 
     @property
-    def total_gpu_bytes(self) -> int:
-        return sum(self.gpu_bytes)
-
-    @property
     def blocks(self) -> int:
         return len(self.units) - 2
 
@@ -337,10 +334,14 @@ def _finish(
     for i, (need, budget) in enumerate(zip(used, budgets, strict=True)):
         if need > budget:
             fits = False
-            notes.append(f"GPU {i} needs {need:,} bytes, over its budget of {budget:,}.")
+            notes.append(
+                f"GPU {i} needs {format_bytes(need)}, over its budget of {format_bytes(budget)}."
+            )
     if host_ram_bytes is not None and host > host_ram_bytes:
         fits = False
-        notes.append(f"Host RAM needs {host:,} bytes, over the {host_ram_bytes:,} allowed.")
+        notes.append(
+            f"Host RAM needs {format_bytes(host)}, over the {format_bytes(host_ram_bytes)} allowed."
+        )
     return Placement(
         planner=planner,
         workload=workload,

@@ -247,7 +247,10 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
         text_row(
             "Model",
             [source_of(p.model) for p in profiles],
-            [f"{p.model.kind}: {p.model.to_dict()}" for p in profiles],
+            [
+                ", ".join(f"{k}: {v}" for k, v in p.model.to_dict().items() if k != "id")
+                for p in profiles
+            ],
         )
     )
     rows.append(text_row("GPUs", [", ".join(p.gpus) or "-" for p in profiles]))

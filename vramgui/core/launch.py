@@ -159,6 +159,8 @@ def vllm_settings(
     quantization = _vllm_quantization(w.quant)
     if quantization:
         args += ["--quantization", quantization]
+    if quantization == "gguf":
+        notes.append("vLLM reads GGUF from a local .gguf file: serve its path, with --tokenizer.")
     if placement is not None:
         offloaded = sum(p.unit.bytes for p in placement.units if p.device in (CPU, DISK))
         if offloaded:

@@ -348,9 +348,6 @@ class ComparisonModel(QAbstractTableModel):
         self._rows = self._visible()
         self.endResetModel()
 
-    def row(self, index: int) -> CompareRow:
-        return self._rows[index]
-
     def _visible(self) -> list[CompareRow]:
         if not self._only_differences:
             return list(self._all)

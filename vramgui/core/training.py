@@ -178,6 +178,14 @@ class _Replay:
         rows = x.numel // self.width_of(x)
         return self.new(rows * out_features, itemsize, x.grad or trainable)
 
+    def linear_rows(self, x: _T, rows: int, out_features: int, trainable: bool) -> _T:
+        """A linear over ``rows`` rows that are not the batch's tokens (MoE gathered rows)."""
+        xin = self.autocast_in(x)
+        if trainable:
+            self.save(xin)
+        itemsize = self.ctx.compute_bytes if self.ctx.autocast else xin.itemsize
+        return self.new(rows * out_features, itemsize, x.grad or trainable)
+
     def width_of(self, x: _T) -> int:
         return x.numel // self.ctx.tokens
 
@@ -431,20 +439,66 @@ def _llama_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
         o = r.rms_norm(o, h, trainable, gemma=True)
     x = r.add(x, r.dropout(o, f.hidden_dropout))
     y = r.rms_norm(x, h, trainable, gemma=gemma)
-    inter = f.intermediate_size // tp
-    if _has(spec, layer, "gate_up_proj"):
+    if f.moe_layers and f.moe_layers[layer]:
+        d = _moe_mlp(r, spec, layer, y)
+    else:
+        d = _gated_mlp(r, y, f.intermediate_size // tp, h, fused=_has(spec, layer, "gate_up_proj"))
+    if sandwich:
+        d = r.rms_norm(d, h, trainable, gemma=True)
+    return r.add(x, r.dropout(d, f.hidden_dropout))
+
+
+def _gated_mlp(r: _Replay, y: _T, inter: int, hidden: int, *, fused: bool) -> _T:
+    """SwiGLU / GeGLU: act(gate(y)) * up(y), then down; gate and up may be one fused linear."""
+    rows = y.numel // r.width_of(y)
+    if fused:
         gu = r.proj(y, "gate_up_proj", 2 * inter)
-        gate = _T(tok * inter, gu.itemsize, gu.grad, gu)
-        up = _T(tok * inter, gu.itemsize, gu.grad, gu)
+        gate = _T(rows * inter, gu.itemsize, gu.grad, gu)
+        up = _T(rows * inter, gu.itemsize, gu.grad, gu)
         m = r.mul(up, r.unary_saving_input(gate))
     else:
         gate = r.proj(y, "gate_proj", inter)
         up = r.proj(y, "up_proj", inter)
         m = r.mul(r.unary_saving_input(gate), up)
-    d = r.proj(m, "down_proj", h)
-    if sandwich:
-        d = r.rms_norm(d, h, trainable, gemma=True)
-    return r.add(x, r.dropout(d, f.hidden_dropout))
+    return r.proj(m, "down_proj", hidden)
+
+
+def _moe_mlp(r: _Replay, spec: ModelSpec, layer: int, y: _T) -> _T:
+    """A mixture-of-experts MLP, approximated: the router's logits and probabilities, each
+    token's hidden state gathered once per chosen expert and run through that expert's gated
+    MLP, weighted, plus the shared experts over every token."""
+    f = spec.facts
+    ctx = r.ctx
+    tok = ctx.tokens
+    router_logits = r.linear(y, f.num_experts, ctx.full)
+    r.unary_saving_output(r.cast(router_logits, 4))
+    routed = tok * f.experts_per_token
+    picked = r.new(routed * f.hidden_size, y.itemsize, y.grad)
+    if y.grad:
+        r.save(picked)
+    expert_out = _gated_mlp_rows(r, picked, f.moe_intermediate_size // ctx.tp, f.hidden_size)
+    weighted = r.mul(expert_out, r.new(routed, 4, ctx.full))
+    out = r.new(y.numel, weighted.itemsize, weighted.grad)
+    shared = sum(
+        t.shape[0]
+        for t in spec.layer_tensors(layer)
+        if t.role == Role.SHARED_EXPERT and t.module == "gate_proj"
+    )
+    if shared:
+        out = r.add(out, _gated_mlp(r, y, shared // ctx.tp, f.hidden_size, fused=False))
+    return out
+
+
+def _gated_mlp_rows(r: _Replay, x: _T, inter: int, hidden: int) -> _T:
+    """An expert's gated MLP over gathered rows (its weights are 3-D stacks, always trainable
+    in a full fine-tune, frozen under LoRA)."""
+    ctx = r.ctx
+    rows = x.numel // hidden
+    gu = r.linear_rows(x, rows, 2 * inter, ctx.full)
+    gate = _T(rows * inter, gu.itemsize, gu.grad, gu)
+    up = _T(rows * inter, gu.itemsize, gu.grad, gu)
+    m = r.mul(up, r.unary_saving_input(gate))
+    return r.linear_rows(m, rows, hidden, ctx.full)
 
 
 def _heads(spec: ModelSpec, tp: int) -> tuple[int, int, int]:

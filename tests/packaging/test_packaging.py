@@ -11,7 +11,9 @@ import importlib
 import importlib.util
 import re
 import struct
+import sys
 import tomllib
+import types
 import xml.etree.ElementTree as ET
 from importlib import resources
 from pathlib import Path
@@ -172,6 +174,37 @@ def test_excludes_tools_but_no_runtime_dependency(bundle_config):
     for excluded in bundle_config.EXCLUDES:
         if "." not in excluded:  # an optional part of a runtime package may go
             assert excluded not in runtime, excluded
+
+
+# The bundle's entry point
+
+
+def test_entry_runs_the_smoke_check_when_asked(monkeypatch):
+    entry = _load("entry")
+    seen = []
+    fake_smoke = types.SimpleNamespace(main=lambda argv: seen.append(argv) or 7)
+    monkeypatch.setitem(sys.modules, "smoke", fake_smoke)
+    monkeypatch.setattr(sys, "argv", ["vramgui", "--smoke-test", "--screenshot", "a.png"])
+    assert entry.main() == 7
+    assert seen == [["--screenshot", "a.png"]]
+
+
+def test_entry_is_the_vramgui_command_otherwise(monkeypatch, capsys):
+    entry = _load("entry")
+    monkeypatch.setattr(sys, "argv", ["vramgui", "--version"])
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"vramgui {PROJECT['version']}"
+
+
+def test_smoke_counts_time_from_the_process_start():
+    smoke = _load("smoke")
+    age = smoke.process_age_s()
+    if sys.platform.startswith("linux"):
+        assert 0 < age < 24 * 3600
+    else:
+        assert age == 0.0
 
 
 # Desktop entry and AppStream metadata

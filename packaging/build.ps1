@@ -20,8 +20,9 @@ function Invoke-Checked {
 
 $venvPython = Join-Path $Venv "Scripts\python.exe"
 if (-not (Test-Path $venvPython)) {
-    $launcher, $launcherArgs = $Python -split " "
-    Invoke-Checked $launcher (@($launcherArgs) + @("-m", "venv", $Venv))
+    $parts = @($Python -split "\s+" | Where-Object { $_ })
+    $launcherArgs = @($parts | Select-Object -Skip 1)
+    Invoke-Checked $parts[0] ($launcherArgs + @("-m", "venv", $Venv))
 }
 Invoke-Checked $venvPython @("-m", "pip", "install", "-q", "--upgrade", "pip")
 Invoke-Checked $venvPython @("-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", ".")
@@ -30,5 +31,5 @@ Invoke-Checked $venvPython @("-m", "PyInstaller", "--noconfirm", "--clean", "--l
     "--distpath", "dist", "--workpath", "build\pyinstaller", "packaging\vramgui.spec")
 
 $name = & $venvPython -c "import sys; sys.path.insert(0, 'packaging'); import bundle_config; print(bundle_config.project_metadata()[0])"
-$size = (Get-ChildItem -Recurse "dist\$name" | Measure-Object -Property Length -Sum).Sum / 1MB
+$size = (Get-ChildItem -Recurse -File "dist\$name" | Measure-Object -Property Length -Sum).Sum / 1MB
 Write-Output ("built dist\{0}\{0}.exe ({1:N0} MB)" -f $name, $size)

@@ -11,6 +11,7 @@ from vramgui.core import parallel
 from vramgui.core.errors import WorkloadError
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import Role, Tensor
+from vramgui.core.training import training_estimate
 from vramgui.core.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +91,12 @@ def test_fsdp_gathers_two_layers_and_the_root() -> None:
     w = train(gpus=2, fsdp=True)
     p = parallel.plan(MISTRAL, w)
     assert parallel.gathered_in_flight_bytes([10, 30, 20], 5, 4, p, w) == 2 * 30 + 5
+
+
+def test_zero3_parameter_offload_keeps_only_gathered_layers_on_gpu() -> None:
+    on_gpu = training_estimate(MISTRAL, train(gpus=2, zero=3))
+    offloaded = training_estimate(MISTRAL, train(gpus=2, zero=3, cpu_offload=True))
+    assert offloaded.components["weights"] == 0
+    assert offloaded.components["gathered_parameters"] > 0
+    assert offloaded.host_bytes > on_gpu.components["weights"]
+    assert offloaded.total_bytes < on_gpu.total_bytes

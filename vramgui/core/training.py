@@ -1216,7 +1216,9 @@ def training_estimate(
         if adapters:
             resident[LORA_ADAPTERS] = adapters
         if plan.offload_params:
+            # ZeRO-3 / FSDP parameter offload: only the gathered layers sit on the GPU.
             host += weights
+            resident[WEIGHTS] = 0
         layer_bytes = [
             sum(t.numel for t in spec.layer_tensors(i)) * (sixteen if ctx.compute_bytes == 2 else 4)
             for i in stage

@@ -56,9 +56,7 @@ _BNB_MIN_8BIT_SIZE = 4096
 _BNB_BLOCK = 256
 # peft's default scaling and dropout do not change memory; its adapters are fp32 on a 16-bit base.
 _ADAPTER_BYTES = 4
-# Small tensors autograd keeps (rsqrt of variances, softmax statistics...) smaller than this
-# fraction of a layer are still counted; nothing is rounded away.
-_INT64 = 8
+_INT64 = 8  # bytes of the integer indices embeddings and the loss keep
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,13 +377,6 @@ class _Block:
         if self.backward_copy_bytes is None:
             return self.weight_copy_bytes
         return self.backward_copy_bytes
-
-
-def _module_width(spec: ModelSpec, layer: int | None, module: str) -> int:
-    """Output features of a linear module (summed over weight tensors of that module name)."""
-    return sum(
-        t.shape[0] for t in spec.layer_tensors(layer) if t.module == module and not t.is_bias
-    )
 
 
 def _has(spec: ModelSpec, layer: int, module: str) -> bool:
@@ -795,30 +786,6 @@ def resolve_lora_targets(spec: ModelSpec, targets: tuple[str, ...]) -> frozenset
             f"its linear modules are {', '.join(sorted(available))} (or use all-linear)"
         )
     return frozenset(targets)
-
-
-def _lora_shapes(spec: ModelSpec, targets: frozenset[str], rank: int) -> list[tuple[int, int]]:
-    """(numel A, numel B) of every adapter pair."""
-    pairs = []
-    for t in spec.tensors:
-        if t.layer is None or t.module not in targets or not t.is_matrix:
-            continue
-        out_f, in_f = t.shape[-2], t.shape[-1]
-        experts = math.prod(t.shape[:-2])
-        pairs.append((rank * in_f * experts, out_f * rank * experts))
-    return pairs
-
-
-def _trainable_tensors(spec: ModelSpec, workload: Workload) -> list[int]:
-    """Numel of each trainable parameter tensor (adapters for LoRA / QLoRA)."""
-    if workload.method == "full":
-        return [t.numel for t in spec.tensors]
-    targets = resolve_lora_targets(spec, workload.lora_targets)
-    return [n for pair in _lora_shapes(spec, targets, workload.lora_rank) for n in pair]
-
-
-def _dtype_bytes(name: str) -> int:
-    return dtypes.dtype_bytes(name)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, BertForMaskedLM, Dyna
 from transformers.initialization import no_init_weights
 from transformers.integrations import moe
 
+from benchmarks.harness.autocast import CudaAutocastRules
 from benchmarks.harness.live_bytes import LiveBytes
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -343,6 +344,15 @@ def _run_encoder_forward(model: torch.nn.Module, settings: Settings, counter: Li
     model(input_ids=input_ids, attention_mask=attention_mask)
 
 
+def _autocast(settings: Settings) -> contextlib.AbstractContextManager:
+    """Mixed precision as on CUDA: CPU autocast plus the float32 rules only CUDA autocast has."""
+    stack = contextlib.ExitStack()
+    if settings.precision == "mixed" and settings.dtype != "fp32":
+        stack.enter_context(torch.autocast(device_type="cpu", dtype=DTYPES[settings.dtype]))
+        stack.enter_context(CudaAutocastRules())
+    return stack
+
+
 def _run_training(model: torch.nn.Module, settings: Settings, counter: LiveBytes) -> list[dict]:
     """Two optimizer steps as a Trainer-style loop runs them; the peak of each."""
     model.train()
@@ -358,9 +368,6 @@ def _run_training(model: torch.nn.Module, settings: Settings, counter: LiveBytes
     optimizer.register_step_post_hook(states_to_category)
     for param in trainable:
         param.register_post_accumulate_grad_hook(lambda p: counter.classify((p.grad,), "gradients"))
-    autocast: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if settings.precision == "mixed" and settings.dtype != "fp32":
-        autocast = torch.autocast(device_type="cpu", dtype=DTYPES[settings.dtype])
     encoder = model.config.model_type in ENCODER_MODEL_TYPES
     input_ids = torch.zeros((settings.batch, settings.seq), dtype=torch.long)
     # Encoders get their attention mask; decoders get use_cache=False as fine-tuning scripts set
@@ -371,7 +378,7 @@ def _run_training(model: torch.nn.Module, settings: Settings, counter: LiveBytes
         counter.reset_peak()
         for _ in range(settings.grad_accum):
             counter.phase = "forward"
-            with autocast:
+            with _autocast(settings):
                 loss = model(input_ids=input_ids, labels=input_ids, **extra).loss
             if settings.grad_accum > 1:
                 loss = loss / settings.grad_accum
@@ -401,8 +408,9 @@ def _autocast_notes(settings: Settings) -> str | None:
     if settings.mode != "training" or settings.precision != "mixed" or settings.dtype == "fp32":
         return None
     return (
-        "CPU autocast (torch.autocast('cpu')): casts linear/matmul inputs to the 16-bit dtype and "
-        "caches weight casts for the whole forward as CUDA autocast does; weight_copies counts them"
+        "mixed precision: torch.autocast('cpu') plus CUDA autocast's float32 rules "
+        "(benchmarks/harness/autocast.py); fp32 weights cast to 16-bit once per forward and "
+        "cached by autocast (weight_copies)"
     )
 
 

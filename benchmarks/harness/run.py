@@ -48,6 +48,7 @@ def load_records(path: Path) -> dict:
 def _write_atomically(path: Path, document: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.chmod(temporary, 0o644)
     with os.fdopen(handle, "w") as file:
         json.dump(document, file, indent=1)
         file.write("\n")
@@ -86,34 +87,45 @@ def _record(case: Case, result: dict) -> dict:
     return {"id": case.id, "model": case.model, "config": case.model, **result}
 
 
+def store_result(path: Path, mode: str, case: Case, result: dict) -> None:
+    """Put one case's record (or failure) into the data file, keeping every other record.
+
+    The file is read again right before writing, so runners of other cases working on the same
+    file at the same time do not lose each other's records.
+    """
+    document = load_records(path)
+    document["cases"] = [r for r in document["cases"] if r["id"] != case.id]
+    document["failures"] = [r for r in document["failures"] if r["id"] != case.id]
+    if "error" in result:
+        document["failures"].append({"id": case.id, "model": case.model, **result})
+    else:
+        document["cases"].append(_record(case, result))
+    order = {c.id: i for i, c in enumerate(CASES[mode])}
+    document["cases"].sort(key=lambda r: order.get(r["id"], len(order)))
+    _write_atomically(path, document)
+
+
 def run(mode: str, force: bool, only: list[str], timeout_s: float) -> int:
     """Measure the cases of `mode`; returns how many failed."""
     path = data_path(mode)
-    document = load_records(path)
-    done_ids = {record["id"] for record in document["cases"]}
     failures = 0
     for case in CASES[mode]:
         if only and case.id not in only:
             continue
+        done_ids = {record["id"] for record in load_records(path)["cases"]}
         if case.id in done_ids and not force:
             continue
         result = measure_case(case, timeout_s)
-        document["cases"] = [r for r in document["cases"] if r["id"] != case.id]
-        document["failures"] = [r for r in document["failures"] if r["id"] != case.id]
+        store_result(path, mode, case, result)
         if "error" in result:
             failures += 1
-            document["failures"].append({"id": case.id, "model": case.model, **result})
             print(f"{case.id}: FAILED {result['error']}", flush=True)
         else:
-            document["cases"].append(_record(case, result))
             peak_gib = result["peak_bytes"] / 2**30
             print(
                 f"{case.id}: {peak_gib:.3f} GiB at {result['phase']} ({result['seconds']} s)",
                 flush=True,
             )
-        order = {c.id: i for i, c in enumerate(CASES[mode])}
-        document["cases"].sort(key=lambda r: order.get(r["id"], len(order)))
-        _write_atomically(path, document)
     return failures
 
 

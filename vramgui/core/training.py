@@ -140,7 +140,11 @@ class _Replay:
     def __init__(self, ctx: _Ctx) -> None:
         self.ctx = ctx
         self.saved: dict[int, _T] = {}
-        self.peak_extra = 0  # largest transient (not saved) tensor set seen, beyond ``saved``
+        # Bytes the backward of materialized attention scores needs at once: the gradients of
+        # the probabilities and of the scores in the softmax's dtype, beside what was saved up
+        # to the softmax (later saved tensors are freed by then).
+        self.scores_backward = 0
+        self.saved_through_softmax = 0  # saved bytes of the block up to its softmax
 
     # -- bookkeeping
     def new(self, numel: int, itemsize: int, grad: bool) -> _T:
@@ -335,6 +339,8 @@ class _Replay:
             if grad:
                 self.save(self.new(full, acc, True), self.new(kv, acc, True))  # q, k scaled
                 probs = self.unary_saving_output(self.new(scores, acc, True))
+                self.scores_backward = max(self.scores_backward, 2 * probs.nbytes)
+                self.saved_through_softmax = self.saved_bytes()
                 probs = self.dropout(probs, dropout)
                 self.save(probs, self.new(kv, acc, True))  # v
             return self.new(full, c, grad)  # output in q's dtype, heads merged
@@ -348,6 +354,9 @@ class _Replay:
         # CUDA autocast runs softmax in fp32 even when the model does not ask for it.
         upcast = softmax_fp32 or (ctx.autocast and ctx.cuda)
         probs = self.unary_saving_output(self.cast(logits, 4) if upcast else logits)
+        if grad:
+            self.scores_backward = max(self.scores_backward, 2 * probs.nbytes)
+            self.saved_through_softmax = self.saved_bytes()
         probs = self.dropout(probs, dropout)
         if grad:
             self.save(self.cast(probs, c), self.new(full, c, True))  # probs in v's dtype, v
@@ -968,13 +977,18 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     inter = max(f.intermediate_size, f.moe_intermediate_size * f.experts_per_token)
     for layer in range(f.num_layers):
         r.saved = {}
+        r.scores_backward = r.saved_through_softmax = 0
         x_in = x
         x = program(r, spec, layer, x)
         tensors = spec.layer_tensors(layer)
         saved = r.saved_bytes()
         # Backward of a block: the incoming gradient of the hidden state, the one it passes on,
-        # and the widest intermediate gradients (three tokens x MLP-width tensors in SwiGLU).
-        transient = 2 * x.nbytes + 3 * tok * inter // ctx.tp * ctx.compute_bytes
+        # and the widest intermediate gradients: three tokens x MLP-width tensors in SwiGLU's
+        # backward, or those of materialized attention scores.
+        mlp_grads = 3 * tok * inter // ctx.tp * ctx.compute_bytes
+        # By the softmax's backward, what the block saved after it has been freed.
+        scores = r.scores_backward - (saved - r.saved_through_softmax)
+        transient = 2 * x.nbytes + max(mlp_grads, scores)
         copies = _copy_bytes(tensors, ctx)
         if ctx.checkpointing:
             # The checkpoint keeps the block input; backward recomputes the block (its

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import inspect
 import json
 import sys
@@ -414,6 +415,14 @@ def _autocast_notes(settings: Settings) -> str | None:
     )
 
 
+def harness_digest() -> str:
+    """A short hash of the harness's measuring code, to tell records of older code apart."""
+    digest = hashlib.sha256()
+    for name in ("measure.py", "live_bytes.py", "autocast.py"):
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def measure(config: dict, settings: dict) -> dict:
     """Measure the peak live tensor bytes of `config`'s model under `settings`.
 
@@ -461,6 +470,7 @@ def measure(config: dict, settings: dict) -> dict:
     if notes:
         result["notes"] = notes
     result["seconds"] = round(time.perf_counter() - started, 2)
+    result["harness_digest"] = harness_digest()
     result["versions"] = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,

@@ -10,6 +10,7 @@ cases already in the data file are skipped unless --force. Failures are kept wit
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -84,7 +85,14 @@ def measure_case(case: Case, timeout_s: float) -> dict:
 
 
 def _record(case: Case, result: dict) -> dict:
-    return {"id": case.id, "model": case.model, "config": case.model, **result}
+    measured_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return {
+        "id": case.id,
+        "model": case.model,
+        "config": case.model,
+        "measured_at": measured_at,
+        **result,
+    }
 
 
 def store_result(path: Path, mode: str, case: Case, result: dict) -> None:

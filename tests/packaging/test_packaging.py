@@ -10,7 +10,9 @@ import fnmatch
 import importlib
 import importlib.util
 import re
+import shutil
 import struct
+import subprocess
 import sys
 import tomllib
 import types
@@ -243,6 +245,27 @@ def test_metainfo_describes_this_application():
     releases = [r.get("version") for r in root.iter("release")]
     assert PROJECT["version"] in releases
     assert {b.text for b in root.iter("binary")} <= {*PROJECT["scripts"], *PROJECT["gui-scripts"]}
+
+
+@pytest.mark.skipif(shutil.which("desktop-file-validate") is None, reason="desktop-file-utils")
+def test_desktop_file_validate_accepts_the_entry():
+    path = ROOT / "resources" / f"{APP_ID}.desktop"
+    result = subprocess.run(
+        ["desktop-file-validate", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(shutil.which("appstreamcli") is None, reason="appstream")
+def test_appstreamcli_accepts_the_metainfo():
+    path = ROOT / "resources" / f"{APP_ID}.metainfo.xml"
+    result = subprocess.run(
+        ["appstreamcli", "validate", "--no-net", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # Icons

@@ -91,14 +91,9 @@ def _kv_width(spec: ModelSpec, engine: str, kv_heads: int) -> int:
     """Elements one token stores per layer (K and V together)."""
     facts = spec.facts
     if facts.is_mla:
-        rope = facts.qk_rope_head_dim or 0
-        if engine == "transformers":
-            # transformers decompresses the latent: full per-head K (nope + rope) and V.
-            qk = (facts.qk_nope_head_dim or 0) + rope
-            v = facts.v_head_dim or qk
-            return kv_heads * (qk + v)  # kv_heads is the query heads per GPU under MLA
-        # vLLM and llama.cpp cache the compressed latent and the rotary key: one copy per token.
-        return (facts.kv_lora_rank or 0) + rope
+        # Every engine (transformers 5 too) caches the compressed latent and the rotary key:
+        # one copy per token, whatever the head count.
+        return (facts.kv_lora_rank or 0) + (facts.qk_rope_head_dim or 0)
     v_dim = facts.v_head_dim or facts.head_dim
     return kv_heads * (facts.head_dim + v_dim)
 
@@ -146,11 +141,18 @@ def inference_breakdown(
                 weights += st.bytes  # tied: the output layer on the GPU is a copy of it
             continue
         weights += round(st.bytes * share)
+    if workload.engine == "transformers":
+        weights += _buffer_bytes(spec)
     kv = kv_cache_bytes(spec, workload) if spec.facts.is_decoder else 0
 
     if workload.engine == "transformers":
         activations = _transformers_prefill_peak(spec, workload)
         phase = "prefill" if spec.facts.is_decoder else "forward"
+        if attention_used(spec, workload) != workload.attention:
+            notes.append(
+                f"transformers runs {spec.facts.model_type} with eager attention only; "
+                "estimated with eager."
+            )
         if any(t is LayerType.SLIDING for t in _layer_types(spec)):
             notes.append(
                 "transformers keeps the whole prompt's K/V of sliding-window layers through the "
@@ -217,6 +219,11 @@ def _check(spec: ModelSpec, workload: Workload) -> None:
     if workload.engine == "llamacpp" and kv == "fp8":
         raise WorkloadError("llama.cpp has no fp8 KV cache; use q8_0 or q4_0")
     facts = spec.facts
+    if facts.model_type in _LEARNED_POSITIONS and workload.seq > facts.max_position_embeddings:
+        raise WorkloadError(
+            f"{facts.model_type} has learned position embeddings for "
+            f"{facts.max_position_embeddings:,} tokens; --seq {workload.seq:,} is longer"
+        )
     if workload.tp > 1 and facts.num_heads % workload.tp:
         raise WorkloadError(
             f"--tp {workload.tp} does not divide the model's {facts.num_heads} attention heads"
@@ -239,55 +246,109 @@ def _tp_share(role: Role, is_bias: bool, module: str, workload: Workload) -> flo
 # --- transformers prefill ------------------------------------------------------------------------
 
 
+# Families whose block keeps the attention output alive beside the residual (GPT-2's
+# `attn_output` local lives until the block returns), and which add learned position embeddings.
+_ATTN_OUTPUT_KEPT = frozenset({"gpt2", "gpt_bigcode"})
+_LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "opt", "bert"})
+_NO_ROTARY = frozenset({"gpt2", "gpt_bigcode", "opt", "bert", "bloom"})
+# Activations that transformers writes as several elementwise ops (each a new tensor) rather than
+# one kernel: GPT-2's tanh approximation keeps the input and three temporaries alive at once.
+_MULTI_OP_ACTIVATIONS = frozenset({"gelu_new", "gelu_fast", "quick_gelu_new"})
+# Families whose attention builds its mask even when no token is padded (falcon: for alibi).
+_ALWAYS_MASKED = frozenset({"falcon"})
+# Families that only have eager attention in transformers.
+EAGER_ONLY = frozenset({"bloom"})
+_FUSED_QKV = frozenset({"qkv_proj", "query_key_value", "c_attn", "Wqkv"})
+
+
+def _eager_score_bytes(spec: ModelSpec, e: int) -> int:
+    """Bytes per attention-score element alive at the eager softmax."""
+    model_type = spec.facts.model_type
+    if model_type in ("gpt2", "bert"):
+        return 2 * e  # softmax in the compute dtype: the scores and their softmax
+    if model_type == "bloom":
+        # alibi baddbmm output, its masked copy, the fp32 upcast and fp32 softmax, and the
+        # previous block's probabilities, which the model loop still holds in its outputs
+        return 3 * e + 8 if e < 4 else 16
+    # the masked scores, then the fp32 upcast and the fp32 softmax output
+    return e + 8 if e < 4 else 8
+
+
+def attention_used(spec: ModelSpec, w: Workload) -> str:
+    """The attention implementation transformers really runs for this model."""
+    if spec.facts.model_type in EAGER_ONLY:
+        return "eager"
+    return w.attention
+
+
 def _transformers_prefill_peak(spec: ModelSpec, w: Workload) -> int:
     """Live activation bytes at the prefill's peak, KV cache excluded."""
     facts = spec.facts
     e = DTYPE_BYTES[w.dtype]
     tokens = w.batch * w.seq
     stream = tokens * facts.hidden_size * e  # one (batch, seq, hidden) tensor
-    # Alive through the whole forward: the embedding output (the model keeps its `inputs_embeds`
-    # reference), the rotary cos / sin, and for eager attention the 4-D mask. Inside a block, the
-    # block's input is also alive: the model's loop holds it until the block returns.
-    persistent = stream + _rotary_bytes(spec, w) + _mask_bytes(spec, w)
+    # Alive through a decoder's whole forward: the embedding output (the model keeps its
+    # `inputs_embeds` reference), learned position embeddings or the rotary cos / sin, and the
+    # attention mask. Inside a block, the block's input is also alive: the model's loop holds it
+    # until the block returns.
     block = _block_peak(spec, w, tokens, e, w.tp)
+    if not facts.is_decoder:
+        # Encoders: the embedding module sums its lookups into the first block's input; at the
+        # end the masked-LM head (dense, activation, norm) writes logits for every position.
+        head = 2 * stream + tokens * facts.vocab_size * e
+        return max(_mask_bytes(spec, w) + stream + block, head)
+    persistent = stream + _position_bytes(spec, w) + _mask_bytes(spec, w)
     # After the last block: the final norm's fp32 copies, then the LM head on the last position
-    # (every position for encoders), upcast to fp32.
-    logits_rows = w.batch if facts.is_decoder else tokens
-    head = tokens * facts.hidden_size * 8 + logits_rows * facts.vocab_size * (e + 4)
+    # only, upcast to fp32.
+    head = tokens * facts.hidden_size * 8 + w.batch * facts.vocab_size * (e + 4)
     return persistent + stream + max(block, head)
 
 
-def _rotary_bytes(spec: ModelSpec, w: Workload) -> int:
-    if spec.facts.model_type in ("gpt2", "gpt_bigcode", "opt", "bert", "bloom"):
+def _buffer_bytes(spec: ModelSpec) -> int:
+    """Non-parameter buffers transformers registers on the GPU beside the weights."""
+    facts = spec.facts
+    if facts.model_type == "gpt_bigcode":
+        # The causal mask buffer: a (max_positions, max_positions) boolean matrix.
+        return facts.max_position_embeddings**2
+    return 0
+
+
+def _position_bytes(spec: ModelSpec, w: Workload) -> int:
+    e = DTYPE_BYTES[w.dtype]
+    if spec.facts.model_type in _LEARNED_POSITIONS:
+        return w.seq * spec.facts.hidden_size * e  # (1, seq, hidden) position embeddings
+    if spec.facts.model_type in _NO_ROTARY:
         return 0
-    # cos and sin, (1, seq, head_dim) in the compute dtype.
-    return 2 * w.seq * spec.facts.head_dim * DTYPE_BYTES[w.dtype]
+    return 2 * w.seq * spec.facts.head_dim * e  # rotary cos and sin, (1, seq, head_dim)
 
 
 def _sdpa_needs_mask(spec: ModelSpec, w: Workload) -> bool:
     """SDPA runs maskless (is_causal) unless a sliding window is shorter than the prompt."""
+    if attention_used(spec, w) == "eager":
+        return False
+    if spec.facts.model_type in _ALWAYS_MASKED:
+        return True
     window = spec.facts.sliding_window
-    return (
-        w.attention != "eager"
-        and window is not None
-        and window < w.seq
-        and LayerType.SLIDING in _layer_types(spec)
-    )
+    return window is not None and window < w.seq and LayerType.SLIDING in _layer_types(spec)
 
 
 def _mask_bytes(spec: ModelSpec, w: Workload) -> int:
-    if w.attention == "eager":
-        # The 4-D additive mask (batch, 1, q, kv) in the compute dtype.
-        return w.batch * w.seq * w.seq * DTYPE_BYTES[w.dtype]
+    e = DTYPE_BYTES[w.dtype]
+    area = w.batch * w.seq * w.seq
+    if attention_used(spec, w) == "eager":
+        return area * e  # the 4-D additive mask (batch, 1, q, kv) in the compute dtype
+    if spec.facts.model_type in _ALWAYS_MASKED:
+        return area * (e + 1)  # the boolean mask and its additive copy
     if _sdpa_needs_mask(spec, w):
-        return w.batch * w.seq * w.seq  # a boolean (batch, 1, q, kv) mask
+        return area  # a boolean (batch, 1, q, kv) mask
     return 0
 
 
 def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> int:
-    """Largest transient set inside one decoder block, beyond its input and the KV cache."""
+    """Largest transient set inside one block, beyond its input and the KV cache."""
     facts = spec.facts
     stream = tokens * facts.hidden_size * e
+    kept = stream if facts.model_type in _ATTN_OUTPUT_KEPT else 0
     heads = max(1, facts.num_heads // tp)
     q_dim = heads * facts.head_dim
     kv_dim = _kv_heads_per_gpu(spec, tp) * facts.head_dim
@@ -297,32 +358,105 @@ def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> i
     # RMSNorm / LayerNorm upcast: an fp32 copy and its squared (or scaled) fp32 copy; the second
     # norm of a block runs while the attention residual is alive too.
     norm = stream + tokens * facts.hidden_size * 8
-    # Attention: the normed input, q, k, v and three q-sized rotary temporaries; with a mask,
-    # SDPA cannot use its grouped-query path and K / V are repeated to every query head.
-    attn = stream + tokens * (q_dim + 2 * kv_dim) * e + 3 * tokens * q_dim * e
-    if _sdpa_needs_mask(spec, w) and kv_dim != q_dim:
-        attn += 2 * tokens * q_dim * e
-    if w.attention == "eager":
-        scores = w.batch * heads * w.seq * w.seq
-        # K and V repeated to every query head for grouped-query attention (the cache keeps
-        # the originals); scores in the compute dtype plus the fp32 upcast and softmax output.
-        repeated = 2 * tokens * q_dim * e if kv_dim != q_dim else 0
-        softmax = scores * (e + (8 if e < 4 else 4))
-        attn = max(attn, stream + tokens * q_dim * e + repeated + softmax)
-    # MLP: the attention residual, the normed input, then the activation output, the up
-    # projection and their product (a plain MLP: the fc output and its activation).
-    inter = _mlp_width(spec, tokens) // tp
-    mlp = 2 * stream + (3 if facts.gated_mlp else 2) * inter * e
+    attn = kept + _attention_peak(spec, w, tokens, e, heads, q_dim, kv_dim)
+    # MLP: the attention residual and the normed input stay alive through it, and with eager
+    # attention so do the attention probabilities (the block keeps them in a local).
+    probs = 0
+    if attention_used(spec, w) == "eager" and facts.model_type not in EAGER_ONLY:
+        probs = w.batch * heads * w.seq * w.seq * e
+    mlp = 2 * stream + kept + probs + _mlp_peak(spec, tokens, e, tp)
     return max(norm, attn, mlp)
 
 
+def _attention_peak(
+    spec: ModelSpec, w: Workload, tokens: int, e: int, heads: int, q_dim: int, kv_dim: int
+) -> int:
+    facts = spec.facts
+    stream = tokens * facts.hidden_size * e
+    scores = w.batch * heads * w.seq * w.seq
+    if (
+        facts.model_type in _ALWAYS_MASKED
+        and attention_used(spec, w) != "eager"
+        and kv_dim != q_dim
+    ):
+        # SDPA with a mask and fewer K/V heads than query heads (not repeated) falls back to
+        # the math kernel: q upcast and scaled in fp32, fp32 scores and their masked copy.
+        return stream + tokens * (2 * q_dim + 2 * kv_dim) * e + 2 * tokens * q_dim * 4 + scores * 8
+    # The normed input, q, k, v and three q-sized rotary temporaries; with a mask, SDPA cannot
+    # use its grouped-query path and K / V are repeated to every query head.
+    attn = stream + tokens * (q_dim + 2 * kv_dim) * e + 3 * tokens * q_dim * e
+    if _sdpa_needs_mask(spec, w) and kv_dim != q_dim:
+        attn += 2 * tokens * q_dim * e
+    if attention_used(spec, w) == "eager":
+        # K and V repeated to every query head for grouped-query attention (the cache keeps
+        # the originals); scores in the compute dtype plus the fp32 upcast and softmax output.
+        repeated = 2 * tokens * q_dim * e if kv_dim != q_dim else 0
+        # A fused qkv projection's output stays alive while views of it are in use.
+        fused = any(t.module in _FUSED_QKV for t in spec.tensors if t.role is Role.ATTENTION)
+        qkv = tokens * (q_dim + 2 * kv_dim) * e if fused else 0
+        softmax = scores * _eager_score_bytes(spec, e)
+        attn = max(attn, stream + tokens * q_dim * e + repeated + qkv + softmax)
+    return attn
+
+
+def _mlp_peak(spec: ModelSpec, tokens: int, e: int, tp: int) -> int:
+    """Transient MLP bytes beyond the block's residual and normed input."""
+    facts = spec.facts
+    dense = tokens * facts.intermediate_size // tp * e * _mlp_units(spec)
+    if not facts.is_moe:
+        return dense
+    h = facts.hidden_size
+    slots = tokens * facts.experts_per_token  # (token, expert) pairs, gathered into one batch
+    inter = facts.moe_intermediate_size // tp
+    # Routed experts run as one grouped matmul over the gathered tokens: the gathered input
+    # stays alive through gate_up (2I), the activation (I) and the product (I); then the down
+    # projection, its routing-weighted copy and the scatter buffer (in fp32 when the router
+    # weights are fp32).
+    weighted = 4 if _router_fp32(spec) else e
+    routed = slots * max((h + 4 * inter) * e, (2 * h + inter) * e, 2 * h * e + 2 * h * weighted)
+    shared = _shared_expert_width(spec) // tp
+    # The shared expert runs first and its output waits beside the routed computation.
+    moe = max(tokens * shared * e * 3, (tokens * h * e if shared else 0) + routed)
+    return max(moe, dense) if not all(facts.moe_layers) else moe
+
+
+def _mlp_units(spec: ModelSpec) -> int:
+    """Intermediate-sized tensors alive at once in a dense MLP."""
+    facts = spec.facts
+    if facts.gated_mlp:
+        # gate and up: 3 (activation, up, product); fused gate_up keeps its 2-wide output: 4.
+        fused = any(t.module == "gate_up_proj" and t.role is Role.MLP for t in spec.tensors)
+        return 4 if fused else 3
+    return 4 if facts.hidden_act in _MULTI_OP_ACTIVATIONS else 2
+
+
+def _router_fp32(spec: ModelSpec) -> bool:
+    return any(t.role is Role.ROUTER and t.dtype == "F32" for t in spec.tensors)
+
+
+def _shared_expert_width(spec: ModelSpec) -> int:
+    """Intermediate width of the always-on shared expert(s) of one MoE layer."""
+    facts = spec.facts
+    layer = next((i for i, moe in enumerate(facts.moe_layers) if moe), None)
+    if layer is None:
+        return 0
+    shared = sum(
+        t.numel
+        for t in spec.layer_tensors(layer)
+        if t.role is Role.SHARED_EXPERT and not t.is_bias and len(t.shape) == 2 and min(t.shape) > 1
+    )
+    return (
+        shared // (3 * facts.hidden_size) if facts.gated_mlp else shared // (2 * facts.hidden_size)
+    )
+
+
 def _mlp_width(spec: ModelSpec, tokens: int) -> int:
-    """Total MLP intermediate elements for ``tokens`` tokens (MoE: top-k experts plus shared)."""
+    """MLP intermediate elements computed for ``tokens`` tokens (MoE: top-k experts plus shared)."""
     facts = spec.facts
     if not facts.is_moe:
         return tokens * facts.intermediate_size
     routed = tokens * facts.experts_per_token * facts.moe_intermediate_size
-    shared = tokens * facts.num_shared_experts * facts.moe_intermediate_size
+    shared = tokens * _shared_expert_width(spec)
     dense = tokens * facts.intermediate_size if not all(facts.moe_layers) else 0
     return max(routed + shared, dense)
 

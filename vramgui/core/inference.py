@@ -358,7 +358,9 @@ def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> i
     # RMSNorm / LayerNorm upcast: an fp32 copy and its squared (or scaled) fp32 copy; the second
     # norm of a block runs while the attention residual is alive too.
     norm = stream + tokens * facts.hidden_size * 8
-    attn = kept + _attention_peak(spec, w, tokens, e, heads, q_dim, kv_dim)
+    attn = kept + _attention_peak(
+        spec, w, tokens=tokens, e=e, heads=heads, q_dim=q_dim, kv_dim=kv_dim
+    )
     # MLP: the attention residual and the normed input stay alive through it, and with eager
     # attention so do the attention probabilities (the block keeps them in a local).
     probs = 0
@@ -369,7 +371,7 @@ def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> i
 
 
 def _attention_peak(
-    spec: ModelSpec, w: Workload, tokens: int, e: int, heads: int, q_dim: int, kv_dim: int
+    spec: ModelSpec, w: Workload, *, tokens: int, e: int, heads: int, q_dim: int, kv_dim: int
 ) -> int:
     facts = spec.facts
     stream = tokens * facts.hidden_size * e

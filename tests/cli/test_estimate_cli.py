@@ -1,0 +1,165 @@
+"""`vramgui estimate`: the JSON contract, fit checks, and one clear line for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vramgui.cli import main
+from vramgui.core.estimate import estimate
+from vramgui.core.families import spec_from_config
+from vramgui.core.fit import TOKEN_BLOCK
+from vramgui.core.units import GiB
+from vramgui.core.workload import Workload
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+}
+
+
+@pytest.fixture
+def config_path(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    return path
+
+
+def _run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_document_follows_the_contract(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path, "--seq", 2048, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == "vramgui.estimate/1"
+    assert doc["model"]["parameters"] == 6_738_415_616
+    assert doc["model"]["layers"] == 32
+    per_gpu = doc["per_gpu"]
+    assert sum(per_gpu["components"].values()) == per_gpu["total_bytes"]
+    for name in (
+        "weights",
+        "kv_cache",
+        "activations",
+        "gradients",
+        "optimizer_states",
+        "runtime_overhead",
+    ):
+        assert name in per_gpu["components"]
+    assert doc["settings"]["seq"] == 2048 and doc["settings"]["mode"] == "inference"
+    assert [u["name"] for u in doc["layers"]][:2] == ["embeddings", "block 0"]
+    assert sum(u["bytes"] for u in doc["layers"]) == per_gpu["components"]["weights"]
+    assert doc["fit"] == []
+    assert doc["rules_of_thumb"]["params_x_bytes_x_1.2"] > 0
+
+
+def test_table_for_people(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path)
+    assert code == 0
+    assert "total per GPU" in out and "Rules of thumb" in out
+
+
+def test_fit_against_rtx_4090_and_largest_context(capsys, config_path):
+    code, out, _ = _run(
+        capsys, "estimate", config_path, "--gpu", "RTX 4090", "--batch", 8, "--json"
+    )
+    assert code == 0
+    doc = json.loads(out)
+    (row,) = doc["fit"]
+    assert row["capacity_bytes"] == 24 * GiB
+    assert row["fits"] == (doc["per_gpu"]["total_bytes"] <= 24 * GiB)
+    assert row["headroom_bytes"] == 24 * GiB - doc["per_gpu"]["total_bytes"]
+    best = doc["largest_fitting"]["RTX 4090"]["seq"]
+    spec = spec_from_config(LLAMA)
+    w = Workload(batch=8)
+    assert estimate(spec, w.with_(seq=best)).total_bytes <= 24 * GiB
+    assert estimate(spec, w.with_(seq=best + TOKEN_BLOCK)).total_bytes > 24 * GiB
+
+
+def test_training_estimate_runs(capsys, config_path):
+    code, out, _ = _run(
+        capsys,
+        "estimate",
+        config_path,
+        "--mode",
+        "training",
+        "--method",
+        "lora",
+        "--seq",
+        1024,
+        "--json",
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert 0 < doc["model"]["trainable_parameters"] < doc["model"]["parameters"]
+    assert doc["per_gpu"]["components"]["optimizer_states"] > 0
+    assert "hamel_lora" in doc["rules_of_thumb"]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "JSON"),
+        (json.dumps({"model_type": "llama"}), "hidden_size"),
+        (json.dumps({**LLAMA, "hidden_size": "big"}), "hidden_size"),
+        (json.dumps({**LLAMA, "num_hidden_layers": 0}), "num_hidden_layers"),
+        (json.dumps({**LLAMA, "vocab_size": -5}), "vocab_size"),
+        (json.dumps({**LLAMA, "hidden_size": 10**15}), "hidden_size"),
+        (json.dumps([1, 2, 3]), "object"),
+    ],
+)
+def test_bad_config_exits_2_with_one_line(capsys, tmp_path, content, needle):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    code, out, err = _run(capsys, "estimate", path)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("vramgui: ")
+    assert needle.lower() in err.lower()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--batch", "0"], "batch"),
+        (["--seq", "-1"], "seq"),
+        (["--seq", "99999999999"], "seq"),
+        (["--quant", "q3_bogus"], "quant"),
+        (["--kv-dtype", "fp8"], "kv-dtype"),
+        (["--gpus", "3", "--tp", "3"], "heads"),
+        (["--gpu", "Voodoo 5"], "voodoo"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(capsys, config_path, args, needle):
+    code, _, err = _run(capsys, "estimate", config_path, *args)
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert needle.lower() in err.lower()
+
+
+def test_folder_without_config_is_explained(capsys, tmp_path):
+    code, _, err = _run(capsys, "estimate", tmp_path)
+    assert code == 2
+    assert "config.json" in err
+
+
+def test_estimate_path_imports_no_qt_or_torch(config_path):
+    code = (
+        "import sys, vramgui.cli as c; c.main(['estimate', sys.argv[1], '--json']);"
+        "bad = [m for m in ('PySide6', 'pyqtgraph', 'torch', 'transformers') if m in sys.modules];"
+        "print(bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(config_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"

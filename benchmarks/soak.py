@@ -1,0 +1,414 @@
+"""Soak test: the real window for N minutes under a script, watched for errors, freezes and growth.
+
+The window runs under Xvfb when it is installed (else Qt's offscreen platform) with the real
+services, except that the Hub is a fake one on 127.0.0.1 (``tests/fakehub``) and the GPU probe
+reports no driver. A timer script keeps poking it the way a person would:
+
+- changes inputs through the widgets (context, batch, quantization, dtypes, mode, method, LoRA
+  rank, parallelism), a few per second;
+- searches the Hub by typing into the search field, while the fake Hub answers normally, slowly
+  (3 s), with a server error or with "too many requests";
+- opens saved profiles from the Profiles tab and switches tabs.
+
+Recorded: every exception (``sys.excepthook``, ``threading.excepthook``, worker failures that
+are not vramgui's own errors, logged errors), Qt critical messages, frozen frames (the largest
+gaps between ticks of a 10 ms timer; over 100 ms counts as frozen) and resident memory (sampled
+every 5 s; growth is measured from the end of the first fifth of the run).
+
+    python benchmarks/soak.py [--minutes 10] [--seed 1] [--platform auto|xvfb|offscreen]
+
+Prints a summary and exits 1 when an exception, a frozen frame or memory growth was seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FROZEN_MS = 100.0
+TICK_MS = 10
+STEP_MS = 250
+RSS_EVERY_S = 5.0
+GROWTH_LIMIT_MIB = 30.0
+SEARCH_WORDS = ("llama", "qwen", "mistral", "gemma", "phi", "tiny", "zzz-nothing")
+HUB_MODES = ("ok", "slow", "error", "throttled")
+FAMILIES = ROOT / "tests" / "data" / "families" / "tiny_configs.json"
+
+
+def rss_mib() -> float:
+    """Resident set size of this process in MiB (Linux /proc)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@dataclass
+class Record:
+    """What the watchers saw."""
+
+    exceptions: list[str] = field(default_factory=list)
+    qt_messages: list[str] = field(default_factory=list)
+    gaps_ms: list[float] = field(default_factory=list)
+    frozen: list[tuple[float, float, float, str]] = field(default_factory=list)
+    rss: list[tuple[float, float]] = field(default_factory=list)
+    steps: dict[str, int] = field(default_factory=dict)
+
+    def exception(self, text: str) -> None:
+        self.exceptions.append(text)
+        print(f"soak: exception: {text.splitlines()[-1] if text else text}", flush=True)
+
+
+def start_display(platform: str) -> subprocess.Popen[bytes] | None:
+    """Start Xvfb on a free display (and select Qt's xcb platform) or select offscreen."""
+    use_xvfb = platform == "xvfb" or (platform == "auto" and shutil.which("Xvfb") is not None)
+    if not use_xvfb:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        return None
+    for number in range(120, 160):
+        if Path(f"/tmp/.X11-unix/X{number}").exists() or Path(f"/tmp/.X{number}-lock").exists():
+            continue
+        server = subprocess.Popen(
+            ["Xvfb", f":{number}", "-screen", "0", "1920x1200x24", "-nolisten", "tcp"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and server.poll() is None:
+            if Path(f"/tmp/.X11-unix/X{number}").exists():
+                os.environ["DISPLAY"] = f":{number}"
+                os.environ["QT_QPA_PLATFORM"] = "xcb"
+                return server
+            time.sleep(0.05)
+        server.kill()
+    raise SystemExit("soak: Xvfb did not start")
+
+
+def fake_hub_with_models():  # -> FakeHub; imported late so HF_ENDPOINT is set first
+    """A started fake Hub holding the tiny test configs as searchable repos."""
+    from tests.fakehub.server import FakeHub
+
+    hub = FakeHub().start()
+    configs = json.loads(FAMILIES.read_text(encoding="utf-8"))
+    for i, (name, config) in enumerate(sorted(configs.items())):
+        hub.add(
+            f"soak/{name}",
+            {"config.json": json.dumps(config).encode()},
+            downloads=1000 - i,
+            parameters=1_000_000 * (i + 1),
+        )
+    return hub
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--platform", choices=("auto", "xvfb", "offscreen"), default="auto")
+    args = parser.parse_args()
+
+    display = start_display(args.platform)
+    home = tempfile.mkdtemp(prefix="vramgui-soak-")
+    os.environ["VRAMGUI_HOME"] = home
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    hub = fake_hub_with_models()
+    os.environ["HF_ENDPOINT"] = hub.url
+    os.environ["HF_HUB_OFFLINE"] = "0"
+    try:
+        return soak(args, hub)
+    finally:
+        hub.stop()
+        if display is not None:
+            display.terminate()
+            display.wait(5)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def soak(args: argparse.Namespace, hub) -> int:
+    """Run the window under the script for ``args.minutes``; returns the exit status."""
+    from PySide6.QtCore import (
+        QElapsedTimer,
+        QSettings,
+        QThreadPool,
+        QTimer,
+        QtMsgType,
+        qInstallMessageHandler,
+    )
+    from PySide6.QtTest import QTest
+
+    from vramgui.core.errors import VramguiError
+    from vramgui.core.model import ModelRef
+    from vramgui.core.workload import Workload
+    from vramgui.hardware import GpuSnapshot
+    from vramgui.profiles.model import Profile
+    from vramgui.profiles.store import ProfileStore
+    from vramgui.ui import app
+    from vramgui.ui.main_window import build_window
+
+    record = Record()
+    rng = random.Random(args.seed)
+
+    def excepthook(
+        kind: type[BaseException], value: BaseException, tb: TracebackType | None
+    ) -> None:
+        record.exception("".join(traceback.format_exception(kind, value, tb)))
+
+    def thread_hook(info: threading.ExceptHookArgs) -> None:
+        record.exception(
+            "".join(traceback.format_exception(info.exc_type, info.exc_value, info.exc_traceback))
+        )
+
+    sys.excepthook = excepthook
+    threading.excepthook = thread_hook
+
+    def qt_messages(kind: QtMsgType, _context: object, message: str) -> None:
+        if kind in (QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
+            record.exception(f"Qt {kind.name}: {message}")
+        else:
+            record.qt_messages.append(f"{kind.name}: {message}")
+
+    qInstallMessageHandler(qt_messages)
+
+    class ErrorLog(logging.Handler):
+        def emit(self, entry: logging.LogRecord) -> None:
+            if entry.levelno >= logging.ERROR:
+                record.exception(self.format(entry))
+
+    logging.getLogger().addHandler(ErrorLog())
+
+    def guarded(fn):
+        """The service, with anything but vramgui's own errors recorded as a bug."""
+
+        def call(*a):
+            try:
+                return fn(*a)
+            except VramguiError:
+                raise
+            except Exception:
+                record.exception(traceback.format_exc())
+                raise
+
+        return call
+
+    qapp = app.create_application(sys.argv[:1])
+    base = app.real_services()
+    services = replace(
+        base,
+        probe=lambda: GpuSnapshot(reason="No NVIDIA driver found (soak test)."),
+        gpu_refresh_ms=0,
+        search_models=guarded(base.search_models),
+        load_model=guarded(base.load_model),
+    )
+    store = ProfileStore()
+    names = []
+    for i, (model, mode) in enumerate(
+        (("llama-3.1-8b", "inference"), ("qwen2.5-7b", "training"), ("mixtral-8x7b", "inference"))
+    ):
+        try:
+            store.save(
+                Profile(
+                    name=f"soak {i} {model}",
+                    model=ModelRef(kind="catalog", id=model),
+                    workload=Workload(mode=mode, batch=1 + i, seq=1024 * (i + 1)),
+                )
+            )
+            names.append(f"soak {i} {model}")
+        except VramguiError as exc:
+            print(f"soak: profile for {model} not saved: {exc}")
+    settings = QSettings(
+        str(Path(os.environ["VRAMGUI_HOME"]) / "soak.ini"), QSettings.Format.IniFormat
+    )
+    window = build_window(services, settings)
+    window.resize(1600, 1000)
+    window.show()
+    profiles = window.extra_tabs.get("Profiles")
+    panel, precision = window.workload_panel, window.precision_panel
+
+    clock = QElapsedTimer()
+    clock.start()
+    started = time.monotonic()
+    duration_s = args.minutes * 60
+    last = {"tick": clock.elapsed(), "step": "start", "cpu": time.thread_time()}
+
+    def tick() -> None:
+        now = clock.elapsed()
+        gap = float(now - last["tick"])
+        cpu_ms = (time.thread_time() - last["cpu"]) * 1000
+        record.gaps_ms.append(gap)
+        if gap > FROZEN_MS:
+            record.frozen.append(
+                (
+                    round(time.monotonic() - started, 1),
+                    gap,
+                    cpu_ms,
+                    str(last["step"]),
+                )
+            )
+            print(
+                f"soak: frozen {gap:.0f} ms after {last['step']} (main thread CPU {cpu_ms:.0f} ms)",
+                flush=True,
+            )
+        last["tick"] = now
+        last["cpu"] = time.thread_time()
+
+    def set_hub(mode: str) -> None:
+        hub.delay_s.pop("search", None)
+        hub.fail.pop("search", None)
+        if mode == "slow":
+            hub.delay_s["search"] = 3.0
+        elif mode == "error":
+            hub.fail["search"] = 500
+        elif mode == "throttled":
+            hub.fail["search"] = 429
+
+    def combo(widget) -> None:
+        widget.setCurrentIndex(rng.randrange(widget.count()))
+
+    inputs = {
+        "seq": lambda: panel.seq.spin.setValue(rng.choice((128, 512, 2048, 8192, 32768))),
+        "batch": lambda: panel.batch.spin.setValue(rng.randint(1, 64)),
+        "quant": lambda: combo(precision.quant),
+        "dtype": lambda: combo(precision.dtype),
+        "kv_dtype": lambda: combo(precision.kv_dtype),
+        "mode": lambda: combo(panel.mode),
+        "method": lambda: combo(panel.method),
+        "engine": lambda: combo(panel.engine),
+        "attention": lambda: combo(panel.attention),
+        "optimizer": lambda: combo(panel.optimizer),
+        "lora_rank": lambda: panel.lora_rank.spin.setValue(rng.choice((4, 8, 16, 64, 256))),
+        "gpus": lambda: panel.gpus.setValue(rng.choice((1, 2, 4, 8))),
+        "zero": lambda: combo(panel.zero),
+        "tp": lambda: panel.tp.setValue(rng.choice((1, 2, 4))),
+        "checkpointing": panel.grad_checkpointing.toggle,
+        "seq typed": lambda: (
+            panel.seq.spin.selectAll(),
+            QTest.keyClicks(panel.seq.spin, str(rng.randint(1, 99999))),
+        ),
+    }
+
+    def search() -> None:
+        mode = rng.choice(HUB_MODES)
+        set_hub(mode)
+        query = window.model_panel.query
+        query.clear()
+        QTest.keyClicks(query, rng.choice(SEARCH_WORDS))
+        last["step"] = f"search ({mode} Hub)"
+
+    def open_profile() -> None:
+        if profiles is None or not names or not hasattr(profiles, "select"):
+            return
+        profiles.select([rng.choice(names)])
+        profiles.open_selected()
+        last["step"] = "open profile"
+
+    def switch_tab() -> None:
+        window.tabs.setCurrentIndex(rng.randrange(window.tabs.count()))
+        last["step"] = f"tab {window.tabs.tabText(window.tabs.currentIndex())}"
+
+    def step() -> None:
+        elapsed = time.monotonic() - started
+        if elapsed >= duration_s:
+            qapp.quit()
+            return
+        roll = rng.random()
+        if roll < 0.06:
+            kind = "search"
+            search()
+        elif roll < 0.08:
+            kind = "profile"
+            open_profile()
+        elif roll < 0.10:
+            kind = "tab"
+            switch_tab()
+        else:
+            kind = rng.choice(tuple(inputs))
+            inputs[kind]()
+            last["step"] = f"input {kind}"
+        record.steps[kind] = record.steps.get(kind, 0) + 1
+
+    def sample_rss() -> None:
+        record.rss.append((time.monotonic() - started, rss_mib()))
+
+    ticker = QTimer()
+    ticker.setInterval(TICK_MS)
+    ticker.timeout.connect(tick)
+    stepper = QTimer()
+    stepper.setInterval(STEP_MS)
+    stepper.timeout.connect(step)
+    sampler = QTimer()
+    sampler.setInterval(int(RSS_EVERY_S * 1000))
+    sampler.timeout.connect(sample_rss)
+
+    deadline = time.monotonic() + 60
+    while window.controller.outlook is None and time.monotonic() < deadline:
+        qapp.processEvents()
+    sample_rss()
+    last["tick"], last["cpu"] = clock.elapsed(), time.thread_time()
+    for timer in (ticker, stepper, sampler):
+        timer.start()
+    qapp.exec()
+    sample_rss()
+    for timer in (ticker, stepper, sampler):
+        timer.stop()
+    window.close()
+    QThreadPool.globalInstance().waitForDone(10_000)
+    return summarize(args, record, qapp.platformName())
+
+
+def summarize(args: argparse.Namespace, record: Record, platform: str) -> int:
+    """Print what was seen; 1 when anything failed."""
+    settled = [mib for t, mib in record.rss if t >= args.minutes * 60 / 5]
+    start_mib = record.rss[0][1]
+    base_mib = settled[0] if settled else start_mib
+    end_mib = record.rss[-1][1]
+    growth = end_mib - base_mib
+    gaps = sorted(record.gaps_ms)
+    p99 = gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))] if gaps else 0.0
+    print(f"soak: {args.minutes:g} min on Qt platform {platform!r}, seed {args.seed}")
+    print(
+        f"  steps: {sum(record.steps.values())} ({', '.join(f'{k} {v}' for k, v in sorted(record.steps.items()))})"
+    )
+    print(f"  exceptions: {len(record.exceptions)}")
+    for text in record.exceptions[:10]:
+        print("    " + text.strip().replace("\n", "\n    "))
+    print(f"  Qt messages (not critical): {len(record.qt_messages)}")
+    for text in sorted(set(record.qt_messages))[:5]:
+        print(f"    {text}")
+    print(
+        f"  event loop: {len(gaps)} ticks of {TICK_MS} ms, gap median {statistics.median(gaps) if gaps else 0:.1f} ms,"
+        f" p99 {p99:.1f} ms, max {max(gaps, default=0):.0f} ms; frozen (> {FROZEN_MS:.0f} ms): {len(record.frozen)}"
+    )
+    busy = [f for f in record.frozen if f[2] >= FROZEN_MS]
+    print(
+        f"    of which the GUI thread itself computed for over {FROZEN_MS:.0f} ms: {len(busy)};"
+        " the rest waited (for the CPU or the interpreter lock held by worker threads)"
+    )
+    for at, gap, cpu_ms, after in sorted(record.frozen, key=lambda f: -f[1])[:10]:
+        print(f"    at {at:.0f} s: {gap:.0f} ms after {after} (GUI thread CPU {cpu_ms:.0f} ms)")
+    print(
+        f"  RSS: {start_mib:.0f} MiB after start, {base_mib:.0f} MiB at {args.minutes / 5:g} min,"
+        f" {end_mib:.0f} MiB at the end; growth {growth:+.1f} MiB (limit {GROWTH_LIMIT_MIB:.0f})"
+    )
+    failed = bool(record.exceptions) or bool(record.frozen) or growth > GROWTH_LIMIT_MIB
+    print(f"soak: {'FAILED' if failed else 'passed'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -120,4 +120,4 @@ def test_encoder_forward_has_no_kv_cache(real_spec):
     assert est.components["kv_cache"] == 0
     assert est.phase == "forward"
     with pytest.raises(WorkloadError, match="encoder"):
-        estimate(real_spec("google-bert/bert-base-cased"), Workload(engine="vllm"))
+        estimate(real_spec("google-bert/bert-base-cased"), Workload(engine="vllm", seq=512))

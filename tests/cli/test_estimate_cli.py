@@ -163,3 +163,67 @@ def test_estimate_path_imports_no_qt_or_torch(config_path):
         [sys.executable, "-c", code, str(config_path)], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+class _FakeProbe:
+    """Stands in for NvmlProbe: one 24 GiB GPU with 10 GiB in use."""
+
+    def snapshot(self):
+        from vramgui.hardware.nvml import GpuSnapshot, LocalGpu
+
+        gpu = LocalGpu(
+            index=0,
+            name="NVIDIA GeForce RTX 4090",
+            uuid="GPU-0",
+            total_bytes=24 * GiB,
+            free_bytes=14 * GiB,
+            used_bytes=10 * GiB,
+            reserved_bytes=None,
+            processes=(),
+            pcie_gen=4,
+            pcie_width=16,
+            mig_enabled=False,
+            mig_instances=(),
+        )
+        return GpuSnapshot(gpus=(gpu,), driver_version="560.0", cuda_version="12.6")
+
+    def close(self):
+        pass
+
+
+def test_local_gpu_total_or_free_memory(capsys, config_path, monkeypatch):
+    monkeypatch.setattr("vramgui.hardware.nvml.NvmlProbe", _FakeProbe)
+    _, out, _ = _run(capsys, "estimate", config_path, "--gpu", "local", "--seq", 1024, "--json")
+    total = json.loads(out)["fit"][0]
+    _, out, _ = _run(
+        capsys, "estimate", config_path, "--gpu", "local", "--seq", 1024, "--free-memory", "--json"
+    )
+    free = json.loads(out)["fit"][0]
+    assert total["capacity_bytes"] == 24 * GiB and total["fits"]
+    assert free["capacity_bytes"] == 14 * GiB and not free["fits"]
+
+
+def test_local_gpus_missing_is_explained(capsys, config_path):
+    # This machine has no NVIDIA driver: the probe's reason becomes the one-line error.
+    code, _, err = _run(capsys, "estimate", config_path, "--gpu", "local")
+    assert code == 2
+    assert "driver" in err.lower()
+
+
+def test_gpus_needed_and_cheapest(capsys, config_path):
+    _, out, _ = _run(
+        capsys,
+        "estimate",
+        config_path,
+        "--gpu",
+        "RTX 3060 12GB",
+        "--seq",
+        4096,
+        "--cheapest",
+        "--json",
+    )
+    doc = json.loads(out)
+    count = doc["gpus_needed"]["RTX 3060 12GB"]
+    assert count == 2
+    offers = doc["cheapest"]
+    assert offers and offers == sorted(offers, key=lambda o: o["total_price_usd"])

@@ -9,7 +9,7 @@ from typing import Any
 from vramgui.core import rules
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import COMPONENTS, Estimate, estimate, parameters_without_embeddings
-from vramgui.core.fit import FitRow, fit_rows, largest_fitting
+from vramgui.core.fit import FitRow, cheapest, fit_rows, gpus_needed, largest_fitting
 from vramgui.core.model import ModelSpec
 from vramgui.core.units import GiB, format_bytes
 from vramgui.core.workload import (
@@ -37,6 +37,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "source", help="config.json, model folder, .safetensors, .gguf, Hub id or catalog name"
     )
     add_estimate_options(parser)
+    parser.add_argument(
+        "--free-memory",
+        action="store_true",
+        help="fit local GPUs against their free memory now, not their total",
+    )
+    parser.add_argument(
+        "--cheapest",
+        action="store_true",
+        help="rank catalog GPUs by the price of the fewest that fit",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
 
@@ -130,8 +140,13 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     )
 
 
-def resolve_capacities(names: list[str]) -> list[tuple[str, int]]:
-    """Catalog GPU names and "local" to (name, capacity_bytes) pairs."""
+def resolve_capacities(names: list[str], use_free: bool = False) -> list[tuple[str, int]]:
+    """Catalog GPU names and "local" to (name, capacity_bytes) pairs.
+
+    Args:
+        names: catalog GPU names, or "local" for the GPUs NVML reports.
+        use_free: measure local GPUs by their free memory rather than their total.
+    """
     capacities: list[tuple[str, int]] = []
     for name in names:
         if name.strip().lower() == "local":
@@ -144,7 +159,7 @@ def resolve_capacities(names: list[str]) -> list[tuple[str, int]]:
                 probe.close()
             if not snapshot.gpus:
                 raise VramguiError(snapshot.reason or "no local NVIDIA GPU found")
-            capacities.extend(snapshot.capacities())
+            capacities.extend(snapshot.capacities(use_free))
         else:
             from vramgui.hardware.gpus import find_gpu
 
@@ -215,12 +230,23 @@ def rules_of_thumb(spec: ModelSpec, est: Estimate) -> dict[str, int]:
     return out
 
 
+def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:
+    """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
+    from vramgui.hardware.gpus import load_catalog
+
+    offers = [(g.name, g.capacity_bytes(), g.typical_price_usd) for g in load_catalog()]
+    return [
+        {"gpu": name, "count": count, "total_price_usd": price}
+        for name, count, price in cheapest(spec, workload, offers)[:top]
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
     from vramgui.sources.resolve import load_model
 
     workload = workload_from_args(args)
     loaded = load_model(args.source)
-    capacities = resolve_capacities(args.gpu)
+    capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
     est = estimate(loaded.spec, workload, capacity)
     rows = fit_rows(est, capacities)
@@ -233,6 +259,12 @@ def run(args: argparse.Namespace) -> int:
             }
             for name, cap in capacities
         }
+    if capacities:
+        extra["gpus_needed"] = {
+            name: gpus_needed(loaded.spec, workload, cap) for name, cap in capacities
+        }
+    if args.cheapest:
+        extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
     doc = estimate_document(loaded.spec, est, rows, extra)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
@@ -268,10 +300,21 @@ def format_table(doc: dict[str, Any]) -> str:
     lines.append("Rules of thumb:")
     for name, value in doc["rules_of_thumb"].items():
         lines.append(f"  {name:<22}{format_bytes(value):>14}")
+    largest = doc.get("largest_fitting", {})
+    needed = doc.get("gpus_needed", {})
     for row in doc["fit"]:
         verdict = "fits" if row["fits"] else "does not fit"
+        best = largest.get(row["gpu"], {})
+        if best.get("seq"):
+            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
+        if not row["fits"] and needed.get(row["gpu"]):
+            verdict += f"; {needed[row['gpu']]} of them fit"
         lines.append(
             f"{row['gpu']}: {verdict} ({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
+        )
+    for offer in doc.get("cheapest", []):
+        lines.append(
+            f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
         )
     for note in [*doc.get("notices", []), *doc["notes"]]:
         lines.append(f"note: {note}")

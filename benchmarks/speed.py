@@ -1,0 +1,416 @@
+"""Speed benchmark: the figures people feel, each against its target; exit 1 when one is missed.
+
+Measured on the machine it runs on (Qt's offscreen platform, a temporary VRAMGUI_HOME):
+
+- start: process start to the first paint event of the main window, the way ``vramgui`` opens
+  it (``vramgui.ui.app``: logging, identity, real services, the default catalog model), median of
+  several cold starts in fresh subprocesses; also which heavy modules were imported by then;
+- ``vramgui estimate`` process time (``python -m vramgui estimate MODEL --json``), median;
+- core estimate latency (``vramgui.core.estimate.estimate``) for an inference and a training
+  setup, median and p99;
+- a 256-point context sweep (``vramgui.core.fit.sweep``), median;
+- input change to redraw in the window: ``benchmarks/ui_speed.py``'s figure (run as it is);
+- the event loop's largest stall while a search waits on a slow Hub (a fake Hub on 127.0.0.1
+  answering after 2 s; a 5 ms QTimer measures the gaps between its ticks);
+- resident memory of the app after start and after 1,000 estimate changes (growth).
+
+    python benchmarks/speed.py [--starts 5] [--model llama-3.1-8b] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HEAVY_MODULES = ("huggingface_hub", "gguf", "pynvml", "torch", "transformers")
+SLOW_HUB_S = 2.0
+TICK_MS = 5
+GROWTH_LIMIT_MIB = 16.0
+
+
+@dataclass
+class Figure:
+    """One measured figure and its target (``None``: reported, no target)."""
+
+    name: str
+    value: float
+    unit: str
+    target: float | None = None
+    detail: str = ""
+
+    @property
+    def met(self) -> bool:
+        return self.target is None or self.value < self.target
+
+    def line(self) -> str:
+        goal = f"< {self.target:g} {self.unit}" if self.target is not None else "(reported)"
+        verdict = "ok" if self.met else "MISSED"
+        text = f"{self.name:<44} {self.value:>9.2f} {self.unit:<4} target {goal:<12} {verdict}"
+        return f"{text}  {self.detail}" if self.detail else text
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def rss_mib() -> float:
+    """Resident set size of this process in MiB (Linux /proc)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def child_env(home: str) -> dict[str, str]:
+    """The environment of a measured subprocess: offscreen, its own empty user folder."""
+    env = dict(os.environ)
+    env.update(QT_QPA_PLATFORM="offscreen", VRAMGUI_HOME=home, PYTHONPATH=str(ROOT))
+    return env
+
+
+# --- start to first paint ---------------------------------------------------------------------
+
+
+def first_paint_child() -> int:
+    """In a fresh process: open the window as ``app.main`` does; print when it first paints."""
+    from PySide6.QtCore import QEvent, QObject, QTimer
+
+    from vramgui.ui import app
+
+    app.setup_logging()
+    qapp = app.create_application(sys.argv[:1])
+    window = app.build_window(app.real_services(), app.settings())
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if watched is window and event.type() == QEvent.Type.Paint:
+                window.removeEventFilter(self)
+                loaded = [m for m in HEAVY_MODULES if m in sys.modules]
+                print(f"PAINTED {json.dumps({'heavy': loaded, 'rss_mib': rss_mib()})}", flush=True)
+                QTimer.singleShot(0, qapp.quit)
+            return False
+
+    watcher = FirstPaint()
+    window.installEventFilter(watcher)
+    window.show()
+    qapp.exec()
+    return 0
+
+
+def measure_start(starts: int) -> tuple[Figure, list[str], float]:
+    """Median seconds from launching ``python`` to the first paint, over ``starts`` cold starts."""
+    times, heavy, rss = [], set(), []
+    for _ in range(starts):
+        with tempfile.TemporaryDirectory(prefix="vramgui-speed-") as home:
+            begin = time.perf_counter()
+            child = subprocess.Popen(
+                [sys.executable, __file__, "--first-paint-child"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=child_env(home),
+                cwd=home,
+            )
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith("PAINTED "):
+                    times.append(time.perf_counter() - begin)
+                    info = json.loads(line.split(" ", 1)[1])
+                    heavy.update(info["heavy"])
+                    rss.append(info["rss_mib"])
+                    break
+            child.wait(60)
+            if child.returncode:
+                raise SystemExit(f"the window did not start (exit {child.returncode})")
+    figure = Figure(
+        "start to first paint (median)",
+        statistics.median(times),
+        "s",
+        1.5,
+        f"{len(times)} cold starts, min {min(times):.2f} s, max {max(times):.2f} s",
+    )
+    return figure, sorted(heavy), statistics.median(rss)
+
+
+def measure_cli(model: str, runs: int) -> Figure:
+    """Median seconds of ``python -m vramgui estimate MODEL --json`` as a process."""
+    times = []
+    with tempfile.TemporaryDirectory(prefix="vramgui-speed-") as home:
+        for _ in range(runs):
+            begin = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "vramgui", "estimate", model, "--json"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                env=child_env(home),
+                cwd=ROOT,
+            )
+            times.append(time.perf_counter() - begin)
+    return Figure(
+        "`vramgui estimate` process (median)",
+        statistics.median(times),
+        "s",
+        1.0,
+        f"{runs} runs, catalog model {model}",
+    )
+
+
+# --- the core ---------------------------------------------------------------------------------
+
+
+def timed_ms(fn: Callable[[], object], rounds: int) -> list[float]:
+    """Milliseconds of each of ``rounds`` calls of ``fn``."""
+    out = []
+    for _ in range(rounds):
+        begin = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - begin) * 1000)
+    return out
+
+
+def measure_core(model: str, rounds: int) -> list[Figure]:
+    """Estimate latency (inference, training) and a 256-point sweep."""
+    from vramgui.core import fit
+    from vramgui.core.estimate import estimate
+    from vramgui.core.workload import Workload
+    from vramgui.sources.resolve import load_model
+
+    spec = load_model(model).spec
+    setups = {
+        "inference": Workload(seq=8192, batch=4, quant="Q4_K_M"),
+        "training": Workload(
+            mode="training", method="lora", seq=2048, batch=2, grad_checkpointing=True
+        ),
+        "training, ZeRO-3 x 8": Workload(mode="training", seq=4096, gpus=8, zero=3),
+    }
+    figures = []
+    for label, workload in setups.items():
+        estimate(spec, workload)  # warm
+        times = timed_ms(lambda w=workload: estimate(spec, w), rounds)
+        figures.append(Figure(f"estimate, {label} (median)", statistics.median(times), "ms", 1.0))
+        figures.append(
+            Figure(
+                f"estimate, {label} (p99)", percentile(times, 0.99), "ms", None, f"{rounds} calls"
+            )
+        )
+    values = [256 * (i + 1) for i in range(256)]
+    workload = Workload(seq=2048)
+    times = timed_ms(lambda: fit.sweep(spec, workload, "seq", values), max(5, rounds // 50))
+    figures.append(
+        Figure("sweep, 256 contexts (median)", statistics.median(times), "ms", 20.0, model)
+    )
+    return figures
+
+
+# --- the window -------------------------------------------------------------------------------
+
+
+def measure_redraw(model: str, rounds: int) -> list[Figure]:
+    """``benchmarks/ui_speed.py``'s estimate + redraw medians, run as its author wrote it."""
+    with tempfile.TemporaryDirectory(prefix="vramgui-speed-") as home:
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "ui_speed.py"),
+                "--rounds",
+                str(rounds),
+                "--model",
+                model,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=child_env(home),
+            cwd=ROOT,
+            timeout=600,
+        )
+    figures = []
+    pattern = re.compile(
+        r"^\s*(\w+)\s+median\s+([\d.]+)\s+p99\s+([\d.]+)\s+median\s+([\d.]+)\s+p99\s+([\d.]+)"
+    )
+    for line in done.stdout.splitlines():
+        match = pattern.match(line)
+        if match:
+            label = match[1]
+            figures.append(
+                Figure(
+                    f"input change to redraw, {label} (median)",
+                    float(match[2]),
+                    "ms",
+                    16.0,
+                    f"p99 {float(match[3]):.1f} ms; sweep + advice off-thread median {float(match[4]):.0f} ms",
+                )
+            )
+    if not figures:
+        raise SystemExit(f"ui_speed.py printed no figures:\n{done.stdout}\n{done.stderr}")
+    return figures
+
+
+def measure_window(hub, model: str, changes: int) -> list[Figure]:
+    """The event loop's stall during a slow Hub search, and RSS after start and after changes."""
+    from PySide6.QtCore import QElapsedTimer, QSettings, QThreadPool, QTimer
+    from PySide6.QtTest import QTest
+
+    from vramgui.hardware import GpuSnapshot
+    from vramgui.ui import app
+    from vramgui.ui.main_window import build_window
+
+    qapp = app.create_application(sys.argv[:1])
+    services = replace(
+        app.real_services(),
+        probe=lambda: GpuSnapshot(reason="benchmark"),
+        gpu_refresh_ms=0,
+        default_source=model,
+    )
+    settings = QSettings(
+        str(Path(os.environ["VRAMGUI_HOME"]) / "speed.ini"), QSettings.Format.IniFormat
+    )
+    window = build_window(services, settings)
+    window.resize(1600, 1000)
+    window.show()
+    controller = window.controller
+
+    def settle(until: Callable[[], bool], limit_s: float = 60) -> None:
+        deadline = time.monotonic() + limit_s
+        while not until() and time.monotonic() < deadline:
+            qapp.processEvents()
+        QThreadPool.globalInstance().waitForDone(10_000)
+        qapp.processEvents()
+
+    settle(lambda: controller.outlook is not None)
+    started_mib = rss_mib()
+
+    # Stall: type a query, let the debounce fire the search, watch the ticks until it answers.
+    clock = QElapsedTimer()
+    gaps: list[float] = []
+    last = [0]
+
+    def tick() -> None:
+        now = clock.elapsed()
+        gaps.append(float(now - last[0]))
+        last[0] = now
+
+    ticker = QTimer()
+    ticker.setInterval(TICK_MS)
+    ticker.timeout.connect(tick)
+    panel = window.model_panel
+    worst = []
+    for word in ("slow", "llama", "qwen"):
+        requests = len(hub.requests)
+        panel.query.clear()
+        clock.start()
+        last[0] = 0
+        gaps.clear()
+        ticker.start()
+        QTest.keyClicks(panel.query, word)
+        settle_until = time.monotonic() + SLOW_HUB_S + 20
+        while time.monotonic() < settle_until and (
+            len(hub.requests) == requests or panel.searching
+        ):
+            qapp.processEvents()
+            time.sleep(0.001)
+        ticker.stop()
+        worst.append(max(gaps, default=0.0))
+    stall = Figure(
+        "event-loop stall, slow Hub search (max)",
+        max(worst),
+        "ms",
+        50.0,
+        f"{len(worst)} searches, each answered after {SLOW_HUB_S:g} s; worst per search "
+        + ", ".join(f"{w:.0f}" for w in worst),
+    )
+
+    # Memory: 100 changes to warm caches, then 1,000 more.
+    workloads = [
+        {"seq": 512 * (1 + i % 32), "batch": 1 + i % 8, "quant": ("none", "nf4", "Q4_K_M")[i % 3]}
+        for i in range(changes + 100)
+    ]
+    for i, change in enumerate(workloads):
+        if i == 100:
+            QThreadPool.globalInstance().waitForDone(10_000)
+            qapp.processEvents()
+            warm_mib = rss_mib()
+        controller.update(**change)
+        controller.recompute_now()
+        qapp.processEvents()
+    settle(lambda: True)
+    end_mib = rss_mib()
+    window.close()
+    QThreadPool.globalInstance().waitForDone(5000)
+    return [
+        stall,
+        Figure("RSS after start (window drawn)", started_mib, "MiB", None),
+        Figure(
+            f"RSS growth over {changes} estimate changes",
+            end_mib - warm_mib,
+            "MiB",
+            GROWTH_LIMIT_MIB,
+            f"{warm_mib:.0f} MiB after 100 changes, {end_mib:.0f} MiB after {changes} more",
+        ),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--starts", type=int, default=5, help="cold starts to time")
+    parser.add_argument("--model", default="llama-3.1-8b", help="catalog model")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    parser.add_argument("--first-paint-child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.first_paint_child:
+        return first_paint_child()
+
+    from tests.fakehub.server import FakeHub
+
+    home = tempfile.mkdtemp(prefix="vramgui-speed-")
+    hub = FakeHub().start()  # before anything reads HF_ENDPOINT
+    hub.add("bench/slow-llama", {"config.json": b"{}"}, downloads=10)
+    hub.delay_s["search"] = SLOW_HUB_S
+    os.environ.update(QT_QPA_PLATFORM="offscreen", VRAMGUI_HOME=home, HF_ENDPOINT=hub.url)
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    rounds = 200 if args.quick else 2000
+    figures: list[Figure] = []
+    start, heavy, start_rss = measure_start(2 if args.quick else args.starts)
+    figures.append(start)
+    figures.append(Figure("RSS at first paint (median)", start_rss, "MiB", None))
+    figures.append(measure_cli(args.model, 2 if args.quick else 5))
+    figures.extend(measure_core(args.model, rounds))
+    figures.extend(measure_redraw(args.model, 10 if args.quick else 40))
+    try:
+        figures.extend(measure_window(hub, args.model, 200 if args.quick else 1000))
+    finally:
+        hub.stop()
+
+    print(
+        f"vramgui speed, {time.strftime('%Y-%m-%d %H:%M')}, Python {sys.version.split()[0]},"
+        f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
+    for figure in figures:
+        print(figure.line())
+    print(
+        f"heavy modules imported by the first paint: {', '.join(heavy) or 'none'}"
+        f" (checked: {', '.join(HEAVY_MODULES)})"
+    )
+    missed = [f.name for f in figures if not f.met]
+    if heavy:
+        missed.append("heavy imports on the start path")
+    print(f"missed: {', '.join(missed)}" if missed else "every target met")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -83,8 +83,10 @@ def _rules(spec, w: Workload, trainable: int) -> dict[str, int]:
     return out
 
 
-def _row(case_id: str, measured: int, spec, w: Workload, device: str, **extra: object) -> dict:
-    est = training_estimate(spec, w, device=device)
+def _row(
+    case_id: str, measured: int, spec, w: Workload, device: str, autocast: str, **extra: object
+) -> dict:
+    est = training_estimate(spec, w, device=device, autocast_rules=autocast)
     row = {
         "id": case_id,
         "measured": measured,
@@ -98,6 +100,12 @@ def _row(case_id: str, measured: int, spec, w: Workload, device: str, **extra: o
     return row
 
 
+def _autocast_rules(record: dict) -> str:
+    """The autocast float32 list a record was measured under: the harness's first version ran
+    plain CPU autocast, the current one adds CUDA's rules (its note says which)."""
+    return "cuda" if "float32 rules" in record.get("notes", "") else "cpu"
+
+
 def rows() -> list[dict]:
     """Harness cases: id, measured, estimate, error, phase (estimated and measured), rules."""
     records = json.loads(MEASURED.read_text())["cases"]
@@ -105,7 +113,17 @@ def rows() -> list[dict]:
     for rec in records:
         spec = spec_from_config(load_config(rec["config"]), rec["model"])
         w = workload_of(rec["settings"], spec.facts.model_type)
-        out.append(_row(rec["id"], rec["peak_bytes"], spec, w, "cpu", measured_phase=rec["phase"]))
+        out.append(
+            _row(
+                rec["id"],
+                rec["peak_bytes"],
+                spec,
+                w,
+                "cpu",
+                _autocast_rules(rec),
+                measured_phase=rec["phase"],
+            )
+        )
     return out
 
 
@@ -143,6 +161,7 @@ def published_rows() -> list[dict]:
                 measured,
                 spec,
                 w,
+                "cuda",
                 "cuda",
                 measured_phase="",
                 how=how,

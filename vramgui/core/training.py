@@ -120,7 +120,8 @@ class _Ctx:
     param_bytes: int  # dtype of the (trainable or unquantized) weights
     compute_bytes: int  # dtype matmuls run in
     autocast: bool
-    cuda: bool
+    cuda: bool  # CUDA kernels (dropout masks, SDPA kernels, norm statistics)
+    cuda_autocast: bool  # CUDA autocast's float32 op list
     full: bool  # every weight trainable
     lora_targets: frozenset[str]
     lora_rank: int
@@ -169,7 +170,7 @@ class _Replay:
 
     def autocast_fp32(self, x: _T) -> _T:
         """CUDA autocast runs norms / softmax / pow in fp32; the CPU list leaves them alone."""
-        return self.cast(x, 4) if self.ctx.autocast and self.ctx.cuda else x
+        return self.cast(x, 4) if self.ctx.autocast and self.ctx.cuda_autocast else x
 
     # -- operations (what each saves follows PyTorch's derivatives.yaml)
     def linear(self, x: _T, out_features: int, trainable: bool) -> _T:
@@ -352,7 +353,7 @@ class _Replay:
         # The additive mask has the dtype of the hidden states (fp32 under autocast).
         logits = self.add(logits, self.new(1, ctx.param_bytes, False))
         # CUDA autocast runs softmax in fp32 even when the model does not ask for it.
-        upcast = softmax_fp32 or (ctx.autocast and ctx.cuda)
+        upcast = softmax_fp32 or (ctx.autocast and ctx.cuda_autocast)
         probs = self.unary_saving_output(self.cast(logits, 4) if upcast else logits)
         if grad:
             self.scores_backward = max(self.scores_backward, 2 * probs.nbytes)
@@ -873,7 +874,9 @@ def _check(workload: Workload) -> None:
         raise WorkloadError("QLoRA computes in 16 bit: use --dtype bf16 or fp16")
 
 
-def _context(spec: ModelSpec, workload: Workload, device: str, deepspeed_mixed: bool) -> _Ctx:
+def _context(
+    spec: ModelSpec, workload: Workload, device: str, autocast_rules: str, deepspeed_mixed: bool
+) -> _Ctx:
     sixteen = dtypes.dtype_bytes(workload.dtype)
     if workload.precision == "fp32" or workload.dtype == "fp32":
         param_bytes, compute, autocast = 4, 4, False
@@ -899,6 +902,7 @@ def _context(spec: ModelSpec, workload: Workload, device: str, deepspeed_mixed: 
         compute_bytes=compute,
         autocast=autocast,
         cuda=device == "cuda",
+        cuda_autocast=autocast_rules == "cuda",
         full=workload.method == "full",
         lora_targets=targets,
         lora_rank=workload.lora_rank,
@@ -1116,25 +1120,33 @@ def _moments(
 
 
 def training_estimate(
-    spec: ModelSpec, workload: Workload, *, device: str = "cuda"
+    spec: ModelSpec,
+    workload: Workload,
+    *,
+    device: str = "cuda",
+    autocast_rules: str | None = None,
 ) -> TrainingBreakdown:
     """Per-GPU memory at the peak of a steady-state training step (the second optimizer step).
 
     Args:
         spec: the model.
         workload: a training workload.
-        device: "cuda" (what users run) or "cpu" (the measurement harness: CPU autocast leaves
-            norms and softmax in 16 bit, and CPU dropout keeps a full-dtype noise tensor).
+        device: whose kernels run: "cuda" (what users run) or "cpu" (the measurement harness:
+            CPU dropout keeps a noise tensor of the input's dtype rather than a bool mask, CPU
+            SDPA falls back to its math path under dropout or broadcast k / v, CPU layer norm
+            keeps 16-bit statistics for 16-bit weights).
+        autocast_rules: whose autocast float32 list applies in mixed precision, "cuda" (norms,
+            softmax, pow... in fp32) or "cpu" (left in 16 bit); by default the device's.
 
     Raises:
         WorkloadError: the settings do not apply to this model.
     """
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}")
+    if device not in DEVICES or (autocast_rules or device) not in DEVICES:
+        raise ValueError(f"device and autocast_rules must be one of {DEVICES}")
     _check(workload)
     plan = parallel.plan(spec, workload)
     deepspeed_mixed = workload.zero > 0 and workload.precision == "mixed"
-    ctx = _context(spec, workload, device, deepspeed_mixed)
+    ctx = _context(spec, workload, device, autocast_rules or device, deepspeed_mixed)
     notes: list[str] = list(plan.notes)
     sixteen = dtypes.dtype_bytes(workload.dtype)
 

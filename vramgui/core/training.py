@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from vramgui.core import dtypes, parallel
 from vramgui.core.errors import WorkloadError
-from vramgui.core.model import ModelSpec, Role, Tensor
+from vramgui.core.model import LayerType, ModelSpec, Role, Tensor
 from vramgui.core.workload import Workload
 
 PHASE_FORWARD = "forward end"
@@ -302,6 +302,7 @@ class _Replay:
         q_bshd: bool = True,
         softcap: bool = False,
         kv_broadcast: bool = False,
+        masked: bool = False,
     ) -> _T:
         """Attention as transformers runs it; returns the merged heads, (tokens, heads x hd).
 
@@ -312,6 +313,8 @@ class _Replay:
                 elementwise result of one), so a flash kernel's output needs no copy to merge
                 the heads.
             kv_broadcast: k / v reach SDPA expanded with stride 0 (Falcon multi-query).
+            masked: SDPA gets an explicit mask (a sliding window shorter than the sequence);
+                transformers then repeats k / v to every query head before the call.
         """
         ctx = self.ctx
         b, s = ctx.batch, ctx.seq
@@ -329,7 +332,9 @@ class _Replay:
             math_path = not ctx.cuda and (dropout > 0.0 or kv_broadcast)
             if not math_path:
                 # Flash / memory-efficient kernels keep q, k, v, the output and a fp32
-                # log-sum-exp per row; GQA runs without repeating k / v.
+                # log-sum-exp per row; GQA runs without repeating k / v unless masked.
+                if masked and kv_heads != heads:
+                    k, v = self.new(full, k.itemsize, k.grad), self.new(full, v.itemsize, v.grad)
                 out = self.new(full, c, grad)
                 if grad:
                     self.save(q, k, v, out, self.new(b * heads * s, 4, False))
@@ -434,6 +439,7 @@ def _llama_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
         head_dim=hd,
         softcap=f.model_type == "gemma2",
         dropout=f.attention_dropout,
+        masked=_windowed(spec, layer, ctx.seq),
     )
     o = r.proj(a, "o_proj", h)
     if sandwich:
@@ -500,6 +506,13 @@ def _gated_mlp_rows(r: _Replay, x: _T, inter: int, hidden: int) -> _T:
     up = _T(rows * inter, gu.itemsize, gu.grad, gu)
     m = r.mul(up, r.unary_saving_input(gate))
     return r.linear_rows(m, rows, hidden, ctx.full)
+
+
+def _windowed(spec: ModelSpec, layer: int, seq: int) -> bool:
+    """A sliding-window layer whose window is shorter than the sequence (it needs a mask)."""
+    f = spec.facts
+    sliding = bool(f.layer_types) and f.layer_types[layer] == LayerType.SLIDING
+    return sliding and f.sliding_window is not None and f.sliding_window < seq
 
 
 def _heads(spec: ModelSpec, tp: int) -> tuple[int, int, int]:

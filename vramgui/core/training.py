@@ -610,10 +610,10 @@ def _neox_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
     y = r.layer_norm(x, ctx.full)
     q, k, v = _fused_qkv(r, spec, y, "query_key_value")
     # Rotary on the rotated part, then cat with the pass-through part: new q and k laid out
-    # (batch, heads, seq, hd), and v made contiguous.
+    # (batch, heads, seq, hd); v stays a view of the fused output, which SDPA's saved v keeps
+    # whole (the CPU kernel alone saves a contiguous copy instead).
     q = r.new(q.numel, q.itemsize, q.grad)
     k = r.new(k.numel, k.itemsize, k.grad)
-    v = r.new(v.numel, v.itemsize, v.grad)
     a = r.attention(
         q,
         k,

@@ -206,7 +206,11 @@ def table(rows_: list[dict], title: str) -> list[str]:
 def main() -> int:
     """Print both tables."""
     print("\n".join(table(rows(), "Training (harness, CPU)")))
-    print("\n".join(table(published_rows(), "Training (published GPU figures)")))
+    published = published_rows()
+    print("\n".join(table(published, "Training (published GPU figures)")))
+    for r in published:
+        if r["approximate"]:
+            print(f"{r['id']}: approximate ({r['how']}; conditions not all published)")
     return 0
 
 

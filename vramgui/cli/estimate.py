@@ -6,11 +6,11 @@ import argparse
 import json
 from typing import Any
 
-from vramgui.core import rules
-from vramgui.core.errors import VramguiError, WorkloadError
-from vramgui.core.estimate import COMPONENTS, Estimate, estimate, parameters_without_embeddings
-from vramgui.core.fit import FitRow, cheapest, fit_rows, gpus_needed, largest_fitting
+from vramgui.core.errors import WorkloadError
+from vramgui.core.estimate import COMPONENTS, estimate
+from vramgui.core.fit import cheapest, fit_rows, gpus_needed, largest_fitting
 from vramgui.core.model import ModelSpec
+from vramgui.core.report import estimate_document
 from vramgui.core.units import GiB, format_bytes
 from vramgui.core.workload import (
     ATTENTIONS,
@@ -23,8 +23,7 @@ from vramgui.core.workload import (
     PRECISIONS,
     Workload,
 )
-
-SCHEMA = "vramgui.estimate/1"
+from vramgui.hardware.capacity import resolve_capacities
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -138,96 +137,6 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
     )
-
-
-def resolve_capacities(names: list[str], use_free: bool = False) -> list[tuple[str, int]]:
-    """Catalog GPU names and "local" to (name, capacity_bytes) pairs.
-
-    Args:
-        names: catalog GPU names, or "local" for the GPUs NVML reports.
-        use_free: measure local GPUs by their free memory rather than their total.
-    """
-    capacities: list[tuple[str, int]] = []
-    for name in names:
-        if name.strip().lower() == "local":
-            from vramgui.hardware.nvml import NvmlProbe
-
-            probe = NvmlProbe()
-            try:
-                snapshot = probe.snapshot()
-            finally:
-                probe.close()
-            if not snapshot.gpus:
-                raise VramguiError(snapshot.reason or "no local NVIDIA GPU found")
-            capacities.extend(snapshot.capacities(use_free))
-        else:
-            from vramgui.hardware.gpus import find_gpu
-
-            gpu = find_gpu(name)
-            capacities.append((gpu.name, gpu.capacity_bytes()))
-    return capacities
-
-
-def estimate_document(
-    spec: ModelSpec, est: Estimate, rows: list[FitRow], extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The JSON document of DESIGN.md's CLI contract."""
-    from vramgui.core.offload import layer_weights
-
-    w = est.workload
-    layers = layer_weights(spec, w)
-    doc: dict[str, Any] = {
-        "schema": SCHEMA,
-        "model": {
-            "name": est.model_name,
-            "architecture": est.architecture,
-            "parameters": est.parameters,
-            "trainable_parameters": est.trainable_parameters,
-            "layers": est.layers,
-        },
-        "settings": w.to_dict(),
-        "gpus": w.gpus,
-        "per_gpu": {
-            "total_bytes": est.total_bytes,
-            "tensor_bytes": est.tensor_bytes,
-            "phase": est.phase,
-            "components": dict(est.components),
-        },
-        "host_bytes": est.host_bytes,
-        "layers": [
-            {"index": u.index, "name": u.name, "bytes": u.bytes, "kv_cache_bytes": u.kv_cache_bytes}
-            for u in layers
-        ],
-        "fit": [r.to_dict() for r in rows],
-        "rules_of_thumb": rules_of_thumb(spec, est),
-        "notes": list(est.notes),
-        "details": est.details,
-    }
-    if extra:
-        doc.update(extra)
-    return doc
-
-
-def rules_of_thumb(spec: ModelSpec, est: Estimate) -> dict[str, int]:
-    """The classic rules for the same setup, to show beside the detailed estimate."""
-    from vramgui.core import dtypes
-
-    w = est.workload
-    bits = dtypes.bits_per_weight(spec, w.dtype, w.quant)
-    out = {
-        "params_x_bytes_x_1.2": rules.serving_rule(spec.parameters, bits),
-        "one_layer_floor": rules.one_layer_floor(
-            parameters_without_embeddings(spec), max(1, spec.facts.num_layers), bits
-        ),
-    }
-    if w.mode == "training" and w.method in ("lora", "qlora"):
-        out["hamel_lora"] = rules.lora_rule(
-            rules.weights_rule(spec.parameters, bits), est.trainable_parameters, 16
-        )
-    elif w.mode == "training":
-        for name, per_param in (("accelerate_8_bytes", 8), ("hf_docs_18_bytes", 18)):
-            out[name] = rules.training_bytes_per_parameter(spec.parameters, per_param)
-    return out
 
 
 def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:

@@ -6,13 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from vramgui.cli.estimate import add_estimate_options, resolve_capacities, workload_from_args
+from vramgui.cli.estimate import add_estimate_options, workload_from_args
 from vramgui.core import launch, offload
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement
 from vramgui.core.units import GB, GiB, format_bytes
 from vramgui.core.workload import Workload
+from vramgui.hardware.capacity import resolve_capacities
 
 SCHEMA = "vramgui.plan/1"
 # The GPU whose bandwidth and TFLOPS the speed model uses when no --gpu is named.

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vramgui.cli import estimate as estimate_cli
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
 from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import estimate
-from vramgui.core.fit import fit_rows
 from vramgui.core.model import ModelRef
+from vramgui.core.report import document_for
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
+from vramgui.hardware.capacity import resolve_capacities
 from vramgui.profiles import Profile, ProfileStore
 from vramgui.sources.resolve import LoadedModel, load_model
 
@@ -72,15 +71,12 @@ def add_parser(subparsers: Any) -> None:
 
 
 def estimate_for(loaded: LoadedModel, workload: Workload, gpus: tuple[str, ...]) -> dict[str, Any]:
-    """The estimate document (``vramgui.estimate/1``) of a setup, as ``vramgui estimate --json``
-    computes it, without the solver extras.
+    """The estimate document (``vramgui.estimate/1``) of a setup, with where its model came from.
 
     Raises:
         VramguiError: the workload does not apply to the model, or a GPU name is unknown.
     """
-    capacities = estimate_cli.resolve_capacities(list(gpus))
-    est = estimate(loaded.spec, workload, capacities[0][1] if capacities else None)
-    document = estimate_cli.estimate_document(loaded.spec, est, fit_rows(est, capacities))
+    document = document_for(loaded.spec, workload, resolve_capacities(list(gpus)))
     document["source"] = loaded.ref.to_dict()
     return document
 

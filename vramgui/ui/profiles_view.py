@@ -41,11 +41,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.cli.estimate import estimate_document
 from vramgui.cli.profile import source_of
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.fit import fit_rows
+from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import Profile, ProfileError, ProfileListing, ProfileStore, TrashedProfile

@@ -1,0 +1,89 @@
+"""The estimate as one JSON-ready document (schema vramgui.estimate/1), shared by every front end.
+
+DESIGN.md's CLI contract defines it; the CLI prints it, profiles store it, the window copies it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramgui.core import dtypes, rules
+from vramgui.core.estimate import Estimate, estimate, parameters_without_embeddings
+from vramgui.core.fit import FitRow, fit_rows
+from vramgui.core.model import ModelSpec
+from vramgui.core.offload import layer_weights
+from vramgui.core.workload import Workload
+
+SCHEMA = "vramgui.estimate/1"
+
+
+def document_for(
+    spec: ModelSpec, workload: Workload, capacities: list[tuple[str, int]]
+) -> dict[str, Any]:
+    """Estimate ``workload`` on ``spec``, fit it against ``capacities``, as one document.
+
+    The first capacity sizes engines that size themselves to the GPU (vLLM's KV pool).
+
+    Raises:
+        VramguiError: the workload does not apply to the model.
+    """
+    est = estimate(spec, workload, capacities[0][1] if capacities else None)
+    return estimate_document(spec, est, fit_rows(est, capacities))
+
+
+def estimate_document(
+    spec: ModelSpec, est: Estimate, rows: list[FitRow], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON document of DESIGN.md's CLI contract."""
+    w = est.workload
+    layers = layer_weights(spec, w)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "model": {
+            "name": est.model_name,
+            "architecture": est.architecture,
+            "parameters": est.parameters,
+            "trainable_parameters": est.trainable_parameters,
+            "layers": est.layers,
+        },
+        "settings": w.to_dict(),
+        "gpus": w.gpus,
+        "per_gpu": {
+            "total_bytes": est.total_bytes,
+            "tensor_bytes": est.tensor_bytes,
+            "phase": est.phase,
+            "components": dict(est.components),
+        },
+        "host_bytes": est.host_bytes,
+        "layers": [
+            {"index": u.index, "name": u.name, "bytes": u.bytes, "kv_cache_bytes": u.kv_cache_bytes}
+            for u in layers
+        ],
+        "fit": [r.to_dict() for r in rows],
+        "rules_of_thumb": rules_of_thumb(spec, est),
+        "notes": list(est.notes),
+        "details": est.details,
+    }
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+def rules_of_thumb(spec: ModelSpec, est: Estimate) -> dict[str, int]:
+    """The classic rules for the same setup, to show beside the detailed estimate."""
+    w = est.workload
+    bits = dtypes.bits_per_weight(spec, w.dtype, w.quant)
+    out = {
+        "params_x_bytes_x_1.2": rules.serving_rule(spec.parameters, bits),
+        "one_layer_floor": rules.one_layer_floor(
+            parameters_without_embeddings(spec), max(1, spec.facts.num_layers), bits
+        ),
+    }
+    if w.mode == "training" and w.method in ("lora", "qlora"):
+        out["hamel_lora"] = rules.lora_rule(
+            rules.weights_rule(spec.parameters, bits), est.trainable_parameters, 16
+        )
+    elif w.mode == "training":
+        for name, per_param in (("accelerate_8_bytes", 8), ("hf_docs_18_bytes", 18)):
+            out[name] = rules.training_bytes_per_parameter(spec.parameters, per_param)
+    return out

@@ -21,11 +21,11 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.cli.estimate import rules_of_thumb
 from vramgui.core import fit
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.model import ModelRef, ModelSpec
+from vramgui.core.report import rules_of_thumb
 from vramgui.core.workload import Workload
 from vramgui.ui.workers import Worker, submit
 

@@ -545,6 +545,15 @@ def assign_storage(
         WorkloadError: unknown dtype or scheme, a scheme that cannot apply to this checkpoint, or a
             tensor llama.cpp cannot quantize to the chosen type.
     """
+    return spec.cached(
+        ("assign_storage", dtype, quant, imatrix),
+        lambda: _assign_storage(spec, dtype, quant, imatrix),
+    )
+
+
+def _assign_storage(
+    spec: ModelSpec, dtype: str, quant: str, imatrix: bool
+) -> tuple[StoredTensor, ...]:
     if dtype not in _WORKLOAD_TYPE:
         raise WorkloadError(f"unknown dtype {dtype!r}; choose one of {', '.join(_WORKLOAD_TYPE)}")
     base = _WORKLOAD_TYPE[dtype]

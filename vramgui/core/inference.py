@@ -127,20 +127,9 @@ def inference_breakdown(
         WorkloadError: a setting the engine does not support.
     """
     _check(spec, workload)
-    stored = dtypes.assign_storage(spec, workload.dtype, workload.quant)
+    weights, host = _resident_weights(spec, workload)
     notes: list[str] = []
     details: dict[str, int | float] = {}
-    host = 0
-    weights = 0
-    for st in stored:
-        share = _tp_share(st.tensor.role, st.tensor.is_bias, st.tensor.module, workload)
-        if workload.engine == "llamacpp" and st.tensor.role is Role.EMBEDDING:
-            # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
-            host += st.bytes
-            if spec.facts.tie_word_embeddings and spec.facts.is_decoder:
-                weights += st.bytes  # tied: the output layer on the GPU is a copy of it
-            continue
-        weights += round(st.bytes * share)
     if workload.engine == "transformers":
         weights += _buffer_bytes(spec)
     kv = kv_cache_bytes(spec, workload) if spec.facts.is_decoder else 0
@@ -198,6 +187,25 @@ def inference_breakdown(
         notes=tuple(notes),
         details=details,
     )
+
+
+def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
+    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP."""
+
+    def compute() -> tuple[int, int]:
+        gpu = host = 0
+        for st in dtypes.assign_storage(spec, w.dtype, w.quant):
+            t = st.tensor
+            if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
+                # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
+                host += st.bytes
+                if spec.facts.tie_word_embeddings and spec.facts.is_decoder:
+                    gpu += st.bytes  # tied: the output layer on the GPU is a copy of it
+                continue
+            gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
+        return gpu, host
+
+    return spec.cached(("resident_weights", w.dtype, w.quant, w.engine, w.tp), compute)
 
 
 def vllm_non_torch_bytes(workload: Workload) -> int:
@@ -394,7 +402,7 @@ def _attention_peak(
         # the originals); scores in the compute dtype plus the fp32 upcast and softmax output.
         repeated = 2 * tokens * q_dim * e if kv_dim != q_dim else 0
         # A fused qkv projection's output stays alive while views of it are in use.
-        fused = any(t.module in _FUSED_QKV for t in spec.tensors if t.role is Role.ATTENTION)
+        fused = _has_module(spec, Role.ATTENTION, _FUSED_QKV)
         qkv = tokens * (q_dim + 2 * kv_dim) * e if fused else 0
         softmax = scores * _eager_score_bytes(spec, e)
         attn = max(attn, stream + tokens * q_dim * e + repeated + qkv + softmax)
@@ -427,13 +435,23 @@ def _mlp_units(spec: ModelSpec) -> int:
     facts = spec.facts
     if facts.gated_mlp:
         # gate and up: 3 (activation, up, product); fused gate_up keeps its 2-wide output: 4.
-        fused = any(t.module == "gate_up_proj" and t.role is Role.MLP for t in spec.tensors)
+        fused = _has_module(spec, Role.MLP, frozenset({"gate_up_proj"}))
         return 4 if fused else 3
     return 4 if facts.hidden_act in _MULTI_OP_ACTIVATIONS else 2
 
 
+def _has_module(spec: ModelSpec, role: Role, modules: frozenset[str]) -> bool:
+    return spec.cached(
+        ("has_module", role, modules),
+        lambda: any(t.role is role and t.module in modules for t in spec.tensors),
+    )
+
+
 def _router_fp32(spec: ModelSpec) -> bool:
-    return any(t.role is Role.ROUTER and t.dtype == "F32" for t in spec.tensors)
+    return spec.cached(
+        "router_fp32",
+        lambda: any(t.role is Role.ROUTER and t.dtype == "F32" for t in spec.tensors),
+    )
 
 
 def _shared_expert_width(spec: ModelSpec) -> int:
@@ -442,14 +460,19 @@ def _shared_expert_width(spec: ModelSpec) -> int:
     layer = next((i for i, moe in enumerate(facts.moe_layers) if moe), None)
     if layer is None:
         return 0
-    shared = sum(
-        t.numel
-        for t in spec.layer_tensors(layer)
-        if t.role is Role.SHARED_EXPERT and not t.is_bias and len(t.shape) == 2 and min(t.shape) > 1
-    )
-    return (
-        shared // (3 * facts.hidden_size) if facts.gated_mlp else shared // (2 * facts.hidden_size)
-    )
+
+    def compute() -> int:
+        shared = sum(
+            t.numel
+            for t in spec.layer_tensors(layer)
+            if t.role is Role.SHARED_EXPERT
+            and not t.is_bias
+            and len(t.shape) == 2
+            and min(t.shape) > 1
+        )
+        return shared // ((3 if facts.gated_mlp else 2) * facts.hidden_size)
+
+    return spec.cached("shared_expert_width", compute)
 
 
 def _mlp_width(spec: ModelSpec, tokens: int) -> int:

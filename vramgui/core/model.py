@@ -8,9 +8,12 @@ drive the KV cache and activation terms.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 class Role(StrEnum):
@@ -180,16 +183,35 @@ class ModelSpec:
         repr=False,
         compare=False,  # type: ignore[assignment]
     )
+    _memo: dict[Hashable, Any] = field(
+        default=None,
+        init=False,
+        repr=False,
+        compare=False,  # type: ignore[assignment]
+    )
 
     def __post_init__(self) -> None:
         groups: dict[int | None, list[Tensor]] = {}
         for t in self.tensors:
             groups.setdefault(t.layer, []).append(t)
         object.__setattr__(self, "_by_layer", {k: tuple(v) for k, v in groups.items()})
+        object.__setattr__(self, "_memo", {})
+
+    def cached(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, once per ``key``: facts derived from this spec never go stale.
+
+        The estimate runs on every input change and over sweeps of hundreds of points; the
+        per-tensor work (storage per scheme, sums over the inventory) is done once per spec.
+        """
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
 
     @property
     def parameters(self) -> int:
-        return sum(t.numel for t in self.tensors)
+        return self.cached("parameters", lambda: sum(t.numel for t in self.tensors))
 
     def layer_tensors(self, layer: int | None) -> tuple[Tensor, ...]:
         """Tensors of one block (or, for None, those outside every block)."""

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -85,9 +86,23 @@ def child_env(home: str) -> dict[str, str]:
 # --- start to first paint ---------------------------------------------------------------------
 
 
+class ImportWatch:
+    """A meta-path hook that notes which thread first imports each heavy module (imports nothing)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name in HEAVY_MODULES and name not in self.seen:
+            thread = threading.current_thread()
+            self.seen[name] = "GUI thread" if thread is threading.main_thread() else "worker"
+
+
 def first_paint_child() -> int:
     """In a fresh process: open the window as ``app.main`` does; print when it first paints."""
-    from PySide6.QtCore import QEvent, QObject, QTimer
+    watch = ImportWatch()
+    sys.meta_path.insert(0, watch)  # type: ignore[arg-type]
+    from PySide6.QtCore import QEvent, QObject, QThreadPool, QTimer
 
     from vramgui.ui import app
 
@@ -99,8 +114,8 @@ def first_paint_child() -> int:
         def eventFilter(self, watched: QObject, event: QEvent) -> bool:
             if watched is window and event.type() == QEvent.Type.Paint:
                 window.removeEventFilter(self)
-                loaded = [m for m in HEAVY_MODULES if m in sys.modules]
-                print(f"PAINTED {json.dumps({'heavy': loaded, 'rss_mib': rss_mib()})}", flush=True)
+                heavy = {m: watch.seen.get(m, "?") for m in HEAVY_MODULES if m in sys.modules}
+                print(f"PAINTED {json.dumps({'heavy': heavy, 'rss_mib': rss_mib()})}", flush=True)
                 QTimer.singleShot(0, qapp.quit)
             return False
 
@@ -108,12 +123,16 @@ def first_paint_child() -> int:
     window.installEventFilter(watcher)
     window.show()
     qapp.exec()
+    # Quitting while the start-up work still runs on the pool crashes at exit (see docs).
+    QThreadPool.globalInstance().waitForDone(30_000)
     return 0
 
 
-def measure_start(starts: int) -> tuple[Figure, list[str], float]:
+def measure_start(starts: int) -> tuple[Figure, dict[str, str], float]:
     """Median seconds from launching ``python`` to the first paint, over ``starts`` cold starts."""
-    times, heavy, rss = [], set(), []
+    times: list[float] = []
+    rss: list[float] = []
+    heavy: dict[str, str] = {}
     for _ in range(starts):
         with tempfile.TemporaryDirectory(prefix="vramgui-speed-") as home:
             begin = time.perf_counter()
@@ -143,7 +162,7 @@ def measure_start(starts: int) -> tuple[Figure, list[str], float]:
         1.5,
         f"{len(times)} cold starts, min {min(times):.2f} s, max {max(times):.2f} s",
     )
-    return figure, sorted(heavy), statistics.median(rss)
+    return figure, heavy, statistics.median(rss)
 
 
 def measure_cli(model: str, runs: int) -> Figure:
@@ -401,13 +420,11 @@ def main() -> int:
     )
     for figure in figures:
         print(figure.line())
-    print(
-        f"heavy modules imported by the first paint: {', '.join(heavy) or 'none'}"
-        f" (checked: {', '.join(HEAVY_MODULES)})"
-    )
+    found = ", ".join(f"{m} (by a {t})" for m, t in heavy.items()) or "none"
+    print(f"heavy modules imported by the first paint: {found}; checked {', '.join(HEAVY_MODULES)}")
     missed = [f.name for f in figures if not f.met]
-    if heavy:
-        missed.append("heavy imports on the start path")
+    if any(t != "worker" for t in heavy.values()):
+        missed.append("heavy imports on the GUI thread before the first paint")
     print(f"missed: {', '.join(missed)}" if missed else "every target met")
     return 1 if missed else 0
 

@@ -95,6 +95,8 @@ def parse_safetensors_header(
         doc = json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadModelFile(f"{origin}: the safetensors header is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BadModelFile(f"{origin}: the safetensors header nests too deeply") from None
     if not isinstance(doc, dict):
         raise BadModelFile(f"{origin}: the safetensors header is not a JSON object")
     tensors: list[StoredTensor] = []
@@ -195,6 +197,8 @@ def parse_config(text: str, origin: str) -> dict[str, Any]:
         raise BadModelFile(
             f"{origin} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except RecursionError:  # thousands of nested brackets: no config nests that deep
+        raise BadModelFile(f"{origin} nests too deeply to be a model config") from None
     if not isinstance(config, dict):
         raise BadModelFile(f"{origin} is not a JSON object")
     return config

@@ -10,7 +10,11 @@ from PySide6.QtCore import QSettings, QThreadPool
 from tests.fakehub.fixtures import fake_hub  # noqa: F401 - a fixture for the tests here
 from vramgui.hardware import GpuSnapshot
 from vramgui.ui import app
+from vramgui.ui.compat import keep_singletons_alive
 from vramgui.ui.main_window import MainWindow, Services, build_window
+
+# The tests call PySide6 often enough to exhaust None and True on Python 3.11 (see compat).
+keep_singletons_alive()
 
 NO_DRIVER = "No NVIDIA driver found. Install the NVIDIA driver, or pick a GPU from the catalog."
 

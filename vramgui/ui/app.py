@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from vramgui import __version__
 from vramgui.paths import user_dir
+from vramgui.ui.compat import keep_singletons_alive
 from vramgui.ui.main_window import MainWindow, Services, build_window
 
 APP_NAME = "vramgui"
@@ -113,7 +114,7 @@ def search_everywhere(query: str) -> SearchResult:
 
 def real_services() -> Services:
     """The services of the installed application: the Hub, the catalog, NVML."""
-    from vramgui.hardware import NvmlProbe, load_catalog
+    from vramgui.hardware import NvmlProbe, load_catalog, read_host_info
     from vramgui.sources import catalog, resolve
 
     probe = NvmlProbe()
@@ -130,11 +131,13 @@ def real_services() -> Services:
         gpu_catalog=gpus,
         default_source=default_source,
         default_gpus=(DEFAULT_GPU,) if any(g.name == DEFAULT_GPU for g in gpus) else (),
+        host_ram_bytes=read_host_info().ram_available_bytes,
     )
 
 
 def create_application(argv: list[str]) -> QApplication:
     """A QApplication with vramgui's identity and high-DPI settings."""
+    keep_singletons_alive()
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(
         Qt.HighDpiScaleFactorRoundingPolicy.PassThrough
     )

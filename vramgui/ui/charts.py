@@ -83,7 +83,9 @@ class BreakdownChart(pg.PlotWidget):
         self._components: dict[str, int] = {}
         self._capacities: list[tuple[str, int, bool, int]] = []
         self._bars: dict[str, pg.BarGraphItem] = {}
-        self._legend_rows: dict[str, tuple[pg.GraphicsWidget, pg.GraphicsWidget]] = {}
+        self._listed: tuple[str, ...] = ()
+        self._right = 0.0
+        self._axis_label = ""
         item = self.getPlotItem()
         item.hideAxis("left")
         item.setMenuEnabled(False)
@@ -101,6 +103,8 @@ class BreakdownChart(pg.PlotWidget):
         self.scene().sigMouseMoved.connect(self._mouse_moved)
         self.hover_text = ""
         self.setMinimumHeight(170)
+        # Room above the bar for the legend, below it for the capacity labels.
+        item.setYRange(-1.25, 1.9, padding=0)
         self._set_range(1.0)
 
     def set_unit(self, unit: Unit) -> None:
@@ -128,8 +132,6 @@ class BreakdownChart(pg.PlotWidget):
                 x0=[0], width=[0], y=[0], height=[_BAR_HEIGHT], brush=colour, pen=pg.mkPen(None)
             )
             self.getPlotItem().addItem(bar)
-            self.legend.addItem(bar, palette.component_label(name))
-            self._legend_rows[name] = self.legend.items[-1]
             self._bars[name] = bar
         return bar
 
@@ -148,12 +150,14 @@ class BreakdownChart(pg.PlotWidget):
             )
             start += width
         for name, bar in self._bars.items():
-            shown = name in self._components
-            bar.setVisible(shown)
-            sample, label = self._legend_rows[name]
-            sample.setVisible(shown)
-            label.setVisible(shown)
-        self._relayout_legend()
+            bar.setVisible(name in self._components)
+        listed = tuple(self._components)
+        if listed != self._listed:
+            # The legend lists the components present; rebuilt only when that set changes.
+            self._listed = listed
+            self.legend.clear()
+            for name in listed:
+                self.legend.addItem(self._bars[name], palette.component_label(name))
         self.total_label.setText(f"  {format_bytes(total, unit)}")
         self.total_label.setPos(to_unit(total, unit), 0)
         entries = []
@@ -170,28 +174,17 @@ class BreakdownChart(pg.PlotWidget):
         biggest = max([to_unit(total, unit)] + [e[0] for e in entries])
         self._set_range(biggest)
 
-    def _relayout_legend(self) -> None:
-        # Hidden legend rows would leave holes in the grid: place the shown ones in order.
-        layout = self.legend.layout
-        for sample, label in self.legend.items:
-            layout.removeItem(sample)
-            layout.removeItem(label)
-        shown = [row for row in self.legend.items if row[0].isVisible()]
-        columns = self.legend.columnCount
-        for i, (sample, label) in enumerate(shown):
-            row, column = divmod(i, columns)
-            layout.addItem(sample, row, column * 2)
-            layout.addItem(label, row, column * 2 + 1)
-        self.legend.updateSize()
-
     def _set_range(self, biggest: float) -> None:
-        item = self.getPlotItem()
-        item.setXRange(0, max(biggest, 1.0) * 1.18, padding=0)
-        # Room above the bar for the legend, below it for the capacity labels.
-        item.setYRange(-1.25, 1.9, padding=0)
-        item.getAxis("bottom").setLabel(
-            f"GPU memory per GPU ({self._unit})", color=self._text.name()
-        )
+        # The range moves in coarse steps, so that small changes keep the axis as it was drawn
+        # (redrawing an axis costs more than the bars).
+        right = _nice_ceiling(max(biggest, 1.0) * 1.12)
+        if right != self._right:
+            self._right = right
+            self.getPlotItem().setXRange(0, right, padding=0)
+        label = f"GPU memory per GPU ({self._unit})"
+        if label != self._axis_label:
+            self._axis_label = label
+            self.getPlotItem().getAxis("bottom").setLabel(label, color=self._text.name())
 
     def text_at(self, x: float, y: float) -> str:
         """The hover text for a point in chart coordinates: a component's exact size, or ""."""
@@ -210,6 +203,15 @@ class BreakdownChart(pg.PlotWidget):
         self.hover_text = self.text_at(point.x(), point.y())
         if self.hover_text:
             QToolTip.showText(QCursor.pos(), self.hover_text, self)
+
+
+def _nice_ceiling(value: float) -> float:
+    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k that is at least ``value``."""
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 1.5, 2, 3, 4, 5, 6, 8):
+        if step * power >= value:
+            return step * power
+    return 10 * power
 
 
 def _short_count(value: float) -> str:
@@ -252,6 +254,8 @@ class SweepChart(pg.PlotWidget):
         self._capacities: list[tuple[str, int]] = []
         self._largest: int | None = None
         self._current: int | None = None
+        self._labels: tuple[str, str] = ("", "")
+        self._ranges: tuple[float, int, int] = (0.0, 0, 0)
         item = self.getPlotItem()
         item.setMenuEnabled(False)
         item.hideButtons()
@@ -330,8 +334,10 @@ class SweepChart(pg.PlotWidget):
         self.lines.show(entries)
         what = "Context length (tokens)" if self._field == "seq" else "Batch size"
         item = self.getPlotItem()
-        item.getAxis("bottom").setLabel(what, color=self._text.name())
-        item.getAxis("left").setLabel(f"Per GPU ({unit})", color=self._text.name())
+        if (what, unit) != self._labels:
+            self._labels = (what, unit)
+            item.getAxis("bottom").setLabel(what, color=self._text.name())
+            item.getAxis("left").setLabel(f"Per GPU ({unit})", color=self._text.name())
         if self._largest is not None and self._capacities:
             self.largest_line.setPos(math.log10(self._largest))
             self.largest_line.label.setText(f"largest that fits: {self._largest:,}")
@@ -344,8 +350,11 @@ class SweepChart(pg.PlotWidget):
             top = max(ys + capacities)
             if capacities:
                 top = min(top, max(capacities) * 2.5)
-            item.setYRange(0, top * 1.1, padding=0)
-            item.setXRange(math.log10(xs[0]), math.log10(xs[-1]), padding=0.03)
+            ranges = (_nice_ceiling(top * 1.05), xs[0], xs[-1])
+            if ranges != self._ranges:
+                self._ranges = ranges
+                item.setYRange(0, ranges[0], padding=0)
+                item.setXRange(math.log10(xs[0]), math.log10(xs[-1]), padding=0.03)
 
     def text_at(self, x_log10: float) -> str:
         """The hover text of the sweep point nearest to ``x_log10`` (the axis is log scale)."""

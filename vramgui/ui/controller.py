@@ -46,13 +46,11 @@ class Analysis:
         spec: the model estimated.
         estimate: the estimate, per GPU.
         fit: one row per chosen GPU, the target first.
-        rules: the classic rules of thumb for the same setup, bytes by rule name.
     """
 
     spec: ModelSpec
     estimate: Estimate
     fit: tuple[fit.FitRow, ...]
-    rules: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +64,7 @@ class Outlook:
         target: the GPU held against, ``(name, capacity_bytes)``, or None when none is chosen.
         largest: for "seq" and "batch", the largest value that fits the target (None: not even 1).
         suggestions: ranked changes that make the setup fit the target (or save memory).
+        rules: the classic rules of thumb for the same setup, bytes by rule name.
     """
 
     field: str
@@ -74,9 +73,11 @@ class Outlook:
     target: tuple[str, int] | None
     largest: dict[str, int | None]
     suggestions: tuple[fit.Suggestion, ...]
+    rules: dict[str, int]
 
 
 SWEEP_FIELDS = ("seq", "batch")
+OUTLOOK_DELAY_MS = 120
 
 
 def sweep_values(field: str, current: int, max_seq: int) -> tuple[int, ...]:
@@ -141,8 +142,8 @@ class EstimateController(QObject):
     """Holds the current setup and turns every change into a fresh estimate.
 
     Changes are coalesced: several setters in one event-loop turn give one estimate. The estimate
-    and fit come first (``estimate_changed``); the sweep and the advice follow in the next turn
-    (``outlook_changed``) so that the breakdown redraws at once.
+    and fit come first (``estimate_changed``); the sweep and the advice are computed on a worker
+    thread and follow (``outlook_changed``), a newer change cancelling an older computation.
     """
 
     model_changed = Signal(object)
@@ -170,8 +171,10 @@ class EstimateController(QObject):
         self._analysis: Analysis | None = None
         self._outlook: Outlook | None = None
         self._loading: Worker | None = None
+        self._outlook_worker: Worker | None = None
         self._estimate_timer = _single_shot(self, self._recompute)
-        self._outlook_timer = _single_shot(self, self._recompute_outlook)
+        # The outlook waits for a pause in the input: a slider drag then runs one, not dozens.
+        self._outlook_timer = _single_shot(self, self._recompute_outlook, OUTLOOK_DELAY_MS)
 
     @property
     def model(self) -> LoadedModel | None:
@@ -248,9 +251,12 @@ class EstimateController(QObject):
             Whether the change was taken.
         """
         mode = changes.get("mode", self._workload.mode)
-        if mode == "training" and changes.get("method") == "qlora":
+        method = changes.get("method")
+        if mode == "training" and method == "qlora":
             # QLoRA is defined by its 4-bit base; picking it picks NF4 unless told otherwise.
             changes.setdefault("quant", "nf4")
+        elif method in ("full", "lora") and self._workload.method == "qlora":
+            changes.setdefault("quant", "none")
         try:
             workload = self._workload.with_(**changes)
         except WorkloadError as exc:
@@ -311,55 +317,84 @@ class EstimateController(QObject):
         try:
             result = estimate(spec, self._workload, target)
             rows = tuple(fit.fit_rows(result, self._capacities))
-            thumbs = rules_of_thumb(spec, result)
         except VramguiError as exc:
             self._analysis = None
             self.estimate_failed.emit(str(exc))
             return
-        self._analysis = Analysis(spec, result, rows, thumbs)
+        self._analysis = Analysis(spec, result, rows)
         self.estimate_changed.emit(self._analysis)
         self._outlook_timer.start()
 
     def _recompute_outlook(self) -> None:
-        spec = self.spec
-        if spec is None or self._analysis is None:
+        spec, analysis = self.spec, self._analysis
+        if spec is None or analysis is None:
             return
-        workload = self._workload
-        field = self._sweep_field
-        values = sweep_values(field, getattr(workload, field), self.max_seq)
+        if self._outlook_worker is not None:
+            self._outlook_worker.cancel()
+        workload, field, max_seq = self._workload, self._sweep_field, self.max_seq
         target = self._capacities[0] if self._capacities else None
-        try:
-            points = [
-                (value, e.total_bytes)
-                for value, e in zip(values, fit.sweep(spec, workload, field, values), strict=True)
-                if e is not None  # a value the model cannot take (past its window, say)
-            ]
-            largest: dict[str, int | None] = {}
-            suggestions: tuple[fit.Suggestion, ...] = ()
-            if target is not None:
-                for name in SWEEP_FIELDS:
-                    largest[name] = fit.largest_fitting(spec, workload, target[1], name)
-                suggestions = tuple(fit.advise(spec, workload, target[1]))
-        except VramguiError as exc:
-            self.message.emit(str(exc))
-            return
-        self._outlook = Outlook(
-            field,
-            tuple(v for v, _ in points),
-            tuple(t for _, t in points),
-            target,
-            largest,
-            suggestions,
+        # Dozens of estimates: off the GUI thread, so that the breakdown stays live meanwhile.
+        self._outlook_worker = submit(
+            lambda: compute_outlook(
+                analysis.estimate, spec, workload, field=field, target=target, max_seq=max_seq
+            ),
+            self._outlook_done,
+            self._outlook_failed,
         )
-        self.outlook_changed.emit(self._outlook)
+
+    def _outlook_done(self, outlook: Outlook) -> None:
+        self._outlook_worker = None
+        self._outlook = outlook
+        self.outlook_changed.emit(outlook)
+
+    def _outlook_failed(self, exc: Exception) -> None:
+        self._outlook_worker = None
+        self.message.emit(_describe(exc))
 
 
-def _single_shot(parent: QObject, slot: Callable[[], None]) -> QTimer:
+def compute_outlook(
+    current: Estimate,
+    spec: ModelSpec,
+    workload: Workload,
+    *,
+    field: str,
+    target: tuple[str, int] | None,
+    max_seq: int,
+) -> Outlook:
+    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice and
+    the rules of thumb around the ``current`` estimate.
+
+    Pure: safe to run on a worker thread.
+    """
+    values = sweep_values(field, getattr(workload, field), max_seq)
+    points = [
+        (value, e.total_bytes)
+        for value, e in zip(values, fit.sweep(spec, workload, field, values), strict=True)
+        if e is not None  # a value the model cannot take
+    ]
+    largest: dict[str, int | None] = {}
+    suggestions: tuple[fit.Suggestion, ...] = ()
+    if target is not None:
+        for name in SWEEP_FIELDS:
+            largest[name] = fit.largest_fitting(spec, workload, target[1], name)
+        suggestions = tuple(fit.advise(spec, workload, target[1]))
+    return Outlook(
+        field,
+        tuple(v for v, _ in points),
+        tuple(t for _, t in points),
+        target,
+        largest,
+        suggestions,
+        rules_of_thumb(spec, current),
+    )
+
+
+def _single_shot(parent: QObject, slot: Callable[[], None], interval_ms: int = 0) -> QTimer:
     # A zero-interval single shot runs once after the current burst of events: many changes in
     # one turn (a slider drag, a restored profile) cost one estimate.
     timer = QTimer(parent)
     timer.setSingleShot(True)
-    timer.setInterval(0)
+    timer.setInterval(interval_ms)
     timer.timeout.connect(slot)
     return timer
 

@@ -6,7 +6,6 @@ place that turns a :class:`Services` bundle (real in ``app.py``, fakes in tests)
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from vramgui.core.errors import WorkloadError
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
-from vramgui.ui import palette, report
+from vramgui.ui import extra_views, palette, report
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import BreakdownModel
 from vramgui.ui.charts import BreakdownChart, SweepChart
@@ -80,6 +79,7 @@ class Services:
         default_gpus: catalog GPUs checked on first run.
         gpu_refresh_ms: how often the local GPUs are read; 0 reads them once.
         schemes: quantization schemes by name, in display order.
+        host_ram_bytes: RAM available for offloaded layers (None: unknown).
     """
 
     load_model: Callable[[str], LoadedModel]
@@ -90,6 +90,7 @@ class Services:
     default_gpus: tuple[str, ...] = ()
     gpu_refresh_ms: int = REFRESH_MS
     schemes: Mapping[str, Scheme] = field(default_factory=lambda: SCHEMES)
+    host_ram_bytes: int | None = None
 
 
 def build_window(services: Services, settings: QSettings) -> MainWindow:
@@ -104,8 +105,20 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
         _string_list(checked) if checked is not None else services.default_gpus,
         services.gpu_refresh_ms,
     )
+    fallback_gpu = services.default_gpus[0] if services.default_gpus else None
+    extra = {
+        "Offloading": extra_views.offload_view(
+            controller, services.gpu_catalog, services.host_ram_bytes, fallback_gpu
+        ),
+        "Profiles": extra_views.profiles_view(controller, services.load_model),
+    }
     window = MainWindow(
-        controller, model_panel, PrecisionPanel(services.schemes), gpu_panel, settings
+        controller,
+        model_panel,
+        PrecisionPanel(services.schemes),
+        gpu_panel,
+        settings,
+        extra_tabs=extra,
     )
     source = settings.value("models/last") or services.default_source
     if source:
@@ -124,6 +137,8 @@ class MainWindow(QMainWindow):
         precision_panel: PrecisionPanel,
         gpu_panel: GpuPanel,
         settings: QSettings,
+        *,
+        extra_tabs: Mapping[str, QWidget],
     ) -> None:
         super().__init__()
         self.controller = controller
@@ -132,6 +147,7 @@ class MainWindow(QMainWindow):
         self.precision_panel = precision_panel
         self.gpu_panel = gpu_panel
         self.workload_panel = WorkloadPanel()
+        self.extra_tabs = dict(extra_tabs)
         self.unit: Unit = "GB" if settings.value("view/unit") == "GB" else "GiB"
         self.setWindowTitle("vramgui")
         self.setAcceptDrops(True)
@@ -145,6 +161,10 @@ class MainWindow(QMainWindow):
         self.subline = QLabel()
         self.subline.setWordWrap(True)
         self.subline.setTextFormat(Qt.TextFormat.RichText)
+        self.rules = QLabel()
+        self.rules.setWordWrap(True)
+        self.rules.setStyleSheet("color: gray;")
+        self.rules.setToolTip("The classic rules of thumb for the same setup, for comparison")
         self.banner = QLabel()
         self.banner.setWordWrap(True)
         self.banner.setStyleSheet(palette.ERROR_STYLE)
@@ -233,15 +253,14 @@ class MainWindow(QMainWindow):
         centre = QVBoxLayout(estimate_tab)
         centre.addWidget(self.headline)
         centre.addWidget(self.subline)
+        centre.addWidget(self.rules)
         centre.addLayout(banner_row)
         centre.addWidget(self.centre_split, 1)
 
         self.tabs = QTabWidget()
         self.tabs.addTab(estimate_tab, "Estimate")
-        self.offload_view = _plugin_view("offload_view", "OffloadView", self.controller)
-        self.profiles_view = _plugin_view("profiles_view", "ProfilesView", self.controller)
-        self.tabs.addTab(self.offload_view, "Offloading")
-        self.tabs.addTab(self.profiles_view, "Profiles")
+        for title, view in self.extra_tabs.items():
+            self.tabs.addTab(view, title)
 
         gpus = QGroupBox("GPUs")
         QVBoxLayout(gpus).addWidget(self.gpu_panel)
@@ -273,7 +292,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.action_export_sweep)
         file_menu.addSeparator()
         file_menu.addAction(self.action_quit)
-        saver = getattr(self.profiles_view, "save_current", None)
+        saver = getattr(self.extra_tabs.get("Profiles"), "save_current", None)
         if callable(saver):
             self.action_save_profile.triggered.connect(saver)
         else:
@@ -355,6 +374,10 @@ class MainWindow(QMainWindow):
         self.action_gib.setChecked(unit == "GiB")
         self.action_gb.setChecked(unit == "GB")
         self.gpu_panel.set_unit(unit)
+        for view in self.extra_tabs.values():
+            set_view_unit = getattr(view, "set_unit", None)
+            if callable(set_view_unit):
+                set_view_unit(unit)
         self.breakdown_chart.set_unit(unit)
         self.sweep_chart.set_unit(unit)
         if self.controller.analysis is not None:
@@ -417,15 +440,7 @@ class MainWindow(QMainWindow):
             f"{'fits' if row.fits else 'does not fit'} {row.gpu}</span>"
             for row in analysis.fit[:3]
         ]
-        rules = " · ".join(
-            f"{palette.rule_label(name)}: {format_bytes(size, unit)}"
-            for name, size in analysis.rules.items()
-        )
-        parts = [f"peak at {est.phase}", *verdicts]
-        text = ", ".join(parts)
-        if rules:
-            text += f"<br><span style='color:gray'>Rules of thumb — {rules}</span>"
-        self.subline.setText(text)
+        self.subline.setText(", ".join([f"peak at {est.phase}", *verdicts]))
         shown = {name: size for name, size in est.components.items() if size}
         self.breakdown_chart.set_data(
             shown,
@@ -454,6 +469,11 @@ class MainWindow(QMainWindow):
     def _show_outlook(self, outlook: Outlook) -> None:
         analysis = self.controller.analysis
         workload = self.controller.workload
+        rules = " · ".join(
+            f"{palette.rule_label(name)}: {format_bytes(size, self.unit)}"
+            for name, size in outlook.rules.items()
+        )
+        self.rules.setText(f"Rules of thumb: {rules}" if rules else "")
         self.sweep_chart.set_data(
             outlook.field,
             outlook.values,
@@ -542,20 +562,6 @@ def _action(parent: QWidget, text: str, shortcut: QKeySequence.StandardKey | str
     if shortcut is not None:
         action.setShortcut(QKeySequence(shortcut))
     return action
-
-
-def _plugin_view(module: str, name: str, controller: EstimateController) -> QWidget:
-    # The offloading and profiles views are built separately; until they exist the tab says so.
-    try:
-        found = importlib.import_module(f"vramgui.ui.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"vramgui.ui.{module}":
-            raise
-        placeholder = QLabel("Not available in this build.")
-        placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        return placeholder
-    view: QWidget = getattr(found, name)(controller)
-    return view
 
 
 def _restored_workload(settings: QSettings) -> Workload:

@@ -44,6 +44,9 @@ class Worker(QRunnable):
         return self._cancelled.is_set()
 
     def run(self) -> None:
+        if self.cancelled:  # superseded while it waited for a thread
+            _RUNNING.discard(self)
+            return
         try:
             result = self._fn()
         except Exception as exc:  # a worker must never take the application down

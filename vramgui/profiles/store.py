@@ -304,7 +304,7 @@ class ProfileStore:
             doc = json.loads(path.read_bytes())
         except OSError as exc:
             raise ProfileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             raise ProfileError(f"{path} is not a JSON file ({exc})") from exc
         if isinstance(doc, dict) and doc.get("format") == BUNDLE_FORMAT:
             version = doc.get("format_version", 1)
@@ -397,7 +397,7 @@ def _read_listing(path: Path) -> ProfileListing:
         return ProfileListing(path, path.stem, error=f"cannot be read: {exc.strerror or exc}")
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         reason = "empty file" if not raw.strip() else "not valid JSON (truncated or corrupt)"
         return ProfileListing(path, path.stem, error=reason)
     seen_name = doc.get("name") if isinstance(doc, dict) else None

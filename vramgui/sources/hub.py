@@ -145,7 +145,8 @@ class HubClient:
         try:
             rows = response.json()
             results = [_hub_model(row) for row in rows if isinstance(row, dict) and row.get("id")]
-        except (ValueError, TypeError) as exc:
+        # RecursionError: absurdly deep JSON; OverflowError: an infinite count (1e999)
+        except (ValueError, TypeError, RecursionError, OverflowError) as exc:
             raise HubUnavailable(f"the Hub sent an unreadable search answer ({exc})") from None
         self._write_cache(
             self._search_path(query, limit),
@@ -317,7 +318,7 @@ class _Fetch:
         self.raise_for_status(response, repo_id, None)
         try:
             info = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}") from None
         if not isinstance(info, dict):
             raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}")
@@ -327,9 +328,7 @@ class _Fetch:
         self, repo_id: str, sha: str, info: dict[str, Any], filename: str | None, *, on_main: bool
     ) -> dict[str, Any]:
         """What vramgui keeps of a repo at commit ``sha``: config and tensor table (or GGUF)."""
-        siblings = {
-            str(s.get("rfilename")): s for s in info.get("siblings") or [] if isinstance(s, dict)
-        }
+        siblings = {str(s.get("rfilename")): s for s in _siblings(info)}
         base = {
             "repo_id": repo_id,
             "revision": sha,
@@ -394,7 +393,7 @@ class _Fetch:
             return None
         try:
             headers = response.json()["headers"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return None
         if not isinstance(headers, dict) or set(headers) != set(files):
             return None
@@ -710,17 +709,24 @@ def _safe(text: str) -> str:
     return re.sub(r"[^\w.-]", "_", text)
 
 
+def _siblings(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The repo's file entries; a damaged answer (not a list of objects) lists fewer or none."""
+    siblings = info.get("siblings")
+    return [s for s in siblings if isinstance(s, dict)] if isinstance(siblings, list) else []
+
+
 def _sibling_size(sibling: dict[str, Any] | None) -> int | None:
     if not sibling:
         return None
-    size = (sibling.get("lfs") or {}).get("size", sibling.get("size"))
+    lfs = sibling.get("lfs")
+    size = (lfs if isinstance(lfs, dict) else {}).get("size", sibling.get("size"))
     return size if isinstance(size, int) else None
 
 
 def _gguf_files(info: dict[str, Any]) -> list[tuple[str, int]]:
     files = []
-    for s in info.get("siblings") or []:
-        name = str(s.get("rfilename", "")) if isinstance(s, dict) else ""
+    for s in _siblings(info):
+        name = str(s.get("rfilename", ""))
         if name.endswith(".gguf"):
             files.append((name, _sibling_size(s) or 0))
     return sorted(files)

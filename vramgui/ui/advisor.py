@@ -35,6 +35,10 @@ class AdvisorPanel(QWidget):
         self.summary = QLabel("Pick a model to see whether it fits.")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        # A fixed height: a new summary then repaints itself without re-laying out the window.
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.summary.setFixedHeight(self.summary.fontMetrics().lineSpacing() * 3 + 4)
         self._list = QWidget()
         self._rows = QVBoxLayout(self._list)
         self._rows.setContentsMargins(0, 0, 0, 0)

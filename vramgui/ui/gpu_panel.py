@@ -67,8 +67,10 @@ class GpuPanel(QWidget):
         self.tree.setUniformRowHeights(True)
         header = self.tree.header()
         header.setSectionResizeMode(_NAME, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(_MEMORY, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(_FIT, QHeaderView.ResizeMode.ResizeToContents)
+        # Fixed widths: badges change with every estimate, and re-measuring them is not free.
+        for column, width in ((_MEMORY, 80), (_FIT, 118)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Fixed)
+            header.resizeSection(column, width)
         header.setStretchLastSection(False)
         self.local_group = QTreeWidgetItem(self.tree, ["This machine"])
         self.catalog_group = QTreeWidgetItem(self.tree, ["Compare with"])

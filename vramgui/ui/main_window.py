@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QSplitter,
     QTableView,
     QTabWidget,
@@ -157,13 +158,15 @@ class MainWindow(QMainWindow):
         font.setPointSizeF(font.pointSizeF() * 1.5)
         font.setBold(True)
         self.headline.setFont(font)
-        self.headline.setWordWrap(True)
         self.subline = QLabel()
-        self.subline.setWordWrap(True)
         self.subline.setTextFormat(Qt.TextFormat.RichText)
         self.rules = QLabel()
-        self.rules.setWordWrap(True)
         self.rules.setStyleSheet("color: gray;")
+        # One line each, whatever the text: a new estimate then repaints the labels without
+        # laying out the charts below them again.
+        for label in (self.headline, self.subline, self.rules):
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+            label.setFixedHeight(label.fontMetrics().lineSpacing() + 4)
         self.rules.setToolTip("The classic rules of thumb for the same setup, for comparison")
         self.banner = QLabel()
         self.banner.setWordWrap(True)
@@ -183,12 +186,17 @@ class MainWindow(QMainWindow):
         self.breakdown_table.verticalHeader().hide()
         self.breakdown_table.setWordWrap(False)
         header = self.breakdown_table.horizontalHeader()
-        for column in (0, 1, 2):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        # Fixed widths: measuring every cell on each estimate would cost more than drawing it.
+        for column, width in ((0, 170), (1, 90), (2, 60)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(column, width)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.notes = QLabel()
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: gray;")
+        self.notes.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.notes.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.notes.setFixedHeight(self.notes.fontMetrics().lineSpacing() * 3 + 4)
         self.advisor = AdvisorPanel()
 
         self._build_layout()
@@ -447,7 +455,9 @@ class MainWindow(QMainWindow):
             [(r.gpu, r.capacity_bytes, r.fits, r.headroom_bytes) for r in analysis.fit],
         )
         self.breakdown_model.set_components(shown, unit)
-        self.notes.setText("\n".join(est.notes))
+        notes = "\n".join(est.notes)
+        self.notes.setText(notes)
+        self.notes.setToolTip(notes)
         self.gpu_panel.show_fit(analysis.fit)
         if self.banner.property("estimate_error"):
             self.banner.setProperty("estimate_error", False)

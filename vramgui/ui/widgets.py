@@ -36,6 +36,8 @@ class SliderSpin(QWidget):
     def set_range(self, minimum: int, maximum: int) -> None:
         """Allowed values; the current value is clamped without emitting."""
         maximum = max(minimum, maximum)
+        if (minimum, maximum) == (self.spin.minimum(), self.spin.maximum()):
+            return  # a new range re-lays out the panel: only when it really changes
         blocked = self.blockSignals(True)
         self.spin.setRange(minimum, maximum)
         self.slider.setRange(_to_slider(minimum), _to_slider(maximum))

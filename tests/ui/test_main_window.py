@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 
-from PySide6.QtCore import QModelIndex, QSize, Qt, QTimer
+from PySide6.QtCore import QModelIndex, QSize, Qt, QThreadPool, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
@@ -344,3 +345,34 @@ def test_table_models_pass_the_model_tester(qtmodeltester):
     qtmodeltester.check(results)
     assert results.index(0, 1).data() == "7B"
     assert results.rowCount(QModelIndex()) == 2
+
+
+def test_main_opens_the_window_and_exits(qapp, monkeypatch):
+    """``vramgui`` without arguments: identity, log file, window, clean exit."""
+    from PySide6.QtWidgets import QApplication
+
+    shown = []
+
+    def quit_when_shown():
+        windows = [w for w in QApplication.topLevelWidgets() if w.isVisible()]
+        shown.extend(type(w).__name__ for w in windows)
+        for window in windows:
+            window.close()
+        qapp.quit()
+
+    monkeypatch.setattr("sys.excepthook", sys.excepthook)
+    QTimer.singleShot(300, quit_when_shown)
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    try:
+        assert app.main() == 0
+    finally:
+        for handler in root.handlers[len(handlers) :]:
+            root.removeHandler(handler)
+            handler.close()
+        QThreadPool.globalInstance().waitForDone(5000)
+    assert "MainWindow" in shown
+    assert qapp.desktopFileName() == app.DESKTOP_FILE
+    assert qapp.applicationName() == "vramgui"
+    assert not qapp.windowIcon().isNull()
+    assert "starting" in app.log_path().read_text()

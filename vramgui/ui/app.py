@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt
-from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from vramgui import __version__
@@ -77,14 +77,18 @@ def handle_exception(
 
 
 def app_icon() -> QIcon:
-    """The application icon from the bundled resources; an empty icon when none is bundled."""
-    root = resources.files("vramgui.resources")
-    for name in ("icons/vramgui.svg", "vramgui.svg", "icons/vramgui.png", "vramgui.png"):
-        candidate = root.joinpath(name)
-        if candidate.is_file():
-            with resources.as_file(candidate) as path:
-                return QIcon(str(path))
-    return QIcon()
+    """The application icon at every bundled size; an empty icon when none is bundled."""
+    icon = QIcon()
+    folder = resources.files("vramgui.resources").joinpath("icons")
+    if not folder.is_dir():
+        return icon
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.startswith("vramgui") and entry.name.endswith((".svg", ".png")):
+            # Loaded from bytes now: a QIcon reads files lazily, and a zipped resource has none.
+            pixmap = QPixmap()
+            if pixmap.loadFromData(entry.read_bytes()):
+                icon.addPixmap(pixmap)
+    return icon
 
 
 def settings() -> QSettings:

@@ -17,7 +17,7 @@ from pathlib import Path
 os.environ["VRAMGUI_HOME"] = tempfile.mkdtemp(prefix="vramgui-shots-")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from PySide6.QtCore import Qt, QTimer  # noqa: TID251 - it drives the window
+from PySide6.QtCore import QTimer  # noqa: TID251 - it drives the window
 
 from vramgui.ui import app
 from vramgui.ui.main_window import MainWindow, build_window
@@ -71,9 +71,7 @@ def main() -> int:
 
     def start() -> None:
         for gpu in COMPARE:
-            item = window.gpu_panel._find(gpu)
-            if item is not None:
-                item.setCheckState(0, Qt.CheckState.Checked)
+            window.gpu_panel.set_checked(gpu)
         next_setup()
 
     wait_for_outlook(start)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import threading
 
@@ -41,8 +42,7 @@ def settle(qtbot, window, **expected):
 
 
 def check_gpu(window, name: str, checked: bool = True) -> None:
-    item = window.gpu_panel._find(name)
-    item.setCheckState(0, Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+    window.gpu_panel.set_checked(name, checked)
 
 
 def test_first_run_shows_a_catalog_model_fitted_to_a_common_gpu(make_window, probe):
@@ -67,6 +67,12 @@ def test_first_run_shows_a_catalog_model_fitted_to_a_common_gpu(make_window, pro
     assert len(xs) >= 5 and all(y > 0 for y in ys)
     bar = window.breakdown_chart._bars["weights"]
     assert bar.opts["width"][0] > 0
+    # Hovering shows exact figures.
+    weights = est.components["weights"]
+    hover = window.breakdown_chart.text_at(bar.opts["width"][0] / 2, 0)
+    assert hover.startswith("Weights:") and f"{weights:,} bytes" in hover
+    assert window.breakdown_chart.text_at(bar.opts["width"][0] / 2, 1.5) == ""
+    assert "context 2,048" in window.sweep_chart.text_at(math.log10(2048))
 
 
 def test_search_picks_a_hub_result(make_window, fake_hub, qtbot):

@@ -319,6 +319,11 @@ class EstimateController(QObject):
             rows = tuple(fit.fit_rows(result, self._capacities))
         except VramguiError as exc:
             self._analysis = None
+            # An outlook still on its way belongs to settings that no longer stand.
+            self._outlook_timer.stop()
+            if self._outlook_worker is not None:
+                self._outlook_worker.cancel()
+                self._outlook_worker = None
             self.estimate_failed.emit(str(exc))
             return
         self._analysis = Analysis(spec, result, rows)

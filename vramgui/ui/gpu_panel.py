@@ -153,6 +153,13 @@ class GpuPanel(QWidget):
         self._fit = {row.gpu: (row.fits, row.headroom_bytes) for row in rows}  # type: ignore[attr-defined]
         self._paint_fit()
 
+    def set_checked(self, name: str, checked: bool = True) -> None:
+        """Check or uncheck GPU ``name`` (as a click on its box would)."""
+        item = self._find(name)
+        if item is None:
+            raise KeyError(name)
+        item.setCheckState(_NAME, Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+
     def badge(self, name: str) -> str:
         """The fit badge text shown for GPU ``name`` ("" when none)."""
         item = self._find(name)

@@ -1,0 +1,53 @@
+"""The window's logic without the window: sweep values, inapplicable settings, the outlook."""
+
+from __future__ import annotations
+
+from vramgui.core.estimate import estimate
+from vramgui.core.workload import Workload
+from vramgui.sources.resolve import load_model
+from vramgui.ui.controller import compute_outlook, disabled_reasons, sweep_values
+
+GiB = 1024**3
+
+
+def test_sweep_values_span_the_model_and_keep_the_current_value():
+    values = sweep_values("seq", 3000, 8192)
+    assert values[0] == 256 and values[-1] == 8192
+    assert 3000 in values and list(values) == sorted(set(values))
+    assert sweep_values("batch", 1, 4096)[:3] == (1, 2, 4)
+    assert sweep_values("batch", 300, 4096)[-1] == 300
+
+
+def test_inapplicable_settings_say_why():
+    inference = disabled_reasons(Workload(), None)
+    assert "training" in inference["optimizer"]
+    assert "vLLM" in inference["gpu_memory_utilization"]
+    assert "tp" in inference and "more than one GPU" in inference["tp"]
+    assert "engine" not in inference
+    full = disabled_reasons(Workload(mode="training"), None)
+    assert "LoRA" in full["lora_rank"] and "optimizer" not in full
+    assert "engine" in full
+    fsdp = disabled_reasons(Workload(mode="training", gpus=4, fsdp=True), None)
+    assert "FSDP" in fsdp["zero"] and "fsdp" not in fsdp
+    assert "tp" not in fsdp
+
+
+def test_outlook_marks_the_largest_context_that_fits():
+    spec = load_model("llama-3.1-8b").spec
+    workload = Workload(seq=4096)
+    current = estimate(spec, workload, 24 * GiB)
+    outlook = compute_outlook(
+        current, spec, workload, field="seq", target=("RTX 4090", 24 * GiB), max_seq=131072
+    )
+    assert outlook.values == tuple(sorted(outlook.values)) and 4096 in outlook.values
+    assert list(outlook.totals_bytes) == sorted(outlook.totals_bytes)
+    largest = outlook.largest["seq"]
+    assert largest is not None and 4096 < largest < 131072
+    fits = estimate(spec, workload.with_(seq=largest), 24 * GiB).total_bytes
+    assert fits <= 24 * GiB
+    assert outlook.suggestions == ()  # it fits: nothing to advise
+    assert outlook.rules
+    tight = compute_outlook(
+        current, spec, workload, field="seq", target=("small", 12 * GiB), max_seq=131072
+    )
+    assert tight.suggestions and tight.largest["seq"] is None

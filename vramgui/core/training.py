@@ -386,6 +386,9 @@ class _Block:
     # Autocast copies still held in backward (a checkpointed block drops them at the forward's
     # end, when autocast's cache is cleared, and recreates them in its recompute).
     backward_copy_bytes: int | None = None
+    # What a checkpointed block holds while its own forward runs (its activations, kept only
+    # until the block returns).
+    forward_live_bytes: int = 0
 
     @property
     def held_copy_bytes(self) -> int:
@@ -998,7 +1001,7 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
         x_in = x
         x = program(r, spec, layer, x)
         tensors = spec.layer_tensors(layer)
-        saved = r.saved_bytes()
+        saved = full = r.saved_bytes()
         # Backward of a block: the incoming gradient of the hidden state, the one it passes on,
         # and the widest intermediate gradients: three tokens x MLP-width tensors in SwiGLU's
         # backward, or those of materialized attention scores.
@@ -1020,6 +1023,7 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
                 transient_bytes=transient,
                 input_bytes=x_in.nbytes,
                 backward_copy_bytes=0 if ctx.checkpointing else None,
+                forward_live_bytes=full if ctx.checkpointing else 0,
             )
         )
     # Final norm, LM head and loss (transformers' ForCausalLMLoss: logits.float(), then
@@ -1093,6 +1097,14 @@ def _moments(
         LOGITS: forward_transient,
         GRADIENTS: grads_before,
     }
+    inside = max((b.forward_live_bytes for b in blocks), default=0) * in_flight
+    if inside > forward_transient:
+        # With checkpointing the forward can peak inside a block rather than at the loss.
+        parts[PHASE_FORWARD] = {
+            ACTIVATIONS: saved_total + inside,
+            WEIGHT_COPIES: copies_total,
+            GRADIENTS: grads_before,
+        }
     best = -1
     acts_left, grads_done = saved_total, grads_before
     copies_left = sum(b.held_copy_bytes for b in blocks)

@@ -483,9 +483,9 @@ def _moe_mlp(r: _Replay, spec: ModelSpec, layer: int, y: _T) -> _T:
     router_logits = r.linear(y, f.num_experts, ctx.full)
     r.unary_saving_output(r.cast(router_logits, 4))
     routed = tok * f.experts_per_token
+    # Indexing keeps only the indices; the experts' first linear keeps the gathered rows when
+    # its weights train.
     picked = r.new(routed * f.hidden_size, y.itemsize, y.grad)
-    if y.grad:
-        r.save(picked)
     expert_out = _gated_mlp_rows(r, picked, f.moe_intermediate_size // ctx.tp, f.hidden_size)
     weighted = r.mul(expert_out, r.new(routed, 4, ctx.full))
     out = r.new(y.numel, weighted.itemsize, weighted.grad)

@@ -585,6 +585,18 @@ TRAINING_CASES = (
         attention="sdpa",
         grad_accum=4,
     ),
+    # Mixture of experts: the estimator approximates routed experts (appended by the estimator).
+    _training(
+        "qwen1.5-moe-lora-r16-qv-pure-bf16-adamw-b1-s1024-sdpa",
+        QWEN_MOE,
+        method="lora",
+        lora_targets=QV,
+        batch=1,
+        seq=1024,
+        dtype="bf16",
+        precision="pure",
+        attention="sdpa",
+    ),
 )
 
 CASES = {"inference": INFERENCE_CASES, "training": TRAINING_CASES}

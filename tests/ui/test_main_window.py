@@ -17,6 +17,7 @@ from tests.ui.conftest import NO_DRIVER
 from vramgui.hardware import GpuSnapshot, LocalGpu
 from vramgui.ui import app
 from vramgui.ui.breakdown import BreakdownModel
+from vramgui.ui.main_window import MainWindow
 from vramgui.ui.model_panel import SearchResultsModel, droppable_path
 
 GiB = 1024**3
@@ -353,21 +354,25 @@ def test_table_models_pass_the_model_tester(qtmodeltester):
     assert results.rowCount(QModelIndex()) == 2
 
 
-def test_main_opens_the_window_and_exits(qapp, monkeypatch):
+def test_main_opens_the_window_and_exits(qapp, qtbot, monkeypatch):
     """``vramgui`` without arguments: identity, log file, window, clean exit."""
     from PySide6.QtWidgets import QApplication
 
     shown = []
 
-    def quit_when_shown():
-        windows = [w for w in QApplication.topLevelWidgets() if w.isVisible()]
-        shown.extend(type(w).__name__ for w in windows)
-        for window in windows:
+    def run_until_shown(_app):
+        # Stands in for the real event loop, which a test must not enter (nor quit).
+        qtbot.waitUntil(lambda: any(isinstance(w, MainWindow) for w in visible()), timeout=10000)
+        for window in visible():
+            shown.append(type(window).__name__)
             window.close()
-        qapp.quit()
+        return 0
+
+    def visible():
+        return [w for w in QApplication.topLevelWidgets() if w.isVisible()]
 
     monkeypatch.setattr("sys.excepthook", sys.excepthook)
-    QTimer.singleShot(300, quit_when_shown)
+    monkeypatch.setattr(QApplication, "exec", run_until_shown)
     root = logging.getLogger()
     handlers = list(root.handlers)
     try:

@@ -275,22 +275,30 @@ def measure_redraw(model: str, rounds: int) -> list[Figure]:
             timeout=600,
         )
     figures = []
-    pattern = re.compile(
-        r"^\s*(\w+)\s+median\s+([\d.]+)\s+p99\s+([\d.]+)\s+median\s+([\d.]+)\s+p99\s+([\d.]+)"
-    )
+    # Its table: a header naming the columns, then per mode "median / p99" pairs, the first
+    # being estimate + redraw.
+    columns: list[str] = []
     for line in done.stdout.splitlines():
-        match = pattern.match(line)
-        if match:
-            label = match[1]
-            figures.append(
-                Figure(
-                    f"input change to redraw, {label} (median)",
-                    float(match[2]),
-                    "ms",
-                    16.0,
-                    f"p99 {float(match[3]):.1f} ms; sweep + advice off-thread median {float(match[4]):.0f} ms",
-                )
+        if "estimate + redraw" in line:
+            columns = [c.strip() for c in re.split(r"\s{2,}", line.strip()) if c.strip()]
+            continue
+        pairs = re.findall(r"([\d.]+)\s*/\s*([\d.]+)", line)
+        label = line.split()[0] if line.split() else ""
+        if not pairs or not label.isalpha():
+            continue
+        rest = "; ".join(
+            f"{name} {float(median):.1f}/{float(p99):.1f}"
+            for name, (median, p99) in zip(columns[1:], pairs[1:], strict=False)
+        )
+        figures.append(
+            Figure(
+                f"input change to redraw, {label} (median)",
+                float(pairs[0][0]),
+                "ms",
+                16.0,
+                f"p99 {float(pairs[0][1]):.1f} ms; median/p99 ms of {rest}",
             )
+        )
     if not figures:
         raise SystemExit(f"ui_speed.py printed no figures:\n{done.stdout}\n{done.stderr}")
     return figures

@@ -968,6 +968,32 @@ class _Walk:
     forward_transient: int  # the loss's transient bytes at the end of the forward
 
 
+def _layer_classes(spec: ModelSpec) -> tuple[int, ...]:
+    """Per layer, the index of its class: layers of one class run the same replay.
+
+    Everything a layer program reads of its layer is in the class: its tensors (all but their
+    names and index), whether its MLP is a MoE block, and its attention kind.
+    """
+
+    def compute() -> tuple[int, ...]:
+        f = spec.facts
+        seen: dict[tuple[object, ...], int] = {}
+        out = []
+        for layer in range(f.num_layers):
+            key = (
+                tuple(
+                    (t.shape, t.role, t.module, t.dtype, t.is_bias)
+                    for t in spec.layer_tensors(layer)
+                ),
+                bool(f.moe_layers) and f.moe_layers[layer],
+                f.layer_types[layer] if f.layer_types else None,
+            )
+            out.append(seen.setdefault(key, len(seen)))
+        return tuple(out)
+
+    return spec.cached("training_layer_classes", compute)
+
+
 def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     """Replay the forward block by block."""
     f = spec.facts
@@ -995,7 +1021,16 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
         )
     )
     inter = max(f.intermediate_size, f.moe_intermediate_size * f.experts_per_token)
+    classes = _layer_classes(spec)
+    # A block's replay depends only on its class and on the hidden state entering it, so
+    # identical blocks reuse the first one's result (and output) rather than replaying again.
+    replayed: dict[tuple[int, int, int, bool], tuple[_Block, _T]] = {}
     for layer in range(f.num_layers):
+        key = (classes[layer], x.numel, x.itemsize, x.grad) if x.base is None else None
+        if key is not None and key in replayed:
+            block, x = replayed[key]
+            blocks.append(block)
+            continue
         r.saved = {}
         r.scores_backward = r.saved_through_softmax = 0
         x_in = x
@@ -1015,17 +1050,18 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
             # activations and autocast copies) first.
             transient += saved + copies
             saved = x_in.nbytes
-        blocks.append(
-            _Block(
-                saved_bytes=saved,
-                grad_bytes=sum(_trainable_numels(tensors, ctx)) * grad_item,
-                weight_copy_bytes=copies,
-                transient_bytes=transient,
-                input_bytes=x_in.nbytes,
-                backward_copy_bytes=0 if ctx.checkpointing else None,
-                forward_live_bytes=full if ctx.checkpointing else 0,
-            )
+        block = _Block(
+            saved_bytes=saved,
+            grad_bytes=sum(_trainable_numels(tensors, ctx)) * grad_item,
+            weight_copy_bytes=copies,
+            transient_bytes=transient,
+            input_bytes=x_in.nbytes,
+            backward_copy_bytes=0 if ctx.checkpointing else None,
+            forward_live_bytes=full if ctx.checkpointing else 0,
         )
+        blocks.append(block)
+        if key is not None:
+            replayed[key] = (block, x)
     # Final norm, LM head and loss (transformers' ForCausalLMLoss: logits.float(), then
     # cross_entropy, whose log_softmax output is what backward needs).
     r.saved = {}

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from vramgui.cli.text import table
 from vramgui.core.units import format_bytes
 from vramgui.hardware.gpus import CatalogGpu, load_catalog
 from vramgui.hardware.nvml import GpuSnapshot, NvmlProbe
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             document = {"schema": CATALOG_SCHEMA, "gpus": [_catalog_dict(gpu) for gpu in gpus]}
             print(json.dumps(document, indent=2))
         else:
-            print(_catalog_table(gpus))
+            print(_catalogtable(gpus))
         return 0
     probe = probe_factory()
     try:
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(snapshot_document(snapshot), indent=2))
     else:
-        print(_snapshot_table(snapshot))
+        print(_snapshottable(snapshot))
     return 0
 
 
@@ -79,16 +80,7 @@ def _tflops(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        for row in [header, *rows]
-    ]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def _snapshot_table(snapshot: GpuSnapshot) -> str:
+def _snapshottable(snapshot: GpuSnapshot) -> str:
     versions = f"Driver {snapshot.driver_version or '?'}, CUDA {snapshot.cuda_version or '?'}"
     if not snapshot.gpus:
         return f"No NVIDIA GPUs. {snapshot.reason or ''}".rstrip()
@@ -121,12 +113,12 @@ def _snapshot_table(snapshot: GpuSnapshot) -> str:
             )
             for mig in gpu.mig_instances or ()
         )
-    table = _table(("#", "GPU", "total", "used", "free", "PCIe", "procs", "problem"), rows)
+    listing = table(("#", "GPU", "total", "used", "free", "PCIe", "procs", "problem"), rows)
     footer = f"\n{snapshot.reason}" if snapshot.reason else ""
-    return f"{versions}\n{table}{footer}"
+    return f"{versions}\n{listing}{footer}"
 
 
-def _catalog_table(gpus: tuple[CatalogGpu, ...]) -> str:
+def _catalogtable(gpus: tuple[CatalogGpu, ...]) -> str:
     rows = [
         (
             gpu.name,
@@ -139,4 +131,4 @@ def _catalog_table(gpus: tuple[CatalogGpu, ...]) -> str:
         )
         for gpu in gpus
     ]
-    return _table(("GPU", "vendor", "memory", "bandwidth", "16-bit TFLOPS", "price", "NVML"), rows)
+    return table(("GPU", "vendor", "memory", "bandwidth", "16-bit TFLOPS", "price", "NVML"), rows)

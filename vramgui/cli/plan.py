@@ -11,6 +11,7 @@ from vramgui.core import launch, offload
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement
+from vramgui.core.report import model_summary
 from vramgui.core.units import GB, GiB, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
@@ -150,12 +151,7 @@ def plan_document(
     curve = offload.throughput_curve(placement, bandwidths)
     return {
         "schema": SCHEMA,
-        "model": {
-            "name": spec.name,
-            "architecture": spec.architecture or spec.facts.model_type,
-            "parameters": spec.parameters,
-            "layers": spec.facts.num_layers,
-        },
+        "model": model_summary(spec),
         "settings": workload.to_dict(),
         "planner": placement.planner,
         "gpu": gpu_name,
@@ -248,12 +244,7 @@ def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
     """The plan of a training setup: per-layer weights and the DeepSpeed configuration."""
     return {
         "schema": SCHEMA,
-        "model": {
-            "name": spec.name,
-            "architecture": spec.architecture or spec.facts.model_type,
-            "parameters": spec.parameters,
-            "layers": spec.facts.num_layers,
-        },
+        "model": model_summary(spec),
         "settings": workload.to_dict(),
         "layers": [
             {"index": u.index, "name": u.name, "bytes": u.bytes}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
+from vramgui.cli.text import table
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelRef
 from vramgui.core.report import document_for
@@ -142,7 +143,7 @@ def _list(args: argparse.Namespace) -> int:
                 p.modified.strftime("%Y-%m-%d %H:%M"),
             )
         )
-    print(_table(("name", "model", "mode", "gpus", "saved total", "modified"), rows))
+    print(table(("name", "model", "mode", "gpus", "saved total", "modified"), rows))
     return 0
 
 
@@ -228,7 +229,7 @@ def _show(args: argparse.Namespace) -> int:
             *_compare_cells(saved_per_gpu.get("total_bytes"), current_per_gpu.get("total_bytes")),
         )
     )
-    print(_table(("component", "saved", "now", "change"), rows))
+    print(table(("component", "saved", "now", "change"), rows))
     if reopened.document is not None:
         print(
             f"{len(changes)} figure(s) changed since saving."
@@ -292,7 +293,7 @@ def _compare(args: argparse.Namespace) -> int:
     )
     for gpu in sorted({f["gpu"] for d in documents for f in d.get("fit", []) if "gpu" in f}):
         rows.append((f"fits {gpu}", *(_fit_cell(d, gpu) for d in documents)))
-    print(_table(header, rows))
+    print(table(header, rows))
     if differing:
         print("* settings that differ")
     for r in reopened:
@@ -397,12 +398,3 @@ def _fit_cell(document: dict[str, Any], gpu: str) -> str:
             verdict = "yes" if fit.get("fits") else "no"
             return f"{verdict} ({_bytes_cell(fit.get('headroom_bytes'))} headroom)"
     return "-"
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        for row in [header, *rows]
-    ]
-    return "\n".join(line.rstrip() for line in lines)

@@ -16,8 +16,6 @@ from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.workload import Workload
 
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-
 # vLLM's profiling forward runs this many tokens (its default max_num_batched_tokens with chunked
 # prefill) and samples this many sequences; both bound its activation peak.
 VLLM_PROFILE_TOKENS = 8192
@@ -75,7 +73,7 @@ def kv_cache_bytes(spec: ModelSpec, workload: Workload, tokens: int | None = Non
     total = 0.0
     for layer_type in _layer_types(spec):
         if layer_type is LayerType.LINEAR:
-            state = facts.linear_state_elements_per_layer * DTYPE_BYTES[workload.dtype]
+            state = facts.linear_state_elements_per_layer * dtypes.DTYPE_BYTES[workload.dtype]
             total += workload.batch * state / workload.tp
             continue
         kept = tokens
@@ -292,7 +290,7 @@ def attention_used(spec: ModelSpec, w: Workload) -> str:
 def _transformers_prefill_peak(spec: ModelSpec, w: Workload) -> int:
     """Live activation bytes at the prefill's peak, KV cache excluded."""
     facts = spec.facts
-    e = DTYPE_BYTES[w.dtype]
+    e = dtypes.DTYPE_BYTES[w.dtype]
     tokens = w.batch * w.seq
     stream = tokens * facts.hidden_size * e  # one (batch, seq, hidden) tensor
     # Alive through a decoder's whole forward: the embedding output (the model keeps its
@@ -322,7 +320,7 @@ def _buffer_bytes(spec: ModelSpec) -> int:
 
 
 def _position_bytes(spec: ModelSpec, w: Workload) -> int:
-    e = DTYPE_BYTES[w.dtype]
+    e = dtypes.DTYPE_BYTES[w.dtype]
     if spec.facts.model_type in _LEARNED_POSITIONS:
         return w.seq * spec.facts.hidden_size * e  # (1, seq, hidden) position embeddings
     if spec.facts.model_type in _NO_ROTARY:
@@ -341,7 +339,7 @@ def _sdpa_needs_mask(spec: ModelSpec, w: Workload) -> bool:
 
 
 def _mask_bytes(spec: ModelSpec, w: Workload) -> int:
-    e = DTYPE_BYTES[w.dtype]
+    e = dtypes.DTYPE_BYTES[w.dtype]
     area = w.batch * w.seq * w.seq
     if attention_used(spec, w) == "eager":
         return area * e  # the 4-D additive mask (batch, 1, q, kv) in the compute dtype
@@ -492,7 +490,7 @@ def _mlp_width(spec: ModelSpec, tokens: int) -> int:
 def _vllm_profile_peak(spec: ModelSpec, w: Workload) -> int:
     """Activation peak of vLLM's profiling forward (chunked prefill of max_num_batched_tokens)."""
     facts = spec.facts
-    e = DTYPE_BYTES[w.dtype]
+    e = dtypes.DTYPE_BYTES[w.dtype]
     t = VLLM_PROFILE_TOKENS
     tp = w.tp
     q_dim = facts.num_heads * facts.head_dim // tp

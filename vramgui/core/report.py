@@ -17,6 +17,16 @@ from vramgui.core.workload import Workload
 SCHEMA = "vramgui.estimate/1"
 
 
+def model_summary(spec: ModelSpec) -> dict[str, Any]:
+    """The "model" object of the documents: name, architecture, parameters, layers."""
+    return {
+        "name": spec.name,
+        "architecture": spec.architecture or spec.facts.model_type,
+        "parameters": spec.parameters,
+        "layers": spec.facts.num_layers,
+    }
+
+
 def document_for(
     spec: ModelSpec, workload: Workload, capacities: list[tuple[str, int]]
 ) -> dict[str, Any]:
@@ -39,13 +49,7 @@ def estimate_document(
     layers = layer_weights(spec, w)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
-        "model": {
-            "name": est.model_name,
-            "architecture": est.architecture,
-            "parameters": est.parameters,
-            "trainable_parameters": est.trainable_parameters,
-            "layers": est.layers,
-        },
+        "model": {**model_summary(spec), "trainable_parameters": est.trainable_parameters},
         "settings": w.to_dict(),
         "gpus": w.gpus,
         "per_gpu": {

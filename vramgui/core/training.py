@@ -788,12 +788,15 @@ def _head(r: _Replay, spec: ModelSpec, x: _T) -> tuple[_T, _T, bool]:
 # Weights, trainable parameters, LoRA targets.
 
 
-def _linear_modules(spec: ModelSpec) -> set[str]:
-    return {
-        t.module
-        for t in spec.tensors
-        if t.layer is not None and t.is_matrix and t.role not in (Role.ROUTER,)
-    }
+def _linear_modules(spec: ModelSpec) -> frozenset[str]:
+    return spec.cached(
+        "training_linear_modules",
+        lambda: frozenset(
+            t.module
+            for t in spec.tensors
+            if t.layer is not None and t.is_matrix and t.role not in (Role.ROUTER,)
+        ),
+    )
 
 
 def resolve_lora_targets(spec: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
@@ -1214,17 +1217,6 @@ def training_estimate(
     # Which tensors live on this GPU (the worst pipeline stage is chosen below).
     stages = parallel.stage_layers(spec.facts.num_layers, plan.pp)
 
-    def weights_of(tensors: list[Tensor]) -> int:
-        if workload.method == "qlora":
-            sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
-            stored = dtypes.assign_storage(sub, workload.dtype, workload.quant)
-            quantized = sum(s.bytes for s in stored if s.storage == workload.quant)
-            upcast = sum(s.tensor.numel for s in stored if s.storage != workload.quant)
-            return math.ceil(quantized / ctx.tp) + upcast * ctx.param_bytes
-        return sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors) * (
-            ctx.param_bytes
-        )
-
     grad_item = ctx.param_bytes if workload.method == "full" else _ADAPTER_BYTES
     state_item = 4 if deepspeed_mixed else grad_item
     walk = _walk(spec, ctx, grad_item)
@@ -1234,30 +1226,13 @@ def training_estimate(
         first, last = index == 0, index == len(stages) - 1
         if 0 < index < len(stages) - 1:
             continue  # middle stages hold no more than the first one
-        tensors = [t for t in spec.tensors if t.layer is None or t.layer in stage]
-        if not first:
-            tensors = [
-                t for t in tensors if not (t.layer is None and t.role not in (Role.HEAD, Role.NORM))
-            ]
-        if not last:
-            tensors = [
-                t for t in tensors if not (t.layer is None and t.role in (Role.HEAD, Role.NORM))
-            ]
-        numels = _trainable_numels(tensors, ctx)
-        trainable = sum(numels)
-        weights = parallel.shard(weights_of(tensors), plan.param_shards)
-        adapters = trainable * _ADAPTER_BYTES if workload.method != "full" else 0
-        shapes = (
-            [t.shape for t in tensors]
-            if ctx.full
-            else [
-                shape
-                for t in tensors
-                if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
-                for shape in ((ctx.lora_rank, t.shape[-1]), (t.shape[-2], ctx.lora_rank))
-            ]
+        facts = _stage_facts(
+            spec, workload, ctx, stage, first=first, last=last, state_item=state_item
         )
-        opt = _optimizer_bytes(workload.optimizer, numels, shapes, state_item)
+        trainable = facts.trainable
+        weights = parallel.shard(facts.weights, plan.param_shards)
+        adapters = trainable * _ADAPTER_BYTES if workload.method != "full" else 0
+        opt = facts.optimizer
         states = opt.states + (trainable * 4 if deepspeed_mixed else 0)  # fp32 master weights
         states = parallel.shard(states, plan.state_shards)
         temporaries = parallel.shard(opt.temporaries, plan.state_shards)
@@ -1273,13 +1248,8 @@ def training_estimate(
             # ZeRO-3 / FSDP parameter offload: only the gathered layers sit on the GPU.
             host += weights
             resident[WEIGHTS] = 0
-        layer_bytes = [
-            sum(t.numel for t in spec.layer_tensors(i)) * (sixteen if ctx.compute_bytes == 2 else 4)
-            for i in stage
-        ]
-        outside = [t.numel * ctx.compute_bytes for t in tensors if t.layer is None]
         in_flight_params = parallel.gathered_in_flight_bytes(
-            layer_bytes, sum(outside), max(outside, default=0), plan, workload
+            list(facts.layer_bytes), facts.outside_bytes, facts.largest_outside, plan, workload
         )
         if in_flight_params:
             resident[GATHERED_PARAMETERS] = in_flight_params
@@ -1290,7 +1260,7 @@ def training_estimate(
             resident[GRADIENT_BUCKETS] = buckets
         if workload.method == "qlora":
             # bitsandbytes dequantizes one 4-bit weight at a time for its matmul.
-            resident[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx) * sixteen
+            resident[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx.tp) * sixteen
         blocks = _stage_blocks(walk, stage, first, last)
         micro_batches = parallel.in_flight_micro_batches(index, plan.pp)
         moments = _moments(
@@ -1327,10 +1297,13 @@ def training_estimate(
     trainable_total = (
         spec.parameters
         if workload.method == "full"
-        else sum(
-            _adapter_numel(t, workload.lora_rank, 1)
-            for t in spec.tensors
-            if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+        else spec.cached(
+            ("training_adapter_parameters", workload.lora_rank, ctx.lora_targets),
+            lambda: sum(
+                _adapter_numel(t, workload.lora_rank, 1)
+                for t in spec.tensors
+                if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+            ),
         )
     )
     return TrainingBreakdown(
@@ -1343,12 +1316,108 @@ def training_estimate(
     )
 
 
-def _largest_linear(spec: ModelSpec, ctx: _Ctx) -> int:
-    return max(
-        (
-            math.ceil(t.numel * parallel.tp_share(t, ctx.tp))
-            for t in spec.tensors
-            if t.is_matrix and t.layer is not None
+def _largest_linear(spec: ModelSpec, tp: int) -> int:
+    return spec.cached(
+        ("training_largest_linear", tp),
+        lambda: max(
+            (
+                math.ceil(t.numel * parallel.tp_share(t, tp))
+                for t in spec.tensors
+                if t.is_matrix and t.layer is not None
+            ),
+            default=0,
         ),
-        default=0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _StageFacts:
+    """What one pipeline stage's tensors give, whatever the batch and sequence length."""
+
+    trainable: int  # trainable elements on this rank
+    weights: int  # weight bytes before sharding over data-parallel ranks
+    optimizer: _OptimizerBytes  # before sharding
+    layer_bytes: tuple[int, ...]  # each block's parameters, gathered in the compute dtype
+    outside_bytes: int  # the tensors outside the blocks, gathered
+    largest_outside: int
+
+
+def _stage_facts(
+    spec: ModelSpec,
+    workload: Workload,
+    ctx: _Ctx,
+    stage: range,
+    *,
+    first: bool,
+    last: bool,
+    state_item: int,
+) -> _StageFacts:
+    """The per-tensor sums of one stage, once per spec and the settings they depend on."""
+    sixteen = dtypes.dtype_bytes(workload.dtype)
+
+    def compute() -> _StageFacts:
+        tensors = [t for t in spec.tensors if t.layer is None or t.layer in stage]
+        if not first:
+            tensors = [
+                t for t in tensors if not (t.layer is None and t.role not in (Role.HEAD, Role.NORM))
+            ]
+        if not last:
+            tensors = [
+                t for t in tensors if not (t.layer is None and t.role in (Role.HEAD, Role.NORM))
+            ]
+        numels = _trainable_numels(tensors, ctx)
+        shapes = (
+            [t.shape for t in tensors]
+            if ctx.full
+            else [
+                shape
+                for t in tensors
+                if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+                for shape in ((ctx.lora_rank, t.shape[-1]), (t.shape[-2], ctx.lora_rank))
+            ]
+        )
+        outside = [t.numel * ctx.compute_bytes for t in tensors if t.layer is None]
+        return _StageFacts(
+            trainable=sum(numels),
+            weights=_weight_bytes(spec, tensors, workload, ctx),
+            optimizer=_optimizer_bytes(workload.optimizer, numels, shapes, state_item),
+            layer_bytes=tuple(
+                sum(t.numel for t in spec.layer_tensors(i))
+                * (sixteen if ctx.compute_bytes == 2 else 4)
+                for i in stage
+            ),
+            outside_bytes=sum(outside),
+            largest_outside=max(outside, default=0),
+        )
+
+    key = (
+        "training_stage",
+        stage.start,
+        stage.stop,
+        first,
+        last,
+        workload.method,
+        workload.dtype,
+        workload.quant,
+        workload.optimizer,
+        state_item,
+        ctx.param_bytes,
+        ctx.compute_bytes,
+        ctx.tp,
+        ctx.lora_rank,
+        ctx.lora_targets,
+    )
+    return spec.cached(key, compute)
+
+
+def _weight_bytes(spec: ModelSpec, tensors: list[Tensor], workload: Workload, ctx: _Ctx) -> int:
+    """Bytes of ``tensors`` on one tensor-parallel rank, as the method stores them."""
+    if workload.method == "qlora":
+        sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
+        stored = dtypes.assign_storage(sub, workload.dtype, workload.quant)
+        quantized = sum(s.bytes for s in stored if s.storage == workload.quant)
+        upcast = sum(s.tensor.numel for s in stored if s.storage != workload.quant)
+        return math.ceil(quantized / ctx.tp) + upcast * ctx.param_bytes
+    return sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors) * (
+        ctx.param_bytes
     )

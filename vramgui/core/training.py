@@ -17,8 +17,9 @@ adapters on a 16-bit base, ``lora_dropout`` 0, no adapter on the LM head).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from functools import partial
 
 from vramgui.core import dtypes, parallel
 from vramgui.core.errors import WorkloadError
@@ -965,6 +966,33 @@ def _copy_bytes(tensors: tuple[Tensor, ...], ctx: _Ctx) -> int:
     )
 
 
+def _group_sums(
+    spec: ModelSpec,
+    ctx: _Ctx,
+    group: Hashable,
+    tensors: Callable[[], tuple[Tensor, ...]],
+) -> tuple[int, int]:
+    """Trainable elements and autocast copy bytes of a group of tensors that ``group`` names
+    within ``spec`` (the same tensors under one name), once per spec and the settings they
+    depend on."""
+    key = (
+        "training_group",
+        group,
+        ctx.full,
+        ctx.tp,
+        ctx.lora_rank,
+        ctx.lora_targets,
+        ctx.autocast,
+        ctx.compute_bytes,
+    )
+
+    def compute() -> tuple[int, int]:
+        chosen = tensors()
+        return sum(_trainable_numels(chosen, ctx)), _copy_bytes(chosen, ctx)
+
+    return spec.cached(key, compute)
+
+
 @dataclass(frozen=True, slots=True)
 class _Walk:
     blocks: list[_Block]  # embeddings, each layer, head + loss
@@ -1009,16 +1037,17 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     embed_tensors = tuple(t for t in outside if t.role not in (Role.HEAD, Role.NORM))
     x = _embed(r, spec)
     table = tuple(t for t in embed_tensors if t.role == Role.EMBEDDING)
-    table_grad = sum(_trainable_numels(table, ctx)) * grad_item
+    table_grad = _group_sums(spec, ctx, "table", lambda: table)[0] * grad_item
     # A tied table gets its gradient from the head first; the embedding's backward then forms a
     # second full-size gradient, and the autograd engine adds the two out of place (both and
     # their sum exist for a moment).
     tied_grad = table_grad if f.tie_word_embeddings else 0
+    embed_trainable, embed_copies = _group_sums(spec, ctx, "embeddings", lambda: embed_tensors)
     blocks.append(
         _Block(
             r.saved_bytes(),
-            sum(_trainable_numels(embed_tensors, ctx)) * grad_item - tied_grad,
-            _copy_bytes(embed_tensors, ctx),
+            embed_trainable * grad_item - tied_grad,
+            embed_copies,
             2 * tied_grad,
             0,
         )
@@ -1038,7 +1067,9 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
         r.scores_backward = r.saved_through_softmax = 0
         x_in = x
         x = program(r, spec, layer, x)
-        tensors = spec.layer_tensors(layer)
+        layer_trainable, copies = _group_sums(
+            spec, ctx, ("layer", classes[layer]), partial(spec.layer_tensors, layer)
+        )
         saved = full = r.saved_bytes()
         # Backward of a block: the incoming gradient of the hidden state, the one it passes on,
         # and the widest intermediate gradients: three tokens x MLP-width tensors in SwiGLU's
@@ -1047,7 +1078,6 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
         # By the softmax's backward, what the block saved after it has been freed.
         scores = r.scores_backward - (saved - r.saved_through_softmax)
         transient = 2 * x.nbytes + max(mlp_grads, scores)
-        copies = _copy_bytes(tensors, ctx)
         if ctx.checkpointing:
             # The checkpoint keeps the block input; backward recomputes the block (its
             # activations and autocast copies) first.
@@ -1055,7 +1085,7 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
             saved = x_in.nbytes
         block = _Block(
             saved_bytes=saved,
-            grad_bytes=sum(_trainable_numels(tensors, ctx)) * grad_item,
+            grad_bytes=layer_trainable * grad_item,
             weight_copy_bytes=copies,
             transient_bytes=transient,
             input_bytes=x_in.nbytes,
@@ -1072,20 +1102,23 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     r.save(r.new(tok, _INT64, False))  # the (shifted) labels
     # Forward: the logits, their fp32 copy and log_softmax's output exist together.
     forward_transient = logits.nbytes + (log_probs.nbytes if upcast and logits.itemsize != 4 else 0)
-    head_weights = tuple(t for t in head_tensors if t.role == Role.HEAD)
+
+    def head_weights() -> tuple[Tensor, ...]:
+        weights = tuple(t for t in head_tensors if t.role == Role.HEAD)
+        if f.tie_word_embeddings:
+            weights += tuple(Tensor(t.name, t.shape, Role.HEAD) for t in table)
+        return weights
+
+    head_trainable, head_copy = _group_sums(spec, ctx, "head", lambda: head_tensors)
+    head_weight_trainable, head_weight_copy = _group_sums(spec, ctx, "head weights", head_weights)
     if f.tie_word_embeddings:
-        head_weights += tuple(Tensor(t.name, t.shape, Role.HEAD) for t in table)
-    head_copy = _copy_bytes(head_tensors, ctx)
-    if f.tie_word_embeddings:
-        head_copy += _copy_bytes(head_weights, ctx)
+        head_copy += head_weight_copy
     # Under autocast the head's weight gradient is formed in 16 bit, then cast to fp32.
-    head_grad16 = (
-        sum(_trainable_numels(head_weights, ctx)) * ctx.compute_bytes if ctx.autocast else 0
-    )
+    head_grad16 = head_weight_trainable * ctx.compute_bytes if ctx.autocast else 0
     blocks.append(
         _Block(
             saved_bytes=r.saved_bytes(),
-            grad_bytes=sum(_trainable_numels(head_tensors, ctx)) * grad_item + tied_grad,
+            grad_bytes=head_trainable * grad_item + tied_grad,
             weight_copy_bytes=head_copy,
             # Once log_softmax's output is freed: the logits' gradient in their dtype while the
             # head's weight gradient is formed.

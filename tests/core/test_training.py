@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,51 @@ def test_accuracy_against_measurements() -> None:
     worst = max(found, key=lambda r: abs(r["error"]))
     assert abs(worst["error"]) <= 0.08, worst["id"]
     assert statistics.median(errors) <= 0.03
+
+
+def _without_shared_blocks(model: ModelSpec) -> ModelSpec:
+    """The same model with every layer's tensors marked apart (a dtype per layer, which a
+    training estimate without QLoRA does not read), so that no two blocks share a replay."""
+    tensors = tuple(
+        replace(t, dtype=f"layer {t.layer}") if t.layer is not None else t for t in model.tensors
+    )
+    return ModelSpec(model.name, model.facts, tensors, model.architecture)
+
+
+@pytest.mark.parametrize(
+    ("model", "settings"),
+    [
+        # Sliding and full layers alternate, and windows shorter than the sequence need a mask.
+        ("google/gemma-2-9b", {"method": "lora", "seq": 8192}),
+        # Dense layers first, then MoE blocks with shared experts.
+        ("deepseek-ai/DeepSeek-V2-Lite", {"method": "lora", "lora_targets": ("o_proj",)}),
+        ("Qwen/Qwen1.5-MoE-A2.7B", {"grad_checkpointing": True, "precision": "pure"}),
+        ("facebook/opt-350m", {"attention": "eager", "gpus": 4, "pp": 2}),
+        (MISTRAL, {"method": "lora", "lora_targets": ("all-linear",), "optimizer": "adafactor"}),
+    ],
+)
+def test_shared_block_replay_equals_replaying_every_block(model: str, settings: dict) -> None:
+    workload = train(**settings)
+    shared = training_estimate(spec(model), workload)
+    apart = training_estimate(_without_shared_blocks(spec(model)), workload)
+    assert shared == apart
+
+
+def test_memoized_facts_follow_the_settings() -> None:
+    # One spec reused across settings must give what a fresh spec gives for each.
+    reused = spec(LLAMA)
+    workloads = [
+        train(),
+        train(method="lora", lora_rank=8),
+        train(method="lora", lora_rank=64, lora_targets=("all-linear",)),
+        train(method="qlora", quant="nf4", dtype="fp16"),
+        train(method="qlora", quant="fp4"),
+        train(precision="pure", optimizer="adamw-8bit"),
+        train(precision="fp32", dtype="fp32", optimizer="adafactor"),
+        train(gpus=8, tp=2, pp=2, zero=1),
+        train(gpus=8, zero=3, cpu_offload=True),
+        train(method="lora", gpus=4, fsdp=True, optimizer="lion"),
+        train(),
+    ]
+    for workload in workloads:
+        assert training_estimate(reused, workload) == training_estimate(spec(LLAMA), workload)

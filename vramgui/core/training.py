@@ -149,15 +149,17 @@ class _Replay:
         self.saved_through_softmax = 0  # saved bytes of the block up to its softmax
 
     # -- bookkeeping
-    def new(self, numel: int, itemsize: int, grad: bool) -> _T:
-        return _T(numel, itemsize, grad)
+    # new(numel, itemsize, grad): a tensor of the replay (the class itself, called without a
+    # wrapper: the replay makes a hundred of them per block).
+    new = staticmethod(_T)
 
     def save(self, *tensors: _T) -> None:
         for t in tensors:
-            self.saved[id(t.owner)] = t.owner
+            owner = t if t.base is None else t.base
+            self.saved[id(owner)] = owner
 
     def saved_bytes(self) -> int:
-        return sum(t.nbytes for t in self.saved.values())
+        return sum(t.numel * t.itemsize for t in self.saved.values())
 
     # -- dtype handling
     def cast(self, x: _T, itemsize: int) -> _T:

@@ -181,17 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     from vramgui.ui import app as vramgui_app
 
     watch = Watch(args.settle_ms, args.timeout_ms, args.screenshot)
-    create = vramgui_app.create_application
-
-    def create_and_watch(argv: list[str]) -> QApplication:
-        qapp = create(argv)
-        watch.attach(qapp)
-        return qapp
-
-    # main() sets the high-DPI policy before it creates the application: start watching from inside.
-    vramgui_app.create_application = create_and_watch
     try:
-        status = vramgui_app.main()
+        # main() sets the high-DPI policy before it creates the application: watch from inside.
+        status = vramgui_app.main(on_started=watch.attach)
     except Exception:  # building the window failed: report it, as the excepthook would
         watch.errors.append(traceback.format_exc())
         status = 1

@@ -200,6 +200,27 @@ def test_fit_badges_follow_the_checked_gpus(make_window, qtbot):
     assert len(lines) == 2
 
 
+def test_gpu_names_and_badges_have_room(make_window):
+    window = make_window()
+    tree = window.gpu_panel.tree
+    metrics = tree.fontMetrics()
+    names = window.gpu_panel.catalog_group
+    widest = max(
+        metrics.horizontalAdvance(names.child(i).text(0)) for i in range(names.childCount())
+    )
+    assert tree.header().sectionSize(0) > widest + tree.indentation()
+    badge = window.gpu_panel.badge(app.DEFAULT_GPU)
+    assert tree.header().sectionSize(2) >= metrics.horizontalAdvance(badge)
+
+
+def test_a_fitting_setup_shows_no_empty_advice_list(make_window, qtbot):
+    window = make_window()
+    qtbot.waitUntil(lambda: window.controller.outlook is not None, timeout=10000)
+    assert "Fits" in window.advisor.summary.text()
+    assert "Largest" in window.advisor.summary.text()  # a new sentence after "to spare."
+    assert not window.advisor.suggestions_area.isVisibleTo(window)
+
+
 def test_training_method_changes_the_breakdown(make_window, qtbot):
     window = make_window()
     panel = window.workload_panel
@@ -233,6 +254,7 @@ def test_advice_applies_with_one_click(make_window, qtbot):
     )
     assert "Does not fit" in window.advisor.summary.text()
     assert window.advisor.buttons
+    assert window.advisor.suggestions_area.isVisibleTo(window)
     before = window.controller.workload
     suggestion = window.controller.outlook.suggestions[0]
     qtbot.mouseClick(window.advisor.buttons[0], Qt.MouseButton.LeftButton)
@@ -376,13 +398,15 @@ def test_main_opens_the_window_and_exits(qapp, qtbot, monkeypatch):
     root = logging.getLogger()
     handlers = list(root.handlers)
     try:
-        assert app.main() == 0
+        started = []
+        assert app.main(["vramgui"], on_started=started.append) == 0
     finally:
         for handler in root.handlers[len(handlers) :]:
             root.removeHandler(handler)
             handler.close()
         QThreadPool.globalInstance().waitForDone(5000)
     assert "MainWindow" in shown
+    assert started == [qapp]
     assert qapp.desktopFileName() == app.DESKTOP_FILE
     assert qapp.applicationName() == "vramgui"
     assert not qapp.windowIcon().isNull()

@@ -44,14 +44,20 @@ class AdvisorPanel(QWidget):
         self._rows.setContentsMargins(0, 0, 0, 0)
         self._rows.setSpacing(4)
         self._rows.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(self._list)
+        self.suggestions_area = QScrollArea()
+        self.suggestions_area.setWidgetResizable(True)
+        self.suggestions_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.suggestions_area.setWidget(self._list)
+        # Transparent: the suggestions sit on the group box, not on a grey slab of their own.
+        self.suggestions_area.viewport().setAutoFillBackground(False)
+        self._list.setAutoFillBackground(False)
+        self.suggestions_area.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.summary)
-        layout.addWidget(scroll, 1)
+        layout.addWidget(self.suggestions_area, 1)
+        # Takes the height only while the suggestions are hidden (the list's stretch wins otherwise).
+        layout.addStretch(0)
         self.buttons: list[QPushButton] = []
         self._row_widgets: list[QWidget] = []
 
@@ -61,6 +67,7 @@ class AdvisorPanel(QWidget):
             widget.deleteLater()
         self._row_widgets.clear()
         self.buttons.clear()
+        self.suggestions_area.hide()
         self.summary.setText(text)
 
     def show_outlook(
@@ -96,6 +103,7 @@ class AdvisorPanel(QWidget):
         if largest.get("batch"):
             room.append(f"largest batch: <b>{largest['batch']:,}</b>")
         room_text = "; ".join(room)
+        room_text = room_text[:1].upper() + room_text[1:]  # it starts a sentence
         if fits:
             self.summary.setText(
                 f"<span style='color:{palette.FIT}'><b>Fits {name}</b></span> with "
@@ -109,6 +117,7 @@ class AdvisorPanel(QWidget):
             )
         for suggestion in list(suggestions)[:MAX_SHOWN]:
             self._add_row(suggestion, unit)
+        self.suggestions_area.setVisible(bool(self._row_widgets))
 
     def _add_row(self, suggestion: object, unit: Unit) -> None:
         title = getattr(suggestion, "title", "")

@@ -6,6 +6,7 @@ import logging
 import logging.handlers
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -157,12 +158,22 @@ def create_application(argv: list[str]) -> QApplication:
     return app
 
 
-def main() -> int:
-    """Open the window; returns the exit status (what the ``vramgui`` command runs without args)."""
+def main(
+    argv: list[str] | None = None, *, on_started: Callable[[QApplication], object] | None = None
+) -> int:
+    """Open the window; returns the exit status (what the ``vramgui`` command runs without args).
+
+    Args:
+        argv: the application's arguments (default ``sys.argv``).
+        on_started: called with the application once it exists, before the window is built
+            (the bundle's smoke check watches the start from there).
+    """
     path = setup_logging()
     sys.excepthook = handle_exception
     log.info("vramgui %s starting; log file %s", __version__, path)
-    app = create_application(sys.argv)
+    app = create_application(sys.argv if argv is None else argv)
+    if on_started is not None:
+        on_started(app)
     window: MainWindow = build_window(real_services(), settings())
     window.show()
     status = app.exec()

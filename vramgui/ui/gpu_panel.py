@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QHeaderView,
     QLabel,
+    QStyle,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -64,14 +65,16 @@ class GpuPanel(QWidget):
         self.tree.setColumnCount(3)
         self.tree.setHeaderLabels(["GPU", "Memory", "Fit"])
         self.tree.setRootIsDecorated(False)
+        self.tree.setIndentation(12)  # no branch lines to draw: just set GPUs off their group
         self.tree.setUniformRowHeights(True)
+        # Names too long for a narrow panel keep both ends ("Apple M…192GB"); tooltips hold all.
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.tree.header()
-        header.setSectionResizeMode(_NAME, QHeaderView.ResizeMode.Stretch)
-        # Fixed widths: badges change with every estimate, and re-measuring them is not free.
-        for column, width in ((_MEMORY, 80), (_FIT, 118)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Fixed)
-            header.resizeSection(column, width)
-        header.setStretchLastSection(False)
+        # Names and memory are measured when they change (rarely); the fit badges change with
+        # every estimate, so their column just takes the width left over.
+        for column in (_NAME, _MEMORY):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
         self.local_group = QTreeWidgetItem(self.tree, ["This machine"])
         self.catalog_group = QTreeWidgetItem(self.tree, ["Compare with"])
         for group in (self.local_group, self.catalog_group):
@@ -92,6 +95,7 @@ class GpuPanel(QWidget):
         for group in (self.local_group, self.catalog_group):
             group.setFirstColumnSpanned(True)
         self.tree.expandAll()
+        self._fit_name_column()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.reason)
@@ -185,6 +189,7 @@ class GpuPanel(QWidget):
                 item.setData(_NAME, Qt.ItemDataRole.UserRole, name)
                 item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(_NAME, Qt.CheckState.Checked)
+                item.setToolTip(_NAME, name)
                 known[name] = item
         names = {name for name, _ in pairs}
         for name, item in list(known.items()):
@@ -196,6 +201,7 @@ class GpuPanel(QWidget):
             self.local_group.setText(_NAME, "This machine")
         self.tree.blockSignals(blocked)
         self.tree.expandItem(self.local_group)
+        self._fit_name_column()
         self._refresh_memory_column()
         self._emit_capacities()
 
@@ -241,6 +247,38 @@ class GpuPanel(QWidget):
             item.setData(_MEMORY, Qt.ItemDataRole.UserRole, gpu.capacity_bytes())
             item.setText(_MEMORY, format_bytes(gpu.capacity_bytes(), unit, 1))
         self.tree.blockSignals(blocked)
+        self._fit_column(_MEMORY, self._texts(_MEMORY))
+
+    def _texts(self, column: int) -> list[str]:
+        return [
+            group.child(i).text(column)
+            for group in (self.local_group, self.catalog_group)
+            for i in range(group.childCount())
+        ]
+
+    def _fit_name_column(self) -> None:
+        # The group titles span all columns, so only the GPU names set the width.
+        self._fit_column(_NAME, self._texts(_NAME))
+
+    def _fit_column(self, column: int, texts: list[str]) -> None:
+        metrics = self.tree.fontMetrics()
+        widest = max((metrics.horizontalAdvance(text) for text in texts), default=0)
+        # Room for the indentation and the check box (first column), and the cell margins.
+        extra = 12 + (self.tree.indentation() + 24 if column == _NAME else 0)
+        width = max(widest + extra, self.tree.header().sectionSizeHint(column))
+        header = self.tree.header()
+        if header.sectionSize(column) != width:
+            header.resizeSection(column, width)
+        # Never so narrow that a name or a badge is cut: the panel keeps room for all three.
+        badge = metrics.horizontalAdvance("✘ 88.8 GiB short") + 12
+        scrollbar = self.tree.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        self.tree.setMinimumWidth(
+            header.sectionSize(_NAME)
+            + header.sectionSize(_MEMORY)
+            + badge
+            + scrollbar
+            + 2 * self.tree.frameWidth()
+        )
 
     def _paint_fit(self) -> None:
         blocked = self.tree.blockSignals(True)

@@ -49,7 +49,7 @@ from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
 from vramgui.ui import extra_views, palette, report
 from vramgui.ui.advisor import AdvisorPanel
-from vramgui.ui.breakdown import BreakdownModel
+from vramgui.ui.breakdown import EXPLANATIONS, BreakdownModel
 from vramgui.ui.charts import BreakdownChart, SweepChart
 from vramgui.ui.controller import (
     Analysis,
@@ -187,9 +187,15 @@ class MainWindow(QMainWindow):
         self.breakdown_table.setWordWrap(False)
         header = self.breakdown_table.horizontalHeader()
         # Fixed widths: measuring every cell on each estimate would cost more than drawing it.
-        for column, width in ((0, 170), (1, 90), (2, 60)):
+        # Wide enough for the longest component name and figure; the sentences take the rest
+        # (cut with an ellipsis when narrow; each cell's tooltip holds the whole sentence).
+        metrics = self.breakdown_table.fontMetrics()
+        longest = max(
+            (palette.component_label(name) for name in EXPLANATIONS), key=metrics.horizontalAdvance
+        )
+        for column, sample in ((0, longest), (1, "999.99 MiB"), (2, "100.0%")):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
-            header.resizeSection(column, width)
+            header.resizeSection(column, metrics.horizontalAdvance(sample) + 16)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.notes = QLabel()
         self.notes.setWordWrap(True)
@@ -244,12 +250,14 @@ class MainWindow(QMainWindow):
         table_layout.setContentsMargins(0, 0, 0, 0)
         table_layout.addWidget(self.breakdown_table, 1)
         table_layout.addWidget(self.notes)
+        # Below short tables: the pane's spare height, so the table itself ends at its last row.
+        table_layout.addStretch(0)
         advice = QGroupBox("Fit advisor")
         QVBoxLayout(advice).addWidget(self.advisor)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(table)
         bottom.addWidget(advice)
-        bottom.setSizes([620, 420])
+        bottom.setSizes([660, 380])
 
         self.centre_split = QSplitter(Qt.Orientation.Vertical)
         self.centre_split.addWidget(self.breakdown_chart)
@@ -268,11 +276,16 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.addTab(estimate_tab, "Estimate")
         for title, view in self.extra_tabs.items():
-            self.tabs.addTab(view, title)
+            # Scrolled when wider than the window: a wide tab must not set the window's minimum.
+            holder = QScrollArea()
+            holder.setWidgetResizable(True)
+            holder.setFrameShape(QScrollArea.Shape.NoFrame)
+            holder.setWidget(view)
+            self.tabs.addTab(holder, title)
 
         gpus = QGroupBox("GPUs")
         QVBoxLayout(gpus).addWidget(self.gpu_panel)
-        gpus.setMinimumWidth(300)
+        # No minimum of its own: the GPU list asks for the width its names and badges need.
 
         self.main_split = QSplitter(Qt.Orientation.Horizontal)
         self.main_split.addWidget(left_scroll)
@@ -455,6 +468,7 @@ class MainWindow(QMainWindow):
             [(r.gpu, r.capacity_bytes, r.fits, r.headroom_bytes) for r in analysis.fit],
         )
         self.breakdown_model.set_components(shown, unit)
+        self._fit_table_height()
         notes = "\n".join(est.notes)
         self.notes.setText(notes)
         self.notes.setToolTip(notes)
@@ -462,6 +476,18 @@ class MainWindow(QMainWindow):
         if self.banner.property("estimate_error"):
             self.banner.setProperty("estimate_error", False)
             self._hide_banner()
+
+    def _fit_table_height(self) -> None:
+        table = self.breakdown_table
+        rows = max(self.breakdown_model.rowCount(), 1)
+        height = (
+            table.horizontalHeader().height()
+            + rows * table.verticalHeader().defaultSectionSize()
+            + 2 * table.frameWidth()
+        )
+        # Set only on a change: a new maximum lays the pane out again.
+        if table.maximumHeight() != height:
+            table.setMaximumHeight(height)
 
     def _show_estimate_error(self, text: str) -> None:
         self.headline.setText("No estimate for these settings")

@@ -9,7 +9,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QFormLayout, QWidget
 
 from vramgui.core.dtypes import Scheme
-from vramgui.ui.widgets import ChoiceCombo
+from vramgui.ui.widgets import SHORT_TEXT_ROLE, ChoiceCombo
 
 DTYPES = (("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32"))
 KV_DTYPES = (
@@ -81,8 +81,11 @@ class PrecisionPanel(QWidget):
                 f"    {scheme.label}  ·  {scheme.nominal_bits_per_weight:g} bits/weight",
                 scheme.name,
             )
+            index = self.quant.count() - 1
+            self.quant.setItemData(index, scheme.description, Qt.ItemDataRole.ToolTipRole)
+            # The closed box is narrow: the label and the bits, without the words around them.
             self.quant.setItemData(
-                self.quant.count() - 1, scheme.description, Qt.ItemDataRole.ToolTipRole
+                index, f"{scheme.label} · {scheme.nominal_bits_per_weight:g} bits", SHORT_TEXT_ROLE
             )
 
     def set_values(self, dtype: str, quant: str, kv_dtype: str, reasons: dict[str, str]) -> None:

@@ -6,7 +6,17 @@ import math
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QSlider, QSpinBox, QWidget
+from PySide6.QtGui import QPaintEvent
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QSlider,
+    QSpinBox,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
+    QWidget,
+)
 
 # Slider steps per doubling: sizes span 1 to 1M, so the slider moves on a log scale and the spin
 # box takes the exact value.
@@ -86,8 +96,15 @@ def _from_slider(position: int) -> int:
     return round(value)
 
 
+SHORT_TEXT_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
 class ChoiceCombo(QComboBox):
-    """A combo box of ``(value, label)`` choices, read and set by value."""
+    """A combo box of ``(value, label)`` choices, read and set by value.
+
+    The closed box shows an item's ``SHORT_TEXT_ROLE`` text when it has one (else its label without
+    the popup's indentation), cut with an ellipsis where it is too wide; the popup shows labels whole.
+    """
 
     def __init__(self, choices: Sequence[tuple[str, str]], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -99,6 +116,24 @@ class ChoiceCombo(QComboBox):
 
     def value(self) -> str:
         return str(self.currentData())
+
+    def paintEvent(self, _event: QPaintEvent) -> None:
+        painter = QStylePainter(self)
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
+        field = self.style().subControlRect(
+            QStyle.ComplexControl.CC_ComboBox,
+            option,
+            QStyle.SubControl.SC_ComboBoxEditField,
+            self,
+        )
+        short = self.currentData(SHORT_TEXT_ROLE)
+        text = str(short) if short else option.currentText.strip()
+        option.currentText = option.fontMetrics.elidedText(
+            text, Qt.TextElideMode.ElideRight, field.width() - 4
+        )
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, option)
 
     def set_value(self, value: str) -> None:
         """Select ``value`` without emitting; unknown values leave the selection unchanged."""

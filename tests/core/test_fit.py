@@ -2,6 +2,7 @@
 
 import pytest
 
+from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
 from vramgui.core.fit import (
     TOKEN_BLOCK,
@@ -85,3 +86,17 @@ def test_gpus_needed_and_cheapest(real_spec):
 def test_largest_fitting_rejects_other_fields(real_spec):
     with pytest.raises(ValueError):
         largest_fitting(real_spec(LLAMA3), Workload(), RTX_4090, "dtype")
+
+
+def test_sweep_points_equal_fresh_workloads(real_spec):
+    spec = real_spec(LLAMA3)
+    w = Workload(batch=2)
+    swept = sweep(spec, w, "seq", [1024, 4096])
+    assert [e.total_bytes for e in swept] == [
+        estimate(spec, Workload(batch=2, seq=s)).total_bytes for s in (1024, 4096)
+    ]
+    assert swept[1].workload == Workload(batch=2, seq=4096)
+    with pytest.raises(WorkloadError):
+        w.with_size("seq", 0)
+    with pytest.raises(ValueError):
+        w.with_size("dtype", 1)

@@ -89,7 +89,7 @@ def largest_fitting(
     upper = max(spec.facts.max_position_embeddings, workload.seq) if field == "seq" else MAX_BATCH
 
     def fits(value: int) -> bool:
-        total = _total(spec, workload.with_(**{field: value}), capacity_bytes)
+        total = _total(spec, workload.with_size(field, value), capacity_bytes)
         return total is not None and total <= capacity_bytes
 
     low = step
@@ -116,10 +116,16 @@ def sweep(
     out: list[Estimate | None] = []
     for value in values:
         try:
-            out.append(estimate(spec, workload.with_(**{field: value})))
+            out.append(estimate(spec, _with(workload, field, value)))
         except VramguiError:
             out.append(None)
     return out
+
+
+def _with(workload: Workload, field: str, value: int) -> Workload:
+    if field in ("batch", "seq"):
+        return workload.with_size(field, value)
+    return workload.with_(**{field: value})
 
 
 def gpus_needed(

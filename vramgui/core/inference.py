@@ -9,6 +9,7 @@ code). vLLM and llama.cpp are modelled by their own allocation rules.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from vramgui.core import dtypes
@@ -70,19 +71,21 @@ def kv_cache_bytes(spec: ModelSpec, workload: Workload, tokens: int | None = Non
     per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
     kv_heads = _kv_heads_per_gpu(spec, workload.tp)
     width = _kv_width(spec, engine, kv_heads)
-    total = 0.0
-    for layer_type in _layer_types(spec):
-        if layer_type is LayerType.LINEAR:
-            state = facts.linear_state_elements_per_layer * dtypes.DTYPE_BYTES[workload.dtype]
-            total += workload.batch * state / workload.tp
-            continue
-        kept = tokens
-        # Engines that size sliding-window layers to the window save it; transformers keeps the
-        # whole prompt's K/V through the prefill (measured), so its peak sees the full length.
-        if layer_type is LayerType.SLIDING and facts.sliding_window and engine != "transformers":
-            kept = min(tokens, facts.sliding_window)
-        total += workload.batch * kept * width * per_elem
+    counts = _layer_type_counts(spec)
+    state = facts.linear_state_elements_per_layer * dtypes.DTYPE_BYTES[workload.dtype]
+    total = counts[LayerType.LINEAR] * workload.batch * state / workload.tp
+    total += counts[LayerType.FULL] * workload.batch * tokens * width * per_elem
+    # Engines that size sliding-window layers to the window save it; transformers keeps the whole
+    # prompt's K/V through the prefill (measured), so its peak sees the full length.
+    kept = tokens
+    if facts.sliding_window and engine != "transformers":
+        kept = min(tokens, facts.sliding_window)
+    total += counts[LayerType.SLIDING] * workload.batch * kept * width * per_elem
     return round(total)
+
+
+def _layer_type_counts(spec: ModelSpec) -> Counter[LayerType]:
+    return spec.cached("layer_type_counts", lambda: Counter(_layer_types(spec)))
 
 
 def _kv_width(spec: ModelSpec, engine: str, kv_heads: int) -> int:
@@ -140,7 +143,7 @@ def inference_breakdown(
                 f"transformers runs {spec.facts.model_type} with eager attention only; "
                 "estimated with eager."
             )
-        if any(t is LayerType.SLIDING for t in _layer_types(spec)):
+        if _layer_type_counts(spec)[LayerType.SLIDING]:
             notes.append(
                 "transformers keeps the whole prompt's K/V of sliding-window layers through the "
                 "prefill, so the window does not lower this peak."

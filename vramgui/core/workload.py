@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -121,6 +122,20 @@ class Workload:
     def with_(self, **changes: Any) -> Workload:
         """A copy with some settings changed (validated like a new one)."""
         return replace(self, **changes)
+
+    def with_size(self, field: str, value: int) -> Workload:
+        """A copy with ``batch`` or ``seq`` changed, checking only that field.
+
+        Sweeps and solvers call this for every point; nothing else depends on these two sizes,
+        so the full validation of ``with_`` would only repeat itself.
+        """
+        limits = {"batch": MAX_BATCH, "seq": MAX_SEQ}
+        if field not in limits:
+            raise ValueError(f"with_size changes batch or seq, not {field!r}")
+        _check_range(field, value, 1, limits[field])
+        clone = copy.copy(self)
+        object.__setattr__(clone, field, value)
+        return clone
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict, with the CLI's option names (dashes)."""

@@ -9,6 +9,7 @@ import pytest
 
 from vramgui.core import parallel
 from vramgui.core.errors import WorkloadError
+from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import Role, Tensor
 from vramgui.core.training import training_estimate
@@ -100,3 +101,19 @@ def test_zero3_parameter_offload_keeps_only_gathered_layers_on_gpu() -> None:
     assert offloaded.components["gathered_parameters"] > 0
     assert offloaded.host_bytes > on_gpu.components["weights"]
     assert offloaded.total_bytes < on_gpu.total_bytes
+
+
+def test_parameter_offload_on_one_gpu_still_gathers_each_layer():
+    # ZeRO-3 / FSDP with --cpu-offload on one GPU: the parameters live in host RAM, but each
+    # layer is brought whole onto the GPU while it computes, as with two or more GPUs.
+    from vramgui.sources.catalog import find
+
+    spec = find("llama-3.2-1b").spec()
+    for sharding in ({"zero": 3}, {"fsdp": True}):
+        one = estimate(spec, Workload(mode="training", seq=512, cpu_offload=True, **sharding))
+        two = estimate(
+            spec, Workload(mode="training", seq=512, cpu_offload=True, gpus=2, **sharding)
+        )
+        assert one.components["weights"] == 0
+        assert one.components.get("gathered_parameters", 0) > 0
+        assert one.total_bytes >= two.total_bytes

@@ -170,8 +170,10 @@ def gathered_in_flight_bytes(
     backward. ZeRO-3: the current module plus up to stage3_prefetch_bucket_size of the next,
     within stage3_max_live_parameters; the head is gathered alone when it runs.
     """
-    if plan_.param_shards == 1:
+    if plan_.param_shards == 1 and not plan_.offload_params:
         return 0
+    # Sharded over ranks or offloaded to host RAM (even on one GPU), a layer's parameters are
+    # brought whole onto the GPU while it computes.
     largest = max(layer_param_bytes, default=0)
     if workload.fsdp:
         return 2 * largest + outside_bytes

@@ -12,7 +12,8 @@ CONFIG_SOURCES = (
     REPO / "tests" / "data" / "families" / "configs.json",
     REPO / "benchmarks" / "data" / "configs.json",
 )
-PUBLISHED = Path("/work/shared/validation/published.json")
+# The shared validation material sits beside the checkout (../shared), in development and in CI.
+PUBLISHED = REPO.parent / "shared" / "validation" / "published.json"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -20,6 +21,7 @@ from vramgui.core.units import Unit, format_bytes
 from vramgui.ui import palette
 
 MAX_SHOWN = 8
+MIN_TEXT_WIDTH = 100
 
 
 class AdvisorPanel(QWidget):
@@ -36,9 +38,11 @@ class AdvisorPanel(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        # A fixed height: a new summary then repaints itself without re-laying out the window.
-        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.summary.setFixedHeight(self.summary.fontMetrics().lineSpacing() * 3 + 4)
+        # As tall as its wrapped text at the panel's width (a narrow window needs more lines);
+        # a new summary lays out only this panel, whose size the splitter holds.
+        policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        policy.setHeightForWidth(True)
+        self.summary.setSizePolicy(policy)
         self._list = QWidget()
         self._rows = QVBoxLayout(self._list)
         self._rows.setContentsMargins(0, 0, 0, 0)
@@ -48,6 +52,8 @@ class AdvisorPanel(QWidget):
         self.suggestions_area.setWidgetResizable(True)
         self.suggestions_area.setFrameShape(QFrame.Shape.NoFrame)
         self.suggestions_area.setWidget(self._list)
+        # Cards wrap their text to the panel's width rather than scroll sideways.
+        self.suggestions_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         # Transparent: the suggestions sit on the group box, not on a grey slab of their own.
         self.suggestions_area.viewport().setAutoFillBackground(False)
         self._list.setAutoFillBackground(False)
@@ -60,6 +66,13 @@ class AdvisorPanel(QWidget):
         layout.addStretch(0)
         self.buttons: list[QPushButton] = []
         self._row_widgets: list[QWidget] = []
+        # Wide enough for a card: its text beside a whole Apply button, and the scroll bar.
+        self.setMinimumWidth(
+            MIN_TEXT_WIDTH
+            + QPushButton("Apply").sizeHint().width()
+            + self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+            + 30
+        )
 
     def clear(self, text: str) -> None:
         """Drop the suggestions and say why there are none."""
@@ -134,7 +147,10 @@ class AdvisorPanel(QWidget):
         text.setWordWrap(True)
         text.setTextFormat(Qt.TextFormat.RichText)
         # Wrapped labels in a scroll area report too small a height unless asked to grow.
-        text.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.MinimumExpanding)
+        # Ignored width: the card takes the panel's width, not the label's guess at one.
+        policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.MinimumExpanding)
+        policy.setHeightForWidth(True)
+        text.setSizePolicy(policy)
         button = QPushButton("Apply")
         button.setToolTip("Change the settings as this suggestion says")
         button.clicked.connect(lambda: self.apply_requested.emit(suggestion))

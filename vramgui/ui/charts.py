@@ -26,6 +26,10 @@ def _theme() -> tuple[QColor, QColor]:
     return colours.color(QPalette.ColorRole.Base), colours.color(QPalette.ColorRole.Text)
 
 
+# Lines this far along the axis or less get their label on their right (a label is about this long).
+LEFT_PART = 0.4
+
+
 class _CapacityLines:
     """A pool of labelled lines, one per chosen GPU, grown on demand and hidden when unused."""
 
@@ -38,8 +42,16 @@ class _CapacityLines:
         self._positions = positions
         self.lines: list[pg.InfiniteLine] = []
 
-    def show(self, entries: Sequence[tuple[float, str, str, str | QColor]]) -> None:
-        """Show ``(position, label, tooltip, colour)`` lines; hide the rest."""
+    def show(
+        self, entries: Sequence[tuple[float, str, str, str | QColor]], span: float = 0
+    ) -> None:
+        """Show ``(position, label, tooltip, colour)`` lines; hide the rest.
+
+        Args:
+            entries: the lines to show.
+            span: the axis length of a vertical line's plot; labels of lines in its left part
+                are drawn right of the line, where the text has room (0: always left of it).
+        """
         while len(self.lines) < len(entries):
             line = pg.InfiniteLine(
                 angle=self._angle,
@@ -67,6 +79,9 @@ class _CapacityLines:
             line.label.setText(label)
             line.label.setColor(colour)
             # Stagger labels along the line so that close capacities do not overprint.
+            if self._angle == 90:
+                side = (0, 0.5) if position < span * LEFT_PART else (1, 0.5)
+                line.label.anchors = [side, side]
             line.label.setPosition(self._positions[i % len(self._positions)])
             line.setToolTip(tooltip)
             line.show()
@@ -102,7 +117,7 @@ class BreakdownChart(pg.PlotWidget):
         self.lines = _CapacityLines(item, 90, text, (0.06, 0.14, 0.22))
         self.scene().sigMouseMoved.connect(self._mouse_moved)
         self.hover_text = ""
-        self.setMinimumHeight(170)
+        self.setMinimumHeight(200)  # three legend rows above the bar, labels below
         # Room above the bar for the legend, below it for the capacity labels.
         item.setYRange(-1.25, 1.9, padding=0)
         self._set_range(1.0)
@@ -170,9 +185,8 @@ class BreakdownChart(pg.PlotWidget):
                 f"{format_bytes(abs(headroom), unit)} {'left' if fits else 'missing'}"
             )
             entries.append((to_unit(capacity, unit), label, tooltip, colour))
-        self.lines.show(entries)
-        biggest = max([to_unit(total, unit)] + [e[0] for e in entries])
-        self._set_range(biggest)
+        self._set_range(max([to_unit(total, unit)] + [e[0] for e in entries]))
+        self.lines.show(entries, self._right)
 
     def _set_range(self, biggest: float) -> None:
         # The range moves in coarse steps, so that small changes keep the axis as it was drawn

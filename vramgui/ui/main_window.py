@@ -201,8 +201,10 @@ class MainWindow(QMainWindow):
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: gray;")
         self.notes.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        self.notes.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.notes.setFixedHeight(self.notes.fontMetrics().lineSpacing() * 3 + 4)
+        # As tall as its wrapped text: the notes change only with the method, not on every estimate.
+        policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        policy.setHeightForWidth(True)
+        self.notes.setSizePolicy(policy)
         self.advisor = AdvisorPanel()
 
         self._build_layout()
@@ -263,7 +265,7 @@ class MainWindow(QMainWindow):
         self.centre_split.addWidget(self.breakdown_chart)
         self.centre_split.addWidget(sweep)
         self.centre_split.addWidget(bottom)
-        self.centre_split.setSizes([230, 260, 300])
+        self.centre_split.setSizes([210, 250, 330])
 
         estimate_tab = QWidget()
         centre = QVBoxLayout(estimate_tab)
@@ -292,7 +294,7 @@ class MainWindow(QMainWindow):
         self.main_split.addWidget(self.tabs)
         self.main_split.addWidget(gpus)
         self.main_split.setStretchFactor(1, 1)
-        self.main_split.setSizes([370, 830, 400])
+        self.main_split.setSizes([340, 860, 400])
         self.setCentralWidget(self.main_split)
 
     def _build_menus(self) -> None:
@@ -589,7 +591,9 @@ class MainWindow(QMainWindow):
             if isinstance(state, QByteArray):
                 self.restoreState(state)
         else:
-            self.resize(1500, 940)
+            # The first run: a roomy window, but never larger than the screen.
+            room = self.screen().availableGeometry()
+            self.resize(min(1500, room.width()), min(940, room.height()))
         self.set_unit(self.unit)
 
 

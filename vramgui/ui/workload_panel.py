@@ -165,6 +165,7 @@ class WorkloadPanel(QWidget):
             _quietly(spin.setValue, spin, number)
         if not self.lora_targets.hasFocus():
             self.lora_targets.setText(",".join(workload.lora_targets))
+            self.lora_targets.setCursorPosition(0)  # show the first names, not the last
         training = workload.mode == "training"
         self._seq_label.setText("Sequence length" if training else "Context")
         self.inference_box.setVisible(not training)

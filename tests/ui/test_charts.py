@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from vramgui.core.dtypes import SCHEMES
+from vramgui.ui.charts import BreakdownChart
+from vramgui.ui.precision_panel import PrecisionPanel
+from vramgui.ui.widgets import SHORT_TEXT_ROLE
+
+GIB = 1 << 30
+
+
+def test_capacity_labels_near_the_left_edge_go_right_of_their_line(qtbot):
+    chart = BreakdownChart()
+    qtbot.addWidget(chart)
+    chart.set_data(
+        {"weights": 20 * GIB},
+        [("small", 2 * GIB, False, -18 * GIB), ("big", 80 * GIB, True, 60 * GIB)],
+    )
+    small, big = chart.lines.lines[:2]
+    assert small.label.anchors[0] == (0, 0.5)
+    assert big.label.anchors[0] == (1, 0.5)
+
+
+def test_quantization_box_shows_a_short_text(qtbot):
+    panel = PrecisionPanel(SCHEMES)
+    qtbot.addWidget(panel)
+    panel.quant.set_value("none")
+    short = panel.quant.currentData(SHORT_TEXT_ROLE)
+    assert short and len(short) < len(panel.quant.currentText().strip())
+    assert "16 bits" in short

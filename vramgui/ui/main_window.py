@@ -259,7 +259,7 @@ class MainWindow(QMainWindow):
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(table)
         bottom.addWidget(advice)
-        bottom.setSizes([660, 380])
+        bottom.setSizes([720, 300])
 
         self.centre_split = QSplitter(Qt.Orientation.Vertical)
         self.centre_split.addWidget(self.breakdown_chart)

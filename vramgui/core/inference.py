@@ -50,17 +50,12 @@ class InferenceBreakdown:
     details: dict[str, int | float]
 
 
-def kv_bytes_per_token(spec: ModelSpec, workload: Workload, engine: str | None = None) -> float:
-    """KV cache bytes one token occupies across all layers on one GPU (full-attention layers)."""
-    engine = engine or workload.engine
+def kv_bytes_per_token(spec: ModelSpec, workload: Workload) -> float:
+    """KV cache bytes one token occupies across the attention layers on one GPU."""
     per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
-    kv_heads = _kv_heads_per_gpu(spec, workload.tp)
-    total = 0.0
-    for layer_type in _layer_types(spec):
-        if layer_type is LayerType.LINEAR:
-            continue
-        total += _kv_width(spec, engine, kv_heads) * per_elem
-    return total
+    width = _kv_width(spec, workload.engine, _kv_heads_per_gpu(spec, workload.tp))
+    counts = _layer_type_counts(spec)
+    return (counts[LayerType.FULL] + counts[LayerType.SLIDING]) * width * per_elem
 
 
 def kv_cache_bytes(spec: ModelSpec, workload: Workload, tokens: int | None = None) -> int:

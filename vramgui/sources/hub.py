@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import struct
 import tempfile
 import time
 from collections.abc import Iterator
@@ -459,7 +458,7 @@ class _Fetch:
         while True:
             prefix, total = self._range(url, 0, want, repo_id, filename)
             total = total or size
-            end = gguf_header_end(prefix, f"{repo_id}/{filename}")
+            end = local.gguf_header_end(prefix, f"{repo_id}/{filename}")
             if end is not None:
                 break
             if len(prefix) < want:
@@ -630,59 +629,6 @@ class _Fetch:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def gguf_header_end(buf: bytes, origin: str) -> int | None:
-    """Where the tensor table of a GGUF header ends in ``buf``, or None if ``buf`` is too short.
-
-    Walks the metadata and tensor infos without interpreting them.
-
-    Raises:
-        BadModelFile: not GGUF, or a value type no GGUF version defines.
-    """
-    if len(buf) >= 4 and buf[:4] != local.GGUF_MAGIC:
-        raise BadModelFile(f"{origin}: not a GGUF file (wrong magic {buf[:4]!r})")
-    scalar = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    pos = 24
-    try:
-        n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)
-
-        def string_end(at: int) -> int:
-            (n,) = struct.unpack_from("<Q", buf, at)
-            return at + 8 + n
-
-        def value_end(at: int, kind: int) -> int:
-            if kind in scalar:
-                return at + scalar[kind]
-            if kind == 8:
-                return string_end(at)
-            if kind == 9:
-                item, count = struct.unpack_from("<IQ", buf, at)
-                at += 12
-                if item in scalar:
-                    return at + scalar[item] * count
-                for _ in range(count):
-                    at = value_end(at, item)
-                    if at > len(buf):
-                        return at
-                return at
-            raise BadModelFile(f"{origin}: unknown GGUF value type {kind}")
-
-        for _ in range(n_kv):
-            pos = string_end(pos)
-            (kind,) = struct.unpack_from("<I", buf, pos)
-            pos = value_end(pos + 4, kind)
-            if pos > len(buf):
-                return None
-        for _ in range(n_tensors):
-            pos = string_end(pos)
-            (n_dims,) = struct.unpack_from("<I", buf, pos)
-            pos += 4 + 8 * n_dims + 4 + 8
-            if pos > len(buf):
-                return None
-    except struct.error:
-        return None
-    return pos
 
 
 def _unavailable(status: int) -> HubUnavailable:

@@ -522,6 +522,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# A GGUF header (metadata, vocabulary, tensor table) longer than this is not a model file.
+_MAX_GGUF_HEADER_BYTES = 256 * 1024 * 1024
+
+
 def _check_gguf_prefix(path: Path) -> int:
     """Magic and sane counts, checked before the reader memory-maps the file."""
     try:
@@ -540,7 +544,72 @@ def _check_gguf_prefix(path: Path) -> int:
             f"{path.name}: the GGUF header announces {tensor_count} tensors and {kv_count} "
             f"metadata entries, more than {size} bytes can hold; the file is truncated or corrupt"
         )
+    # Walk the whole header before the reader does: a count that claims more items than the
+    # file holds must end here, not in an allocation the size of the claim.
+    try:
+        with path.open("rb") as fh:
+            prefix = fh.read(min(size, _MAX_GGUF_HEADER_BYTES))
+    except OSError as exc:
+        raise BadModelFile(f"cannot read {path}: {exc.strerror or exc}") from None
+    if gguf_header_end(prefix, path.name) is None:
+        raise BadModelFile(
+            f"{path.name}: the GGUF header or tensor table runs past the end of the file; "
+            "the file is truncated or corrupt"
+        )
     return size
+
+
+def gguf_header_end(buf: bytes, origin: str) -> int | None:
+    """Where the tensor table of a GGUF header ends in ``buf``, or None if ``buf`` is too short.
+
+    Walks the metadata and tensor infos without interpreting them.
+
+    Raises:
+        BadModelFile: not GGUF, or a value type no GGUF version defines.
+    """
+    if len(buf) >= 4 and buf[:4] != GGUF_MAGIC:
+        raise BadModelFile(f"{origin}: not a GGUF file (wrong magic {buf[:4]!r})")
+    scalar = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    pos = 24
+    try:
+        n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)
+
+        def string_end(at: int) -> int:
+            (n,) = struct.unpack_from("<Q", buf, at)
+            return at + 8 + n
+
+        def value_end(at: int, kind: int) -> int:
+            if kind in scalar:
+                return at + scalar[kind]
+            if kind == 8:
+                return string_end(at)
+            if kind == 9:
+                item, count = struct.unpack_from("<IQ", buf, at)
+                at += 12
+                if item in scalar:
+                    return at + scalar[item] * count
+                for _ in range(count):
+                    at = value_end(at, item)
+                    if at > len(buf):
+                        return at
+                return at
+            raise BadModelFile(f"{origin}: unknown GGUF value type {kind}")
+
+        for _ in range(n_kv):
+            pos = string_end(pos)
+            (kind,) = struct.unpack_from("<I", buf, pos)
+            pos = value_end(pos + 4, kind)
+            if pos > len(buf):
+                return None
+        for _ in range(n_tensors):
+            pos = string_end(pos)
+            (n_dims,) = struct.unpack_from("<I", buf, pos)
+            pos += 4 + 8 * n_dims + 4 + 8
+            if pos > len(buf):
+                return None
+    except (struct.error, OverflowError):  # offsets past the buffer, or past 2**63
+        return None
+    return pos
 
 
 def spec_from_gguf(contents: GgufContents, name: str, source: str) -> ModelSpec:

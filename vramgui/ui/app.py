@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from vramgui import __version__
 from vramgui.paths import user_dir
+from vramgui.ui import workers
 from vramgui.ui.compat import keep_singletons_alive
 from vramgui.ui.main_window import MainWindow, Services, build_window
 
@@ -177,5 +178,6 @@ def main(
     window: MainWindow = build_window(real_services(), settings())
     window.show()
     status = app.exec()
+    workers.shutdown()
     log.info("vramgui exiting with status %s", status)
     return status

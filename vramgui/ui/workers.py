@@ -90,3 +90,14 @@ def submit(
     _RUNNING.add(worker)
     QThreadPool.globalInstance().start(worker)
     return worker
+
+
+def shutdown(timeout_ms: int = 5000) -> None:
+    """Cancel pending work and wait for running work to end (before the application exits).
+
+    Work still running when the interpreter tears down Qt can crash the exit; cancelled work
+    delivers nothing, so no slot runs on a window that is gone.
+    """
+    for worker in list(_RUNNING):
+        worker.cancel()
+    QThreadPool.globalInstance().waitForDone(timeout_ms)

@@ -1,0 +1,44 @@
+"""The background-work primitive: results reach the GUI thread; shutdown cancels and waits."""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QThreadPool
+
+from vramgui.ui import workers
+
+
+def test_result_is_delivered(qtbot):
+    got: list[object] = []
+    workers.submit(lambda: 42, got.append, got.append)
+    qtbot.waitUntil(lambda: got == [42], timeout=5000)
+
+
+def test_failure_is_delivered_not_raised(qtbot):
+    failures: list[Exception] = []
+
+    def boom() -> None:
+        raise ValueError("bad input")
+
+    workers.submit(boom, lambda _: None, failures.append)
+    qtbot.waitUntil(lambda: len(failures) == 1, timeout=5000)
+    assert str(failures[0]) == "bad input"
+
+
+def test_shutdown_waits_for_running_work_and_delivers_nothing(qtbot):
+    started, release = threading.Event(), threading.Event()
+    delivered: list[object] = []
+
+    def slow() -> str:
+        started.set()
+        release.wait(5)
+        return "late"
+
+    workers.submit(slow, delivered.append, delivered.append)
+    assert started.wait(5)
+    threading.Timer(0.2, release.set).start()
+    workers.shutdown(timeout_ms=5000)
+    assert QThreadPool.globalInstance().activeThreadCount() == 0
+    qtbot.wait(100)  # let any queued delivery run: there must be none
+    assert delivered == []

@@ -66,13 +66,13 @@ def test_first_run_shows_a_catalog_model_fitted_to_a_common_gpu(make_window, pro
     # Both charts hold data.
     xs, ys = window.sweep_chart.curve.getData()
     assert len(xs) >= 5 and all(y > 0 for y in ys)
-    bar = window.breakdown_chart._bars["weights"]
-    assert bar.opts["width"][0] > 0
+    start, width = window.breakdown_chart.segment("weights")
+    assert start == 0 and width > 0
     # Hovering shows exact figures.
     weights = est.components["weights"]
-    hover = window.breakdown_chart.text_at(bar.opts["width"][0] / 2, 0)
+    hover = window.breakdown_chart.text_at(width / 2, 0)
     assert hover.startswith("Weights:") and f"{weights:,} bytes" in hover
-    assert window.breakdown_chart.text_at(bar.opts["width"][0] / 2, 1.5) == ""
+    assert window.breakdown_chart.text_at(width / 2, 1.5) == ""
     assert "context 2,048" in window.sweep_chart.text_at(math.log10(2048))
 
 
@@ -169,7 +169,7 @@ def test_precision_change_shrinks_the_weights(make_window, qtbot):
     assert after < before * 0.5
     weights_row = window.breakdown_model.index(0, 1)
     assert weights_row.data(Qt.ItemDataRole.UserRole) == after
-    assert window.breakdown_chart._bars["weights"].opts["width"][0] < before / GiB * 0.5
+    assert window.breakdown_chart.segment("weights")[1] < before / GiB * 0.5
 
 
 def test_context_and_batch_grow_the_kv_cache(make_window, qtbot):

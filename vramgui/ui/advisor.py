@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -38,34 +38,42 @@ class AdvisorPanel(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        # As tall as its wrapped text at the panel's width (a narrow window needs more lines);
-        # a new summary lays out only this panel, whose size the splitter holds.
+        # As tall as its wrapped text at the panel's width (a narrow window needs more lines).
         policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         policy.setHeightForWidth(True)
         self.summary.setSizePolicy(policy)
-        self._list = QWidget()
-        self._rows = QVBoxLayout(self._list)
+        self.suggestions_area = QWidget()
+        self._rows = QVBoxLayout(self.suggestions_area)
         self._rows.setContentsMargins(0, 0, 0, 0)
         self._rows.setSpacing(4)
-        self._rows.addStretch(1)
-        self.suggestions_area = QScrollArea()
-        self.suggestions_area.setWidgetResizable(True)
-        self.suggestions_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.suggestions_area.setWidget(self._list)
-        # Cards wrap their text to the panel's width rather than scroll sideways.
-        self.suggestions_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        # Transparent: the suggestions sit on the group box, not on a grey slab of their own.
-        self.suggestions_area.viewport().setAutoFillBackground(False)
-        self._list.setAutoFillBackground(False)
         self.suggestions_area.hide()
+        content = QWidget()
+        column = QVBoxLayout(content)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.summary)
+        column.addWidget(self.suggestions_area)
+        column.addStretch(1)
+        # Summary and cards scroll together inside the panel. The scroll area also keeps a new
+        # summary or card text from laying out (and repainting) the rest of the window.
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidget(content)
+        # Cards wrap their text to the panel's width rather than scroll sideways.
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Transparent: the advice sits on the group box, not on a grey slab of its own.
+        self.scroll.viewport().setAutoFillBackground(False)
+        content.setAutoFillBackground(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.summary)
-        layout.addWidget(self.suggestions_area, 1)
-        # Takes the height only while the suggestions are hidden (the list's stretch wins otherwise).
-        layout.addStretch(0)
+        layout.addWidget(self.scroll)
+        # The cards are made once and refilled: making and deleting widgets on every estimate
+        # would lay out the whole window again (and leave Qt wrappers to collect).
+        self._cards = [_Card(self.apply_requested.emit) for _ in range(MAX_SHOWN)]
+        for card in self._cards:
+            card.hide()
+            self._rows.addWidget(card)
         self.buttons: list[QPushButton] = []
-        self._row_widgets: list[QWidget] = []
         # Wide enough for a card: its text beside a whole Apply button, and the scroll bar.
         self.setMinimumWidth(
             MIN_TEXT_WIDTH
@@ -76,12 +84,8 @@ class AdvisorPanel(QWidget):
 
     def clear(self, text: str) -> None:
         """Drop the suggestions and say why there are none."""
-        for widget in self._row_widgets:
-            widget.deleteLater()
-        self._row_widgets.clear()
-        self.buttons.clear()
-        self.suggestions_area.hide()
-        self.summary.setText(text)
+        self._show_cards((), "GiB")
+        self._set_summary(text)
 
     def show_outlook(
         self,
@@ -108,7 +112,6 @@ class AdvisorPanel(QWidget):
         if target is None:
             self.clear("Check a GPU on the right to see whether the setup fits.")
             return
-        self.clear("")
         name = target[0]
         room = []
         if largest.get("seq"):
@@ -118,46 +121,67 @@ class AdvisorPanel(QWidget):
         room_text = "; ".join(room)
         room_text = room_text[:1].upper() + room_text[1:]  # it starts a sentence
         if fits:
-            self.summary.setText(
+            self._set_summary(
                 f"<span style='color:{palette.FIT}'><b>Fits {name}</b></span> with "
                 f"{format_bytes(headroom_bytes, unit)} to spare. {room_text}".rstrip()
             )
         else:
-            self.summary.setText(
+            self._set_summary(
                 f"<span style='color:{palette.NO_FIT}'><b>Does not fit {name}</b></span>: "
                 f"{format_bytes(-headroom_bytes, unit)} short. "
                 + ("Changes that would make it fit:" if suggestions else "No single change fits.")
             )
-        for suggestion in list(suggestions)[:MAX_SHOWN]:
-            self._add_row(suggestion, unit)
-        self.suggestions_area.setVisible(bool(self._row_widgets))
+        self._show_cards(list(suggestions)[:MAX_SHOWN], unit)
 
-    def _add_row(self, suggestion: object, unit: Unit) -> None:
-        title = getattr(suggestion, "title", "")
-        saves = int(getattr(suggestion, "saves_bytes", 0))
-        cost = getattr(suggestion, "cost", "")
-        fits = bool(getattr(suggestion, "fits", False))
-        row = QFrame()
-        row.setFrameShape(QFrame.Shape.StyledPanel)
-        text = QLabel(
-            f"<b>{title}</b> — saves {format_bytes(saves, unit)}"
-            + ("" if fits else " (not enough alone)")
-            + (f"<br><span style='color:gray'>{cost}</span>" if cost else "")
-        )
-        text.setWordWrap(True)
-        text.setTextFormat(Qt.TextFormat.RichText)
+    def _set_summary(self, text: str) -> None:
+        # Only a new text is set: setting one lays the panel out again.
+        if self.summary.text() != text:
+            self.summary.setText(text)
+
+    def _show_cards(self, suggestions: Sequence[object], unit: Unit) -> None:
+        for card, suggestion in zip(self._cards, suggestions, strict=False):
+            card.show_suggestion(suggestion, unit)
+        for card in self._cards[len(suggestions) :]:
+            card.hide()
+        self.buttons = [card.button for card in self._cards[: len(suggestions)]]
+        self.suggestions_area.setVisible(bool(suggestions))
+
+
+class _Card(QFrame):
+    """One suggestion: what to change, what it saves and costs, and its Apply button."""
+
+    def __init__(self, apply: Callable[[object], None]) -> None:
+        super().__init__()
+        self.suggestion: object = None
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.RichText)
         # Wrapped labels in a scroll area report too small a height unless asked to grow.
         # Ignored width: the card takes the panel's width, not the label's guess at one.
         policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.MinimumExpanding)
         policy.setHeightForWidth(True)
-        text.setSizePolicy(policy)
-        button = QPushButton("Apply")
-        button.setToolTip("Change the settings as this suggestion says")
-        button.clicked.connect(lambda: self.apply_requested.emit(suggestion))
-        layout = QHBoxLayout(row)
+        self.text.setSizePolicy(policy)
+        self.button = QPushButton("Apply")
+        self.button.setToolTip("Change the settings as this suggestion says")
+        self.button.clicked.connect(lambda: apply(self.suggestion))
+        layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 3, 6, 3)
-        layout.addWidget(text, 1)
-        layout.addWidget(button)
-        self._rows.insertWidget(self._rows.count() - 1, row)
-        self._row_widgets.append(row)
-        self.buttons.append(button)
+        layout.addWidget(self.text, 1)
+        layout.addWidget(self.button)
+
+    def show_suggestion(self, suggestion: object, unit: Unit) -> None:
+        """Fill the card from a ``core.fit.Suggestion`` (title, saves_bytes, cost, fits)."""
+        self.suggestion = suggestion
+        title = getattr(suggestion, "title", "")
+        saves = int(getattr(suggestion, "saves_bytes", 0))
+        cost = getattr(suggestion, "cost", "")
+        fits = bool(getattr(suggestion, "fits", False))
+        text = (
+            f"<b>{title}</b> — saves {format_bytes(saves, unit)}"
+            + ("" if fits else " (not enough alone)")
+            + (f"<br><span style='color:gray'>{cost}</span>" if cost else "")
+        )
+        if self.text.text() != text:
+            self.text.setText(text)
+        self.show()

@@ -31,22 +31,65 @@ _Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Component", "Size", "Share", "What it is")
 
 
+_DISPLAY = Qt.ItemDataRole.DisplayRole.value
+_TOOLTIP = Qt.ItemDataRole.ToolTipRole.value
+_ALIGN = Qt.ItemDataRole.TextAlignmentRole.value
+_FONT = Qt.ItemDataRole.FontRole.value
+_SIZE = Qt.ItemDataRole.UserRole.value
+_RIGHT = (Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value
+
+
 class BreakdownModel(QAbstractTableModel):
-    """Rows: one per component, then the total. Reset with :meth:`set_components`."""
+    """Rows: one per component, then the total. Reset with :meth:`set_components`.
+
+    Every cell is worked out once per estimate, so that painting the table only looks them up.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self._rows: list[tuple[str, int]] = []
-        self._total = 0
-        self._unit: Unit = "GiB"
+        self._cells: dict[tuple[int, int, int], Any] = {}
+        self._bold = QFont()
+        self._bold.setBold(True)
 
     def set_components(self, components: dict[str, int], unit: Unit) -> None:
         """Show ``components`` (bytes by name) in ``unit``."""
-        self.beginResetModel()
-        self._rows = list(components.items())
-        self._total = sum(components.values())
-        self._unit = unit
-        self.endResetModel()
+        rows = list(components.items())
+        same_rows = [name for name, _ in rows] == [name for name, _ in self._rows]
+        if not same_rows:
+            self.beginResetModel()
+        self._rows = rows
+        self._cells = self._fill(rows, unit)
+        if same_rows:
+            # The same components with new sizes: only the figures change, so the view repaints
+            # those cells without measuring and laying out the table again, as a reset would.
+            if rows:
+                self.dataChanged.emit(self.index(0, 1), self.index(len(rows), 2))
+        else:
+            self.endResetModel()
+
+    def _fill(self, rows: list[tuple[str, int]], unit: Unit) -> dict[tuple[int, int, int], Any]:
+        total = sum(size for _, size in rows)
+        cells: dict[tuple[int, int, int], Any] = {}
+        for row, (name, size) in enumerate([*rows, ("total", total)]):
+            is_total = row == len(rows)
+            explanation = "" if is_total else EXPLANATIONS.get(name, "")
+            texts = (
+                "Total per GPU" if is_total else component_label(name),
+                format_bytes(size, unit),
+                f"{size / total:.1%}" if total else "-",
+                explanation,
+            )
+            for column, text in enumerate(texts):
+                cells[row, column, _DISPLAY] = text
+                cells[row, column, _SIZE] = size
+                if is_total:
+                    cells[row, column, _FONT] = self._bold
+            cells[row, 1, _TOOLTIP] = f"{size:,} bytes"
+            if explanation:
+                cells[row, 3, _TOOLTIP] = explanation
+            cells[row, 1, _ALIGN] = cells[row, 2, _ALIGN] = _RIGHT
+        return cells
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         return 0 if parent.isValid() or not self._rows else len(self._rows) + 1
@@ -62,29 +105,4 @@ class BreakdownModel(QAbstractTableModel):
         return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        row, column = index.row(), index.column()
-        is_total = row == len(self._rows)
-        name, size = ("total", self._total) if is_total else self._rows[row]
-        if role == Qt.ItemDataRole.DisplayRole:
-            if column == 0:
-                return "Total per GPU" if is_total else component_label(name)
-            if column == 1:
-                return format_bytes(size, self._unit)
-            if column == 2:
-                return f"{size / self._total:.1%}" if self._total else "-"
-            return "" if is_total else EXPLANATIONS.get(name, "")
-        if role == Qt.ItemDataRole.ToolTipRole and column == 1:
-            return f"{size:,} bytes"
-        if role == Qt.ItemDataRole.ToolTipRole and column == 3 and not is_total:
-            return EXPLANATIONS.get(name)
-        if role == Qt.ItemDataRole.TextAlignmentRole and column in (1, 2):
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.FontRole and is_total:
-            font = QFont()
-            font.setBold(True)
-            return font
-        if role == Qt.ItemDataRole.UserRole:
-            return size
-        return None
+        return self._cells.get((index.row(), index.column(), int(role)))

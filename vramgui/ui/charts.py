@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
-from PySide6.QtCore import QPointF
-from PySide6.QtGui import QColor, QCursor, QGuiApplication, QPalette
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QCursor, QGuiApplication, QPainter, QPalette
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from vramgui.core.units import Unit, format_bytes, to_unit
@@ -41,6 +41,7 @@ class _CapacityLines:
         self._text = text
         self._positions = positions
         self.lines: list[pg.InfiniteLine] = []
+        self._shown: list[tuple[object, ...]] = []
 
     def show(
         self, entries: Sequence[tuple[float, str, str, str | QColor]], span: float = 0
@@ -74,6 +75,10 @@ class _CapacityLines:
                 line.hide()
                 continue
             position, label, tooltip, colour = entries[i]
+            # A line as it was drawn stays untouched: restyling it costs more than drawing it.
+            state = (position, label, tooltip, colour, span)
+            if i < len(self._shown) and self._shown[i] == state and line.isVisible():
+                continue
             line.setPen(pg.mkPen(colour, width=2, style=pg.QtCore.Qt.PenStyle.DashLine))
             line.setPos(position)
             line.label.setText(label)
@@ -85,6 +90,36 @@ class _CapacityLines:
             line.label.setPosition(self._positions[i % len(self._positions)])
             line.setToolTip(tooltip)
             line.show()
+        self._shown = [(*entry, span) for entry in entries]
+
+
+class StackedBar(pg.GraphicsObject):
+    """One horizontal bar of coloured segments, painted as plain rectangles.
+
+    A single item instead of one ``BarGraphItem`` per component: pyqtgraph recomputes each bar
+    item's geometry on every change, which cost more than all the painting.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._segments: list[tuple[float, float, QBrush]] = []
+        self._length = 0.0
+
+    def set_segments(self, segments: Sequence[tuple[float, float, QBrush]]) -> None:
+        """Show ``(start, width, brush)`` segments along x, centred on y = 0."""
+        self.prepareGeometryChange()
+        self._segments = list(segments)
+        self._length = max((start + width for start, width, _ in self._segments), default=0.0)
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(0.0, -_BAR_HEIGHT / 2, self._length, _BAR_HEIGHT)
+
+    def paint(self, painter: QPainter, *_args: object) -> None:
+        painter.setPen(Qt.PenStyle.NoPen)
+        for start, width, brush in self._segments:
+            painter.setBrush(brush)
+            painter.drawRect(QRectF(start, -_BAR_HEIGHT / 2, width, _BAR_HEIGHT))
 
 
 class BreakdownChart(pg.PlotWidget):
@@ -97,7 +132,8 @@ class BreakdownChart(pg.PlotWidget):
         self._unit: Unit = "GiB"
         self._components: dict[str, int] = {}
         self._capacities: list[tuple[str, int, bool, int]] = []
-        self._bars: dict[str, pg.BarGraphItem] = {}
+        self._brushes: dict[str, QBrush] = {}
+        self._samples: dict[str, pg.BarGraphItem] = {}
         self._listed: tuple[str, ...] = ()
         self._right = 0.0
         self._axis_label = ""
@@ -110,6 +146,8 @@ class BreakdownChart(pg.PlotWidget):
         for axis in ("bottom",):
             item.getAxis(axis).setTextPen(text)
             item.getAxis(axis).setPen(text)
+        self.bar = StackedBar()
+        item.addItem(self.bar)
         self.legend = item.addLegend(offset=(10, 5), colCount=3, labelTextColor=text)
         self.total_label = pg.TextItem(color=text, anchor=(0, 0.5))
         item.addItem(self.total_label, ignoreBounds=True)
@@ -136,43 +174,53 @@ class BreakdownChart(pg.PlotWidget):
         self._capacities = list(capacities)
         self._redraw()
 
-    def _bar(self, name: str) -> pg.BarGraphItem:
-        bar = self._bars.get(name)
-        if bar is None:
+    def _brush(self, name: str) -> QBrush:
+        brush = self._brushes.get(name)
+        if brush is None:
             colour = (
                 palette.COMPONENT_COLOURS.get(name)
-                or palette.EXTRA_COLOURS[len(self._bars) % len(palette.EXTRA_COLOURS)]
+                or palette.EXTRA_COLOURS[len(self._brushes) % len(palette.EXTRA_COLOURS)]
             )
-            bar = pg.BarGraphItem(
-                x0=[0], width=[0], y=[0], height=[_BAR_HEIGHT], brush=colour, pen=pg.mkPen(None)
+            brush = self._brushes[name] = pg.mkBrush(colour)
+        return brush
+
+    def _sample(self, name: str) -> pg.BarGraphItem:
+        # The legend draws its swatches from a bar item's options; this one is never plotted.
+        sample = self._samples.get(name)
+        if sample is None:
+            sample = pg.BarGraphItem(
+                x0=[0], width=[1], y=[0], height=[1], brush=self._brush(name), pen=pg.mkPen(None)
             )
-            self.getPlotItem().addItem(bar)
-            self._bars[name] = bar
-        return bar
+            self._samples[name] = sample
+        return sample
+
+    def segment(self, name: str) -> tuple[float, float]:
+        """``(start, width)`` of component ``name`` along the axis, in the current unit."""
+        start = 0.0
+        for other, size in self._components.items():
+            width = to_unit(size, self._unit)
+            if other == name:
+                return start, width
+            start += width
+        raise KeyError(name)
 
     def _redraw(self) -> None:
         unit = self._unit
         total = sum(self._components.values())
+        segments = []
         start = 0.0
         for name, size in self._components.items():
             width = to_unit(size, unit)
-            share = size / total if total else 0.0
-            bar = self._bar(name)
-            bar.setOpts(x0=[start], width=[width])
-            bar.setToolTip(
-                f"{palette.component_label(name)}: {format_bytes(size, unit)} "
-                f"({size:,} bytes, {share:.1%} of the total)"
-            )
+            segments.append((start, width, self._brush(name)))
             start += width
-        for name, bar in self._bars.items():
-            bar.setVisible(name in self._components)
+        self.bar.set_segments(segments)
         listed = tuple(self._components)
         if listed != self._listed:
             # The legend lists the components present; rebuilt only when that set changes.
             self._listed = listed
             self.legend.clear()
             for name in listed:
-                self.legend.addItem(self._bars[name], palette.component_label(name))
+                self.legend.addItem(self._sample(name), palette.component_label(name))
         self.total_label.setText(f"  {format_bytes(total, unit)}")
         self.total_label.setPos(to_unit(total, unit), 0)
         entries = []
@@ -204,11 +252,16 @@ class BreakdownChart(pg.PlotWidget):
         """The hover text for a point in chart coordinates: a component's exact size, or ""."""
         if abs(y) > _BAR_HEIGHT / 2:
             return ""
+        total = sum(self._components.values())
         start = 0.0
         for name, size in self._components.items():
             width = to_unit(size, self._unit)
             if start <= x < start + width:
-                return self._bars[name].toolTip()
+                share = size / total if total else 0.0
+                return (
+                    f"{palette.component_label(name)}: {format_bytes(size, self._unit)} "
+                    f"({size:,} bytes, {share:.1%} of the total)"
+                )
             start += width
         return ""
 

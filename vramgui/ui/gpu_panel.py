@@ -289,17 +289,20 @@ class GpuPanel(QWidget):
                 fit = self._fit.get(name)
                 checked = item.checkState(_NAME) == Qt.CheckState.Checked
                 if fit is None or not checked:
-                    item.setText(_FIT, "")
-                    item.setBackground(_FIT, QBrush())
-                    continue
-                fits, headroom = fit
-                if fits:
-                    text = f"✔ {format_bytes(headroom, self._unit, 1)} free"
+                    text, colour = "", None
+                elif fit[0]:
+                    text, colour = f"✔ {format_bytes(fit[1], self._unit, 1)} free", palette.FIT
                 else:
-                    text = f"✘ {format_bytes(-headroom, self._unit, 1)} short"
+                    text, colour = f"✘ {format_bytes(-fit[1], self._unit, 1)} short", palette.NO_FIT
+                # Only a changed badge is set: each set repaints the row.
+                if item.text(_FIT) == text:
+                    continue
                 item.setText(_FIT, text)
-                item.setForeground(_FIT, QBrush(QColor("white")))
-                item.setBackground(_FIT, QBrush(QColor(palette.FIT if fits else palette.NO_FIT)))
+                if colour is None:
+                    item.setBackground(_FIT, QBrush())
+                else:
+                    item.setForeground(_FIT, QBrush(QColor("white")))
+                    item.setBackground(_FIT, QBrush(QColor(colour)))
         self.tree.blockSignals(blocked)
 
     def _find(self, name: str) -> QTreeWidgetItem | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QUrl
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -65,6 +65,7 @@ from vramgui.ui.workload_panel import WorkloadPanel
 
 DOCS_URL = "https://github.com/vramgui/vramgui#readme"
 METHOD_URL = "https://github.com/vramgui/vramgui/blob/main/docs/accuracy.md"
+SAVE_INPUTS_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +208,11 @@ class MainWindow(QMainWindow):
         self.notes.setSizePolicy(policy)
         self.advisor = AdvisorPanel()
 
+        self._save_inputs = QTimer(self)
+        self._save_inputs.setSingleShot(True)
+        self._save_inputs.setInterval(SAVE_INPUTS_MS)
+        self._save_inputs.timeout.connect(self._save_workload)
+
         self._build_layout()
         self._build_menus()
         self._connect()
@@ -275,8 +281,14 @@ class MainWindow(QMainWindow):
         centre.addLayout(banner_row)
         centre.addWidget(self.centre_split, 1)
 
+        # In a scroll area: a small window scrolls the charts instead of squashing them, and a
+        # new text in a label lays out this tab only, not the tab widget (which repaints whole).
+        estimate_scroll = QScrollArea()
+        estimate_scroll.setWidgetResizable(True)
+        estimate_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        estimate_scroll.setWidget(estimate_tab)
         self.tabs = QTabWidget()
-        self.tabs.addTab(estimate_tab, "Estimate")
+        self.tabs.addTab(estimate_scroll, "Estimate")
         for title, view in self.extra_tabs.items():
             # Scrolled when wider than the window: a wide tab must not set the window's minimum.
             holder = QScrollArea()
@@ -448,7 +460,9 @@ class MainWindow(QMainWindow):
         reasons = disabled_reasons(workload, self.controller.spec)
         self.workload_panel.set_workload(workload, reasons, self.controller.max_seq)
         self.precision_panel.set_values(workload.dtype, workload.quant, workload.kv_dtype, reasons)
-        self.settings.setValue("session/workload", json.dumps(workload.to_dict()))
+        # Saved once the inputs rest: writing the settings file on every step of a slider
+        # would cost the redraw more than the estimate does.
+        self._save_inputs.start()
 
     def _show_analysis(self, analysis: Analysis) -> None:
         est = analysis.estimate
@@ -472,8 +486,9 @@ class MainWindow(QMainWindow):
         self.breakdown_model.set_components(shown, unit)
         self._fit_table_height()
         notes = "\n".join(est.notes)
-        self.notes.setText(notes)
-        self.notes.setToolTip(notes)
+        if notes != self.notes.text():  # a new text lays the table's pane out again
+            self.notes.setText(notes)
+            self.notes.setToolTip(notes)
         self.gpu_panel.show_fit(analysis.fit)
         if self.banner.property("estimate_error"):
             self.banner.setProperty("estimate_error", False)
@@ -566,8 +581,14 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
             self.controller.load_source(path)
 
+    def _save_workload(self) -> None:
+        self._save_inputs.stop()
+        workload = self.controller.workload
+        self.settings.setValue("session/workload", json.dumps(workload.to_dict()))
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self.gpu_panel.stop()
+        self._save_workload()
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         self.settings.setValue("window/main_split", self.main_split.saveState())

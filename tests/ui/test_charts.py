@@ -27,3 +27,14 @@ def test_quantization_box_shows_a_short_text(qtbot):
     short = panel.quant.currentData(SHORT_TEXT_ROLE)
     assert short and len(short) < len(panel.quant.currentText().strip())
     assert "16 bits" in short
+
+
+def test_legend_lists_the_components_shown_in_order(qtbot):
+    chart = BreakdownChart()
+    qtbot.addWidget(chart)
+    chart.set_data({"weights": 8 * GIB, "kv_cache": 2 * GIB}, [])
+    assert chart.legend_text().split() == ["■", "Weights", "■", "KV", "cache"]
+    chart.set_data({"weights": 8 * GIB, "gradients": 8 * GIB, "optimizer_states": 16 * GIB}, [])
+    text = chart.legend_text()
+    assert "KV cache" not in text
+    assert text.index("Weights") < text.index("Gradients") < text.index("Optimizer")

@@ -18,6 +18,8 @@ from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.ui import palette
 
 _BAR_HEIGHT = 0.6
+_TOP = 1.9  # the breakdown chart's y range ends here; the legend hangs from it
+LEGEND_COLUMNS = 3
 
 
 def _theme() -> tuple[QColor, QColor]:
@@ -133,7 +135,6 @@ class BreakdownChart(pg.PlotWidget):
         self._components: dict[str, int] = {}
         self._capacities: list[tuple[str, int, bool, int]] = []
         self._brushes: dict[str, QBrush] = {}
-        self._samples: dict[str, pg.BarGraphItem] = {}
         self._listed: tuple[str, ...] = ()
         self._right = 0.0
         self._axis_label = ""
@@ -148,7 +149,11 @@ class BreakdownChart(pg.PlotWidget):
             item.getAxis(axis).setPen(text)
         self.bar = StackedBar()
         item.addItem(self.bar)
-        self.legend = item.addLegend(offset=(10, 5), colCount=3, labelTextColor=text)
+        # One text item: pyqtgraph's legend builds a widget per entry, which took longer than
+        # everything else in a redraw whenever the set of components changed.
+        self.legend = pg.TextItem(color=text, anchor=(0, 0))
+        self.legend.setPos(0, _TOP)
+        item.addItem(self.legend, ignoreBounds=True)
         self.total_label = pg.TextItem(color=text, anchor=(0, 0.5))
         item.addItem(self.total_label, ignoreBounds=True)
         # Capacity labels go in the band under the bar, the legend above it.
@@ -157,7 +162,7 @@ class BreakdownChart(pg.PlotWidget):
         self.hover_text = ""
         self.setMinimumHeight(200)  # three legend rows above the bar, labels below
         # Room above the bar for the legend, below it for the capacity labels.
-        item.setYRange(-1.25, 1.9, padding=0)
+        item.setYRange(-1.25, _TOP, padding=0)
         self._set_range(1.0)
 
     def set_unit(self, unit: Unit) -> None:
@@ -184,15 +189,21 @@ class BreakdownChart(pg.PlotWidget):
             brush = self._brushes[name] = pg.mkBrush(colour)
         return brush
 
-    def _sample(self, name: str) -> pg.BarGraphItem:
-        # The legend draws its swatches from a bar item's options; this one is never plotted.
-        sample = self._samples.get(name)
-        if sample is None:
-            sample = pg.BarGraphItem(
-                x0=[0], width=[1], y=[0], height=[1], brush=self._brush(name), pen=pg.mkPen(None)
-            )
-            self._samples[name] = sample
-        return sample
+    def _legend_html(self, names: Sequence[str]) -> str:
+        cells = [
+            f"<td><span style='color:{self._brush(name).color().name()}'>&#9632;</span>"
+            f"&nbsp;{palette.component_label(name)}&nbsp;&nbsp;</td>"
+            for name in names
+        ]
+        rows = (
+            "<tr>" + "".join(cells[i : i + LEGEND_COLUMNS]) + "</tr>"
+            for i in range(0, len(cells), LEGEND_COLUMNS)
+        )
+        return f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>"
+
+    def legend_text(self) -> str:
+        """The legend as plain text: the components shown, in order."""
+        return self.legend.textItem.toPlainText()
 
     def segment(self, name: str) -> tuple[float, float]:
         """``(start, width)`` of component ``name`` along the axis, in the current unit."""
@@ -218,9 +229,7 @@ class BreakdownChart(pg.PlotWidget):
         if listed != self._listed:
             # The legend lists the components present; rebuilt only when that set changes.
             self._listed = listed
-            self.legend.clear()
-            for name in listed:
-                self.legend.addItem(self._sample(name), palette.component_label(name))
+            self.legend.setHtml(self._legend_html(listed))
         self.total_label.setText(f"  {format_bytes(total, unit)}")
         self.total_label.setPos(to_unit(total, unit), 0)
         entries = []

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from vramgui.core.dtypes import SCHEMES
-from vramgui.ui.charts import BreakdownChart
+from vramgui.ui.charts import MAX_LEGENDS, BreakdownChart
 from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.widgets import SHORT_TEXT_ROLE
 
@@ -38,3 +38,18 @@ def test_legend_lists_the_components_shown_in_order(qtbot):
     text = chart.legend_text()
     assert "KV cache" not in text
     assert text.index("Weights") < text.index("Gradients") < text.index("Optimizer")
+
+
+def test_legends_kept_for_switching_are_bounded(qtbot):
+    chart = BreakdownChart()
+    qtbot.addWidget(chart)
+    names = ["weights", "kv_cache", "activations", "gradients", "optimizer_states", "logits"]
+    for mask in range(1, 40):
+        chosen = {name: GIB for bit, name in enumerate(names) if mask >> bit & 1}
+        chart.set_data(chosen, [])
+        shown = [item for item in chart._legends.values() if item.isVisible()]
+        assert len(shown) == 1 and shown[0] is chart.legend
+    assert len(chart._legends) <= MAX_LEGENDS
+    # The last set (bits of 39): weights, KV cache, activations, logits.
+    text = chart.legend_text()
+    assert "Weights" in text and "Logits" in text and "Gradients" not in text

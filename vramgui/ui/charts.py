@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QCursor, QGuiApplication, QPainter, QPalette
+from PySide6.QtGui import QBrush, QColor, QCursor, QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from vramgui.core.units import Unit, format_bytes, to_unit
@@ -20,6 +20,7 @@ from vramgui.ui import palette
 _BAR_HEIGHT = 0.6
 _TOP = 1.9  # the breakdown chart's y range ends here; the legend hangs from it
 LEGEND_COLUMNS = 3
+MAX_LEGENDS = 16  # sets of components whose legend is kept
 
 
 def _theme() -> tuple[QColor, QColor]:
@@ -44,6 +45,7 @@ class _CapacityLines:
         self._positions = positions
         self.lines: list[pg.InfiniteLine] = []
         self._shown: list[tuple[object, ...]] = []
+        self._pens: dict[str, QPen] = {}
 
     def show(
         self, entries: Sequence[tuple[float, str, str, str | QColor]], span: float = 0
@@ -81,7 +83,11 @@ class _CapacityLines:
             state = (position, label, tooltip, colour, span)
             if i < len(self._shown) and self._shown[i] == state and line.isVisible():
                 continue
-            line.setPen(pg.mkPen(colour, width=2, style=pg.QtCore.Qt.PenStyle.DashLine))
+            key = colour if isinstance(colour, str) else colour.name()
+            pen = self._pens.get(key)
+            if pen is None:
+                pen = self._pens[key] = pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine)
+            line.setPen(pen)
             line.setPos(position)
             line.label.setText(label)
             line.label.setColor(colour)
@@ -144,16 +150,19 @@ class BreakdownChart(pg.PlotWidget):
         item.setMouseEnabled(x=False, y=False)
         item.hideButtons()
         item.showGrid(x=True, y=False, alpha=0.25)
-        for axis in ("bottom",):
-            item.getAxis(axis).setTextPen(text)
-            item.getAxis(axis).setPen(text)
+        bottom = item.getAxis("bottom")
+        bottom.setTextPen(text)
+        bottom.setPen(text)
+        # Major ticks only: minor grid lines crowded the bar, and laying out their labels cost
+        # more than drawing everything else whenever the range changed.
+        bottom.setStyle(maxTickLevel=0, maxTextLevel=0)
         self.bar = StackedBar()
         item.addItem(self.bar)
-        # One text item: pyqtgraph's legend builds a widget per entry, which took longer than
-        # everything else in a redraw whenever the set of components changed.
-        self.legend = pg.TextItem(color=text, anchor=(0, 0))
-        self.legend.setPos(0, _TOP)
-        item.addItem(self.legend, ignoreBounds=True)
+        # One text item per set of components, kept: pyqtgraph's legend builds a widget per
+        # entry, and even one HTML text takes milliseconds to lay out, so switching between
+        # methods (full, LoRA, QLoRA) shows a legend already made.
+        self._legends: dict[tuple[str, ...], pg.TextItem] = {}
+        self.legend: pg.TextItem | None = None
         self.total_label = pg.TextItem(color=text, anchor=(0, 0.5))
         item.addItem(self.total_label, ignoreBounds=True)
         # Capacity labels go in the band under the bar, the legend above it.
@@ -189,6 +198,22 @@ class BreakdownChart(pg.PlotWidget):
             brush = self._brushes[name] = pg.mkBrush(colour)
         return brush
 
+    def _show_legend(self, names: tuple[str, ...]) -> None:
+        if self.legend is not None:
+            self.legend.hide()
+        legend = self._legends.get(names)
+        if legend is None:
+            if len(self._legends) >= MAX_LEGENDS:
+                stale = self._legends.pop(next(iter(self._legends)))
+                self.getPlotItem().removeItem(stale)
+            legend = pg.TextItem(color=self._text, anchor=(0, 0))
+            legend.setHtml(self._legend_html(names))
+            legend.setPos(0, _TOP)
+            self.getPlotItem().addItem(legend, ignoreBounds=True)
+            self._legends[names] = legend
+        legend.show()
+        self.legend = legend
+
     def _legend_html(self, names: Sequence[str]) -> str:
         cells = [
             f"<td><span style='color:{self._brush(name).color().name()}'>&#9632;</span>"
@@ -203,7 +228,7 @@ class BreakdownChart(pg.PlotWidget):
 
     def legend_text(self) -> str:
         """The legend as plain text: the components shown, in order."""
-        return self.legend.textItem.toPlainText()
+        return self.legend.textItem.toPlainText() if self.legend is not None else ""
 
     def segment(self, name: str) -> tuple[float, float]:
         """``(start, width)`` of component ``name`` along the axis, in the current unit."""
@@ -229,7 +254,7 @@ class BreakdownChart(pg.PlotWidget):
         if listed != self._listed:
             # The legend lists the components present; rebuilt only when that set changes.
             self._listed = listed
-            self.legend.setHtml(self._legend_html(listed))
+            self._show_legend(listed)
         self.total_label.setText(f"  {format_bytes(total, unit)}")
         self.total_label.setPos(to_unit(total, unit), 0)
         entries = []

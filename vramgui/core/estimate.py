@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramgui.core import inference, training
+from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.workload import Workload
 
@@ -91,42 +92,99 @@ def estimate(spec: ModelSpec, workload: Workload, capacity_bytes: int | None = N
     Raises:
         WorkloadError: the settings do not apply to this model.
     """
-    notes: list[str] = list(spec.warnings)
-    details: dict[str, Any] = {}
-    if workload.mode == "inference":
-        inf = inference.inference_breakdown(spec, workload, capacity_bytes)
-        components = {
-            WEIGHTS: inf.weights_bytes,
-            KV_CACHE: inf.kv_cache_bytes,
-            ACTIVATIONS: inf.activations_bytes,
-            GRADIENTS: 0,
-            OPTIMIZER_STATES: 0,
-        }
-        phase, host, trainable = inf.phase, inf.host_bytes, 0
-        notes.extend(inf.notes)
-        details.update(inf.details)
-    else:
-        tr = training.training_estimate(spec, workload)
-        components = {WEIGHTS: 0, KV_CACHE: 0, ACTIVATIONS: 0, GRADIENTS: 0, OPTIMIZER_STATES: 0}
-        for name, value in tr.components.items():
-            components[name] = components.get(name, 0) + value
-        phase, host, trainable = tr.phase, tr.host_bytes, tr.trainable_parameters
-        notes.extend(tr.notes)
-        details["phase_totals"] = dict(tr.phase_totals)
-    components[RUNTIME_OVERHEAD] = runtime_overhead_bytes(workload, sum(components.values()))
-    return Estimate(
-        model_name=spec.name,
-        architecture=spec.architecture or spec.facts.model_type,
-        parameters=spec.parameters,
-        trainable_parameters=trainable,
-        layers=spec.facts.num_layers,
-        workload=workload,
-        phase=phase,
-        components=components,
-        host_bytes=host,
-        notes=tuple(notes),
-        details=details,
-    )
+    return Estimator(spec, workload, capacity_bytes)._sized(workload)
+
+
+class Estimator:
+    """Estimates of one model and setup at any batch size and sequence length.
+
+    Sweeps and solvers estimate one setup at many sizes: what does not depend on ``batch`` and
+    ``seq`` (the checks, weights, optimizer states, per-token widths, notes) is worked out once,
+    here, and :meth:`at` adds what does. ``Estimator(spec, w, c).at(field, value)`` is
+    ``estimate(spec, w.with_size(field, value), c)``, the same bytes and the same errors.
+
+    Args:
+        spec: the model.
+        workload: the settings; ``batch`` and ``seq`` are the ones :meth:`at` changes.
+        capacity_bytes: as for :func:`estimate`.
+    """
+
+    __slots__ = ("_error", "_notes", "_plan", "_spec", "_workload")
+
+    def __init__(
+        self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+    ) -> None:
+        self._spec = spec
+        self._workload = workload
+        self._notes = spec.warnings
+        self._error: VramguiError | None = None
+        self._plan: inference.InferencePlan | training.TrainingPlan | None = None
+        try:
+            if workload.mode == "inference":
+                self._plan = inference.InferencePlan(spec, workload, capacity_bytes)
+            else:
+                self._plan = training.TrainingPlan(spec, workload)
+        except VramguiError as exc:
+            # Raised by at(), where estimate() would raise it.
+            self._error = exc
+
+    def at(self, field: str, value: int) -> Estimate:
+        """The estimate with ``batch`` or ``seq`` set to ``value``.
+
+        Raises:
+            WorkloadError: the value is out of range or the settings do not apply to this model.
+            ValueError: ``field`` is neither ``batch`` nor ``seq``.
+        """
+        return self._sized(self._workload.with_size(field, value))
+
+    def _sized(self, workload: Workload) -> Estimate:
+        # ``workload`` differs from the estimator's in batch and seq only.
+        if self._plan is None:
+            assert self._error is not None
+            raise self._error.with_traceback(None)
+        spec = self._spec
+        notes: list[str] = list(self._notes)
+        details: dict[str, Any] = {}
+        if isinstance(self._plan, inference.InferencePlan):
+            inf = self._plan.breakdown(workload.batch, workload.seq)
+            components = {
+                WEIGHTS: inf.weights_bytes,
+                KV_CACHE: inf.kv_cache_bytes,
+                ACTIVATIONS: inf.activations_bytes,
+                GRADIENTS: 0,
+                OPTIMIZER_STATES: 0,
+            }
+            phase, host, trainable = inf.phase, inf.host_bytes, 0
+            notes.extend(inf.notes)
+            details.update(inf.details)
+        else:
+            tr = self._plan.breakdown(workload.batch, workload.seq)
+            components = {
+                WEIGHTS: 0,
+                KV_CACHE: 0,
+                ACTIVATIONS: 0,
+                GRADIENTS: 0,
+                OPTIMIZER_STATES: 0,
+            }
+            for name, value in tr.components.items():
+                components[name] = components.get(name, 0) + value
+            phase, host, trainable = tr.phase, tr.host_bytes, tr.trainable_parameters
+            notes.extend(tr.notes)
+            details["phase_totals"] = dict(tr.phase_totals)
+        components[RUNTIME_OVERHEAD] = runtime_overhead_bytes(workload, sum(components.values()))
+        return Estimate(
+            model_name=spec.name,
+            architecture=spec.architecture or spec.facts.model_type,
+            parameters=spec.parameters,
+            trainable_parameters=trainable,
+            layers=spec.facts.num_layers,
+            workload=workload,
+            phase=phase,
+            components=components,
+            host_bytes=host,
+            notes=tuple(notes),
+            details=details,
+        )
 
 
 def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:

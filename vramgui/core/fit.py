@@ -5,19 +5,22 @@ GPUs reach the core as plain ``(name, capacity_bytes)`` pairs; the hardware laye
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vramgui.core import dtypes
 from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import Estimate, estimate
+from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.workload import MAX_BATCH, Workload
 
 Capacity = tuple[str, int]
 # Context lengths are searched in blocks of this many tokens (vLLM's and llama.cpp's granularity).
 TOKEN_BLOCK = 16
+# The settings an Estimator varies: sweeps and solvers over them reuse everything else.
+SIZE_FIELDS = ("seq", "batch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,33 +83,115 @@ def largest_fitting(
 ) -> int | None:
     """The largest ``seq`` (in token blocks) or ``batch`` that fits ``capacity_bytes``.
 
-    Memory grows monotonically with both, so a bisection finds the boundary. Returns None when
-    even the smallest value does not fit.
+    Memory grows monotonically with both, so the boundary is one value, found with a few
+    estimates (see :func:`_boundary`). Returns None when even the smallest value does not fit.
     """
-    if field not in ("seq", "batch"):
+    if field not in SIZE_FIELDS:
         raise ValueError(f"field must be seq or batch, got {field!r}")
     step = TOKEN_BLOCK if field == "seq" else 1
     upper = max(spec.facts.max_position_embeddings, workload.seq) if field == "seq" else MAX_BATCH
+    sized = Estimator(spec, workload, capacity_bytes)
 
-    def fits(value: int) -> bool:
-        total = _total(spec, workload.with_size(field, value), capacity_bytes)
-        return total is not None and total <= capacity_bytes
+    def total(value: int) -> int | None:
+        try:
+            return sized.at(field, value).total_bytes
+        except VramguiError:
+            return None
 
+    return _boundary(total, capacity_bytes, step, upper)
+
+
+def _boundary(
+    total: Callable[[int], int | None], capacity: int, step: int, upper: int
+) -> int | None:
+    """``upper`` if its total fits ``capacity``, else the largest multiple of ``step`` below it
+    whose total fits (None: not even ``step``); totals never decrease with the value, and None
+    (invalid settings) never fits.
+
+    Totals are close to straight lines or parabolas in the value (the KV cache, activations and
+    gradients grow with the tokens; eager attention's scores with the square of the context),
+    so each guess is where a parabola through the bracket's ends and the nearest point before
+    them reaches the capacity; guesses that fail to halve the bracket three times in a row give
+    way to a halving step. That takes about five estimates where halving alone takes fifteen
+    to twenty, and the answer is the same: the one boundary of a monotone total.
+    """
     low = step
-    if not fits(low):
+    low_total = total(low)
+    if low_total is None or low_total > capacity:
         return None
-    if fits(upper):
+    high_total = total(upper)
+    if high_total is not None and high_total <= capacity:
         return upper
-    high = upper  # invariant: fits(low) and not fits(high)
+    high = upper  # invariant: low fits, high does not
+    # The last two (value, total) pairs evaluated on each side of the boundary, latest last.
+    fitting = [(low, low_total)]
+    failing = [] if high_total is None else [(upper, high_total)]
+    slow = 0  # guesses in a row that did not halve the bracket
     while high - low > step:
-        mid = (low + high) // 2 // step * step
-        if mid <= low:
-            mid = low + step
-        if fits(mid):
-            low = mid
+        width = high - low
+        guess = _guess(fitting, failing, capacity, low, high) if slow < _PATIENCE else None
+        if guess is None:
+            guess, slow = (low + high) // 2, 0
+        # On the grid of multiples of step, strictly inside the bracket.
+        point = min(max(int(guess) // step * step, low + step), (high - 1) // step * step)
+        value = total(point)
+        if value is not None and value <= capacity:
+            low = point
+            fitting = [*fitting[-1:], (point, value)]
         else:
-            high = mid
+            high = point
+            if value is not None:
+                failing = [*failing[-1:], (point, value)]
+        slow = slow + 1 if 2 * (high - low) > width else 0
     return low
+
+
+_PATIENCE = 3
+_Point = tuple[int, int]
+
+
+def _guess(
+    fitting: list[_Point], failing: list[_Point], capacity: int, low: int, high: int
+) -> float | None:
+    """Where the totals reach ``capacity`` inside (low, high), from the points nearest it."""
+    if not failing:
+        return None
+    ends = [fitting[-1], failing[-1]]
+    earlier = fitting[:-1] + failing[:-1]
+    if earlier:
+        third = min(earlier, key=lambda p: min(abs(p[0] - low), abs(p[0] - high)))
+        root = _parabola_root((third, *ends), capacity, low, high)
+        if root is not None:
+            return root
+    (x0, y0), (x1, y1) = ends
+    if y0 == y1:
+        return None
+    root = x0 + (capacity - y0) * (x1 - x0) / (y1 - y0)
+    return root if low < root < high else None
+
+
+def _parabola_root(
+    points: tuple[_Point, _Point, _Point], capacity: int, low: int, high: int
+) -> float | None:
+    """The value in (low, high) where the parabola through ``points`` reaches ``capacity``
+    (the root nearest the last point), or None."""
+    (x0, y0), (x1, y1), (x2, y2) = points
+    d01 = (y1 - y0) / (x1 - x0)
+    d12 = (y2 - y1) / (x2 - x1)
+    a = (d12 - d01) / (x2 - x0)
+    b = d01 - a * (x0 + x1)
+    c = y0 - d01 * x0 + a * x0 * x1 - capacity
+    if a == 0:
+        roots = [-c / b] if b else []
+    else:
+        disc = b * b - 4 * a * c
+        if disc < 0:
+            return None
+        # The numerically stable pair of roots.
+        q = -0.5 * (b + math.copysign(math.sqrt(disc), b))
+        roots = [q / a, c / q] if q else [q / a]
+    inside = [r for r in roots if low < r < high]
+    return min(inside, key=lambda r: abs(r - x2), default=None)
 
 
 def sweep(
@@ -114,18 +199,20 @@ def sweep(
 ) -> list[Estimate | None]:
     """Estimates for each value of ``field`` (None where the settings are invalid)."""
     out: list[Estimate | None] = []
+    if field in SIZE_FIELDS:
+        sized = Estimator(spec, workload)
+        for value in values:
+            try:
+                out.append(sized.at(field, value))
+            except VramguiError:
+                out.append(None)
+        return out
     for value in values:
         try:
-            out.append(estimate(spec, _with(workload, field, value)))
+            out.append(estimate(spec, workload.with_(**{field: value})))
         except VramguiError:
             out.append(None)
     return out
-
-
-def _with(workload: Workload, field: str, value: int) -> Workload:
-    if field in ("batch", "seq"):
-        return workload.with_size(field, value)
-    return workload.with_(**{field: value})
 
 
 def gpus_needed(

@@ -3,8 +3,11 @@
 The transformers engine is modelled as ``model.generate`` runs it: one prefill forward over the whole
 prompt under ``torch.no_grad`` with a DynamicCache and ``logits_to_keep=1``. Its peak falls inside the
 last decoder block, when every block's K/V is already cached; the transient tensors of that block
-are followed op by op in :func:`_block_peak` (the order and lifetimes follow transformers' modelling
-code). vLLM and llama.cpp are modelled by their own allocation rules.
+are followed op by op in :meth:`_Prefill._block_peak` (the order and lifetimes follow transformers'
+modelling code). vLLM and llama.cpp are modelled by their own allocation rules.
+
+Sweeps and solvers estimate one setup at many batch sizes and context lengths, so
+:class:`InferencePlan` works out once what does not depend on the two sizes.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from vramgui.core import dtypes
-from vramgui.core.errors import WorkloadError
-from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.model import ArchFacts, LayerType, ModelSpec, Role
 from vramgui.core.workload import Workload
 
 # vLLM's profiling forward runs this many tokens (its default max_num_batched_tokens with chunked
@@ -52,31 +55,63 @@ class InferenceBreakdown:
 
 def kv_bytes_per_token(spec: ModelSpec, workload: Workload) -> float:
     """KV cache bytes one token occupies across the attention layers on one GPU."""
-    per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
-    width = _kv_width(spec, workload.engine, _kv_heads_per_gpu(spec, workload.tp))
-    counts = _layer_type_counts(spec)
-    return (counts[LayerType.FULL] + counts[LayerType.SLIDING]) * width * per_elem
+    return _kv_shape(spec, workload).bytes_per_token
 
 
 def kv_cache_bytes(spec: ModelSpec, workload: Workload, tokens: int | None = None) -> int:
     """KV cache held on one GPU for ``batch`` sequences of ``tokens`` (default: ``seq``) tokens."""
-    engine = workload.engine
-    tokens = workload.seq if tokens is None else tokens
-    facts = spec.facts
-    per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
-    kv_heads = _kv_heads_per_gpu(spec, workload.tp)
-    width = _kv_width(spec, engine, kv_heads)
-    counts = _layer_type_counts(spec)
-    state = facts.linear_state_elements_per_layer * dtypes.DTYPE_BYTES[workload.dtype]
-    total = counts[LayerType.LINEAR] * workload.batch * state / workload.tp
-    total += counts[LayerType.FULL] * workload.batch * tokens * width * per_elem
-    # Engines that size sliding-window layers to the window save it; transformers keeps the whole
-    # prompt's K/V through the prefill (measured), so its peak sees the full length.
-    kept = tokens
-    if facts.sliding_window and engine != "transformers":
-        kept = min(tokens, facts.sliding_window)
-    total += counts[LayerType.SLIDING] * workload.batch * kept * width * per_elem
-    return round(total)
+    kv = _kv_shape(spec, workload)
+    return kv.bytes(workload.batch, workload.seq if tokens is None else tokens)
+
+
+def _kv_shape(spec: ModelSpec, workload: Workload) -> _KvShape:
+    key = ("inference_kv", workload.kv_dtype, workload.dtype, workload.engine, workload.tp)
+    return spec.cached(key, lambda: _KvShape.of(spec, workload))
+
+
+@dataclass(frozen=True, slots=True)
+class _KvShape:
+    """The KV cache of one model and setup on one GPU, whatever the batch and context."""
+
+    linear_layers: int
+    state_bytes: int  # one linear-attention layer's recurrent state, per sequence
+    tp: int
+    full_layers: int
+    sliding_layers: int
+    width: int  # elements one token stores per layer (K and V together)
+    per_elem: float
+    window: int | None  # the most tokens a sliding-window layer keeps; None: every token
+
+    @classmethod
+    def of(cls, spec: ModelSpec, workload: Workload) -> _KvShape:
+        facts = spec.facts
+        per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
+        counts = _layer_type_counts(spec)
+        # Engines that size sliding-window layers to the window save it; transformers keeps the
+        # whole prompt's K/V through the prefill (measured), so its peak sees the full length.
+        windowed = facts.sliding_window and workload.engine != "transformers"
+        return cls(
+            linear_layers=counts[LayerType.LINEAR],
+            state_bytes=facts.linear_state_elements_per_layer * dtypes.DTYPE_BYTES[workload.dtype],
+            tp=workload.tp,
+            full_layers=counts[LayerType.FULL],
+            sliding_layers=counts[LayerType.SLIDING],
+            width=_kv_width(spec, workload.engine, _kv_heads_per_gpu(spec, workload.tp)),
+            per_elem=per_elem,
+            window=facts.sliding_window if windowed else None,
+        )
+
+    @property
+    def bytes_per_token(self) -> float:
+        return (self.full_layers + self.sliding_layers) * self.width * self.per_elem
+
+    def bytes(self, batch: int, tokens: int) -> int:
+        """The cache of ``batch`` sequences of ``tokens`` tokens."""
+        total = self.linear_layers * batch * self.state_bytes / self.tp
+        total += self.full_layers * batch * tokens * self.width * self.per_elem
+        kept = tokens if self.window is None else min(tokens, self.window)
+        total += self.sliding_layers * batch * kept * self.width * self.per_elem
+        return round(total)
 
 
 def _layer_type_counts(spec: ModelSpec) -> Counter[LayerType]:
@@ -122,67 +157,157 @@ def inference_breakdown(
     Raises:
         WorkloadError: a setting the engine does not support.
     """
-    _check(spec, workload)
-    weights, host = _resident_weights(spec, workload)
-    notes: list[str] = []
-    details: dict[str, int | float] = {}
-    if workload.engine == "transformers":
-        weights += _buffer_bytes(spec)
-    kv = kv_cache_bytes(spec, workload) if spec.facts.is_decoder else 0
+    return InferencePlan(spec, workload, capacity_bytes).breakdown(workload.batch, workload.seq)
 
-    if workload.engine == "transformers":
-        activations = _transformers_prefill_peak(spec, workload)
-        phase = "prefill" if spec.facts.is_decoder else "forward"
-        if attention_used(spec, workload) != workload.attention:
-            notes.append(
-                f"transformers runs {spec.facts.model_type} with eager attention only; "
-                "estimated with eager."
-            )
-        if _layer_type_counts(spec)[LayerType.SLIDING]:
-            notes.append(
-                "transformers keeps the whole prompt's K/V of sliding-window layers through the "
-                "prefill, so the window does not lower this peak."
-            )
-    elif workload.engine == "vllm":
-        activations = _vllm_profile_peak(spec, workload)
-        non_torch = vllm_non_torch_bytes(workload)
-        details["vllm_non_torch_bytes"] = non_torch
-        details["kv_bytes_per_token"] = kv_bytes_per_token(spec, workload)
-        details["kv_needed_bytes"] = kv
-        phase = "serving (pre-allocated KV pool)"
-        if capacity_bytes is not None:
-            budget = capacity_bytes * workload.gpu_memory_utilization
-            pool = int(budget - weights - activations - non_torch)
-            details["kv_pool_bytes"] = max(pool, 0)
-            per_token = details["kv_bytes_per_token"]
-            tokens = int(max(pool, 0) // per_token) if per_token else 0
-            details["kv_pool_tokens"] = tokens
-            details["kv_pool_sequences"] = tokens // workload.seq if workload.seq else 0
-            if pool >= kv:
-                kv = pool
-                notes.append(
-                    f"vLLM pre-allocates {workload.gpu_memory_utilization:.0%} of the GPU; the KV "
-                    f"pool holds {tokens:,} tokens ({tokens // workload.seq:,} sequences of "
-                    f"{workload.seq:,})."
-                )
-            else:
-                notes.append(
-                    "vLLM's KV pool would be smaller than one batch of the requested context."
-                )
-        activations += non_torch
-    else:
-        activations = _llamacpp_compute_buffer(spec, workload)
-        phase = "context allocated up front"
-        details["host_embedding_bytes"] = host
-    return InferenceBreakdown(
-        weights_bytes=weights,
-        kv_cache_bytes=kv,
-        activations_bytes=activations,
-        host_bytes=host,
-        phase=phase,
-        notes=tuple(notes),
-        details=details,
+
+class InferencePlan:
+    """Inference memory of one model and setup at any batch size and context length.
+
+    What does not depend on the two sizes (the weights, the KV cache per token, the prefill's
+    widths and kernels, vLLM's pool, the notes) is worked out once; :meth:`breakdown` adds what
+    does. ``InferencePlan(spec, w, c).breakdown(w.batch, w.seq)`` is
+    ``inference_breakdown(spec, w, c)``, and invalid settings raise from ``breakdown`` what
+    ``inference_breakdown`` raises, in its order.
+    """
+
+    __slots__ = (
+        "_activations",
+        "_capacity",
+        "_details",
+        "_error",
+        "_error_first",
+        "_facts",
+        "_host",
+        "_kv",
+        "_max_seq",
+        "_notes",
+        "_phase",
+        "_pool",
+        "_prefill",
+        "_weights",
+        "_workload",
     )
+
+    def __init__(
+        self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+    ) -> None:
+        facts = spec.facts
+        self._workload = workload
+        self._capacity = capacity_bytes
+        self._facts = facts
+        learned = facts.model_type in _LEARNED_POSITIONS
+        self._max_seq = facts.max_position_embeddings if learned else None
+        self._error: VramguiError | None = None
+        self._error_first = True  # raised before the context's own check
+        try:
+            _check_kv_dtype(workload)
+        except VramguiError as exc:
+            self._error = exc
+            return
+        try:
+            self._prepare(spec, workload, capacity_bytes)
+        except VramguiError as exc:
+            self._error, self._error_first = exc, False
+
+    def _prepare(self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> None:
+        _check_model(spec, workload)
+        weights, host = _resident_weights(spec, workload)
+        if workload.engine == "transformers":
+            weights += _buffer_bytes(spec)
+        self._weights, self._host = weights, host
+        self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
+        self._prefill = None
+        self._details: dict[str, int | float] = {}
+        self._notes: tuple[str, ...] = ()
+        self._pool: int | None = None
+        if workload.engine == "transformers":
+            self._prefill = spec.cached(
+                ("inference_prefill", workload.dtype, workload.attention, workload.tp),
+                lambda: _Prefill.of(spec, workload),
+            )
+            self._phase = "prefill" if spec.facts.is_decoder else "forward"
+            notes = []
+            if attention_used(spec, workload) != workload.attention:
+                notes.append(
+                    f"transformers runs {spec.facts.model_type} with eager attention only; "
+                    "estimated with eager."
+                )
+            if _layer_type_counts(spec)[LayerType.SLIDING]:
+                notes.append(
+                    "transformers keeps the whole prompt's K/V of sliding-window layers through "
+                    "the prefill, so the window does not lower this peak."
+                )
+            self._notes = tuple(notes)
+        elif workload.engine == "vllm":
+            self._activations = _vllm_profile_peak(spec, workload)
+            non_torch = vllm_non_torch_bytes(workload)
+            self._details = {
+                "vllm_non_torch_bytes": non_torch,
+                "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
+            }
+            self._phase = "serving (pre-allocated KV pool)"
+            if capacity_bytes is not None:
+                budget = capacity_bytes * workload.gpu_memory_utilization
+                self._pool = int(budget - weights - self._activations - non_torch)
+        else:
+            self._phase = "context allocated up front"
+            self._details = {"host_embedding_bytes": host}
+
+    def breakdown(self, batch: int, seq: int) -> InferenceBreakdown:
+        """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens.
+
+        Raises:
+            WorkloadError: a setting the engine or the model does not support.
+        """
+        if self._error is not None and self._error_first:
+            raise self._error.with_traceback(None)
+        if self._max_seq is not None and seq > self._max_seq:
+            raise WorkloadError(
+                f"{self._facts.model_type} has learned position embeddings for "
+                f"{self._max_seq:,} tokens; --seq {seq:,} is longer"
+            )
+        if self._error is not None:
+            raise self._error.with_traceback(None)
+        kv = self._kv.bytes(batch, seq) if self._kv is not None else 0
+        notes = self._notes
+        details = dict(self._details)
+        engine = self._workload.engine
+        if engine == "transformers":
+            activations = self._prefill.peak(batch, seq)
+        elif engine == "vllm":
+            activations = self._activations
+            details["kv_needed_bytes"] = kv
+            pool = self._pool
+            if pool is not None:
+                details["kv_pool_bytes"] = max(pool, 0)
+                per_token = details["kv_bytes_per_token"]
+                tokens = int(max(pool, 0) // per_token) if per_token else 0
+                details["kv_pool_tokens"] = tokens
+                details["kv_pool_sequences"] = tokens // seq if seq else 0
+                if pool >= kv:
+                    kv = pool
+                    utilization = self._workload.gpu_memory_utilization
+                    notes = (
+                        f"vLLM pre-allocates {utilization:.0%} of the GPU; the KV "
+                        f"pool holds {tokens:,} tokens ({tokens // seq:,} sequences of "
+                        f"{seq:,}).",
+                    )
+                else:
+                    notes = (
+                        "vLLM's KV pool would be smaller than one batch of the requested context.",
+                    )
+            activations += details["vllm_non_torch_bytes"]
+        else:
+            activations = _llamacpp_compute_buffer(self._facts, batch, seq)
+        return InferenceBreakdown(
+            weights_bytes=self._weights,
+            kv_cache_bytes=kv,
+            activations_bytes=activations,
+            host_bytes=self._host,
+            phase=self._phase,
+            notes=notes,
+            details=details,
+        )
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
@@ -211,7 +336,7 @@ def vllm_non_torch_bytes(workload: Workload) -> int:
     return base if workload.tp == 1 else base * 2
 
 
-def _check(spec: ModelSpec, workload: Workload) -> None:
+def _check_kv_dtype(workload: Workload) -> None:
     kv = workload.kv_dtype
     if workload.engine == "transformers" and kv in ("fp8", "q8_0", "q4_0"):
         raise WorkloadError(
@@ -222,12 +347,11 @@ def _check(spec: ModelSpec, workload: Workload) -> None:
         raise WorkloadError(f"--kv-dtype {kv} is a llama.cpp cache type; vLLM offers fp8")
     if workload.engine == "llamacpp" and kv == "fp8":
         raise WorkloadError("llama.cpp has no fp8 KV cache; use q8_0 or q4_0")
+
+
+def _check_model(spec: ModelSpec, workload: Workload) -> None:
+    """The checks after the context's own (see InferencePlan.breakdown)."""
     facts = spec.facts
-    if facts.model_type in _LEARNED_POSITIONS and workload.seq > facts.max_position_embeddings:
-        raise WorkloadError(
-            f"{facts.model_type} has learned position embeddings for "
-            f"{facts.max_position_embeddings:,} tokens; --seq {workload.seq:,} is longer"
-        )
     if workload.tp > 1 and facts.num_heads % workload.tp:
         raise WorkloadError(
             f"--tp {workload.tp} does not divide the model's {facts.num_heads} attention heads"
@@ -285,27 +409,208 @@ def attention_used(spec: ModelSpec, w: Workload) -> str:
     return w.attention
 
 
-def _transformers_prefill_peak(spec: ModelSpec, w: Workload) -> int:
-    """Live activation bytes at the prefill's peak, KV cache excluded."""
-    facts = spec.facts
-    e = dtypes.DTYPE_BYTES[w.dtype]
-    tokens = w.batch * w.seq
-    stream = tokens * facts.hidden_size * e  # one (batch, seq, hidden) tensor
-    # Alive through a decoder's whole forward: the embedding output (the model keeps its
-    # `inputs_embeds` reference), learned position embeddings or the rotary cos / sin, and the
-    # attention mask. Inside a block, the block's input is also alive: the model's loop holds it
-    # until the block returns.
-    block = _block_peak(spec, w, tokens, e, w.tp)
-    if not facts.is_decoder:
-        # Encoders: the embedding module sums its lookups into the first block's input; at the
-        # end the masked-LM head (dense, activation, norm) writes logits for every position.
-        head = 2 * stream + tokens * facts.vocab_size * e
-        return max(_mask_bytes(spec, w) + stream + block, head)
-    persistent = stream + _position_bytes(spec, w) + _mask_bytes(spec, w)
-    # After the last block: the final norm's fp32 copies, then the LM head on the last position
-    # only, upcast to fp32.
-    head = tokens * facts.hidden_size * 8 + w.batch * facts.vocab_size * (e + 4)
-    return persistent + stream + max(block, head)
+@dataclass(frozen=True, slots=True)
+class _Prefill:
+    """The transformers prefill of one model and setup: the widths and the kernels its peak is
+    made of, whatever the batch and context."""
+
+    e: int  # bytes per element of the compute dtype
+    hidden: int
+    vocab: int
+    decoder: bool
+    position_width: int  # bytes per token of learned position embeddings or rotary cos / sin
+    eager: bool  # the attention transformers really runs is eager
+    always_masked: bool
+    mask_window: int | None  # SDPA needs a mask once the context passes this sliding window
+    attn_output_kept: bool
+    heads: int  # query heads on one GPU
+    q_dim: int
+    kv_dim: int
+    fused_qkv: bool
+    score_bytes: int  # bytes per attention-score element alive at the eager softmax
+    probs_kept: bool  # the block keeps the eager attention probabilities through its MLP
+    mlp: _MlpShape
+
+    @classmethod
+    def of(cls, spec: ModelSpec, w: Workload) -> _Prefill:
+        facts = spec.facts
+        tp = w.tp
+        e = dtypes.DTYPE_BYTES[w.dtype]
+        eager = attention_used(spec, w) == "eager"
+        heads = max(1, facts.num_heads // tp)
+        q_dim = heads * facts.head_dim
+        kv_dim = _kv_heads_per_gpu(spec, tp) * facts.head_dim
+        if facts.is_mla:
+            qk = (facts.qk_nope_head_dim or 0) + (facts.qk_rope_head_dim or 0)
+            q_dim = kv_dim = heads * qk
+        if facts.model_type in _LEARNED_POSITIONS:
+            position_width = facts.hidden_size * e  # (1, seq, hidden) position embeddings
+        elif facts.model_type in _NO_ROTARY:
+            position_width = 0
+        else:
+            position_width = 2 * facts.head_dim * e  # rotary cos and sin, (1, seq, head_dim)
+        window = facts.sliding_window
+        sliding = window is not None and LayerType.SLIDING in _layer_types(spec)
+        return cls(
+            e=e,
+            hidden=facts.hidden_size,
+            vocab=facts.vocab_size,
+            decoder=facts.is_decoder,
+            position_width=position_width,
+            eager=eager,
+            always_masked=facts.model_type in _ALWAYS_MASKED,
+            mask_window=window if sliding else None,
+            attn_output_kept=facts.model_type in _ATTN_OUTPUT_KEPT,
+            heads=heads,
+            q_dim=q_dim,
+            kv_dim=kv_dim,
+            fused_qkv=eager and _has_module(spec, Role.ATTENTION, _FUSED_QKV),
+            score_bytes=_eager_score_bytes(spec, e),
+            probs_kept=eager and facts.model_type not in EAGER_ONLY,
+            mlp=_MlpShape.of(spec, e, tp),
+        )
+
+    def peak(self, batch: int, seq: int) -> int:
+        """Live activation bytes at the prefill's peak, KV cache excluded."""
+        e = self.e
+        tokens = batch * seq
+        stream = tokens * self.hidden * e  # one (batch, seq, hidden) tensor
+        # Alive through a decoder's whole forward: the embedding output (the model keeps its
+        # `inputs_embeds` reference), learned position embeddings or the rotary cos / sin, and
+        # the attention mask. Inside a block, the block's input is also alive: the model's loop
+        # holds it until the block returns.
+        block = self._block_peak(batch, seq, tokens)
+        if not self.decoder:
+            # Encoders: the embedding module sums its lookups into the first block's input; at
+            # the end the masked-LM head (dense, activation, norm) writes logits for every
+            # position.
+            head = 2 * stream + tokens * self.vocab * e
+            return max(self._mask_bytes(batch, seq) + stream + block, head)
+        persistent = stream + seq * self.position_width + self._mask_bytes(batch, seq)
+        # After the last block: the final norm's fp32 copies, then the LM head on the last
+        # position only, upcast to fp32.
+        head = tokens * self.hidden * 8 + batch * self.vocab * (e + 4)
+        return persistent + stream + max(block, head)
+
+    def _sdpa_needs_mask(self, seq: int) -> bool:
+        """SDPA runs maskless (is_causal) unless a sliding window is shorter than the prompt."""
+        if self.eager:
+            return False
+        if self.always_masked:
+            return True
+        return self.mask_window is not None and self.mask_window < seq
+
+    def _mask_bytes(self, batch: int, seq: int) -> int:
+        e = self.e
+        area = batch * seq * seq
+        if self.eager:
+            return area * e  # the 4-D additive mask (batch, 1, q, kv) in the compute dtype
+        if self.always_masked:
+            return area * (e + 1)  # the boolean mask and its additive copy
+        if self._sdpa_needs_mask(seq):
+            return area  # a boolean (batch, 1, q, kv) mask
+        return 0
+
+    def _block_peak(self, batch: int, seq: int, tokens: int) -> int:
+        """Largest transient set inside one block, beyond its input and the KV cache."""
+        e = self.e
+        stream = tokens * self.hidden * e
+        kept = stream if self.attn_output_kept else 0
+        # RMSNorm / LayerNorm upcast: an fp32 copy and its squared (or scaled) fp32 copy; the
+        # second norm of a block runs while the attention residual is alive too.
+        norm = stream + tokens * self.hidden * 8
+        attn = kept + self._attention_peak(batch, seq, tokens)
+        # MLP: the attention residual and the normed input stay alive through it, and with eager
+        # attention so do the attention probabilities (the block keeps them in a local).
+        probs = 0
+        if self.probs_kept:
+            probs = batch * self.heads * seq * seq * e
+        mlp = 2 * stream + kept + probs + self.mlp.peak(tokens)
+        return max(norm, attn, mlp)
+
+    def _attention_peak(self, batch: int, seq: int, tokens: int) -> int:
+        e, q_dim, kv_dim = self.e, self.q_dim, self.kv_dim
+        stream = tokens * self.hidden * e
+        scores = batch * self.heads * seq * seq
+        if self.always_masked and not self.eager and kv_dim != q_dim:
+            # SDPA with a mask and fewer K/V heads than query heads (not repeated) falls back
+            # to the math kernel: q upcast and scaled in fp32, fp32 scores and their masked copy.
+            return (
+                stream + tokens * (2 * q_dim + 2 * kv_dim) * e + 2 * tokens * q_dim * 4 + scores * 8
+            )
+        # The normed input, q, k, v and three q-sized rotary temporaries; with a mask, SDPA
+        # cannot use its grouped-query path and K / V are repeated to every query head.
+        attn = stream + tokens * (q_dim + 2 * kv_dim) * e + 3 * tokens * q_dim * e
+        if self._sdpa_needs_mask(seq) and kv_dim != q_dim:
+            attn += 2 * tokens * q_dim * e
+        if self.eager:
+            # K and V repeated to every query head for grouped-query attention (the cache keeps
+            # the originals); scores in the compute dtype plus the fp32 upcast and softmax
+            # output.
+            repeated = 2 * tokens * q_dim * e if kv_dim != q_dim else 0
+            # A fused qkv projection's output stays alive while views of it are in use.
+            qkv = tokens * (q_dim + 2 * kv_dim) * e if self.fused_qkv else 0
+            softmax = scores * self.score_bytes
+            attn = max(attn, stream + tokens * q_dim * e + repeated + qkv + softmax)
+        return attn
+
+
+@dataclass(frozen=True, slots=True)
+class _MlpShape:
+    """A block's MLP on one GPU: its widths, whatever the number of tokens."""
+
+    e: int
+    intermediate: int
+    tp: int
+    units: int  # intermediate-sized tensors alive at once in the dense MLP
+    moe: bool
+    dense_layers: bool  # some layers keep a dense MLP beside the MoE ones
+    experts_per_token: int
+    hidden: int
+    routed_per_slot: int  # bytes per (token, expert) pair at the routed experts' peak
+    shared: int  # the shared experts' intermediate width on one GPU
+
+    @classmethod
+    def of(cls, spec: ModelSpec, e: int, tp: int) -> _MlpShape:
+        facts = spec.facts
+        h = facts.hidden_size
+        routed_per_slot = shared = 0
+        if facts.is_moe:
+            inter = facts.moe_intermediate_size // tp
+            # Routed experts run as one grouped matmul over the gathered tokens: the gathered
+            # input stays alive through gate_up (2I), the activation (I) and the product (I);
+            # then the down projection, its routing-weighted copy and the scatter buffer (in
+            # fp32 when the router weights are fp32).
+            weighted = 4 if _router_fp32(spec) else e
+            routed_per_slot = max(
+                (h + 4 * inter) * e, (2 * h + inter) * e, 2 * h * e + 2 * h * weighted
+            )
+            shared = _shared_expert_width(spec) // tp
+        return cls(
+            e=e,
+            intermediate=facts.intermediate_size,
+            tp=tp,
+            units=_mlp_units(spec),
+            moe=facts.is_moe,
+            dense_layers=not all(facts.moe_layers),
+            experts_per_token=facts.experts_per_token,
+            hidden=h,
+            routed_per_slot=routed_per_slot,
+            shared=shared,
+        )
+
+    def peak(self, tokens: int) -> int:
+        """Transient MLP bytes beyond the block's residual and normed input."""
+        e = self.e
+        dense = tokens * self.intermediate // self.tp * e * self.units
+        if not self.moe:
+            return dense
+        slots = tokens * self.experts_per_token  # (token, expert) pairs, gathered into one batch
+        routed = slots * self.routed_per_slot
+        shared = self.shared
+        # The shared expert runs first and its output waits beside the routed computation.
+        moe = max(tokens * shared * e * 3, (tokens * self.hidden * e if shared else 0) + routed)
+        return max(moe, dense) if self.dense_layers else moe
 
 
 def _buffer_bytes(spec: ModelSpec) -> int:
@@ -315,115 +620,6 @@ def _buffer_bytes(spec: ModelSpec) -> int:
         # The causal mask buffer: a (max_positions, max_positions) boolean matrix.
         return facts.max_position_embeddings**2
     return 0
-
-
-def _position_bytes(spec: ModelSpec, w: Workload) -> int:
-    e = dtypes.DTYPE_BYTES[w.dtype]
-    if spec.facts.model_type in _LEARNED_POSITIONS:
-        return w.seq * spec.facts.hidden_size * e  # (1, seq, hidden) position embeddings
-    if spec.facts.model_type in _NO_ROTARY:
-        return 0
-    return 2 * w.seq * spec.facts.head_dim * e  # rotary cos and sin, (1, seq, head_dim)
-
-
-def _sdpa_needs_mask(spec: ModelSpec, w: Workload) -> bool:
-    """SDPA runs maskless (is_causal) unless a sliding window is shorter than the prompt."""
-    if attention_used(spec, w) == "eager":
-        return False
-    if spec.facts.model_type in _ALWAYS_MASKED:
-        return True
-    window = spec.facts.sliding_window
-    return window is not None and window < w.seq and LayerType.SLIDING in _layer_types(spec)
-
-
-def _mask_bytes(spec: ModelSpec, w: Workload) -> int:
-    e = dtypes.DTYPE_BYTES[w.dtype]
-    area = w.batch * w.seq * w.seq
-    if attention_used(spec, w) == "eager":
-        return area * e  # the 4-D additive mask (batch, 1, q, kv) in the compute dtype
-    if spec.facts.model_type in _ALWAYS_MASKED:
-        return area * (e + 1)  # the boolean mask and its additive copy
-    if _sdpa_needs_mask(spec, w):
-        return area  # a boolean (batch, 1, q, kv) mask
-    return 0
-
-
-def _block_peak(spec: ModelSpec, w: Workload, tokens: int, e: int, tp: int) -> int:
-    """Largest transient set inside one block, beyond its input and the KV cache."""
-    facts = spec.facts
-    stream = tokens * facts.hidden_size * e
-    kept = stream if facts.model_type in _ATTN_OUTPUT_KEPT else 0
-    heads = max(1, facts.num_heads // tp)
-    q_dim = heads * facts.head_dim
-    kv_dim = _kv_heads_per_gpu(spec, tp) * facts.head_dim
-    if facts.is_mla:
-        qk = (facts.qk_nope_head_dim or 0) + (facts.qk_rope_head_dim or 0)
-        q_dim = kv_dim = heads * qk
-    # RMSNorm / LayerNorm upcast: an fp32 copy and its squared (or scaled) fp32 copy; the second
-    # norm of a block runs while the attention residual is alive too.
-    norm = stream + tokens * facts.hidden_size * 8
-    attn = kept + _attention_peak(
-        spec, w, tokens=tokens, e=e, heads=heads, q_dim=q_dim, kv_dim=kv_dim
-    )
-    # MLP: the attention residual and the normed input stay alive through it, and with eager
-    # attention so do the attention probabilities (the block keeps them in a local).
-    probs = 0
-    if attention_used(spec, w) == "eager" and facts.model_type not in EAGER_ONLY:
-        probs = w.batch * heads * w.seq * w.seq * e
-    mlp = 2 * stream + kept + probs + _mlp_peak(spec, tokens, e, tp)
-    return max(norm, attn, mlp)
-
-
-def _attention_peak(
-    spec: ModelSpec, w: Workload, *, tokens: int, e: int, heads: int, q_dim: int, kv_dim: int
-) -> int:
-    facts = spec.facts
-    stream = tokens * facts.hidden_size * e
-    scores = w.batch * heads * w.seq * w.seq
-    if (
-        facts.model_type in _ALWAYS_MASKED
-        and attention_used(spec, w) != "eager"
-        and kv_dim != q_dim
-    ):
-        # SDPA with a mask and fewer K/V heads than query heads (not repeated) falls back to
-        # the math kernel: q upcast and scaled in fp32, fp32 scores and their masked copy.
-        return stream + tokens * (2 * q_dim + 2 * kv_dim) * e + 2 * tokens * q_dim * 4 + scores * 8
-    # The normed input, q, k, v and three q-sized rotary temporaries; with a mask, SDPA cannot
-    # use its grouped-query path and K / V are repeated to every query head.
-    attn = stream + tokens * (q_dim + 2 * kv_dim) * e + 3 * tokens * q_dim * e
-    if _sdpa_needs_mask(spec, w) and kv_dim != q_dim:
-        attn += 2 * tokens * q_dim * e
-    if attention_used(spec, w) == "eager":
-        # K and V repeated to every query head for grouped-query attention (the cache keeps
-        # the originals); scores in the compute dtype plus the fp32 upcast and softmax output.
-        repeated = 2 * tokens * q_dim * e if kv_dim != q_dim else 0
-        # A fused qkv projection's output stays alive while views of it are in use.
-        fused = _has_module(spec, Role.ATTENTION, _FUSED_QKV)
-        qkv = tokens * (q_dim + 2 * kv_dim) * e if fused else 0
-        softmax = scores * _eager_score_bytes(spec, e)
-        attn = max(attn, stream + tokens * q_dim * e + repeated + qkv + softmax)
-    return attn
-
-
-def _mlp_peak(spec: ModelSpec, tokens: int, e: int, tp: int) -> int:
-    """Transient MLP bytes beyond the block's residual and normed input."""
-    facts = spec.facts
-    dense = tokens * facts.intermediate_size // tp * e * _mlp_units(spec)
-    if not facts.is_moe:
-        return dense
-    h = facts.hidden_size
-    slots = tokens * facts.experts_per_token  # (token, expert) pairs, gathered into one batch
-    inter = facts.moe_intermediate_size // tp
-    # Routed experts run as one grouped matmul over the gathered tokens: the gathered input
-    # stays alive through gate_up (2I), the activation (I) and the product (I); then the down
-    # projection, its routing-weighted copy and the scatter buffer (in fp32 when the router
-    # weights are fp32).
-    weighted = 4 if _router_fp32(spec) else e
-    routed = slots * max((h + 4 * inter) * e, (2 * h + inter) * e, 2 * h * e + 2 * h * weighted)
-    shared = _shared_expert_width(spec) // tp
-    # The shared expert runs first and its output waits beside the routed computation.
-    moe = max(tokens * shared * e * 3, (tokens * h * e if shared else 0) + routed)
-    return max(moe, dense) if not all(facts.moe_layers) else moe
 
 
 def _mlp_units(spec: ModelSpec) -> int:
@@ -501,15 +697,14 @@ def _vllm_profile_peak(spec: ModelSpec, w: Workload) -> int:
     return t * per_token + mlp + logits
 
 
-def _llamacpp_compute_buffer(spec: ModelSpec, w: Workload) -> int:
+def _llamacpp_compute_buffer(facts: ArchFacts, batch: int, seq: int) -> int:
     """llama.cpp's CUDA compute buffer: the graph of one micro-batch of n_ubatch tokens.
 
     Its peak holds one layer's KQ scores in fp32 (flash attention off, the default of the
     published logs), the f16 KQ mask and the micro-batch's hidden and MLP activations in fp32.
     """
-    facts = spec.facts
-    ub = min(LLAMACPP_UBATCH, w.seq * w.batch)
-    ctx = w.seq * w.batch
+    ub = min(LLAMACPP_UBATCH, seq * batch)
+    ctx = seq * batch
     kq = ub * ctx * facts.num_heads * 4
     mask = ub * ctx * 2
     side = ub * (facts.hidden_size + facts.intermediate_size) * 4

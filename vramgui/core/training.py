@@ -135,6 +135,26 @@ class _Ctx:
     def tokens(self) -> int:
         return self.batch * self.seq
 
+    def sized(self, batch: int, seq: int) -> _Ctx:
+        """This context for ``batch`` sequences of ``seq`` tokens (dataclasses.replace, without
+        its field introspection: it runs for every point of a sweep)."""
+        return _Ctx(
+            batch=batch,
+            seq=seq,
+            param_bytes=self.param_bytes,
+            compute_bytes=self.compute_bytes,
+            autocast=self.autocast,
+            cuda=self.cuda,
+            cuda_autocast=self.cuda_autocast,
+            full=self.full,
+            lora_targets=self.lora_targets,
+            lora_rank=self.lora_rank,
+            attention=self.attention,
+            checkpointing=self.checkpointing,
+            tp=self.tp,
+            four_bit_base=self.four_bit_base,
+        )
+
 
 class _Replay:
     """Records what autograd saves while a forward runs through ``_Replay``'s operations."""
@@ -1160,9 +1180,16 @@ def _moments(
     grad_shards: int,
 ) -> _Moments:
     """Totals at the forward end, the worst moment of backward, and the optimizer step."""
+    # Runs of one block repeated (identical layers share their _Block) are walked at once.
+    runs: list[tuple[_Block, int]] = []
+    for b in blocks:
+        if runs and runs[-1][0] is b and not b.early_transient_bytes:
+            runs[-1] = (b, runs[-1][1] + 1)
+        else:
+            runs.append((b, 1))
     base = sum(resident.values())
-    saved_total = sum(b.saved_bytes for b in blocks) * in_flight
-    copies_total = sum(b.weight_copy_bytes for b in blocks)
+    saved_total = sum(b.saved_bytes * n for b, n in runs) * in_flight
+    copies_total = sum(b.weight_copy_bytes * n for b, n in runs)
     grads_before = grads_total if accumulating else 0
     parts: dict[str, dict[str, int]] = {}
     parts[PHASE_FORWARD] = {
@@ -1171,7 +1198,7 @@ def _moments(
         LOGITS: forward_transient,
         GRADIENTS: grads_before,
     }
-    inside = max((b.forward_live_bytes for b in blocks), default=0) * in_flight
+    inside = max((b.forward_live_bytes for b, _ in runs), default=0) * in_flight
     if inside > forward_transient:
         # With checkpointing the forward can peak inside a block rather than at the loss.
         parts[PHASE_FORWARD] = {
@@ -1181,8 +1208,8 @@ def _moments(
         }
     best = -1
     acts_left, grads_done = saved_total, grads_before
-    copies_left = sum(b.held_copy_bytes for b in blocks)
-    for b in reversed(blocks):
+    copies_left = sum(b.held_copy_bytes * n for b, n in runs)
+    for b, n in reversed(runs):
         if b.early_transient_bytes:
             early = acts_left + copies_left + grads_done + b.early_transient_bytes
             if early > best:
@@ -1196,20 +1223,27 @@ def _moments(
         # A block's gradients are formed whole, then reduce-scattered when sharded; with
         # accumulation they are added into the existing ones.
         new_grads = b.grad_bytes
-        grads_now = grads_done if accumulating else grads_done + new_grads // grad_shards
+        added = 0 if accumulating else new_grads // grad_shards
         transient = b.transient_bytes + (new_grads if accumulating or grad_shards > 1 else 0)
-        total = acts_left + copies_left + grads_now + transient
+        freed = b.saved_bytes * in_flight
+        held = b.held_copy_bytes
+        # Through a run, each block changes the total by the same step, so its worst moment is
+        # at the run's first block or, when the total grows, its last.
+        k = n - 1 if added - freed - held > 0 else 0
+        total = (
+            acts_left + copies_left + grads_done + transient + added - k * (freed + held - added)
+        )
         if total > best:
             best = total
             parts[PHASE_BACKWARD] = {
-                ACTIVATIONS: acts_left,
-                WEIGHT_COPIES: copies_left,
-                GRADIENTS: grads_now,
+                ACTIVATIONS: acts_left - k * freed,
+                WEIGHT_COPIES: copies_left - k * held,
+                GRADIENTS: grads_done + (k + 1) * added,
                 BACKWARD_TEMPORARIES: transient,
             }
-        acts_left -= b.saved_bytes * in_flight
-        copies_left -= b.held_copy_bytes
-        grads_done = grads_now
+        acts_left -= n * freed
+        copies_left -= n * held
+        grads_done += n * added
     parts[PHASE_STEP] = {ACTIVATIONS: 0, GRADIENTS: grads_total, **step_extra}
     totals = {
         phase: base + sum(v for v in p.values() if v > 0) + sum(min(v, 0) for v in p.values())
@@ -1240,115 +1274,187 @@ def training_estimate(
     Raises:
         WorkloadError: the settings do not apply to this model.
     """
-    if device not in DEVICES or (autocast_rules or device) not in DEVICES:
-        raise ValueError(f"device and autocast_rules must be one of {DEVICES}")
-    _check(workload)
-    plan = parallel.plan(spec, workload)
-    deepspeed_mixed = workload.zero > 0 and workload.precision == "mixed"
-    ctx = _context(spec, workload, device, autocast_rules or device, deepspeed_mixed)
-    notes: list[str] = list(plan.notes)
-    sixteen = dtypes.dtype_bytes(workload.dtype)
+    plan = TrainingPlan(spec, workload, device=device, autocast_rules=autocast_rules)
+    return plan.breakdown(workload.batch, workload.seq)
 
-    # Which tensors live on this GPU (the worst pipeline stage is chosen below).
-    stages = parallel.stage_layers(spec.facts.num_layers, plan.pp)
 
-    grad_item = ctx.param_bytes if workload.method == "full" else _ADAPTER_BYTES
-    state_item = 4 if deepspeed_mixed else grad_item
-    walk = _walk(spec, ctx, grad_item)
+@dataclass(frozen=True, slots=True)
+class _StagePlan:
+    """What one pipeline stage holds whatever the batch and sequence length."""
 
-    best: tuple[int, str, dict[str, int], dict[str, int], int, int] | None = None
-    for index, stage in enumerate(stages):
-        first, last = index == 0, index == len(stages) - 1
-        if 0 < index < len(stages) - 1:
-            continue  # middle stages hold no more than the first one
-        facts = _stage_facts(
-            spec, workload, ctx, stage, first=first, last=last, state_item=state_item
-        )
-        trainable = facts.trainable
-        weights = parallel.shard(facts.weights, plan.param_shards)
-        adapters = trainable * _ADAPTER_BYTES if workload.method != "full" else 0
-        opt = facts.optimizer
-        states = opt.states + (trainable * 4 if deepspeed_mixed else 0)  # fp32 master weights
-        states = parallel.shard(states, plan.state_shards)
-        temporaries = parallel.shard(opt.temporaries, plan.state_shards)
-        host = 0
-        if plan.offload_states:
-            host += states
-            states, temporaries = 0, 0
-        grads_total = parallel.shard(trainable * grad_item, plan.grad_shards)
-        resident = {WEIGHTS: weights, OPTIMIZER_STATES: states}
-        if adapters:
-            resident[LORA_ADAPTERS] = adapters
-        if plan.offload_params:
-            # ZeRO-3 / FSDP parameter offload: only the gathered layers sit on the GPU.
-            host += weights
-            resident[WEIGHTS] = 0
-        in_flight_params = parallel.gathered_in_flight_bytes(
-            list(facts.layer_bytes), facts.outside_bytes, facts.largest_outside, plan, workload
-        )
-        if in_flight_params:
-            resident[GATHERED_PARAMETERS] = in_flight_params
-        buckets = parallel.ddp_bucket_bytes(trainable * grad_item, plan) + (
-            parallel.zero_buffers_bytes(grad_item, trainable, plan, workload.zero)
-        )
-        if buckets:
-            resident[GRADIENT_BUCKETS] = buckets
+    stage: range
+    first: bool
+    last: bool
+    micro_batches: int  # in flight at once (1F1B)
+    resident: dict[str, int]  # weights, states and buffers present through the whole step
+    grads_total: int
+    step_extra: dict[str, int]  # what only the optimizer step adds
+    host: int
+
+
+class TrainingPlan:
+    """Training memory of one model and setup at any batch size and sequence length.
+
+    The checks, the parallel plan, each stage's weights, gradients and optimizer states and the
+    notes are worked out once; :meth:`breakdown` replays the forward for the sizes it is given.
+    ``TrainingPlan(spec, w).breakdown(w.batch, w.seq)`` is ``training_estimate(spec, w)``.
+
+    Raises:
+        WorkloadError: the settings do not apply to this model.
+    """
+
+    __slots__ = (
+        "_accumulating",
+        "_ctx",
+        "_grad_item",
+        "_grad_shards",
+        "_notes",
+        "_spec",
+        "_stages",
+        "_trainable",
+    )
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        workload: Workload,
+        *,
+        device: str = "cuda",
+        autocast_rules: str | None = None,
+    ) -> None:
+        if device not in DEVICES or (autocast_rules or device) not in DEVICES:
+            raise ValueError(f"device and autocast_rules must be one of {DEVICES}")
+        _check(workload)
+        plan = parallel.plan(spec, workload)
+        deepspeed_mixed = workload.zero > 0 and workload.precision == "mixed"
+        ctx = _context(spec, workload, device, autocast_rules or device, deepspeed_mixed)
+        notes: list[str] = list(plan.notes)
+        sixteen = dtypes.dtype_bytes(workload.dtype)
+
+        # Which tensors live on this GPU (the worst pipeline stage is chosen in breakdown).
+        stages = parallel.stage_layers(spec.facts.num_layers, plan.pp)
+
+        grad_item = ctx.param_bytes if workload.method == "full" else _ADAPTER_BYTES
+        state_item = 4 if deepspeed_mixed else grad_item
+        self._stages: list[_StagePlan] = []
+        for index, stage in enumerate(stages):
+            first, last = index == 0, index == len(stages) - 1
+            if 0 < index < len(stages) - 1:
+                continue  # middle stages hold no more than the first one
+            facts = _stage_facts(
+                spec, workload, ctx, stage, first=first, last=last, state_item=state_item
+            )
+            trainable = facts.trainable
+            weights = parallel.shard(facts.weights, plan.param_shards)
+            adapters = trainable * _ADAPTER_BYTES if workload.method != "full" else 0
+            opt = facts.optimizer
+            states = opt.states + (trainable * 4 if deepspeed_mixed else 0)  # fp32 master weights
+            states = parallel.shard(states, plan.state_shards)
+            temporaries = parallel.shard(opt.temporaries, plan.state_shards)
+            host = 0
+            if plan.offload_states:
+                host += states
+                states, temporaries = 0, 0
+            grads_total = parallel.shard(trainable * grad_item, plan.grad_shards)
+            resident = {WEIGHTS: weights, OPTIMIZER_STATES: states}
+            if adapters:
+                resident[LORA_ADAPTERS] = adapters
+            if plan.offload_params:
+                # ZeRO-3 / FSDP parameter offload: only the gathered layers sit on the GPU.
+                host += weights
+                resident[WEIGHTS] = 0
+            in_flight_params = parallel.gathered_in_flight_bytes(
+                list(facts.layer_bytes), facts.outside_bytes, facts.largest_outside, plan, workload
+            )
+            if in_flight_params:
+                resident[GATHERED_PARAMETERS] = in_flight_params
+            buckets = parallel.ddp_bucket_bytes(trainable * grad_item, plan) + (
+                parallel.zero_buffers_bytes(grad_item, trainable, plan, workload.zero)
+            )
+            if buckets:
+                resident[GRADIENT_BUCKETS] = buckets
+            if workload.method == "qlora":
+                # bitsandbytes dequantizes one 4-bit weight at a time for its matmul.
+                resident[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx.tp) * sixteen
+            self._stages.append(
+                _StagePlan(
+                    stage=stage,
+                    first=first,
+                    last=last,
+                    micro_batches=parallel.in_flight_micro_batches(index, plan.pp),
+                    resident=resident,
+                    grads_total=grads_total,
+                    step_extra={OPTIMIZER_TEMPORARIES: temporaries},
+                    host=host,
+                )
+            )
         if workload.method == "qlora":
-            # bitsandbytes dequantizes one 4-bit weight at a time for its matmul.
-            resident[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx.tp) * sixteen
-        blocks = _stage_blocks(walk, stage, first, last)
-        micro_batches = parallel.in_flight_micro_batches(index, plan.pp)
-        moments = _moments(
-            blocks,
-            in_flight=micro_batches,
-            resident=resident,
-            grads_total=grads_total,
-            step_extra={OPTIMIZER_TEMPORARIES: temporaries},
-            accumulating=workload.grad_accum > 1,
-            forward_transient=walk.forward_transient if last else 0,
-            grad_shards=plan.grad_shards,
+            notes.append(
+                "QLoRA: the 4-bit base as bitsandbytes stores it (double quantization included), "
+                "embeddings / norms / head upcast to fp32 by prepare_model_for_kbit_training, one "
+                "linear's weight dequantized in flight; paged optimizer states are counted on the "
+                "GPU (bitsandbytes moves them to host RAM only under memory pressure)"
+            )
+        if plan.pp > 1:
+            notes.append(
+                f"pipeline: worst of the first and last of {plan.pp} stages (1F1B schedule)"
+            )
+        self._trainable = (
+            spec.parameters
+            if workload.method == "full"
+            else spec.cached(
+                ("training_adapter_parameters", workload.lora_rank, ctx.lora_targets),
+                lambda: sum(
+                    _adapter_numel(t, workload.lora_rank, 1)
+                    for t in spec.tensors
+                    if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+                ),
+            )
         )
-        phase = max(moments.totals, key=lambda k: moments.totals[k])
-        total = moments.totals[phase]
-        if best is None or total > best[0]:
-            parts = {**resident, **moments.parts[phase]}
-            best = (total, phase, parts, moments.totals, trainable, host)
-    assert best is not None
-    _, phase, parts, totals, _, host = best
-    components = {k: max(v, 0) for k, v in parts.items() if v or k in REQUIRED_COMPONENTS}
-    shift = totals[phase] - sum(components.values())
-    if shift:
-        # A negative transient (freed saved tensors) is folded into the activations.
-        components[ACTIVATIONS] = max(0, components.get(ACTIVATIONS, 0) + shift)
-    if workload.method == "qlora":
-        notes.append(
-            "QLoRA: the 4-bit base as bitsandbytes stores it (double quantization included), "
-            "embeddings / norms / head upcast to fp32 by prepare_model_for_kbit_training, one "
-            "linear's weight dequantized in flight; paged optimizer states are counted on the "
-            "GPU (bitsandbytes moves them to host RAM only under memory pressure)"
+        self._spec = spec
+        self._ctx = ctx
+        self._notes = tuple(notes)
+        self._grad_item = grad_item
+        self._grad_shards = plan.grad_shards
+        self._accumulating = workload.grad_accum > 1
+
+    def breakdown(self, batch: int, seq: int) -> TrainingBreakdown:
+        """Per-GPU memory at the peak of a step over ``batch`` sequences of ``seq`` tokens."""
+        ctx = self._ctx.sized(batch, seq)
+        walk = _walk(self._spec, ctx, self._grad_item)
+        best: tuple[int, str, dict[str, int], dict[str, int], int] | None = None
+        for sp in self._stages:
+            blocks = _stage_blocks(walk, sp.stage, sp.first, sp.last)
+            moments = _moments(
+                blocks,
+                in_flight=sp.micro_batches,
+                resident=sp.resident,
+                grads_total=sp.grads_total,
+                step_extra=sp.step_extra,
+                accumulating=self._accumulating,
+                forward_transient=walk.forward_transient if sp.last else 0,
+                grad_shards=self._grad_shards,
+            )
+            phase = max(moments.totals, key=lambda k: moments.totals[k])
+            total = moments.totals[phase]
+            if best is None or total > best[0]:
+                parts = {**sp.resident, **moments.parts[phase]}
+                best = (total, phase, parts, moments.totals, sp.host)
+        assert best is not None
+        _, phase, parts, totals, host = best
+        components = {k: max(v, 0) for k, v in parts.items() if v or k in REQUIRED_COMPONENTS}
+        shift = totals[phase] - sum(components.values())
+        if shift:
+            # A negative transient (freed saved tensors) is folded into the activations.
+            components[ACTIVATIONS] = max(0, components.get(ACTIVATIONS, 0) + shift)
+        return TrainingBreakdown(
+            components=components,
+            phase=phase,
+            trainable_parameters=self._trainable,
+            host_bytes=host,
+            notes=self._notes,
+            phase_totals=totals,
         )
-    if plan.pp > 1:
-        notes.append(f"pipeline: worst of the first and last of {plan.pp} stages (1F1B schedule)")
-    trainable_total = (
-        spec.parameters
-        if workload.method == "full"
-        else spec.cached(
-            ("training_adapter_parameters", workload.lora_rank, ctx.lora_targets),
-            lambda: sum(
-                _adapter_numel(t, workload.lora_rank, 1)
-                for t in spec.tensors
-                if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
-            ),
-        )
-    )
-    return TrainingBreakdown(
-        components=components,
-        phase=phase,
-        trainable_parameters=trainable_total,
-        host_bytes=host,
-        notes=tuple(notes),
-        phase_totals=totals,
-    )
 
 
 def _largest_linear(spec: ModelSpec, tp: int) -> int:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import asdict, dataclass, fields, replace
+from operator import attrgetter
 from typing import Any
 
 from vramgui.core.errors import WorkloadError
@@ -129,12 +129,17 @@ class Workload:
         Sweeps and solvers call this for every point; nothing else depends on these two sizes,
         so the full validation of ``with_`` would only repeat itself.
         """
-        limits = {"batch": MAX_BATCH, "seq": MAX_SEQ}
-        if field not in limits:
+        limit = _SIZE_LIMITS.get(field)
+        if limit is None:
             raise ValueError(f"with_size changes batch or seq, not {field!r}")
-        _check_range(field, value, 1, limits[field])
-        clone = copy.copy(self)
-        object.__setattr__(clone, field, value)
+        _check_range(field, value, 1, limit)
+        # Slot by slot: copy.copy of a slotted dataclass goes through __reduce_ex__ and
+        # fields(), four times slower, and this runs for every point of a sweep. Both tuples
+        # list the fields in one order.
+        clone = _new_workload(Workload)
+        for set_slot, setting in zip(_SLOT_SETTERS, _settings(self), strict=False):
+            set_slot(clone, setting)
+        _SIZE_SETTERS[field](clone, value)
         return clone
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,6 +166,14 @@ class Workload:
             kwargs[key] = _coerce(key, value)
         return cls(**kwargs)
 
+
+_SIZE_LIMITS = {"batch": MAX_BATCH, "seq": MAX_SEQ}
+_new_workload = object.__new__
+# Setters of Workload's slots (past the frozen __setattr__) and a getter of every setting, in the
+# same order.
+_SLOT_SETTERS = tuple(Workload.__dict__[f.name].__set__ for f in fields(Workload))
+_SIZE_SETTERS = {name: Workload.__dict__[name].__set__ for name in _SIZE_LIMITS}
+_settings = attrgetter(*(f.name for f in fields(Workload)))
 
 _INT_FIELDS = {"batch", "seq", "lora_rank", "grad_accum", "gpus", "zero", "tp", "pp"}
 _BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload"}

@@ -18,7 +18,7 @@ from tests.fakehub.files import (
 )
 from vramgui.core.dtypes import storage_bytes
 from vramgui.paths import user_dir
-from vramgui.sources import hub as hub_module
+from vramgui.sources import hub_repo
 from vramgui.sources.errors import (
     BadModelFile,
     GatedModel,
@@ -89,7 +89,7 @@ def test_header_larger_than_the_first_range_takes_a_second_one(fake_hub, client)
     tensors = dict(TENSORS)
     tensors.update({f"model.layers.1.mlp.extra_{i}.weight": ("F16", (3,)) for i in range(2000)})
     raw = safetensors_bytes(tensors)
-    assert int.from_bytes(raw[:8], "little") > hub_module.FIRST_RANGE_BYTES
+    assert int.from_bytes(raw[:8], "little") > hub_repo.FIRST_RANGE_BYTES
     fake_hub.add("org/wide", {"config.json": CONFIG, "model.safetensors": raw})
     spec = client.load("org/wide").spec
     assert spec.parameters == header_totals(tensors)[0]
@@ -114,7 +114,7 @@ def test_gguf_repo_lists_files_and_reads_the_chosen_header(fake_hub, client, tmp
     }
     fake_hub.add("org/tiny-GGUF", files, library="gguf")
     # Small first reads make the client grow its prefix until the tensor table is inside.
-    monkeypatch.setattr(hub_module, "GGUF_FIRST_RANGE_BYTES", 256)
+    monkeypatch.setattr(hub_repo, "GGUF_FIRST_RANGE_BYTES", 256)
     assert client.list_gguf_files("org/tiny-GGUF") == sorted(
         (name, len(data)) for name, data in files.items()
     )

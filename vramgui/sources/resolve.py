@@ -12,14 +12,11 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vramgui.core.model import ModelRef, ModelSpec
 from vramgui.sources import catalog, local
 from vramgui.sources.errors import BadModelFile, HubUnavailable, ModelNotFound, SourceError
-
-if TYPE_CHECKING:
-    from vramgui.sources.hub import HubClient, HubModel
+from vramgui.sources.hub import SEARCH_FRESH_S, HubClient, HubModel
 
 _HUB_SOURCE = re.compile(
     r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[\w./-]+?))?(?::(?P<file>[\w./-]+\.gguf))?$"
@@ -83,8 +80,6 @@ def load_model(source: str, *, hub: HubClient | None = None) -> LoadedModel:
             f"(org/name); `vramgui search {text}` lists matching models"
         )
     if hub is None:
-        from vramgui.sources.hub import HubClient
-
         hub = HubClient()
     try:
         return hub.load(match["repo"], match["rev"], match["file"])
@@ -112,8 +107,6 @@ def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> LoadedModel:
         return LoadedModel(spec=entry.spec(), ref=entry.ref())
     if ref.kind == "hub":
         if hub is None:
-            from vramgui.sources.hub import HubClient
-
             hub = HubClient()
         return hub.load(ref.id, ref.revision, ref.file)
     path = Path(ref.id)
@@ -142,8 +135,6 @@ def search_models(
         max_age_s: how old a cached answer may be to be used without asking the Hub; default
             one hour.
     """
-    from vramgui.sources.hub import SEARCH_FRESH_S, HubClient
-
     hub = hub or HubClient()
     fresh_for = SEARCH_FRESH_S if max_age_s is None else max_age_s
     cached = hub.cached_search(query, limit)
@@ -216,8 +207,6 @@ def _catalog_entry(name: str) -> catalog.CatalogEntry | None:
 
 
 def _catalog_results(query: str, limit: int) -> list[HubModel]:
-    from vramgui.sources.hub import HubModel
-
     try:
         entries = catalog.search(query, limit)
     except SourceError:

@@ -34,9 +34,15 @@ from vramgui.ui import palette
 from vramgui.ui.workers import Worker, submit
 
 SEARCH_DEBOUNCE_MS = 150
+RESULTS_HEIGHT_PX = 150
 MAX_RECENT = 10
 MODEL_FILE_SUFFIXES = (".safetensors", ".gguf", ".json")
 _Index = QModelIndex | QPersistentModelIndex
+# Plain ints: the view calls data() about ten times per cell, and enum members cost more there.
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole.value)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole.value)
+_ALIGNMENT = int(Qt.ItemDataRole.TextAlignmentRole.value)
+_RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
 _ORIGINS = {
     "hub": "From the Hugging Face Hub.",
     "cache": "From a saved Hub answer (offline).",
@@ -64,18 +70,39 @@ def _count(n: int | None) -> str:
     return str(n)
 
 
+def _cells(hit: Any) -> tuple[str, str, str, str]:
+    notes = ("gated" if hit.gated else "", "" if hit.source == "hub" else hit.source)
+    return hit.id, _count(hit.parameters), _count(hit.downloads), " · ".join(filter(None, notes))
+
+
+def _tooltip(hit: Any) -> str:
+    parts = [hit.id]
+    if hit.gated:
+        parts.append("Gated: accept the license on the Hub and log in to read it.")
+    parts.append(_ORIGINS.get(hit.source, hit.source))
+    return "\n".join(parts)
+
+
 class SearchResultsModel(QAbstractTableModel):
-    """Search hits: repo id, parameters, downloads, gated, where the hit came from."""
+    """Search hits: repo id, parameters, downloads, gated, where the hit came from.
+
+    The texts are made once per result set: the view asks ``data`` for every cell and role each
+    time it sizes its columns, on the GUI thread.
+    """
 
     COLUMNS = ("Model", "Params", "Downloads", "Notes")
 
     def __init__(self) -> None:
         super().__init__()
         self._rows: list[Any] = []
+        self._cells: list[tuple[str, str, str, str]] = []
+        self._tips: list[str] = []
 
     def set_results(self, results: Sequence[Any]) -> None:
         self.beginResetModel()
         self._rows = list(results)
+        self._cells = [_cells(hit) for hit in self._rows]
+        self._tips = [_tooltip(hit) for hit in self._rows]
         self.endResetModel()
 
     def result(self, row: int) -> Any:
@@ -90,38 +117,17 @@ class SearchResultsModel(QAbstractTableModel):
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+        if role == _DISPLAY and orientation == Qt.Orientation.Horizontal:
             return self.COLUMNS[section]
         return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        hit = self._rows[index.row()]
-        column = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            if column == 0:
-                return hit.id
-            if column == 1:
-                return _count(hit.parameters)
-            if column == 2:
-                return _count(hit.downloads)
-            return " · ".join(
-                word
-                for word in (
-                    "gated" if hit.gated else "",
-                    hit.source if hit.source != "hub" else "",
-                )
-                if word
-            )
-        if role == Qt.ItemDataRole.ToolTipRole:
-            parts = [hit.id]
-            if hit.gated:
-                parts.append("Gated: accept the license on the Hub and log in to read it.")
-            parts.append(_ORIGINS.get(hit.source, hit.source))
-            return "\n".join(parts)
-        if role == Qt.ItemDataRole.TextAlignmentRole and column in (1, 2):
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == _DISPLAY:
+            return self._cells[index.row()][index.column()] if index.isValid() else None
+        if role == _TOOLTIP:
+            return self._tips[index.row()] if index.isValid() else None
+        if role == _ALIGNMENT and index.column() in (1, 2):
+            return _RIGHT
         return None
 
 
@@ -156,12 +162,13 @@ class ModelPanel(QWidget):
         self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.results.verticalHeader().hide()
         self.results.setShowGrid(False)
-        self.results.setMaximumHeight(170)
+        # Always in the layout at one height: results arriving then move no other panel, which
+        # would re-lay out and repaint the whole side column while the user types.
+        self.results.setFixedHeight(RESULTS_HEIGHT_PX)
         header = self.results.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in (1, 2, 3):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        self.results.hide()
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.status.setStyleSheet(palette.WARNING_STYLE)
@@ -249,14 +256,12 @@ class ModelPanel(QWidget):
             self._pending = None
         if not query:
             self.results_model.set_results(())
-            self.results.hide()
             return
         self._pending = submit(lambda: self._search(query), self._show_results, self._search_failed)
 
     def _show_results(self, outcome: Any) -> None:
         self._pending = None
         self.results_model.set_results(outcome.results)
-        self.results.setVisible(bool(outcome.results))
         notice = outcome.offline_notice
         if not outcome.results:
             notice = (notice + " " if notice else "") + "No models match."

@@ -14,7 +14,9 @@ Measured on the machine it runs on (Qt's offscreen platform, a temporary VRAMGUI
   answering after 2 s; a 5 ms QTimer measures the gaps between its ticks);
 - resident memory of the app after start and after 1,000 estimate changes (growth).
 
-    python benchmarks/speed.py [--starts 5] [--model llama-3.1-8b] [--quick]
+    python benchmarks/speed.py [--starts 5] [--model llama-3.1-8b] [--quick] [--only NAME ...]
+
+``--only stall`` (repeatable; start, cli, core, redraw, stall, memory) measures one part.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ HEAVY_MODULES = ("huggingface_hub", "gguf", "pynvml", "torch", "transformers")
 SLOW_HUB_S = 2.0
 TICK_MS = 5
 GROWTH_LIMIT_MIB = 16.0
+# What --only selects; "stall" and "memory" share one window.
+PARTS = ("start", "cli", "core", "redraw", "stall", "memory")
 
 
 @dataclass
@@ -304,41 +308,56 @@ def measure_redraw(model: str, rounds: int) -> list[Figure]:
     return figures
 
 
-def measure_window(hub, model: str, changes: int) -> list[Figure]:
-    """The event loop's stall during a slow Hub search, and RSS after start and after changes."""
-    from PySide6.QtCore import QElapsedTimer, QSettings, QThreadPool, QTimer
-    from PySide6.QtTest import QTest
+class Window:
+    """The main window as the application builds it, with a fixed GPU snapshot and no GPU refresh."""
 
-    from vramgui.hardware import GpuSnapshot
-    from vramgui.ui import app
-    from vramgui.ui.main_window import build_window
+    def __init__(self, model: str) -> None:
+        from PySide6.QtCore import QSettings
 
-    qapp = app.create_application(sys.argv[:1])
-    services = replace(
-        app.real_services(),
-        probe=lambda: GpuSnapshot(reason="benchmark"),
-        gpu_refresh_ms=0,
-        default_source=model,
-    )
-    settings = QSettings(
-        str(Path(os.environ["VRAMGUI_HOME"]) / "speed.ini"), QSettings.Format.IniFormat
-    )
-    window = build_window(services, settings)
-    window.resize(1600, 1000)
-    window.show()
-    controller = window.controller
+        from vramgui.hardware import GpuSnapshot
+        from vramgui.ui import app
+        from vramgui.ui.main_window import build_window
 
-    def settle(until: Callable[[], bool], limit_s: float = 60) -> None:
+        self.qapp = app.create_application(sys.argv[:1])
+        services = replace(
+            app.real_services(),
+            probe=lambda: GpuSnapshot(reason="benchmark"),
+            gpu_refresh_ms=0,
+            default_source=model,
+        )
+        settings = QSettings(
+            str(Path(os.environ["VRAMGUI_HOME"]) / "speed.ini"), QSettings.Format.IniFormat
+        )
+        self.window = build_window(services, settings)
+        self.window.resize(1600, 1000)
+        self.window.show()
+        app.freeze_startup_objects()
+        self.settle(lambda: self.window.controller.outlook is not None)
+        self.started_mib = rss_mib()
+
+    def settle(self, until: Callable[[], bool], limit_s: float = 60) -> None:
+        """Run the event loop until ``until()`` holds, then until the workers are done."""
+        from PySide6.QtCore import QThreadPool
+
         deadline = time.monotonic() + limit_s
         while not until() and time.monotonic() < deadline:
-            qapp.processEvents()
+            self.qapp.processEvents()
         QThreadPool.globalInstance().waitForDone(10_000)
-        qapp.processEvents()
+        self.qapp.processEvents()
 
-    settle(lambda: controller.outlook is not None)
-    started_mib = rss_mib()
+    def close(self) -> None:
+        from PySide6.QtCore import QThreadPool
 
-    # Stall: type a query, let the debounce fire the search, watch the ticks until it answers.
+        self.window.close()
+        QThreadPool.globalInstance().waitForDone(5000)
+
+
+def largest_gaps(
+    qapp: Any, act: Callable[[], None], busy: Callable[[], bool], limit_s: float
+) -> float:
+    """The largest gap (ms) between ticks of a 5 ms QTimer from ``act()`` until ``busy()`` ends."""
+    from PySide6.QtCore import QElapsedTimer, QTimer
+
     clock = QElapsedTimer()
     gaps: list[float] = []
     last = [0]
@@ -351,53 +370,73 @@ def measure_window(hub, model: str, changes: int) -> list[Figure]:
     ticker = QTimer()
     ticker.setInterval(TICK_MS)
     ticker.timeout.connect(tick)
-    panel = window.model_panel
+    clock.start()
+    ticker.start()
+    act()
+    until = time.monotonic() + limit_s
+    while time.monotonic() < until and busy():
+        qapp.processEvents()
+        time.sleep(0.001)
+    ticker.stop()
+    return max(gaps, default=0.0)
+
+
+def measure_stall(shown: Window, hub) -> Figure:
+    """The event loop's largest gap while typed searches wait on a slow Hub (the first included).
+
+    The same loop on the idle window, for as long as one search, gives the machine's own floor
+    (a shared machine deschedules the GUI thread now and then), reported beside it.
+    """
+    from PySide6.QtTest import QTest
+
+    panel = shown.window.model_panel
     worst = []
     for word in ("slow", "llama", "qwen"):
         requests = len(hub.requests)
         panel.query.clear()
-        clock.start()
-        last[0] = 0
-        gaps.clear()
-        ticker.start()
-        QTest.keyClicks(panel.query, word)
-        settle_until = time.monotonic() + SLOW_HUB_S + 20
-        while time.monotonic() < settle_until and (
-            len(hub.requests) == requests or panel.searching
-        ):
-            qapp.processEvents()
-            time.sleep(0.001)
-        ticker.stop()
-        worst.append(max(gaps, default=0.0))
-    stall = Figure(
+        worst.append(
+            largest_gaps(
+                shown.qapp,
+                lambda word=word: QTest.keyClicks(panel.query, word),
+                lambda requests=requests: len(hub.requests) == requests or panel.searching,
+                SLOW_HUB_S + 20,
+            )
+        )
+    idle_until = time.monotonic() + SLOW_HUB_S
+    idle = largest_gaps(shown.qapp, lambda: None, lambda: time.monotonic() < idle_until, 60)
+    return Figure(
         "event-loop stall, slow Hub search (max)",
         max(worst),
         "ms",
         50.0,
         f"{len(worst)} searches, each answered after {SLOW_HUB_S:g} s; worst per search "
-        + ", ".join(f"{w:.0f}" for w in worst),
+        + ", ".join(f"{w:.0f}" for w in worst)
+        + f"; idle window {idle:.0f}",
     )
 
-    # Memory: 100 changes to warm caches, then 1,000 more.
+
+def measure_memory(shown: Window, changes: int) -> list[Figure]:
+    """RSS after start, and its growth over ``changes`` estimate changes after 100 warm-up ones."""
+    from PySide6.QtCore import QThreadPool
+
+    controller = shown.window.controller
     workloads = [
         {"seq": 512 * (1 + i % 32), "batch": 1 + i % 8, "quant": ("none", "nf4", "Q4_K_M")[i % 3]}
         for i in range(changes + 100)
     ]
+    warm_mib = rss_mib()
     for i, change in enumerate(workloads):
         if i == 100:
             QThreadPool.globalInstance().waitForDone(10_000)
-            qapp.processEvents()
+            shown.qapp.processEvents()
             warm_mib = rss_mib()
         controller.update(**change)
         controller.recompute_now()
-        qapp.processEvents()
-    settle(lambda: True)
+        shown.qapp.processEvents()
+    shown.settle(lambda: True)
     end_mib = rss_mib()
-    window.close()
-    QThreadPool.globalInstance().waitForDone(5000)
     return [
-        stall,
-        Figure("RSS after start (window drawn)", started_mib, "MiB", None),
+        Figure("RSS after start (window drawn)", shown.started_mib, "MiB", None),
         Figure(
             f"RSS growth over {changes} estimate changes",
             end_mib - warm_mib,
@@ -413,10 +452,18 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=5, help="cold starts to time")
     parser.add_argument("--model", default="llama-3.1-8b", help="catalog model")
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=PARTS,
+        metavar="NAME",
+        help=f"measure only this part (repeatable): {', '.join(PARTS)}",
+    )
     parser.add_argument("--first-paint-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.first_paint_child:
         return first_paint_child()
+    parts = args.only or PARTS
 
     from tests.fakehub.server import FakeHub
 
@@ -428,14 +475,25 @@ def main() -> int:
     os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
     rounds = 200 if args.quick else 2000
     figures: list[Figure] = []
-    start, heavy, start_rss = measure_start(2 if args.quick else args.starts)
-    figures.append(start)
-    figures.append(Figure("RSS at first paint (median)", start_rss, "MiB", None))
-    figures.append(measure_cli(args.model, 2 if args.quick else 5))
-    figures.extend(measure_core(args.model, rounds))
-    figures.extend(measure_redraw(args.model, 10 if args.quick else 40))
+    heavy: dict[str, str] = {}
+    if "start" in parts:
+        start, heavy, start_rss = measure_start(2 if args.quick else args.starts)
+        figures.append(start)
+        figures.append(Figure("RSS at first paint (median)", start_rss, "MiB", None))
+    if "cli" in parts:
+        figures.append(measure_cli(args.model, 2 if args.quick else 5))
+    if "core" in parts:
+        figures.extend(measure_core(args.model, rounds))
+    if "redraw" in parts:
+        figures.extend(measure_redraw(args.model, 10 if args.quick else 40))
     try:
-        figures.extend(measure_window(hub, args.model, 200 if args.quick else 1000))
+        if "stall" in parts or "memory" in parts:
+            shown = Window(args.model)
+            if "stall" in parts:
+                figures.append(measure_stall(shown, hub))
+            if "memory" in parts:
+                figures.extend(measure_memory(shown, 200 if args.quick else 1000))
+            shown.close()
     finally:
         hub.stop()
 
@@ -445,11 +503,14 @@ def main() -> int:
     )
     for figure in figures:
         print(figure.line())
-    found = ", ".join(f"{m} (by a {t})" for m, t in heavy.items()) or "none"
-    print(f"heavy modules imported by the first paint: {found}; checked {', '.join(HEAVY_MODULES)}")
     missed = [f.name for f in figures if not f.met]
-    if any(t != "worker" for t in heavy.values()):
-        missed.append("heavy imports on the GUI thread before the first paint")
+    if "start" in parts:
+        found = ", ".join(f"{m} (by a {t})" for m, t in heavy.items()) or "none"
+        print(
+            f"heavy modules imported by the first paint: {found}; checked {', '.join(HEAVY_MODULES)}"
+        )
+        if any(t != "worker" for t in heavy.values()):
+            missed.append("heavy imports on the GUI thread before the first paint")
     print(f"missed: {', '.join(missed)}" if missed else "every target met")
     return 1 if missed else 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import logging.handlers
 import sys
@@ -141,6 +142,17 @@ def real_services() -> Services:
     )
 
 
+def freeze_startup_objects() -> None:
+    """Exempt what start-up built (modules, classes, widgets, the catalog) from garbage collection.
+
+    They live as long as the window, yet every full collection walks them all: about 80 ms on
+    two shared cores, a frozen frame whenever a later allocation (a search on a worker, a
+    redraw) happens to set one off. Frozen, a full collection walks only newer objects. The
+    cycles start-up leaves unreachable stay for the window's life: a handful (17 measured).
+    """
+    gc.freeze()
+
+
 def create_application(argv: list[str]) -> QApplication:
     """A QApplication with vramgui's identity and high-DPI settings."""
     keep_singletons_alive()
@@ -177,7 +189,9 @@ def main(
         on_started(app)
     window: MainWindow = build_window(real_services(), settings())
     window.show()
+    freeze_startup_objects()
     status = app.exec()
+    gc.unfreeze()  # the window is gone: what it held may be collected again
     workers.shutdown()
     log.info("vramgui exiting with status %s", status)
     return status

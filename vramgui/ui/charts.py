@@ -1,7 +1,7 @@
-"""pyqtgraph charts: the stacked breakdown against GPU capacities, and the sweep.
+"""The sweep chart (pyqtgraph): memory per GPU against context / sequence length or batch.
 
-Every graphics item is created once and updated in place (``setOpts``, ``setData``, ``setPos``);
-redrawing after an input change allocates nothing but the numbers.
+Every graphics item is created once and updated in place (``setData``, ``setPos``). This module
+is imported once the window is on screen (pyqtgraph and numpy take most of a second to import).
 """
 
 from __future__ import annotations
@@ -10,17 +10,13 @@ import math
 from collections.abc import Sequence
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QCursor, QGuiApplication, QPainter, QPalette, QPen
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor, QCursor, QGuiApplication, QPalette, QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.ui import palette
-
-_BAR_HEIGHT = 0.6
-_TOP = 1.9  # the breakdown chart's y range ends here; the legend hangs from it
-LEGEND_COLUMNS = 3
-MAX_LEGENDS = 16  # sets of components whose legend is kept
+from vramgui.ui.breakdown_chart import nice_ceiling
 
 
 def _theme() -> tuple[QColor, QColor]:
@@ -29,46 +25,30 @@ def _theme() -> tuple[QColor, QColor]:
     return colours.color(QPalette.ColorRole.Base), colours.color(QPalette.ColorRole.Text)
 
 
-# Lines this far along the axis or less get their label on their right (a label is about this long).
-LEFT_PART = 0.4
-
-
 class _CapacityLines:
-    """A pool of labelled lines, one per chosen GPU, grown on demand and hidden when unused."""
+    """A pool of labelled horizontal lines, one per chosen GPU, grown on demand, hidden unused."""
 
-    def __init__(
-        self, plot: pg.PlotItem, angle: int, text: QColor, positions: Sequence[float]
-    ) -> None:
+    def __init__(self, plot: pg.PlotItem, text: QColor, positions: Sequence[float]) -> None:
         self._plot = plot
-        self._angle = angle
         self._text = text
         self._positions = positions
         self.lines: list[pg.InfiniteLine] = []
         self._shown: list[tuple[object, ...]] = []
         self._pens: dict[str, QPen] = {}
 
-    def show(
-        self, entries: Sequence[tuple[float, str, str, str | QColor]], span: float = 0
-    ) -> None:
-        """Show ``(position, label, tooltip, colour)`` lines; hide the rest.
-
-        Args:
-            entries: the lines to show.
-            span: the axis length of a vertical line's plot; labels of lines in its left part
-                are drawn right of the line, where the text has room (0: always left of it).
-        """
+    def show(self, entries: Sequence[tuple[float, str, str, QColor]]) -> None:
+        """Show ``(position, label, tooltip, colour)`` lines; hide the rest."""
         while len(self.lines) < len(entries):
             line = pg.InfiniteLine(
-                angle=self._angle,
+                angle=0,
                 movable=False,
                 label="",
                 labelOpts={
                     "movable": False,
                     "color": self._text,
                     "fill": (0, 0, 0, 0),
-                    # Text ends at the line (vertical) or above its right end (horizontal), so
-                    # that it stays inside the plot.
-                    "anchors": [(1, 0.5), (1, 0.5)] if self._angle == 90 else [(1, 1), (1, 1)],
+                    # Text above the line's right end, so that it stays inside the plot.
+                    "anchors": [(1, 1), (1, 1)],
                 },
             )
             self._plot.addItem(line, ignoreBounds=True)
@@ -80,239 +60,23 @@ class _CapacityLines:
                 continue
             position, label, tooltip, colour = entries[i]
             # A line as it was drawn stays untouched: restyling it costs more than drawing it.
-            state = (position, label, tooltip, colour, span)
+            state = (position, label, tooltip, colour.name())
             if i < len(self._shown) and self._shown[i] == state and line.isVisible():
                 continue
-            key = colour if isinstance(colour, str) else colour.name()
-            pen = self._pens.get(key)
+            pen = self._pens.get(colour.name())
             if pen is None:
-                pen = self._pens[key] = pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine)
+                pen = self._pens[colour.name()] = pg.mkPen(
+                    colour, width=2, style=Qt.PenStyle.DashLine
+                )
             line.setPen(pen)
             line.setPos(position)
             line.label.setText(label)
             line.label.setColor(colour)
             # Stagger labels along the line so that close capacities do not overprint.
-            if self._angle == 90:
-                side = (0, 0.5) if position < span * LEFT_PART else (1, 0.5)
-                line.label.anchors = [side, side]
             line.label.setPosition(self._positions[i % len(self._positions)])
             line.setToolTip(tooltip)
             line.show()
-        self._shown = [(*entry, span) for entry in entries]
-
-
-class StackedBar(pg.GraphicsObject):
-    """One horizontal bar of coloured segments, painted as plain rectangles.
-
-    A single item instead of one ``BarGraphItem`` per component: pyqtgraph recomputes each bar
-    item's geometry on every change, which cost more than all the painting.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._segments: list[tuple[float, float, QBrush]] = []
-        self._length = 0.0
-
-    def set_segments(self, segments: Sequence[tuple[float, float, QBrush]]) -> None:
-        """Show ``(start, width, brush)`` segments along x, centred on y = 0."""
-        self.prepareGeometryChange()
-        self._segments = list(segments)
-        self._length = max((start + width for start, width, _ in self._segments), default=0.0)
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        return QRectF(0.0, -_BAR_HEIGHT / 2, self._length, _BAR_HEIGHT)
-
-    def paint(self, painter: QPainter, *_args: object) -> None:
-        painter.setPen(Qt.PenStyle.NoPen)
-        for start, width, brush in self._segments:
-            painter.setBrush(brush)
-            painter.drawRect(QRectF(start, -_BAR_HEIGHT / 2, width, _BAR_HEIGHT))
-
-
-class BreakdownChart(pg.PlotWidget):
-    """One stacked horizontal bar of the per-GPU total by component, against GPU capacity lines."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        background, text = _theme()
-        super().__init__(parent, background=background)
-        self._text = text
-        self._unit: Unit = "GiB"
-        self._components: dict[str, int] = {}
-        self._capacities: list[tuple[str, int, bool, int]] = []
-        self._brushes: dict[str, QBrush] = {}
-        self._listed: tuple[str, ...] = ()
-        self._right = 0.0
-        self._axis_label = ""
-        item = self.getPlotItem()
-        item.hideAxis("left")
-        item.setMenuEnabled(False)
-        item.setMouseEnabled(x=False, y=False)
-        item.hideButtons()
-        item.showGrid(x=True, y=False, alpha=0.25)
-        bottom = item.getAxis("bottom")
-        bottom.setTextPen(text)
-        bottom.setPen(text)
-        # Major ticks only: minor grid lines crowded the bar, and laying out their labels cost
-        # more than drawing everything else whenever the range changed.
-        bottom.setStyle(maxTickLevel=0, maxTextLevel=0)
-        self.bar = StackedBar()
-        item.addItem(self.bar)
-        # One text item per set of components, kept: pyqtgraph's legend builds a widget per
-        # entry, and even one HTML text takes milliseconds to lay out, so switching between
-        # methods (full, LoRA, QLoRA) shows a legend already made.
-        self._legends: dict[tuple[str, ...], pg.TextItem] = {}
-        self.legend: pg.TextItem | None = None
-        self.total_label = pg.TextItem(color=text, anchor=(0, 0.5))
-        item.addItem(self.total_label, ignoreBounds=True)
-        # Capacity labels go in the band under the bar, the legend above it.
-        self.lines = _CapacityLines(item, 90, text, (0.06, 0.14, 0.22))
-        self.scene().sigMouseMoved.connect(self._mouse_moved)
-        self.hover_text = ""
-        self.setMinimumHeight(200)  # three legend rows above the bar, labels below
-        # Room above the bar for the legend, below it for the capacity labels.
-        item.setYRange(-1.25, _TOP, padding=0)
-        self._set_range(1.0)
-
-    def set_unit(self, unit: Unit) -> None:
-        self._unit = unit
-        self._redraw()
-
-    def set_data(
-        self,
-        components: dict[str, int],
-        capacities: Sequence[tuple[str, int, bool, int]],
-    ) -> None:
-        """Draw ``components`` (bytes by name) against ``(gpu, capacity, fits, headroom)`` rows."""
-        self._components = dict(components)
-        self._capacities = list(capacities)
-        self._redraw()
-
-    def _brush(self, name: str) -> QBrush:
-        brush = self._brushes.get(name)
-        if brush is None:
-            colour = (
-                palette.COMPONENT_COLOURS.get(name)
-                or palette.EXTRA_COLOURS[len(self._brushes) % len(palette.EXTRA_COLOURS)]
-            )
-            brush = self._brushes[name] = pg.mkBrush(colour)
-        return brush
-
-    def _show_legend(self, names: tuple[str, ...]) -> None:
-        if self.legend is not None:
-            self.legend.hide()
-        legend = self._legends.get(names)
-        if legend is None:
-            if len(self._legends) >= MAX_LEGENDS:
-                stale = self._legends.pop(next(iter(self._legends)))
-                self.getPlotItem().removeItem(stale)
-            legend = pg.TextItem(color=self._text, anchor=(0, 0))
-            legend.setHtml(self._legend_html(names))
-            legend.setPos(0, _TOP)
-            self.getPlotItem().addItem(legend, ignoreBounds=True)
-            self._legends[names] = legend
-        legend.show()
-        self.legend = legend
-
-    def _legend_html(self, names: Sequence[str]) -> str:
-        cells = [
-            f"<td><span style='color:{self._brush(name).color().name()}'>&#9632;</span>"
-            f"&nbsp;{palette.component_label(name)}&nbsp;&nbsp;</td>"
-            for name in names
-        ]
-        rows = (
-            "<tr>" + "".join(cells[i : i + LEGEND_COLUMNS]) + "</tr>"
-            for i in range(0, len(cells), LEGEND_COLUMNS)
-        )
-        return f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>"
-
-    def legend_text(self) -> str:
-        """The legend as plain text: the components shown, in order."""
-        return self.legend.textItem.toPlainText() if self.legend is not None else ""
-
-    def segment(self, name: str) -> tuple[float, float]:
-        """``(start, width)`` of component ``name`` along the axis, in the current unit."""
-        start = 0.0
-        for other, size in self._components.items():
-            width = to_unit(size, self._unit)
-            if other == name:
-                return start, width
-            start += width
-        raise KeyError(name)
-
-    def _redraw(self) -> None:
-        unit = self._unit
-        total = sum(self._components.values())
-        segments = []
-        start = 0.0
-        for name, size in self._components.items():
-            width = to_unit(size, unit)
-            segments.append((start, width, self._brush(name)))
-            start += width
-        self.bar.set_segments(segments)
-        listed = tuple(self._components)
-        if listed != self._listed:
-            # The legend lists the components present; rebuilt only when that set changes.
-            self._listed = listed
-            self._show_legend(listed)
-        self.total_label.setText(f"  {format_bytes(total, unit)}")
-        self.total_label.setPos(to_unit(total, unit), 0)
-        entries = []
-        for gpu, capacity, fits, headroom in self._capacities:
-            colour = palette.FIT if fits else palette.NO_FIT
-            room = "free" if fits else "short"
-            label = f"{gpu}: {format_bytes(abs(headroom), unit, 1)} {room}"
-            tooltip = (
-                f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes); "
-                f"{format_bytes(abs(headroom), unit)} {'left' if fits else 'missing'}"
-            )
-            entries.append((to_unit(capacity, unit), label, tooltip, colour))
-        self._set_range(max([to_unit(total, unit)] + [e[0] for e in entries]))
-        self.lines.show(entries, self._right)
-
-    def _set_range(self, biggest: float) -> None:
-        # The range moves in coarse steps, so that small changes keep the axis as it was drawn
-        # (redrawing an axis costs more than the bars).
-        right = _nice_ceiling(max(biggest, 1.0) * 1.12)
-        if right != self._right:
-            self._right = right
-            self.getPlotItem().setXRange(0, right, padding=0)
-        label = f"GPU memory per GPU ({self._unit})"
-        if label != self._axis_label:
-            self._axis_label = label
-            self.getPlotItem().getAxis("bottom").setLabel(label, color=self._text.name())
-
-    def text_at(self, x: float, y: float) -> str:
-        """The hover text for a point in chart coordinates: a component's exact size, or ""."""
-        if abs(y) > _BAR_HEIGHT / 2:
-            return ""
-        total = sum(self._components.values())
-        start = 0.0
-        for name, size in self._components.items():
-            width = to_unit(size, self._unit)
-            if start <= x < start + width:
-                share = size / total if total else 0.0
-                return (
-                    f"{palette.component_label(name)}: {format_bytes(size, self._unit)} "
-                    f"({size:,} bytes, {share:.1%} of the total)"
-                )
-            start += width
-        return ""
-
-    def _mouse_moved(self, position: QPointF) -> None:
-        point = self.getPlotItem().vb.mapSceneToView(position)
-        self.hover_text = self.text_at(point.x(), point.y())
-        if self.hover_text:
-            QToolTip.showText(QCursor.pos(), self.hover_text, self)
-
-
-def _nice_ceiling(value: float) -> float:
-    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k that is at least ``value``."""
-    power = 10 ** math.floor(math.log10(value))
-    for step in (1, 1.5, 2, 3, 4, 5, 6, 8):
-        if step * power >= value:
-            return step * power
-    return 10 * power
+        self._shown = [(p, lab, tip, col.name()) for p, lab, tip, col in entries]
 
 
 def _short_count(value: float) -> str:
@@ -385,7 +149,7 @@ class SweepChart(pg.PlotWidget):
             labelOpts={"position": 0.08, "color": palette.FIT, "movable": False},
         )
         item.addItem(self.largest_line, ignoreBounds=True)
-        self.lines = _CapacityLines(item, 0, text, (0.98, 0.7, 0.42))
+        self.lines = _CapacityLines(item, text, (0.98, 0.7, 0.42))
         self.scene().sigMouseMoved.connect(self._mouse_moved)
         self.hover_text = ""
         self.setMinimumHeight(170)
@@ -451,7 +215,7 @@ class SweepChart(pg.PlotWidget):
             top = max(ys + capacities)
             if capacities:
                 top = min(top, max(capacities) * 2.5)
-            ranges = (_nice_ceiling(top * 1.05), xs[0], xs[-1])
+            ranges = (nice_ceiling(top * 1.05), xs[0], xs[-1])
             if ranges != self._ranges:
                 self._ranges = ranges
                 item.setYRange(0, ranges[0], padding=0)

@@ -50,7 +50,8 @@ from vramgui.hardware import CatalogGpu, GpuSnapshot
 from vramgui.ui import extra_views, palette, report
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import EXPLANATIONS, BreakdownModel
-from vramgui.ui.charts import BreakdownChart, SweepChart
+from vramgui.ui.breakdown_chart import BreakdownChart
+from vramgui.ui.charts import SweepChart
 from vramgui.ui.controller import (
     Analysis,
     EstimateController,

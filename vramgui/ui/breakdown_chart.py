@@ -1,0 +1,283 @@
+"""The breakdown chart: one stacked bar of the per-GPU total by component, against GPU capacities.
+
+Painted with QPainter alone. It changes on every input change, so it must redraw in about a
+millisecond; a pyqtgraph plot spent ten times that re-laying out its items, and importing
+pyqtgraph would hold up the window's first paint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import (
+    QColor,
+    QFontMetricsF,
+    QGuiApplication,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QPen,
+)
+from PySide6.QtWidgets import QToolTip, QWidget
+
+from vramgui.core.units import Unit, format_bytes, to_unit
+from vramgui.ui import palette
+
+BAR_HEIGHT = 0.6  # in chart units: the bar spans y in [-0.3, 0.3]
+LEGEND_COLUMNS = 3
+LABEL_ROWS = 3  # capacity labels are staggered over this many rows under the bar
+# Lines this far along the axis or less get their label on their right (a label is about this long).
+LEFT_PART = 0.4
+_PAD = 8.0
+_TICK_PX = 90.0  # about one axis label per this many pixels
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k that is at least ``value``."""
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 1.5, 2, 3, 4, 5, 6, 8):
+        if step * power >= value:
+            return step * power
+    return 10 * power
+
+
+def nice_step(span: float, count: float) -> float:
+    """A tick step of 1, 2 or 5 x 10^k that gives about ``count`` ticks over ``span``."""
+    raw = span / max(count, 1.0)
+    power = 10 ** math.floor(math.log10(raw))
+    for step in (1, 2, 5):
+        if step * power >= raw:
+            return step * power
+    return 10 * power
+
+
+@dataclass(frozen=True)
+class CapacityMark:
+    """A GPU's capacity line as drawn: where, its label, which side of the line the label is on."""
+
+    gpu: str
+    position: float  # in the display unit
+    label: str
+    tooltip: str
+    colour: str
+    label_right: bool
+
+
+class BreakdownChart(QWidget):
+    """The stacked breakdown bar, its legend, the GPU capacity lines and an axis in GiB or GB."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._unit: Unit = "GiB"
+        self._components: dict[str, int] = {}
+        self._capacities: list[tuple[str, int, bool, int]] = []
+        self._colours: dict[str, QColor] = {}
+        self.marks: list[CapacityMark] = []
+        self.right = 1.0  # the axis ends here, in the display unit
+        self.hover_text = ""
+        self.setMouseTracking(True)
+        self.setMinimumHeight(200)  # legend rows above the bar, labels and axis below
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+
+    def sizeHint(self) -> QSize:
+        return QSize(600, 210)
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self._redraw()
+
+    def set_data(
+        self,
+        components: dict[str, int],
+        capacities: Sequence[tuple[str, int, bool, int]],
+    ) -> None:
+        """Draw ``components`` (bytes by name) against ``(gpu, capacity, fits, headroom)`` rows."""
+        self._components = dict(components)
+        self._capacities = list(capacities)
+        self._redraw()
+
+    def segment(self, name: str) -> tuple[float, float]:
+        """``(start, width)`` of component ``name`` along the axis, in the current unit."""
+        start = 0.0
+        for other, size in self._components.items():
+            width = to_unit(size, self._unit)
+            if other == name:
+                return start, width
+            start += width
+        raise KeyError(name)
+
+    def legend_text(self) -> str:
+        """The legend as plain text: the components shown, in order."""
+        return "  ".join(palette.component_label(name) for name in self._components)
+
+    def text_at(self, x: float, y: float) -> str:
+        """The hover text at ``x`` (display unit) and ``y`` (bar units): a component's size, or ""."""
+        if abs(y) > BAR_HEIGHT / 2:
+            return ""
+        total = sum(self._components.values())
+        start = 0.0
+        for name, size in self._components.items():
+            width = to_unit(size, self._unit)
+            if start <= x < start + width:
+                share = size / total if total else 0.0
+                return (
+                    f"{palette.component_label(name)}: {format_bytes(size, self._unit)} "
+                    f"({size:,} bytes, {share:.1%} of the total)"
+                )
+            start += width
+        return ""
+
+    # ----------------------------------------------------------------------------- geometry
+    def _redraw(self) -> None:
+        unit = self._unit
+        total = to_unit(sum(self._components.values()), unit)
+        marks = []
+        for gpu, capacity, fits, headroom in self._capacities:
+            room = "free" if fits else "short"
+            marks.append(
+                (
+                    gpu,
+                    to_unit(capacity, unit),
+                    f"{gpu}: {format_bytes(abs(headroom), unit, 1)} {room}",
+                    f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes); "
+                    f"{format_bytes(abs(headroom), unit)} {'left' if fits else 'missing'}",
+                    palette.FIT if fits else palette.NO_FIT,
+                )
+            )
+        biggest = max([total] + [m[1] for m in marks])
+        self.right = nice_ceiling(max(biggest, 1.0) * 1.12)
+        self.marks = [
+            CapacityMark(gpu, x, label, tip, colour, x < self.right * LEFT_PART)
+            for gpu, x, label, tip, colour in marks
+        ]
+        self.update()
+
+    def _rows(self) -> tuple[QFontMetricsF, float, float, QRectF]:
+        """Font metrics, the legend's height, the bar's top, and the plot rectangle."""
+        metrics = QFontMetricsF(self.font())
+        line = metrics.height()
+        legend_rows = math.ceil(len(self._components) / LEGEND_COLUMNS) if self._components else 0
+        legend = legend_rows * (line + 2)
+        axis = 2 * line + 10  # tick labels and the axis title
+        plot = QRectF(_PAD, _PAD, self.width() - 2 * _PAD, self.height() - 2 * _PAD - axis)
+        labels = LABEL_ROWS * line
+        bar_height = max(12.0, min(44.0, plot.height() - legend - labels - 12))
+        bar_top = plot.top() + legend + 6
+        return metrics, bar_top, bar_height, plot
+
+    def _x(self, value: float, plot: QRectF) -> float:
+        return plot.left() + plot.width() * value / self.right
+
+    # ----------------------------------------------------------------------------- painting
+    def paintEvent(self, event: QPaintEvent) -> None:
+        colours = QGuiApplication.palette()
+        background = colours.color(QPalette.ColorRole.Base)
+        text = colours.color(QPalette.ColorRole.Text)
+        grid = QColor(text)
+        grid.setAlpha(50)
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), background)
+        metrics, bar_top, bar_height, plot = self._rows()
+        line = metrics.height()
+
+        # Axis: grid lines and tick labels at a round step.
+        step = nice_step(self.right, plot.width() / _TICK_PX)
+        painter.setPen(QPen(grid, 1))
+        ticks = [i * step for i in range(1, int(self.right / step + 1e-9) + 1)]
+        # Lines run from just above the bar down to the axis, clear of the legend.
+        lines_top = bar_top - 4
+        for value in ticks:
+            x = self._x(value, plot)
+            painter.drawLine(QPointF(x, lines_top), QPointF(x, plot.bottom()))
+        painter.setPen(QPen(text, 1))
+        painter.drawLine(plot.bottomLeft(), plot.bottomRight())
+        for value in (0.0, *ticks):
+            x = self._x(value, plot)
+            painter.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 4))
+            label = f"{value:g}"
+            width = metrics.horizontalAdvance(label)
+            left = min(max(x - width / 2, 0.0), self.width() - width)
+            painter.drawText(QPointF(left, plot.bottom() + 4 + metrics.ascent()), label)
+        title = f"GPU memory per GPU ({self._unit})"
+        painter.drawText(
+            QRectF(0, plot.bottom() + 6 + line, self.width(), line),
+            Qt.AlignmentFlag.AlignHCenter,
+            title,
+        )
+
+        # Legend: a swatch and a name per component, in columns.
+        column_width = plot.width() / LEGEND_COLUMNS
+        for i, name in enumerate(self._components):
+            row, column = divmod(i, LEGEND_COLUMNS)
+            x = plot.left() + column * column_width
+            y = plot.top() + row * (line + 2)
+            painter.fillRect(QRectF(x, y + line * 0.2, line * 0.6, line * 0.6), self._colour(name))
+            painter.drawText(
+                QRectF(x + line * 0.9, y, column_width - line, line),
+                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                palette.component_label(name),
+            )
+
+        # The bar, then its total at its end.
+        start = 0.0
+        for name, size in self._components.items():
+            width = to_unit(size, self._unit)
+            left, right = self._x(start, plot), self._x(start + width, plot)
+            painter.fillRect(QRectF(left, bar_top, right - left, bar_height), self._colour(name))
+            start += width
+        if self._components:
+            total = sum(self._components.values())
+            painter.setPen(QPen(text, 1))
+            painter.drawText(
+                QPointF(
+                    self._x(start, plot) + 6, bar_top + bar_height / 2 + metrics.ascent() / 2.5
+                ),
+                format_bytes(total, self._unit),
+            )
+
+        # Capacity lines, dashed, with labels staggered under the bar.
+        for i, mark in enumerate(self.marks):
+            colour = QColor(mark.colour)
+            x = self._x(mark.position, plot)
+            painter.setPen(QPen(colour, 2, Qt.PenStyle.DashLine))
+            painter.drawLine(QPointF(x, lines_top), QPointF(x, plot.bottom()))
+            painter.setPen(QPen(colour, 1))
+            y = bar_top + bar_height + 4 + (i % LABEL_ROWS) * line
+            width = metrics.horizontalAdvance(mark.label)
+            left = x + 4 if mark.label_right else x - 4 - width
+            left = min(max(left, plot.left()), plot.right() - width)
+            painter.drawText(QPointF(left, y + metrics.ascent()), mark.label)
+        painter.end()
+
+    def _colour(self, name: str) -> QColor:
+        colour = self._colours.get(name)
+        if colour is None:
+            choice = (
+                palette.COMPONENT_COLOURS.get(name)
+                or palette.EXTRA_COLOURS[len(self._colours) % len(palette.EXTRA_COLOURS)]
+            )
+            colour = self._colours[name] = QColor(choice)
+        return colour
+
+    # ----------------------------------------------------------------------------- hover
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        _metrics, bar_top, bar_height, plot = self._rows()
+        position = event.position()
+        x = (position.x() - plot.left()) / plot.width() * self.right if plot.width() else 0.0
+        # Bar units: the bar's centre is 0 and its edges +-BAR_HEIGHT / 2.
+        y = (bar_top + bar_height / 2 - position.y()) / bar_height * BAR_HEIGHT
+        self.hover_text = self.text_at(x, y) or self._mark_at(position.x(), plot)
+        if self.hover_text:
+            QToolTip.showText(event.globalPosition().toPoint(), self.hover_text, self)
+        else:
+            QToolTip.hideText()
+
+    def _mark_at(self, x: float, plot: QRectF) -> str:
+        for mark in self.marks:
+            if abs(self._x(mark.position, plot) - x) <= 3:
+                return mark.tooltip
+        return ""

@@ -1,11 +1,16 @@
 """Fit rows, the largest batch / context that fits, GPU counts and the fit advisor."""
 
+import math
+import random
+from collections.abc import Callable
+
 import pytest
 
-from vramgui.core.errors import WorkloadError
-from vramgui.core.estimate import estimate
+from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.estimate import Estimator, estimate
 from vramgui.core.fit import (
     TOKEN_BLOCK,
+    _boundary,
     advise,
     cheapest,
     fit_rows,
@@ -14,7 +19,7 @@ from vramgui.core.fit import (
     sweep,
 )
 from vramgui.core.units import GiB
-from vramgui.core.workload import Workload
+from vramgui.core.workload import MAX_BATCH, Workload
 
 LLAMA3 = "meta-llama/Meta-Llama-3-8B"
 RTX_4090 = 24 * GiB
@@ -100,3 +105,97 @@ def test_sweep_points_equal_fresh_workloads(real_spec):
         w.with_size("seq", 0)
     with pytest.raises(ValueError):
         w.with_size("dtype", 1)
+
+
+def halving(total: Callable[[int], int | None], capacity: int, step: int, upper: int) -> int | None:
+    """The boundary search largest_fitting first had: halve [step, upper] until one step apart."""
+
+    def fits(value: int) -> bool:
+        t = total(value)
+        return t is not None and t <= capacity
+
+    low = step
+    if not fits(low):
+        return None
+    if fits(upper):
+        return upper
+    high = upper
+    while high - low > step:
+        mid = max((low + high) // 2 // step * step, low + step)
+        if fits(mid):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+# Monotone totals of the shapes the estimate takes: lines (with rounding), a square term (eager
+# scores), flat then rising (vLLM's pool), maxima of lines (phases), steps, and a region where
+# the settings turn invalid (None); a concave one that no estimate has, to show it still ends.
+SHAPES: dict[str, Callable[[int], int | None]] = {
+    "line": lambda v: 15_000_000_000 + 131_072 * v,
+    "rounded line": lambda v: 16_000_000_000 + round(131_072 * 1.05 * v),
+    "square": lambda v: 16_000_000_000 + 300_000 * v + 40 * v * v,
+    "flat, then a line": lambda v: max(21_000_000_000, 9_000_000_000 + 2_000_000 * v),
+    "max of lines": lambda v: 4_000_000_000 + max(900_000 * v, 3_000_000_000 + 400_000 * v),
+    "steps": lambda v: 1_000_000_000 + 7_000_000 * (v // 1000),
+    "invalid past 70,000": lambda v: None if v > 70_000 else 2_000_000_000 + 500_000 * v,
+    "concave": lambda v: 1_000_000_000 + 30_000_000 * math.isqrt(v),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize(("step", "upper"), [(16, 131_072), (16, 1_000_003), (1, MAX_BATCH)])
+def test_boundary_is_the_one_halving_finds_in_fewer_totals(shape, step, upper):
+    total = SHAPES[shape]
+    rng = random.Random(f"{shape} {step} {upper}")
+    low_total, high_total = total(step), total(upper)
+    high_total = high_total if high_total is not None else total(70_000)
+    # Capacities below everything, above everything, on a total exactly, and between.
+    capacities = [low_total - 1, low_total, high_total, high_total + 1, total(step * 37)]
+    capacities += [rng.randint(low_total, high_total) for _ in range(40)]
+    counts = []
+    calls: list[int] = []
+
+    def counted(value: int) -> int | None:
+        calls.append(value)
+        return total(value)
+
+    for capacity in capacities:
+        calls.clear()
+        found = _boundary(counted, capacity, step, upper)
+        assert found == halving(total, capacity, step, upper), capacity
+        counts.append(len(calls))
+        assert all(step <= v <= upper for v in calls)
+        assert len(calls) <= 2 * 22  # never much worse than halving (22 totals at most here)
+    if shape in ("line", "rounded line", "square", "flat, then a line", "max of lines"):
+        assert sum(counts) / len(counts) <= 8, counts
+
+
+def test_sized_estimates_raise_what_estimate_raises_in_its_order(real_spec):
+    gpt2 = real_spec("openai-community/gpt2")  # learned positions for 1,024 tokens, 12 heads
+    kv, context, heads = "--kv-dtype fp8", "learned position embeddings", "--tp 5 does not divide"
+    # The KV dtype is checked before the context, the context before the heads.
+    cases = [
+        (Workload(kv_dtype="fp8", gpus=5, tp=5), (kv, kv, kv)),
+        (Workload(gpus=5, tp=5), (heads, heads, context)),
+        (Workload(engine="vllm", kv_dtype="q4_0"), ("llama.cpp cache",) * 3),
+        (Workload(mode="training", method="qlora"), ("4-bit base",) * 3),
+    ]
+    for w, messages in cases:
+        sized = Estimator(gpt2, w)
+        for seq, message in zip((512, 1024, 2048), messages, strict=True):
+            with pytest.raises(VramguiError, match=message) as plain:
+                estimate(gpt2, w.with_size("seq", seq))
+            with pytest.raises(VramguiError) as fast:
+                sized.at("seq", seq)
+            assert str(fast.value) == str(plain.value)
+
+
+def test_sweep_of_other_settings_estimates_each(real_spec):
+    spec = real_spec(LLAMA3)
+    w = Workload(mode="training", method="lora")
+    swept = sweep(spec, w, "lora_rank", [8, 64, 0])
+    assert swept[0] == estimate(spec, w.with_(lora_rank=8))
+    assert swept[1] == estimate(spec, w.with_(lora_rank=64))
+    assert swept[2] is None  # rank 0 is refused

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,8 @@ from vramgui.core.training import (
     ACTIVATIONS,
     PHASE_STEP,
     REQUIRED_COMPONENTS,
+    TrainingPlan,
+    _context,
     resolve_lora_targets,
     training_estimate,
 )
@@ -225,3 +227,28 @@ def test_memoized_facts_follow_the_settings() -> None:
     ]
     for workload in workloads:
         assert training_estimate(reused, workload) == training_estimate(spec(LLAMA), workload)
+
+
+def test_resized_replay_context_keeps_every_other_setting() -> None:
+    ctx = _context(spec(LLAMA), train(method="lora"), "cuda", "cuda", deepspeed_mixed=False)
+    for name in (f.name for f in fields(ctx)):
+        setattr(ctx, name, object())  # a value no default equals
+    assert ctx.sized(3, 5) == replace(ctx, batch=3, seq=5)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"method": "lora", "grad_checkpointing": True},
+        {"gpus": 4, "pp": 2, "grad_accum": 4},
+        {"gpus": 4, "zero": 3, "attention": "eager"},
+        {"method": "qlora", "quant": "nf4", "gpus": 2, "fsdp": True, "cpu_offload": True},
+    ],
+)
+def test_plan_at_other_sizes_equals_a_fresh_estimate(settings: dict) -> None:
+    model = spec(MISTRAL)
+    workload = train(**settings)
+    plan = TrainingPlan(model, workload)
+    for batch, seq in ((1, 16), (3, 1000), (workload.batch, workload.seq), (8, 8192)):
+        resized = workload.with_(batch=batch, seq=seq)
+        assert plan.breakdown(batch, seq) == training_estimate(model, resized)

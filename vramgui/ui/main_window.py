@@ -51,7 +51,6 @@ from vramgui.ui import extra_views, palette, report
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
-from vramgui.ui.charts import SweepChart
 from vramgui.ui.controller import (
     Analysis,
     EstimateController,
@@ -62,6 +61,7 @@ from vramgui.ui.controller import (
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
 from vramgui.ui.precision_panel import PrecisionPanel
+from vramgui.ui.sweep_slot import SweepSlot
 from vramgui.ui.workload_panel import WorkloadPanel
 
 DOCS_URL = "https://github.com/vramgui/vramgui#readme"
@@ -178,7 +178,8 @@ class MainWindow(QMainWindow):
         self.banner_close.setFlat(True)
         self.banner_close.hide()
         self.breakdown_chart = BreakdownChart()
-        self.sweep_chart = SweepChart()
+        # The sweep chart arrives once pyqtgraph is loaded, after the window is first painted.
+        self.sweep_chart = SweepSlot()
         self.sweep_field = QComboBox()
         self.sweep_field.addItem("Context / sequence length", "seq")
         self.sweep_field.addItem("Batch size", "batch")

@@ -60,6 +60,8 @@ class SliderSpin(QWidget):
 
     def set_value(self, value: int) -> None:
         """Show ``value`` without emitting ``valueChanged``."""
+        if value == self.spin.value():
+            return  # a spin box repaints on every setValue, even of the value it shows
         blocked = self.blockSignals(True)
         self.spin.setValue(value)
         self._sync_slider(self.spin.value())

@@ -162,9 +162,12 @@ class WorkloadPanel(QWidget):
             (self.grad_accum, workload.grad_accum),
             (self.gpu_memory_utilization, workload.gpu_memory_utilization),
         ):
-            _quietly(spin.setValue, spin, number)
-        if not self.lora_targets.hasFocus():
-            self.lora_targets.setText(",".join(workload.lora_targets))
+            # A spin box repaints on every setValue, even of the value it shows.
+            if spin.value() != number:
+                _quietly(spin.setValue, spin, number)
+        targets = ",".join(workload.lora_targets)
+        if not self.lora_targets.hasFocus() and self.lora_targets.text() != targets:
+            self.lora_targets.setText(targets)
             self.lora_targets.setCursorPosition(0)  # show the first names, not the last
         training = workload.mode == "training"
         self._seq_label.setText("Sequence length" if training else "Context")

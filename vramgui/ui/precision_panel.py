@@ -9,7 +9,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QFormLayout, QWidget
 
 from vramgui.core.dtypes import Scheme
-from vramgui.ui.widgets import SHORT_TEXT_ROLE, ChoiceCombo
+from vramgui.ui.widgets import SHORT_TEXT_ROLE, ChoiceCombo, set_tooltip
 
 DTYPES = (("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32"))
 KV_DTYPES = (
@@ -100,7 +100,7 @@ class PrecisionPanel(QWidget):
         ):
             reason = reasons.get(name)
             widget.setEnabled(reason is None)
-            widget.setToolTip(reason or hint)
+            set_tooltip(widget, reason or hint)
         model = self.kv_dtype.model()
         assert isinstance(model, QStandardItemModel)
         gguf_reason = reasons.get("kv_dtype_gguf")

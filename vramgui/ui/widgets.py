@@ -144,3 +144,9 @@ class ChoiceCombo(QComboBox):
             blocked = self.blockSignals(True)
             self.setCurrentIndex(index)
             self.blockSignals(blocked)
+
+
+def set_tooltip(widget: QWidget, text: str) -> None:
+    """Set ``widget``'s tooltip only when it changes (panels refresh theirs on every estimate)."""
+    if widget.toolTip() != text:
+        widget.setToolTip(text)

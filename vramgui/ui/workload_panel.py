@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core.workload import MAX_BATCH, Workload
-from vramgui.ui.widgets import ChoiceCombo, SliderSpin
+from vramgui.ui.widgets import ChoiceCombo, SliderSpin, set_tooltip
 
 MODES = (("inference", "Inference (serve)"), ("training", "Training (fine-tune)"))
 ENGINES = (("transformers", "Transformers"), ("vllm", "vLLM"), ("llamacpp", "llama.cpp"))
@@ -192,7 +192,7 @@ class WorkloadPanel(QWidget):
             widget = self._widget(name)
             reason = reasons.get(name)
             widget.setEnabled(reason is None)
-            widget.setToolTip(reason or self._hints.get(name, ""))
+            set_tooltip(widget, reason or self._hints.get(name, ""))
 
     def _widget(self, name: str) -> QWidget:
         return getattr(self, name)

@@ -139,14 +139,14 @@ class Estimator:
 
     def _sized(self, workload: Workload) -> Estimate:
         # ``workload`` differs from the estimator's in batch and seq only.
-        if self._plan is None:
-            assert self._error is not None
-            raise self._error.with_traceback(None)
+        plan = self._plan
+        if plan is None:
+            raise self._error.with_traceback(None)  # type: ignore[union-attr]
         spec = self._spec
         notes: list[str] = list(self._notes)
         details: dict[str, Any] = {}
-        if isinstance(self._plan, inference.InferencePlan):
-            inf = self._plan.breakdown(workload.batch, workload.seq)
+        if isinstance(plan, inference.InferencePlan):
+            inf = plan.breakdown(workload.batch, workload.seq)
             components = {
                 WEIGHTS: inf.weights_bytes,
                 KV_CACHE: inf.kv_cache_bytes,
@@ -158,7 +158,7 @@ class Estimator:
             notes.extend(inf.notes)
             details.update(inf.details)
         else:
-            tr = self._plan.breakdown(workload.batch, workload.seq)
+            tr = plan.breakdown(workload.batch, workload.seq)
             components = {
                 WEIGHTS: 0,
                 KV_CACHE: 0,

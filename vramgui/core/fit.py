@@ -146,8 +146,9 @@ def _boundary(
     return low
 
 
+# Guesses in a row allowed to leave more than half the bracket before a halving step.
 _PATIENCE = 3
-_Point = tuple[int, int]
+_Point = tuple[int, int]  # a value and its total
 
 
 def _guess(

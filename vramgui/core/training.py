@@ -130,10 +130,10 @@ class _Ctx:
     checkpointing: bool
     tp: int = 1
     four_bit_base: bool = False
+    tokens: int = field(init=False)  # batch x seq, read by most operations of the replay
 
-    @property
-    def tokens(self) -> int:
-        return self.batch * self.seq
+    def __post_init__(self) -> None:
+        self.tokens = self.batch * self.seq
 
     def sized(self, batch: int, seq: int) -> _Ctx:
         """This context for ``batch`` sequences of ``seq`` tokens (dataclasses.replace, without
@@ -421,7 +421,11 @@ class _Block:
 
 
 def _has(spec: ModelSpec, layer: int, module: str) -> bool:
-    return any(t.module == module for t in spec.layer_tensors(layer))
+    modules = spec.cached(
+        ("training_layer_modules", layer),
+        lambda: frozenset(t.module for t in spec.layer_tensors(layer)),
+    )
+    return module in modules
 
 
 def _llama_layer(r: _Replay, spec: ModelSpec, layer: int, x: _T) -> _T:
@@ -1079,11 +1083,19 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
     # A block's replay depends only on its class and on the hidden state entering it, so
     # identical blocks reuse the first one's result (and output) rather than replaying again.
     replayed: dict[tuple[int, int, int, bool], tuple[_Block, _T]] = {}
+    # The last reused block: its class, the state that entered it and what it gave. In a run of
+    # identical blocks the reused output enters the next one, so it is found without a lookup.
+    last: tuple[int, _T, _Block, _T] | None = None
     for layer in range(f.num_layers):
+        if last is not None and last[0] == classes[layer] and last[1] is x:
+            blocks.append(last[2])
+            x = last[3]
+            continue
         key = (classes[layer], x.numel, x.itemsize, x.grad) if x.base is None else None
         if key is not None and key in replayed:
-            block, x = replayed[key]
+            block, out = replayed[key]
             blocks.append(block)
+            last, x = (classes[layer], x, block, out), out
             continue
         r.saved = {}
         r.scores_backward = r.saved_through_softmax = 0

@@ -5,7 +5,12 @@ from __future__ import annotations
 from vramgui.core.estimate import estimate
 from vramgui.core.workload import Workload
 from vramgui.sources.resolve import load_model
-from vramgui.ui.controller import compute_outlook, disabled_reasons, sweep_values
+from vramgui.ui.controller import (
+    EstimateController,
+    compute_outlook,
+    disabled_reasons,
+    sweep_values,
+)
 
 GiB = 1024**3
 
@@ -51,3 +56,18 @@ def test_outlook_marks_the_largest_context_that_fits():
         current, spec, workload, field="seq", target=("small", 12 * GiB), max_seq=131072
     )
     assert tight.suggestions and tight.largest["seq"] is None
+
+
+def test_each_training_method_brings_its_usual_precision_unless_told(qtbot):
+    controller = EstimateController(load_model, Workload(mode="training"))
+    assert controller.workload.precision == "mixed"
+    controller.update(method="lora")
+    assert controller.workload.precision == "pure"  # 16-bit base, fp32 adapters
+    controller.update(method="qlora")
+    assert (controller.workload.quant, controller.workload.precision) == ("nf4", "mixed")
+    controller.update(method="lora", precision="fp32")
+    assert controller.workload.precision == "fp32"  # an explicit choice wins
+    controller.update(batch=2)
+    assert controller.workload.precision == "fp32"  # and stays until the method changes
+    controller.update(method="full")
+    assert controller.workload.precision == "mixed"

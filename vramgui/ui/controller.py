@@ -80,6 +80,12 @@ SWEEP_FIELDS = ("seq", "batch")
 OUTLOOK_DELAY_MS = 120
 
 
+# The precision each training method's usual recipe trains in: a full fine-tune keeps fp32 master
+# weights under 16-bit autocast; LoRA loads the base in 16 bits (torch_dtype) with fp32 adapters;
+# QLoRA's prepare_model_for_kbit_training upcasts what is not quantized to fp32.
+METHOD_PRECISION = {"full": "mixed", "lora": "pure", "qlora": "mixed"}
+
+
 def sweep_values(field: str, current: int, max_seq: int) -> tuple[int, ...]:
     """Powers of two across the useful range of ``field``, plus the current value."""
     if field == "seq":
@@ -257,6 +263,9 @@ class EstimateController(QObject):
             changes.setdefault("quant", "nf4")
         elif method in ("full", "lora") and self._workload.method == "qlora":
             changes.setdefault("quant", "none")
+        if method in METHOD_PRECISION and method != self._workload.method:
+            # Each method comes with the precision its usual recipe uses, unless told otherwise.
+            changes.setdefault("precision", METHOD_PRECISION[method])
         try:
             workload = self._workload.with_(**changes)
         except WorkloadError as exc:

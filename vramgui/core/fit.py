@@ -157,6 +157,12 @@ def _guess(
     """Where the totals reach ``capacity`` inside (low, high), from the points nearest it."""
     if not failing:
         return None
+    if len(fitting) == 2 == len(failing) and fitting[0][1] == fitting[1][1]:
+        # Flat below the boundary (vLLM's pool takes what the batch leaves): the rise above it
+        # tells where it ends.
+        root = _line_root(failing[0], failing[1], capacity)
+        if root is not None and low < root < high:
+            return root
     ends = [fitting[-1], failing[-1]]
     earlier = fitting[:-1] + failing[:-1]
     if earlier:
@@ -164,11 +170,16 @@ def _guess(
         root = _parabola_root((third, *ends), capacity, low, high)
         if root is not None:
             return root
-    (x0, y0), (x1, y1) = ends
+    root = _line_root(ends[0], ends[1], capacity)
+    return root if root is not None and low < root < high else None
+
+
+def _line_root(a: _Point, b: _Point, capacity: int) -> float | None:
+    """Where the line through ``a`` and ``b`` reaches ``capacity`` (None: level)."""
+    (x0, y0), (x1, y1) = a, b
     if y0 == y1:
         return None
-    root = x0 + (capacity - y0) * (x1 - x0) / (y1 - y0)
-    return root if low < root < high else None
+    return x0 + (capacity - y0) * (x1 - x0) / (y1 - y0)
 
 
 def _parabola_root(

@@ -10,6 +10,10 @@ It answers the requests vramgui makes, the way the Hub answers them:
   repo in one answer (set ``sharded_metadata = False`` to answer 404, as other endpoints do);
 - gated repos: 401 without a token, 403 with one (``X-Error-Code: GatedRepo``); missing repos:
   404 ``RepoNotFound``.
+A stored token the Hub no longer accepts is answered 401 everywhere (``hub.revoked.add(token)``);
+a renamed repo answers every request with a same-host redirect to its new name
+(``hub.renamed["org/old"] = "org/new"``); a moved Hub redirects every request to another server
+(``hub.moved_to = other.url``).
 Failures and delays are set per repo (``hub.fail[repo] = 500``, ``hub.delay_s[repo] = 3``), per
 file (``hub.delay_s["org/name/config.json"]``) or for search (``hub.fail["search"]``). Every request is logged in ``hub.requests``.
 
@@ -65,6 +69,9 @@ class FakeHub:
     requests: list[RequestLog] = field(default_factory=list)
     ignore_range: bool = False
     sharded_metadata: bool = True
+    revoked: set[str] = field(default_factory=set)
+    renamed: dict[str, str] = field(default_factory=dict)
+    moved_to: str | None = None
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -135,6 +142,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake.requests.append(
             RequestLog(self.command, path, self.headers.get("Range"), auth.startswith("Bearer "))
         )
+        if self._redirected(path):
+            return
+        if auth.removeprefix("Bearer ") in self.fake.revoked:
+            self._send(401, b'{"error": "Invalid credentials in Authorization header"}', head=head)
+            return
         if path == "/api/models":
             self._search(parse_qs(parts.query))
             return
@@ -163,6 +175,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._file(repo, match["file"], auth, head)
         else:
             self._info(repo, parse_qs(parts.query), head)
+
+    def _redirected(self, path: str) -> bool:
+        """Answer a moved Hub or a renamed repo with a redirect, as the Hub does."""
+        if self.fake.moved_to is not None:
+            target = f"{self.fake.moved_to}{self.path}"
+        else:
+            old = next((o for o in self.fake.renamed if f"/{o}/" in f"{path}/"), None)
+            if old is None:
+                return False
+            target = self.path.replace(f"/{old}", f"/{self.fake.renamed[old]}", 1)
+        self._send(307, b"", headers={"Location": target})
+        return True
 
     def _scenario(self, key: str, head: bool) -> bool:
         """Apply the delay and failure set for ``key``; False when a failure was sent."""

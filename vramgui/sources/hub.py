@@ -18,6 +18,7 @@ used with a notice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -134,16 +136,20 @@ class HubClient:
             for field in ("downloads", "likes", "gated", "library_name", "pipeline_tag")
         ]
         params.append(("expand[]", "safetensors"))
-        status, body = _search_get(
+        answer = fetch(
             f"{self.endpoint}/api/models?{urlencode(params)}",
-            CallDeadline(self.timeout_s),
-            self.endpoint,
-            self._token,
+            limit_bytes=MAX_SEARCH_BYTES,
+            what="search",
+            deadline=CallDeadline(self.timeout_s),
+            endpoint=self.endpoint,
+            token=self._token,
         )
-        if status >= 400:  # no search error is the user's: fall back, say why
-            raise unavailable(status)
+        if answer.status >= 400:  # no search error is the user's: fall back, say why
+            raise unavailable(answer.status)
+        if len(answer.body) > MAX_SEARCH_BYTES:
+            raise HubUnavailable(f"the Hub sent a search answer of over {MAX_SEARCH_BYTES} bytes")
         try:
-            rows = json.loads(body)
+            rows = json.loads(answer.body)
             results = [_hub_model(row) for row in rows if isinstance(row, dict) and row.get("id")]
         # RecursionError: absurdly deep JSON; OverflowError: an infinite count (1e999)
         except (ValueError, TypeError, RecursionError, OverflowError) as exc:
@@ -322,80 +328,149 @@ def check_online() -> None:
         raise HubUnavailable("offline mode is on (HF_HUB_OFFLINE)")
 
 
-# ---------------------------------------------------------------------- search over HTTP
+# ---------------------------------------------------------------------- HTTP
 
 
-def _search_get(
-    url: str, deadline: CallDeadline, endpoint: str, token: str | None
-) -> tuple[int, bytes]:
-    """GET a search URL: the status and the body, within the deadline, retried at most once.
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A whole HTTP answer: status, headers (``.get`` ignores case) and body."""
 
-    A stored token the Hub refuses with 401 (an expired login) is dropped for the retry: public
-    results are better than none. A token handed to the client is always sent.
+    status: int
+    headers: Any
+    body: bytes
+
+
+@contextlib.contextmanager
+def open_url(
+    url: str,
+    *,
+    what: str,
+    deadline: CallDeadline,
+    endpoint: str,
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Iterator[Any]:
+    """GET ``url`` through the standard library; yields the open answer (``status``,
+    ``headers``, ``read(n)``), whatever its status.
+
+    Proxies come from the environment, as httpx takes them. The token is ``token``, else the
+    one huggingface_hub would send; it never follows a redirect to another host. At most one
+    retry: after a refused connection or a 502-504, or, when the Hub refuses a stored token
+    (401, an expired login), with huggingface_hub's refreshed token or without one.
+
+    Raises:
+        HubUnavailable: offline mode, no connection, or the deadline passed.
     """
     import http.client
     import urllib.error
+    import urllib.request
 
     check_online()
-    send = token or _implicit_token()
+    send = token or stored_token()
     attempt = 0
     while True:
+        request = urllib.request.Request(
+            url, headers={"User-Agent": _USER_AGENT, **(headers or {})}
+        )
+        if send:
+            request.add_unredirected_header("Authorization", f"Bearer {send}")
         try:
-            status, body = _get(url, send, deadline)
+            response = _opener().open(request, timeout=deadline.remaining(what))
+        except urllib.error.HTTPError as error:  # 4xx / 5xx: an answer like any other
+            response = error
         except (OSError, http.client.HTTPException, ValueError) as exc:
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             if isinstance(reason, TimeoutError):
-                raise deadline.timed_out("search") from None
+                raise deadline.timed_out(what) from None
             if isinstance(reason, ConnectionRefusedError) and deadline.may_retry(attempt):
                 attempt += 1
                 continue
             raise HubUnavailable(
                 f"cannot reach the Hub at {endpoint} ({type(reason).__name__})"
             ) from None
-        if status in RETRY_STATUSES and deadline.may_retry(attempt):
+        if response.status in RETRY_STATUSES and deadline.may_retry(attempt):
+            response.close()
             attempt += 1
-        elif status == 401 and send and not token and attempt == 0:
-            send = None
+            continue
+        if response.status == 401 and send and not token and attempt == 0:
+            response.close()
+            send = _refreshed_token(send)
             attempt += 1
-        else:
-            return status, body
+            continue
+        with response:
+            yield response
+        return
 
 
-def _get(url: str, token: str | None, deadline: CallDeadline) -> tuple[int, bytes]:
-    """One GET through urllib, which takes proxies from the environment as httpx does.
+def fetch(url: str, *, limit_bytes: int, **how: Any) -> Answer:
+    """An answer read whole, up to ``limit_bytes`` + 1 bytes: a body longer than
+    ``limit_bytes`` is cut one byte past it, for the caller to refuse (``open_url``'s arguments).
 
     Raises:
-        HubUnavailable: the deadline passed, or the answer is far too large for a search.
-        OSError, http.client.HTTPException, ValueError: the request failed (urllib's errors;
-            TimeoutError when a socket operation timed out).
+        HubUnavailable: as ``open_url``; also when the answer stops coming.
     """
-    import urllib.error
-    import urllib.request
+    import http.client
 
-    request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-    if token:
-        # Unredirected: urllib would otherwise carry it to wherever a redirect points.
-        request.add_unredirected_header("Authorization", f"Bearer {token}")
-    https = url.startswith("https:")
-    opener = urllib.request.build_opener(
-        *([urllib.request.HTTPSHandler(context=_tls_context())] if https else [])
-    )
-    try:
-        response = opener.open(request, timeout=deadline.remaining("search"))
-    except urllib.error.HTTPError as error:  # 4xx / 5xx: an answer like any other
-        response = error
-    with response:
+    deadline: CallDeadline = how["deadline"]
+    with open_url(url, **how) as response:
         chunks: list[bytes] = []
         received = 0
-        while chunk := response.read(_READ_CHUNK_BYTES):
-            chunks.append(chunk)
-            received += len(chunk)
-            if received > MAX_SEARCH_BYTES:
-                raise HubUnavailable(
-                    f"the Hub sent an unreadable search answer (over {MAX_SEARCH_BYTES} bytes)"
-                )
-            deadline.remaining("search")
-        return response.status, b"".join(chunks)
+        try:
+            while received <= limit_bytes and (
+                chunk := response.read(min(_READ_CHUNK_BYTES, limit_bytes + 1 - received))
+            ):
+                chunks.append(chunk)
+                received += len(chunk)
+                deadline.remaining(how["what"])
+        except TimeoutError:
+            raise deadline.timed_out(how["what"]) from None
+        except (OSError, http.client.HTTPException):
+            raise HubUnavailable(f"the Hub stopped sending {how['what']}") from None
+        return Answer(response.status, response.headers, b"".join(chunks))
+
+
+@functools.cache
+def _opener() -> Any:
+    """One urllib opener for every call (urllib's openers serve many threads)."""
+    import urllib.parse
+    import urllib.request
+
+    class SameHostAuth(urllib.request.HTTPRedirectHandler):
+        """Keeps the token on a redirect within the Hub (a renamed repo), drops it elsewhere."""
+
+        def redirect_request(  # noqa: PLR0917 - urllib's signature
+            self,
+            req: urllib.request.Request,
+            fp: Any,
+            code: int,
+            msg: str,
+            headers: Any,
+            newurl: str,
+        ) -> urllib.request.Request | None:
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)
+            auth = req.unredirected_hdrs.get("Authorization")
+            same = (
+                urllib.parse.urlsplit(newurl).netloc == urllib.parse.urlsplit(req.full_url).netloc
+            )
+            if new is not None and auth and same:
+                new.add_unredirected_header("Authorization", auth)
+            return new
+
+    return urllib.request.build_opener(
+        urllib.request.HTTPSHandler(context=_tls_context()), SameHostAuth()
+    )
+
+
+def _refreshed_token(refused: str) -> str | None:
+    """After the Hub refused a stored token: huggingface_hub's own lookup, which refreshes an
+    expiring browser login (imported only here), or None to go on without a token."""
+    try:
+        from huggingface_hub import get_token
+
+        token = get_token()
+    except Exception:  # a broken login is no reason to fail a public request
+        return None
+    return token if token and token != refused else None
 
 
 def _tls_context() -> ssl.SSLContext:
@@ -412,7 +487,7 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _implicit_token() -> str | None:
+def stored_token() -> str | None:
     """The token huggingface_hub sends when none is given, read without importing it.
 
     ``HF_TOKEN`` (or the older ``HUGGING_FACE_HUB_TOKEN``), else the file ``hf auth login``

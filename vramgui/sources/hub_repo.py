@@ -1,30 +1,21 @@
 """Reading one Hub repo: its information, config.json and exact tensor inventories from headers.
 
 Weights are never downloaded: safetensors headers come from HTTP Range requests on the files (the
-8-byte length, then the JSON header), GGUF headers likewise. Requests go through huggingface_hub's
-shared HTTP client and its token handling (``hf auth login`` or ``HF_TOKEN``), but not through its
-retrying helpers, which wait up to ~23 s on 429 / 5xx: all the requests of one call share one
-deadline (``hub.CallDeadline``), with at most one quick retry on a refused connection or a
-502/503/504. ``HubClient.load`` imports this module (and so huggingface_hub) on first use; a
-search never does.
+8-byte length, then the JSON header), GGUF headers likewise. Requests go through ``hub.open_url``
+(the standard library's client, the token huggingface_hub would send): all the requests of one
+call share one deadline (``hub.CallDeadline``), with at most one quick retry. ``HubClient.load``
+imports this module on first use.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx2
-from huggingface_hub.errors import OfflineModeIsEnabled
-from huggingface_hub.utils import build_hf_headers, get_session, get_token
-
-from vramgui import __version__
 from vramgui.core.model import ModelRef
 from vramgui.sources import local
 from vramgui.sources.errors import (
@@ -34,7 +25,14 @@ from vramgui.sources.errors import (
     IncompleteModel,
     ModelNotFound,
 )
-from vramgui.sources.hub import RETRY_STATUSES, CallDeadline, check_online, unavailable
+from vramgui.sources.hub import (
+    Answer,
+    CallDeadline,
+    fetch,
+    open_url,
+    stored_token,
+    unavailable,
+)
 from vramgui.sources.resolve import LoadedModel
 
 if TYPE_CHECKING:
@@ -46,6 +44,9 @@ FIRST_RANGE_BYTES = 100_000
 GGUF_FIRST_RANGE_BYTES = 2 * 1024 * 1024
 GGUF_MAX_HEADER_BYTES = 64 * 1024 * 1024
 SHARD_WORKERS = 16
+# Repo information lists every file; a few MB for the largest repos.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+_READ_CHUNK_BYTES = 64 * 1024
 _PREFERRED_GGUF = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q8_0")
 
 
@@ -63,10 +64,12 @@ class Fetch:
 
     def model_info(self, repo_id: str, revision: str) -> dict[str, Any]:
         url = f"{self.endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
-        response = self.get(url, what=f"information on {repo_id}", params={"blobs": "true"})
-        self.raise_for_status(response, repo_id, None)
+        answer = self.get(f"{url}?blobs=true", what=f"information on {repo_id}")
+        self.raise_for_status(answer, repo_id, None)
+        if len(answer.body) > MAX_ANSWER_BYTES:
+            raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}")
         try:
-            info = response.json()
+            info = json.loads(answer.body)
         except (ValueError, RecursionError):
             raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}") from None
         if not isinstance(info, dict):
@@ -137,11 +140,11 @@ class Fetch:
         answer with all the shards, and the shards are then read one by one.
         """
         url = f"{self.endpoint}/api/models/{repo_id}/safetensors-metadata/{local.SAFETENSORS_INDEX}"
-        response = self.get(url, what=f"safetensors metadata of {repo_id}")
-        if response.status_code != 200:
+        answer = self.get(url, what=f"safetensors metadata of {repo_id}")
+        if answer.status != 200 or len(answer.body) > MAX_ANSWER_BYTES:
             return None
         try:
-            headers = response.json()["headers"]
+            headers = json.loads(answer.body)["headers"]
         except (ValueError, KeyError, TypeError, RecursionError):
             return None
         if not isinstance(headers, dict) or set(headers) != set(files):
@@ -233,61 +236,22 @@ class Fetch:
 
     def _text(self, repo_id: str, revision: str, filename: str) -> str:
         url = self._file_url(repo_id, revision, filename)
-        response = self.get(url, what=f"{filename} of {repo_id}")
-        self.raise_for_status(response, repo_id, filename)
-        if len(response.content) > local.MAX_CONFIG_BYTES:
+        answer = self.get(url, what=f"{filename} of {repo_id}", limit_bytes=local.MAX_CONFIG_BYTES)
+        self.raise_for_status(answer, repo_id, filename)
+        if len(answer.body) > local.MAX_CONFIG_BYTES:
             raise BadModelFile(f"{filename} of {repo_id} is too large to be what it claims")
-        return response.content.decode("utf-8", errors="replace")
+        return answer.body.decode("utf-8", errors="replace")
 
-    def _headers_for_hub(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        try:
-            headers = build_hf_headers(
-                token=self._token, library_name="vramgui", library_version=__version__
-            )
-        except Exception:  # an unreadable stored token must not block anonymous access
-            headers = build_hf_headers(
-                token=False, library_name="vramgui", library_version=__version__
-            )
-        headers.update(extra or {})
-        return headers
+    def get(self, url: str, *, what: str, limit_bytes: int = MAX_ANSWER_BYTES) -> Answer:
+        return fetch(url, limit_bytes=limit_bytes, **self._how(what))
 
-    @contextlib.contextmanager
-    def _send(
-        self, method: str, url: str, *, what: str, stream: bool, **kwargs: Any
-    ) -> Iterator[Any]:
-        """One request with our timeout and at most one retry on a refused connection or 502-504."""
-        check_online()
-        headers = self._headers_for_hub(kwargs.pop("headers", None))
-        for attempt in (0, 1):
-            try:
-                with get_session().stream(
-                    method,
-                    url,
-                    headers=headers,
-                    timeout=self._deadline.remaining(what),
-                    follow_redirects=True,
-                    **kwargs,
-                ) as response:
-                    if response.status_code in RETRY_STATUSES and self._deadline.may_retry(attempt):
-                        continue
-                    if not stream:
-                        response.read()
-                    yield response
-                    return
-            except httpx2.TimeoutException:
-                raise self._deadline.timed_out(what) from None
-            except OfflineModeIsEnabled:
-                raise HubUnavailable("offline mode is on (HF_HUB_OFFLINE)") from None
-            except (httpx2.TransportError, httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
-                if isinstance(exc, httpx2.ConnectError) and self._deadline.may_retry(attempt):
-                    continue
-                raise HubUnavailable(
-                    f"cannot reach the Hub at {self.endpoint} ({type(exc).__name__})"
-                ) from None
-
-    def get(self, url: str, *, what: str, **kwargs: Any) -> Any:
-        with self._send("GET", url, what=what, stream=False, **kwargs) as response:
-            return response
+    def _how(self, what: str) -> dict[str, Any]:
+        return {
+            "what": what,
+            "deadline": self._deadline,
+            "endpoint": self.endpoint,
+            "token": self._token,
+        }
 
     def _range(
         self, url: str, start: int, length: int, repo_id: str, filename: str
@@ -298,19 +262,15 @@ class Fetch:
         download a whole weights file.
         """
         rng = {"Range": f"bytes={start}-{start + length - 1}"}
-        with self._send("GET", url, what=f"{filename} of {repo_id}", stream=True, headers=rng) as r:
-            if r.status_code >= 400:
-                r.read()
-                self.raise_for_status(r, repo_id, filename)
+        with open_url(url, headers=rng, **self._how(f"{filename} of {repo_id}")) as r:
+            self.raise_for_status(r, repo_id, filename)
             chunks: list[bytes] = []
             received = 0
-            skip = start if r.status_code == 200 else 0  # the server ignored Range
+            skip = start if r.status == 200 else 0  # the server ignored Range
             try:
-                for chunk in r.iter_bytes():
+                while received < skip + length and (chunk := r.read(_READ_CHUNK_BYTES)):
                     chunks.append(chunk)
                     received += len(chunk)
-                    if received >= skip + length:
-                        break
             except Exception as exc:  # a dropped stream is the Hub failing, not a bad file
                 raise HubUnavailable(f"the Hub stopped sending {filename} of {repo_id}") from exc
             data = b"".join(chunks)[skip : skip + length]
@@ -324,7 +284,7 @@ class Fetch:
             repo_id: the repo asked about.
             filename: the file asked for, or None when asking about the repo itself.
         """
-        status = response.status_code
+        status = response.status
         if status < 400:
             return
         code = response.headers.get("X-Error-Code", "")
@@ -355,12 +315,7 @@ class Fetch:
         )
 
     def _has_token(self) -> bool:
-        if self._token:
-            return True
-        try:
-            return get_token() is not None
-        except Exception:
-            return False
+        return bool(self._token or stored_token())
 
 
 # ---------------------------------------------------------------------- helpers

@@ -244,6 +244,9 @@ class ModelPanel(QWidget):
         self.info.setText("<br>".join(parts))
 
     def show_loading(self, loading: bool) -> None:
+        """Say a model is being read; the description keeps its height meanwhile, so that the
+        panels below do not move (and repaint) twice for one model change."""
+        self.info.setMinimumHeight(self.info.height() if loading else 0)
         if loading:
             self.info.setText("Reading the model…")
         self.open_folder.setEnabled(not loading)

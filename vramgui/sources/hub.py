@@ -1,12 +1,14 @@
-"""The Hugging Face Hub: model search, and the entry points that read a repo's facts.
+"""The Hugging Face Hub: model search, the entry points that read a repo's facts, and the HTTP
+client both use.
 
-A search asks ``{endpoint}/api/models`` (the request huggingface_hub's ``list_models`` makes)
-through the standard library's HTTP client, so that it imports nothing heavy: a search runs on a
-worker thread while the window stays live, and importing huggingface_hub and its HTTP stack there
-costs a few hundred milliseconds of interpreter time (and sets off garbage collections) that the
-GUI thread would wait for. The token sent is the one huggingface_hub would send (``HF_TOKEN``, or
-the file ``hf auth login`` wrote). Loading a model (config.json and weight headers) goes through
-huggingface_hub's client in ``vramgui.sources.hub_repo``, imported on the first load.
+Requests go through the standard library's HTTP client (``open_url``), not huggingface_hub's:
+searches and loads run on worker threads while the window stays live, and importing
+huggingface_hub and its HTTP stack there costs a few hundred milliseconds of interpreter time
+(and sets off garbage collections) that the GUI thread would wait for. A search asks
+``{endpoint}/api/models`` as huggingface_hub's ``list_models`` does; the token sent is the one
+huggingface_hub would send (``HF_TOKEN``, or the file ``hf auth login`` wrote), and huggingface_hub
+itself is asked only to refresh a stored token the Hub refused. Reading a repo (config.json and
+weight headers) is in ``vramgui.sources.hub_repo``, imported on the first load.
 
 Every call has one ``timeout_s`` deadline shared by all its requests, with at most one quick retry
 on a refused connection or a 502/503/504 (huggingface_hub's own helpers retry 429 / 5xx for ~23 s;

@@ -494,8 +494,8 @@ def stored_token() -> str | None:
 
     ``HF_TOKEN`` (or the older ``HUGGING_FACE_HUB_TOKEN``), else the file ``hf auth login``
     writes (``HF_TOKEN_PATH``, by default ``$HF_HOME/token``); none under
-    ``HF_HUB_DISABLE_IMPLICIT_TOKEN``. A login that needs refreshing is refreshed by
-    huggingface_hub when a model is loaded; a search sent with a stale one retries without it.
+    ``HF_HUB_DISABLE_IMPLICIT_TOKEN``. Logins that expire are refreshed only when the Hub
+    refuses one (``open_url``).
     """
     if os.environ.get("HF_HUB_DISABLE_IMPLICIT_TOKEN", "").strip().upper() in _TRUE:
         return None

@@ -172,7 +172,6 @@ class InferencePlan:
 
     __slots__ = (
         "_activations",
-        "_capacity",
         "_details",
         "_error",
         "_error_first",
@@ -193,7 +192,6 @@ class InferencePlan:
     ) -> None:
         facts = spec.facts
         self._workload = workload
-        self._capacity = capacity_bytes
         self._facts = facts
         learned = facts.model_type in _LEARNED_POSITIONS
         self._max_seq = facts.max_position_embeddings if learned else None
@@ -217,6 +215,7 @@ class InferencePlan:
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
+        self._activations = 0  # vLLM's, whatever the sizes
         self._details: dict[str, int | float] = {}
         self._notes: tuple[str, ...] = ()
         self._pool: int | None = None

@@ -199,3 +199,17 @@ def test_sweep_of_other_settings_estimates_each(real_spec):
     assert swept[0] == estimate(spec, w.with_(lora_rank=8))
     assert swept[1] == estimate(spec, w.with_(lora_rank=64))
     assert swept[2] is None  # rank 0 is refused
+
+
+def test_lora_advice_keeps_the_base_in_16_bits_and_saves_what_it_says(real_spec):
+    spec = real_spec(LLAMA3)
+    full = Workload(mode="training", seq=1024, grad_checkpointing=True)
+    advice = {s.title: s for s in advise(spec, full, RTX_4090)}
+    lora = advice["LoRA instead of a full fine-tune"]
+    assert lora.changes == {"method": "lora", "precision": "pure"}
+    before = estimate(spec, full, RTX_4090).total_bytes
+    after = estimate(spec, full.with_(**lora.changes), RTX_4090).total_bytes
+    assert lora.saves_bytes == before - after
+    # A 16-bit base: about two bytes per parameter of weights, not four.
+    weights = estimate(spec, full.with_(**lora.changes)).components["weights"]
+    assert weights < 2.2 * spec.parameters

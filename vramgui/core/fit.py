@@ -371,9 +371,18 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
         if w.attention == "eager":
             add("SDPA attention", {"attention": "sdpa"}, "none: same results, less memory")
         if w.method == "full":
-            add("LoRA instead of a full fine-tune", {"method": "lora"}, "adapters only")
+            # As LoRA is usually run: the frozen base loaded in the compute dtype, fp32 adapters.
+            add(
+                "LoRA instead of a full fine-tune",
+                {"method": "lora", "precision": "pure"},
+                f"adapters only; the base frozen in {w.dtype}",
+            )
         if w.method != "qlora":
-            add("QLoRA (4-bit base)", {"method": "qlora", "quant": "nf4"}, "slower, 4-bit base")
+            add(
+                "QLoRA (4-bit base)",
+                {"method": "qlora", "quant": "nf4", "precision": "mixed"},
+                "slower, 4-bit base",
+            )
         if w.batch > 1:
             add(
                 f"Batch 1, accumulate {w.batch}",

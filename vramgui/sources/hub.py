@@ -377,7 +377,8 @@ def open_url(
         if send:
             request.add_unredirected_header("Authorization", f"Bearer {send}")
         try:
-            response = _opener().open(request, timeout=deadline.remaining(what))
+            opener = _opener(https=url.startswith("https:"))
+            response = opener.open(request, timeout=deadline.remaining(what))
         except urllib.error.HTTPError as error:  # 4xx / 5xx: an answer like any other
             response = error
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -432,8 +433,11 @@ def fetch(url: str, *, limit_bytes: int, **how: Any) -> Answer:
 
 
 @functools.cache
-def _opener() -> Any:
-    """One urllib opener for every call (urllib's openers serve many threads)."""
+def _opener(*, https: bool) -> Any:
+    """One urllib opener per scheme for every call (urllib's openers serve many threads).
+
+    Only https builds a TLS context: loading the trust store takes 30-120 ms of CPU.
+    """
     import urllib.parse
     import urllib.request
 
@@ -458,9 +462,8 @@ def _opener() -> Any:
                 new.add_unredirected_header("Authorization", auth)
             return new
 
-    return urllib.request.build_opener(
-        urllib.request.HTTPSHandler(context=_tls_context()), SameHostAuth()
-    )
+    tls = [urllib.request.HTTPSHandler(context=_tls_context())] if https else []
+    return urllib.request.build_opener(*tls, SameHostAuth())
 
 
 def _refreshed_token(refused: str) -> str | None:

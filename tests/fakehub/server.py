@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,6 +73,7 @@ class FakeHub:
     revoked: set[str] = field(default_factory=set)
     renamed: dict[str, str] = field(default_factory=dict)
     moved_to: str | None = None
+    tls: ssl.SSLContext | None = None  # serve https with this server context
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -86,7 +88,7 @@ class FakeHub:
     def url(self) -> str:
         assert self._server is not None, "start the fake Hub first"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def start(self) -> FakeHub:
         hub = self
@@ -98,6 +100,8 @@ class FakeHub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         ).start()

@@ -2,6 +2,8 @@
 send and where, the retry policy of a search, and answers too large to be what they claim."""
 
 import json
+import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -122,3 +124,40 @@ def test_an_answer_too_large_for_a_search_is_refused(fake_hub, monkeypatch, tmp_
     monkeypatch.setattr(hub_module, "MAX_SEARCH_BYTES", 100)
     with pytest.raises(HubUnavailable, match="over 100 bytes"):
         HubClient(timeout_s=2, cache_dir=tmp_path).search("tiny")
+
+
+@pytest.fixture
+def tls_hub(tmp_path):
+    """A fake Hub over https with a self-signed certificate for 127.0.0.1, and that certificate."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    with FakeHub(tls=context) as hub:
+        hub_module._opener.cache_clear()
+        yield hub, cert
+    hub_module._opener.cache_clear()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_checks_the_certificate_against_the_trust_store(tls_hub, monkeypatch, tmp_path):
+    hub, cert = tls_hub
+    hub.add("org/tiny", FILES)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-bundle.pem"))
+    with pytest.raises(HubUnavailable, match="cannot reach the Hub"):
+        HubClient(hub.url, timeout_s=5, cache_dir=tmp_path).search("tiny")
+    hub_module._opener.cache_clear()
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    assert [m.id for m in HubClient(hub.url, timeout_s=5, cache_dir=tmp_path).search("tiny")] == [
+        "org/tiny"
+    ]

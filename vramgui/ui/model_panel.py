@@ -34,7 +34,7 @@ from vramgui.ui import palette
 from vramgui.ui.workers import Worker, submit
 
 SEARCH_DEBOUNCE_MS = 150
-RESULTS_HEIGHT_PX = 150
+RESULTS_HEIGHT_PX = 130
 MAX_RECENT = 10
 MODEL_FILE_SUFFIXES = (".safetensors", ".gguf", ".json")
 _Index = QModelIndex | QPersistentModelIndex

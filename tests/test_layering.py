@@ -47,6 +47,13 @@ def test_services_import_core_not_ui_or_siblings(sub):
             assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path} imports {name}"
 
 
+def test_ui_does_not_import_the_cli():
+    # The window and the command line are peers over the same services.
+    for path in _modules("ui"):
+        for name in _imports(path):
+            assert not name.startswith("vramgui.cli"), f"{path} imports {name}"
+
+
 def test_only_ui_imports_qt():
     for path in PACKAGE.rglob("*.py"):
         if "ui" in path.relative_to(PACKAGE).parts:

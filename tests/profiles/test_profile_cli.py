@@ -8,7 +8,7 @@ import pytest
 from vramgui.cli import main
 from vramgui.cli import profile as profile_cli
 from vramgui.core.model import ModelRef
-from vramgui.profiles import ProfileStore
+from vramgui.profiles import ProfileStore, source_of
 
 
 class ScriptedEstimate:
@@ -158,10 +158,10 @@ def test_export_import(capsys, tmp_path, scripted):
 
 
 def test_source_of_hub_refs():
-    assert profile_cli.source_of(ModelRef("hub", "org/name")) == "org/name"
+    assert source_of(ModelRef("hub", "org/name")) == "org/name"
     ref = ModelRef("hub", "org/name-GGUF", revision="abc", file="m-Q4_K_M.gguf")
-    assert profile_cli.source_of(ref) == "org/name-GGUF@abc:m-Q4_K_M.gguf"
-    assert profile_cli.source_of(ModelRef("local", "/m/x.gguf")) == "/m/x.gguf"
+    assert source_of(ref) == "org/name-GGUF@abc:m-Q4_K_M.gguf"
+    assert source_of(ModelRef("local", "/m/x.gguf")) == "/m/x.gguf"
 
 
 def _tiny_llama():

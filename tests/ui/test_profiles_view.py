@@ -10,10 +10,10 @@ import pytest
 from PySide6.QtCore import Qt, QThreadPool
 from PySide6.QtGui import QColor
 
-from vramgui.cli.profile import estimate_for, source_of
+from vramgui.cli.profile import estimate_for
 from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
-from vramgui.profiles import Profile, ProfileStore
+from vramgui.profiles import Profile, ProfileStore, source_of
 from vramgui.sources.resolve import load_model
 from vramgui.ui.compare_view import (
     DIFFERS_BACKGROUND,

@@ -21,7 +21,7 @@ from vramgui.core.report import document_for
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
-from vramgui.profiles import Profile, ProfileStore
+from vramgui.profiles import Profile, ProfileStore, source_of
 from vramgui.sources.resolve import LoadedModel, load_model
 
 LIST_SCHEMA = "vramgui.profiles/1"
@@ -169,18 +169,6 @@ def _reopen(profile: Profile) -> _Reopened:
     reopened.notices.extend(loaded.notices)
     reopened.notices.extend(_model_changes(profile.model, loaded.ref))
     return reopened
-
-
-def source_of(ref: ModelRef) -> str:
-    """The SOURCE argument that loads the model a reference points to."""
-    if ref.kind != "hub":
-        return ref.id
-    source = ref.id
-    if ref.revision:
-        source += f"@{ref.revision}"
-    if ref.file:
-        source += f":{ref.file}"
-    return source
 
 
 def _model_changes(saved: ModelRef, now: ModelRef) -> list[str]:

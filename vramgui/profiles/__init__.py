@@ -1,6 +1,6 @@
 """Saved estimate profiles: versioned JSON files, written atomically, in the user data folder."""
 
-from vramgui.profiles.model import FORMAT, FORMAT_VERSION, Profile, ProfileError
+from vramgui.profiles.model import FORMAT, FORMAT_VERSION, Profile, ProfileError, source_of
 from vramgui.profiles.store import ProfileListing, ProfileStore, TrashedProfile
 
 __all__ = [
@@ -11,4 +11,5 @@ __all__ = [
     "ProfileListing",
     "ProfileStore",
     "TrashedProfile",
+    "source_of",
 ]

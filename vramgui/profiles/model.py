@@ -135,6 +135,18 @@ class Profile:
         )
 
 
+def source_of(ref: ModelRef) -> str:
+    """The SOURCE text (CLI argument, window input) that loads the model ``ref`` points to."""
+    if ref.kind != "hub":
+        return ref.id
+    source = ref.id
+    if ref.revision:
+        source += f"@{ref.revision}"
+    if ref.file:
+        source += f":{ref.file}"
+    return source
+
+
 def _field(data: dict[str, Any], key: str, kind: type, default: Any = None) -> Any:
     value = data.get(key, default)
     if not isinstance(value, kind):

@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.cli.profile import source_of
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.fit import fit_rows
@@ -33,7 +32,7 @@ from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
-from vramgui.profiles import Profile
+from vramgui.profiles import Profile, source_of
 from vramgui.ui import palette
 from vramgui.ui.controller import LoadedModel
 

@@ -41,14 +41,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.cli.profile import source_of
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.fit import fit_rows
 from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
-from vramgui.profiles import Profile, ProfileError, ProfileListing, ProfileStore, TrashedProfile
+from vramgui.profiles import (
+    Profile,
+    ProfileError,
+    ProfileListing,
+    ProfileStore,
+    TrashedProfile,
+    source_of,
+)
 from vramgui.ui import palette
 from vramgui.ui.compare_view import (
     MAX_COMPARED,

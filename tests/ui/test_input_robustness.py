@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core.workload import Workload
+from vramgui.ui import extra_views
 
 GARBAGE = (
     "abc",
@@ -172,7 +173,7 @@ def test_offload_speed_fields(make_window, qtbot) -> None:
     window.tabs.setCurrentIndex(
         next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Offloading")
     )
-    view = window.extra_tabs["Offloading"]
+    view = extra_views.view_of(window.extra_tabs["Offloading"])
     spins = getattr(view, "spins", None)
     if not spins:
         pytest.skip("the Offloading view is not part of this build")
@@ -186,7 +187,7 @@ def test_offload_speed_fields(make_window, qtbot) -> None:
 
 def test_profile_search_field_takes_any_text(make_window, qtbot) -> None:
     window = make_window()
-    view = window.extra_tabs["Profiles"]
+    view = extra_views.view_of(window.extra_tabs["Profiles"])
     field = getattr(view, "search", None)
     if not isinstance(field, QLineEdit):
         pytest.skip("the Profiles view is not part of this build")

@@ -1,29 +1,35 @@
-"""The Offloading and Profiles tabs: built separately, fed from the window's controller.
+"""The Offloading and Profiles tabs: built when first shown, fed from the window's controller.
 
-Each is imported on demand, so that the window still opens in a build without one of them; the
-tab then says so.
+Neither view costs anything before the window first paints: each tab holds a light
+:class:`LazyTab` that builds its view the first time it is shown, one slice per event-loop turn
+(import, build, first feed), so that no turn keeps the window from answering for long. A view's
+module is imported on demand, so that the window still opens in a build without one; the tab then
+says so.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
-from types import ModuleType
+import importlib.util
+from collections.abc import Callable, Generator, Sequence
 
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from vramgui.core.offload import Bandwidths
+from vramgui.core.units import Unit
 from vramgui.hardware import CatalogGpu, HardwareError, find_gpu
 from vramgui.ui.controller import EstimateController, LoadedModel
 
+# Building a view: each ``next`` is one slice, run in its own event-loop turn; the generator
+# returns the view.
+BuildSteps = Generator[None, None, QWidget]
 
-def _optional(module: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"vramgui.ui.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"vramgui.ui.{module}":
-            raise
-        return None
+
+def _built_in(module: str) -> bool:
+    # Finds the module without importing it: the import is part of the deferred build.
+    return importlib.util.find_spec(f"vramgui.ui.{module}") is not None
 
 
 def placeholder() -> QWidget:
@@ -33,8 +39,109 @@ def placeholder() -> QWidget:
     return label
 
 
+class LazyTab(QWidget):
+    """Stands in for a tab's view and builds it when the tab is first shown.
+
+    The window sees one widget that answers ``set_unit`` (kept and handed on once the view
+    exists) and, for the Profiles tab, ``save_current``. :meth:`view` builds the view at once
+    when something needs it before it is shown.
+
+    Args:
+        build: makes the generator of the building slices (see ``BuildSteps``).
+
+    Signals:
+        built(QWidget): the view exists and is in place.
+    """
+
+    built = Signal(QWidget)
+
+    def __init__(self, build: Callable[[], BuildSteps], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._build = build
+        self._steps: BuildSteps | None = None
+        self._view: QWidget | None = None
+        self._unit: Unit | None = None
+        self._loading = QLabel("Loading…")
+        self._loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self._loading)
+        # One slice per turn: the tab shows its "Loading…" at once and the input stays live.
+        self._next_slice = QTimer(self)
+        self._next_slice.setSingleShot(True)
+        self._next_slice.setInterval(0)
+        self._next_slice.timeout.connect(self._run_slice)
+
+    @property
+    def is_built(self) -> bool:
+        """Whether the view exists yet."""
+        return self._view is not None
+
+    def view(self) -> QWidget:
+        """The view, built now (all remaining slices at once) if it does not exist yet."""
+        self._next_slice.stop()
+        while self._view is None:
+            self._advance()
+        return self._view
+
+    def set_unit(self, unit: Unit) -> None:
+        """Show sizes in GiB or GB (handed on to the view, now or once it is built)."""
+        self._unit = unit
+        if self._view is not None:
+            _set_unit(self._view, unit)
+
+    def save_current(self) -> None:
+        """The view's ``save_current`` (File > Save profile works before the tab is opened)."""
+        saver = getattr(self.view(), "save_current", None)
+        if callable(saver):
+            saver()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._view is None:
+            self._next_slice.start()
+
+    def _run_slice(self) -> None:
+        self._advance()
+        if self._view is None:
+            self._next_slice.start()
+
+    def _advance(self) -> None:
+        if self._steps is None:
+            self._steps = self._build()
+        try:
+            next(self._steps)
+        except StopIteration as done:
+            self._install(done.value)
+
+    def _install(self, view: QWidget) -> None:
+        self._view = view
+        self._steps = None
+        if self._unit is not None:
+            _set_unit(view, self._unit)
+        layout = self.layout()
+        layout.removeWidget(self._loading)
+        self._loading.deleteLater()
+        layout.addWidget(view)
+        self.built.emit(view)
+
+
+def _set_unit(view: QWidget, unit: Unit) -> None:
+    set_view_unit = getattr(view, "set_unit", None)
+    if callable(set_view_unit):
+        set_view_unit(unit)
+
+
+def view_of(tab: QWidget) -> QWidget:
+    """The real view behind a tab of the window (built now if it is a :class:`LazyTab`)."""
+    return tab.view() if isinstance(tab, LazyTab) else tab
+
+
 class OffloadFeed(QObject):
     """Keeps the offload view on the controller's model, settings and target GPU.
+
+    Only a visible view follows the controller; changes in one event-loop turn (a model and its
+    settings, say) are placed once, in the next turn.
 
     Args:
         view: the ``OffloadView``.
@@ -60,6 +167,10 @@ class OffloadFeed(QObject):
         self._fallback = fallback_gpu
         self._module = importlib.import_module("vramgui.ui.offload_view")
         self._stale = True
+        self._due = QTimer(self)
+        self._due.setSingleShot(True)
+        self._due.setInterval(0)
+        self._due.timeout.connect(self._feed_if_visible)
         controller.model_changed.connect(self._changed)
         controller.workload_changed.connect(self._changed)
         controller.capacities_changed.connect(self._changed)
@@ -67,28 +178,42 @@ class OffloadFeed(QObject):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self._view and event.type() == QEvent.Type.Show and self._stale:
-            self._feed()
+            # After the tab has painted: showing it and placing the model are two turns.
+            self._due.start()
         return False
+
+    def feed(self) -> None:
+        """Place the controller's current model and settings now."""
+        self._due.stop()
+        self._stale = False
+        budget, bandwidths = self._target(self._controller.capacities)
+        self._view.set_inputs(  # type: ignore[attr-defined]
+            self._controller.spec,
+            self._controller.workload,
+            budget=budget,
+            bandwidths=bandwidths,
+        )
 
     def _changed(self, _what: object = None) -> None:
         # Placing every layer costs milliseconds: only a visible view follows each change.
         self._stale = True
         if self._view.isVisible():
-            self._feed()
+            self._due.start()
 
-    def _feed(self) -> None:
-        self._stale = False
-        self._capacities(self._controller.capacities)
-        self._view.set_model(self._controller.spec, self._controller.workload)  # type: ignore[attr-defined]
+    def _feed_if_visible(self) -> None:
+        if self._stale and self._view.isVisible():
+            self.feed()
 
-    def _capacities(self, capacities: tuple[tuple[str, int], ...]) -> None:
+    def _target(
+        self, capacities: tuple[tuple[str, int], ...]
+    ) -> tuple[tuple[int, int | None] | None, Bandwidths | None]:
+        """The budget and speeds of the target GPU (the first), or Nones to keep the view's."""
         if not capacities:
-            return
+            return None, None
         name, capacity = capacities[0]
         gpu = self._catalog_gpu(name)
-        if gpu is not None:
-            self._view.set_bandwidths(self._module.bandwidths_for(gpu))  # type: ignore[attr-defined]
-        self._view.set_budget(capacity, self._host_ram_bytes)  # type: ignore[attr-defined]
+        bandwidths = self._module.bandwidths_for(gpu) if gpu is not None else None
+        return (capacity, self._host_ram_bytes), bandwidths
 
     def _catalog_gpu(self, name: str) -> CatalogGpu | None:
         # A local GPU is named "GPU 0: NVIDIA GeForce RTX 4090"; the catalog knows the model.
@@ -102,6 +227,33 @@ class OffloadFeed(QObject):
         return None
 
 
+def _offload_steps(
+    controller: EstimateController,
+    catalog: Sequence[CatalogGpu],
+    host_ram_bytes: int | None,
+    fallback_gpu: str | None,
+) -> BuildSteps:
+    module = importlib.import_module("vramgui.ui.offload_view")
+    yield
+    view: QWidget = module.OffloadView()
+    feed = OffloadFeed(view, controller, catalog, host_ram_bytes, fallback_gpu)
+    yield
+    # Placed before it is shown: its first paint already has the model.
+    feed.feed()
+    return view
+
+
+def _profiles_steps(
+    controller: EstimateController, load_model: Callable[[str], LoadedModel]
+) -> BuildSteps:
+    module = importlib.import_module("vramgui.ui.profiles_view")
+    yield
+    compare = module.CompareView()
+    yield
+    view: QWidget = module.ProfilesView(controller, load_model=load_model, compare_view=compare)
+    return view
+
+
 def offload_view(
     controller: EstimateController,
     catalog: Sequence[CatalogGpu],
@@ -109,20 +261,15 @@ def offload_view(
     fallback_gpu: str | None,
 ) -> QWidget:
     """The Offloading tab, fed from ``controller``; a placeholder when not built in."""
-    module = _optional("offload_view")
-    if module is None:
+    if not _built_in("offload_view"):
         return placeholder()
-    view: QWidget = module.OffloadView()
-    OffloadFeed(view, controller, catalog, host_ram_bytes, fallback_gpu)
-    return view
+    return LazyTab(lambda: _offload_steps(controller, catalog, host_ram_bytes, fallback_gpu))
 
 
 def profiles_view(
     controller: EstimateController, load_model: Callable[[str], LoadedModel]
 ) -> QWidget:
     """The Profiles tab over the user's profile folder; a placeholder when not built in."""
-    module = _optional("profiles_view")
-    if module is None:
+    if not _built_in("profiles_view"):
         return placeholder()
-    view: QWidget = module.ProfilesView(controller, load_model=load_model)
-    return view
+    return LazyTab(lambda: _profiles_steps(controller, load_model))

@@ -138,12 +138,14 @@ class LayerChart(pg.PlotWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         background, text = _theme()
         self.axis = UnitAxis()
-        super().__init__(parent, background=background, axisItems={"bottom": self.axis})
+        # No context menu: building pyqtgraph's menus costs more than the rest of the chart.
+        super().__init__(
+            parent, background=background, axisItems={"bottom": self.axis}, enableMenu=False
+        )
         self._text = text
         self._unit: Unit = "GiB"
         self._placement: Placement | None = None
         item = self.getPlotItem()
-        item.setMenuEnabled(False)
         item.setMouseEnabled(x=False, y=False)
         item.hideButtons()
         item.showGrid(x=False, y=True, alpha=0.25)
@@ -286,10 +288,10 @@ class ThroughputChart(pg.PlotWidget):
             parent,
             background=background,
             axisItems={"bottom": PowerOfTwoAxis("bottom"), "left": _LogAxis("left")},
+            enableMenu=False,
         )
         self._text = text
         item = self.getPlotItem()
-        item.setMenuEnabled(False)
         item.hideButtons()
         item.showGrid(x=True, y=True, alpha=0.25)
         item.setLogMode(x=True, y=True)
@@ -452,22 +454,55 @@ class OffloadView(QWidget):
 
     def set_model(self, spec: ModelSpec | None, workload: Workload | None) -> None:
         """The model and settings to place; the planner follows a llama.cpp engine choice."""
-        self._spec, self._workload = spec, workload
-        self._ngl = None
-        self._llamacpp = None
-        self._floor_bytes = None
-        if workload is not None and workload.engine == "llamacpp":
-            self.set_planner("llamacpp")
-        self._refresh()
+        self.set_inputs(spec, workload)
 
     def set_budget(self, vram_bytes: int, host_ram_bytes: int | None = None) -> None:
         """GPU memory to place into, and host RAM for offloaded layers (None: no limit)."""
-        self._vram_bytes, self._host_bytes = vram_bytes, host_ram_bytes
-        self._ngl = None
+        self._take_budget(vram_bytes, host_ram_bytes)
         self._refresh()
 
     def set_bandwidths(self, bandwidths: Bandwidths) -> None:
         """The speeds of the roofline; the spin boxes show them for editing."""
+        self._take_bandwidths(bandwidths)
+        self._refresh()
+
+    def set_inputs(
+        self,
+        spec: ModelSpec | None,
+        workload: Workload | None,
+        *,
+        budget: tuple[int, int | None] | None = None,
+        bandwidths: Bandwidths | None = None,
+    ) -> None:
+        """Model, settings and, when given, budget and speeds at once: the view places once.
+
+        Args:
+            spec: the model (None: nothing to place).
+            workload: its settings.
+            budget: ``(vram_bytes, host_ram_bytes)`` as for :meth:`set_budget`; None keeps it.
+            bandwidths: as for :meth:`set_bandwidths`; None keeps them.
+        """
+        if spec is not self._spec or workload != self._workload:
+            # Sized once per model and settings: a new budget alone keeps them.
+            self._llamacpp = None
+            self._floor_bytes = None
+        self._spec, self._workload = spec, workload
+        self._ngl = None
+        if workload is not None and workload.engine == "llamacpp":
+            blocked = self.planner.blockSignals(True)
+            self.set_planner("llamacpp")
+            self.planner.blockSignals(blocked)
+        if budget is not None:
+            self._take_budget(*budget)
+        if bandwidths is not None:
+            self._take_bandwidths(bandwidths)
+        self._refresh()
+
+    def _take_budget(self, vram_bytes: int, host_ram_bytes: int | None) -> None:
+        self._vram_bytes, self._host_bytes = vram_bytes, host_ram_bytes
+        self._ngl = None
+
+    def _take_bandwidths(self, bandwidths: Bandwidths) -> None:
         self._bandwidths = bandwidths
         for key, spin in self.spins.items():
             value = getattr(bandwidths, key)
@@ -476,7 +511,6 @@ class OffloadView(QWidget):
                 0.0 if math.isinf(value) else value / (1e12 if key.endswith("flops") else GB)
             )
             spin.blockSignals(blocked)
-        self._refresh()
 
     @property
     def bandwidths(self) -> Bandwidths | None:
@@ -490,6 +524,9 @@ class OffloadView(QWidget):
         self.planner.setCurrentIndex(index)
 
     def set_unit(self, unit: Unit) -> None:
+        """Show sizes in GiB or GB."""
+        if unit == self._unit:
+            return
         self._unit = unit
         self.layer_chart.set_unit(unit)
         self._refresh()

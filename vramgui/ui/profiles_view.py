@@ -8,6 +8,7 @@ that cannot be read are listed greyed with the reason and no action touches them
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMessageBox,
+    QProgressBar,
     QPushButton,
     QSplitter,
     QTableView,
@@ -261,6 +263,8 @@ class ProfilesView(QWidget):
         load_model: source text -> ``LoadedModel`` (may block; runs on a worker thread); by
             default ``vramgui.sources.resolve.load_model``.
         dialogs: the questions asked; by default Qt's standard dialogs.
+        compare_view: the comparison pane; by default a new one (the window builds it in a
+            turn of its own).
 
     Signals:
         profile_opened(Profile): a profile was opened and its model and workload applied; the
@@ -276,6 +280,8 @@ class ProfilesView(QWidget):
         load_model: Callable[[str], LoadedModel] | None = None,
         dialogs: Dialogs | None = None,
         parent: QWidget | None = None,
+        *,
+        compare_view: CompareView | None = None,
     ) -> None:
         super().__init__(parent)
         if load_model is None:
@@ -331,7 +337,12 @@ class ProfilesView(QWidget):
         self.message.hide()
         self.undo_button = _button("Undo delete", "Bring back the profiles just deleted (Ctrl+Z)")
         self.undo_button.hide()
-        self.compare_view = CompareView()
+        self.opening = QProgressBar()
+        self.opening.setRange(0, 0)  # busy: no known end
+        self.opening.setTextVisible(False)
+        self.opening.setMaximumWidth(120)
+        self.opening.hide()
+        self.compare_view = compare_view if compare_view is not None else CompareView()
 
         self._build_layout()
         self._connect()
@@ -357,6 +368,7 @@ class ProfilesView(QWidget):
         actions.addWidget(self.import_button)
         actions.addWidget(self.export_button)
         message_row = QHBoxLayout()
+        message_row.addWidget(self.opening)
         message_row.addWidget(self.message, 1)
         message_row.addWidget(self.undo_button)
 
@@ -392,6 +404,7 @@ class ProfilesView(QWidget):
         self.import_button.clicked.connect(self.import_file)
         self.export_button.clicked.connect(self.export_file)
         self.controller.model_changed.connect(lambda _loaded: self._update_actions())
+        self.controller.loading_changed.connect(self._controller_loading)
         for keys, slot, widget, context in (
             (QKeySequence.StandardKey.Delete, self.delete_selected, self.table, "widget"),
             (QKeySequence(Qt.Key.Key_F2), self.rename_selected, self.table, "widget"),
@@ -410,6 +423,8 @@ class ProfilesView(QWidget):
     # ----------------------------------------------------------------------------- state
     def set_unit(self, unit: Unit) -> None:
         """Show sizes in GiB or GB."""
+        if unit == self._unit:
+            return
         self._unit = unit
         self.compare_view.set_unit(unit)
         self.refresh()
@@ -526,24 +541,47 @@ class ProfilesView(QWidget):
         self.select([saved.name])
         self.show_message(f"Saved profile {saved.name!r}.")
 
+    @property
+    def is_opening(self) -> bool:
+        """Whether a profile's model is being loaded (the busy bar shows meanwhile)."""
+        return self._opening is not None
+
     def open_selected(self) -> None:
-        """Load the selected profile's model off the GUI thread, then apply it to the window."""
+        """Load the selected profile's model and estimate it off the GUI thread, then apply it.
+
+        Opening another profile (or loading another model in the window) meanwhile wins: the
+        earlier one is dropped when it arrives.
+        """
         profiles = self.selected_profiles()
         if len(profiles) != 1:
             return
         profile = profiles[0]
         source = source_of(profile.model)
-        if self._opening is not None:
-            self._opening.cancel()
+        self._cancel_opening()
+        load, capacities = self._load_model, self.controller.capacities
         self.show_message(f"Opening {profile.name!r}: loading {source}…")
+        self.opening.show()
         self._opening = submit(
-            lambda: self._load_model(source),
+            lambda: _load_and_estimate(load, source, profile.workload, capacities),
             lambda loaded: self._opened(profile, source, loaded),
             lambda exc: self._open_failed(profile, exc),
         )
 
+    def _cancel_opening(self) -> None:
+        if self._opening is not None:
+            self._opening.cancel()
+            self._opening = None
+        self.opening.hide()
+
+    def _controller_loading(self, loading: bool) -> None:
+        # A model picked in the window after the click on Open is the later choice.
+        if loading and self._opening is not None:
+            self._cancel_opening()
+            self.show_message("Opening the profile was dropped: another model is loading.")
+
     def _opened(self, profile: Profile, source: str, loaded: LoadedModel) -> None:
         self._opening = None
+        self.opening.hide()
         self.controller.set_workload(profile.workload)
         self.controller.set_model(loaded, source)
         self._current = profile.name
@@ -552,6 +590,7 @@ class ProfilesView(QWidget):
 
     def _open_failed(self, profile: Profile, exc: Exception) -> None:
         self._opening = None
+        self.opening.hide()
         reason = str(exc) if isinstance(exc, VramguiError) else f"{type(exc).__name__}: {exc}"
         self.show_message(
             f"Cannot open {profile.name!r}: its model cannot be loaded ({reason}). "
@@ -719,6 +758,24 @@ class ProfilesView(QWidget):
         # Profiles saved meanwhile from the command line appear when the tab is shown.
         self.refresh()
         super().showEvent(event)
+
+
+def _load_and_estimate(
+    load_model: Callable[[str], LoadedModel],
+    source: str,
+    workload: Workload,
+    capacities: Sequence[tuple[str, int]],
+) -> LoadedModel:
+    """Load a profile's model and estimate its setup once (on a worker thread).
+
+    The estimate itself is dropped: it fills the model's memoized sizes, so that the window's own
+    estimate of the same setup, on the GUI thread, only adds them up. A setup the core refuses is
+    reported by the window's estimate.
+    """
+    loaded = load_model(source)
+    with contextlib.suppress(VramguiError):
+        estimate(loaded.spec, workload, capacities[0][1] if capacities else None)
+    return loaded
 
 
 def _button(text: str, tooltip: str) -> QPushButton:

@@ -158,7 +158,7 @@ def soak(args: argparse.Namespace, hub) -> int:
     from vramgui.hardware import GpuSnapshot
     from vramgui.profiles.model import Profile
     from vramgui.profiles.store import ProfileStore
-    from vramgui.ui import app
+    from vramgui.ui import app, extra_views
     from vramgui.ui.main_window import build_window
 
     record = Record()
@@ -237,7 +237,7 @@ def soak(args: argparse.Namespace, hub) -> int:
     window = build_window(services, settings)
     window.resize(1600, 1000)
     window.show()
-    profiles = window.extra_tabs.get("Profiles")
+    profiles_tab = window.extra_tabs.get("Profiles")
     panel, precision = window.workload_panel, window.precision_panel
 
     clock = QElapsedTimer()
@@ -311,7 +311,11 @@ def soak(args: argparse.Namespace, hub) -> int:
         last["step"] = f"search ({mode} Hub)"
 
     def open_profile() -> None:
-        if profiles is None or not names or not hasattr(profiles, "select"):
+        if profiles_tab is None or not names:
+            return
+        # Built when the Profiles tab is first shown; opening one before that builds it now.
+        profiles = extra_views.view_of(profiles_tab)
+        if not hasattr(profiles, "select"):
             return
         profiles.select([rng.choice(names)])
         profiles.open_selected()

@@ -569,9 +569,14 @@ class CompareChart(pg.GraphicsLayoutWidget):
 
 
 class CompareView(QWidget):
-    """The comparison table beside the chart; shows what :meth:`show_results` hands it."""
+    """The comparison table beside the chart; shows what :meth:`show_results` hands it.
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    Args:
+        parent: the parent widget.
+        chart: the chart, when made beforehand (the window makes it in a turn of its own).
+    """
+
+    def __init__(self, parent: QWidget | None = None, *, chart: CompareChart | None = None) -> None:
         super().__init__(parent)
         self._unit: Unit = "GiB"
         self._results: list[Reestimate] = []
@@ -586,7 +591,7 @@ class CompareView(QWidget):
         self.table.setWordWrap(False)
         self.table.setAlternatingRowColors(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.chart = CompareChart()
+        self.chart = chart if chart is not None else CompareChart()
         self.notes = QLabel()
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: gray;")

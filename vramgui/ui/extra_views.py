@@ -1,10 +1,10 @@
 """The Offloading and Profiles tabs: built when first shown, fed from the window's controller.
 
 Neither view costs anything before the window first paints: each tab holds a light
-:class:`LazyTab` that builds its view the first time it is shown, one slice per event-loop turn
-(import, build, first feed), so that no turn keeps the window from answering for long. A view's
-module is imported on demand, so that the window still opens in a build without one; the tab then
-says so.
+:class:`LazyTab` that builds its view the first time it is shown. The view's module (and with it
+pyqtgraph and numpy, most of a second) is imported on a worker thread; the view is then built on
+the GUI thread one slice per event-loop turn (charts, first feed), so that no turn keeps the
+window from answering for long. A build without one of the views still opens; the tab then says so.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable, Generator, Sequence
+from types import ModuleType
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
@@ -21,15 +22,21 @@ from vramgui.core.offload import Bandwidths
 from vramgui.core.units import Unit
 from vramgui.hardware import CatalogGpu, HardwareError, find_gpu
 from vramgui.ui.controller import EstimateController, LoadedModel
+from vramgui.ui.workers import Worker, submit
 
-# Building a view: each ``next`` is one slice, run in its own event-loop turn; the generator
-# returns the view.
+# Building a view from its imported module: each ``next`` is one slice, run in its own
+# event-loop turn; the generator returns the view.
 BuildSteps = Generator[None, None, QWidget]
+OFFLOAD_MODULE = "vramgui.ui.offload_view"
+PROFILES_MODULE = "vramgui.ui.profiles_view"
+# The offload view is placed this long after the last change (or after its tab is shown): a
+# slider drag places once, and never in the event-loop turn that redraws the estimate.
+FEED_DELAY_MS = 50
 
 
 def _built_in(module: str) -> bool:
     # Finds the module without importing it: the import is part of the deferred build.
-    return importlib.util.find_spec(f"vramgui.ui.{module}") is not None
+    return importlib.util.find_spec(module) is not None
 
 
 def placeholder() -> QWidget:
@@ -47,7 +54,8 @@ class LazyTab(QWidget):
     when something needs it before it is shown.
 
     Args:
-        build: makes the generator of the building slices (see ``BuildSteps``).
+        module: the view's module, imported on a worker thread.
+        build: the module -> the generator of the building slices (see ``BuildSteps``).
 
     Signals:
         built(QWidget): the view exists and is in place.
@@ -55,9 +63,16 @@ class LazyTab(QWidget):
 
     built = Signal(QWidget)
 
-    def __init__(self, build: Callable[[], BuildSteps], parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        module: str,
+        build: Callable[[ModuleType], BuildSteps],
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
+        self._module_name = module
         self._build = build
+        self._importing: Worker | None = None
         self._steps: BuildSteps | None = None
         self._view: QWidget | None = None
         self._unit: Unit | None = None
@@ -80,6 +95,11 @@ class LazyTab(QWidget):
     def view(self) -> QWidget:
         """The view, built now (all remaining slices at once) if it does not exist yet."""
         self._next_slice.stop()
+        if self._importing is not None:
+            self._importing.cancel()
+            self._importing = None
+        if self._steps is None and self._view is None:
+            self._steps = self._build(importlib.import_module(self._module_name))
         while self._view is None:
             self._advance()
         return self._view
@@ -98,8 +118,21 @@ class LazyTab(QWidget):
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
-        if self._view is None:
+        if self._view is None and self._steps is None and self._importing is None:
+            name = self._module_name
+            self._importing = submit(
+                lambda: importlib.import_module(name), self._imported, self._import_failed
+            )
+
+    def _imported(self, module: ModuleType) -> None:
+        self._importing = None
+        if self._steps is None and self._view is None:
+            self._steps = self._build(module)
             self._next_slice.start()
+
+    def _import_failed(self, exc: Exception) -> None:
+        self._importing = None
+        self._loading.setText(f"This tab could not be loaded: {type(exc).__name__}: {exc}")
 
     def _run_slice(self) -> None:
         self._advance()
@@ -107,10 +140,11 @@ class LazyTab(QWidget):
             self._next_slice.start()
 
     def _advance(self) -> None:
-        if self._steps is None:
-            self._steps = self._build()
+        steps = self._steps
+        if steps is None:
+            return
         try:
-            next(self._steps)
+            next(steps)
         except StopIteration as done:
             self._install(done.value)
 
@@ -140,8 +174,8 @@ def view_of(tab: QWidget) -> QWidget:
 class OffloadFeed(QObject):
     """Keeps the offload view on the controller's model, settings and target GPU.
 
-    Only a visible view follows the controller; changes in one event-loop turn (a model and its
-    settings, say) are placed once, in the next turn.
+    Only a visible view follows the controller; a burst of changes (a model and its settings, a
+    slider drag) is placed once, ``FEED_DELAY_MS`` after the last.
 
     Args:
         view: the ``OffloadView``.
@@ -165,11 +199,11 @@ class OffloadFeed(QObject):
         self._catalog = tuple(catalog)
         self._host_ram_bytes = host_ram_bytes
         self._fallback = fallback_gpu
-        self._module = importlib.import_module("vramgui.ui.offload_view")
+        self._module = importlib.import_module(OFFLOAD_MODULE)
         self._stale = True
         self._due = QTimer(self)
         self._due.setSingleShot(True)
-        self._due.setInterval(0)
+        self._due.setInterval(FEED_DELAY_MS)
         self._due.timeout.connect(self._feed_if_visible)
         controller.model_changed.connect(self._changed)
         controller.workload_changed.connect(self._changed)
@@ -228,14 +262,17 @@ class OffloadFeed(QObject):
 
 
 def _offload_steps(
+    module: ModuleType,
     controller: EstimateController,
     catalog: Sequence[CatalogGpu],
     host_ram_bytes: int | None,
     fallback_gpu: str | None,
 ) -> BuildSteps:
-    module = importlib.import_module("vramgui.ui.offload_view")
+    layer_chart = module.LayerChart()
     yield
-    view: QWidget = module.OffloadView()
+    throughput_chart = module.ThroughputChart()
+    yield
+    view: QWidget = module.OffloadView(layer_chart=layer_chart, throughput_chart=throughput_chart)
     feed = OffloadFeed(view, controller, catalog, host_ram_bytes, fallback_gpu)
     yield
     # Placed before it is shown: its first paint already has the model.
@@ -244,11 +281,13 @@ def _offload_steps(
 
 
 def _profiles_steps(
-    controller: EstimateController, load_model: Callable[[str], LoadedModel]
+    module: ModuleType, controller: EstimateController, load_model: Callable[[str], LoadedModel]
 ) -> BuildSteps:
-    module = importlib.import_module("vramgui.ui.profiles_view")
+    # Imported with the profiles view, on the worker.
+    compare_view = importlib.import_module("vramgui.ui.compare_view")
+    chart = compare_view.CompareChart()
     yield
-    compare = module.CompareView()
+    compare = compare_view.CompareView(chart=chart)
     yield
     view: QWidget = module.ProfilesView(controller, load_model=load_model, compare_view=compare)
     return view
@@ -261,15 +300,18 @@ def offload_view(
     fallback_gpu: str | None,
 ) -> QWidget:
     """The Offloading tab, fed from ``controller``; a placeholder when not built in."""
-    if not _built_in("offload_view"):
+    if not _built_in(OFFLOAD_MODULE):
         return placeholder()
-    return LazyTab(lambda: _offload_steps(controller, catalog, host_ram_bytes, fallback_gpu))
+    return LazyTab(
+        OFFLOAD_MODULE,
+        lambda module: _offload_steps(module, controller, catalog, host_ram_bytes, fallback_gpu),
+    )
 
 
 def profiles_view(
     controller: EstimateController, load_model: Callable[[str], LoadedModel]
 ) -> QWidget:
     """The Profiles tab over the user's profile folder; a placeholder when not built in."""
-    if not _built_in("profiles_view"):
+    if not _built_in(PROFILES_MODULE):
         return placeholder()
-    return LazyTab(lambda: _profiles_steps(controller, load_model))
+    return LazyTab(PROFILES_MODULE, lambda module: _profiles_steps(module, controller, load_model))

@@ -342,13 +342,21 @@ class ThroughputChart(pg.PlotWidget):
 class OffloadView(QWidget):
     """Per-layer placement, GPU-layers slider, tokens/s vs batch and launch settings.
 
-    Feed it with ``set_model``, ``set_budget`` and ``set_bandwidths``; it redraws by itself.
-    ``placementChanged`` carries each new placement (or None when the settings do not apply).
+    Feed it with ``set_model``, ``set_budget`` and ``set_bandwidths`` (or all at once with
+    ``set_inputs``); it redraws by itself. ``placementChanged`` carries each new placement (or
+    None when the settings do not apply). The charts may be made beforehand and handed in (the
+    window makes each in an event-loop turn of its own).
     """
 
     placementChanged = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        layer_chart: LayerChart | None = None,
+        throughput_chart: ThroughputChart | None = None,
+    ) -> None:
         super().__init__(parent)
         self._spec: ModelSpec | None = None
         self._workload: Workload | None = None
@@ -390,8 +398,10 @@ class OffloadView(QWidget):
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.layer_chart = LayerChart()
-        self.throughput_chart = ThroughputChart()
+        self.layer_chart = layer_chart if layer_chart is not None else LayerChart()
+        self.throughput_chart = (
+            throughput_chart if throughput_chart is not None else ThroughputChart()
+        )
 
         self.spins: dict[str, QDoubleSpinBox] = {}
         form = QFormLayout()

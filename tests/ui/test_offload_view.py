@@ -142,3 +142,30 @@ def test_bandwidths_reach_the_spin_boxes(view):
     assert view.spins["gpu_bytes_per_s"].value() == pytest.approx(1000.0)
     assert view.spins["disk_bytes_per_s"].value() == pytest.approx(7.0)
     assert view.spins["gpu_flops"].value() == pytest.approx(100.0)
+
+
+def test_set_inputs_places_once_and_a_new_budget_keeps_the_sized_model(view, llama7b):
+    placements = []
+    view.placementChanged.connect(placements.append)
+    bw = bandwidths_for(find_gpu("RTX 4090"))
+    view.set_inputs(llama7b, Q4.with_(seq=4096), budget=(8 * GiB, 16 * GiB), bandwidths=bw)
+    assert len(placements) == 1
+    assert view.placement.workload.seq == 4096
+    assert view.placement.gpu_layers == offload.max_gpu_layers(llama7b, Q4.with_(seq=4096), 8 * GiB)
+    assert view.bandwidths == bw
+    sized = view._llamacpp
+    view.set_inputs(llama7b, Q4.with_(seq=4096), budget=(12 * GiB, 16 * GiB))
+    assert len(placements) == 2
+    assert view._llamacpp is sized  # same model and settings: not sized again
+    assert view.placement.gpu_layers >= offload.max_gpu_layers(llama7b, Q4.with_(seq=4096), 8 * GiB)
+    view.set_inputs(llama7b, Q4)
+    assert view._llamacpp is not sized and view.placement.workload.seq == Q4.seq
+
+
+def test_the_same_unit_again_does_not_redraw(view):
+    placements = []
+    view.placementChanged.connect(placements.append)
+    view.set_unit("GiB")
+    assert placements == []
+    view.set_unit("GB")
+    assert len(placements) == 1 and "GB" in view.summary.text()

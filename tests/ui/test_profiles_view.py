@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -405,3 +406,75 @@ def test_a_profile_saved_in_the_window_has_the_cli_and_window_figures(
     assert now.error is None
     assert now.document["per_gpu"] == cli["per_gpu"] == saved_per_gpu
     assert now.document["fit"] == cli["fit"] == profile.saved_estimate["fit"]
+
+
+class GatedLoad:
+    """``load_model`` whose loads of the sources in ``held`` wait until released."""
+
+    def __init__(self, *held: str) -> None:
+        self.gates = {source: threading.Event() for source in held}
+        self.threads: list[str] = []
+
+    def __call__(self, source: str):
+        self.threads.append(threading.current_thread().name)
+        gate = self.gates.get(source)
+        if gate is not None:
+            gate.wait(10)
+        return load_model(source)
+
+    def release(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
+
+
+@pytest.fixture
+def gated(qtbot, controller, store, script):
+    load = GatedLoad("qwen2.5-0.5b")
+    v = ProfilesView(controller, store, load, script.dialogs())
+    qtbot.addWidget(v)
+    v.show()
+    qtbot.waitExposed(v)
+    yield v, load
+    load.release()
+    QThreadPool.globalInstance().waitForDone(5000)
+
+
+def test_opening_is_busy_off_the_gui_thread_and_the_last_click_wins(
+    qtbot, gated, controller, store
+):
+    view, load = gated
+    saved(store, "slow qwen", "qwen2.5-0.5b", seq=2048)
+    saved(store, "gpt2 batch", "gpt2", batch=5)
+    view.refresh()
+    view.select(["slow qwen"])
+    view.open_selected()
+    assert view.is_opening and view.opening.isVisible()
+    assert "Opening 'slow qwen'" in view.message.text()
+    view.select(["gpt2 batch"])
+    with qtbot.waitSignal(view.profile_opened, timeout=5000) as blocker:
+        view.open_selected()
+    assert blocker.args[0].name == "gpt2 batch"
+    assert not view.is_opening and not view.opening.isVisible()
+    load.release()  # the first click's model arrives late and is dropped
+    QThreadPool.globalInstance().waitForDone(5000)
+    qtbot.wait(50)
+    assert controller.source == "gpt2" and controller.workload.batch == 5
+    assert view.current_profile == "gpt2 batch"
+    assert threading.main_thread().name not in load.threads
+
+
+def test_a_model_loaded_in_the_window_meanwhile_wins_over_the_profile(
+    qtbot, gated, controller, store
+):
+    view, load = gated
+    saved(store, "slow qwen", "qwen2.5-0.5b", seq=2048)
+    view.refresh()
+    view.select(["slow qwen"])
+    view.open_selected()
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        controller.load_source("gpt2")
+    assert not view.is_opening and "dropped" in view.message.text()
+    load.release()
+    QThreadPool.globalInstance().waitForDone(5000)
+    qtbot.wait(50)
+    assert controller.source == "gpt2" and view.current_profile is None

@@ -1,0 +1,146 @@
+"""The window's lazy tabs: nothing built before a tab is shown, built in slices, fed when visible."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Generator
+from types import ModuleType
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QWidget
+
+from vramgui.ui import extra_views
+from vramgui.ui.extra_views import FEED_DELAY_MS, LazyTab, view_of
+
+
+def show_tab(window, title: str) -> None:
+    window.tabs.setCurrentIndex(
+        next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == title)
+    )
+
+
+class FakeView(QLabel):
+    def __init__(self) -> None:
+        super().__init__("the view")
+        self.units: list[str] = []
+        self.saved = 0
+
+    def set_unit(self, unit: str) -> None:
+        self.units.append(unit)
+
+    def save_current(self) -> None:
+        self.saved += 1
+
+
+def test_neither_tab_is_built_until_it_is_shown(make_window, qtbot) -> None:
+    window = make_window()
+    offload, profiles = window.extra_tabs["Offloading"], window.extra_tabs["Profiles"]
+    assert isinstance(offload, LazyTab) and isinstance(profiles, LazyTab)
+    qtbot.wait(100)
+    assert not offload.is_built and not profiles.is_built
+
+    show_tab(window, "Offloading")
+    qtbot.waitUntil(lambda: offload.is_built, timeout=10000)
+    view = offload.view()
+    qtbot.waitUntil(lambda: view.isVisible() and view.placement is not None, timeout=5000)
+    assert view.placement.units  # the controller's model, placed
+    assert view._spec is window.controller.spec
+    assert not profiles.is_built
+
+
+def test_slices_run_in_separate_event_loop_turns(qtbot) -> None:
+    turns = {"count": 0}
+    ticker = QTimer()
+    ticker.setInterval(0)
+    ticker.timeout.connect(lambda: turns.__setitem__("count", turns["count"] + 1))
+    ticker.start()
+    seen: list[int] = []
+    modules: list[ModuleType] = []
+
+    def build(module: ModuleType) -> Generator[None, None, QWidget]:
+        modules.append(module)
+        for _ in range(3):
+            seen.append(turns["count"])
+            yield
+        seen.append(turns["count"])
+        return FakeView()
+
+    tab = LazyTab("json", build)
+    qtbot.addWidget(tab)
+    tab.show()
+    qtbot.waitUntil(lambda: tab.is_built, timeout=5000)
+    ticker.stop()
+    assert modules[0].__name__ == "json"  # imported on a worker and handed over
+    assert len(seen) == 4
+    assert all(a < b for a, b in itertools.pairwise(seen)), seen
+    assert isinstance(tab.view(), FakeView) and tab.view().isVisible()
+
+
+def test_unit_and_save_reach_the_view_built_late_or_early(qtbot) -> None:
+    def build(_module: ModuleType) -> Generator[None, None, QWidget]:
+        yield
+        return FakeView()
+
+    tab = LazyTab("json", build)
+    qtbot.addWidget(tab)
+    tab.set_unit("GB")
+    assert not tab.is_built
+    tab.save_current()  # File > Save profile before the tab was ever opened
+    view = tab.view()
+    assert view.units == ["GB"] and view.saved == 1
+    tab.set_unit("GiB")
+    assert view.units == ["GB", "GiB"]
+    assert view_of(tab) is view
+    plain = QLabel()
+    assert view_of(plain) is plain
+
+
+def test_a_module_that_fails_to_import_is_said_in_the_tab(qtbot) -> None:
+    tab = LazyTab("vramgui.ui.no_such_view", lambda _m: iter(()))  # type: ignore[arg-type]
+    qtbot.addWidget(tab)
+    tab.show()
+    label = tab.findChild(QLabel)
+    qtbot.waitUntil(lambda: "could not be loaded" in label.text(), timeout=5000)
+    assert not tab.is_built
+
+
+def test_the_offload_view_follows_a_burst_of_changes_once_and_only_when_visible(
+    make_window, qtbot
+) -> None:
+    window = make_window()
+    show_tab(window, "Offloading")
+    tab = window.extra_tabs["Offloading"]
+    qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
+    view = tab.view()
+    qtbot.waitUntil(lambda: view.isVisible() and view.placement is not None, timeout=5000)
+    placements: list[object] = []
+    view.placementChanged.connect(placements.append)
+
+    controller = window.controller
+    for seq in (1024, 2048, 4096):
+        controller.update(seq=seq)
+    controller.update(batch=2)
+    qtbot.waitUntil(lambda: len(placements) == 1, timeout=5000)
+    qtbot.wait(FEED_DELAY_MS * 3)
+    assert len(placements) == 1
+    assert view.placement.workload.seq == 4096 and view.placement.workload.batch == 2
+
+    show_tab(window, "Estimate")
+    controller.update(seq=8192)
+    qtbot.wait(FEED_DELAY_MS * 3)
+    assert len(placements) == 1  # hidden: no placing
+    show_tab(window, "Offloading")
+    qtbot.waitUntil(lambda: len(placements) == 2, timeout=5000)
+    assert view.placement.workload.seq == 8192
+
+
+def test_a_build_without_the_view_says_so(monkeypatch, make_window) -> None:
+    real = extra_views._built_in
+    monkeypatch.setattr(
+        extra_views,
+        "_built_in",
+        lambda module: module != extra_views.PROFILES_MODULE and real(module),
+    )
+    window = make_window()
+    assert isinstance(window.extra_tabs["Profiles"], QLabel)
+    assert not window.action_save_profile.isEnabled()

@@ -28,13 +28,13 @@ import logging
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -65,7 +65,8 @@ class Record:
 
     exceptions: list[str] = field(default_factory=list)
     qt_messages: list[str] = field(default_factory=list)
-    gaps_ms: list[float] = field(default_factory=list)
+    # Gaps by whole milliseconds: a list of every tick would itself grow by MiBs in a long run.
+    gaps_ms: Counter[int] = field(default_factory=Counter)
     frozen: list[tuple[float, float, float, str]] = field(default_factory=list)
     rss: list[tuple[float, float]] = field(default_factory=list)
     steps: dict[str, int] = field(default_factory=dict)
@@ -238,6 +239,7 @@ def soak(args: argparse.Namespace, hub) -> int:
     window.resize(1600, 1000)
     window.show()
     profiles_tab = window.extra_tabs.get("Profiles")
+    titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
     panel, precision = window.workload_panel, window.precision_panel
 
     clock = QElapsedTimer()
@@ -250,7 +252,7 @@ def soak(args: argparse.Namespace, hub) -> int:
         now = clock.elapsed()
         gap = float(now - last["tick"])
         cpu_ms = (time.thread_time() - last["cpu"]) * 1000
-        record.gaps_ms.append(gap)
+        record.gaps_ms[int(gap)] += 1
         if gap > FROZEN_MS:
             record.frozen.append(
                 (
@@ -313,13 +315,15 @@ def soak(args: argparse.Namespace, hub) -> int:
     def open_profile() -> None:
         if profiles_tab is None or not names:
             return
-        # Built when the Profiles tab is first shown; opening one before that builds it now.
+        if isinstance(profiles_tab, extra_views.LazyTab) and not profiles_tab.is_built:
+            # The view is built when its tab is first shown: go there the way a person would.
+            window.tabs.setCurrentIndex(titles.index("Profiles"))
+            return
         profiles = extra_views.view_of(profiles_tab)
         if not hasattr(profiles, "select"):
             return
         profiles.select([rng.choice(names)])
         profiles.open_selected()
-        last["step"] = "open profile"
 
     def switch_tab() -> None:
         window.tabs.setCurrentIndex(rng.randrange(window.tabs.count()))
@@ -331,19 +335,22 @@ def soak(args: argparse.Namespace, hub) -> int:
             qapp.quit()
             return
         roll = rng.random()
+        # Which tab is showing decides what an input redraws (the Offloading view follows it).
+        tab = window.tabs.tabText(window.tabs.currentIndex())
         if roll < 0.06:
             kind = "search"
             search()
         elif roll < 0.08:
             kind = "profile"
             open_profile()
+            last["step"] = f"open profile ({tab} tab)"
         elif roll < 0.10:
             kind = "tab"
             switch_tab()
         else:
             kind = rng.choice(tuple(inputs))
             inputs[kind]()
-            last["step"] = f"input {kind}"
+            last["step"] = f"input {kind} ({tab} tab)"
         record.steps[kind] = record.steps.get(kind, 0) + 1
 
     def sample_rss() -> None:
@@ -375,6 +382,20 @@ def soak(args: argparse.Namespace, hub) -> int:
     return summarize(args, record, qapp.platformName())
 
 
+def percentile(counts: Counter[int], q: float) -> float:
+    """The ``q`` quantile of values given as value -> count."""
+    total = counts.total()
+    if not total:
+        return 0.0
+    rank = min(total - 1, int(q * total))
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen > rank:
+            return float(value)
+    return float(max(counts))
+
+
 def summarize(args: argparse.Namespace, record: Record, platform: str) -> int:
     """Print what was seen; 1 when anything failed."""
     settled = [mib for t, mib in record.rss if t >= args.minutes * 60 / 5]
@@ -382,8 +403,9 @@ def summarize(args: argparse.Namespace, record: Record, platform: str) -> int:
     base_mib = settled[0] if settled else start_mib
     end_mib = record.rss[-1][1]
     growth = end_mib - base_mib
-    gaps = sorted(record.gaps_ms)
-    p99 = gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))] if gaps else 0.0
+    gaps = record.gaps_ms
+    ticks = gaps.total()
+    p99 = percentile(gaps, 0.99)
     print(f"soak: {args.minutes:g} min on Qt platform {platform!r}, seed {args.seed}")
     print(
         f"  steps: {sum(record.steps.values())} ({', '.join(f'{k} {v}' for k, v in sorted(record.steps.items()))})"
@@ -395,7 +417,7 @@ def summarize(args: argparse.Namespace, record: Record, platform: str) -> int:
     for text in sorted(set(record.qt_messages))[:5]:
         print(f"    {text}")
     print(
-        f"  event loop: {len(gaps)} ticks of {TICK_MS} ms, gap median {statistics.median(gaps) if gaps else 0:.1f} ms,"
+        f"  event loop: {ticks} ticks of {TICK_MS} ms, gap median {percentile(gaps, 0.5):.1f} ms,"
         f" p99 {p99:.1f} ms, max {max(gaps, default=0):.0f} ms; frozen (> {FROZEN_MS:.0f} ms): {len(record.frozen)}"
     )
     busy = [f for f in record.frozen if f[2] >= FROZEN_MS]
@@ -403,6 +425,19 @@ def summarize(args: argparse.Namespace, record: Record, platform: str) -> int:
         f"    of which the GUI thread itself computed for over {FROZEN_MS:.0f} ms: {len(busy)};"
         " the rest waited (for the CPU or the interpreter lock held by worker threads)"
     )
+    by_action: dict[str, list[int]] = {}
+    for _at, _gap, cpu_ms, after in record.frozen:
+        counts = by_action.setdefault(after, [0, 0])
+        counts[0] += 1
+        counts[1] += cpu_ms >= FROZEN_MS
+    if by_action:
+        print(
+            "    by the step before: "
+            + ", ".join(
+                f"{after} {n} ({busy} GUI-busy)"
+                for after, (n, busy) in sorted(by_action.items(), key=lambda kv: -kv[1][0])
+            )
+        )
     for at, gap, cpu_ms, after in sorted(record.frozen, key=lambda f: -f[1])[:10]:
         print(f"    at {at:.0f} s: {gap:.0f} ms after {after} (GUI thread CPU {cpu_ms:.0f} ms)")
     print(

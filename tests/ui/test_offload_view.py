@@ -169,3 +169,18 @@ def test_the_same_unit_again_does_not_redraw(view):
     assert placements == []
     view.set_unit("GB")
     assert len(placements) == 1 and "GB" in view.summary.text()
+
+
+def test_in_turns_draws_the_layers_now_and_the_speeds_in_the_next_turn(view, llama7b, qtbot):
+    placements = []
+    view.placementChanged.connect(placements.append)
+    before = view.throughput
+    view.set_inputs(llama7b, Q4.with_(seq=8192), budget=(6 * GiB, 16 * GiB), in_turns=True)
+    assert view.placement.workload.seq == 8192
+    assert view.slider.value() == view.placement.gpu_layers
+    assert placements == [] and view.throughput is before
+    qtbot.waitUntil(lambda: len(placements) == 1, timeout=2000)
+    assert placements == [view.placement]
+    assert view.throughput == offload.decode_throughput(view.placement, view.bandwidths)
+    assert view.throughput != before
+    assert f"-ngl {view.placement.gpu_layers} " in view.launch_text.toPlainText()

@@ -226,6 +226,7 @@ class OffloadFeed(QObject):
             self._controller.workload,
             budget=budget,
             bandwidths=bandwidths,
+            in_turns=True,
         )
 
     def _changed(self, _what: object = None) -> None:

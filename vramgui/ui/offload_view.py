@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
-from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QFontDatabase, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QComboBox,
@@ -458,6 +458,11 @@ class OffloadView(QWidget):
         self.auto_button.clicked.connect(self._auto_layers)
         self.engine.currentIndexChanged.connect(self._show_settings)
         self.copy_button.clicked.connect(self.copy_settings)
+        # set_inputs(..., in_turns=True) draws the speeds and settings in the next turn.
+        self._rest_due = QTimer(self)
+        self._rest_due.setSingleShot(True)
+        self._rest_due.setInterval(0)
+        self._rest_due.timeout.connect(lambda: self._draw_rest(self.placement))
         self._refresh()
 
     # --- inputs -------------------------------------------------------------------------------
@@ -483,6 +488,7 @@ class OffloadView(QWidget):
         *,
         budget: tuple[int, int | None] | None = None,
         bandwidths: Bandwidths | None = None,
+        in_turns: bool = False,
     ) -> None:
         """Model, settings and, when given, budget and speeds at once: the view places once.
 
@@ -491,6 +497,8 @@ class OffloadView(QWidget):
             workload: its settings.
             budget: ``(vram_bytes, host_ram_bytes)`` as for :meth:`set_budget`; None keeps it.
             bandwidths: as for :meth:`set_bandwidths`; None keeps them.
+            in_turns: draw the placement now and the speeds, launch settings and summary in the
+                next event-loop turn (``placementChanged`` then), so that neither turn is long.
         """
         if spec is not self._spec or workload != self._workload:
             # Sized once per model and settings: a new budget alone keeps them.
@@ -506,7 +514,11 @@ class OffloadView(QWidget):
             self._take_budget(*budget)
         if bandwidths is not None:
             self._take_bandwidths(bandwidths)
-        self._refresh()
+        if in_turns:
+            self._draw_placement()
+            self._rest_due.start()
+        else:
+            self._refresh()
 
     def _take_budget(self, vram_bytes: int, host_ram_bytes: int | None) -> None:
         self._vram_bytes, self._host_bytes = vram_bytes, host_ram_bytes
@@ -594,6 +606,11 @@ class OffloadView(QWidget):
         )
 
     def _refresh(self) -> None:
+        self._draw_rest(self._draw_placement())
+
+    def _draw_placement(self) -> Placement | None:
+        """Place the layers and draw them; the speeds and settings are :meth:`_draw_rest`."""
+        self._rest_due.stop()
         try:
             placement = self._place()
         except VramguiError as exc:
@@ -603,6 +620,9 @@ class OffloadView(QWidget):
         self.placement = placement
         self.layer_chart.set_placement(placement)
         self._update_slider(placement)
+        return placement
+
+    def _draw_rest(self, placement: Placement | None) -> None:
         self._draw_speed(placement)
         self._draw_settings(placement)
         if placement is not None:

@@ -101,10 +101,18 @@ def _theme() -> tuple[QColor, QColor]:
     return colours.color(QPalette.ColorRole.Base), colours.color(QPalette.ColorRole.Text)
 
 
+LEFT_AXIS_WIDTH = 64
+
+
 def _style_axes(item: pg.PlotItem, text: QColor) -> None:
     for axis in ("bottom", "left"):
         item.getAxis(axis).setTextPen(text)
         item.getAxis(axis).setPen(text)
+    # A fixed width: otherwise longer tick labels widen the axis, which lays the plot out and
+    # paints it again, several times per change.
+    left = item.getAxis("left")
+    left.setStyle(autoExpandTextSpace=False)
+    left.setWidth(LEFT_AXIS_WIDTH)
 
 
 class UnitAxis(pg.AxisItem):
@@ -145,6 +153,7 @@ class LayerChart(pg.PlotWidget):
         self._text = text
         self._unit: Unit = "GiB"
         self._placement: Placement | None = None
+        self._axis_label = ""
         item = self.getPlotItem()
         item.setMouseEnabled(x=False, y=False)
         item.hideButtons()
@@ -192,15 +201,21 @@ class LayerChart(pg.PlotWidget):
             kv_brushes.append(pg.mkBrush(colour))
         self.weights.setOpts(x=xs, height=weights, brushes=brushes)
         self.kv.setOpts(x=xs, y0=weights, height=kv, brushes=kv_brushes)
-        self.axis.names = tuple(p.unit.name for p in placed)
+        names = tuple(p.unit.name for p in placed)
         item = self.getPlotItem()
         top = max((w + k for w, k in zip(weights, kv, strict=True)), default=1.0)
         item.setXRange(-0.8, max(len(placed), 1) - 0.2, padding=0)
         item.setYRange(0, top * 1.25 or 1.0, padding=0)
-        item.getAxis("left").setLabel(f"per layer ({name})", color=self._text.name())
+        # Each of these lays the plot out again: only when they change.
+        label = f"per layer ({name})"
+        if label != self._axis_label:
+            self._axis_label = label
+            item.getAxis("left").setLabel(label, color=self._text.name())
         self._show_legend({p.device for p in placed} | {p.kv_device for p in placed})
-        self.axis.picture = None
-        self.axis.update()
+        if names != self.axis.names:
+            self.axis.names = names
+            self.axis.picture = None
+            self.axis.update()
 
     def _show_legend(self, devices: set[str]) -> None:
         shown = tuple(d for d in ("gpu:0", "gpu:1", CPU, DISK) if d in devices)
@@ -397,6 +412,10 @@ class OffloadView(QWidget):
 
         self.summary = QLabel()
         self.summary.setWordWrap(True)
+        # Room for three lines whatever the text: a summary one line longer or shorter would
+        # otherwise lay out and repaint both charts on each change.
+        self.summary.setMinimumHeight(3 * self.summary.fontMetrics().lineSpacing() + 4)
+        self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.layer_chart = layer_chart if layer_chart is not None else LayerChart()
         self.throughput_chart = (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 from PySide6.QtCore import QThreadPool
 
@@ -42,3 +44,17 @@ def test_shutdown_waits_for_running_work_and_delivers_nothing(qtbot):
     assert QThreadPool.globalInstance().activeThreadCount() == 0
     qtbot.wait(100)  # let any queued delivery run: there must be none
     assert delivered == []
+
+
+def test_delivered_and_cancelled_work_is_freed(qtbot):
+    class Payload:
+        pass
+
+    got: list[object] = []
+    done = [weakref.ref(workers.submit(Payload, got.append, got.append)) for _ in range(20)]
+    qtbot.waitUntil(lambda: len(got) == 20, timeout=5000)
+    held = weakref.ref(got[0])
+    got.clear()
+    gc.collect()
+    assert all(ref() is None for ref in done)  # no worker is kept by Qt or by its signals
+    assert held() is None  # nor what the work returned

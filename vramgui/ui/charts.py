@@ -109,7 +109,10 @@ class SweepChart(pg.PlotWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         background, text = _theme()
         super().__init__(
-            parent, background=background, axisItems={"bottom": PowerOfTwoAxis("bottom")}
+            parent,
+            background=background,
+            axisItems={"bottom": PowerOfTwoAxis("bottom")},
+            enableMenu=False,  # never built: the menus cost more to make than the plot
         )
         self._text = text
         self._unit: Unit = "GiB"
@@ -122,7 +125,6 @@ class SweepChart(pg.PlotWidget):
         self._labels: tuple[str, str] = ("", "")
         self._ranges: tuple[float, int, int] = (0.0, 0, 0)
         item = self.getPlotItem()
-        item.setMenuEnabled(False)
         item.hideButtons()
         item.showGrid(x=True, y=True, alpha=0.25)
         item.setLogMode(x=True, y=False)

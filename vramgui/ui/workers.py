@@ -45,7 +45,7 @@ class Worker(QRunnable):
 
     def run(self) -> None:
         if self.cancelled:  # superseded while it waited for a thread
-            _RUNNING.discard(self)
+            _release(self)
             return
         try:
             result = self._fn()
@@ -55,7 +55,7 @@ class Worker(QRunnable):
             outcome, value = self.signals.finished, result
         if self.cancelled:
             # Nothing will be delivered, so nothing waits for the reference.
-            _RUNNING.discard(self)
+            _release(self)
         else:
             outcome.emit(value)
 
@@ -78,18 +78,28 @@ def submit(
     worker = Worker(fn)
 
     def finished(result: Any) -> None:
-        _RUNNING.discard(worker)
+        _release(worker)
         on_finished(result)
 
     def failed(exc: Exception) -> None:
-        _RUNNING.discard(worker)
+        _release(worker)
         on_failed(exc)
 
     worker.signals.finished.connect(finished)
     worker.signals.failed.connect(failed)
     _RUNNING.add(worker)
-    QThreadPool.globalInstance().start(worker)
+    # The pool runs a plain callable and frees its own wrapper; handing it the QRunnable (which
+    # must not auto-delete, as Python holds it) would keep every worker alive in Qt.
+    QThreadPool.globalInstance().start(worker.run)
     return worker
+
+
+def _release(worker: Worker) -> None:
+    # The signals hold the delivery closures and the closures hold the worker: a cycle through
+    # Qt's connections that Python's collector cannot see. Cutting it lets the worker go.
+    _RUNNING.discard(worker)
+    worker.signals.finished.disconnect()
+    worker.signals.failed.disconnect()
 
 
 def shutdown(timeout_ms: int = 5000) -> None:

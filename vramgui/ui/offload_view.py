@@ -108,6 +108,8 @@ def _style_axes(item: pg.PlotItem, text: QColor) -> None:
     for axis in ("bottom", "left"):
         item.getAxis(axis).setTextPen(text)
         item.getAxis(axis).setPen(text)
+        # Major ticks only: laying out the minor levels' labels was most of a repaint.
+        item.getAxis(axis).setStyle(maxTickLevel=0, maxTextLevel=0)
     # A fixed width: otherwise longer tick labels widen the axis, which lays the plot out and
     # paints it again, several times per change.
     left = item.getAxis("left")

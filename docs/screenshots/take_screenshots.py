@@ -48,7 +48,8 @@ def main() -> int:
         before = window.controller.outlook
 
         def check() -> None:
-            if window.controller.outlook is before:
+            # The sweep chart arrives after the first paint; wait for it too.
+            if window.controller.outlook is before or window.sweep_chart.chart is None:
                 QTimer.singleShot(100, check)
             else:
                 QTimer.singleShot(300, then)  # let the last paint land

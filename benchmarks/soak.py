@@ -15,7 +15,10 @@ are not vramgui's own errors, logged errors), Qt critical messages, frozen frame
 gaps between ticks of a 10 ms timer; over 100 ms counts as frozen) and resident memory (sampled
 every 5 s; growth is measured from the end of the first fifth of the run).
 
-    python benchmarks/soak.py [--minutes 10] [--seed 1] [--platform auto|xvfb|offscreen]
+    python benchmarks/soak.py [--minutes 10] [--seed 1] [--platform auto|xvfb|offscreen] [--trace]
+
+``--trace`` samples the GUI thread's Python stack every 5 ms while its event loop has not ticked
+for 40 ms and prints, with each frozen frame, where the thread was.
 
 Prints a summary and exits 1 when an exception, a frozen frame or memory growth was seen.
 """
@@ -37,7 +40,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -74,6 +77,64 @@ class Record:
     def exception(self, text: str) -> None:
         self.exceptions.append(text)
         print(f"soak: exception: {text.splitlines()[-1] if text else text}", flush=True)
+
+
+def _where(frame: FrameType | None, depth: int = 4) -> str:
+    """The innermost ``depth`` frames of a stack, and the innermost of vramgui's own if deeper."""
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    if not frames:
+        return "(no Python frame: Qt's own work)"
+
+    def name(f: FrameType) -> str:
+        path = f.f_code.co_filename
+        for marker in ("site-packages/", f"{ROOT}/"):
+            path = path.split(marker, 1)[-1]
+        return f"{path}:{f.f_lineno} {f.f_code.co_name}"
+
+    shown = frames[:depth]
+    own = next((f for f in frames if "/vramgui/" in f.f_code.co_filename), None)
+    parts = [name(f) for f in shown]
+    if own is not None and own not in shown:
+        parts.append("... " + name(own))
+    return " < ".join(parts)
+
+
+class FreezeTracer:
+    """Samples the GUI thread's stack from another thread while its event loop is not ticking."""
+
+    AFTER_S = 0.04
+    EVERY_S = 0.005
+
+    def __init__(self) -> None:
+        self._gui = threading.get_ident()
+        self._last_tick = time.monotonic()
+        self._samples: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="freeze tracer", daemon=True)
+        self._thread.start()
+
+    def ticked(self) -> Counter[str]:
+        """Called on each tick: the stacks sampled since the previous one."""
+        with self._lock:
+            samples, self._samples = self._samples, Counter()
+            self._last_tick = time.monotonic()
+        return samples
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.EVERY_S):
+            if time.monotonic() - self._last_tick < self.AFTER_S:
+                continue
+            where = _where(sys._current_frames().get(self._gui))
+            with self._lock:
+                self._samples[where] += 1
 
 
 def start_display(platform: str) -> subprocess.Popen[bytes] | None:
@@ -122,6 +183,9 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--platform", choices=("auto", "xvfb", "offscreen"), default="auto")
+    parser.add_argument(
+        "--trace", action="store_true", help="print where the GUI thread was in each frozen frame"
+    )
     args = parser.parse_args()
 
     display = start_display(args.platform)
@@ -247,12 +311,14 @@ def soak(args: argparse.Namespace, hub) -> int:
     started = time.monotonic()
     duration_s = args.minutes * 60
     last = {"tick": clock.elapsed(), "step": "start", "cpu": time.thread_time()}
+    tracer = FreezeTracer() if args.trace else None
 
     def tick() -> None:
         now = clock.elapsed()
         gap = float(now - last["tick"])
         cpu_ms = (time.thread_time() - last["cpu"]) * 1000
         record.gaps_ms[int(gap)] += 1
+        samples = tracer.ticked() if tracer is not None else Counter()
         if gap > FROZEN_MS:
             record.frozen.append(
                 (
@@ -266,6 +332,10 @@ def soak(args: argparse.Namespace, hub) -> int:
                 f"soak: frozen {gap:.0f} ms after {last['step']} (main thread CPU {cpu_ms:.0f} ms)",
                 flush=True,
             )
+            for where, count in samples.most_common(4):
+                print(
+                    f"soak:   {count * FreezeTracer.EVERY_S * 1000:4.0f} ms in {where}", flush=True
+                )
         last["tick"] = now
         last["cpu"] = time.thread_time()
 
@@ -377,6 +447,8 @@ def soak(args: argparse.Namespace, hub) -> int:
     sample_rss()
     for timer in (ticker, stepper, sampler):
         timer.stop()
+    if tracer is not None:
+        tracer.stop()
     window.close()
     QThreadPool.globalInstance().waitForDone(10_000)
     return summarize(args, record, qapp.platformName())

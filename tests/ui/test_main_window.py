@@ -278,6 +278,25 @@ def test_invalid_setting_is_reported_and_undone(make_window, qtbot):
     assert window.workload_panel.tp.value() == 1
 
 
+def test_a_message_takes_the_sublines_place_and_moves_no_chart(make_window, qtbot):
+    window = make_window()
+    window.resize(1400, 900)
+    qtbot.wait(50)
+    charts = (window.breakdown_chart, window.sweep_chart)
+    before = [chart.geometry() for chart in charts]
+    assert window.subline.isVisibleTo(window) and not window.banner.isVisibleTo(window)
+    text = "A message long enough to wrap onto more lines than the area shows. " * 8
+    window.show_message(text)
+    qtbot.wait(50)
+    assert window.banner.isVisibleTo(window) and not window.subline.isVisibleTo(window)
+    assert window.banner.toolTip() == text  # the whole text, where the area cuts it
+    assert [chart.geometry() for chart in charts] == before
+    qtbot.mouseClick(window.banner_close, Qt.MouseButton.LeftButton)
+    qtbot.wait(50)
+    assert window.subline.isVisibleTo(window) and not window.banner.isVisibleTo(window)
+    assert [chart.geometry() for chart in charts] == before
+
+
 def test_units_copy_and_export(make_window, qtbot, tmp_path):
     window = make_window()
     window.action_gb.trigger()

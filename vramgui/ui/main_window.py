@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSizePolicy,
     QSplitter,
+    QStackedWidget,
     QTableView,
     QTabWidget,
     QVBoxLayout,
@@ -130,6 +131,16 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     return window
 
 
+class _MessageArea(QStackedWidget):
+    """The subline and rules, or a message in their place: one fixed height either way."""
+
+    def hasHeightForWidth(self) -> bool:
+        # A wrapped message would make the whole estimate tab height-for-width, and the scroll
+        # area around it would then size it by preferred heights: a scroll bar would come and go
+        # with each message, resizing every chart.
+        return False
+
+
 class MainWindow(QMainWindow):
     """Model, precision and workload on the left; charts, table and advice in the middle; GPUs right."""
 
@@ -170,13 +181,17 @@ class MainWindow(QMainWindow):
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
             label.setFixedHeight(label.fontMetrics().lineSpacing() + 4)
         self.rules.setToolTip("The classic rules of thumb for the same setup, for comparison")
+        # Messages take the place of the subline and the rules, in the same height: showing or
+        # dismissing one must not move (and so lay out and repaint) the charts below.
         self.banner = QLabel()
         self.banner.setWordWrap(True)
         self.banner.setStyleSheet(palette.ERROR_STYLE)
-        self.banner.hide()
+        self.banner.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.banner.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.banner_close = QPushButton("Dismiss")
         self.banner_close.setFlat(True)
-        self.banner_close.hide()
+        self.message_area = _MessageArea()
         self.breakdown_chart = BreakdownChart()
         # The sweep chart arrives once pyqtgraph is loaded, after the window is first painted.
         self.sweep_chart = SweepSlot()
@@ -241,9 +256,19 @@ class MainWindow(QMainWindow):
         left_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         left_scroll.setMinimumWidth(340)
 
-        banner_row = QHBoxLayout()
-        banner_row.addWidget(self.banner, 1)
-        banner_row.addWidget(self.banner_close)
+        lines = QWidget()
+        lines_layout = QVBoxLayout(lines)
+        lines_layout.setContentsMargins(0, 0, 0, 0)
+        lines_layout.addWidget(self.subline)
+        lines_layout.addWidget(self.rules)
+        message = QWidget()
+        message_layout = QHBoxLayout(message)
+        message_layout.setContentsMargins(0, 0, 0, 0)
+        message_layout.addWidget(self.banner, 1)
+        message_layout.addWidget(self.banner_close, 0, Qt.AlignmentFlag.AlignTop)
+        self.message_area.addWidget(lines)
+        self.message_area.addWidget(message)
+        self.message_area.setFixedHeight(lines.sizeHint().height())
 
         sweep = QWidget()
         sweep_layout = QVBoxLayout(sweep)
@@ -278,9 +303,7 @@ class MainWindow(QMainWindow):
         estimate_tab = QWidget()
         centre = QVBoxLayout(estimate_tab)
         centre.addWidget(self.headline)
-        centre.addWidget(self.subline)
-        centre.addWidget(self.rules)
-        centre.addLayout(banner_row)
+        centre.addWidget(self.message_area)
         centre.addWidget(self.centre_split, 1)
 
         # In a scroll area: a small window scrolls the charts instead of squashing them, and a
@@ -426,8 +449,8 @@ class MainWindow(QMainWindow):
         """Show a message from a source, the hardware or the core in the banner."""
         self.banner.setProperty("estimate_error", False)
         self.banner.setText(text)
-        self.banner.show()
-        self.banner_close.show()
+        self.banner.setToolTip(text)
+        self.message_area.setCurrentIndex(1)
         self.statusBar().showMessage(text, 10000)
 
     def copy_text(self) -> None:
@@ -443,8 +466,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Estimate copied as JSON", 4000)
 
     def _hide_banner(self) -> None:
-        self.banner.hide()
-        self.banner_close.hide()
+        self.message_area.setCurrentIndex(0)
 
     def _show_model(self, loaded: LoadedModel) -> None:
         source = self.controller.source or ""
@@ -510,7 +532,7 @@ class MainWindow(QMainWindow):
 
     def _show_estimate_error(self, text: str) -> None:
         self.headline.setText("No estimate for these settings")
-        self.subline.setText("Change the setting the message below names.")
+        self.subline.setText("")
         self.breakdown_chart.set_data({}, [])
         self.breakdown_model.set_components({}, self.unit)
         self.gpu_panel.show_fit(())

@@ -35,6 +35,31 @@ SETUPS = {
     },
 }
 COMPARE = ("RTX 4090", "RTX 3060 12GB")
+# The offload view of docs/offload.md: Llama-2-7B Q4_K_M in 4 GiB of an RTX 3060, 16 GiB of RAM.
+OFFLOAD = ("offload.png", "llama-2-7b", "RTX 3060", 4, 16)
+
+
+def offload_shot() -> None:
+    """The offload view alone, as docs/offload.md shows it."""
+    from vramgui.core.units import GiB
+    from vramgui.core.workload import Workload
+    from vramgui.hardware.gpus import find_gpu
+    from vramgui.sources.resolve import load_model
+    from vramgui.ui.offload_view import OffloadView, bandwidths_for
+
+    name, model, gpu, vram_gib, ram_gib = OFFLOAD
+    view = OffloadView()
+    view.set_inputs(
+        load_model(model).spec,
+        Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048),
+        budget=(vram_gib * GiB, ram_gib * GiB),
+        bandwidths=bandwidths_for(find_gpu(gpu)),
+    )
+    view.resize(1400, 900)
+    view.show()
+    QTimer.singleShot(
+        300, lambda: (view.grab().save(str(HERE / name)), print(f"wrote {HERE / name}"))
+    )
 
 
 def main() -> int:
@@ -58,7 +83,8 @@ def main() -> int:
 
     def next_setup() -> None:
         if not pending:
-            qapp.quit()
+            offload_shot()
+            QTimer.singleShot(600, qapp.quit)
             return
         name, changes = pending.pop(0)
         window.controller.update(**changes)

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from vramgui.core.dtypes import SCHEMES
-from vramgui.ui.breakdown_chart import BreakdownChart, nice_ceiling, nice_step
+from vramgui.ui.axes import nice_ceiling, nice_step
+from vramgui.ui.breakdown_chart import BreakdownChart
 from vramgui.ui.palette import COMPONENT_COLOURS
 from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.widgets import SHORT_TEXT_ROLE

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QToolTip, QWidget
 
 from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.ui import palette
+from vramgui.ui.axes import nice_ceiling, nice_step
 
 BAR_HEIGHT = 0.6  # in chart units: the bar spans y in [-0.3, 0.3]
 LEGEND_COLUMNS = 3
@@ -34,25 +35,6 @@ LABEL_ROWS = 3  # capacity labels are staggered over this many rows under the ba
 LEFT_PART = 0.4
 _PAD = 8.0
 _TICK_PX = 90.0  # about one axis label per this many pixels
-
-
-def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k that is at least ``value``."""
-    power = 10 ** math.floor(math.log10(value))
-    for step in (1, 1.5, 2, 3, 4, 5, 6, 8):
-        if step * power >= value:
-            return step * power
-    return 10 * power
-
-
-def nice_step(span: float, count: float) -> float:
-    """A tick step of 1, 2 or 5 x 10^k that gives about ``count`` ticks over ``span``."""
-    raw = span / max(count, 1.0)
-    power = 10 ** math.floor(math.log10(raw))
-    for step in (1, 2, 5):
-        if step * power >= raw:
-            return step * power
-    return 10 * power
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QToolTip, QWidget
 
 from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.ui import palette
-from vramgui.ui.breakdown_chart import nice_ceiling
+from vramgui.ui.axes import nice_ceiling, short_count
 
 
 def _theme() -> tuple[QColor, QColor]:
@@ -79,15 +79,6 @@ class _CapacityLines:
         self._shown = [(p, lab, tip, col.name()) for p, lab, tip, col in entries]
 
 
-def _short_count(value: float) -> str:
-    n = round(value)
-    if n >= 1 << 20 and n % (1 << 20) == 0:
-        return f"{n >> 20}M"
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n >> 10}k"
-    return f"{n:,}"
-
-
 class PowerOfTwoAxis(pg.AxisItem):
     """A log-scale axis ticked at powers of two (512, 1k, 2k, ..., 128k), as sizes are chosen."""
 
@@ -100,7 +91,7 @@ class PowerOfTwoAxis(pg.AxisItem):
         return [(1.0, [math.log10(v) for v in major])]
 
     def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
-        return [_short_count(10**v) for v in values]
+        return [short_count(10**v) for v in values]
 
 
 class SweepChart(pg.PlotWidget):

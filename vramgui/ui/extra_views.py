@@ -1,10 +1,10 @@
 """The Offloading and Profiles tabs: built when first shown, fed from the window's controller.
 
 Neither view costs anything before the window first paints: each tab holds a light
-:class:`LazyTab` that builds its view the first time it is shown. The view's module (and with it
-pyqtgraph and numpy, most of a second) is imported on a worker thread; the view is then built on
-the GUI thread one slice per event-loop turn (charts, first feed), so that no turn keeps the
-window from answering for long. A build without one of the views still opens; the tab then says so.
+:class:`LazyTab` that builds its view the first time it is shown. The view's module (for the
+Profiles tab with pyqtgraph and numpy, most of a second) is imported on a worker thread; the view
+is then built on the GUI thread one slice per event-loop turn (charts, first feed), so that no
+turn keeps the window from answering for long. A build without one of the views still opens; the tab then says so.
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
 """The offload view: where each layer lives, what the GPU holds, how fast it decodes, and the flags.
 
 It receives plain inputs through setters (``set_model``, ``set_budget``, ``set_bandwidths``) and
-asks ``vramgui.core.offload`` for everything it shows. Chart items are created once and updated in
-place; moving the GPU-layers slider re-places the model and redraws.
+asks ``vramgui.core.offload`` for everything it shows (the charts are in ``offload_charts``); moving
+the GPU-layers slider re-places the model and redraws.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
-import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
-from PySide6.QtCore import QPointF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QCursor, QFontDatabase, QGuiApplication, QPalette
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -23,7 +21,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSlider,
-    QToolTip,
     QVBoxLayout,
     QWidget,
 )
@@ -31,30 +28,18 @@ from PySide6.QtWidgets import (
 from vramgui.core import launch, offload
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
-from vramgui.core.offload import CPU, DISK, Bandwidths, Placement, Throughput
+from vramgui.core.offload import Bandwidths, Placement, Throughput
 from vramgui.core.units import GB, Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import CatalogGpu
 from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
 from vramgui.ui import palette
-from vramgui.ui.charts import PowerOfTwoAxis
+from vramgui.ui.offload_charts import RESOURCE_LABELS, LayerChart, ThroughputChart, rate_text
 
 PLANNER_LABELS = {
     "llamacpp": "llama.cpp (-ngl)",
     "accelerate": "accelerate device_map",
     "streaming": "Layer streaming",
-}
-# Colour-blind safe (Okabe-Ito), matching the breakdown chart's palette.
-DEVICE_COLOURS = {"gpu": "#0072B2", "gpu2": "#56B4E9", CPU: "#E69F00", DISK: "#D55E00"}
-DEVICE_LABELS = {CPU: "CPU RAM", DISK: "Disk"}
-KV_ALPHA = 110
-RESOURCE_LABELS = {
-    offload.GPU_MEMORY: "GPU memory bandwidth",
-    offload.GPU_COMPUTE: "GPU compute",
-    offload.CPU_MEMORY: "CPU RAM bandwidth",
-    offload.CPU_COMPUTE: "CPU compute",
-    offload.PCIE: "PCIe",
-    offload.DISK_READ: "disk reads",
 }
 
 
@@ -82,278 +67,6 @@ def bandwidths_for(
         gpu_flops=gpu_flops,
         cpu_flops=cpu_flops,
     )
-
-
-def device_colour(device: str) -> str:
-    if offload.is_gpu(device):
-        return DEVICE_COLOURS["gpu" if device.endswith(":0") else "gpu2"]
-    return DEVICE_COLOURS[device]
-
-
-def device_label(device: str) -> str:
-    if offload.is_gpu(device):
-        return f"GPU {device.split(':')[1]}"
-    return DEVICE_LABELS[device]
-
-
-def _theme() -> tuple[QColor, QColor]:
-    colours = QGuiApplication.palette()
-    return colours.color(QPalette.ColorRole.Base), colours.color(QPalette.ColorRole.Text)
-
-
-LEFT_AXIS_WIDTH = 64
-
-
-def _style_axes(item: pg.PlotItem, text: QColor) -> None:
-    for axis in ("bottom", "left"):
-        item.getAxis(axis).setTextPen(text)
-        item.getAxis(axis).setPen(text)
-        # Major ticks only: laying out the minor levels' labels was most of a repaint.
-        item.getAxis(axis).setStyle(maxTickLevel=0, maxTextLevel=0)
-    # A fixed width: otherwise longer tick labels widen the axis, which lays the plot out and
-    # paints it again, several times per change.
-    left = item.getAxis("left")
-    left.setStyle(autoExpandTextSpace=False)
-    left.setWidth(LEFT_AXIS_WIDTH)
-
-
-class UnitAxis(pg.AxisItem):
-    """Unit names under the bars, thinned so that labels never overlap."""
-
-    def __init__(self) -> None:
-        super().__init__("bottom")
-        self.names: tuple[str, ...] = ()
-
-    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
-        count = len(self.names)
-        if not count:
-            return []
-        step = max(1, math.ceil(count * 48 / max(size, 1)))
-        shown = sorted({0, count - 1, *range(1, count - 1, step)})
-        return [(1.0, [float(i) for i in shown if minVal <= i <= maxVal])]
-
-    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
-        out = []
-        for v in values:
-            name = self.names[int(v)] if 0 <= int(v) < len(self.names) else ""
-            out.append(
-                {"embeddings": "emb", "output": "out"}.get(name, name.removeprefix("block "))
-            )
-        return out
-
-
-class LayerChart(pg.PlotWidget):
-    """One bar per unit, coloured by where its weights live, its KV cache stacked above."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        background, text = _theme()
-        self.axis = UnitAxis()
-        # No context menu: building pyqtgraph's menus costs more than the rest of the chart.
-        super().__init__(
-            parent, background=background, axisItems={"bottom": self.axis}, enableMenu=False
-        )
-        self._text = text
-        self._unit: Unit = "GiB"
-        self._placement: Placement | None = None
-        self._axis_label = ""
-        item = self.getPlotItem()
-        item.setMouseEnabled(x=False, y=False)
-        item.hideButtons()
-        item.showGrid(x=False, y=True, alpha=0.25)
-        _style_axes(item, text)
-        self.weights = pg.BarGraphItem(x=[], height=[], width=0.8, pen=pg.mkPen(None))
-        self.kv = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8, pen=pg.mkPen(None))
-        item.addItem(self.weights)
-        item.addItem(self.kv)
-        item.getAxis("left").enableAutoSIPrefix(False)
-        self.legend = item.addLegend(offset=(-10, 5), colCount=5, labelTextColor=text)
-        kv_colour = QColor(text)
-        kv_colour.setAlpha(KV_ALPHA)
-        self._samples = {
-            device: pg.BarGraphItem(x=[], height=[], width=1, brush=device_colour(device))
-            for device in ("gpu:0", "gpu:1", CPU, DISK)
-        }
-        self._samples["kv"] = pg.BarGraphItem(x=[], height=[], width=1, brush=kv_colour)
-        self._legend_devices: tuple[str, ...] = ()
-        self.scene().sigMouseMoved.connect(self._mouse_moved)
-        self.hover_text = ""
-        self.setMinimumHeight(200)
-
-    def set_unit(self, unit: Unit) -> None:
-        self._unit = unit
-        self._redraw()
-
-    def set_placement(self, placement: Placement | None) -> None:
-        self._placement = placement
-        self._redraw()
-
-    def _redraw(self) -> None:
-        placed = self._placement.units if self._placement else ()
-        biggest = max((p.unit.bytes + p.unit.kv_cache_bytes for p in placed), default=0)
-        # Layers of small models read better in MiB than in thousandths of a GiB.
-        name, factor = _axis_unit(self._unit, biggest)
-        xs = list(range(len(placed)))
-        weights = [(p.gpu_bytes or p.unit.bytes) / factor for p in placed]
-        kv = [p.unit.kv_cache_bytes / factor for p in placed]
-        brushes = [pg.mkBrush(device_colour(p.device)) for p in placed]
-        kv_brushes = []
-        for p in placed:
-            colour = QColor(device_colour(p.kv_device))
-            colour.setAlpha(KV_ALPHA)
-            kv_brushes.append(pg.mkBrush(colour))
-        self.weights.setOpts(x=xs, height=weights, brushes=brushes)
-        self.kv.setOpts(x=xs, y0=weights, height=kv, brushes=kv_brushes)
-        names = tuple(p.unit.name for p in placed)
-        item = self.getPlotItem()
-        top = max((w + k for w, k in zip(weights, kv, strict=True)), default=1.0)
-        item.setXRange(-0.8, max(len(placed), 1) - 0.2, padding=0)
-        item.setYRange(0, top * 1.25 or 1.0, padding=0)
-        # Each of these lays the plot out again: only when they change.
-        label = f"per layer ({name})"
-        if label != self._axis_label:
-            self._axis_label = label
-            item.getAxis("left").setLabel(label, color=self._text.name())
-        self._show_legend({p.device for p in placed} | {p.kv_device for p in placed})
-        if names != self.axis.names:
-            self.axis.names = names
-            self.axis.picture = None
-            self.axis.update()
-
-    def _show_legend(self, devices: set[str]) -> None:
-        shown = tuple(d for d in ("gpu:0", "gpu:1", CPU, DISK) if d in devices)
-        if shown == self._legend_devices:
-            return
-        self._legend_devices = shown
-        self.legend.clear()
-        for device in shown:
-            self.legend.addItem(self._samples[device], device_label(device))
-        self.legend.addItem(self._samples["kv"], "KV cache (lighter: same device)")
-
-    def text_at(self, x: float) -> str:
-        """The hover text for the bar at chart position ``x``: the unit, its device and sizes."""
-        if self._placement is None:
-            return ""
-        index = round(x)
-        if not 0 <= index < len(self._placement.units) or abs(x - index) > 0.4:
-            return ""
-        p = self._placement.units[index]
-        unit = self._unit
-        lines = [
-            f"{p.unit.name}: {device_label(p.device)}",
-            f"weights {format_bytes(p.unit.bytes, unit)} ({p.unit.bytes:,} bytes)",
-        ]
-        if p.gpu_bytes > p.unit.bytes:
-            lines.append(f"on the GPU with the tied head copy: {format_bytes(p.gpu_bytes, unit)}")
-        if p.unit.kv_cache_bytes:
-            lines.append(
-                f"KV cache {format_bytes(p.unit.kv_cache_bytes, unit)} in {device_label(p.kv_device)}"
-            )
-        return "\n".join(lines)
-
-    def _mouse_moved(self, position: QPointF) -> None:
-        point = self.getPlotItem().vb.mapSceneToView(position)
-        self.hover_text = self.text_at(point.x())
-        if self.hover_text:
-            QToolTip.showText(QCursor.pos(), self.hover_text, self)
-
-
-def _rate(tokens_per_second: float) -> str:
-    """Tokens/s with the digits that matter, from 0.0035 to 12,000."""
-    if tokens_per_second >= 100:
-        return f"{tokens_per_second:,.0f}"
-    if tokens_per_second >= 1:
-        return f"{tokens_per_second:.1f}"
-    return f"{tokens_per_second:.2g}"
-
-
-def _axis_unit(unit: Unit, biggest: int) -> tuple[str, int]:
-    """The axis unit for bars up to ``biggest`` bytes: the chosen unit, or its mebi / mega step."""
-    big, small = (
-        (("GiB", 1024**3), ("MiB", 1024**2)) if unit == "GiB" else (("GB", GB), ("MB", 10**6))
-    )
-    return big if biggest >= big[1] else small
-
-
-class _LogAxis(pg.AxisItem):
-    """A log axis labelled with plain numbers at 1, 2, 3, 5 x powers of ten."""
-
-    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:
-        values = [
-            m * 10**e
-            for e in range(math.floor(minVal) - 1, math.ceil(maxVal) + 1)
-            for m in (1, 2, 3, 5)
-        ]
-        shown = [math.log10(v) for v in values if minVal <= math.log10(v) <= maxVal]
-        # Keep labels apart: at most one every ~50 pixels.
-        step = max(1, math.ceil(len(shown) * 50 / max(size, 1)))
-        return [(1.0, shown[::step])]
-
-    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:
-        out = []
-        for v in values:
-            n = 10**v
-            out.append(f"{n:,.0f}" if n >= 1 else f"{n:.2g}")
-        return out
-
-
-class ThroughputChart(pg.PlotWidget):
-    """Decode tokens/s against batch size, with the batch where it turns compute-bound."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        background, text = _theme()
-        super().__init__(
-            parent,
-            background=background,
-            axisItems={"bottom": PowerOfTwoAxis("bottom"), "left": _LogAxis("left")},
-            enableMenu=False,
-        )
-        self._text = text
-        item = self.getPlotItem()
-        item.hideButtons()
-        item.showGrid(x=True, y=True, alpha=0.25)
-        item.setLogMode(x=True, y=True)
-        _style_axes(item, text)
-        colour = palette.COMPONENT_COLOURS["weights"]
-        self.curve = item.plot(
-            [], [], pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=6, symbolBrush=colour
-        )
-        self.current = pg.ScatterPlotItem(
-            size=13, brush=pg.mkBrush(0, 0, 0, 0), pen=pg.mkPen(text, width=2)
-        )
-        item.addItem(self.current)
-        self.turn_line = pg.InfiniteLine(
-            angle=90,
-            movable=False,
-            pen=pg.mkPen(palette.COMPONENT_COLOURS["activations"], width=2),
-            label="",
-            labelOpts={
-                "position": 0.9,
-                "color": palette.COMPONENT_COLOURS["activations"],
-                "movable": False,
-            },
-        )
-        item.addItem(self.turn_line, ignoreBounds=True)
-        item.getAxis("bottom").setLabel("Batch size (sequences)", color=text.name())
-        item.getAxis("left").setLabel("Decode tokens/s", color=text.name())
-        self.setMinimumHeight(180)
-
-    def set_curve(
-        self, curve: Sequence[Throughput], current: Throughput | None, turn: int | None
-    ) -> None:
-        """Draw ``curve``, mark the current batch and the first compute-bound batch."""
-        self.curve.setData([t.batch for t in curve], [t.tokens_per_second for t in curve])
-        if current is not None:
-            self.current.setData(
-                [math.log10(current.batch)], [math.log10(current.tokens_per_second)]
-            )
-        else:
-            self.current.setData([], [])
-        if turn is None:
-            self.turn_line.hide()
-        else:
-            self.turn_line.setPos(math.log10(turn))
-            self.turn_line.label.setText(f"compute-bound from {turn:,}")
-            self.turn_line.show()
 
 
 class OffloadView(QWidget):
@@ -683,7 +396,7 @@ class OffloadView(QWidget):
         if self.throughput is not None:
             t = self.throughput
             parts.append(
-                f"<b>{_rate(t.tokens_per_second)} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
+                f"<b>{rate_text(t.tokens_per_second)} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
             )
         if self.compute_bound_batch is not None:
             parts.append(f"compute-bound from batch {self.compute_bound_batch:,}")

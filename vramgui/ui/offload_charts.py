@@ -1,0 +1,419 @@
+"""The offload view's two charts: bytes per layer by device, and decode tokens/s against batch.
+
+Painted with QPainter alone, like the breakdown chart. They follow every input change while the
+Offloading tab shows, and a pyqtgraph plot of the same spent tens of milliseconds per change
+laying out and painting its axes, legend and items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import (
+    QColor,
+    QFontMetricsF,
+    QGuiApplication,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QPen,
+)
+from PySide6.QtWidgets import QToolTip, QWidget
+
+from vramgui.core import offload
+from vramgui.core.offload import CPU, DISK, Placement, Throughput
+from vramgui.core.units import GB, Unit, format_bytes
+from vramgui.ui import palette
+from vramgui.ui.axes import log_bounds, log_ticks, nice_ceiling, nice_step, rate_label, short_count
+
+# Colour-blind safe (Okabe-Ito), matching the breakdown chart's palette.
+DEVICE_COLOURS = {"gpu": "#0072B2", "gpu2": "#56B4E9", CPU: "#E69F00", DISK: "#D55E00"}
+DEVICE_LABELS = {CPU: "CPU RAM", DISK: "Disk"}
+KV_ALPHA = 110
+RESOURCE_LABELS = {
+    offload.GPU_MEMORY: "GPU memory bandwidth",
+    offload.GPU_COMPUTE: "GPU compute",
+    offload.CPU_MEMORY: "CPU RAM bandwidth",
+    offload.CPU_COMPUTE: "CPU compute",
+    offload.PCIE: "PCIe",
+    offload.DISK_READ: "disk reads",
+}
+BAR_WIDTH = 0.8  # of a unit's slot
+_PAD = 8.0
+_LEFT_AXIS = 64.0  # room for the vertical title and the tick labels
+_NAME_PX = 48.0  # at least this many pixels between unit names under the bars
+_Y_TICK_PX = 40.0
+
+
+def device_colour(device: str) -> str:
+    if offload.is_gpu(device):
+        return DEVICE_COLOURS["gpu" if device.endswith(":0") else "gpu2"]
+    return DEVICE_COLOURS[device]
+
+
+def device_label(device: str) -> str:
+    if offload.is_gpu(device):
+        return f"GPU {device.split(':')[1]}"
+    return DEVICE_LABELS[device]
+
+
+def _axis_unit(unit: Unit, biggest: int) -> tuple[str, int]:
+    """The axis unit for bars up to ``biggest`` bytes: the chosen unit, or its mebi / mega step."""
+    big, small = (
+        (("GiB", 1024**3), ("MiB", 1024**2)) if unit == "GiB" else (("GB", GB), ("MB", 10**6))
+    )
+    return big if biggest >= big[1] else small
+
+
+def _short_name(name: str) -> str:
+    return {"embeddings": "emb", "output": "out"}.get(name, name.removeprefix("block "))
+
+
+class _Chart(QWidget):
+    """A plot area with a vertical axis on the left and labels below; painting helpers."""
+
+    def __init__(self, parent: QWidget | None) -> None:
+        super().__init__(parent)
+        self.hover_text = ""
+        self.setMouseTracking(True)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+
+    def _colours(self) -> tuple[QColor, QColor, QColor]:
+        colours = QGuiApplication.palette()
+        text = colours.color(QPalette.ColorRole.Text)
+        grid = QColor(text)
+        grid.setAlpha(45)
+        return colours.color(QPalette.ColorRole.Base), text, grid
+
+    def _plot(self, top_rows: int, bottom_rows: int) -> QRectF:
+        """The plot rectangle, below ``top_rows`` and above ``bottom_rows`` lines of text."""
+        line = QFontMetricsF(self.font()).height()
+        top = _PAD + top_rows * (line + 2)
+        bottom = self.height() - _PAD - bottom_rows * line - 4
+        return QRectF(_LEFT_AXIS, top, max(self.width() - _LEFT_AXIS - _PAD, 1.0), bottom - top)
+
+    def _draw_y_axis(
+        self,
+        painter: QPainter,
+        plot: QRectF,
+        ticks: Sequence[tuple[float, str]],
+        title: str,
+        *,
+        text: QColor,
+        grid: QColor,
+    ) -> None:
+        """Grid lines and labels at ``(y pixel, label)`` ticks, the axis line and its title."""
+        metrics = QFontMetricsF(self.font())
+        for y, label in ticks:
+            painter.setPen(QPen(grid, 1))
+            painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
+            painter.setPen(QPen(text, 1))
+            painter.drawLine(QPointF(plot.left() - 4, y), QPointF(plot.left(), y))
+            width = metrics.horizontalAdvance(label)
+            painter.drawText(QPointF(plot.left() - 6 - width, y + metrics.ascent() / 2.5), label)
+        painter.setPen(QPen(text, 1))
+        painter.drawLine(plot.topLeft(), plot.bottomLeft())
+        painter.drawLine(plot.bottomLeft(), plot.bottomRight())
+        painter.save()
+        painter.translate(2, plot.center().y())
+        painter.rotate(-90)
+        painter.drawText(
+            QRectF(-plot.height() / 2, 0, plot.height(), metrics.height()),
+            Qt.AlignmentFlag.AlignCenter,
+            title,
+        )
+        painter.restore()
+
+    def _show_hover(self, event: QMouseEvent, text: str) -> None:
+        self.hover_text = text
+        if text:
+            QToolTip.showText(event.globalPosition().toPoint(), text, self)
+        else:
+            QToolTip.hideText()
+
+
+class LayerChart(_Chart):
+    """One bar per unit, coloured by where its weights live, its KV cache stacked above."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._unit: Unit = "GiB"
+        self._placement: Placement | None = None
+        self.axis_unit = "GiB"
+        self._factor = 1024**3
+        self.top = 1.0  # the axis ends here, in the axis unit
+        self.setMinimumHeight(200)
+
+    def sizeHint(self) -> QSize:
+        return QSize(800, 320)
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self._rescale()
+
+    def set_placement(self, placement: Placement | None) -> None:
+        self._placement = placement
+        self._rescale()
+
+    @property
+    def units(self) -> tuple[offload.PlacedUnit, ...]:
+        return self._placement.units if self._placement is not None else ()
+
+    def bar_colours(self) -> list[str]:
+        """The colour of each weight bar, as drawn."""
+        return [device_colour(p.device) for p in self.units]
+
+    def legend(self) -> list[str]:
+        """The legend's entries, as drawn: the devices shown, then the KV cache."""
+        return [label for label, _colour in self._legend(QColor())]
+
+    def _legend(self, text: QColor) -> list[tuple[str, QColor]]:
+        placed = self.units
+        if not placed:
+            return []
+        devices = {p.device for p in placed} | {p.kv_device for p in placed}
+        entries = [
+            (device_label(d), QColor(device_colour(d)))
+            for d in ("gpu:0", "gpu:1", CPU, DISK)
+            if d in devices
+        ]
+        kv = QColor(text)
+        kv.setAlpha(KV_ALPHA)
+        return [*entries, ("KV cache (lighter: same device)", kv)]
+
+    def _rescale(self) -> None:
+        biggest = max((p.unit.bytes + p.unit.kv_cache_bytes for p in self.units), default=0)
+        # Layers of small models read better in MiB than in thousandths of a GiB.
+        self.axis_unit, self._factor = _axis_unit(self._unit, biggest)
+        top = max(
+            ((p.gpu_bytes or p.unit.bytes) + p.unit.kv_cache_bytes for p in self.units), default=0
+        )
+        # A round end: nearby settings keep the same axis.
+        self.top = nice_ceiling(top / self._factor * 1.1) if top else 1.0
+        self.update()
+
+    def text_at(self, x: float) -> str:
+        """The hover text for the bar at chart position ``x``: the unit, its device and sizes."""
+        placed = self.units
+        index = round(x)
+        if not 0 <= index < len(placed) or abs(x - index) > BAR_WIDTH / 2:
+            return ""
+        p = placed[index]
+        unit = self._unit
+        lines = [
+            f"{p.unit.name}: {device_label(p.device)}",
+            f"weights {format_bytes(p.unit.bytes, unit)} ({p.unit.bytes:,} bytes)",
+        ]
+        if p.gpu_bytes > p.unit.bytes:
+            lines.append(f"on the GPU with the tied head copy: {format_bytes(p.gpu_bytes, unit)}")
+        if p.unit.kv_cache_bytes:
+            lines.append(
+                f"KV cache {format_bytes(p.unit.kv_cache_bytes, unit)} in {device_label(p.kv_device)}"
+            )
+        return "\n".join(lines)
+
+    def _x(self, position: float, plot: QRectF) -> float:
+        # Slots of one unit each, from -0.6 to n - 0.4.
+        count = max(len(self.units), 1)
+        return plot.left() + (position + 0.6) / (count + 0.2) * plot.width()
+
+    def _y(self, value: float, plot: QRectF) -> float:
+        return plot.bottom() - value / self.top * plot.height()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        background, text, grid = self._colours()
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), background)
+        metrics = QFontMetricsF(self.font())
+        line = metrics.height()
+        plot = self._plot(top_rows=1, bottom_rows=1)
+        step = nice_step(self.top, plot.height() / _Y_TICK_PX)
+        ticks = [
+            (self._y(i * step, plot), f"{i * step:g}")
+            for i in range(1, int(self.top / step + 1e-9) + 1)
+        ]
+        self._draw_y_axis(
+            painter, plot, ticks, f"per layer ({self.axis_unit})", text=text, grid=grid
+        )
+
+        # The legend on one row above the plot.
+        x = plot.left()
+        for label, colour in self._legend(text):
+            painter.fillRect(QRectF(x, _PAD + line * 0.2, line * 0.6, line * 0.6), colour)
+            painter.setPen(QPen(text, 1))
+            painter.drawText(QPointF(x + line * 0.9, _PAD + metrics.ascent()), label)
+            x += line * 0.9 + metrics.horizontalAdvance(label) + 18
+
+        # The bars: weights from the axis up, the KV cache on top, lighter.
+        half = BAR_WIDTH / 2
+        for i, p in enumerate(self.units):
+            left, right = self._x(i - half, plot), self._x(i + half, plot)
+            weights = (p.gpu_bytes or p.unit.bytes) / self._factor
+            bottom, middle = plot.bottom(), self._y(weights, plot)
+            painter.fillRect(
+                QRectF(left, middle, right - left, bottom - middle), QColor(device_colour(p.device))
+            )
+            if p.unit.kv_cache_bytes:
+                kv = QColor(device_colour(p.kv_device))
+                kv.setAlpha(KV_ALPHA)
+                top = self._y(weights + p.unit.kv_cache_bytes / self._factor, plot)
+                painter.fillRect(QRectF(left, top, right - left, middle - top), kv)
+
+        # Unit names under the bars, thinned so that they never overlap.
+        count = len(self.units)
+        if count:
+            every = max(1, math.ceil(count * _NAME_PX / max(plot.width(), 1.0)))
+            painter.setPen(QPen(text, 1))
+            for i in sorted({0, count - 1, *range(1, count - 1, every)}):
+                name = _short_name(self.units[i].unit.name)
+                width = metrics.horizontalAdvance(name)
+                centre = self._x(i, plot)
+                painter.drawText(
+                    QPointF(centre - width / 2, plot.bottom() + 4 + metrics.ascent()), name
+                )
+        painter.end()
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        plot = self._plot(top_rows=1, bottom_rows=1)
+        count = max(len(self.units), 1)
+        x = (event.position().x() - plot.left()) / plot.width() * (count + 0.2) - 0.6
+        self._show_hover(event, self.text_at(x))
+
+
+class ThroughputChart(_Chart):
+    """Decode tokens/s against batch size (log-log), with the batch where it turns compute-bound."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.curve: tuple[Throughput, ...] = ()
+        self.current: Throughput | None = None
+        self.turn: int | None = None
+        self.x_range = (1.0, 1024.0)  # batches
+        self.y_range = (1.0, 10.0)  # tokens/s
+        self.setMinimumHeight(180)
+
+    def sizeHint(self) -> QSize:
+        return QSize(700, 240)
+
+    def set_curve(
+        self, curve: Sequence[Throughput], current: Throughput | None, turn: int | None
+    ) -> None:
+        """Draw ``curve``, mark the current batch and the first compute-bound batch."""
+        self.curve, self.current, self.turn = tuple(curve), current, turn
+        points = [*self.curve, *([current] if current is not None else [])]
+        if points:
+            batches = [t.batch for t in points]
+            self.x_range = (float(min(batches)), float(max(batches)))
+            rates = [t.tokens_per_second for t in points if 0 < t.tokens_per_second < math.inf]
+            if rates:
+                self.y_range = log_bounds(min(rates), max(rates))
+        self.update()
+
+    def _x(self, batch: float, plot: QRectF) -> float:
+        low, high = (math.log2(v) for v in self.x_range)
+        margin = 0.35
+        span = (high - low) + 2 * margin
+        return plot.left() + (math.log2(batch) - low + margin) / span * plot.width()
+
+    def _y(self, rate: float, plot: QRectF) -> float:
+        low, high = (math.log10(v) for v in self.y_range)
+        share = (math.log10(rate) - low) / (high - low) if high > low else 0.5
+        return plot.bottom() - share * plot.height()
+
+    def _points(self, plot: QRectF) -> list[tuple[Throughput, QPointF]]:
+        return [
+            (t, QPointF(self._x(t.batch, plot), self._y(t.tokens_per_second, plot)))
+            for t in self.curve
+            if 0 < t.tokens_per_second < math.inf
+        ]
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        background, text, grid = self._colours()
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), background)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        metrics = QFontMetricsF(self.font())
+        plot = self._plot(top_rows=0, bottom_rows=2)
+
+        values = log_ticks(*self.y_range)
+        every = max(1, math.ceil(len(values) * 28 / max(plot.height(), 1.0)))
+        ticks = [(self._y(v, plot), rate_label(v)) for v in values[::every]]
+        self._draw_y_axis(painter, plot, ticks, "Decode tokens/s", text=text, grid=grid)
+
+        # Batches at powers of two, labels at least 55 pixels apart.
+        low, high = self.x_range
+        powers = [2**k for k in range(31) if low <= 2**k <= high]
+        every = max(1, math.ceil(len(powers) * 55 / max(plot.width(), 1.0)))
+        for batch in powers[::every]:
+            x = self._x(batch, plot)
+            painter.setPen(QPen(grid, 1))
+            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
+            painter.setPen(QPen(text, 1))
+            label = short_count(batch)
+            width = metrics.horizontalAdvance(label)
+            painter.drawText(QPointF(x - width / 2, plot.bottom() + 4 + metrics.ascent()), label)
+        painter.drawText(
+            QRectF(
+                plot.left(), plot.bottom() + 4 + metrics.height(), plot.width(), metrics.height()
+            ),
+            Qt.AlignmentFlag.AlignHCenter,
+            "Batch size (sequences)",
+        )
+
+        painter.setClipRect(plot.adjusted(-8, -8, 8, 8))
+        if self.turn is not None and low <= self.turn <= high:
+            colour = QColor(palette.COMPONENT_COLOURS["activations"])
+            x = self._x(self.turn, plot)
+            painter.setPen(QPen(colour, 2))
+            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
+            label = f"compute-bound from {self.turn:,}"
+            width = metrics.horizontalAdvance(label)
+            left = x + 6 if x + 6 + width <= plot.right() else x - 6 - width
+            painter.drawText(QPointF(left, plot.top() + 4 + metrics.ascent()), label)
+
+        colour = QColor(palette.COMPONENT_COLOURS["weights"])
+        points = [point for _t, point in self._points(plot)]
+        painter.setPen(QPen(colour, 2))
+        if len(points) > 1:
+            painter.drawPolyline(points)
+        painter.setBrush(colour)
+        for point in points:
+            painter.drawEllipse(point, 3, 3)
+        current = self.current
+        if current is not None and 0 < current.tokens_per_second < math.inf:
+            painter.setPen(QPen(text, 2))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            centre = QPointF(self._x(current.batch, plot), self._y(current.tokens_per_second, plot))
+            painter.drawEllipse(centre, 6.5, 6.5)
+        painter.end()
+
+    def text_at(self, x: float, y: float) -> str:
+        """The hover text for the point nearest pixel ``(x, y)`` (within 12 pixels), or ""."""
+        plot = self._plot(top_rows=0, bottom_rows=2)
+        best, distance = None, 12.0
+        for t, point in self._points(plot):
+            d = math.hypot(point.x() - x, point.y() - y)
+            if d <= distance:
+                best, distance = t, d
+        if best is None:
+            return ""
+        return (
+            f"batch {best.batch:,}: {rate_text(best.tokens_per_second)} tokens/s,"
+            f" bound by {RESOURCE_LABELS[best.bound]}"
+        )
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        position = event.position()
+        self._show_hover(event, self.text_at(position.x(), position.y()))
+
+
+def rate_text(tokens_per_second: float) -> str:
+    """Tokens/s with the digits that matter, from 0.0035 to 12,000."""
+    if tokens_per_second >= 100:
+        return f"{tokens_per_second:,.0f}"
+    if tokens_per_second >= 1:
+        return f"{tokens_per_second:.1f}"
+    return f"{tokens_per_second:.2g}"

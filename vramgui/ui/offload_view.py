@@ -129,7 +129,8 @@ class OffloadView(QWidget):
         self.summary.setWordWrap(True)
         # Room for three lines whatever the text: a summary one line longer or shorter would
         # otherwise lay out and repaint both charts on each change.
-        self.summary.setMinimumHeight(3 * self.summary.fontMetrics().lineSpacing() + 4)
+        # The height takes the padding and border of the warning and error styles too.
+        self.summary.setMinimumHeight(3 * self.summary.fontMetrics().lineSpacing() + 16)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.layer_chart = layer_chart if layer_chart is not None else LayerChart()

@@ -26,6 +26,7 @@ Prints a summary and exits 1 when an exception, a frozen frame or memory growth 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -103,7 +104,11 @@ def _where(frame: FrameType | None, depth: int = 4) -> str:
 
 
 class FreezeTracer:
-    """Samples the GUI thread's stack from another thread while its event loop is not ticking."""
+    """Samples the GUI thread's stack from another thread while its event loop is not ticking.
+
+    Garbage collections of 5 ms or more are counted too, on whichever thread ran them: the
+    collector holds the interpreter lock throughout, so one on a worker stops the GUI thread.
+    """
 
     AFTER_S = 0.04
     EVERY_S = 0.005
@@ -116,6 +121,20 @@ class FreezeTracer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="freeze tracer", daemon=True)
         self._thread.start()
+        self._gc_started: dict[int, float] = {}
+        gc.callbacks.append(self._collected)
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        thread = threading.get_ident()
+        if phase == "start":
+            self._gc_started[thread] = time.perf_counter()
+            return
+        seconds = time.perf_counter() - self._gc_started.pop(thread, time.perf_counter())
+        if seconds >= 0.005:
+            where = "the GUI thread" if thread == self._gui else threading.current_thread().name
+            key = f"garbage collection (generation {info['generation']}) on {where}"
+            with self._lock:
+                self._samples[key] += round(seconds / self.EVERY_S)
 
     def ticked(self) -> Counter[str]:
         """Called on each tick: the stacks sampled since the previous one."""
@@ -125,6 +144,7 @@ class FreezeTracer:
         return samples
 
     def stop(self) -> None:
+        gc.callbacks.remove(self._collected)
         self._stop.set()
         self._thread.join()
 
@@ -302,6 +322,7 @@ def soak(args: argparse.Namespace, hub) -> int:
     window = build_window(services, settings)
     window.resize(1600, 1000)
     window.show()
+    app.freeze_startup_objects()  # as app.main does once the window shows
     profiles_tab = window.extra_tabs.get("Profiles")
     titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
     panel, precision = window.workload_panel, window.precision_panel

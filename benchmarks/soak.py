@@ -18,7 +18,8 @@ every 5 s; growth is measured from the end of the first fifth of the run).
     python benchmarks/soak.py [--minutes 10] [--seed 1] [--platform auto|xvfb|offscreen] [--trace]
 
 ``--trace`` samples the GUI thread's Python stack every 5 ms while its event loop has not ticked
-for 40 ms and prints, with each frozen frame, where the thread was.
+for 40 ms and prints, with each frame over 50 ms (frozen or not), where the thread was and the
+garbage collections that ran.
 
 Prints a summary and exits 1 when an exception, a frozen frame or memory growth was seen.
 """
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 FROZEN_MS = 100.0
+SLOW_MS = 50.0  # with --trace, frames over this are traced too
 TICK_MS = 10
 STEP_MS = 250
 RSS_EVERY_S = 5.0
@@ -349,8 +351,10 @@ def soak(args: argparse.Namespace, hub) -> int:
                     str(last["step"]),
                 )
             )
+        if gap > FROZEN_MS or (tracer is not None and gap > SLOW_MS):
+            what = "frozen" if gap > FROZEN_MS else "slow (traced, not counted)"
             print(
-                f"soak: frozen {gap:.0f} ms after {last['step']} (main thread CPU {cpu_ms:.0f} ms)",
+                f"soak: {what} {gap:.0f} ms after {last['step']} (main thread CPU {cpu_ms:.0f} ms)",
                 flush=True,
             )
             for where, count in samples.most_common(4):

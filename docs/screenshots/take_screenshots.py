@@ -73,8 +73,7 @@ def main() -> int:
         before = window.controller.outlook
 
         def check() -> None:
-            # The sweep chart arrives after the first paint; wait for it too.
-            if window.controller.outlook is before or window.sweep_chart.chart is None:
+            if window.controller.outlook is before:
                 QTimer.singleShot(100, check)
             else:
                 QTimer.singleShot(300, then)  # let the last paint land

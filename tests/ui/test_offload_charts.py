@@ -76,7 +76,7 @@ def test_layer_chart_hover_names_the_bar_under_the_pointer(qtbot, placement):
     chart.resize(900, 300)
     chart.set_placement(placement)
     chart.show()
-    plot = chart._plot(top_rows=1, bottom_rows=1)
+    plot = chart.plot_rect(top_rows=1, bottom_rows=1)
     last = len(placement.units) - 1
     hover(chart, QPointF(chart._x(last, plot), plot.bottom() - 5))
     assert chart.hover_text.startswith("output: CPU RAM")
@@ -97,7 +97,7 @@ def test_throughput_chart_ranges_hold_the_curve_and_its_hover_tells_the_bound(qt
     low, high = chart.y_range
     assert low <= min(rates) and high >= max(rates)
     assert chart.x_range == (1.0, 1024.0)
-    plot = chart._plot(top_rows=0, bottom_rows=2)
+    plot = chart.plot_rect(top_rows=0, bottom_rows=2)
     point = chart._points(plot)[3][1]
     text = chart.text_at(point.x() + 2, point.y() - 2)
     assert text.startswith(

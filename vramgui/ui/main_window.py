@@ -62,7 +62,7 @@ from vramgui.ui.controller import (
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
 from vramgui.ui.precision_panel import PrecisionPanel
-from vramgui.ui.sweep_slot import SweepSlot
+from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.workload_panel import WorkloadPanel
 
 DOCS_URL = "https://github.com/vramgui/vramgui#readme"
@@ -193,8 +193,7 @@ class MainWindow(QMainWindow):
         self.banner_close.setFlat(True)
         self.message_area = _MessageArea()
         self.breakdown_chart = BreakdownChart()
-        # The sweep chart arrives once pyqtgraph is loaded, after the window is first painted.
-        self.sweep_chart = SweepSlot()
+        self.sweep_chart = SweepChart()
         self.sweep_field = QComboBox()
         self.sweep_field.addItem("Context / sequence length", "seq")
         self.sweep_field.addItem("Batch size", "batch")

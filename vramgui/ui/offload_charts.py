@@ -1,8 +1,7 @@
 """The offload view's two charts: bytes per layer by device, and decode tokens/s against batch.
 
-Painted with QPainter alone, like the breakdown chart. They follow every input change while the
-Offloading tab shows, and a pyqtgraph plot of the same spent tens of milliseconds per change
-laying out and painting its axes, legend and items.
+Painted with QPainter alone (``ui/plot.py``): they follow every input change while the
+Offloading tab shows.
 """
 
 from __future__ import annotations
@@ -14,20 +13,19 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QColor,
     QFontMetricsF,
-    QGuiApplication,
     QMouseEvent,
     QPainter,
     QPaintEvent,
-    QPalette,
     QPen,
 )
-from PySide6.QtWidgets import QToolTip, QWidget
+from PySide6.QtWidgets import QWidget
 
 from vramgui.core import offload
 from vramgui.core.offload import CPU, DISK, Placement, Throughput
 from vramgui.core.units import GB, Unit, format_bytes
 from vramgui.ui import palette
 from vramgui.ui.axes import log_bounds, log_ticks, nice_ceiling, nice_step, rate_label, short_count
+from vramgui.ui.plot import PAD, Chart
 
 # Colour-blind safe (Okabe-Ito), matching the breakdown chart's palette.
 DEVICE_COLOURS = {"gpu": "#0072B2", "gpu2": "#56B4E9", CPU: "#E69F00", DISK: "#D55E00"}
@@ -42,8 +40,6 @@ RESOURCE_LABELS = {
     offload.DISK_READ: "disk reads",
 }
 BAR_WIDTH = 0.8  # of a unit's slot
-_PAD = 8.0
-_LEFT_AXIS = 64.0  # room for the vertical title and the tick labels
 _NAME_PX = 48.0  # at least this many pixels between unit names under the bars
 _Y_TICK_PX = 40.0
 
@@ -72,70 +68,7 @@ def _short_name(name: str) -> str:
     return {"embeddings": "emb", "output": "out"}.get(name, name.removeprefix("block "))
 
 
-class _Chart(QWidget):
-    """A plot area with a vertical axis on the left and labels below; painting helpers."""
-
-    def __init__(self, parent: QWidget | None) -> None:
-        super().__init__(parent)
-        self.hover_text = ""
-        self.setMouseTracking(True)
-        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
-
-    def _colours(self) -> tuple[QColor, QColor, QColor]:
-        colours = QGuiApplication.palette()
-        text = colours.color(QPalette.ColorRole.Text)
-        grid = QColor(text)
-        grid.setAlpha(45)
-        return colours.color(QPalette.ColorRole.Base), text, grid
-
-    def _plot(self, top_rows: int, bottom_rows: int) -> QRectF:
-        """The plot rectangle, below ``top_rows`` and above ``bottom_rows`` lines of text."""
-        line = QFontMetricsF(self.font()).height()
-        top = _PAD + top_rows * (line + 2)
-        bottom = self.height() - _PAD - bottom_rows * line - 4
-        return QRectF(_LEFT_AXIS, top, max(self.width() - _LEFT_AXIS - _PAD, 1.0), bottom - top)
-
-    def _draw_y_axis(
-        self,
-        painter: QPainter,
-        plot: QRectF,
-        ticks: Sequence[tuple[float, str]],
-        title: str,
-        *,
-        text: QColor,
-        grid: QColor,
-    ) -> None:
-        """Grid lines and labels at ``(y pixel, label)`` ticks, the axis line and its title."""
-        metrics = QFontMetricsF(self.font())
-        for y, label in ticks:
-            painter.setPen(QPen(grid, 1))
-            painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
-            painter.setPen(QPen(text, 1))
-            painter.drawLine(QPointF(plot.left() - 4, y), QPointF(plot.left(), y))
-            width = metrics.horizontalAdvance(label)
-            painter.drawText(QPointF(plot.left() - 6 - width, y + metrics.ascent() / 2.5), label)
-        painter.setPen(QPen(text, 1))
-        painter.drawLine(plot.topLeft(), plot.bottomLeft())
-        painter.drawLine(plot.bottomLeft(), plot.bottomRight())
-        painter.save()
-        painter.translate(2, plot.center().y())
-        painter.rotate(-90)
-        painter.drawText(
-            QRectF(-plot.height() / 2, 0, plot.height(), metrics.height()),
-            Qt.AlignmentFlag.AlignCenter,
-            title,
-        )
-        painter.restore()
-
-    def _show_hover(self, event: QMouseEvent, text: str) -> None:
-        self.hover_text = text
-        if text:
-            QToolTip.showText(event.globalPosition().toPoint(), text, self)
-        else:
-            QToolTip.hideText()
-
-
-class LayerChart(_Chart):
+class LayerChart(Chart):
     """One bar per unit, coloured by where its weights live, its KV cache stacked above."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -224,27 +157,27 @@ class LayerChart(_Chart):
         return plot.bottom() - value / self.top * plot.height()
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        background, text, grid = self._colours()
+        background, text, grid = self.colours()
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
         metrics = QFontMetricsF(self.font())
         line = metrics.height()
-        plot = self._plot(top_rows=1, bottom_rows=1)
+        plot = self.plot_rect(top_rows=1, bottom_rows=1)
         step = nice_step(self.top, plot.height() / _Y_TICK_PX)
         ticks = [
             (self._y(i * step, plot), f"{i * step:g}")
             for i in range(1, int(self.top / step + 1e-9) + 1)
         ]
-        self._draw_y_axis(
+        self.draw_y_axis(
             painter, plot, ticks, f"per layer ({self.axis_unit})", text=text, grid=grid
         )
 
         # The legend on one row above the plot.
         x = plot.left()
         for label, colour in self._legend(text):
-            painter.fillRect(QRectF(x, _PAD + line * 0.2, line * 0.6, line * 0.6), colour)
+            painter.fillRect(QRectF(x, PAD + line * 0.2, line * 0.6, line * 0.6), colour)
             painter.setPen(QPen(text, 1))
-            painter.drawText(QPointF(x + line * 0.9, _PAD + metrics.ascent()), label)
+            painter.drawText(QPointF(x + line * 0.9, PAD + metrics.ascent()), label)
             x += line * 0.9 + metrics.horizontalAdvance(label) + 18
 
         # The bars: weights from the axis up, the KV cache on top, lighter.
@@ -277,13 +210,13 @@ class LayerChart(_Chart):
         painter.end()
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
-        plot = self._plot(top_rows=1, bottom_rows=1)
+        plot = self.plot_rect(top_rows=1, bottom_rows=1)
         count = max(len(self.units), 1)
         x = (event.position().x() - plot.left()) / plot.width() * (count + 0.2) - 0.6
-        self._show_hover(event, self.text_at(x))
+        self.show_hover(event, self.text_at(x))
 
 
-class ThroughputChart(_Chart):
+class ThroughputChart(Chart):
     """Decode tokens/s against batch size (log-log), with the batch where it turns compute-bound."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -331,17 +264,17 @@ class ThroughputChart(_Chart):
         ]
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        background, text, grid = self._colours()
+        background, text, grid = self.colours()
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         metrics = QFontMetricsF(self.font())
-        plot = self._plot(top_rows=0, bottom_rows=2)
+        plot = self.plot_rect(top_rows=0, bottom_rows=2)
 
         values = log_ticks(*self.y_range)
         every = max(1, math.ceil(len(values) * 28 / max(plot.height(), 1.0)))
         ticks = [(self._y(v, plot), rate_label(v)) for v in values[::every]]
-        self._draw_y_axis(painter, plot, ticks, "Decode tokens/s", text=text, grid=grid)
+        self.draw_y_axis(painter, plot, ticks, "Decode tokens/s", text=text, grid=grid)
 
         # Batches at powers of two, labels at least 55 pixels apart.
         low, high = self.x_range
@@ -392,7 +325,7 @@ class ThroughputChart(_Chart):
 
     def text_at(self, x: float, y: float) -> str:
         """The hover text for the point nearest pixel ``(x, y)`` (within 12 pixels), or ""."""
-        plot = self._plot(top_rows=0, bottom_rows=2)
+        plot = self.plot_rect(top_rows=0, bottom_rows=2)
         best, distance = None, 12.0
         for t, point in self._points(plot):
             d = math.hypot(point.x() - x, point.y() - y)
@@ -407,7 +340,7 @@ class ThroughputChart(_Chart):
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         position = event.position()
-        self._show_hover(event, self.text_at(position.x(), position.y()))
+        self.show_hover(event, self.text_at(position.x(), position.y()))
 
 
 def rate_text(tokens_per_second: float) -> str:

@@ -1,0 +1,207 @@
+"""The sweep chart: memory per GPU against context / sequence length or batch, with capacities.
+
+Painted with QPainter alone (``ui/plot.py``): it is redrawn after every input change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QWidget
+
+from vramgui.core.units import Unit, format_bytes, to_unit
+from vramgui.ui import palette
+from vramgui.ui.axes import nice_ceiling, nice_step, short_count
+from vramgui.ui.plot import Chart
+
+# Where along the plot each capacity's label ends, so that close lines keep their labels apart.
+LABEL_ENDS = (0.98, 0.7, 0.42)
+_X_MARGIN = 0.03  # of the log span, each side
+_Y_TICK_PX = 36.0
+_HOVER_PX = 30.0
+
+
+class SweepChart(Chart):
+    """The total per GPU at each swept value, the GPUs' capacities and the largest that fits."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._unit: Unit = "GiB"
+        self.field = "seq"
+        self.values: tuple[int, ...] = ()
+        self.totals: tuple[int, ...] = ()
+        self.capacities: tuple[tuple[str, int], ...] = ()
+        self.largest: int | None = None
+        self.current: int | None = None
+        self.top = 1.0  # the axis ends here, in the display unit
+        self.setMinimumHeight(170)
+
+    def sizeHint(self) -> QSize:
+        return QSize(800, 250)
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self._rescale()
+
+    def set_data(
+        self,
+        field: str,
+        values: Sequence[int],
+        *,
+        totals_bytes: Sequence[int],
+        capacities: Sequence[tuple[str, int]],
+        largest: int | None,
+        current: int,
+    ) -> None:
+        """Draw the totals at ``values`` of ``field``, the capacities and the largest fitting value."""
+        self.field = field
+        self.values = tuple(values)
+        self.totals = tuple(totals_bytes)
+        self.capacities = tuple(capacities)
+        self.largest = largest
+        self.current = current
+        self._rescale()
+
+    def _rescale(self) -> None:
+        ys = [to_unit(t, self._unit) for t in self.totals]
+        capacities = [to_unit(c, self._unit) for _gpu, c in self.capacities]
+        top = max(ys + capacities, default=0.0)
+        if capacities:
+            # A curve that runs far past every capacity would flatten the part that matters.
+            top = min(top, max(capacities) * 2.5)
+        self.top = nice_ceiling(top * 1.05) if top > 0 else 1.0
+        self.update()
+
+    # ----------------------------------------------------------------------------- geometry
+    def _x(self, value: float, plot: QRectF) -> float:
+        low, high = math.log2(self.values[0]), math.log2(self.values[-1])
+        span = max(high - low, 1e-9)
+        share = (math.log2(value) - low + _X_MARGIN * span) / (span * (1 + 2 * _X_MARGIN))
+        return plot.left() + share * plot.width()
+
+    def _y(self, value: float, plot: QRectF) -> float:
+        # Values past the top run off the plot (clipped there), as the curve leaves the range.
+        return plot.bottom() - value / self.top * plot.height()
+
+    def _plot(self) -> QRectF:
+        return self.plot_rect(top_rows=0, bottom_rows=2)
+
+    # ----------------------------------------------------------------------------- painting
+    def paintEvent(self, event: QPaintEvent) -> None:
+        background, text, grid = self.colours()
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), background)
+        metrics = QFontMetricsF(self.font())
+        plot = self._plot()
+        step = nice_step(self.top, plot.height() / _Y_TICK_PX)
+        ticks = [
+            (self._y(i * step, plot), f"{i * step:g}")
+            for i in range(1, int(self.top / step + 1e-9) + 1)
+        ]
+        self.draw_y_axis(painter, plot, ticks, f"Per GPU ({self._unit})", text=text, grid=grid)
+        what = "Context length (tokens)" if self.field == "seq" else "Batch size"
+        painter.drawText(
+            QRectF(
+                plot.left(), plot.bottom() + 4 + metrics.height(), plot.width(), metrics.height()
+            ),
+            Qt.AlignmentFlag.AlignHCenter,
+            what,
+        )
+        if not self.values:
+            painter.end()
+            return
+
+        # Powers of two along the bottom, labels at least 55 pixels apart.
+        low, high = self.values[0], self.values[-1]
+        powers = [2**k for k in range(41) if low <= 2**k <= high]
+        every = max(1, math.ceil(len(powers) * 55 / max(plot.width(), 1.0)))
+        for value in powers[::every]:
+            x = self._x(value, plot)
+            painter.setPen(QPen(grid, 1))
+            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
+            painter.setPen(QPen(text, 1))
+            label = short_count(value)
+            width = metrics.horizontalAdvance(label)
+            painter.drawText(QPointF(x - width / 2, plot.bottom() + 4 + metrics.ascent()), label)
+
+        painter.setClipRect(plot.adjusted(-8, 0, 8, 1))
+        # GPU capacities: dashed lines, each labelled above its line, the labels staggered.
+        dashed = QPen(text, 2, Qt.PenStyle.DashLine)
+        for i, (gpu, capacity) in enumerate(self.capacities):
+            y = self._y(to_unit(capacity, self._unit), plot)
+            painter.setPen(dashed)
+            painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
+            painter.setPen(QPen(text, 1))
+            label = f"{gpu} ({format_bytes(capacity, self._unit, 0)})"
+            right = plot.left() + plot.width() * LABEL_ENDS[i % len(LABEL_ENDS)]
+            left = max(plot.left() + 2, right - metrics.horizontalAdvance(label))
+            painter.drawText(QPointF(left, y - metrics.descent() - 2), label)
+
+        if self.largest is not None and self.capacities and low <= self.largest <= high:
+            colour = QColor(palette.FIT)
+            x = self._x(self.largest, plot)
+            painter.setPen(QPen(colour, 2))
+            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
+            label = f"largest that fits: {self.largest:,}"
+            width = metrics.horizontalAdvance(label)
+            left = x + 6 if x + 6 + width <= plot.right() else x - 6 - width
+            painter.drawText(QPointF(left, plot.bottom() - 6), label)
+
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        colour = QColor(palette.COMPONENT_COLOURS["weights"])
+        points = self._points(plot)
+        painter.setPen(QPen(colour, 2))
+        if len(points) > 1:
+            painter.drawPolyline(points)
+        painter.setBrush(colour)
+        for point in points:
+            painter.drawEllipse(point, 3, 3)
+        if self.current in self.values:
+            point = points[self.values.index(self.current)]
+            painter.setPen(QPen(text, 2))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawEllipse(point, 6.5, 6.5)
+        painter.end()
+
+    def _points(self, plot: QRectF) -> list[QPointF]:
+        return [
+            QPointF(self._x(v, plot), self._y(to_unit(t, self._unit), plot))
+            for v, t in zip(self.values, self.totals, strict=True)
+        ]
+
+    # ----------------------------------------------------------------------------- hover
+    def text_at(self, value: float) -> str:
+        """The hover text of the swept point nearest to ``value`` on the (log) axis, or ""."""
+        if not self.values or value <= 0:
+            return ""
+        index = min(
+            range(len(self.values)),
+            key=lambda i: abs(math.log2(self.values[i]) - math.log2(value)),
+        )
+        what = "context" if self.field == "seq" else "batch"
+        total = self.totals[index]
+        return (
+            f"{what} {self.values[index]:,}: {format_bytes(total, self._unit)} per GPU "
+            f"({total:,} bytes)"
+        )
+
+    def _capacity_at(self, y: float, plot: QRectF) -> str:
+        for gpu, capacity in self.capacities:
+            if abs(self._y(to_unit(capacity, self._unit), plot) - y) <= 3:
+                return f"{gpu}: {format_bytes(capacity, self._unit)} ({capacity:,} bytes)"
+        return ""
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        plot = self._plot()
+        position = event.position()
+        text = ""
+        if self.values and plot.adjusted(-4, -4, 4, 4).contains(position):
+            points = self._points(plot)
+            nearest = min(range(len(points)), key=lambda i: abs(points[i].x() - position.x()))
+            if abs(points[nearest].x() - position.x()) <= _HOVER_PX:
+                text = self.text_at(self.values[nearest])
+            text = self._capacity_at(position.y(), plot) or text
+        self.show_hover(event, text)

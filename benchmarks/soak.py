@@ -49,6 +49,10 @@ sys.path.insert(0, str(ROOT))
 
 FROZEN_MS = 100.0
 SLOW_MS = 50.0  # with --trace, frames over this are traced too
+# Where an idle thread waits (a lock, a socket, a sleep): not competing for the interpreter.
+IDLE_FUNCTIONS = frozenset(
+    {"wait", "select", "poll", "accept", "sleep", "readinto", "recv_into", "_recv_into", "get"}
+)
 TICK_MS = 10
 STEP_MS = 250
 RSS_EVERY_S = 5.0
@@ -154,9 +158,17 @@ class FreezeTracer:
         while not self._stop.wait(self.EVERY_S):
             if time.monotonic() - self._last_tick < self.AFTER_S:
                 continue
-            where = _where(sys._current_frames().get(self._gui))
+            frames = sys._current_frames()
+            where = [_where(frames.pop(self._gui, None))]
+            frames.pop(threading.get_ident(), None)
+            # Other threads running Python hold the interpreter lock the GUI thread waits for.
+            where += [
+                f"(meanwhile, another thread: {_where(frame, depth=2)})"
+                for frame in frames.values()
+                if frame.f_code.co_name not in IDLE_FUNCTIONS
+            ]
             with self._lock:
-                self._samples[where] += 1
+                self._samples.update(where)
 
 
 def start_display(platform: str) -> subprocess.Popen[bytes] | None:

@@ -15,7 +15,7 @@ from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.catalog import find
-from vramgui.ui.axes import log_bounds, log_ticks, rate_label, short_count
+from vramgui.ui.axes import log_bounds, log_ticks, log_ticks_within, rate_label, short_count
 from vramgui.ui.offload_charts import DEVICE_COLOURS, LayerChart, ThroughputChart, rate_text
 from vramgui.ui.offload_view import bandwidths_for
 
@@ -120,5 +120,9 @@ def test_log_axis_ends_and_ticks_are_round():
     assert all(
         math.isclose(a, b) for a, b in zip(log_ticks(0.1, 0.5), [0.1, 0.2, 0.3, 0.5], strict=True)
     )
+    assert log_ticks_within(0.2, 50.0, most=20) == log_ticks(0.2, 50.0)
+    assert log_ticks_within(0.2, 50.0, most=8) == pytest.approx([0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0])
+    assert log_ticks_within(0.2, 50.0, most=6) == pytest.approx([0.3, 1.0, 3.0, 10.0, 30.0])
+    assert log_ticks_within(0.2, 50.0, most=2) == [1.0, 10.0]
     assert [rate_label(v) for v in (0.02, 1.0, 1500.0)] == ["0.02", "1", "1,500"]
     assert [short_count(v) for v in (512, 1024, 3 << 20, 1500)] == ["512", "1k", "3M", "1,500"]

@@ -53,14 +53,23 @@ def log_bounds(low: float, high: float) -> tuple[float, float]:
     return bottom, top
 
 
-def log_ticks(low: float, high: float) -> list[float]:
-    """The 1, 2, 3, 5 x 10^k values within ``[low, high]``."""
+def log_ticks(low: float, high: float, mantissas: tuple[int, ...] = LOG_MANTISSAS) -> list[float]:
+    """The ``mantissas`` x 10^k values (default 1, 2, 3, 5) within ``[low, high]``."""
     return [
         m * 10.0**e
         for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
-        for m in LOG_MANTISSAS
+        for m in mantissas
         if low * (1 - 1e-9) <= m * 10.0**e <= high * (1 + 1e-9)
     ]
+
+
+def log_ticks_within(low: float, high: float, most: float) -> list[float]:
+    """Ticks on a log axis, at most about ``most`` of them: 1-2-3-5, else 1-2-5, 1-3, decades."""
+    for mantissas in ((1, 2, 3, 5), (1, 2, 5), (1, 3), (1,)):
+        values = log_ticks(low, high, mantissas)
+        if len(values) <= most:
+            return values
+    return values[:: math.ceil(len(values) / max(most, 1.0))]
 
 
 def rate_label(value: float) -> str:

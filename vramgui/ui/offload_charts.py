@@ -24,7 +24,14 @@ from vramgui.core import offload
 from vramgui.core.offload import CPU, DISK, Placement, Throughput
 from vramgui.core.units import GB, Unit, format_bytes
 from vramgui.ui import palette
-from vramgui.ui.axes import log_bounds, log_ticks, nice_ceiling, nice_step, rate_label, short_count
+from vramgui.ui.axes import (
+    log_bounds,
+    log_ticks_within,
+    nice_ceiling,
+    nice_step,
+    rate_label,
+    short_count,
+)
 from vramgui.ui.plot import PAD, Chart
 
 # Colour-blind safe (Okabe-Ito), matching the breakdown chart's palette.
@@ -271,9 +278,8 @@ class ThroughputChart(Chart):
         metrics = QFontMetricsF(self.font())
         plot = self.plot_rect(top_rows=0, bottom_rows=2)
 
-        values = log_ticks(*self.y_range)
-        every = max(1, math.ceil(len(values) * 28 / max(plot.height(), 1.0)))
-        ticks = [(self._y(v, plot), rate_label(v)) for v in values[::every]]
+        values = log_ticks_within(*self.y_range, most=plot.height() / 28)
+        ticks = [(self._y(v, plot), rate_label(v)) for v in values]
         self.draw_y_axis(painter, plot, ticks, "Decode tokens/s", text=text, grid=grid)
 
         # Batches at powers of two, labels at least 55 pixels apart.

@@ -45,6 +45,7 @@ def test_json_document_follows_the_contract(capsys, config_path):
     assert doc["schema"] == "vramgui.estimate/1"
     assert doc["model"]["parameters"] == 6_738_415_616
     assert doc["model"]["layers"] == 32
+    assert doc["model"]["inventory"] == "exact"
     per_gpu = doc["per_gpu"]
     assert sum(per_gpu["components"].values()) == per_gpu["total_bytes"]
     for name in (

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import SUPPORTED_MODEL_TYPES, spec_from_config
-from vramgui.core.model import LayerType, Role
+from vramgui.core.model import Inventory, LayerType, Role
 from vramgui.core.naming import classify
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "families"
@@ -356,8 +356,10 @@ def test_unknown_type_with_common_fields_is_estimated_with_a_warning():
     )
     assert spec.facts.model_type == "olmo2"
     assert spec.architecture == "Olmo2ForCausalLM"
+    assert spec.inventory is Inventory.APPROXIMATE
     llama = spec_from_config(dict(config, model_type="llama"))
     assert spec.parameters == llama.parameters
+    assert llama.inventory is Inventory.EXACT
 
 
 def test_unknown_type_accepts_gpt_style_aliases():

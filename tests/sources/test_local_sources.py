@@ -22,7 +22,7 @@ from tests.fakehub.files import (
 )
 from vramgui.core.dtypes import storage_bytes, weight_bytes
 from vramgui.core.errors import VramguiError
-from vramgui.core.model import Role
+from vramgui.core.model import Inventory, Role
 from vramgui.sources import local
 from vramgui.sources.errors import BadModelFile, IncompleteModel, SourceError
 from vramgui.sources.resolve import load_model
@@ -50,6 +50,7 @@ def test_folder_spec_is_exactly_its_headers(tmp_path, shards):
     assert loaded.spec.facts.num_layers == 2
     assert loaded.ref.kind == "local"
     assert loaded.ref.size_bytes == sum(p.stat().st_size for p in folder.iterdir())
+    assert loaded.spec.inventory is Inventory.FROM_HEADERS
 
 
 def test_uniform_bf16_folder_weighs_its_data_bytes(tmp_path):
@@ -75,6 +76,7 @@ def test_config_json_path_synthesizes_the_inventory(tmp_path):
     assert loaded.ref.kind == "config"
     assert loaded.spec.parameters == header_totals(TENSORS)[0]
     assert all(t.dtype is None for t in loaded.spec.tensors)
+    assert loaded.spec.inventory is Inventory.EXACT
 
 
 def test_lone_safetensors_infers_a_llama_and_says_so(tmp_path):
@@ -86,6 +88,7 @@ def test_lone_safetensors_infers_a_llama_and_says_so(tmp_path):
     assert spec.facts.hidden_size == 64
     assert spec.facts.vocab_size == 256
     assert any("config.json" in w and "assumed" in w for w in spec.warnings)
+    assert spec.inventory is Inventory.APPROXIMATE
 
 
 def test_lone_safetensors_uses_a_config_beside_it(tmp_path):

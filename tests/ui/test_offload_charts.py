@@ -121,7 +121,9 @@ def test_log_axis_ends_and_ticks_are_round():
         math.isclose(a, b) for a, b in zip(log_ticks(0.1, 0.5), [0.1, 0.2, 0.3, 0.5], strict=True)
     )
     assert log_ticks_within(0.2, 50.0, most=20) == log_ticks(0.2, 50.0)
-    assert log_ticks_within(0.2, 50.0, most=8) == pytest.approx([0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0])
+    assert log_ticks_within(0.2, 50.0, most=8) == pytest.approx(
+        [0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0]
+    )
     assert log_ticks_within(0.2, 50.0, most=6) == pytest.approx([0.3, 1.0, 3.0, 10.0, 30.0])
     assert log_ticks_within(0.2, 50.0, most=2) == [1.0, 10.0]
     assert [rate_label(v) for v in (0.02, 1.0, 1500.0)] == ["0.02", "1", "1,500"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vramgui.core.errors import ConfigError
-from vramgui.core.model import ArchFacts, LayerType, ModelSpec, Role, Tensor
+from vramgui.core.model import ArchFacts, Inventory, LayerType, ModelSpec, Role, Tensor
 
 # Sizes beyond these are typing mistakes, not models (the largest published ones are far below).
 _MAX_DIM = 1 << 20
@@ -1077,6 +1077,7 @@ def _unknown(config: Mapping[str, Any], model_type: str) -> ModelSpec:
         architecture=architecture,
         warnings=(f"{label} is not known; estimated as a Llama-style decoder of the same sizes",),
         source="config.json",
+        inventory=Inventory.APPROXIMATE,
     )
 
 

@@ -31,6 +31,21 @@ class Role(StrEnum):
     OTHER = "other"  # anything else (SSM state params, ...)
 
 
+class Inventory(StrEnum):
+    """How the tensor inventory and architecture facts of a spec were obtained.
+
+    EXACT: a modelled family built every tensor from config.json exactly as transformers does.
+    FROM_HEADERS: the tensors come from checkpoint headers (safetensors, GGUF), the architecture
+        facts from a modelled family.
+    APPROXIMATE: some of the inventory or of the facts that drive KV cache and activations are
+        guessed; ``ModelSpec.warnings`` say which.
+    """
+
+    EXACT = "exact"
+    FROM_HEADERS = "from-headers"
+    APPROXIMATE = "approximate"
+
+
 class LayerType(StrEnum):
     """How a decoder layer attends, which decides what it keeps in the KV cache."""
 
@@ -168,6 +183,7 @@ class ModelSpec:
             (``gptq-int4``, ``awq-int4``, ``fp8``, ``nf4``, a GGUF file type...), else None.
         warnings: things the user should know about how this spec was obtained.
         source: a short description of where the facts came from.
+        inventory: how exact the tensors and facts are (see Inventory).
     """
 
     name: str
@@ -177,6 +193,7 @@ class ModelSpec:
     quantization: str | None = None
     warnings: tuple[str, ...] = ()
     source: str = ""
+    inventory: Inventory = Inventory.EXACT
     _by_layer: dict[int | None, tuple[Tensor, ...]] = field(
         default=None,
         init=False,

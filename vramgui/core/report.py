@@ -18,12 +18,13 @@ SCHEMA = "vramgui.estimate/1"
 
 
 def model_summary(spec: ModelSpec) -> dict[str, Any]:
-    """The "model" object of the documents: name, architecture, parameters, layers."""
+    """The "model" object of the documents: name, architecture, parameters, layers, inventory."""
     return {
         "name": spec.name,
         "architecture": spec.architecture or spec.facts.model_type,
         "parameters": spec.parameters,
         "layers": spec.facts.num_layers,
+        "inventory": spec.inventory.value,
     }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from vramgui.core import naming
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import SUPPORTED_MODEL_TYPES, spec_from_config
-from vramgui.core.model import ModelSpec, Tensor
+from vramgui.core.model import Inventory, ModelSpec, Tensor
 from vramgui.sources.errors import BadModelFile, IncompleteModel, ModelNotFound
 
 # A real header is a few MB at most (a 400B model has ~1,000 tensors per shard); past this cap a
@@ -260,15 +260,25 @@ def spec_from_checkpoint(
     warnings: Iterable[str] = (),
     quantization: str | None = None,
 ) -> ModelSpec:
-    """A ModelSpec whose facts come from ``config`` and whose tensors are the checkpoint's own."""
+    """A ModelSpec whose facts come from ``config`` and whose tensors are the checkpoint's own.
+
+    ``warnings`` name guesses made for the config (an architecture inferred from tensor shapes,
+    GGUF metadata read as another family's): the spec is then approximate.
+    """
     spec = spec_from_config(dict(config), name)
-    tensors = inventory(stored) if stored else spec.tensors
+    warnings = tuple(warnings)
+    exactness = spec.inventory
+    if warnings:
+        exactness = Inventory.APPROXIMATE
+    elif stored and exactness is Inventory.EXACT:
+        exactness = Inventory.FROM_HEADERS
     return dataclasses.replace(
         spec,
-        tensors=tensors,
+        tensors=inventory(stored) if stored else spec.tensors,
         quantization=quantization or quantization_of(config) or spec.quantization,
         warnings=(*spec.warnings, *warnings),
         source=source,
+        inventory=exactness,
     )
 
 

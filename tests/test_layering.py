@@ -66,3 +66,10 @@ def test_nothing_imports_torch():
     for path in PACKAGE.rglob("*.py"):
         for name in _imports(path):
             assert name.split(".")[0] not in ("torch", "transformers", "peft"), f"{path}: {name}"
+
+
+def test_shared_file_helpers_sit_below_the_services():
+    # vramgui/files.py serves sources and profiles alike, so it may import only the stdlib and core.
+    for name in _imports(PACKAGE / "files.py"):
+        top = name.split(".")[0]
+        assert name.startswith("vramgui.core") if top == "vramgui" else top in STDLIB, name

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from vramgui import __version__
+from vramgui.files import write_atomic
 from vramgui.paths import user_dir
 from vramgui.sources.errors import HubUnavailable, ModelNotFound
 
@@ -281,18 +281,11 @@ class HubClient:
         """Store atomically; a cache that cannot be written only costs speed later."""
         doc = {"format_version": CACHE_FORMAT_VERSION, "fetched_at": time.time(), **doc}
         try:
-            text = json.dumps(doc)
+            data = json.dumps(doc).encode("utf-8")
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            write_atomic(path, data, durable=False)
         except (OSError, TypeError, ValueError):
             return
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 class CallDeadline:

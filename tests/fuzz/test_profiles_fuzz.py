@@ -1,7 +1,9 @@
 """Profile files from anywhere: garbage bytes, broken JSON and mutated real profiles.
 
 Listing a folder of such files never raises (each bad file is listed as unreadable, with why);
-opening one raises only ``ProfileError``; importing a bundle raises only vramgui errors.
+opening one raises only ``ProfileError``; importing a bundle raises only vramgui errors; and a
+profile that reads back is shown by the command line and the comparison without an error, so
+one bad file cannot break the commands on the others.
 """
 
 from __future__ import annotations
@@ -14,11 +16,17 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.fuzz.conftest import FUZZ, corpus, parse_safely
+from vramgui.cli import profile as profile_cli
 from vramgui.profiles.model import Profile, ProfileError
+from vramgui.profiles.reopen import Reestimate
 from vramgui.profiles.store import ProfileStore
+from vramgui.ui.compare_view import comparison_rows
 
 SEED = corpus("profile.json")
-KEYS = sorted({*SEED, *SEED["workload"], *SEED["model"]})
+ESTIMATE = SEED["saved_estimate"]
+KEYS = sorted(
+    {*SEED, *SEED["workload"], *SEED["model"], *ESTIMATE, *ESTIMATE["per_gpu"], *ESTIMATE["fit"][0]}
+)
 
 json_values = st.recursive(
     st.one_of(
@@ -33,14 +41,21 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-where = st.sampled_from(("top", "workload", "model"))
+where = st.sampled_from(("top", "workload", "model", "saved_estimate", "per_gpu", "fit"))
 
 
 def mutated(changes: list[tuple[str, str, object]], dropped: list[tuple[str, str]]) -> dict:
     doc = json.loads(json.dumps(SEED))
 
     def part(place: str) -> dict:
-        inner = doc if place == "top" else doc.get(place)
+        if place == "top":
+            return doc
+        inner = doc.get("saved_estimate") if place in ("per_gpu", "fit") else doc.get(place)
+        if place == "per_gpu" and isinstance(inner, dict):
+            inner = inner.get("per_gpu")
+        if place == "fit" and isinstance(inner, dict):
+            rows = inner.get("fit")
+            inner = rows[0] if isinstance(rows, list) and rows else None
         return inner if isinstance(inner, dict) else {}
 
     for place, key, value in changes:
@@ -56,7 +71,15 @@ def check_folder(folder: Path) -> None:
     for listing in listings:
         assert listing.readable or listing.error
     for name in store.names():
-        store.get(name)
+        show(store.get(name))
+
+
+def show(profile: Profile) -> None:
+    """What list, show and compare do with a profile's saved figures (no model is loaded)."""
+    profile_cli._profile_summary(profile)
+    profile_cli._saved_total(profile)
+    profile_cli._changes(profile.saved_estimate, profile.saved_estimate)
+    comparison_rows([Reestimate(profile), Reestimate(profile)])
 
 
 @FUZZ
@@ -69,6 +92,13 @@ def check_folder(folder: Path) -> None:
 @example(changes=[("workload", "gpu-memory-utilization", float("nan"))], dropped=[])
 @example(changes=[("workload", "seq", 10**30)], dropped=[])
 @example(changes=[("top", "workload", [])], dropped=[])
+@example(changes=[("workload", "gpu-memory-utilization", 10**400)], dropped=[])
+@example(changes=[("model", "mtime", 10**400)], dropped=[])
+@example(changes=[("saved_estimate", "per_gpu", "x")], dropped=[])
+@example(changes=[("saved_estimate", "fit", 5)], dropped=[])
+@example(changes=[("per_gpu", "components", [])], dropped=[])
+@example(changes=[("per_gpu", "total_bytes", 10**400)], dropped=[])
+@example(changes=[("fit", "gpu", None)], dropped=[])
 def test_mutated_profiles(tmp_path_factory, changes, dropped) -> None:
     doc = mutated(changes, dropped)
     with contextlib.suppress(ProfileError):

@@ -1,7 +1,11 @@
 """``vramgui profile ...`` end to end, with the estimate replaced by a scripted one where the test
 needs the figures to change between saving and reopening (as they do when the core improves)."""
 
+import dataclasses
+import io
 import json
+import os
+import sys
 
 import pytest
 
@@ -12,19 +16,20 @@ from vramgui.profiles import ProfileStore, source_of
 
 
 class ScriptedEstimate:
-    """Stands in for profile_cli.estimate_for: a document whose figures follow the workload."""
+    """Stands in for profile_cli.document_for: a document whose figures follow the workload."""
 
     def __init__(self, scale=1000):
         self.scale = scale
         self.calls = []
 
-    def __call__(self, loaded, workload, gpu_names):
-        self.calls.append((loaded.ref, workload, list(gpu_names)))
-        weights = loaded.spec.parameters * 2
+    def __call__(self, spec, workload, capacities):
+        gpu_names = [name for name, _ in capacities]
+        self.calls.append((spec.name, workload, gpu_names))
+        weights = spec.parameters * 2
         kv = workload.batch * workload.seq * self.scale
         return {
             "schema": "vramgui.estimate/1",
-            "model": {"name": loaded.spec.name, "parameters": loaded.spec.parameters},
+            "model": {"name": spec.name, "parameters": spec.parameters},
             "settings": workload.to_dict(),
             "gpus": workload.gpus,
             "per_gpu": {
@@ -44,7 +49,7 @@ class ScriptedEstimate:
 @pytest.fixture
 def scripted(monkeypatch):
     fake = ScriptedEstimate()
-    monkeypatch.setattr(profile_cli, "estimate_for", fake)
+    monkeypatch.setattr(profile_cli, "document_for", fake)
     return fake
 
 
@@ -84,7 +89,7 @@ def test_save_list_show(capsys, scripted):
 
 def test_show_reports_what_changed_since_saving(capsys, monkeypatch, scripted):
     assert run(capsys, "save", "Plan", "llama-3.2-1b", "--seq", "4096", "--gpu", "RTX 4090")[0] == 0
-    monkeypatch.setattr(profile_cli, "estimate_for", ScriptedEstimate(scale=3000))
+    monkeypatch.setattr(profile_cli, "document_for", ScriptedEstimate(scale=3000))
     code, out, _ = run(capsys, "show", "plan", "--json")
     assert code == 0
     changes = {c["figure"]: (c["saved"], c["now"]) for c in json.loads(out)["changes"]}
@@ -126,13 +131,45 @@ def test_user_errors_exit_2_with_one_line(capsys, scripted):
     run(capsys, "save", "A", "llama-3.2-1b")
     code, _, err = run(capsys, "save", "a", "llama-3.2-1b")
     assert code == 2 and "a profile named 'A' exists" in err and "Traceback" not in err
-    assert run(capsys, "save", "a", "llama-3.2-1b", "--overwrite", "--batch", "3")[0] == 0
-    assert ProfileStore().get("A").workload.batch == 3
+    assert "--update" in err and err.count("\n") == 1
     code, _, err = run(capsys, "show", "nothing")
     assert code == 2 and "no profile named 'nothing'" in err
     code, _, err = run(capsys, "save", "X", "no-such-model-anywhere")
     assert code == 2 and err.count("\n") == 1
-    assert ProfileStore().names() == ["a"]  # an overwrite takes the spelling it was given
+    assert ProfileStore().names() == ["A"]
+
+
+def test_a_second_save_never_replaces_and_an_update_can_be_undone(capsys, scripted):
+    # The new user's first day: a Q4_K_M plan was replaced by a Q2_K one without a word.
+    q4 = ("--engine", "llamacpp", "--quant", "Q4_K_M")
+    q2 = ("--engine", "llamacpp", "--quant", "Q2_K")
+    assert run(capsys, "save", "Plan", "llama-3.2-1b", *q4, "--notes", "for the laptop")[0] == 0
+    code, out, err = run(capsys, "save", "Plan", "llama-3.2-1b", *q2)
+    assert code == 2 and "exists" in err
+    assert ProfileStore().get("Plan").workload.quant == "Q4_K_M"
+
+    code, out, _ = run(capsys, "save", "Plan", "llama-3.2-1b", *q2, "--update")
+    assert code == 0 and "updated profile 'Plan'" in out
+    assert "vramgui profile restore Plan" in out
+    updated = ProfileStore().get("Plan")
+    assert updated.workload.quant == "Q2_K" and updated.notes == "for the laptop"
+
+    code, out, _ = run(capsys, "versions", "plan")
+    assert code == 0 and "Q4_K_M" in out and "Q2_K" not in out
+    doc = json.loads(run(capsys, "versions", "Plan", "--json")[1])
+    assert [v["workload"]["quant"] for v in doc["versions"]] == ["Q4_K_M"]
+
+    code, out, _ = run(capsys, "restore", "Plan")
+    assert code == 0 and "restored 'Plan'" in out
+    assert ProfileStore().get("Plan").workload.quant == "Q4_K_M"
+    # The Q2_K setup it replaced is kept too: restoring again brings it back.
+    assert run(capsys, "restore", "Plan")[0] == 0
+    assert ProfileStore().get("Plan").workload.quant == "Q2_K"
+
+    code, _, err = run(capsys, "restore", "Plan", "9")
+    assert code == 2 and "pick 1 to 3" in err
+    code, _, err = run(capsys, "restore", "Other")
+    assert code == 2 and "no earlier version of 'Other'" in err
 
 
 def test_list_shows_unreadable_files(capsys, scripted):
@@ -150,11 +187,90 @@ def test_export_import(capsys, tmp_path, scripted):
     run(capsys, "save", "A", "llama-3.2-1b")
     run(capsys, "save", "B", "qwen2.5-0.5b")
     bundle = tmp_path / "share.json"
-    code, out, _ = run(capsys, "export", str(bundle), "A")
-    assert code == 0 and "exported 1 profile" in out
+    code, _, err = run(capsys, "export", str(bundle), "A")
+    assert code == 0 and "exported 1 profile" in err
     code, out, _ = run(capsys, "import", str(bundle))
     assert code == 0 and "A (2)" in out
     assert sorted(ProfileStore().names()) == ["A", "A (2)", "B"]
+
+
+def test_export_to_standard_output_and_import_from_standard_input(capsys, monkeypatch, scripted):
+    run(capsys, "save", "A", "llama-3.2-1b")
+    code, out, err = run(capsys, "export", "-")
+    assert code == 0 and "exported 1 profile(s) to standard output" in err
+    assert json.loads(out)["profiles"][0]["name"] == "A"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(out.encode())))
+    code, out, _ = run(capsys, "import", "-")
+    assert code == 0 and "A (2)" in out
+
+
+def test_export_refuses_special_files_and_replaces_only_with_force(capsys, tmp_path, scripted):
+    run(capsys, "save", "A", "llama-3.2-1b")
+    link = tmp_path / "stdout"
+    link.symlink_to("/dev/stdout")
+    code, _, err = run(capsys, "export", str(link))
+    assert code == 2 and "is a symbolic link" in err and link.is_symlink()
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    code, _, err = run(capsys, "export", str(pipe), "--force")
+    assert code == 2 and "is a named pipe" in err and pipe.is_fifo()
+    existing = tmp_path / "notes.json"
+    existing.write_text("my notes")
+    code, _, err = run(capsys, "export", str(existing))
+    assert code == 2 and "add --force" in err and existing.read_text() == "my notes"
+    assert run(capsys, "export", str(existing), "--force")[0] == 0
+    assert json.loads(existing.read_text())["format"] == "vramgui.profiles"
+
+
+def test_one_bad_profile_leaves_every_command_working(capsys, tmp_path, scripted):
+    # A 401-digit number made list, show, compare, export and save fail with OverflowError;
+    # `per_gpu: "x"` crashed `profile list`, `fit: 5` and `components: []` crashed `show`.
+    run(capsys, "save", "Good", "llama-3.2-1b", "--gpu", "RTX 4090")
+    good = ProfileStore().get("Good").to_dict()
+    folder = ProfileStore().directory
+    bad = {
+        "gmu": ("workload", "gpu-memory-utilization", 10**400),
+        "mtime": ("model", "mtime", 10**400),
+        "per-gpu": ("saved_estimate", "per_gpu", "x"),
+        "fit": ("saved_estimate", "fit", 5),
+    }
+    for stem, (section, key, value) in bad.items():
+        doc = json.loads(json.dumps(good))
+        doc["name"] = f"Bad {stem}"
+        doc[section][key] = value
+        (folder / f"{stem}.json").write_text(json.dumps(doc))
+    components = json.loads(json.dumps(good))
+    components["name"] = "Bad components"
+    components["saved_estimate"]["per_gpu"]["components"] = []
+    (folder / "components.json").write_text(json.dumps(components))
+
+    code, out, err = run(capsys, "list")
+    assert code == 0 and "Traceback" not in err
+    assert out.count("unreadable: bad profile field") == 5
+    listed = json.loads(run(capsys, "list", "--json")[1])["profiles"]
+    assert [p["readable"] for p in listed] == [True] + [False] * 5
+    assert run(capsys, "show", "Good")[0] == 0
+    assert run(capsys, "compare", "Good", "good")[0] == 0
+    assert run(capsys, "save", "New", "llama-3.2-1b")[0] == 0
+    code, _, err = run(capsys, "export", str(tmp_path / "all.json"))
+    assert code == 0 and "5 unreadable profile file(s) left out" in err
+    code, _, err = run(capsys, "show", "Bad fit")
+    assert code == 2 and "'saved_estimate.fit' must be a list" in err
+
+
+def test_a_model_path_that_is_no_path_here_leaves_the_saved_estimate(capsys, scripted):
+    # `~user` paths and 300-character names raised from the path code in `profile show`.
+    run(capsys, "save", "Good", "llama-3.2-1b")
+    store = ProfileStore()
+    good = store.get("Good")
+    for name, path in (("Tilde", "~nosuchuser/" + "m" * 300), ("Long", "/" + "x" * 300)):
+        ref = ModelRef("local", path, size_bytes=1, mtime=1.0)
+        store.save(dataclasses.replace(good, name=name, model=ref))
+        code, out, err = run(capsys, "show", name)
+        assert code == 0 and "cannot re-estimate now" in out, err
+    code, out, _ = run(capsys, "compare", "Good", "Tilde", "Long", "--json")
+    doc = json.loads(out)
+    assert code == 0 and [p["re_estimated"] for p in doc["profiles"]] == [True, False, False]
 
 
 def test_source_of_hub_refs():

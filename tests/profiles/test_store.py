@@ -18,8 +18,7 @@ import pytest
 
 from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
-from vramgui.profiles import FORMAT_VERSION, Profile, ProfileError, ProfileStore
-from vramgui.profiles import store as store_module
+from vramgui.profiles import FORMAT_VERSION, NameTaken, Profile, ProfileError, ProfileStore
 from vramgui.profiles.store import slugify
 
 
@@ -107,13 +106,56 @@ def test_bad_names(store):
     assert store.list() == []
 
 
-def test_overwrite_keeps_created_and_updates_the_rest(store):
+def test_update_keeps_created_and_the_previous_version(store):
     first = store.save(make(created=dt.datetime(2024, 1, 1, tzinfo=dt.UTC)))
     second = store.save(make(notes="changed", created=dt.datetime(2025, 1, 1, tzinfo=dt.UTC)),
-                        overwrite=True)  # fmt: skip
+                        update=True)  # fmt: skip
     assert second.created == first.created
     assert store.get(first.name).notes == "changed"
     assert len(list(store.directory.glob("*.json"))) == 1
+    [kept] = store.versions("70b qlora plan")
+    assert kept.profile == first and kept.path.parent == store.directory / "versions"
+
+
+def test_saving_a_taken_name_replaces_nothing(store):
+    # A second save under the name of an existing profile used to replace it when asked to; now
+    # only update=True replaces, and even then the replaced version stays restorable.
+    store.save(make("Plan", workload=Workload(quant="Q4_K_M", engine="llamacpp")))
+    before = snapshot(store.directory)
+    with pytest.raises(NameTaken, match="a profile named 'Plan' exists") as taken:
+        store.save(make("plan", workload=Workload(quant="Q2_K", engine="llamacpp")))
+    assert taken.value.name == "Plan"
+    assert snapshot(store.directory) == before
+    assert store.versions() == []
+
+
+def test_restoring_a_version_keeps_the_one_it_replaces(store):
+    q4 = store.save(make("Plan", workload=Workload(quant="Q4_K_M", engine="llamacpp")))
+    store.save(make("Plan", workload=Workload(quant="Q2_K", engine="llamacpp")), update=True)
+    [previous] = store.versions("PLAN")
+    restored = store.restore_version(previous)
+    assert restored.workload.quant == "Q4_K_M" and restored.created == q4.created
+    assert store.get("Plan").workload.quant == "Q4_K_M"
+    # Both setups are kept: the restored one as the profile, the Q2_K one as a version.
+    assert [v.profile.workload.quant for v in store.versions("plan")] == ["Q2_K", "Q4_K_M"]
+    # Restoring again undoes the restore.
+    store.restore_version(store.versions("plan")[0])
+    assert store.get("Plan").workload.quant == "Q2_K"
+
+
+def test_a_version_of_a_deleted_or_renamed_profile_comes_back_as_new(store):
+    store.save(make("Plan", notes="one"))
+    store.save(make("Plan", notes="two"), update=True)
+    store.rename("Plan", "Renamed")
+    [kept] = store.versions("Plan")
+    assert store.restore_version(kept).notes == "one"
+    assert sorted(store.names()) == ["Plan", "Renamed"]
+    assert [v.name for v in store.versions()] == ["Plan"]
+
+
+def test_update_of_a_missing_name_saves_a_new_profile(store):
+    store.save(make("Fresh"), update=True)
+    assert store.names() == ["Fresh"] and store.versions() == []
 
 
 def test_slug_collisions_get_a_suffix(store):
@@ -148,7 +190,7 @@ def test_unreadable_files_are_listed_and_never_touched(store, content, reason):
     bad = store.directory / "plan-a.json"
     bad.write_bytes(content)
     store.save(make("Plan A"))  # maps to the same slug: must pick another file
-    store.save(make("Plan A"), overwrite=True)
+    store.save(make("Plan A"), update=True)
     store.save(make("Other"))
     store.delete("Other")
     listings = store.list()
@@ -189,7 +231,7 @@ def test_full_disk_loses_nothing(store, monkeypatch, call):
     with pytest.raises(ProfileError, match="disk is full"):
         store.save(make("New one"))
     with pytest.raises(ProfileError, match="disk is full"):
-        store.save(make("Plan A", notes="changed"), overwrite=True)
+        store.save(make("Plan A", notes="changed"), update=True)
     monkeypatch.undo()
     assert snapshot(store.directory) == before  # no temp files left, old files intact
     assert store.get("Plan A").notes == "two cards"
@@ -210,7 +252,7 @@ def test_read_only_folder_loses_nothing(store, monkeypatch):
         monkeypatch.setattr(os, name, fail_with(errno.EROFS))
     for action in (
         lambda: store.save(make("New")),
-        lambda: store.save(make("Keep me", notes="x"), overwrite=True),
+        lambda: store.save(make("Keep me", notes="x"), update=True),
         lambda: store.rename("Keep me", "Renamed"),
         lambda: store.delete("Keep me"),
     ):
@@ -242,7 +284,7 @@ def test_interrupted_write_leaves_the_old_file(store, monkeypatch):
 
     monkeypatch.setattr(os, "write", half_then_crash)
     with pytest.raises(KeyboardInterrupt):
-        store.save(make("Plan A", notes="new"), overwrite=True)
+        store.save(make("Plan A", notes="new"), update=True)
     monkeypatch.undo()
     assert snapshot(store.directory) == before
 
@@ -285,7 +327,7 @@ def test_racing_saves_under_one_name(store):
     assert all("exists" in str(e) for e in losers)
     [listing] = store.list()
     assert listing.profile.notes == winners[0].notes
-    assert not (store.directory / ".lock").exists()
+    assert not list(store.directory.glob(".*.tmp"))
 
 
 def test_racing_saves_under_different_names_all_land(store):
@@ -302,25 +344,6 @@ def test_racing_saves_under_different_names_all_land(store):
     for t in threads:
         t.join()
     assert sorted(store.names()) == names
-
-
-def test_lock_held_by_a_live_writer_times_out(store, monkeypatch):
-    store.directory.mkdir(parents=True)
-    (store.directory / ".lock").write_text("12345")
-    monkeypatch.setattr(store_module, "LOCK_WAIT_SECONDS", 0.05)
-    with pytest.raises(ProfileError, match="busy"):
-        store.save(make())
-    assert (store.directory / ".lock").exists()  # not ours to remove
-
-
-def test_stale_lock_of_a_dead_writer_is_broken(store):
-    store.directory.mkdir(parents=True)
-    lock = store.directory / ".lock"
-    lock.write_text("12345")
-    old = time.time() - 3600
-    os.utime(lock, (old, old))
-    store.save(make())
-    assert store.names() == ["70B QLoRA plan"] and not lock.exists()
 
 
 def test_rename(store):

@@ -15,16 +15,21 @@ from vramgui.cli.profile import estimate_for
 from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
 from vramgui.profiles import Profile, ProfileStore, source_of
+from vramgui.profiles.reopen import Reestimate
 from vramgui.sources.resolve import load_model
 from vramgui.ui.compare_view import (
     DIFFERS_BACKGROUND,
     ComparisonModel,
-    Reestimate,
     comparison_rows,
     reestimate,
 )
 from vramgui.ui.controller import EstimateController
+from vramgui.ui.extra_views import view_of
 from vramgui.ui.profiles_view import (
+    COLUMNS,
+    NAME,
+    SEARCH_ROLE,
+    TOTAL,
     Dialogs,
     ProfileListModel,
     ProfilesView,
@@ -43,6 +48,7 @@ class Script:
         self.texts: list[str | None] = []
         self.confirms: list[bool] = []
         self.paths: list[Path | None] = []
+        self.choices: list[int | None] = []
         self.asked: list[str] = []
 
     def dialogs(self) -> Dialogs:
@@ -62,7 +68,11 @@ class Script:
             self.asked.append(title)
             return self.paths.pop(0)
 
-        return Dialogs(ask_name, ask_text, confirm, path, path)
+        def choose(title: str, prompt: str, items) -> int | None:
+            self.asked.append(f"{title}: {' | '.join(items)}")
+            return self.choices.pop(0)
+
+        return Dialogs(ask_name, ask_text, confirm, path, path, choose)
 
 
 @pytest.fixture
@@ -113,9 +123,9 @@ def names_shown(view: ProfilesView) -> list[str]:
     return [view.proxy.index(r, 0).data() for r in range(view.proxy.rowCount())]
 
 
-def test_save_as_then_save_writes_the_current_setup(qtbot, view, controller, store, script):
+def test_save_new_then_update_keeps_the_previous_version(qtbot, view, controller, store, script):
     script.names = ["GPT-2 serving"]
-    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    view.save_new_action.trigger()
     profile = store.get("GPT-2 serving")
     assert profile.model == controller.model.ref
     assert profile.workload == controller.workload
@@ -131,12 +141,39 @@ def test_save_as_then_save_writes_the_current_setup(qtbot, view, controller, sto
     assert view.current_profile == "GPT-2 serving"
     assert "Saved" in view.message.text()
 
-    # Save writes to the open profile without asking again.
+    # Update writes to the open profile without asking, and keeps what it replaces.
+    assert view.update_action.isEnabled()
     controller.update(batch=4)
-    qtbot.mouseClick(view.save_button, Qt.MouseButton.LeftButton)
+    view.update_action.trigger()
     assert store.get("GPT-2 serving").workload.batch == 4
     assert len(store.list()) == 1
     assert script.asked == ["Save profile: gpt2 inference"]
+    assert "previous version is kept" in view.message.text()
+    assert view.undo_button.isVisible() and view.undo_button.text() == "Restore previous version"
+    qtbot.mouseClick(view.undo_button, Qt.MouseButton.LeftButton)
+    assert store.get("GPT-2 serving").workload.batch == 1
+    assert [v.profile.workload.batch for v in store.versions("GPT-2 serving")] == [4, 1]
+
+
+def test_save_with_a_profile_open_makes_a_new_profile(qtbot, view, controller, store, script):
+    # A second Save with a profile open replaced it: a Q4_K_M plan became a Q2_K one.
+    q4 = saved(store, "laptop plan", "gpt2", engine="llamacpp", quant="Q4_K_M")
+    view.refresh()
+    view.select(["laptop plan"])
+    with qtbot.waitSignal(view.profile_opened, timeout=5000):
+        view.open_action.trigger()
+    controller.update(quant="Q2_K")
+    script.names = ["laptop plan (2)"]
+    view.save_current()  # File > Save profile…
+    assert script.asked == ["Save profile: laptop plan (2)"]
+    assert store.get("laptop plan") == q4
+    assert store.get("laptop plan (2)").workload.quant == "Q2_K"
+    assert view.current_profile == "laptop plan (2)"
+    # Cancelling the name asked saves nothing.
+    script.names = [None]
+    view.save_current()
+    assert sorted(store.names()) == ["laptop plan", "laptop plan (2)"]
+    assert store.versions() == []
 
 
 def test_save_as_a_taken_name_replaces_only_when_confirmed(qtbot, view, controller, store, script):
@@ -144,11 +181,13 @@ def test_save_as_a_taken_name_replaces_only_when_confirmed(qtbot, view, controll
     view.refresh()
     script.names = ["plan", "PLAN"]
     script.confirms = [False, True]
-    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    view.save_new_action.trigger()
     assert store.get("plan").workload.batch == 2
-    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    view.save_new_action.trigger()
     assert store.get("plan").workload.batch == 1
     assert len(store.list()) == 1
+    [kept] = store.versions("plan")
+    assert kept.profile.workload.batch == 2
 
 
 def test_open_applies_the_profile_and_emits_it(qtbot, view, controller, store):
@@ -175,7 +214,7 @@ def test_open_with_a_model_gone_is_a_message_and_keeps_the_file(
     view.refresh()
     workload = controller.workload
     click_row(qtbot, view, "gone")
-    qtbot.mouseClick(view.open_button, Qt.MouseButton.LeftButton)
+    view.open_action.trigger()
     qtbot.waitUntil(lambda: "Cannot open" in view.message.text(), timeout=5000)
     assert "nowhere.gguf" in view.message.text()
     assert controller.workload == workload
@@ -200,7 +239,7 @@ def test_rename_to_a_taken_name_is_refused_with_a_message(qtbot, view, store, sc
     view.refresh()
     script.names = ["B"]
     click_row(qtbot, view, "a")
-    qtbot.mouseClick(view.rename_button, Qt.MouseButton.LeftButton)
+    view.rename_action.trigger()
     assert sorted(store.names()) == ["a", "b"]
     assert "exists" in view.message.text()
 
@@ -214,7 +253,7 @@ def test_delete_then_undo(qtbot, view, store):
     qtbot.keyClick(view.table, Qt.Key.Key_Delete)
     assert store.names() == ["keep"]
     assert names_shown(view) == ["keep"]
-    assert view.undo_button.isVisible()
+    assert view.undo_button.isVisible() and view.undo_button.text() == "Undo delete"
     qtbot.mouseClick(view.undo_button, Qt.MouseButton.LeftButton)
     assert sorted(store.names()) == ["drop", "keep"]
     assert store.get("drop") == original
@@ -227,7 +266,7 @@ def test_duplicate_and_search(qtbot, view, store):
     saved(store, "tiny", "gpt2")
     view.refresh()
     click_row(qtbot, view, "llama plan")
-    qtbot.mouseClick(view.duplicate_button, Qt.MouseButton.LeftButton)
+    view.duplicate_action.trigger()
     assert "llama plan (copy)" in store.names()
     qtbot.keyClicks(view.search, "LLAMA")
     assert names_shown(view) == ["llama plan", "llama plan (copy)"]
@@ -261,9 +300,9 @@ def test_unreadable_file_is_greyed_never_selected_and_left_on_disk(qtbot, view, 
     assert [p.name for p in view.selected_profiles()] == ["good"]
     # Saving under the unreadable file's name makes a new file; delete-all spares the unreadable.
     script.names = ["broken"]
-    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    view.save_new_action.trigger()
     view.table.selectAll()
-    qtbot.mouseClick(view.delete_button, Qt.MouseButton.LeftButton)
+    view.delete_action.trigger()
     assert broken.read_bytes() == b'{"format": "vramgui.profile", "name": "broken", "trunc'
     assert json.loads(newer.read_text())["format_version"] == 99
     assert sorted(names_shown(view)) == ["broken", "future"]
@@ -277,14 +316,14 @@ def test_compare_three_profiles_through_the_widgets(qtbot, view, store):
     doc = json.loads(json.dumps(older.saved_estimate))
     doc["per_gpu"]["components"]["weights"] += GiB
     doc["per_gpu"]["total_bytes"] += GiB
-    store.save(dataclasses.replace(older, saved_estimate=doc), overwrite=True)
+    store.save(dataclasses.replace(older, saved_estimate=doc), update=True)
     view.refresh()
     click_row(qtbot, view, "small batch")
-    assert not view.compare_button.isEnabled()
+    assert not view.compare_action.isEnabled()
     click_row(qtbot, view, "big batch", add=True)
     click_row(qtbot, view, "qwen", add=True)
-    assert view.compare_button.isEnabled()
-    qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
+    assert view.compare_action.isEnabled()
+    view.compare_action.trigger()
     qtbot.waitUntil(lambda: len(view.compare_view.results) == 3, timeout=10000)
 
     model = view.compare_view.model
@@ -319,7 +358,7 @@ def test_compare_shows_the_saved_estimate_when_the_model_is_gone(qtbot, view, st
     view.refresh()
     click_row(qtbot, view, "gone")
     click_row(qtbot, view, "ok", add=True)
-    qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
+    view.compare_action.trigger()
     qtbot.waitUntil(lambda: len(view.compare_view.results) == 2, timeout=10000)
     model = view.compare_view.model
     rows = {model.headerData(r, Qt.Orientation.Vertical): r for r in range(model.rowCount())}
@@ -334,9 +373,9 @@ def test_import_export_round_trip(qtbot, view, store, script, tmp_path):
     view.refresh()
     bundle = tmp_path / "bundle.json"
     script.paths = [bundle, bundle]
-    qtbot.mouseClick(view.export_button, Qt.MouseButton.LeftButton)
+    view.export_action.trigger()
     assert [p["name"] for p in json.loads(bundle.read_text())["profiles"]] == ["one", "two"]
-    qtbot.mouseClick(view.import_button, Qt.MouseButton.LeftButton)
+    view.import_action.trigger()
     assert sorted(names_shown(view)) == ["one", "one (2)", "two", "two (2)"]
     assert "Imported 2" in view.message.text()
 
@@ -349,7 +388,7 @@ def test_a_folder_that_cannot_be_written_is_a_message(qtbot, controller, script,
     )
     qtbot.addWidget(view)
     script.names = ["x"]
-    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    view.save_new_action.trigger()
     assert view.message.text().startswith("Not saved: cannot")
     assert blocker.read_text() == "not a folder"
 
@@ -378,15 +417,17 @@ def test_notes_are_edited_searched_and_kept_by_save(qtbot, view, controller, sto
     view.refresh()
     click_row(qtbot, view, "plan")
     script.texts = ["for the two 4090s at work"]
-    qtbot.mouseClick(view.notes_button, Qt.MouseButton.LeftButton)
+    view.notes_action.trigger()
     assert store.get("plan").notes == "for the two 4090s at work"
     qtbot.keyClicks(view.search, "two 4090s")
     assert names_shown(view) == ["plan"]
     # Replacing the setup keeps the notes.
     script.names = ["plan"]
     script.confirms = [True]
-    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    view.save_new_action.trigger()
     assert store.get("plan").notes == "for the two 4090s at work"
+    # The notes edit kept the version before it, which Undo brings back.
+    assert [v.profile.notes for v in store.versions("plan")] == ["for the two 4090s at work", ""]
 
 
 def test_a_profile_saved_in_the_window_has_the_cli_and_window_figures(
@@ -395,7 +436,7 @@ def test_a_profile_saved_in_the_window_has_the_cli_and_window_figures(
     controller.update(batch=2, seq=1024)
     controller.recompute_now()
     script.names = ["same figures"]
-    qtbot.mouseClick(view.save_as_button, Qt.MouseButton.LeftButton)
+    view.save_new_action.trigger()
     profile = store.get("same figures")
     window = controller.analysis.estimate
     saved_per_gpu = profile.saved_estimate["per_gpu"]
@@ -478,3 +519,108 @@ def test_a_model_loaded_in_the_window_meanwhile_wins_over_the_profile(
     QThreadPool.globalInstance().waitForDone(5000)
     qtbot.wait(50)
     assert controller.source == "gpt2" and view.current_profile is None
+
+
+def test_versions_brings_back_the_chosen_one_and_undo_takes_it_back(qtbot, view, store, script):
+    saved(store, "plan", "gpt2", batch=1)
+    for batch in (2, 3):
+        store.save(dataclasses.replace(store.get("plan"), workload=Workload(seq=1024, batch=batch)),
+                   update=True)  # fmt: skip
+    view.refresh()
+    click_row(qtbot, view, "plan")
+    script.choices = [1]  # newest first: batch 2, then batch 1
+    view.versions_action.trigger()
+    assert "batch 2" in script.asked[-1] and "batch 1" in script.asked[-1]
+    assert store.get("plan").workload.batch == 1
+    assert "Brought back 'plan'" in view.message.text()
+    qtbot.mouseClick(view.undo_button, Qt.MouseButton.LeftButton)
+    assert store.get("plan").workload.batch == 3
+    script.choices = [None]
+    view.versions_action.trigger()
+    assert store.get("plan").workload.batch == 3
+
+
+def test_versions_of_a_profile_never_updated_is_a_message(qtbot, view, store, script):
+    saved(store, "plan", "gpt2")
+    view.refresh()
+    click_row(qtbot, view, "plan")
+    view.versions_action.trigger()
+    assert "No earlier version of 'plan'" in view.message.text()
+    assert script.asked == []
+
+
+def test_bad_profiles_are_greyed_and_the_tab_still_builds(qtbot, controller, store):
+    # A 401-digit number made the tab fail to build; `per_gpu: "x"` raised four error dialogs
+    # in ten seconds, one per repaint.
+    good = saved(store, "good", "gpt2").to_dict()
+    for stem, (section, key, value) in {
+        "gmu": ("workload", "gpu-memory-utilization", 10**400),
+        "mtime": ("model", "mtime", 10**400),
+        "per-gpu": ("saved_estimate", "per_gpu", "x"),
+    }.items():
+        doc = json.loads(json.dumps(good))
+        doc["name"] = stem
+        doc[section][key] = value
+        (store.directory / f"{stem}.json").write_text(json.dumps(doc))
+    view = ProfilesView(controller, store, load_model)  # no question is asked
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    model = view.list_model
+    assert [model.listing(r).readable for r in range(model.rowCount())] == [True] + [False] * 3
+    for row in range(model.rowCount()):
+        for column in range(model.columnCount()):
+            for role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, SEARCH_ROLE):
+                model.index(row, column).data(role)
+    assert "bad profile field" in model.index(1, 1).data()
+    view.table.selectAll()
+    assert [p.name for p in view.selected_profiles()] == ["good"]
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1366, 768)], ids=["1280x720", "1366x768"])
+def test_the_tab_fits_a_laptop_screen_and_cuts_no_figure(make_window, qtbot, size):
+    store = ProfileStore()
+    for name, source, workload in (
+        ("Llama 3.1 8B chat, 8k context", "llama-3.1-8b", {"seq": 8192}),
+        ("Llama 3.1 8B QLoRA on one 4090", "llama-3.1-8b",
+         {"mode": "training", "method": "qlora", "quant": "nf4", "batch": 4}),
+        ("Qwen2.5 0.5B batch serving", "qwen2.5-0.5b", {"batch": 16}),
+    ):  # fmt: skip
+        store.save(profile_from_setup(name, load_model(source), Workload(**workload), [GPU]))
+    window = make_window()
+    window.resize(*size)
+    titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    window.tabs.setCurrentIndex(titles.index("Profiles"))
+    view = view_of(window.extra_tabs["Profiles"])
+    view.table.selectAll()
+    view.compare_selected()
+    qtbot.waitUntil(lambda: len(view.compare_view.results) == 3, timeout=10000)
+    qtbot.wait(50)
+
+    # The tab was wider than the window: it scrolled sideways inside its tab.
+    holder = window.tabs.currentWidget()
+    assert holder.horizontalScrollBar().maximum() == 0
+    assert view.width() <= holder.viewport().width()
+    for action in (view.save_new_action, view.update_action, view.compare_action):
+        # What does not fit folds into the tool bar's menu; the first actions stay in sight.
+        button = view.toolbar.widgetForAction(action)
+        assert button.isVisible() and view.toolbar.rect().contains(button.geometry())
+
+    # Figures are never cut: "1,248.75 ..." in the list, "(saved ...)" in the comparison.
+    table, header = view.table, view.table.horizontalHeader()
+    assert not header.isSectionHidden(TOTAL) and not header.isSectionHidden(NAME)
+    shown = sum(header.sectionSize(c) for c in range(len(COLUMNS)) if not header.isSectionHidden(c))
+    assert shown <= table.viewport().width()
+    metrics = table.fontMetrics()
+    for row in range(view.proxy.rowCount()):
+        text = view.proxy.index(row, TOTAL).data()
+        assert metrics.horizontalAdvance(text) < header.sectionSize(TOTAL), text
+    compare = view.compare_view
+    metrics = compare.table.fontMetrics()
+    for row in compare.model.figure_rows():
+        for column in range(compare.model.columnCount()):
+            text = compare.model.index(row, column).data()
+            width = compare.table.horizontalHeader().sectionSize(column)
+            assert metrics.horizontalAdvance(text) < width, text
+    assert not compare.side_by_side  # too narrow for both: table and chart have a page each

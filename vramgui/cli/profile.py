@@ -1,32 +1,42 @@
-"""``vramgui profile save|list|show|compare|export|import``: saved estimate setups.
+"""``vramgui profile save|list|show|versions|restore|compare|export|import``: saved setups.
 
 A profile stores the model reference, the workload and the GPUs; ``show`` and ``compare``
-re-estimate with the current core and say what changed since the profile was saved.
+re-estimate with the current core and say what changed since the profile was saved. Saving never
+replaces a profile unless ``--update`` says so, and an update keeps the previous version, which
+``restore`` brings back.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
 from vramgui.cli.text import table
-from vramgui.core.errors import VramguiError
-from vramgui.core.model import ModelRef
 from vramgui.core.report import document_for
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
-from vramgui.profiles import Profile, ProfileStore, source_of
+from vramgui.profiles import (
+    MAX_BUNDLE_BYTES,
+    NameTaken,
+    Profile,
+    ProfileError,
+    ProfileStore,
+    source_of,
+)
+from vramgui.profiles.reopen import Reestimate, reestimate
 from vramgui.sources.resolve import LoadedModel, load_model
 
 LIST_SCHEMA = "vramgui.profiles/1"
 SHOW_SCHEMA = "vramgui.profile-show/1"
+VERSIONS_SCHEMA = "vramgui.profile-versions/1"
 COMPARE_SCHEMA = "vramgui.profile-compare/1"
+STDIO = "-"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -39,12 +49,26 @@ def add_parser(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     actions.required = True
 
-    save = actions.add_parser("save", help="estimate a model and save the setup under a name")
+    save = actions.add_parser(
+        "save",
+        help="estimate a model and save the setup under a new name (or --update one)",
+        description="Estimate a model and save the setup as a new profile. A name already taken "
+        "is refused unless --update is given; an update keeps the replaced version, which "
+        "`vramgui profile restore NAME` brings back.",
+    )
     save.add_argument("name", metavar="NAME")
     save.add_argument("source", metavar="SOURCE", help="path, catalog name or Hub repo id")
     add_estimate_options(save)
-    save.add_argument("--notes", default="", help="free text saved with the profile")
-    save.add_argument("--overwrite", action="store_true", help="replace a profile of that name")
+    save.add_argument(
+        "--notes",
+        default=None,
+        help="free text saved with the profile (default: none; an update keeps the notes it had)",
+    )
+    save.add_argument(
+        "--update",
+        action="store_true",
+        help="replace the profile of that name, keeping its previous version to restore",
+    )
     save.set_defaults(run=_save)
 
     listing = actions.add_parser("list", help="list saved profiles (and unreadable files)")
@@ -56,18 +80,46 @@ def add_parser(subparsers: Any) -> None:
     show.add_argument("--json", action="store_true", help="print one JSON document")
     show.set_defaults(run=_show)
 
+    versions = actions.add_parser(
+        "versions", help="list the earlier versions of a profile that updates kept"
+    )
+    versions.add_argument("name", metavar="NAME")
+    versions.add_argument("--json", action="store_true", help="print one JSON document")
+    versions.set_defaults(run=_versions)
+
+    restore = actions.add_parser(
+        "restore",
+        help="bring back an earlier version of a profile (the current one is kept in turn)",
+    )
+    restore.add_argument("name", metavar="NAME")
+    restore.add_argument(
+        "number",
+        metavar="NUMBER",
+        nargs="?",
+        type=int,
+        default=1,
+        help="which version, as `versions` numbers them (default: 1, the latest)",
+    )
+    restore.set_defaults(run=_restore)
+
     compare = actions.add_parser("compare", help="re-estimate profiles and lay them side by side")
     compare.add_argument("names", metavar="NAME", nargs="+")
     compare.add_argument("--json", action="store_true", help="print one JSON document")
     compare.set_defaults(run=_compare)
 
-    export = actions.add_parser("export", help="write profiles to one file (all if none named)")
-    export.add_argument("file", metavar="FILE", type=Path)
+    export = actions.add_parser(
+        "export",
+        help="write profiles to one file (all if none named)",
+        description="Write profiles to one file, or to standard output with FILE `-`. Only a "
+        "regular file is written: links, pipes and devices are refused.",
+    )
+    export.add_argument("file", metavar="FILE", help="a new file, or - for standard output")
     export.add_argument("names", metavar="NAME", nargs="*")
+    export.add_argument("--force", action="store_true", help="replace FILE if it exists")
     export.set_defaults(run=_export)
 
     imp = actions.add_parser("import", help="add the profiles of an exported file")
-    imp.add_argument("file", metavar="FILE", type=Path)
+    imp.add_argument("file", metavar="FILE", help="an exported file, or - for standard input")
     imp.set_defaults(run=_import)
 
 
@@ -83,24 +135,41 @@ def estimate_for(loaded: LoadedModel, workload: Workload, gpus: tuple[str, ...])
 
 
 def _save(args: argparse.Namespace) -> int:
+    store = ProfileStore()
     loaded = load_model(args.source)
     workload = workload_from_args(args)
     gpus = _gpu_names(args)
     document = estimate_for(loaded, workload, gpus)
+    previous = store.find(args.name) if args.update else None
+    notes = args.notes
+    if notes is None:
+        notes = previous.notes if previous is not None else ""
     profile = Profile(
         name=args.name,
         model=loaded.ref,
         workload=workload,
         gpus=gpus,
-        notes=args.notes,
+        notes=notes,
         saved_estimate=document,
     )
-    saved = ProfileStore().save(profile, overwrite=args.overwrite)
+    try:
+        saved = store.save(profile, update=args.update)
+    except NameTaken as exc:
+        raise ProfileError(
+            f"{exc}; save under another name, or add --update to replace it "
+            "(its previous version is kept)"
+        ) from None
     for notice in loaded.notices:
         print(f"note: {notice}", file=sys.stderr)
     total = document.get("per_gpu", {}).get("total_bytes")
     size = f" ({format_bytes(total)} per GPU)" if isinstance(total, int) else ""
-    print(f"saved profile {saved.name!r}{size}")
+    if previous is None:
+        print(f"saved profile {saved.name!r}{size}")
+    else:
+        print(
+            f"updated profile {saved.name!r}{size}; the previous version is kept: "
+            f"`vramgui profile restore {_quoted(saved.name)}` brings it back"
+        )
     return 0
 
 
@@ -127,7 +196,7 @@ def _list(args: argparse.Namespace) -> int:
     if not listings:
         print("No profiles yet. Save one with `vramgui profile save NAME SOURCE`.")
         return 0
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for item in listings:
         if item.profile is None:
             rows.append((item.name, "-", "-", "-", "-", f"unreadable: {item.error}"))
@@ -147,37 +216,15 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass
-class _Reopened:
-    """A profile and its estimate with today's core (or why there is none)."""
-
-    profile: Profile
-    document: dict[str, Any] | None = None
-    notices: list[str] = field(default_factory=list)
-    error: str | None = None
-
-
-def _reopen(profile: Profile) -> _Reopened:
+def _reopen(profile: Profile) -> Reestimate:
     """Re-estimate a profile; a model that cannot be loaded now leaves only the saved estimate."""
-    reopened = _Reopened(profile)
-    try:
-        loaded = load_model(source_of(profile.model))
-        reopened.document = estimate_for(loaded, profile.workload, profile.gpus)
-    except VramguiError as exc:
-        reopened.error = f"cannot re-estimate now ({exc}); showing the estimate saved with it"
-        return reopened
-    reopened.notices.extend(loaded.notices)
-    reopened.notices.extend(_model_changes(profile.model, loaded.ref))
-    return reopened
+    return reestimate(profile, load_model, resolve_capacities, document_for)
 
 
-def _model_changes(saved: ModelRef, now: ModelRef) -> list[str]:
-    notes = []
-    if saved.size_bytes is not None and now.size_bytes not in (None, saved.size_bytes):
-        notes.append(f"{saved.id} changed size since the profile was saved")
-    elif saved.mtime is not None and now.mtime not in (None, saved.mtime):
-        notes.append(f"{saved.id} was modified since the profile was saved")
-    return notes
+def _notices(r: Reestimate) -> list[str]:
+    if r.error is None:
+        return list(r.notices)
+    return [*r.notices, f"cannot re-estimate now ({r.error}); showing the estimate saved with it"]
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -191,7 +238,7 @@ def _show(args: argparse.Namespace) -> int:
             "estimate": reopened.document,
             "saved_estimate": profile.saved_estimate,
             "changes": changes,
-            "notices": reopened.notices + ([reopened.error] if reopened.error else []),
+            "notices": _notices(reopened),
         }
         print(json.dumps(document, indent=2))
         return 0
@@ -202,12 +249,12 @@ def _show(args: argparse.Namespace) -> int:
     print(f"settings: {_settings_line(profile)}")
     print(f"gpus: {', '.join(profile.gpus) or '-'}")
     print(f"saved: {profile.modified.strftime('%Y-%m-%d %H:%M')} UTC")
-    for line in [*reopened.notices, *([reopened.error] if reopened.error else [])]:
+    for line in _notices(reopened):
         print(f"note: {line}")
     saved_per_gpu = profile.saved_estimate.get("per_gpu", {})
     current_per_gpu = (reopened.document or {}).get("per_gpu", {})
     saved, current = saved_per_gpu.get("components", {}), current_per_gpu.get("components", {})
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (key, *_compare_cells(saved.get(key), current.get(key)))
         for key in [*saved, *(k for k in current if k not in saved)]
     ]
@@ -241,9 +288,9 @@ def _compare(args: argparse.Namespace) -> int:
             "profiles": [
                 {
                     **_profile_summary(r.profile),
-                    "estimate": r.document if r.document is not None else r.profile.saved_estimate,
+                    "estimate": r.shown,
                     "re_estimated": r.document is not None,
-                    "notices": r.notices + ([r.error] if r.error else []),
+                    "notices": _notices(r),
                 }
                 for r in reopened
             ],
@@ -251,9 +298,7 @@ def _compare(args: argparse.Namespace) -> int:
         }
         print(json.dumps(document, indent=2))
         return 0
-    documents = [
-        r.document if r.document is not None else r.profile.saved_estimate for r in reopened
-    ]
+    documents = [r.shown for r in reopened]
     header = ("", *(p.name for p in profiles))
     sources = [source_of(p.model) for p in profiles]
     rows = [("* model" if len(set(sources)) > 1 else "model", *sources)]
@@ -285,19 +330,89 @@ def _compare(args: argparse.Namespace) -> int:
     if differing:
         print("* settings that differ")
     for r in reopened:
-        for line in [*r.notices, *([r.error] if r.error else [])]:
+        for line in _notices(r):
             print(f"note ({r.profile.name}): {line}")
     return 0
 
 
+def _versions(args: argparse.Namespace) -> int:
+    store = ProfileStore()
+    versions = store.versions(args.name)
+    if args.json:
+        items = []
+        for number, item in enumerate(versions, start=1):
+            entry: dict[str, Any] = {"number": number, "file": str(item.path)}
+            if item.profile is None:
+                entry.update(name=item.name, readable=False, error=item.error)
+            else:
+                entry.update(_profile_summary(item.profile), readable=True)
+            items.append(entry)
+        document = {"schema": VERSIONS_SCHEMA, "name": args.name, "versions": items}
+        print(json.dumps(document, indent=2))
+        return 0
+    if not versions:
+        print(f"No earlier version of {args.name!r} is kept (updates keep one each).")
+        return 0
+    rows: list[tuple[str, ...]] = []
+    for number, item in enumerate(versions, start=1):
+        p = item.profile
+        if p is None:
+            rows.append((str(number), "-", "-", f"unreadable: {item.error}", "-"))
+        else:
+            when = p.modified.strftime("%Y-%m-%d %H:%M")
+            rows.append((str(number), when, source_of(p.model), _settings_line(p), _saved_total(p)))
+    print(table(("#", "saved (UTC)", "model", "settings", "saved total"), rows))
+    print(f"`vramgui profile restore {_quoted(args.name)} NUMBER` brings one back.")
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    store = ProfileStore()
+    versions = store.versions(args.name)
+    if not versions:
+        raise ProfileError(f"no earlier version of {args.name!r} is kept")
+    if not 1 <= args.number <= len(versions):
+        raise ProfileError(
+            f"{args.name!r} has {len(versions)} earlier version(s); pick 1 to {len(versions)}"
+        )
+    version = versions[args.number - 1]
+    if version.profile is None:
+        raise ProfileError(f"version {args.number} cannot be read ({version.error})")
+    restored = store.restore_version(version)
+    print(
+        f"restored {restored.name!r} as saved on {version.profile.modified:%Y-%m-%d %H:%M} UTC; "
+        f"the version it replaced is kept (`vramgui profile versions {_quoted(restored.name)}`)"
+    )
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
-    names = ProfileStore().export(args.names, args.file)
-    print(f"exported {len(names)} profile(s) to {args.file}")
+    store = ProfileStore()
+    left_out = sum(1 for item in store.list() if not item.readable) if not args.names else 0
+    if args.file == STDIO:
+        data, names = store.bundle(args.names)
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        where = "standard output"
+    else:
+        path = Path(args.file)
+        if not args.force and path.is_file() and not path.is_symlink():
+            raise ProfileError(f"{path} exists; add --force to replace it")
+        names = store.export(args.names, path, replace=args.force)
+        where = str(path)
+    # On stderr: with FILE -, stdout holds the export itself.
+    print(f"exported {len(names)} profile(s) to {where}", file=sys.stderr)
+    if left_out:
+        print(f"note: {left_out} unreadable profile file(s) left out", file=sys.stderr)
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    names = ProfileStore().import_(args.file)
+    store = ProfileStore()
+    if args.file == STDIO:
+        names = store.import_bytes(sys.stdin.buffer.read(MAX_BUNDLE_BYTES + 1), "standard input")
+    else:
+        names = store.import_(Path(args.file))
     print(f"imported {len(names)} profile(s): {', '.join(names)}")
     return 0
 
@@ -361,6 +476,11 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
             _flatten(item, f"{prefix}.{key}", out)
     elif isinstance(value, int | float | str | bool) or value is None:
         out[prefix] = value
+
+
+def _quoted(name: str) -> str:
+    """``name`` as a shell argument (the names in messages are meant to be pasted)."""
+    return shlex.quote(name)
 
 
 def _saved_total(profile: Profile) -> str:

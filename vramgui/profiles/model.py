@@ -8,6 +8,7 @@ beside it for reference, to show what changed.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +22,26 @@ FORMAT = "vramgui.profile"
 BUNDLE_FORMAT = "vramgui.profiles"
 FORMAT_VERSION = 1
 MAX_NAME_LENGTH = 200
+# About ten pages of text; the notes are the only part of a profile a user can make large.
+MAX_NOTES_LENGTH = 20_000
+# No byte figure of a real estimate comes near 2**63 (8 EiB); anything past it is not a figure.
+_MAX_BYTES = 2**63
 
 
 class ProfileError(VramguiError):
     """A profile could not be saved, read, found or named as asked."""
+
+
+class NameTaken(ProfileError):
+    """The name asked for belongs to another profile.
+
+    Attributes:
+        name: the other profile's name, as spelled there.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a profile named {name!r} exists")
+        self.name = name
 
 
 def now() -> dt.datetime:
@@ -32,7 +49,7 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
-def check_name(name: str) -> str:
+def check_name(name: object) -> str:
     """The name with surrounding blanks removed.
 
     Raises:
@@ -48,6 +65,22 @@ def check_name(name: str) -> str:
     if any(unicodedata.category(c).startswith("C") for c in clean):
         raise ProfileError("a profile name cannot contain control characters")
     return clean
+
+
+def check_notes(notes: str) -> str:
+    """The notes, unchanged.
+
+    Raises:
+        ProfileError: they are not text or longer than ``MAX_NOTES_LENGTH`` characters.
+    """
+    if not isinstance(notes, str):
+        raise ProfileError("profile notes must be text")
+    if len(notes) > MAX_NOTES_LENGTH:
+        raise ProfileError(
+            f"profile notes can have at most {MAX_NOTES_LENGTH:,} characters "
+            f"(these have {len(notes):,})"
+        )
+    return notes
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,18 +140,20 @@ class Profile:
             raise ProfileError("not a vramgui profile (no 'format': 'vramgui.profile')")
         version = data.get("format_version")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ProfileError(f"unknown profile format version {version!r}")
+            raise ProfileError(f"unknown profile format version {_short(version)}")
         if version > FORMAT_VERSION:
             raise ProfileError(
-                f"saved by a newer vramgui (profile format {version}, this version reads "
+                f"saved by a newer vramgui (profile format {_short(version)}, this version reads "
                 f"{FORMAT_VERSION}); update vramgui to open it"
             )
+        name = check_name(data.get("name"))
+        model = _model_ref(_field(data, "model", dict))
         try:
-            name = check_name(data.get("name"))
-            model = ModelRef.from_dict(_field(data, "model", dict))
             workload = Workload.from_dict(data.get("workload", {}))
-        except (ValueError, WorkloadError) as exc:
-            raise ProfileError(f"bad profile field: {exc}") from exc
+        except (ValueError, TypeError, WorkloadError) as exc:
+            raise ProfileError(f"bad profile field: 'workload': {exc}") from exc
+        except OverflowError as exc:
+            raise ProfileError("bad profile field: 'workload' holds a number out of range") from exc
         gpus = _field(data, "gpus", list, [])
         if not all(isinstance(g, str) for g in gpus):
             raise ProfileError("bad profile field: 'gpus' must be a list of names")
@@ -128,7 +163,7 @@ class Profile:
             workload=workload,
             gpus=tuple(gpus),
             notes=_field(data, "notes", str, ""),
-            saved_estimate=_field(data, "saved_estimate", dict, {}),
+            saved_estimate=_saved_estimate(_field(data, "saved_estimate", dict, {})),
             created=_timestamp(data, "created"),
             modified=_timestamp(data, "modified"),
             format_version=version,
@@ -147,6 +182,85 @@ def source_of(ref: ModelRef) -> str:
     return source
 
 
+def _model_ref(data: dict[str, Any]) -> ModelRef:
+    """The model reference, its numbers checked first (ModelRef itself would overflow on them)."""
+    size, mtime = data.get("size_bytes"), data.get("mtime")
+    if size is not None and not _is_int(size, 0, _MAX_BYTES):
+        raise ProfileError(f"bad profile field: 'model.size_bytes' is not a size ({_short(size)})")
+    if mtime is not None and not (
+        _is_int(mtime, -(2**53), 2**53) or (isinstance(mtime, float) and math.isfinite(mtime))
+    ):
+        raise ProfileError(f"bad profile field: 'model.mtime' is not a time ({_short(mtime)})")
+    try:
+        return ModelRef.from_dict(data)
+    except ValueError as exc:
+        raise ProfileError(f"bad profile field: 'model': {exc}") from exc
+
+
+def _saved_estimate(doc: dict[str, Any]) -> dict[str, Any]:
+    """The saved estimate document, once the parts that are read back have their shapes.
+
+    Only what list, show and compare read is checked: the per-GPU totals and components, the fit
+    rows and the model summary; the rest is kept for reference as it is.
+
+    Raises:
+        ProfileError: a part that is read back has the wrong shape or an impossible figure.
+    """
+    per_gpu = _part(doc, "per_gpu", dict)
+    if per_gpu is not None:
+        _byte_figure(per_gpu, "total_bytes", "saved_estimate.per_gpu")
+        _part(per_gpu, "phase", str, "saved_estimate.per_gpu")
+        components = _part(per_gpu, "components", dict, "saved_estimate.per_gpu")
+        for key in components or {}:
+            _byte_figure(components, key, "saved_estimate.per_gpu.components")
+    fits = _part(doc, "fit", list)
+    for index, row in enumerate(fits or []):
+        where = f"saved_estimate.fit[{index}]"
+        if not isinstance(row, dict):
+            raise ProfileError(f"bad profile field: {where!r} must be a JSON object")
+        _part(row, "gpu", str, where)
+        _part(row, "fits", bool, where)
+        _byte_figure(row, "capacity_bytes", where)
+        _byte_figure(row, "headroom_bytes", where)
+    summary = _part(doc, "model", dict)
+    for key, value in (summary or {}).items():
+        if not (value is None or isinstance(value, str | bool | float) or _is_int(value)):
+            raise ProfileError(
+                f"bad profile field: 'saved_estimate.model.{key}' must be a plain value"
+            )
+    return doc
+
+
+def _part(doc: dict[str, Any], key: str, kind: type, where: str = "saved_estimate") -> Any:
+    """``doc[key]`` if present (then of ``kind``; null is not), else None."""
+    value = doc.get(key)
+    if key in doc and not isinstance(value, kind):
+        names = {dict: "a JSON object", list: "a list", str: "text", bool: "true or false"}
+        raise ProfileError(f"bad profile field: '{where}.{key}' must be {names[kind]}")
+    return value
+
+
+def _byte_figure(doc: dict[str, Any], key: str, where: str) -> None:
+    value = doc.get(key)
+    if value is not None and not _is_int(value, -_MAX_BYTES, _MAX_BYTES):
+        raise ProfileError(
+            f"bad profile field: '{where}.{key}' is not a byte count ({_short(value)})"
+        )
+
+
+def _is_int(value: Any, low: int = -_MAX_BYTES, high: int = _MAX_BYTES) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
+
+
+def _short(value: Any) -> str:
+    """A value for a message, cut short: a 400-digit number need not be printed whole."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        # str() of an int past 4,300 digits raises; the bit length says how big it is.
+        return f"a number of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _field(data: dict[str, Any], key: str, kind: type, default: Any = None) -> Any:
     value = data.get(key, default)
     if not isinstance(value, kind):
@@ -159,6 +273,6 @@ def _timestamp(data: dict[str, Any], key: str) -> dt.datetime:
     try:
         stamp = dt.datetime.fromisoformat(raw)
     except ValueError as exc:
-        raise ProfileError(f"bad profile field: {key!r} is not a date ({raw!r})") from exc
+        raise ProfileError(f"bad profile field: {key!r} is not a date ({_short(raw)})") from exc
     # A hand-edited stamp without a zone is read as UTC, the zone profiles are written in.
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)

@@ -13,26 +13,25 @@ from typing import Any
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette
+from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QSplitter,
+    QStackedWidget,
     QTableView,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import estimate
-from vramgui.core.fit import fit_rows
-from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
-from vramgui.profiles import Profile, source_of
+from vramgui.profiles import Profile, reopen, source_of
+from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette
 from vramgui.ui.controller import LoadedModel
 
@@ -43,7 +42,13 @@ DIFFERS_BACKGROUND = "#ffe8a3"
 DIFFERS_TEXT = "#3d2e00"
 HEADING_BACKGROUND = "#e8e8e8"
 _BAR_HEIGHT = 0.5
-MAX_COLUMN_WIDTH = 220
+# About two profiles beside the row names in a laptop's Profiles tab; longer names are cut
+# (their tooltip holds them whole).
+MAX_COLUMN_WIDTH = 160
+# Room around a cell's text (margins, the italic of a changed figure).
+FIGURE_PADDING = 20
+# Narrower than this, the chart goes under the table.
+SIDE_BY_SIDE_WIDTH = 900
 SETTING_LABELS = {
     "mode": "Mode",
     "batch": "Batch",
@@ -73,77 +78,12 @@ SETTING_LABELS = {
 _Index = QModelIndex | QPersistentModelIndex
 
 
-@dataclass(frozen=True, slots=True)
-class Reestimate:
-    """A profile and its estimate with today's core, or why there is none.
-
-    Attributes:
-        profile: the profile.
-        document: the estimate document now (``vramgui.estimate/1``), or None when it could not
-            be computed.
-        error: why it could not, or None.
-        notices: what the user should know (a changed model file, a GPU not in the catalog).
-    """
-
-    profile: Profile
-    document: dict[str, Any] | None = None
-    error: str | None = None
-    notices: tuple[str, ...] = ()
-
-    @property
-    def shown(self) -> dict[str, Any]:
-        """The estimate to show: today's, or the saved one when today's cannot be computed."""
-        return self.document if self.document is not None else self.profile.saved_estimate
-
-
 def reestimate(profile: Profile, load_model: Callable[[str], LoadedModel]) -> Reestimate:
-    """Load a profile's model again and estimate its workload with the current core.
+    """Load a profile's model again and estimate it with the current core (see profiles.reopen).
 
     Never raises: a model that cannot be loaded or a setup the core refuses becomes ``error``.
     """
-    notices: list[str] = []
-    try:
-        loaded = load_model(source_of(profile.model))
-        capacities = gpu_capacities(profile, notices)
-        est = estimate(loaded.spec, profile.workload, capacities[0][1] if capacities else None)
-        document = estimate_document(loaded.spec, est, fit_rows(est, capacities))
-    except Exception as exc:  # one profile that cannot be estimated must not sink the others
-        reason = str(exc) if isinstance(exc, VramguiError) else f"{type(exc).__name__}: {exc}"
-        return Reestimate(profile, error=reason, notices=tuple(notices))
-    document["source"] = loaded.ref.to_dict()
-    notices.extend(loaded.notices)
-    saved, now = profile.model, loaded.ref
-    if saved.size_bytes is not None and now.size_bytes not in (None, saved.size_bytes):
-        notices.append(f"{saved.id} changed size since the profile was saved")
-    elif saved.mtime is not None and now.mtime not in (None, saved.mtime):
-        notices.append(f"{saved.id} was modified since the profile was saved")
-    return Reestimate(profile, document, notices=tuple(notices))
-
-
-def gpu_capacities(profile: Profile, notices: list[str]) -> list[tuple[str, int]]:
-    """The profile's GPUs as ``(name, capacity_bytes)``.
-
-    A name the catalog does not know (a local GPU of another machine, say) keeps the capacity
-    saved with the profile; without one it is left out, and ``notices`` says so.
-    """
-    saved = {
-        row["gpu"]: row["capacity_bytes"]
-        for row in profile.saved_estimate.get("fit", [])
-        if isinstance(row, dict)
-        and isinstance(row.get("gpu"), str)
-        and isinstance(row.get("capacity_bytes"), int)
-    }
-    pairs: list[tuple[str, int]] = []
-    for name in profile.gpus:
-        try:
-            pairs.extend(resolve_capacities([name]))
-        except VramguiError as exc:
-            if name in saved:
-                pairs.append((name, saved[name]))
-                notices.append(f"{name}: {exc}; using the capacity saved with the profile")
-            else:
-                notices.append(f"{name} left out: {exc}")
-    return pairs
+    return reopen.reestimate(profile, load_model, resolve_capacities)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +98,7 @@ class CompareRow:
         changed: per profile, whether today's figure differs from the saved one.
         problems: per profile, whether the cell reports a problem.
         tooltips: per profile, the exact figure or the reason.
+        figures: the cells hold figures, which the table never cuts short.
     """
 
     label: str
@@ -167,6 +108,7 @@ class CompareRow:
     changed: tuple[bool, ...] = ()
     problems: tuple[bool, ...] = ()
     tooltips: tuple[str, ...] = ()
+    figures: bool = False
 
 
 def _setting_text(key: str, value: Any, unit: Unit) -> str:
@@ -232,6 +174,7 @@ def _figure_row(
         differs=len(set(shown)) > 1,
         changed=tuple(changed),
         tooltips=tuple(tips),
+        figures=True,
     )
 
 
@@ -315,7 +258,13 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
             )
             problems.append(not fits)
         rows.append(
-            CompareRow(gpu, tuple(cells), differs=len(set(cells)) > 1, problems=tuple(problems))
+            CompareRow(
+                gpu,
+                tuple(cells),
+                differs=len(set(cells)) > 1,
+                problems=tuple(problems),
+                figures=True,
+            )
         )
     return rows
 
@@ -363,7 +312,9 @@ class ComparisonModel(QAbstractTableModel):
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> Any:
         if orientation == Qt.Orientation.Horizontal:
-            if role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self._headers):
+            if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole) and (
+                0 <= section < len(self._headers)
+            ):
                 return self._headers[section]
             return None
         if not 0 <= section < len(self._rows):
@@ -402,9 +353,15 @@ class ComparisonModel(QAbstractTableModel):
             font = QFont()
             font.setItalic(True)
             return font
-        if role == Qt.ItemDataRole.ToolTipRole and row.tooltips:
-            return row.tooltips[column] or None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            # The exact figure or the reason; else the whole text of a cell cut short.
+            tip = row.tooltips[column] if row.tooltips else ""
+            return tip or row.cells[column] or None
         return None
+
+    def figure_rows(self) -> list[int]:
+        """The shown rows that hold figures."""
+        return [i for i, row in enumerate(self._rows) if row.figures]
 
 
 class CompareChart(pg.GraphicsLayoutWidget):
@@ -591,6 +548,8 @@ class CompareView(QWidget):
         self.table.setWordWrap(False)
         self.table.setAlternatingRowColors(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # A long profile name is cut at its end, not at both (its tooltip holds it whole).
+        self.table.horizontalHeader().setTextElideMode(Qt.TextElideMode.ElideRight)
         self.chart = chart if chart is not None else CompareChart()
         self.notes = QLabel()
         self.notes.setWordWrap(True)
@@ -599,14 +558,20 @@ class CompareView(QWidget):
         header = QHBoxLayout()
         header.addWidget(self.title, 1)
         header.addWidget(self.only_differences)
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.table)
-        split.addWidget(self.chart)
-        split.setSizes([600, 420])
+        # Side by side where there is room, else one page each (see resizeEvent).
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.setChildrenCollapsible(False)
+        self.pages = QTabWidget()
+        self.pages.setDocumentMode(True)
+        self.arrangement = QStackedWidget()
+        self.arrangement.addWidget(self.split)
+        self.arrangement.addWidget(self.pages)
+        self._side_by_side: bool | None = None
+        self._arrange(side_by_side=False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(header)
-        layout.addWidget(split, 1)
+        layout.addWidget(self.arrangement, 1)
         layout.addWidget(self.notes)
         self.only_differences.toggled.connect(self.model.set_only_differences)
         self.clear("Select 2 to 6 profiles and press Compare.")
@@ -634,6 +599,35 @@ class CompareView(QWidget):
     def results(self) -> list[Reestimate]:
         return list(self._results)
 
+    @property
+    def side_by_side(self) -> bool:
+        """Whether the table and the chart show side by side (else on pages of their own)."""
+        return bool(self._side_by_side)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self._arrange(event.size().width() >= SIDE_BY_SIDE_WIDTH)
+        super().resizeEvent(event)
+
+    def _arrange(self, side_by_side: bool) -> None:
+        """Put the table and the chart side by side, or each on a page when narrow.
+
+        Stacked one above the other in a laptop's height, neither had room: the chart's legend
+        took what was left of its bars.
+        """
+        if side_by_side == self._side_by_side:
+            return
+        self._side_by_side = side_by_side
+        if side_by_side:
+            # Adding them to the splitter takes them off their pages.
+            self.split.addWidget(self.table)
+            self.split.addWidget(self.chart)
+            self.split.setSizes([600, 420])
+            self.arrangement.setCurrentWidget(self.split)
+        else:
+            self.pages.addTab(self.table, "Table")
+            self.pages.addTab(self.chart, "Chart")
+            self.arrangement.setCurrentWidget(self.pages)
+
     def _redraw(self) -> None:
         results = self._results
         rows = comparison_rows(results, self._unit)
@@ -642,11 +636,22 @@ class CompareView(QWidget):
             f"Comparing {len(results)} profiles: {differing} line(s) differ (highlighted)"
         )
         self.model.set_rows([r.profile.name for r in results], rows)
-        # Fit the columns to their text, but keep one long value from pushing the others away.
+        # Fit the columns to their text, but keep one long name from pushing the others away;
+        # figures are never cut (the table scrolls instead).
         self.table.resizeColumnsToContents()
         header = self.table.horizontalHeader()
+        metrics = self.table.fontMetrics()
+        figure_rows = self.model.figure_rows()
         for column in range(self.model.columnCount()):
-            header.resizeSection(column, min(header.sectionSize(column), MAX_COLUMN_WIDTH))
+            figures = max(
+                (
+                    metrics.horizontalAdvance(str(self.model.index(row, column).data()))
+                    for row in figure_rows
+                ),
+                default=0,
+            )
+            width = min(header.sectionSize(column), MAX_COLUMN_WIDTH)
+            header.resizeSection(column, max(width, figures + FIGURE_PADDING))
         self.chart.set_results(results)
         lines = []
         for r in results:

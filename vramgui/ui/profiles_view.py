@@ -2,8 +2,16 @@
 
 The view works on a :class:`~vramgui.profiles.ProfileStore` and reads the current setup from the
 window's :class:`~vramgui.ui.controller.EstimateController`. Every failure (a name taken, a
-read-only folder, a model that cannot be loaded any more) becomes a message in the view; files
-that cannot be read are listed greyed with the reason and no action touches them.
+read-only folder, a model that cannot be loaded any more) becomes a message in the view, never a
+dialog; files that cannot be read are listed greyed with the reason and no action touches them.
+
+Saving makes a new profile; only Update replaces the open one, and it keeps the replaced version,
+which Undo (or Versions…) brings back: nothing saved is lost by a click.
+
+The tab shares the window's width with the side panels (about 520 pixels of a 1280-pixel
+screen), so its actions sit in a tool bar that folds what does not fit into a menu, the list
+hides its least needed columns before it cuts a figure, and the comparison stacks its chart
+under its table when narrow.
 """
 
 from __future__ import annotations
@@ -17,15 +25,17 @@ from typing import Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
+    QEvent,
     QItemSelection,
     QItemSelectionModel,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QSortFilterProxyModel,
     Qt,
     Signal,
 )
-from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtGui import QAction, QBrush, QColor, QFont, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -39,6 +49,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTableView,
+    QToolBar,
     QVBoxLayout,
     QWidget,
 )
@@ -50,6 +61,7 @@ from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import (
+    NameTaken,
     Profile,
     ProfileError,
     ProfileListing,
@@ -57,18 +69,24 @@ from vramgui.profiles import (
     TrashedProfile,
     source_of,
 )
+from vramgui.profiles.store import unique_name
 from vramgui.ui import palette
 from vramgui.ui.compare_view import (
     MAX_COMPARED,
     MIN_COMPARED,
     CompareView,
-    Reestimate,
     reestimate,
 )
 from vramgui.ui.controller import EstimateController, LoadedModel
 from vramgui.ui.workers import Worker, submit
 
 COLUMNS = ("Name", "Model", "Mode", "GPUs", "Saved total", "Modified")
+NAME, MODEL, MODE, GPUS, TOTAL, MODIFIED = range(len(COLUMNS))
+# When the list is narrow, these columns go first (their values stay in each row's tooltip);
+# name, model and saved total always show, and a figure is never cut.
+HIDE_FIRST = (GPUS, MODIFIED, MODE)
+# What the name and model columns keep at least before a column is hidden.
+MIN_TEXT_COLUMN = 110
 # Column 0 answers this role with everything the search box matches against.
 SEARCH_ROLE = Qt.ItemDataRole.UserRole + 1
 UNREADABLE_TEXT = "#8a8a8a"
@@ -116,7 +134,9 @@ class Dialogs:
         ask_text: (title, prompt, current text) -> a longer text, or None when cancelled.
         confirm: (title, question) -> whether the user agreed.
         open_path: (title) -> a file to read, or None.
-        save_path: (title, suggested file name) -> a file to write, or None.
+        save_path: (title, suggested file name) -> a file to write, or None; the dialog itself
+            asks before an existing file is replaced.
+        choose: (title, prompt, items) -> the index of the chosen item, or None when cancelled.
     """
 
     ask_name: Callable[[str, str, str], str | None]
@@ -124,6 +144,7 @@ class Dialogs:
     confirm: Callable[[str, str], bool]
     open_path: Callable[[str], Path | None]
     save_path: Callable[[str, str], Path | None]
+    choose: Callable[[str, str, Sequence[str]], int | None]
 
 
 def qt_dialogs(parent: QWidget) -> Dialogs:
@@ -153,7 +174,11 @@ def qt_dialogs(parent: QWidget) -> Dialogs:
         )
         return Path(path) if path else None
 
-    return Dialogs(ask_name, ask_text, confirm, open_path, save_path)
+    def choose(title: str, prompt: str, items: Sequence[str]) -> int | None:
+        item, ok = QInputDialog.getItem(parent, title, prompt, list(items), 0, False)
+        return list(items).index(item) if ok and item in items else None
+
+    return Dialogs(ask_name, ask_text, confirm, open_path, save_path, choose)
 
 
 class ProfileListModel(QAbstractTableModel):
@@ -214,9 +239,11 @@ class ProfileListModel(QAbstractTableModel):
         profile = item.profile
         if role == Qt.ItemDataRole.DisplayRole:
             if profile is None:
-                return {0: item.name, 1: f"unreadable: {item.error}", 4: "-"}.get(column, "")
+                return {NAME: item.name, MODEL: f"unreadable: {item.error}", TOTAL: "-"}.get(
+                    column, ""
+                )
             return self._cell(profile, column)
-        if role == SEARCH_ROLE and column == 0:
+        if role == SEARCH_ROLE and column == NAME:
             if profile is None:
                 return f"{item.name} {item.error}"
             return " ".join((profile.name, source_of(profile.model), profile.notes, *profile.gpus))
@@ -226,35 +253,51 @@ class ProfileListModel(QAbstractTableModel):
                     f"{item.path.name} cannot be read: {item.error}.\n"
                     "It is left untouched on disk; fix or remove it by hand."
                 )
-            return "\n".join(t for t in (profile.notes, str(item.path)) if t)
+            # Everything the row holds, for the columns a narrow list hides or cuts.
+            lines = [profile.name, source_of(profile.model)]
+            lines += [f"{COLUMNS[c]}: {self._cell(profile, c)}" for c in (MODE, GPUS, TOTAL)]
+            lines.append(f"Modified: {self._cell(profile, MODIFIED)}")
+            lines += [t for t in (profile.notes, str(item.path)) if t]
+            return "\n".join(lines)
         if role == Qt.ItemDataRole.ForegroundRole and profile is None:
             return QBrush(QColor(UNREADABLE_TEXT))
         if role == Qt.ItemDataRole.FontRole and profile is None:
             font = QFont()
             font.setItalic(True)
             return font
-        if role == Qt.ItemDataRole.TextAlignmentRole and column == 4:
+        if role == Qt.ItemDataRole.TextAlignmentRole and column == TOTAL:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
     def _cell(self, profile: Profile, column: int) -> str:
-        if column == 0:
+        if column == NAME:
             return profile.name
-        if column == 1:
+        if column == MODEL:
             return source_of(profile.model)
-        if column == 2:
+        if column == MODE:
             w = profile.workload
             return w.mode if w.mode == "inference" else f"training ({w.method})"
-        if column == 3:
+        if column == GPUS:
             return ", ".join(profile.gpus) or "-"
-        if column == 4:
-            total = profile.saved_estimate.get("per_gpu", {}).get("total_bytes")
+        if column == TOTAL:
+            total = (profile.saved_estimate.get("per_gpu") or {}).get("total_bytes")
             return format_bytes(total, self._unit) if isinstance(total, int) else "-"
         return profile.modified.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
+@dataclass(frozen=True, slots=True)
+class _Undo:
+    """A change Undo takes back: its button text, and what it does.
+
+    ``run`` returns the message to show and the profiles to select afterwards.
+    """
+
+    label: str
+    run: Callable[[], tuple[str, list[str]]]
+
+
 class ProfilesView(QWidget):
-    """Saved profiles: list with search, save / rename / duplicate / delete with undo, compare.
+    """Saved profiles: list with search, save new / update with undo, versions, compare.
 
     Args:
         controller: the window's controller; the current setup is read from it and an opened
@@ -287,14 +330,15 @@ class ProfilesView(QWidget):
         if load_model is None:
             from vramgui.sources.resolve import load_model as resolve_load_model
 
-            load_model = resolve_load_model
+            self._load_model: Callable[[str], LoadedModel] = resolve_load_model
+        else:
+            self._load_model = load_model
         self.controller = controller
         self.store = store if store is not None else ProfileStore()
-        self._load_model = load_model
         self.dialogs = dialogs if dialogs is not None else qt_dialogs(self)
         self._unit: Unit = "GiB"
         self._current: str | None = None
-        self._undo: list[list[TrashedProfile]] = []
+        self._undo: list[_Undo] = []
         self._opening: Worker | None = None
         self._comparing: Worker | None = None
 
@@ -304,7 +348,7 @@ class ProfilesView(QWidget):
         self.list_model = ProfileListModel()
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.list_model)
-        self.proxy.setFilterKeyColumn(0)
+        self.proxy.setFilterKeyColumn(NAME)
         self.proxy.setFilterRole(SEARCH_ROLE)
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.table = QTableView()
@@ -314,29 +358,84 @@ class ProfilesView(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
         self.table.setWordWrap(False)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(MODEL, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(False)
+        self._fitter = _ColumnFitter(self)
+        # The viewport's own resize: when the table's arrives, the viewport is not resized yet.
+        self.table.viewport().installEventFilter(self._fitter)
 
-        self.save_button = _button("Save", "Save the current setup in the open profile (Ctrl+S)")
-        self.save_as_button = _button("Save as…", "Save the current setup under a new name")
-        self.open_button = _button("Open", "Apply the selected profile to the window (Enter)")
-        self.rename_button = _button("Rename…", "Rename the selected profile (F2)")
-        self.duplicate_button = _button("Duplicate", "Save a copy of the selected profile")
-        self.notes_button = _button("Notes…", "Edit the notes of the selected profile")
-        self.delete_button = _button("Delete", "Move the selected profiles to the trash (Del)")
-        self.compare_button = _button(
-            "Compare", f"Lay {MIN_COMPARED} to {MAX_COMPARED} selected profiles side by side"
+        self.save_new_action = _action(
+            self, "Save new…", "Save the current setup as a new profile (Ctrl+S)"
         )
-        self.import_button = _button("Import…", "Add the profiles of an exported file")
-        self.export_button = _button(
-            "Export…", "Write the selected profiles (all if none is selected) to one file"
+        self.update_action = _action(self, "Update", "")
+        self.open_action = _action(
+            self, "Open", "Apply the selected profile to the window (Enter)", "Return", "Enter"
         )
+        self.compare_action = _action(
+            self, "Compare", f"Lay {MIN_COMPARED} to {MAX_COMPARED} selected profiles side by side"
+        )
+        self.rename_action = _action(self, "Rename…", "Rename the selected profile (F2)", "F2")
+        self.duplicate_action = _action(self, "Duplicate", "Save a copy of the selected profile")
+        self.notes_action = _action(self, "Notes…", "Edit the notes of the selected profile")
+        self.versions_action = _action(
+            self, "Versions…", "Bring back an earlier version of the selected profile"
+        )
+        self.delete_action = _action(
+            self,
+            "Delete",
+            "Move the selected profiles to the trash (Del)",
+            QKeySequence.StandardKey.Delete,
+        )
+        self.import_action = _action(self, "Import…", "Add the profiles of an exported file")
+        self.export_action = _action(
+            self, "Export…", "Write the selected profiles (all if none is selected) to one file"
+        )
+        self.toolbar = QToolBar()
+        self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.toolbar.setMovable(False)
+        self.toolbar.setFloatable(False)
+        # In this order, so that the folding menu takes the least used ones first.
+        for group in (
+            (self.save_new_action, self.update_action),
+            (self.open_action, self.compare_action),
+            (
+                self.rename_action,
+                self.duplicate_action,
+                self.notes_action,
+                self.versions_action,
+                self.delete_action,
+            ),
+            (self.import_action, self.export_action),
+        ):
+            if self.toolbar.actions():
+                self.toolbar.addSeparator()
+            self.toolbar.addActions(list(group))
+        # The row's own menu: what acts on the selection.
+        for action in (
+            self.open_action,
+            self.compare_action,
+            self.rename_action,
+            self.duplicate_action,
+            self.notes_action,
+            self.versions_action,
+            self.delete_action,
+            self.export_action,
+        ):
+            self.table.addAction(action)
+
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.message.hide()
-        self.undo_button = _button("Undo delete", "Bring back the profiles just deleted (Ctrl+Z)")
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setToolTip("Take back the last change (Ctrl+Z)")
         self.undo_button.hide()
+        self.undo_action = _action(self, "Undo", "", QKeySequence.StandardKey.Undo)
+        self.undo_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.addAction(self.undo_action)
         self.opening = QProgressBar()
         self.opening.setRange(0, 0)  # busy: no known end
         self.opening.setTextVisible(False)
@@ -351,39 +450,24 @@ class ProfilesView(QWidget):
 
     # ----------------------------------------------------------------------------- layout
     def _build_layout(self) -> None:
-        actions = QHBoxLayout()
-        for button in (
-            self.save_button,
-            self.save_as_button,
-            self.open_button,
-            self.rename_button,
-            self.duplicate_button,
-            self.notes_button,
-            self.delete_button,
-        ):
-            actions.addWidget(button)
-        actions.addSpacing(12)
-        actions.addWidget(self.compare_button)
-        actions.addStretch(1)
-        actions.addWidget(self.import_button)
-        actions.addWidget(self.export_button)
         message_row = QHBoxLayout()
         message_row.addWidget(self.opening)
         message_row.addWidget(self.message, 1)
-        message_row.addWidget(self.undo_button)
+        message_row.addWidget(self.undo_button, 0, Qt.AlignmentFlag.AlignTop)
 
         top = QWidget()
         column = QVBoxLayout(top)
         column.setContentsMargins(0, 0, 0, 0)
         column.addWidget(self.search)
-        column.addLayout(actions)
+        column.addWidget(self.toolbar)
         column.addLayout(message_row)
         column.addWidget(self.table, 1)
 
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.addWidget(top)
         self.split.addWidget(self.compare_view)
-        self.split.setSizes([220, 600])
+        self.split.setChildrenCollapsible(False)
+        self.split.setSizes([260, 600])
         layout = QVBoxLayout(self)
         layout.addWidget(self.split)
 
@@ -392,33 +476,42 @@ class ProfilesView(QWidget):
         self.table.selectionModel().selectionChanged.connect(self._update_actions)
         # Double-click or Enter opens; not ``activated``, which some desktops emit on one click.
         self.table.doubleClicked.connect(lambda _index: self.open_selected())
-        self.save_button.clicked.connect(self.save_current)
-        self.save_as_button.clicked.connect(self.save_as)
-        self.open_button.clicked.connect(self.open_selected)
-        self.rename_button.clicked.connect(self.rename_selected)
-        self.duplicate_button.clicked.connect(self.duplicate_selected)
-        self.notes_button.clicked.connect(self.edit_notes)
-        self.delete_button.clicked.connect(self.delete_selected)
-        self.undo_button.clicked.connect(self.undo_delete)
-        self.compare_button.clicked.connect(self.compare_selected)
-        self.import_button.clicked.connect(self.import_file)
-        self.export_button.clicked.connect(self.export_file)
+        for action, slot in (
+            (self.save_new_action, self.save_as),
+            (self.update_action, self.update_current),
+            (self.open_action, self.open_selected),
+            (self.compare_action, self.compare_selected),
+            (self.rename_action, self.rename_selected),
+            (self.duplicate_action, self.duplicate_selected),
+            (self.notes_action, self.edit_notes),
+            (self.versions_action, self.versions_selected),
+            (self.delete_action, self.delete_selected),
+            (self.import_action, self.import_file),
+            (self.export_action, self.export_file),
+            (self.undo_action, self.undo),
+        ):
+            action.triggered.connect(slot)
+        self.undo_button.clicked.connect(self.undo)
         self.controller.model_changed.connect(lambda _loaded: self._update_actions())
         self.controller.loading_changed.connect(self._controller_loading)
-        for keys, slot, widget, context in (
-            (QKeySequence.StandardKey.Delete, self.delete_selected, self.table, "widget"),
-            (QKeySequence(Qt.Key.Key_F2), self.rename_selected, self.table, "widget"),
-            (QKeySequence(Qt.Key.Key_Return), self.open_selected, self.table, "widget"),
-            (QKeySequence(Qt.Key.Key_Enter), self.open_selected, self.table, "widget"),
-            (QKeySequence.StandardKey.Undo, self.undo_delete, self, "children"),
-        ):
-            shortcut = QShortcut(QKeySequence(keys), widget)
-            shortcut.setContext(
-                Qt.ShortcutContext.WidgetShortcut
-                if context == "widget"
-                else Qt.ShortcutContext.WidgetWithChildrenShortcut
-            )
-            shortcut.activated.connect(slot)
+
+    def fit_columns(self) -> None:
+        """Size the list's columns to the list's width (see ``HIDE_FIRST``)."""
+        header = self.table.horizontalHeader()
+        available = self.table.viewport().width()
+        wanted = {
+            c: max(self.table.sizeHintForColumn(c), header.sectionSizeHint(c))
+            for c in range(len(COLUMNS))
+        }
+        shown = [MODE, GPUS, TOTAL, MODIFIED]
+        for column in HIDE_FIRST:
+            if sum(wanted[c] for c in shown) + 2 * MIN_TEXT_COLUMN <= available:
+                break
+            shown.remove(column)
+        for column in (MODE, GPUS, MODIFIED):
+            header.setSectionHidden(column, column not in shown)
+        room = available - sum(wanted[c] for c in shown)
+        header.resizeSection(MODEL, min(wanted[MODEL], max(MIN_TEXT_COLUMN, room // 2)))
 
     # ----------------------------------------------------------------------------- state
     def set_unit(self, unit: Unit) -> None:
@@ -431,7 +524,7 @@ class ProfilesView(QWidget):
 
     @property
     def current_profile(self) -> str | None:
-        """The name of the profile last opened or saved ("Save" writes to it)."""
+        """The name of the profile last opened or saved (Update writes to it)."""
         return self._current
 
     def refresh(self) -> None:
@@ -444,6 +537,7 @@ class ProfilesView(QWidget):
             listings = []
         self.list_model.set_listings(listings, self._unit)
         self.select(selected)
+        self.fit_columns()
 
     def select(self, names: Sequence[str]) -> None:
         """Select the readable profiles named ``names`` (others are ignored)."""
@@ -475,72 +569,117 @@ class ProfilesView(QWidget):
         self.message.setText(text)
         self.message.show()
 
+    def _open_profile_exists(self) -> bool:
+        # As listed: the list is read again whenever the tab shows and after every change.
+        return self._current is not None and self.list_model.row_of(self._current) is not None
+
     def _update_actions(self) -> None:
         count = len(self.selected_profiles())
         has_model = self.controller.model is not None
-        self.save_button.setEnabled(has_model)
-        self.save_as_button.setEnabled(has_model)
-        self.open_button.setEnabled(count == 1)
-        self.rename_button.setEnabled(count == 1)
-        self.duplicate_button.setEnabled(count == 1)
-        self.notes_button.setEnabled(count == 1)
-        self.delete_button.setEnabled(count >= 1)
-        self.compare_button.setEnabled(MIN_COMPARED <= count <= MAX_COMPARED)
-        self.undo_button.setVisible(bool(self._undo))
-        self.save_button.setToolTip(
-            f"Save the current setup in {self._current!r} (Ctrl+S)"
-            if self._current
-            else "Save the current setup under a new name (Ctrl+S)"
+        self.save_new_action.setEnabled(has_model)
+        updatable = has_model and self._open_profile_exists()
+        self.update_action.setEnabled(updatable)
+        self.update_action.setToolTip(
+            f"Replace {self._current!r} with the current setup; its previous version is kept "
+            "(Undo or Versions… brings it back)"
+            if updatable
+            else "Open or save a profile first: Update replaces it with the current setup"
         )
+        self.open_action.setEnabled(count == 1)
+        self.rename_action.setEnabled(count == 1)
+        self.duplicate_action.setEnabled(count == 1)
+        self.notes_action.setEnabled(count == 1)
+        self.versions_action.setEnabled(count == 1)
+        self.delete_action.setEnabled(count >= 1)
+        self.compare_action.setEnabled(MIN_COMPARED <= count <= MAX_COMPARED)
+        self.undo_action.setEnabled(bool(self._undo))
+        self.undo_button.setVisible(bool(self._undo))
+        if self._undo:
+            self.undo_button.setText(self._undo[-1].label)
 
-    # ----------------------------------------------------------------------------- actions
+    # ----------------------------------------------------------------------------- saving
     def save_current(self) -> None:
-        """Save the current setup in the open profile, or ask a name when none is open."""
-        current = self._current
-        if current is None or current.casefold() not in {
-            n.casefold() for n in self._readable_names()
-        }:
-            self.save_as()
-            return
-        self._save(current, overwrite=True)
+        """File > Save profile: save the current setup as a new profile (asks its name)."""
+        self.save_as()
 
     def save_as(self) -> None:
-        """Ask a name and save the current setup under it (replacing a profile only if confirmed)."""
+        """Ask a name and save the current setup under it as a new profile.
+
+        A name that is taken replaces that profile only once confirmed, and keeps its
+        previous version.
+        """
         loaded = self.controller.model
         if loaded is None:
             self.show_message("Load a model before saving a profile.", error=True)
             return
-        suggestion = f"{loaded.spec.name.split('/')[-1]} {self.controller.workload.mode}"
-        name = self.dialogs.ask_name("Save profile", "Profile name:", suggestion)
+        taken = {n.casefold() for n in self._readable_names()}
+        base = self._current or f"{loaded.spec.name.split('/')[-1]} {self.controller.workload.mode}"
+        suggestion = unique_name(base, taken)
+        name = self.dialogs.ask_name("Save profile", "Name of the new profile:", suggestion)
         if name is None:
             return
         clean = name.strip()
-        taken = clean.casefold() in {n.casefold() for n in self._readable_names()}
-        if taken and not self.dialogs.confirm(
-            "Replace profile?", f"A profile named {clean!r} exists. Replace it with this setup?"
+        update = clean.casefold() in taken
+        if update and not self.dialogs.confirm(
+            "Replace profile?",
+            f"A profile named {clean!r} exists. Replace it with the current setup?\n"
+            "Its previous version is kept: Undo or Versions… brings it back.",
         ):
             return
-        self._save(clean, overwrite=taken)
+        self._save(clean, update=update)
 
-    def _save(self, name: str, overwrite: bool) -> None:
+    def update_current(self) -> None:
+        """Replace the open profile with the current setup, keeping its previous version."""
+        if self._current is None or not self._open_profile_exists():
+            self.show_message("Open or save a profile first; Update replaces it.", error=True)
+            return
+        self._save(self._current, update=True)
+
+    def _save(self, name: str, update: bool) -> None:
         loaded = self.controller.model
         if loaded is None:
             self.show_message("Load a model before saving a profile.", error=True)
             return
         try:
-            notes = self.store.get(name).notes if overwrite else ""
+            previous = self.store.find(name) if update else None
             profile = profile_from_setup(
-                name, loaded, self.controller.workload, self.controller.capacities, notes
+                name,
+                loaded,
+                self.controller.workload,
+                self.controller.capacities,
+                previous.notes if previous is not None else "",
             )
-            saved = self.store.save(profile, overwrite=overwrite)
+            saved = self.store.save(profile, update=update)
+        except NameTaken as exc:
+            self.show_message(f"Not saved: {exc}; choose another name.", error=True)
+            return
         except ProfileError as exc:
             self.show_message(f"Not saved: {exc}", error=True)
             return
         self._current = saved.name
+        if previous is not None:
+            self._push_restore_previous(saved.name)
         self.refresh()
         self.select([saved.name])
-        self.show_message(f"Saved profile {saved.name!r}.")
+        if previous is None:
+            self.show_message(f"Saved profile {saved.name!r}.")
+        else:
+            self.show_message(f"Updated {saved.name!r}; its previous version is kept.")
 
+    def _push_restore_previous(self, name: str) -> None:
+        """Make Undo bring back the version of ``name`` that a change just kept."""
+        versions = self.store.versions(name)
+        if not versions:
+            return
+        kept = versions[0]
+
+        def restore() -> tuple[str, list[str]]:
+            restored = self.store.restore_version(kept)
+            return f"Restored the previous version of {restored.name!r}.", [restored.name]
+
+        self._undo.append(_Undo("Restore previous version", restore))
+
+    # ----------------------------------------------------------------------------- opening
     @property
     def is_opening(self) -> bool:
         """Whether a profile's model is being loaded (the busy bar shows meanwhile)."""
@@ -585,8 +724,12 @@ class ProfilesView(QWidget):
         self.controller.set_workload(profile.workload)
         self.controller.set_model(loaded, source)
         self._current = profile.name
+        self._update_actions()
         self.profile_opened.emit(profile)
-        self.show_message(f"Opened profile {profile.name!r}; Save writes to it.")
+        self.show_message(
+            f"Opened profile {profile.name!r}. Update writes the current setup to it (keeping "
+            "this version); Save new… makes another."
+        )
 
     def _open_failed(self, profile: Profile, exc: Exception) -> None:
         self._opening = None
@@ -598,6 +741,7 @@ class ProfilesView(QWidget):
             error=True,
         )
 
+    # ----------------------------------------------------------------------------- editing
     def rename_selected(self) -> None:
         """Ask a new name for the selected profile."""
         profiles = self.selected_profiles()
@@ -633,7 +777,7 @@ class ProfilesView(QWidget):
         self.show_message(f"Saved a copy as {copy.name!r}.")
 
     def edit_notes(self) -> None:
-        """Edit the notes of the selected profile."""
+        """Edit the notes of the selected profile (the previous version is kept)."""
         profiles = self.selected_profiles()
         if len(profiles) != 1:
             return
@@ -644,12 +788,52 @@ class ProfilesView(QWidget):
         if notes is None or notes == profile.notes:
             return
         try:
-            self.store.save(dataclasses.replace(profile, notes=notes), overwrite=True)
+            self.store.save(dataclasses.replace(profile, notes=notes), update=True)
         except ProfileError as exc:
             self.show_message(f"Notes not saved: {exc}", error=True)
             return
+        self._push_restore_previous(profile.name)
         self.refresh()
         self.show_message(f"Saved the notes of {profile.name!r}.")
+
+    def versions_selected(self) -> None:
+        """Offer the kept versions of the selected profile and bring back the one chosen."""
+        profiles = self.selected_profiles()
+        if len(profiles) != 1:
+            return
+        name = profiles[0].name
+        try:
+            versions = [v for v in self.store.versions(name) if v.profile is not None]
+        except ProfileError as exc:
+            self.show_message(str(exc), error=True)
+            return
+        if not versions:
+            self.show_message(f"No earlier version of {name!r} is kept yet: each Update keeps one.")
+            return
+        items = [self._version_text(v.profile) for v in versions if v.profile is not None]
+        chosen = self.dialogs.choose(
+            "Versions", f"Bring back a version of {name!r} (the current one is kept):", items
+        )
+        if chosen is None:
+            return
+        try:
+            restored = self.store.restore_version(versions[chosen])
+        except ProfileError as exc:
+            self.show_message(f"Not restored: {exc}", error=True)
+            return
+        self._push_restore_previous(restored.name)
+        self.refresh()
+        self.select([restored.name])
+        self.show_message(f"Brought back {restored.name!r} as saved on {items[chosen]}.")
+
+    def _version_text(self, profile: Profile) -> str:
+        w = profile.workload
+        total = (profile.saved_estimate.get("per_gpu") or {}).get("total_bytes")
+        size = format_bytes(total, self._unit) if isinstance(total, int) else "no estimate"
+        when = profile.modified.astimezone().strftime("%Y-%m-%d %H:%M")
+        return (
+            f"{when} · {source_of(profile.model)} · {w.mode}, batch {w.batch}, seq {w.seq} · {size}"
+        )
 
     def delete_selected(self) -> None:
         """Move the selected profiles to the trash; Undo brings them back."""
@@ -665,7 +849,7 @@ class ProfilesView(QWidget):
                 failure = f"Not deleted: {exc}"
                 break
         if trashed:
-            self._undo.append(trashed)
+            self._undo.append(_Undo("Undo delete", lambda: self._restore_trashed(trashed)))
         self.refresh()
         if failure:
             self.show_message(failure, error=True)
@@ -674,25 +858,34 @@ class ProfilesView(QWidget):
             self.show_message(f"Deleted {names}. Undo brings it back.")
         self._update_actions()
 
-    def undo_delete(self) -> None:
-        """Restore the profiles of the last deletion."""
-        if not self._undo:
-            return
-        batch = self._undo.pop()
+    def _restore_trashed(self, batch: list[TrashedProfile]) -> tuple[str, list[str]]:
         restored, failures = [], []
         for trashed in batch:
             try:
                 restored.append(self.store.restore(trashed).name)
             except ProfileError as exc:
                 failures.append(str(exc))
-        self.refresh()
-        self.select(restored)
         if failures:
-            self.show_message("; ".join(failures), error=True)
-        else:
-            self.show_message(f"Restored {', '.join(repr(n) for n in restored)}.")
+            raise ProfileError("; ".join(failures))
+        return f"Restored {', '.join(repr(n) for n in restored)}.", restored
+
+    def undo(self) -> None:
+        """Take back the last delete or update."""
+        if not self._undo:
+            return
+        step = self._undo.pop()
+        selected = [p.name for p in self.selected_profiles()]
+        try:
+            message, selected = step.run()
+            error = False
+        except ProfileError as exc:
+            message, error = str(exc), True
+        self.refresh()
+        self.select(selected)
+        self.show_message(message, error=error)
         self._update_actions()
 
+    # ----------------------------------------------------------------------------- comparing
     def compare_selected(self) -> None:
         """Re-estimate the selected profiles off the GUI thread and lay them side by side."""
         profiles = self.selected_profiles()
@@ -711,7 +904,7 @@ class ProfilesView(QWidget):
             self._compare_failed,
         )
 
-    def _compared(self, results: list[Reestimate]) -> None:
+    def _compared(self, results: list[Any]) -> None:
         self._comparing = None
         self.compare_view.show_results(results)
 
@@ -720,6 +913,7 @@ class ProfilesView(QWidget):
         self.compare_view.clear("No comparison.")
         self.show_message(f"Could not compare: {type(exc).__name__}: {exc}", error=True)
 
+    # ----------------------------------------------------------------------------- files
     def import_file(self) -> None:
         """Ask for an exported file and add its profiles (taken names get a number)."""
         path = self.dialogs.open_path("Import profiles")
@@ -742,7 +936,8 @@ class ProfilesView(QWidget):
         if path is None:
             return
         try:
-            exported = self.store.export(names, path)
+            # The file dialog asked before an existing file is replaced.
+            exported = self.store.export(names, path, replace=True)
         except ProfileError as exc:
             self.show_message(f"Not exported: {exc}", error=True)
             return
@@ -758,6 +953,19 @@ class ProfilesView(QWidget):
         # Profiles saved meanwhile from the command line appear when the tab is shown.
         self.refresh()
         super().showEvent(event)
+
+
+class _ColumnFitter(QObject):
+    """Refits the list's columns whenever the list changes size."""
+
+    def __init__(self, view: ProfilesView) -> None:
+        super().__init__(view)
+        self._view = view
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize:
+            self._view.fit_columns()
+        return False
 
 
 def _load_and_estimate(
@@ -778,7 +986,13 @@ def _load_and_estimate(
     return loaded
 
 
-def _button(text: str, tooltip: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setToolTip(tooltip)
-    return button
+def _action(
+    parent: QWidget, text: str, tooltip: str, *keys: str | QKeySequence.StandardKey
+) -> QAction:
+    action = QAction(text, parent)
+    action.setToolTip(tooltip)
+    if keys:
+        action.setShortcuts([QKeySequence(k) for k in keys])
+        # Keys act where the list has focus, not in the search box or the rest of the window.
+        action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+    return action

@@ -1,7 +1,8 @@
-"""Take the Profiles tab screenshots at laptop sizes: ``python docs/screenshots/take_profiles_screenshots.py``.
+"""Take the Profiles tab screenshots: ``python docs/screenshots/take_profiles_screenshots.py``.
 
 The whole window at 1280x720 and 1366x768 on the Profiles tab, with four saved profiles and three
-of them compared. Run under Xvfb for the committed images:
+of them compared; then the tab alone, wide (1400x1160: the comparison side by side), with a
+half-written file listed as unreadable. Run under Xvfb for the committed images:
 ``Xvfb :117 -screen 0 1600x1000x24 & DISPLAY=:117 QT_QPA_PLATFORM=xcb python docs/screenshots/...``.
 User settings and profiles go to a temporary folder; every model is from the bundled catalog, so
 no network is needed. The committed PNGs are reduced to 256 colours
@@ -30,6 +31,7 @@ from vramgui.ui.profiles_view import ProfilesView, profile_from_setup
 
 HERE = Path(__file__).resolve().parent
 SIZES = ((1280, 720), (1366, 768))
+WIDE = ("profiles-compare.png", 1400, 1160)
 GPUS = ("RTX 4090", "RTX 3060 12GB")
 PROFILES = (
     ("Llama 3.1 8B chat, 8k context", "llama-3.1-8b", Workload(seq=8192, batch=1)),
@@ -49,6 +51,7 @@ def save_profiles() -> None:
     for name, source, workload in PROFILES:
         notes = "shared with the team" if "QLoRA" in name else ""
         store.save(profile_from_setup(name, load_model(source), workload, capacities, notes))
+    (store.directory / "half-written.json").write_text('{"format": "vramgui.profile", "na')
 
 
 def main() -> int:
@@ -68,7 +71,7 @@ def main() -> int:
 
     def next_size() -> None:
         if not pending:
-            qapp.quit()
+            wide_shot(view)
             return
         width, height = pending.pop(0)
         window.resize(width, height)
@@ -80,6 +83,20 @@ def main() -> int:
         size = window.size()
         print(f"wrote {path} (window {size.width()}x{size.height()})")
         next_size()
+
+    def wide_shot(view: ProfilesView) -> None:
+        name, width, height = WIDE
+        window.tabs.setCurrentIndex(0)  # the view leaves the window for its own picture
+        view.setParent(None)
+        view.resize(width, height)
+        view.show()
+
+        def shoot() -> None:
+            view.grab().save(str(HERE / name))
+            print(f"wrote {HERE / name} ({width}x{height})")
+            qapp.quit()
+
+        QTimer.singleShot(800, shoot)
 
     QTimer.singleShot(1500, next_size)
     return qapp.exec()

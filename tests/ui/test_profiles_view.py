@@ -19,6 +19,7 @@ from vramgui.profiles.reopen import Reestimate
 from vramgui.sources.resolve import load_model
 from vramgui.ui.compare_view import (
     DIFFERS_BACKGROUND,
+    CompareView,
     ComparisonModel,
     comparison_rows,
     reestimate,
@@ -624,3 +625,20 @@ def test_the_tab_fits_a_laptop_screen_and_cuts_no_figure(make_window, qtbot, siz
             width = compare.table.horizontalHeader().sectionSize(column)
             assert metrics.horizontalAdvance(text) < width, text
     assert not compare.side_by_side  # too narrow for both: table and chart have a page each
+
+
+def test_the_comparison_goes_side_by_side_when_wide_and_back(qtbot):
+    compare = CompareView()
+    qtbot.addWidget(compare)
+    compare.resize(700, 500)
+    compare.show()
+    qtbot.waitExposed(compare)
+    assert not compare.side_by_side
+    assert compare.table.isVisible() and not compare.chart.isVisible()
+    compare.pages.setCurrentIndex(1)
+    assert compare.chart.isVisible() and not compare.table.isVisible()
+    for width, side_by_side in ((1200, True), (700, False), (1200, True)):
+        compare.resize(width, 500)
+        qtbot.waitUntil(lambda s=side_by_side: compare.side_by_side == s, timeout=2000)
+        shown = [w.isVisible() for w in (compare.table, compare.chart)]
+        assert shown == [True, True] if side_by_side else sum(shown) == 1

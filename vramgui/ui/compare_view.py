@@ -618,9 +618,12 @@ class CompareView(QWidget):
             return
         self._side_by_side = side_by_side
         if side_by_side:
-            # Adding them to the splitter takes them off their pages.
+            # Adding them to the splitter takes them off their pages, which had hidden the one
+            # not in front.
             self.split.addWidget(self.table)
             self.split.addWidget(self.chart)
+            self.table.show()
+            self.chart.show()
             self.split.setSizes([600, 420])
             self.arrangement.setCurrentWidget(self.split)
         else:

@@ -242,7 +242,6 @@ class ProfileStore:
         """
         name = check_name(profile.name)
         check_notes(profile.notes)
-        self.list()  # parse what changed before taking the lock, which then only checks
         with self._locked():
             existing = self._find(name)
             if existing is not None and not update:
@@ -539,11 +538,14 @@ class ProfileStore:
 
         Whoever holds it first removes the temporary files of writes that never finished: every
         write in the folder happens under the lock, so none of them can still be in progress.
+        The folder is read before the lock is taken, so that under it only what changed since
+        is parsed.
         """
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise _write_error(exc, "change profiles", self.directory) from exc
+        self.list()
         with ExitStack() as held:
             try:
                 held.enter_context(files.locked(self.directory / LOCK, LOCK_WAIT_SECONDS))

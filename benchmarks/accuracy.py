@@ -1,7 +1,7 @@
 """Accuracy benchmark: the estimator against measured memory, case by case, rules of thumb beside.
 
 Three sources of measurements:
-- the harness (benchmarks/harness): peak live tensor bytes of real transformers models, run under
+- the harness (vramgui/measure): peak live tensor bytes of real transformers models, run under
   FakeTensorMode on this machine (benchmarks/data/measured_*.json);
 - published GPU figures (../shared/validation/published.json): engine logs and reports;
 - published file sizes of GGUF quantizations.
@@ -191,7 +191,7 @@ def document() -> str:
         "",
         "- **Harness** figures are the peak live tensor bytes (what `torch.cuda.max_memory_allocated`",
         "  reports) of real transformers models built from their config.json, run for real under",
-        "  torch's FakeTensorMode on a CPU (benchmarks/harness). Inference is a prefill of the",
+        "  torch's FakeTensorMode on a CPU (vramgui/measure). Inference is a prefill of the",
         "  whole prompt plus one decode step, as `model.generate` runs them. The estimate compared",
         "  is `total_bytes - runtime_overhead`.",
         "- **Published** figures are engine logs and reports measured on GPUs",

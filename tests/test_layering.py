@@ -62,7 +62,9 @@ def test_only_ui_imports_qt():
             assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path} imports {name}"
 
 
-def test_nothing_imports_torch():
+def test_only_measure_imports_torch():
     for path in PACKAGE.rglob("*.py"):
+        if "measure" in path.relative_to(PACKAGE).parts:
+            continue
         for name in _imports(path):
             assert name.split(".")[0] not in ("torch", "transformers", "peft"), f"{path}: {name}"

@@ -6,7 +6,7 @@ live storage: the figure `torch.cuda.max_memory_allocated` reports on a GPU, wit
 context, cuBLAS workspaces and the caching allocator's rounding.
 
 Usage:
-    python -m benchmarks.harness.measure --config config.json --settings '{"mode": "inference"}'
+    python -m vramgui.measure.harness --config config.json --settings '{"mode": "inference"}'
 
 Settings use the option names of `vramgui estimate`; see `Settings`.
 """
@@ -32,8 +32,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, BertForMaskedLM, Dyna
 from transformers.initialization import no_init_weights
 from transformers.integrations import moe
 
-from benchmarks.harness.autocast import CudaAutocastRules
-from benchmarks.harness.live_bytes import LiveBytes
+from vramgui.measure.autocast import CudaAutocastRules
+from vramgui.measure.live_bytes import LiveBytes
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 OPTIMIZERS = ("adamw", "adamw-fused", "sgd", "adafactor", "lion")
@@ -410,7 +410,7 @@ def _autocast_notes(settings: Settings) -> str | None:
         return None
     return (
         "mixed precision: torch.autocast('cpu') plus CUDA autocast's float32 rules "
-        "(benchmarks/harness/autocast.py); fp32 weights cast to 16-bit once per forward and "
+        "(vramgui/measure/autocast.py); fp32 weights cast to 16-bit once per forward and "
         "cached by autocast (weight_copies)"
     )
 
@@ -418,7 +418,7 @@ def _autocast_notes(settings: Settings) -> str | None:
 def harness_digest() -> str:
     """A short hash of the harness's measuring code, to tell records of older code apart."""
     digest = hashlib.sha256()
-    for name in ("measure.py", "live_bytes.py", "autocast.py"):
+    for name in ("harness.py", "live_bytes.py", "autocast.py"):
         digest.update((Path(__file__).parent / name).read_bytes())
     return digest.hexdigest()[:12]
 

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import peft
 import torch
@@ -265,7 +266,13 @@ def _tag_cache_updates(cache: DynamicCache, counter: LiveBytes) -> None:
     """Count what the cache holds as kv_cache as soon as each layer stores it."""
     update = cache.update
 
-    def counted_update(key_states, value_states, layer_idx, *args, **kwargs):
+    def counted_update(
+        key_states: torch.Tensor,
+        value_states: torch.Tensor,
+        layer_idx: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         result = update(key_states, value_states, layer_idx, *args, **kwargs)
         layer = cache.layers[layer_idx]
         counter.classify((getattr(layer, "keys", None), getattr(layer, "values", None)), "kv_cache")

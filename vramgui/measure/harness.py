@@ -188,8 +188,8 @@ def build_model(
 
     With `fake_mode`: built on the meta device without initialization, tied, wrapped (LoRA,
     checkpointing: peft cannot move adapters under FakeTensorMode), then every tensor materialized
-    as a fake tensor of `fake_mode`. Without: built on the CPU the ordinary way, for checks on small
-    models.
+    as a fake tensor of `fake_mode`. Without: built the ordinary way on the default device (the
+    CPU for checks on small models, a GPU under `torch.device("cuda")`).
     """
     cfg = _config_object(config)
     if fake_mode is None:
@@ -353,11 +353,16 @@ def _run_encoder_forward(model: torch.nn.Module, settings: Settings, counter: Li
 
 
 def _autocast(settings: Settings) -> contextlib.AbstractContextManager:
-    """Mixed precision as on CUDA: CPU autocast plus the float32 rules only CUDA autocast has."""
+    """Mixed precision as on CUDA: CPU autocast plus the float32 rules only CUDA autocast has.
+
+    On a CUDA default device (a run on the GPU), CUDA autocast itself.
+    """
     stack = contextlib.ExitStack()
     if settings.precision == "mixed" and settings.dtype != "fp32":
-        stack.enter_context(torch.autocast(device_type="cpu", dtype=DTYPES[settings.dtype]))
-        stack.enter_context(CudaAutocastRules())
+        device_type = torch.get_default_device().type
+        stack.enter_context(torch.autocast(device_type=device_type, dtype=DTYPES[settings.dtype]))
+        if device_type == "cpu":
+            stack.enter_context(CudaAutocastRules())
     return stack
 
 
@@ -430,12 +435,14 @@ def harness_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-def measure(config: dict, settings: dict) -> dict:
+def measure(config: dict, settings: dict, counter: LiveBytes | None = None) -> dict:
     """Measure the peak live tensor bytes of `config`'s model under `settings`.
 
     Args:
         config: a config.json dict (with `model_type`).
         settings: option names of `vramgui estimate` (see `Settings`).
+        counter: the counter to use, for callers that follow the phases as they run (progress,
+            the allocator's figures on a GPU); a new `LiveBytes` by default.
 
     Returns:
         peak_bytes, phase (of the peak), breakdown_at_peak (bytes per category, summing to
@@ -446,7 +453,7 @@ def measure(config: dict, settings: dict) -> dict:
     parsed = Settings.from_dict(settings)
     started = time.perf_counter()
     fake_mode = FakeTensorMode() if parsed.fake else None
-    counter = LiveBytes()
+    counter = LiveBytes() if counter is None else counter
     result: dict = {}
     model = build_model(config, parsed, fake_mode)
     patches = _fake_tensor_workarounds() if fake_mode else contextlib.nullcontext()

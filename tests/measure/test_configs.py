@@ -8,22 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakehub.files import llama_tensors, repo_files, write_model_folder
+from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, repo_files, write_model_folder
 from vramgui.core.model import ModelRef
 from vramgui.sources.configs import config_of
 from vramgui.sources.errors import IncompleteModel, ModelNotFound
 from vramgui.sources.resolve import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 100,
-}
 
 
 def test_catalog_models_give_their_published_config():
@@ -32,11 +23,13 @@ def test_catalog_models_give_their_published_config():
 
 
 def test_local_folders_files_and_configs(tmp_path):
-    folder = write_model_folder(tmp_path / "model", LLAMA, llama_tensors(LLAMA))
-    assert config_of(load_model(str(folder)).ref) == LLAMA
-    assert config_of(ModelRef("config", str(folder / "config.json"))) == LLAMA
+    folder = write_model_folder(
+        tmp_path / "model", TINY_LLAMA_CONFIG, llama_tensors(TINY_LLAMA_CONFIG)
+    )
+    assert config_of(load_model(str(folder)).ref) == TINY_LLAMA_CONFIG
+    assert config_of(ModelRef("config", str(folder / "config.json"))) == TINY_LLAMA_CONFIG
     shard = next(folder.glob("*.safetensors"))
-    assert config_of(ModelRef("local", str(shard))) == LLAMA  # the config beside it
+    assert config_of(ModelRef("local", str(shard))) == TINY_LLAMA_CONFIG  # the config beside it
 
 
 def test_a_model_without_config_json_is_refused_with_the_reason(tmp_path):
@@ -76,11 +69,13 @@ def _config_in_child(fake_hub, tmp_path, ref: ModelRef) -> subprocess.CompletedP
 
 
 def test_hub_repos_through_huggingface_hub(fake_hub, tmp_path):
-    fake_hub.add("acme/tiny", repo_files(LLAMA, llama_tensors(LLAMA)))
-    fake_hub.add("acme/gated", repo_files(LLAMA, llama_tensors(LLAMA)), gated=True)
+    fake_hub.add("acme/tiny", repo_files(TINY_LLAMA_CONFIG, llama_tensors(TINY_LLAMA_CONFIG)))
+    fake_hub.add(
+        "acme/gated", repo_files(TINY_LLAMA_CONFIG, llama_tensors(TINY_LLAMA_CONFIG)), gated=True
+    )
     done = _config_in_child(fake_hub, tmp_path, ModelRef("hub", "acme/tiny"))
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == LLAMA
+    assert json.loads(done.stdout) == TINY_LLAMA_CONFIG
     assert (tmp_path / "hf" / "hub" / "models--acme--tiny").is_dir()  # the shared HF cache
     gated = _config_in_child(fake_hub, tmp_path, ModelRef("hub", "acme/gated"))
     assert gated.returncode == 2 and gated.stderr.startswith("GatedModel")

@@ -4,21 +4,13 @@ import dataclasses
 
 import pytest
 
+from tests.fakehub.files import TINY_LLAMA_CONFIG
 from vramgui.core.families import spec_from_config
 from vramgui.core.workload import Workload
 from vramgui.measure import extra, request
 from vramgui.measure.request import MeasureError
 
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 100,
-}
-SPEC = spec_from_config(LLAMA, "tiny")
+SPEC = spec_from_config(TINY_LLAMA_CONFIG, "tiny")
 
 
 @pytest.mark.parametrize(

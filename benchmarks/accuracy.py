@@ -1,7 +1,7 @@
 """Accuracy benchmark: the estimator against measured memory, case by case, rules of thumb beside.
 
 Three sources of measurements:
-- the harness (benchmarks/harness): peak live tensor bytes of real transformers models, run under
+- the harness (vramgui/measure): peak live tensor bytes of real transformers models, run under
   FakeTensorMode on this machine (benchmarks/data/measured_*.json);
 - published GPU figures (../shared/validation/published.json): engine logs and reports;
 - published file sizes of GGUF quantizations.
@@ -26,10 +26,12 @@ from vramgui.core.families import spec_from_config
 from vramgui.core.inference import inference_breakdown
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
+from vramgui.measure.compare import relative_error
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"
 DOC = ROOT / "docs" / "accuracy.md"
+LIMITS = DATA / "measure_limits.json"
 
 _SETTING_KEYS = {"mode", "batch", "seq", "dtype", "quant", "engine", "kv-dtype", "attention"}
 # The harness runs on a CPU; where a CPU kernel allocates differently from the CUDA one the
@@ -60,7 +62,7 @@ def inference_rows() -> list[dict]:
                 "id": rec["id"],
                 "measured": measured,
                 "estimate": est.tensor_bytes,
-                "error": est.tensor_bytes / measured - 1,
+                "error": relative_error(est.tensor_bytes, measured),
                 "rules": {"P x bytes x 1.2": rule},
                 "note": CPU_ONLY.get(rec["id"], ""),
             }
@@ -180,6 +182,52 @@ def training_tables() -> list[str]:
     ]
 
 
+def measure_section() -> list[str]:
+    """`vramgui measure`: the instrument behind these tables, its GPU path and its cost."""
+    lines = [
+        "## `vramgui measure`",
+        "",
+        "The harness figures above come from the code `vramgui measure` runs (vramgui/measure):",
+        "`vramgui measure SOURCE --device fake` puts the same measurement beside any estimate, and",
+        "the window's Verify runs that command. Its CUDA path (`--device cuda`: the model built on",
+        "the GPU, `torch.cuda.max_memory_allocated` / `max_memory_reserved`, NVML and the CUDA",
+        "context per phase) is written and tested with a scripted allocator and NVML, but **has",
+        "not been run on GPU hardware yet**: there is no CUDA column in these tables.",
+        "",
+    ]
+    if not LIMITS.exists():
+        return lines
+    doc = json.loads(LIMITS.read_text(encoding="utf-8"))
+    lines += [
+        "### What a fake run costs on the largest models",
+        "",
+        f"`python -m benchmarks.measure_limits` on {doc['machine']}: the command in a fresh",
+        "process (imports included), its run alone, and the process's peak host memory. Nothing",
+        "is allocated for the model: its tensors are fake.",
+        "",
+        "| model | options | parameters | wall s | run s | host peak MiB | measured tensors GiB "
+        "| estimate error | SDPA math-kernel calls |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in doc["cases"]:
+        if not isinstance(r["error"], float):
+            lines.append(f"| {r['model']} | {r['options']} | failed: {r['error']} |")
+            continue
+        lines.append(
+            f"| {r['model']} | {r['options']} | {r['parameters']:,} | {r['wall_seconds']} "
+            f"| {r['run_seconds']} | {r['host_peak_rss_bytes'] / MiB:,.0f} "
+            f"| {_gib(r['measured_tensor_bytes'])} | {r['error']:+.2%} | {r['math_kernel_calls']} |"
+        )
+    lines += [
+        "",
+        "Where SDPA took its math kernel on the CPU (MLA's different q/k and v head sizes), the",
+        "measured activations are the CPU kernel's fp32 scores, far above what CUDA's fused",
+        "kernels hold: those errors are the CPU's, and the command says so in its notes.",
+        "",
+    ]
+    return lines
+
+
 def document() -> str:
     inference = inference_rows()
     parts = [
@@ -191,7 +239,7 @@ def document() -> str:
         "",
         "- **Harness** figures are the peak live tensor bytes (what `torch.cuda.max_memory_allocated`",
         "  reports) of real transformers models built from their config.json, run for real under",
-        "  torch's FakeTensorMode on a CPU (benchmarks/harness). Inference is a prefill of the",
+        "  torch's FakeTensorMode on a CPU (vramgui/measure). Inference is a prefill of the",
         "  whole prompt plus one decode step, as `model.generate` runs them. The estimate compared",
         "  is `total_bytes - runtime_overhead`.",
         "- **Published** figures are engine logs and reports measured on GPUs",
@@ -204,6 +252,7 @@ def document() -> str:
         *table(published_component_rows(), "Inference components (published engine figures)"),
         *gguf_table(gguf_rows()),
         *training_tables(),
+        *measure_section(),
     ]
     return "\n".join(parts) + "\n"
 

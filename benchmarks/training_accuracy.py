@@ -23,6 +23,7 @@ from vramgui.core.families import spec_from_config
 from vramgui.core.training import training_estimate
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
+from vramgui.measure.compare import relative_error
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "benchmarks" / "data" / "measured_training.json"
@@ -91,7 +92,7 @@ def _row(
         "id": case_id,
         "measured": measured,
         "estimate": est.total_bytes,
-        "error": est.total_bytes / measured - 1,
+        "error": relative_error(est.total_bytes, measured),
         "phase": est.phase,
         "components": est.components,
         "rules": _rules(spec, w, est.trainable_parameters),

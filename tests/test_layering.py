@@ -62,10 +62,50 @@ def test_only_ui_imports_qt():
             assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path} imports {name}"
 
 
-def test_nothing_imports_torch():
+TORCH = ("torch", "transformers", "peft")
+# vramgui.measure's modules that never import torch: the window and the command line ask them
+# whether and what a run can measure before anything heavy is imported.
+TORCH_FREE_MEASURE = ("__init__.py", "extra.py", "request.py", "compare.py")
+
+
+def _measure_module(name: str) -> str | None:
+    """The module file of vramgui.measure that an import names, or None."""
+    if not name.startswith("vramgui.measure"):
+        return None
+    parts = name.split(".")
+    return "__init__.py" if len(parts) == 2 else f"{parts[2]}.py"
+
+
+def test_only_measure_imports_torch():
     for path in PACKAGE.rglob("*.py"):
+        if "measure" in path.relative_to(PACKAGE).parts:
+            continue
         for name in _imports(path):
-            assert name.split(".")[0] not in ("torch", "transformers", "peft"), f"{path}: {name}"
+            assert name.split(".")[0] not in TORCH, f"{path}: {name}"
+
+
+@pytest.mark.parametrize("name", TORCH_FREE_MEASURE)
+def test_the_measure_modules_the_window_uses_import_no_torch(name):
+    for imported in _imports(PACKAGE / "measure" / name):
+        assert imported.split(".")[0] not in TORCH, f"{name}: {imported}"
+        module = _measure_module(imported)
+        assert module is None or module in TORCH_FREE_MEASURE, f"{name}: {imported}"
+
+
+def test_the_window_uses_only_the_torch_free_measure_modules():
+    # The window runs measurements in another process; its own never imports torch.
+    for path in _modules("ui"):
+        for name in _imports(path):
+            module = _measure_module(name)
+            assert module is None or module in TORCH_FREE_MEASURE, f"{path}: {name}"
+
+
+def test_measure_imports_core_and_hardware_only():
+    for path in _modules("measure"):
+        for name in _imports(path):
+            if name.startswith("vramgui."):
+                layer = name.split(".")[1]
+                assert layer in ("core", "hardware", "measure"), f"{path}: {name}"
 
 
 def test_shared_file_helpers_sit_below_the_services():

@@ -25,7 +25,7 @@ SCHEMA = "vramgui.measured/1"
 ABOUT = (
     "Peak live tensor bytes (what torch.cuda.max_memory_allocated reports, without CUDA context, "
     "workspaces or allocator rounding) of transformers models built from their config.json and "
-    "run under torch's FakeTensorMode on a CPU by benchmarks/harness/measure.py. Inference: "
+    "run under torch's FakeTensorMode on a CPU by vramgui/measure/harness.py. Inference: "
     "prefill of batch x seq tokens (DynamicCache, logits_to_keep=1, all-ones attention mask) "
     "plus one decode step, under no_grad, as model.generate runs them; encoders (bert): one "
     "forward with full logits. Training: the second of two steps (forward with labels=input_ids "
@@ -64,7 +64,7 @@ def measure_case(case: Case, timeout_s: float) -> dict:
     command = [
         sys.executable,
         "-m",
-        "benchmarks.harness.measure",
+        "vramgui.measure.harness",
         "--config",
         config_path,
         "--settings",

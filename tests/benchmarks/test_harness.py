@@ -12,15 +12,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from benchmarks.harness.autocast import CudaAutocastRules  # noqa: E402
 from benchmarks.harness.cases import INFERENCE_CASES, TRAINING_CASES, load_config  # noqa: E402
-from benchmarks.harness.live_bytes import LiveBytes  # noqa: E402
-from benchmarks.harness.measure import (  # noqa: E402
+from vramgui.measure.autocast import CudaAutocastRules  # noqa: E402
+from vramgui.measure.harness import (  # noqa: E402
     Settings,
     UnsupportedSettingError,
     build_model,
     measure,
 )
+from vramgui.measure.live_bytes import LiveBytes  # noqa: E402
 
 TINY = json.loads(
     (Path(__file__).parents[1] / "data" / "families" / "tiny_configs.json").read_text()

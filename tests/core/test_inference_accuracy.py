@@ -1,7 +1,7 @@
 """The inference estimate against peak tensor memory measured by the harness (no torch needed).
 
 benchmarks/data/measured_inference.json holds peaks measured with real transformers models under
-FakeTensorMode (benchmarks/harness). The estimate must land within 3 % of at least 20 of them
+FakeTensorMode (vramgui/measure). The estimate must land within 3 % of at least 20 of them
 and within 3 % in the median; cases the CPU measures differently from a GPU are listed with why.
 """
 

@@ -21,6 +21,7 @@ from PySide6.QtGui import (
     QPaintEvent,
     QPalette,
     QPen,
+    QPolygonF,
 )
 from PySide6.QtWidgets import QToolTip, QWidget
 
@@ -35,6 +36,19 @@ LABEL_ROWS = 3  # capacity labels are staggered over this many rows under the ba
 LEFT_PART = 0.4
 _PAD = 8.0
 _TICK_PX = 90.0  # about one axis label per this many pixels
+
+
+@dataclass(frozen=True)
+class MeasuredMark:
+    """A measured figure drawn across the bar: its name in the legend, where, and its tooltip."""
+
+    name: str
+    bytes: int
+    tooltip: str
+
+
+# Measured figures in a colour no component takes, solid where capacities are dashed.
+MEASURED_COLOUR = "#6A3D9A"
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,7 @@ class BreakdownChart(QWidget):
         self._components: dict[str, int] = {}
         self._capacities: list[tuple[str, int, bool, int]] = []
         self._colours: dict[str, QColor] = {}
+        self._measured: tuple[MeasuredMark, ...] = ()
         self.marks: list[CapacityMark] = []
         self.right = 1.0  # the axis ends here, in the display unit
         self.hover_text = ""
@@ -82,6 +97,15 @@ class BreakdownChart(QWidget):
         self._capacities = list(capacities)
         self._redraw()
 
+    def set_measured(self, marks: Sequence[MeasuredMark]) -> None:
+        """Draw measured figures across the bar (none: clear them); they stay until replaced."""
+        self._measured = tuple(marks)
+        self._redraw()
+
+    def measured_positions(self) -> list[tuple[str, float]]:
+        """``(name, position)`` of each measured mark, in the current unit."""
+        return [(m.name, to_unit(m.bytes, self._unit)) for m in self._measured]
+
     def segment(self, name: str) -> tuple[float, float]:
         """``(start, width)`` of component ``name`` along the axis, in the current unit."""
         start = 0.0
@@ -93,8 +117,13 @@ class BreakdownChart(QWidget):
         raise KeyError(name)
 
     def legend_text(self) -> str:
-        """The legend as plain text: the components shown, in order."""
-        return "  ".join(palette.component_label(name) for name in self._components)
+        """The legend as plain text: the components shown, in order, then measured figures."""
+        return "  ".join(self._legend_entries())
+
+    def _legend_entries(self) -> list[str]:
+        return [palette.component_label(name) for name in self._components] + [
+            f"{m.name}: {format_bytes(m.bytes, self._unit)}" for m in self._measured
+        ]
 
     def text_at(self, x: float, y: float) -> str:
         """The hover text at ``x`` (display unit) and ``y`` (bar units): a component's size, or ""."""
@@ -130,7 +159,8 @@ class BreakdownChart(QWidget):
                     palette.FIT if fits else palette.NO_FIT,
                 )
             )
-        biggest = max([total] + [m[1] for m in marks])
+        measured = [to_unit(m.bytes, unit) for m in self._measured]
+        biggest = max([total] + [m[1] for m in marks] + measured)
         self.right = nice_ceiling(max(biggest, 1.0) * 1.12)
         self.marks = [
             CapacityMark(gpu, x, label, tip, colour, x < self.right * LEFT_PART)
@@ -142,7 +172,8 @@ class BreakdownChart(QWidget):
         """Font metrics, the legend's height, the bar's top, and the plot rectangle."""
         metrics = QFontMetricsF(self.font())
         line = metrics.height()
-        legend_rows = math.ceil(len(self._components) / LEGEND_COLUMNS) if self._components else 0
+        entries = len(self._components) + len(self._measured)
+        legend_rows = math.ceil(entries / LEGEND_COLUMNS) if entries else 0
         legend = legend_rows * (line + 2)
         axis = 2 * line + 10  # tick labels and the axis title
         plot = QRectF(_PAD, _PAD, self.width() - 2 * _PAD, self.height() - 2 * _PAD - axis)
@@ -191,17 +222,23 @@ class BreakdownChart(QWidget):
             title,
         )
 
-        # Legend: a swatch and a name per component, in columns.
+        # Legend: a swatch and a name per component, then measured figures, in columns.
         column_width = plot.width() / LEGEND_COLUMNS
-        for i, name in enumerate(self._components):
+        measured_colour = QColor(MEASURED_COLOUR)
+        for i, label in enumerate(self._legend_entries()):
             row, column = divmod(i, LEGEND_COLUMNS)
             x = plot.left() + column * column_width
             y = plot.top() + row * (line + 2)
-            painter.fillRect(QRectF(x, y + line * 0.2, line * 0.6, line * 0.6), self._colour(name))
+            if i < len(self._components):
+                swatch = QRectF(x, y + line * 0.2, line * 0.6, line * 0.6)
+                painter.fillRect(swatch, self._colour(list(self._components)[i]))
+            else:
+                _triangle(painter, x + line * 0.3, y + line * 0.75, line * 0.6, measured_colour)
+                painter.setPen(QPen(text, 1))
             painter.drawText(
                 QRectF(x + line * 0.9, y, column_width - line, line),
                 Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                palette.component_label(name),
+                label,
             )
 
         # The bar, then its total at its end.
@@ -233,6 +270,13 @@ class BreakdownChart(QWidget):
             left = x + 4 if mark.label_right else x - 4 - width
             left = min(max(left, plot.left()), plot.right() - width)
             painter.drawText(QPointF(left, y + metrics.ascent()), mark.label)
+
+        # Measured figures: a solid line across the bar under a marker pointing at it.
+        for mark in self._measured:
+            x = self._x(to_unit(mark.bytes, self._unit), plot)
+            painter.setPen(QPen(measured_colour, 2))
+            painter.drawLine(QPointF(x, bar_top - 2), QPointF(x, bar_top + bar_height + 4))
+            _triangle(painter, x, bar_top - 1, line * 0.7, measured_colour)
         painter.end()
 
     def _colour(self, name: str) -> QColor:
@@ -252,14 +296,37 @@ class BreakdownChart(QWidget):
         x = (position.x() - plot.left()) / plot.width() * self.right if plot.width() else 0.0
         # Bar units: the bar's centre is 0 and its edges +-BAR_HEIGHT / 2.
         y = (bar_top + bar_height / 2 - position.y()) / bar_height * BAR_HEIGHT
-        self.hover_text = self.text_at(x, y) or self._mark_at(position.x(), plot)
+        self.hover_text = (
+            self._measured_at(position.x(), plot)
+            or self.text_at(x, y)
+            or self._mark_at(position.x(), plot)
+        )
         if self.hover_text:
             QToolTip.showText(event.globalPosition().toPoint(), self.hover_text, self)
         else:
             QToolTip.hideText()
+
+    def _measured_at(self, x: float, plot: QRectF) -> str:
+        for measured in self._measured:
+            if abs(self._x(to_unit(measured.bytes, self._unit), plot) - x) <= 4:
+                return measured.tooltip
+        return ""
 
     def _mark_at(self, x: float, plot: QRectF) -> str:
         for mark in self.marks:
             if abs(self._x(mark.position, plot) - x) <= 3:
                 return mark.tooltip
         return ""
+
+
+def _triangle(painter: QPainter, x: float, tip_y: float, size: float, colour: QColor) -> None:
+    """A filled triangle pointing down, its tip at ``(x, tip_y)``."""
+    half = size / 2
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(colour)
+    painter.drawPolygon(
+        QPolygonF(
+            [QPointF(x - half, tip_y - size), QPointF(x + half, tip_y - size), QPointF(x, tip_y)]
+        )
+    )
+    painter.setBrush(Qt.BrushStyle.NoBrush)

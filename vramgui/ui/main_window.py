@@ -63,6 +63,7 @@ from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
 from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
+from vramgui.ui.verify import VerifyBar
 from vramgui.ui.workload_panel import WorkloadPanel
 
 DOCS_URL = "https://github.com/vramgui/vramgui#readme"
@@ -193,6 +194,7 @@ class MainWindow(QMainWindow):
         self.banner_close.setFlat(True)
         self.message_area = _MessageArea()
         self.breakdown_chart = BreakdownChart()
+        self.verify_bar = VerifyBar(controller, self.breakdown_chart)
         self.sweep_chart = SweepChart()
         self.sweep_field = QComboBox()
         self.sweep_field.addItem("Context / sequence length", "seq")
@@ -301,7 +303,10 @@ class MainWindow(QMainWindow):
 
         estimate_tab = QWidget()
         centre = QVBoxLayout(estimate_tab)
-        centre.addWidget(self.headline)
+        headline_row = QHBoxLayout()
+        headline_row.addWidget(self.headline, 3)
+        headline_row.addWidget(self.verify_bar, 2)
+        centre.addLayout(headline_row)
         centre.addWidget(self.message_area)
         centre.addWidget(self.centre_split, 1)
 
@@ -611,6 +616,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.gpu_panel.stop()
+        self.verify_bar.shutdown()
         self._save_workload()
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())

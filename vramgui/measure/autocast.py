@@ -13,6 +13,9 @@ float32 on CUDA. Source: the autocast lists of aten/src/ATen/autocast_mode.cpp (
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
@@ -99,7 +102,13 @@ def _upcast(value: object) -> object:
 class CudaAutocastRules(TorchFunctionMode):
     """While CPU autocast is enabled, apply the float32 rules CUDA autocast has and CPU lacks."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Collection[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if torch.is_autocast_enabled("cpu"):
             if func in _CAST_TO_FP32:

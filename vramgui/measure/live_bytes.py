@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -111,7 +112,13 @@ class LiveBytes(TorchDispatchMode):
             return "weight_copies"
         return "other"
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: Collection[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         if func is _aten._local_scalar_dense.default and self.item_stand_in is not None:
             dtype = args[0].dtype
             if dtype.is_floating_point:

@@ -6,7 +6,7 @@ live storage: the figure `torch.cuda.max_memory_allocated` reports on a GPU, wit
 context, cuBLAS workspaces and the caching allocator's rounding.
 
 Usage:
-    python -m benchmarks.harness.measure --config config.json --settings '{"mode": "inference"}'
+    python -m vramgui.measure.harness --config config.json --settings '{"mode": "inference"}'
 
 Settings use the option names of `vramgui estimate`; see `Settings`.
 """
@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import peft
 import torch
@@ -32,8 +33,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, BertForMaskedLM, Dyna
 from transformers.initialization import no_init_weights
 from transformers.integrations import moe
 
-from benchmarks.harness.autocast import CudaAutocastRules
-from benchmarks.harness.live_bytes import LiveBytes
+from vramgui.measure.autocast import CudaAutocastRules
+from vramgui.measure.live_bytes import LiveBytes
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 OPTIMIZERS = ("adamw", "adamw-fused", "sgd", "adafactor", "lion")
@@ -187,8 +188,8 @@ def build_model(
 
     With `fake_mode`: built on the meta device without initialization, tied, wrapped (LoRA,
     checkpointing: peft cannot move adapters under FakeTensorMode), then every tensor materialized
-    as a fake tensor of `fake_mode`. Without: built on the CPU the ordinary way, for checks on small
-    models.
+    as a fake tensor of `fake_mode`. Without: built the ordinary way on the default device (the
+    CPU for checks on small models, a GPU under `torch.device("cuda")`).
     """
     cfg = _config_object(config)
     if fake_mode is None:
@@ -265,7 +266,13 @@ def _tag_cache_updates(cache: DynamicCache, counter: LiveBytes) -> None:
     """Count what the cache holds as kv_cache as soon as each layer stores it."""
     update = cache.update
 
-    def counted_update(key_states, value_states, layer_idx, *args, **kwargs):
+    def counted_update(
+        key_states: torch.Tensor,
+        value_states: torch.Tensor,
+        layer_idx: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         result = update(key_states, value_states, layer_idx, *args, **kwargs)
         layer = cache.layers[layer_idx]
         counter.classify((getattr(layer, "keys", None), getattr(layer, "values", None)), "kv_cache")
@@ -346,11 +353,16 @@ def _run_encoder_forward(model: torch.nn.Module, settings: Settings, counter: Li
 
 
 def _autocast(settings: Settings) -> contextlib.AbstractContextManager:
-    """Mixed precision as on CUDA: CPU autocast plus the float32 rules only CUDA autocast has."""
+    """Mixed precision as on CUDA: CPU autocast plus the float32 rules only CUDA autocast has.
+
+    On a CUDA default device (a run on the GPU), CUDA autocast itself.
+    """
     stack = contextlib.ExitStack()
     if settings.precision == "mixed" and settings.dtype != "fp32":
-        stack.enter_context(torch.autocast(device_type="cpu", dtype=DTYPES[settings.dtype]))
-        stack.enter_context(CudaAutocastRules())
+        device_type = torch.get_default_device().type
+        stack.enter_context(torch.autocast(device_type=device_type, dtype=DTYPES[settings.dtype]))
+        if device_type == "cpu":
+            stack.enter_context(CudaAutocastRules())
     return stack
 
 
@@ -410,7 +422,7 @@ def _autocast_notes(settings: Settings) -> str | None:
         return None
     return (
         "mixed precision: torch.autocast('cpu') plus CUDA autocast's float32 rules "
-        "(benchmarks/harness/autocast.py); fp32 weights cast to 16-bit once per forward and "
+        "(vramgui/measure/autocast.py); fp32 weights cast to 16-bit once per forward and "
         "cached by autocast (weight_copies)"
     )
 
@@ -418,17 +430,19 @@ def _autocast_notes(settings: Settings) -> str | None:
 def harness_digest() -> str:
     """A short hash of the harness's measuring code, to tell records of older code apart."""
     digest = hashlib.sha256()
-    for name in ("measure.py", "live_bytes.py", "autocast.py"):
+    for name in ("harness.py", "live_bytes.py", "autocast.py"):
         digest.update((Path(__file__).parent / name).read_bytes())
     return digest.hexdigest()[:12]
 
 
-def measure(config: dict, settings: dict) -> dict:
+def measure(config: dict, settings: dict, counter: LiveBytes | None = None) -> dict:
     """Measure the peak live tensor bytes of `config`'s model under `settings`.
 
     Args:
         config: a config.json dict (with `model_type`).
         settings: option names of `vramgui estimate` (see `Settings`).
+        counter: the counter to use, for callers that follow the phases as they run (progress,
+            the allocator's figures on a GPU); a new `LiveBytes` by default.
 
     Returns:
         peak_bytes, phase (of the peak), breakdown_at_peak (bytes per category, summing to
@@ -439,7 +453,7 @@ def measure(config: dict, settings: dict) -> dict:
     parsed = Settings.from_dict(settings)
     started = time.perf_counter()
     fake_mode = FakeTensorMode() if parsed.fake else None
-    counter = LiveBytes()
+    counter = LiveBytes() if counter is None else counter
     result: dict = {}
     model = build_model(config, parsed, fake_mode)
     patches = _fake_tensor_workarounds() if fake_mode else contextlib.nullcontext()

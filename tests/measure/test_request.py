@@ -1,0 +1,108 @@
+"""Which estimates a run can reproduce, and the harness settings it gets (no torch needed)."""
+
+import dataclasses
+
+import pytest
+
+from tests.fakehub.files import TINY_LLAMA_CONFIG
+from vramgui.core.families import spec_from_config
+from vramgui.core.workload import Workload
+from vramgui.measure import extra, request
+from vramgui.measure.request import MeasureError
+
+SPEC = spec_from_config(TINY_LLAMA_CONFIG, "tiny")
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"quant": "nf4"}, "quantized"),
+        ({"engine": "vllm"}, "vllm"),
+        ({"gpus": 2, "tp": 2}, "one GPU"),
+        ({"attention": "flash"}, "flash"),
+        ({"kv_dtype": "fp8"}, "KV cache"),
+        ({"mode": "training", "method": "qlora", "quant": "nf4"}, "quantized"),
+        ({"mode": "training", "optimizer": "adamw-8bit"}, "adamw-8bit"),
+        ({"mode": "training", "gpus": 2, "zero": 2}, "one GPU"),
+    ],
+)
+def test_setups_a_run_cannot_reproduce_are_refused_with_the_reason(changes, words):
+    workload = Workload(**changes)
+    reason = request.unmeasurable_reason(SPEC, workload)
+    assert reason is not None and words in reason
+    with pytest.raises(MeasureError, match="cannot measure"):
+        request.harness_settings(SPEC, workload, "fake")
+
+
+def test_a_quantized_checkpoint_is_refused():
+    spec = dataclasses.replace(SPEC, quantization="gptq-int4")
+    assert "stored as" in request.unmeasurable_reason(spec, Workload())
+
+
+def test_settings_carry_the_estimate_option_names():
+    inference = request.harness_settings(SPEC, Workload(batch=3, seq=77, dtype="fp16"), "fake")
+    assert inference == {
+        "mode": "inference",
+        "batch": 3,
+        "seq": 77,
+        "dtype": "fp16",
+        "attention": "sdpa",
+        "fake": True,
+    }
+    training = request.harness_settings(
+        SPEC,
+        Workload(mode="training", method="lora", lora_targets=("q_proj", "v_proj"), grad_accum=2),
+        "cuda",
+    )
+    assert training["lora-targets"] == "q_proj,v_proj"
+    assert training["grad-accum"] == 2 and training["method"] == "lora"
+    assert training["fake"] is False
+
+
+def test_an_unknown_device_is_refused():
+    with pytest.raises(MeasureError, match="--device"):
+        request.harness_settings(SPEC, Workload(), "tpu")
+
+
+def test_steps_follow_the_harness_phases():
+    inference = request.harness_settings(SPEC, Workload(), "fake")
+    assert request.steps(inference, is_decoder=True) == ("load", "prefill", "decode")
+    assert request.steps(inference, is_decoder=False) == ("load", "forward")
+    training = request.harness_settings(SPEC, Workload(mode="training", grad_accum=2), "fake")
+    steps = request.steps(training, is_decoder=True)
+    assert steps[0] == "load"
+    assert steps.count("forward") == 4 and steps.count("optimizer step") == 2
+
+
+def test_missing_packages_name_each_one_and_what_to_install(monkeypatch):
+    installed = {"transformers": "5.24.0", "peft": "0.13.2"}
+    monkeypatch.setattr(
+        extra.importlib.util,
+        "find_spec",
+        lambda name: None if name not in installed else object(),
+    )
+    monkeypatch.setattr(extra.importlib.metadata, "version", lambda name: installed[name])
+    problems = extra.missing_packages()
+    assert problems == ("torch is not installed", "peft 0.13 is older than the 0.21 it needs")
+    hint = extra.install_hint(problems)
+    assert 'pip install "vramgui[measure]"' in hint
+    assert "torch is not installed" in hint
+    assert "download.pytorch.org/whl/cpu" in hint
+
+
+def test_nothing_is_missing_where_the_extra_is_installed(monkeypatch):
+    monkeypatch.setattr(extra.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(extra.importlib.metadata, "version", lambda name: "99.0.0")
+    assert extra.missing_packages() == ()
+
+
+def test_the_command_without_the_extra_says_what_to_install(monkeypatch, capsys):
+    from vramgui.cli import main
+
+    monkeypatch.setattr(extra, "missing_packages", lambda: ("torch is not installed",))
+    code = main(["measure", "smollm-135m"])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert err.startswith("vramgui: Measuring needs PyTorch, transformers and peft")
+    assert 'pip install "vramgui[measure]"' in err
+    assert len(err.strip().splitlines()) == 1

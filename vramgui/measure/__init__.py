@@ -1,0 +1,1 @@
+"""Measured memory of real transformers models (the `measure` extra: torch, transformers, peft)."""

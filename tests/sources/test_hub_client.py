@@ -89,7 +89,7 @@ def test_header_larger_than_the_first_range_takes_a_second_one(fake_hub, client)
     tensors = dict(TENSORS)
     tensors.update({f"model.layers.1.mlp.extra_{i}.weight": ("F16", (3,)) for i in range(2000)})
     raw = safetensors_bytes(tensors)
-    assert int.from_bytes(raw[:8], "little") > hub_repo.FIRST_RANGE_BYTES
+    assert int.from_bytes(raw[:8], "little") > 100_001  # huggingface_hub reads bytes 0-100000 first
     fake_hub.add("org/wide", {"config.json": CONFIG, "model.safetensors": raw})
     spec = client.load("org/wide").spec
     assert spec.parameters == header_totals(tensors)[0]
@@ -220,9 +220,9 @@ def test_one_deadline_bounds_all_requests_of_a_load(fake_hub):
     fake_hub.delay_s["org/tiny/config.json"] = 0.5
     fake_hub.delay_s["org/tiny/model.safetensors"] = 0.5
     started = time.perf_counter()
-    with pytest.raises(HubUnavailable, match=r"within 0\.7 s \(model\.safetensors"):
+    with pytest.raises(HubUnavailable, match=r"within 0\.7 s \((config\.json|model\.safetensors)"):
         HubClient(timeout_s=0.7).load("org/tiny")
-    assert time.perf_counter() - started < 3.0  # each request alone would fit; together not
+    assert time.perf_counter() - started < 1.5  # each request alone would fit; together not
 
 
 def test_fail_on_one_file_only(fake_hub, client):
@@ -273,7 +273,7 @@ def test_same_commit_is_not_read_twice_and_a_new_commit_is(fake_hub, client):
     )
     client.load("org/tiny")
     client.load("org/tiny")
-    assert sum(r.path.endswith("config.json") for r in fake_hub.requests) == 1
+    assert sum(r.method == "GET" and r.path.endswith("config.json") for r in fake_hub.requests) == 1
     bigger = {**TINY_LLAMA_CONFIG, "num_hidden_layers": 3}
     repo.files = {
         "config.json": json.dumps(bigger).encode(),

@@ -34,7 +34,7 @@ CATALOG_HITS = 8
 SWITCH_INTERVAL_S = 0.001  # how often a thread waiting for the interpreter lock gets it
 
 if TYPE_CHECKING:
-    from vramgui.sources.resolve import SearchResult
+    from vramgui.sources.results import SearchResult
 
 log = logging.getLogger("vramgui")
 
@@ -103,7 +103,7 @@ def settings() -> QSettings:
 def search_everywhere(query: str) -> SearchResult:
     """Hub results (or their offline fallback) followed by bundled catalog models not among them."""
     from vramgui.sources import catalog, resolve
-    from vramgui.sources.hub import HubModel
+    from vramgui.sources.results import HubModel
 
     found = resolve.search_models(query)
     seen = {hit.id.lower() for hit in found.results}

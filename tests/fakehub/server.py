@@ -72,6 +72,7 @@ class FakeHub:
     drip_s: dict[str, float] = field(default_factory=dict)
     requests: list[RequestLog] = field(default_factory=list)
     ignore_range: bool = False
+    content_range_total: int | None = None  # what Content-Range states as the file's size
     sharded_metadata: bool = True
     revoked: set[str] = field(default_factory=set)
     renamed: dict[str, str] = field(default_factory=dict)
@@ -289,7 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
         if start >= len(data):
             self._send(416, b"", headers={"Content-Range": f"bytes */{len(data)}"}, head=head)
             return
-        headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+        total = self.fake.content_range_total or len(data)
+        headers["Content-Range"] = f"bytes {start}-{end}/{total}"
         self._send(206, data[start : end + 1], headers=headers, head=head)
 
     def _error(self, status: int, code: str, head: bool) -> None:

@@ -136,6 +136,17 @@ def test_gguf_repo_lists_files_and_reads_the_chosen_header(fake_hub, client, tmp
     assert offline.spec.tensors == chosen.spec.tensors
 
 
+def test_a_gguf_name_of_300_characters_and_a_lying_content_range(fake_hub, client, tmp_path):
+    """Both raised tracebacks (a temporary file named after the GGUF, truncated to the stated
+    size); the header is now walked in memory and the size comes from the repo's listing."""
+    write_gguf(tmp_path / "a.gguf")
+    name = "q" * 292 + "-Q4_K_M.gguf"
+    fake_hub.add("org/long-GGUF", {name: (tmp_path / "a.gguf").read_bytes()})
+    fake_hub.content_range_total = 10**30
+    loaded = client.load("org/long-GGUF")
+    assert loaded.ref.file == name and loaded.spec.parameters > 0
+
+
 def test_damaged_gguf_on_the_hub(fake_hub, client, tmp_path):
     write_gguf(tmp_path / "a.gguf")
     raw = (tmp_path / "a.gguf").read_bytes()

@@ -339,15 +339,19 @@ class _Walk:
         """Step over ``count`` strings: the hot loop of a vocabulary, kept to plain locals."""
         cursor = self._cursor
         unpack = _U64.unpack_from
+        buf, pos, end = cursor.buf, cursor.pos, len(cursor.buf)
         for _ in range(count):
-            if len(cursor.buf) - cursor.pos < 8:
+            if end - pos < 8:
+                cursor.pos = pos
                 cursor.ensure(8)
-            (n,) = unpack(cursor.buf, cursor.pos)
-            cursor.pos += 8
-            if len(cursor.buf) - cursor.pos >= n:
-                cursor.pos += n
-            else:
+                buf, pos, end = cursor.buf, cursor.pos, len(cursor.buf)
+            (n,) = unpack(buf, pos)
+            pos += 8 + n
+            if pos > end:
+                cursor.pos = pos - n
                 cursor.skip(n)
+                buf, pos, end = cursor.buf, cursor.pos, len(cursor.buf)
+        cursor.pos = pos
 
 
 def gguf_prefix_contents(prefix: bytes, size: int | None, origin: str) -> GgufContents:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vramgui.core.model import ModelRef
 from vramgui.sources import catalog, hf_cache, local, on_disk
-from vramgui.sources.checkpoint import describe_os_error, local_ref, open_regular
+from vramgui.sources.checkpoint import describe_os_error, local_ref, open_regular, regular_size
 from vramgui.sources.errors import BadModelFile, HubUnavailable, ModelNotFound, SourceError
 from vramgui.sources.gguf_reader import GGUF_MAGIC, load_gguf
 from vramgui.sources.hub import SEARCH_FRESH_S, HubClient
@@ -156,6 +156,7 @@ def _load_path(path: Path) -> ResolvedModel:
         names = local.folder_names(resolved)
         files = [resolved / n for n in sorted(names) if n.endswith(_PATH_SUFFIXES)]
         return ResolvedModel(spec=spec, ref=local_ref("local", resolved, files))
+    regular_size(resolved)  # a pipe, a device or a socket is refused here, whatever its name
     if resolved.name == local.SAFETENSORS_INDEX:
         spec = local.load_folder(resolved.parent)
         return ResolvedModel(spec=spec, ref=local_ref("local", resolved.parent, [resolved]))

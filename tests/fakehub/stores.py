@@ -9,6 +9,9 @@ import json
 import os
 from pathlib import Path
 
+from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, repo_files, write_gguf
+from vramgui.sources.on_disk import Stores
+
 
 def hf_cache_repo(
     cache: Path, repo_id: str, files: dict[str, bytes], commit: str | None = None, ref: str = "main"
@@ -34,15 +37,20 @@ def ollama_model(
     root: Path,
     model: str,
     tag: str,
-    gguf: bytes,
+    gguf: bytes | Path,
     namespace: str = "library",
     host: str = "registry.ollama.ai",
 ) -> Path:
-    """A model pulled by Ollama: its GGUF blob and the manifest naming it; returns the blob."""
-    digest = hashlib.sha256(gguf).hexdigest()
+    """A model pulled by Ollama: its GGUF blob (the bytes, or a link to a large file) and the
+    manifest naming it; returns the blob."""
+    linked = isinstance(gguf, Path)
+    digest = hashlib.sha256(str(gguf).encode() if linked else gguf).hexdigest()
     blob = root / "blobs" / f"sha256-{digest}"
     blob.parent.mkdir(parents=True, exist_ok=True)
-    blob.write_bytes(gguf)
+    if isinstance(gguf, Path):
+        blob.symlink_to(gguf)
+    else:
+        blob.write_bytes(gguf)
     params = b'{"stop": ["<|eot_id|>"]}'
     params_digest = hashlib.sha256(params).hexdigest()
     (root / "blobs" / f"sha256-{params_digest}").write_bytes(params)
@@ -54,7 +62,7 @@ def ollama_model(
             {
                 "mediaType": "application/vnd.ollama.image.model",
                 "digest": f"sha256:{digest}",
-                "size": len(gguf),
+                "size": blob.stat().st_size,
             },
             {
                 "mediaType": "application/vnd.ollama.image.params",
@@ -92,3 +100,31 @@ def tree_state(root: Path) -> dict[str, tuple[int, int, bytes]]:
             content = b""
         state[str(path.relative_to(root))] = (info.st_mode, info.st_mtime_ns, content)
     return state
+
+
+def sample_stores(root: Path) -> Stores:
+    """One store of each kind under ``root``, with a model or two in each, a download cut short
+    and a repo holding only the config.json an estimate fetched."""
+    root.mkdir(parents=True, exist_ok=True)
+    write_gguf(root / "tiny.gguf")
+    gguf = (root / "tiny.gguf").read_bytes()
+    files = repo_files(TINY_LLAMA_CONFIG, llama_tensors(TINY_LLAMA_CONFIG))
+    hf = root / "hf"
+    hf_cache_repo(hf, "org/tiny", files)
+    hf_cache_repo(hf, "org/tiny-GGUF", {"tiny-Q4_K_M.gguf": gguf})
+    partial = repo_files(TINY_LLAMA_CONFIG, llama_tensors(TINY_LLAMA_CONFIG), shards=2)
+    del partial["model-00001-of-00002.safetensors"]
+    hf_cache_repo(hf, "org/partial", partial)
+    hf_cache_repo(hf, "org/config-only", {"config.json": files["config.json"]})
+    ollama = root / "ollama"
+    ollama_model(ollama, "llama3.2", "3b", gguf)
+    ollama_model(ollama, "tiny", "latest", gguf, namespace="someone")
+    studio = root / "lmstudio"
+    lm_studio_model(
+        studio,
+        "lmstudio-community",
+        "Tiny-GGUF",
+        {"Tiny-Q4_K_M.gguf": gguf, "mmproj-f16.gguf": gguf},
+    )
+    lm_studio_model(studio, "mlx-community", "Tiny-4bit", files)
+    return Stores(hf, (ollama,), (studio,))

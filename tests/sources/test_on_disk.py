@@ -13,7 +13,7 @@ from tests.fakehub.files import (
     repo_files,
     write_gguf,
 )
-from tests.fakehub.stores import hf_cache_repo, lm_studio_model, ollama_model, tree_state
+from tests.fakehub.stores import hf_cache_repo, sample_stores, tree_state
 from vramgui.cli import main
 from vramgui.core.dtypes import storage_bytes
 from vramgui.core.model import Inventory
@@ -59,7 +59,7 @@ def test_offline_estimate_of_a_repo_in_the_cache_is_exact(cache, monkeypatch, ca
     loaded = load_model("org/tiny")
     assert _stored_bytes(loaded.spec) == data
     assert loaded.ref.kind == "hub" and loaded.ref.revision is not None
-    assert any("Hugging Face cache" in n for n in loaded.notices)
+    assert loaded.spec.source.startswith("Hugging Face cache, org/tiny@") and not loaded.notices
     assert load_ref(loaded.ref).spec.tensors == loaded.spec.tensors
 
 
@@ -71,6 +71,16 @@ def test_the_cache_comes_before_the_hub(cache, fake_hub):
     assert fake_hub.requests == []
 
 
+def test_the_cache_comes_before_the_catalog(cache):
+    """A catalog model downloaded whole is read from its own headers."""
+    config = {**TINY_LLAMA_CONFIG, "num_hidden_layers": 3}
+    hf_cache_repo(cache, "meta-llama/Llama-3.1-8B", repo_files(config, llama_tensors(config)))
+    loaded = load_model("meta-llama/Llama-3.1-8B")
+    assert loaded.spec.source.startswith("Hugging Face cache, meta-llama/Llama-3.1-8B@")
+    assert loaded.spec.facts.num_layers == 3
+    assert load_model("llama-3.1-8b").spec.facts.num_layers == 32  # the catalog's own name
+
+
 def test_a_snapshot_without_all_its_weights_sends_the_repo_to_the_hub(cache, fake_hub):
     fake_hub.add("org/tiny", repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=2))
     partial = repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=2)
@@ -78,7 +88,7 @@ def test_a_snapshot_without_all_its_weights_sends_the_repo_to_the_hub(cache, fak
     hf_cache_repo(cache, "org/tiny", partial)
     loaded = load_model("org/tiny", hub=HubClient(timeout_s=2))
     assert loaded.spec.parameters == header_totals(TENSORS)[0]
-    assert fake_hub.requests and not any("Hugging Face cache" in n for n in loaded.notices)
+    assert fake_hub.requests and not loaded.spec.source.startswith("Hugging Face cache")
 
 
 def test_a_repo_an_estimate_fetched_estimates_again_offline(cache, fake_hub, monkeypatch):
@@ -106,30 +116,13 @@ def test_revisions_and_gguf_files_of_the_cache(cache, gguf_bytes, monkeypatch):
 
 
 @pytest.fixture
-def stores(tmp_path, gguf_bytes):
+def stores(tmp_path):
     """One store of each kind, with a model or two in each."""
-    hf = tmp_path / "hf"
-    hf_cache_repo(hf, "org/tiny", FILES)
-    hf_cache_repo(hf, "org/tiny-GGUF", {"tiny-Q4_K_M.gguf": gguf_bytes})
-    partial = repo_files(TINY_LLAMA_CONFIG, TENSORS, shards=2)
-    del partial["model-00001-of-00002.safetensors"]
-    hf_cache_repo(hf, "org/partial", partial)
-    hf_cache_repo(hf, "org/config-only", {"config.json": FILES["config.json"]})
-    ollama = tmp_path / "ollama"
-    ollama_model(ollama, "llama3.2", "3b", gguf_bytes)
-    ollama_model(ollama, "tiny", "latest", gguf_bytes, namespace="someone")
-    studio = tmp_path / "lmstudio"
-    lm_studio_model(
-        studio,
-        "lmstudio-community",
-        "Tiny-GGUF",
-        {"Tiny-Q4_K_M.gguf": gguf_bytes, "mmproj-f16.gguf": gguf_bytes},
-    )
-    lm_studio_model(studio, "mlx-community", "Tiny-4bit", FILES)
-    return on_disk.Stores(hf, (ollama,), (studio,))
+    return sample_stores(tmp_path / "stores")
 
 
-def test_every_store_is_listed_with_sizes(stores, gguf_bytes):
+def test_every_store_is_listed_with_sizes(stores):
+    gguf_bytes = (stores.hf_cache.parent / "tiny.gguf").read_bytes()
     found = on_disk.scan(stores)
     rows = {(m.where, m.name): m for m in found.models}
     assert set(rows) == {
@@ -157,15 +150,15 @@ def test_every_listed_model_opens_without_the_network(stores, monkeypatch):
         assert by_source.spec.tensors == opened.spec.tensors, model.name
 
 
-def test_reading_the_stores_writes_nothing_to_them(stores, tmp_path, monkeypatch):
-    before = tree_state(tmp_path)
+def test_reading_the_stores_writes_nothing_to_them(stores, monkeypatch):
+    before = tree_state(stores.hf_cache.parent)
     monkeypatch.setattr(on_disk, "default_stores", lambda: stores)
     monkeypatch.setenv("HF_HUB_CACHE", str(stores.hf_cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for model in on_disk.scan(stores).models:
         on_disk.open_model(model)
         load_model(model.source)
-    assert tree_state(tmp_path) == before
+    assert tree_state(stores.hf_cache.parent) == before
 
 
 def test_ollama_names_as_ollama_list_shows_them(stores, monkeypatch):

@@ -9,6 +9,7 @@ org/name`` of a downloaded model answers offline in the time of a local file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -105,6 +106,8 @@ def cached_snapshots(cache: Path | None = None) -> list[Snapshot]:
 def load_snapshot(shot: Snapshot, filename: str | None = None) -> ResolvedModel | None:
     """The model of a complete snapshot, read from its headers; None when it is not complete.
 
+    Its ``spec.source`` names the cache and the commit: the Hub was not asked.
+
     Args:
         shot: the snapshot.
         filename: for a GGUF repo, which .gguf file (default: as the Hub loader chooses).
@@ -112,11 +115,10 @@ def load_snapshot(shot: Snapshot, filename: str | None = None) -> ResolvedModel 
     Raises:
         SourceError / ConfigError: the files are there but cannot be read.
     """
-    where = f"read from the Hugging Face cache ({shot.folder}); the Hub was not asked"
     if filename is not None:
         if filename not in shot.names:
             return None
-        return _gguf(shot, filename, (where,))
+        return _gguf(shot, filename, ())
     weights = shot.weights()
     if weights is None:
         return None
@@ -124,24 +126,31 @@ def load_snapshot(shot: Snapshot, filename: str | None = None) -> ResolvedModel 
     if kind == "gguf":
         chosen = preferred_gguf(files)
         others = [f for f in files if f != chosen]
-        notices = (where,)
+        notices = ()
         if others:
-            notices += (
+            notices = (
                 f"{shot.repo_id} holds {len(files)} GGUF files here; read {chosen} "
                 f"(others: {', '.join(others)})",
             )
         return _gguf(shot, chosen, notices)
     spec = local.load_folder(shot.folder, name=shot.repo_id)
+    spec = dataclasses.replace(spec, source=f"{_where(shot)} (safetensors headers)")
     ref = ModelRef(kind="hub", id=shot.repo_id, revision=shot.commit)
-    return ResolvedModel(spec=spec, ref=ref, notices=(where,))
+    return ResolvedModel(spec=spec, ref=ref)
 
 
 def _gguf(shot: Snapshot, filename: str, notices: tuple[str, ...]) -> ResolvedModel:
+    spec = load_gguf(shot.folder / filename, name=shot.repo_id)
     return ResolvedModel(
-        spec=load_gguf(shot.folder / filename, name=shot.repo_id),
+        spec=dataclasses.replace(spec, source=f"{_where(shot)} {filename}"),
         ref=ModelRef(kind="hub", id=shot.repo_id, revision=shot.commit, file=filename),
         notices=notices,
     )
+
+
+def _where(shot: Snapshot) -> str:
+    """Where a model was read, for the line under its name: the Hub was not asked."""
+    return f"Hugging Face cache, {shot.repo_id}@{shot.commit[:12]}"
 
 
 def _snapshot(repo_id: str, commit: str, folder: Path) -> Snapshot | None:

@@ -14,6 +14,7 @@ locks a file in them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -200,11 +201,9 @@ def _ollama_key(name: str) -> str:
 
 def _ollama_model(name: str, blob: Path) -> ResolvedModel:
     loaded = _opened_path(blob, name)
-    return ResolvedModel(
-        spec=loaded.spec,
-        ref=loaded.ref,
-        notices=(f"Ollama's {name}: its GGUF file {blob}",),
-    )
+    digest = blob.name.removeprefix("sha256-")[:12]
+    spec = dataclasses.replace(loaded.spec, source=f"Ollama, {name} (GGUF blob {digest})")
+    return ResolvedModel(spec=spec, ref=loaded.ref)
 
 
 # ---------------------------------------------------------------------- LM Studio

@@ -1,10 +1,10 @@
 """One entry point from what the user typed to a ModelSpec, and model search with an offline fallback.
 
 A source is, in this order of precedence: a config.json path, a model folder, a .safetensors or
-.gguf file, a name in the bundled catalog, an Ollama model (``ollama:NAME``), or a Hub repo id
-(``org/name``, optionally ``org/name@revision`` or ``org/name:file.gguf``). A repo id is read
-from the Hugging Face cache first, when a tool downloaded the whole model there; the Hub is
-contacted only when it is not.
+.gguf file, a Hub repo id whose weights a tool downloaded whole into the Hugging Face cache, a
+name in the bundled catalog, an Ollama model (``ollama:NAME``), or any other Hub repo id
+(``org/name``, optionally ``org/name@revision`` or ``org/name:file.gguf``). The Hub is contacted
+for the last kind only.
 """
 
 from __future__ import annotations
@@ -45,13 +45,17 @@ def load_model(source: str, *, hub: HubClient | None = None) -> ResolvedModel:
         return _load_path(path)
     if _looks_like_path(text):
         raise ModelNotFound(f"no such file or folder: {_shown(str(path))}")
+    match = _HUB_SOURCE.match(text)
+    if match is not None:  # the checkpoint on disk before the catalog's synthesized inventory
+        cached = _from_hf_cache(match["repo"], match["rev"], match["file"])
+        if cached is not None:
+            return cached
     entry = _catalog_entry(text)
     if entry is not None:
         return ResolvedModel(spec=entry.spec(), ref=entry.ref())
     ollama = on_disk.ollama_name(text)
     if ollama is not None:
         return on_disk.open_ollama(ollama)
-    match = _HUB_SOURCE.match(text)
     if match is None:
         raise ModelNotFound(
             f"{_shown(text)!r} is not a file or folder, not in the bundled catalog, and not a Hub "
@@ -74,11 +78,17 @@ def load_repo(
     hub: HubClient | None = None,
 ) -> ResolvedModel:
     """A Hub repo: from the Hugging Face cache when all its weights are there, else the Hub."""
-    shot = hf_cache.snapshot(repo_id, revision)
-    loaded = hf_cache.load_snapshot(shot, filename) if shot is not None else None
-    if loaded is not None:
-        return loaded
+    cached = _from_hf_cache(repo_id, revision, filename)
+    if cached is not None:
+        return cached
     return (hub or HubClient()).load(repo_id, revision, filename)
+
+
+def _from_hf_cache(
+    repo_id: str, revision: str | None, filename: str | None
+) -> ResolvedModel | None:
+    shot = hf_cache.snapshot(repo_id, revision)
+    return hf_cache.load_snapshot(shot, filename) if shot is not None else None
 
 
 def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> ResolvedModel:

@@ -14,15 +14,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from vramgui import __version__
 from vramgui.paths import user_dir
-from vramgui.ui import workers
+from vramgui.ui import local_models, main_window, workers
 from vramgui.ui.compat import keep_singletons_alive
-from vramgui.ui.main_window import MainWindow, Services, build_window
+from vramgui.ui.main_window import MainWindow, Services
 
 APP_NAME = "vramgui"
 ORGANIZATION = "vramgui"
@@ -141,6 +141,41 @@ def real_services() -> Services:
         default_gpus=(DEFAULT_GPU,) if any(g.name == DEFAULT_GPU for g in gpus) else (),
         host_ram_bytes=read_host_info().ram_available_bytes,
     )
+
+
+def build_window(services: Services, settings: QSettings) -> MainWindow:
+    """The window of ``main_window.build_window``, with the "On this machine" list in its model
+    panel; huggingface_hub is imported on a worker once the window has painted."""
+    window = main_window.build_window(services, settings)
+    local_models.attach(window.model_panel, window.controller)
+    _AfterFirstPaint(window, lambda: workers.submit(_warm_hub, _ignore, _ignore))
+    return window
+
+
+class _AfterFirstPaint(QObject):
+    """Calls ``then`` once, in the event-loop turn after ``widget`` first paints."""
+
+    def __init__(self, widget: QWidget, then: Callable[[], object]) -> None:
+        super().__init__(widget)
+        self._then = then
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            watched.removeEventFilter(self)
+            QTimer.singleShot(0, self._then)
+        return False
+
+
+def _warm_hub() -> None:
+    """huggingface_hub imported and its client built before the first search needs them."""
+    from vramgui.sources.hub_http import warm
+
+    warm()
+
+
+def _ignore(_outcome: object) -> None:
+    """A warm-up's outcome: a failure only costs the first search the same time later."""
 
 
 def freeze_startup_objects() -> None:

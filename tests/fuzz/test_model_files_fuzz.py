@@ -96,6 +96,8 @@ def test_header_lengths(tmp_path_factory, length: int, tail: bytes) -> None:
     ),
     data_bytes=st.one_of(st.none(), st.integers(0, 2**63)),
 )
+@example(seed=sorted(HEADERS)[0], name="w", info={"shape": [10**4000]}, data_bytes=None)
+@example(seed=sorted(HEADERS)[0], name="w", info={"shape": [1] * 10_000}, data_bytes=None)
 def test_safetensors_header_documents(seed: str, name: str, info, data_bytes) -> None:
     doc = {**HEADERS[seed], name: info}
     parse_safely(
@@ -150,6 +152,8 @@ def test_mutated_gguf_files(tmp_path_factory, edits, cut) -> None:
     + struct.pack("<IIQ", 9, 9, 10**15)
     + struct.pack("<IQ", 9, 10**15) * 40
 )
+@example(head=b"GGUF" + struct.pack("<IQQ", 3, 0, 10**6) + b"\0" * 64)  # a million keys
+@example(head=b"GGUF" + struct.pack("<IQQ", 3, 100_000, 0) + b"\0" * 64)  # 100k tensors
 def test_gguf_heads(tmp_path_factory, head: bytes) -> None:
     """Arbitrary bytes after the magic, as a file and as the Hub's first range of one."""
     data = head if head.startswith(b"GGUF") else b"GGUF" + head

@@ -137,11 +137,21 @@ def test_an_integer_past_the_conversion_limit_in_a_config(tmp_path):
     _refused(lambda: load_model(str(path)), BadModelFile, "an integer of 5,000 digits")
 
 
-def test_an_integer_past_the_conversion_limit_in_a_header(tmp_path):
-    header = b'{"w": {"dtype": "F32", "shape": [' + b"7" * 5000 + b'], "data_offsets": [0, 4]}}'
+@pytest.mark.parametrize(
+    ("digits", "words"), [(5000, "an integer of over 4,300 digits"), (4000, "invalid shape")]
+)
+def test_long_integers_in_a_header(tmp_path, digits, words):
+    """Past Python's limit the parser refuses it; below, a dimension past 2^64 is refused
+    before any product of dimensions is computed."""
+    header = b'{"w": {"dtype": "F32", "shape": [' + b"7" * digits + b'], "data_offsets": [0, 4]}}'
     path = tmp_path / "x.safetensors"
     path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
-    _refused(lambda: load_model(str(path)), BadModelFile, "an integer of 5,000 digits")
+    _refused(lambda: load_model(str(path)), BadModelFile, words)
+
+
+def test_a_tensor_of_more_dimensions_than_any_is_refused():
+    header = b'{"w": {"dtype": "U8", "shape": [' + b"1," * 1000 + b'1], "data_offsets": [0, 1]}}'
+    _refused(lambda: local.parse_safetensors_header(header, None, "x"), match="invalid shape")
 
 
 # ----------------------------------------------------------------------------- sizes

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -43,10 +44,10 @@ MAX_HEADER_BYTES = 32 * 2**20
 MAX_TENSORS = 2**18
 MAX_CONFIG_BYTES = 4 * 2**20
 MAX_INDEX_BYTES = 32 * 2**20
-# Integers in config.json and headers: a 2^64 byte offset has 20 digits. Longer ones are
-# refused before Python converts them (past 4,300 digits it raises ValueError, and the
-# conversion is quadratic in the digits before that).
+# Integers in config.json: none is longer (a 2^64 byte count has 20 digits).
 MAX_INT_DIGITS = 24
+# Dimensions of a tensor in a header; values of dimensions and offsets are below 2^64.
+MAX_DIMS = 8
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SAFETENSORS_SINGLE = "model.safetensors"
 
@@ -75,6 +76,10 @@ SAFETENSORS_DTYPE_BITS: dict[str, int] = {
 }
 
 
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1}}}")
+_DIGITS = re.compile(r"\d+")
+
+
 class _Refused(Exception):
     """A JSON document exceeded a limit while it was parsed."""
 
@@ -91,25 +96,14 @@ def parse_json(text: str | bytes, origin: str, *, max_objects: int | None = None
         BadModelFile: not JSON, nested too deeply, an integer longer than
             :data:`MAX_INT_DIGITS` digits, or more objects than ``max_objects``.
     """
-    objects = 0
-
-    def bounded_int(digits: str) -> int:
-        if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-            raise _Refused(f"holds an integer of {len(digits):,} digits; real ones are short")
-        return int(digits)
-
-    def counted(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal objects
-        objects += 1
-        if max_objects is not None and objects > max_objects:
-            raise _Refused(f"holds over {max_objects:,} entries, more than any real model")
-        return dict(pairs)
-
-    decoder = json.JSONDecoder(parse_int=bounded_int, object_pairs_hook=counted)
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
-        return decoder.decode(text)
+        if max_objects is not None and text.count("{") > max_objects:
+            # Every object opens with a brace: only a document that may hold too many objects
+            # pays for counting them as they are parsed.
+            return _bounded_decoder(max_objects).decode(text)
+        return json.loads(text)
     except _Refused as exc:
         raise BadModelFile(f"{origin} {exc}") from None
     except json.JSONDecodeError as exc:
@@ -118,8 +112,24 @@ def parse_json(text: str | bytes, origin: str, *, max_objects: int | None = None
         ) from None
     except UnicodeDecodeError as exc:
         raise BadModelFile(f"{origin} is not UTF-8 text ({exc.reason})") from None
+    except ValueError:  # an integer past the 4,300 digits Python converts
+        raise BadModelFile(f"{origin} holds an integer of over 4,300 digits") from None
     except RecursionError:  # thousands of nested brackets: no model file nests that deep
         raise BadModelFile(f"{origin} nests too deeply to be a model file") from None
+
+
+def _bounded_decoder(max_objects: int | None) -> json.JSONDecoder:
+    """A parser that counts objects as it goes and stops at the limit."""
+    objects = 0
+
+    def counted(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal objects
+        objects += 1
+        if max_objects is not None and objects > max_objects:
+            raise _Refused(f"holds over {max_objects:,} entries, more than any real model")
+        return dict(pairs)
+
+    return json.JSONDecoder(object_pairs_hook=counted)
 
 
 # ----------------------------------------------------------------------------- safetensors
@@ -165,38 +175,51 @@ def _too_many_tensors(origin: str, count: int, limit: int) -> str:
 
 
 def header_entry(name: str, info: object, data_bytes: int | None, origin: str) -> HeaderTensor:
-    """One tensor of a safetensors header, checked against what its dtype and shape need."""
-    where = f"{origin}: tensor {name!r}"
-    if not isinstance(info, dict):
-        raise BadModelFile(f"{where} has no dtype/shape/data_offsets entry")
+    """One tensor of a safetensors header, checked against what its dtype and shape need.
+
+    Runs once per tensor (262,144 times for the largest header accepted): messages are built
+    only for a tensor that fails.
+    """
+    if type(info) is not dict:
+        raise BadModelFile(f"{_where(origin, name)} has no dtype/shape/data_offsets entry")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:
-        raise BadModelFile(f"{where} has an unknown dtype {dtype!r}")
-    if not isinstance(shape, list | tuple) or not all(_is_count(d) for d in shape):
-        raise BadModelFile(f"{where} has an invalid shape {shape!r}")
+    bits = SAFETENSORS_DTYPE_BITS.get(dtype) if type(dtype) is str else None
+    if bits is None:
+        raise BadModelFile(f"{_where(origin, name)} has an unknown dtype {dtype!r}")
+    if type(shape) not in (list, tuple) or not _counts(shape):
+        raise BadModelFile(f"{_where(origin, name)} has an invalid shape {shape!r}")
     if (
-        not isinstance(offsets, list | tuple)
+        type(offsets) not in (list, tuple)
         or len(offsets) != 2
-        or not all(_is_count(o) for o in offsets)
+        or not _counts(offsets)
         or offsets[0] > offsets[1]
     ):
-        raise BadModelFile(f"{where} has invalid data_offsets {offsets!r}")
+        raise BadModelFile(f"{_where(origin, name)} has invalid data_offsets {offsets!r}")
     if data_bytes is not None and offsets[1] > data_bytes:
         raise BadModelFile(
-            f"{where} ends at byte {offsets[1]} of the data but the file holds only {data_bytes}; "
-            "the file is truncated or corrupt"
+            f"{_where(origin, name)} ends at byte {offsets[1]} of the data but the file holds "
+            f"only {data_bytes}; the file is truncated or corrupt"
         )
     nbytes = offsets[1] - offsets[0]
-    expected = math.ceil(math.prod(shape) * SAFETENSORS_DTYPE_BITS[dtype] / 8)
+    expected = (math.prod(shape) * bits + 7) // 8
     if nbytes != expected:
         raise BadModelFile(
-            f"{where} stores {nbytes} bytes but {dtype} {tuple(shape)} needs {expected}"
+            f"{_where(origin, name)} stores {nbytes} bytes but {dtype} {tuple(shape)} needs "
+            f"{expected}"
         )
     return HeaderTensor(name, dtype, tuple(shape), nbytes)
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _where(origin: str, name: str) -> str:
+    return f"{origin}: tensor {name!r}"
+
+
+def _counts(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether there are at most 8 values (a tensor has up to 5 dimensions), each an int in
+    [0, 2^64) (a bool is not a count): products of them stay cheap to compute."""
+    if len(values) > MAX_DIMS:
+        return False
+    return all(type(value) is int and 0 <= value < 2**64 for value in values)
 
 
 def header_length(prefix: bytes, file_size: int | None, origin: str) -> int:
@@ -240,7 +263,18 @@ def read_config(path: Path, limit_bytes: int = MAX_CONFIG_BYTES) -> dict[str, An
 
 
 def parse_config(text: str | bytes, origin: str) -> dict[str, Any]:
-    """Parse config.json text; a clear error when it is not a JSON object."""
+    """Parse config.json text; a clear error when it is not a JSON object.
+
+    An integer longer than :data:`MAX_INT_DIGITS` digits is refused before Python converts it
+    (the conversion is quadratic in the digits up to 4,300, an error past them): no config
+    field is that long, and the core would compute with it.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    long = _LONG_DIGITS.search(text)
+    if long is not None:
+        digits = len(_DIGITS.match(text, long.start())[0])
+        raise BadModelFile(f"{origin} holds an integer of {digits:,} digits; real ones are short")
     config = parse_json(text, origin)
     if not isinstance(config, dict):
         raise BadModelFile(f"{origin} is not a JSON object")

@@ -4,7 +4,8 @@ huggingface_hub does the talking (``HfApi.list_models``, ``model_info``, ``hf_hu
 its safetensors metadata readers), inside a :class:`~vramgui.sources.hub_http.HubSession` that
 holds every call to one deadline, to the token rules and to vramgui's error hierarchy. The
 library is imported on the first call (the window warms it on a worker after its first paint);
-importing this module stays cheap. Reading a repo is in ``vramgui.sources.hub_repo``.
+importing this module stays cheap. Reading a repo is in ``vramgui.sources.hub_repo``, imported
+by the first load.
 
 Every answer is also stored in vramgui's cache with the commit it came from: when the Hub cannot
 answer (offline, HF_HUB_OFFLINE=1, timeout, 429, 5xx) the stored answer is used with a notice.
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from vramgui.paths import user_dir
-from vramgui.sources import hub_repo
 from vramgui.sources.errors import HubUnavailable, ModelNotFound, SourceError
 from vramgui.sources.hub_http import DEFAULT_ENDPOINT, HubSession, redact
 from vramgui.sources.results import CachedSearch, HubModel, ResolvedModel
@@ -137,6 +137,8 @@ class HubClient:
         """
         if not _REPO_ID.match(repo_id):
             raise ModelNotFound(f"{repo_id!r} is not a Hub repo id (expected org/name)")
+        from vramgui.sources import hub_repo  # the loader's modules, imported by the first load
+
         rev = revision or "main"
         try:
             reader = hub_repo.RepoReader(self.session())
@@ -168,6 +170,8 @@ class HubClient:
         Raises:
             HubUnavailable: the Hub could not answer and the repo was never loaded before.
         """
+        from vramgui.sources import hub_repo
+
         rev = revision or "main"
         try:
             info = hub_repo.RepoReader(self.session()).model_info(repo_id, rev)

@@ -26,12 +26,11 @@ from vramgui.sources.checkpoint import local_ref, open_regular, read_regular
 from vramgui.sources.errors import ModelNotFound, SourceError
 from vramgui.sources.gguf_reader import GGUF_MAGIC, is_projector, load_gguf
 from vramgui.sources.hub_http import hub_cache_dir
-from vramgui.sources.results import LocalModel, ResolvedModel
+from vramgui.sources.results import OLLAMA_PREFIX, LocalModel, ResolvedModel
 
 HF_CACHE = "Hugging Face cache"
 OLLAMA = "Ollama"
 LM_STUDIO = "LM Studio"
-OLLAMA_PREFIX = "ollama:"
 OLLAMA_REGISTRY = "registry.ollama.ai"
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 _MANIFEST_BYTES = 1024 * 1024
@@ -322,10 +321,3 @@ def _unique_dirs(paths: list[Path]) -> tuple[Path, ...]:
         except OSError:
             continue
     return tuple(seen)
-
-
-def ollama_name(text: str) -> str | None:
-    """The model name of an ``ollama:NAME`` source, or None for any other source."""
-    if not text.startswith(OLLAMA_PREFIX):
-        return None
-    return text.removeprefix(OLLAMA_PREFIX).strip() or None

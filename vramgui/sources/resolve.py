@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 from vramgui.core.model import ModelRef
-from vramgui.sources import catalog, hf_cache, local, on_disk
+from vramgui.sources import catalog, local
 from vramgui.sources.checkpoint import describe_os_error, local_ref, open_regular, regular_size
 from vramgui.sources.errors import BadModelFile, HubUnavailable, ModelNotFound, SourceError
 from vramgui.sources.gguf_reader import GGUF_MAGIC, load_gguf
 from vramgui.sources.hub import SEARCH_FRESH_S, HubClient
-from vramgui.sources.results import HubModel, ResolvedModel, SearchResult
+from vramgui.sources.results import OLLAMA_PREFIX, HubModel, ResolvedModel, SearchResult
 
 _HUB_SOURCE = re.compile(
     r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[\w./-]+?))?(?::(?P<file>[\w./-]+\.gguf))?$"
@@ -53,9 +53,10 @@ def load_model(source: str, *, hub: HubClient | None = None) -> ResolvedModel:
     entry = _catalog_entry(text)
     if entry is not None:
         return ResolvedModel(spec=entry.spec(), ref=entry.ref())
-    ollama = on_disk.ollama_name(text)
-    if ollama is not None:
-        return on_disk.open_ollama(ollama)
+    if text.startswith(OLLAMA_PREFIX):
+        from vramgui.sources import on_disk  # the stores' readers: imported when first needed
+
+        return on_disk.open_ollama(text.removeprefix(OLLAMA_PREFIX))
     if match is None:
         raise ModelNotFound(
             f"{_shown(text)!r} is not a file or folder, not in the bundled catalog, and not a Hub "
@@ -87,6 +88,9 @@ def load_repo(
 def _from_hf_cache(
     repo_id: str, revision: str | None, filename: str | None
 ) -> ResolvedModel | None:
+    # Imported when first needed: the window imports this module on the GUI thread at start.
+    from vramgui.sources import hf_cache
+
     shot = hf_cache.snapshot(repo_id, revision)
     return hf_cache.load_snapshot(shot, filename) if shot is not None else None
 

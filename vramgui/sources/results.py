@@ -12,6 +12,9 @@ from typing import Any
 
 from vramgui.core.model import ModelRef, ModelSpec
 
+# The source text of an Ollama model (``ollama:llama3.2:3b``), as ``LocalModel.source`` gives it.
+OLLAMA_PREFIX = "ollama:"
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedModel:

@@ -32,6 +32,9 @@ DEFAULT_GPU = "RTX 4090"
 LOG_NAME = "vramgui.log"
 CATALOG_HITS = 8
 SWITCH_INTERVAL_S = 0.001  # how often a thread waiting for the interpreter lock gets it
+# The window is complete ~0.2 s after its first paint here; importing huggingface_hub (~140 ms of
+# a worker's time) beside the first outlook delayed it by 20-30 ms.
+WARM_HUB_DELAY_MS = 1000
 
 if TYPE_CHECKING:
     from vramgui.sources.results import SearchResult
@@ -145,25 +148,27 @@ def real_services() -> Services:
 
 def build_window(services: Services, settings: QSettings) -> MainWindow:
     """The window of ``main_window.build_window``, with the "On this machine" list in its model
-    panel; huggingface_hub is imported on a worker once the window has painted."""
+    panel; huggingface_hub is imported on a worker once the window has painted and its first
+    estimate's outlook is drawn (``WARM_HUB_DELAY_MS``)."""
     window = main_window.build_window(services, settings)
     local_models.attach(window.model_panel, window.controller)
-    _AfterFirstPaint(window, lambda: workers.submit(_warm_hub, _ignore, _ignore))
+    _AfterFirstPaint(window, WARM_HUB_DELAY_MS, lambda: workers.submit(_warm_hub, _ignore, _ignore))
     return window
 
 
 class _AfterFirstPaint(QObject):
-    """Calls ``then`` once, in the event-loop turn after ``widget`` first paints."""
+    """Calls ``then`` once, ``delay_ms`` after ``widget`` first paints."""
 
-    def __init__(self, widget: QWidget, then: Callable[[], object]) -> None:
+    def __init__(self, widget: QWidget, delay_ms: int, then: Callable[[], object]) -> None:
         super().__init__(widget)
+        self._delay_ms = delay_ms
         self._then = then
         widget.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.Paint:
             watched.removeEventFilter(self)
-            QTimer.singleShot(0, self._then)
+            QTimer.singleShot(self._delay_ms, self._then)
         return False
 
 

@@ -384,9 +384,7 @@ def attach(panel: Any, controller: Any) -> LocalModelsView:
         panel: the ``ModelPanel``.
         controller: the window's ``EstimateController``; a click on a model loads it there.
     """
-    from vramgui.sources import on_disk
-
-    view = LocalModelsView(on_disk.scan, on_disk.open_model)
+    view = LocalModelsView(_scan, _open_model)
 
     def follow(_changed: object = None) -> None:
         capacities = controller.capacities
@@ -398,3 +396,16 @@ def attach(panel: Any, controller: Any) -> LocalModelsView:
     follow()
     panel.add_local_models(view)
     return view
+
+
+def _scan() -> Any:
+    # The stores' readers are imported on the worker that first reads them, not at start-up.
+    from vramgui.sources import on_disk
+
+    return on_disk.scan()
+
+
+def _open_model(model: Any) -> Any:
+    from vramgui.sources import on_disk
+
+    return on_disk.open_model(model)

@@ -51,30 +51,22 @@ def tensor_names(count: int) -> list[str]:
     return names
 
 
-def safetensors_file(path: Path, names: list[str]) -> int:
-    """A header listing ``names`` (BF16 64x64 each), data a hole; returns the header bytes."""
-    header: dict = {"__metadata__": {"format": "pt"}}
-    offset, size = 0, 64 * 64 * 2
-    for name in names:
-        header[name] = {"dtype": "BF16", "shape": [64, 64], "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    with path.open("wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)) + raw)
-        fh.truncate(8 + len(raw) + offset)
-    return len(raw)
+def bf16_64x64(names: list[str]) -> dict[str, tuple[str, tuple[int, int]]]:
+    return dict.fromkeys(names, ("BF16", (64, 64)))
 
 
 def build(folder: Path) -> dict[str, tuple[Path, str]]:
     """The files of each case: (path to open, what it is)."""
+    from tests.fakehub.files import write_sparse_safetensors
     from vramgui.sources import gguf_reader, local
 
     cases: dict[str, tuple[Path, str]] = {}
     one = folder / "one-file"
     one.mkdir()
     (one / "config.json").write_text(json.dumps(CONFIG))
-    size = safetensors_file(one / "model.safetensors", tensor_names(local.MAX_TENSORS))
+    size = write_sparse_safetensors(
+        one / "model.safetensors", bf16_64x64(tensor_names(local.MAX_TENSORS))
+    )
     cases["safetensors, one file"] = (
         one,
         f"{local.MAX_TENSORS:,} tensors, {size / 2**20:.1f} MiB header, config.json beside",
@@ -88,7 +80,7 @@ def build(folder: Path) -> dict[str, tuple[Path, str]]:
     for k in range(shards):
         file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
         part = names[k::shards]
-        safetensors_file(sharded / file, part)
+        write_sparse_safetensors(sharded / file, bf16_64x64(part))
         weight_map.update(dict.fromkeys(part, file))
     index = json.dumps({"metadata": {}, "weight_map": weight_map}).encode()
     (sharded / local.SAFETENSORS_INDEX).write_bytes(index)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PySide6.QtCore import QTimer  # noqa: E402, TID251 - it drives the window
 
-from tests.fakehub.files import SAFETENSORS_ITEMSIZE, llama_tensors  # noqa: E402
+from tests.fakehub.files import llama_tensors, write_sparse_safetensors  # noqa: E402
 from tests.fakehub.stores import hf_cache_repo, lm_studio_model, ollama_model  # noqa: E402
 from vramgui.ui import app  # noqa: E402
 
@@ -37,25 +36,6 @@ CONFIGS = json.loads(
     (HERE.parents[1] / "tests" / "data" / "families" / "configs.json").read_text(encoding="utf-8")
 )
 OPENED = "llama3.1:8b"
-
-
-def sparse_safetensors(path: Path, tensors: dict) -> None:
-    """A safetensors file whose data is a hole the size of the tensors."""
-    header: dict = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, (dtype, shape) in tensors.items():
-        size = math.prod(shape) * SAFETENSORS_ITEMSIZE[dtype]
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(shape),
-            "data_offsets": [offset, offset + size],
-        }
-        offset += size
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with path.open("wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)) + raw)
-        fh.truncate(8 + len(raw) + offset)
 
 
 def sparse_gguf(path: Path, config: dict, quant: str, file_type: int) -> None:
@@ -128,7 +108,9 @@ def build_stores() -> None:
         config = CONFIGS[repo]
         folder = work / repo.replace("/", "--")
         folder.mkdir()
-        sparse_safetensors(folder / "model.safetensors", llama_tensors(config, norm_dtype="BF16"))
+        write_sparse_safetensors(
+            folder / "model.safetensors", llama_tensors(config, norm_dtype="BF16")
+        )
         snapshot = hf_cache_repo(hf, repo, {"config.json": json.dumps(config).encode()})
         (snapshot / "model.safetensors").symlink_to(folder / "model.safetensors")
     ollama = Path(os.environ["OLLAMA_MODELS"])

@@ -167,11 +167,16 @@ def test_gated_repo_explains_how_to_log_in(fake_hub, client, monkeypatch):
     with pytest.raises(GatedModel) as info:
         client.load("org/gated")
     message = str(info.value)
-    assert "hf auth login" in message and "HF_TOKEN" in message and "not logged in" in message
+    assert message.startswith("org/gated is gated: its terms must be accepted on its page, ")
+    assert f"{fake_hub.url}/org/gated" in message
+    assert "no token was sent" in message and "hf auth login" in message and "HF_TOKEN" in message
     assert fake_hub.requests[-1].path.endswith("config.json")
 
-    with pytest.raises(GatedModel, match="no access"):
+    with pytest.raises(GatedModel, match=r"a token was sent \(from the token given\) but"):
         HubClient(token="hf_bad_token").load("org/gated")
+    monkeypatch.setenv("HF_TOKEN", "hf_other_token")
+    with pytest.raises(GatedModel, match=r"a token was sent \(from HF_TOKEN\) but .* no access"):
+        HubClient().load("org/gated")
 
     monkeypatch.setenv("HF_TOKEN", "good-token")
     assert HubClient().load("org/gated").spec.parameters == header_totals(TENSORS)[0]

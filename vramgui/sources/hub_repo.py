@@ -21,7 +21,7 @@ from vramgui.core.model import ModelRef
 from vramgui.sources import gguf_reader, local
 from vramgui.sources.checkpoint import HeaderTensor, spec_from_checkpoint
 from vramgui.sources.errors import BadModelFile, IncompleteModel, ModelNotFound
-from vramgui.sources.hub_http import HubSession, RangesIgnored, hub_cache_dir
+from vramgui.sources.hub_http import HEADER_SLACK_BYTES, HubSession, RangesIgnored, hub_cache_dir
 from vramgui.sources.results import ResolvedModel
 
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 # GGUF headers hold the tokenizer (a few MB for 150k-token vocabularies): read growing prefixes.
 GGUF_FIRST_RANGE_BYTES = 2 * 1024 * 1024
 SHARD_WORKERS = 16
+# What huggingface_hub's parse_safetensors_file_metadata asks for first (bytes=0-100000).
+LIBRARY_FIRST_RANGE = 100_001
 
 
 class RepoReader:
@@ -121,7 +123,7 @@ class RepoReader:
                 lambda: self._api.hf_hub_download(
                     repo_id, filename, revision=at, cache_dir=hub_cache_dir(), token=session.auth
                 ),
-                limit_bytes=limit + 2 * 2**16,
+                limit_bytes=limit + 2 * HEADER_SLACK_BYTES,  # a HEAD, then the GET
                 repo_id=repo_id,
                 filename=filename,
             )
@@ -144,7 +146,8 @@ class RepoReader:
                 lambda: self._api.parse_safetensors_file_metadata(
                     repo_id, filename, revision=sha, token=session.auth
                 ),
-                limit_bytes=local.MAX_HEADER_BYTES + 2 * 2**16,
+                # The first 100,001 bytes, then the rest of a longer header.
+                limit_bytes=local.MAX_HEADER_BYTES + LIBRARY_FIRST_RANGE + 2 * HEADER_SLACK_BYTES,
                 repo_id=repo_id,
                 filename=filename,
             )

@@ -51,8 +51,9 @@ def llama_tensors(config: dict, dtype: str = "BF16", norm_dtype: str = "F32") ->
     return out
 
 
-def safetensors_bytes(tensors: dict, metadata: dict | None = None) -> bytes:
-    """A complete safetensors file (header + zero data) for name -> (dtype, shape)."""
+def safetensors_header(tensors: dict, metadata: dict | None = None) -> tuple[bytes, int]:
+    """The 8-byte length and JSON header of a safetensors file for name -> (dtype, shape), and
+    the bytes of tensor data that follow it."""
     header: dict = {"__metadata__": metadata or {"format": "pt"}}
     offset = 0
     for name, (dtype, shape) in tensors.items():
@@ -63,9 +64,25 @@ def safetensors_bytes(tensors: dict, metadata: dict | None = None) -> bytes:
             "data_offsets": [offset, offset + size],
         }
         offset += size
-    raw = json.dumps(header).encode()
+    raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
-    return struct.pack("<Q", len(raw)) + raw + bytes(offset)
+    return struct.pack("<Q", len(raw)) + raw, offset
+
+
+def safetensors_bytes(tensors: dict, metadata: dict | None = None) -> bytes:
+    """A complete safetensors file (header + zero data) for name -> (dtype, shape)."""
+    head, data = safetensors_header(tensors, metadata)
+    return head + bytes(data)
+
+
+def write_sparse_safetensors(path: Path, tensors: dict) -> int:
+    """A safetensors file whose data is a hole of the tensors' size (real size, no disk space);
+    returns the JSON header's length."""
+    head, data = safetensors_header(tensors)
+    with path.open("wb") as fh:
+        fh.write(head)
+        fh.truncate(len(head) + data)
+    return len(head) - 8
 
 
 def write_safetensors(path: Path, tensors: dict) -> Path:

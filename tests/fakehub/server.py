@@ -15,7 +15,9 @@ a renamed repo answers every request with a same-host redirect to its new name
 (``hub.renamed["org/old"] = "org/new"``); a moved Hub redirects every request to another server
 (``hub.moved_to = other.url``).
 Failures and delays are set per repo (``hub.fail[repo] = 500``, ``hub.delay_s[repo] = 3``), per
-file (``hub.delay_s["org/name/config.json"]``) or for search (``hub.fail["search"]``). Every request is logged in ``hub.requests``.
+file (``hub.delay_s["org/name/config.json"]``) or for search (``hub.fail["search"]``); an answer
+sent one body byte at a time, this many seconds apart, likewise (``hub.drip_s[key] = 0.02``).
+Every request is logged in ``hub.requests``.
 
 Use the ``fake_hub`` fixture (``from tests.fakehub.fixtures import fake_hub``): it starts a server,
 points ``HF_ENDPOINT`` at it and stops it afterwards.
@@ -67,8 +69,10 @@ class FakeHub:
     repos: dict[str, FakeRepo] = field(default_factory=dict)
     fail: dict[str, int] = field(default_factory=dict)
     delay_s: dict[str, float] = field(default_factory=dict)
+    drip_s: dict[str, float] = field(default_factory=dict)
     requests: list[RequestLog] = field(default_factory=list)
     ignore_range: bool = False
+    content_range_total: int | None = None  # what Content-Range states as the file's size
     sharded_metadata: bool = True
     revoked: set[str] = field(default_factory=set)
     renamed: dict[str, str] = field(default_factory=dict)
@@ -140,6 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._route(head=True)
 
     def _route(self, head: bool) -> None:
+        self._drip_s = 0.0
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         auth = self.headers.get("Authorization", "")
@@ -197,6 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         delay = self.fake.delay_s.get(key)
         if delay and self.fake._stopping.wait(delay):
             return False
+        self._drip_s = max(self._drip_s, self.fake.drip_s.get(key, 0.0))
         status = self.fake.fail.get(key)
         if status is not None:
             self._send(status, f"fake failure {status}".encode(), head=head)
@@ -221,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "pipeline_tag": r.pipeline_tag,
             }
             if r.parameters is not None:
-                row["safetensors"] = {"total": r.parameters}
+                row["safetensors"] = {"parameters": {"BF16": r.parameters}, "total": r.parameters}
             rows.append(row)
         self._json(rows)
 
@@ -284,7 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
         if start >= len(data):
             self._send(416, b"", headers={"Content-Range": f"bytes */{len(data)}"}, head=head)
             return
-        headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+        total = self.fake.content_range_total or len(data)
+        headers["Content-Range"] = f"bytes {start}-{end}/{total}"
         self._send(206, data[start : end + 1], headers=headers, head=head)
 
     def _error(self, status: int, code: str, head: bool) -> None:
@@ -304,7 +311,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            if not head:
+            if head:
+                return
+            if not self._drip_s:
                 self.wfile.write(body)
+            for i in range(len(body)):
+                if self.fake._stopping.wait(self._drip_s):
+                    return
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer

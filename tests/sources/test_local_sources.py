@@ -23,7 +23,8 @@ from tests.fakehub.files import (
 from vramgui.core.dtypes import storage_bytes, weight_bytes
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import Inventory, Role
-from vramgui.sources import local
+from vramgui.sources import gguf_reader, local
+from vramgui.sources.checkpoint import HeaderTensor, quantization_of
 from vramgui.sources.errors import BadModelFile, IncompleteModel, SourceError
 from vramgui.sources.resolve import load_model
 
@@ -143,7 +144,7 @@ def test_gptq_checkpoint_is_estimated_as_stored(tmp_path):
     ],
 )
 def test_quantization_config_is_recognised(qc, expected):
-    assert local.quantization_of({"quantization_config": qc}) == expected
+    assert quantization_of({"quantization_config": qc}) == expected
 
 
 def test_gguf_spec_is_its_tensor_table(tmp_path):
@@ -314,7 +315,7 @@ def test_gguf_whose_data_is_cut_off(tmp_path):
 def test_gguf_announcing_absurd_counts(tmp_path):
     path = tmp_path / "huge.gguf"
     path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 1 << 40) + bytes(64))
-    with pytest.raises(BadModelFile, match="more than"):
+    with pytest.raises(BadModelFile, match="real model files hold far fewer"):
         load_model(str(path))
 
 
@@ -351,16 +352,16 @@ def test_gguf_metadata_of_the_wrong_type():
         "llama.embedding_length": 64,
         "llama.attention.head_count": 4,
     }
-    stored = [local.StoredTensor("token_embd.weight", "F16", (10, 64), 1280)]
+    stored = [HeaderTensor("token_embd.weight", "F16", (10, 64), 1280)]
     with pytest.raises(BadModelFile, match="wrong type"):
-        local.spec_from_gguf(local.GgufContents(metadata, stored, 10), "m", "test")
+        gguf_reader.spec_from_gguf(gguf_reader.GgufContents(metadata, stored, 10), "m", "test")
 
 
 def test_gguf_metadata_without_the_architecture_facts():
-    stored = [local.StoredTensor("token_embd.weight", "F16", (10, 64), 1280)]
-    contents = local.GgufContents({"general.architecture": "llama"}, stored, None)
+    stored = [HeaderTensor("token_embd.weight", "F16", (10, 64), 1280)]
+    contents = gguf_reader.GgufContents({"general.architecture": "llama"}, stored, None)
     with pytest.raises(IncompleteModel, match="block_count"):
-        local.spec_from_gguf(contents, "m", "test")
+        gguf_reader.spec_from_gguf(contents, "m", "test")
 
 
 def test_lone_safetensors_with_odd_shapes_asks_for_a_config(tmp_path):

@@ -72,7 +72,7 @@ def test_unknown_name_says_what_was_tried():
 
 
 def test_unreachable_hub_without_cache_says_nothing_is_cached():
-    with pytest.raises(HubUnavailable, match="neither cached"):
+    with pytest.raises(HubUnavailable, match="neither in the Hugging Face cache"):
         load_model("org/never-seen", hub=HubClient(endpoint="http://127.0.0.1:9", timeout_s=0.5))
 
 

@@ -1,4 +1,4 @@
-"""The headless front end: ``vramgui [estimate|gpus|search|profile|plan|measure] ...``.
+"""The headless front end: ``vramgui [estimate|gpus|search|local|profile|plan|measure] ...``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)`` and ``run(args) -> int``.
 User errors exit 2 with one line on stderr; no subcommand opens the window.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from vramgui import __version__
 from vramgui.core.errors import VramguiError
 
-SUBCOMMANDS = ("estimate", "gpus", "search", "profile", "plan", "measure")
+SUBCOMMANDS = ("estimate", "gpus", "search", "local", "profile", "plan", "measure")
 
 
 class _Parser(argparse.ArgumentParser):

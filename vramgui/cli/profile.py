@@ -30,7 +30,8 @@ from vramgui.profiles import (
     source_of,
 )
 from vramgui.profiles.reopen import Reestimate, reestimate
-from vramgui.sources.resolve import LoadedModel, load_model
+from vramgui.sources.resolve import load_model
+from vramgui.sources.results import ResolvedModel
 
 LIST_SCHEMA = "vramgui.profiles/1"
 SHOW_SCHEMA = "vramgui.profile-show/1"
@@ -123,7 +124,9 @@ def add_parser(subparsers: Any) -> None:
     imp.set_defaults(run=_import)
 
 
-def estimate_for(loaded: LoadedModel, workload: Workload, gpus: tuple[str, ...]) -> dict[str, Any]:
+def estimate_for(
+    loaded: ResolvedModel, workload: Workload, gpus: tuple[str, ...]
+) -> dict[str, Any]:
     """The estimate document (``vramgui.estimate/1``) of a setup, with where its model came from.
 
     Raises:

@@ -7,8 +7,9 @@ import json
 import sys
 from typing import Any
 
-from vramgui.sources.hub import HubClient, HubModel
+from vramgui.sources.hub import HubClient
 from vramgui.sources.resolve import search_models
+from vramgui.sources.results import HubModel
 
 SCHEMA = "vramgui.search/1"
 

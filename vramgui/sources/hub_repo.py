@@ -1,116 +1,97 @@
 """Reading one Hub repo: its information, config.json and exact tensor inventories from headers.
 
-Weights are never downloaded: safetensors headers come from HTTP Range requests on the files (the
-8-byte length, then the JSON header), GGUF headers likewise. Requests go through ``hub.open_url``
-(the standard library's client, the token huggingface_hub would send): all the requests of one
-call share one deadline (``hub.CallDeadline``), with at most one quick retry. ``HubClient.load``
-imports this module on first use.
+Weights are never downloaded. huggingface_hub reads the repo's information (``model_info``),
+downloads config.json and the shard index into the shared Hugging Face cache
+(``hf_hub_download``: the next tool, and the next run offline, find them there), and reads
+safetensors headers by Range requests (``parse_safetensors_file_metadata``, or every shard in
+one request with ``get_sharded_safetensors_metadata`` where the Hub offers it); the headers it
+returns are checked here as a local file's are. GGUF headers are read from growing Range
+prefixes through the library's HTTP session and walked by ``gguf_reader``. Every request of one
+call shares the call's :class:`~vramgui.sources.hub_http.HubSession`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import json
-import tempfile
+import contextvars
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from vramgui.core.model import ModelRef
-from vramgui.sources import local
-from vramgui.sources.errors import (
-    BadModelFile,
-    GatedModel,
-    HubUnavailable,
-    IncompleteModel,
-    ModelNotFound,
-)
-from vramgui.sources.hub import (
-    Answer,
-    CallDeadline,
-    fetch,
-    open_url,
-    stored_token,
-    unavailable,
-)
-from vramgui.sources.resolve import LoadedModel
+from vramgui.sources import gguf_reader, local
+from vramgui.sources.checkpoint import HeaderTensor, spec_from_checkpoint
+from vramgui.sources.errors import BadModelFile, IncompleteModel, ModelNotFound
+from vramgui.sources.hub_http import HEADER_SLACK_BYTES, HubSession, RangesIgnored, hub_cache_dir
+from vramgui.sources.results import ResolvedModel
 
 if TYPE_CHECKING:
-    from vramgui.sources.hub import HubClient
+    from huggingface_hub.hf_api import ModelInfo, RepoSibling
 
-# The first Range request: most safetensors headers fit (huggingface_hub uses the same size).
-FIRST_RANGE_BYTES = 100_000
 # GGUF headers hold the tokenizer (a few MB for 150k-token vocabularies): read growing prefixes.
 GGUF_FIRST_RANGE_BYTES = 2 * 1024 * 1024
-GGUF_MAX_HEADER_BYTES = 64 * 1024 * 1024
 SHARD_WORKERS = 16
-# Repo information lists every file; a few MB for the largest repos.
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
-_READ_CHUNK_BYTES = 64 * 1024
-_PREFERRED_GGUF = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q8_0")
+# What huggingface_hub's parse_safetensors_file_metadata asks for first (bytes=0-100000).
+LIBRARY_FIRST_RANGE = 100_001
 
 
-class Fetch:
-    """The network side of loading a repo: every request of one call shares one deadline.
+class RepoReader:
+    """The network side of loading one repo, within one session (one deadline)."""
 
-    Each request's timeout is what is left of the call's ``timeout_s``, so a call returns (or
-    fails) within about ``timeout_s`` however many requests it needs.
-    """
+    def __init__(self, session: HubSession) -> None:
+        self._session = session
+        self._api = session.api()
 
-    def __init__(self, client: HubClient) -> None:
-        self.endpoint = client.endpoint
-        self._token = client._token
-        self._deadline = CallDeadline(client.timeout_s)
-
-    def model_info(self, repo_id: str, revision: str) -> dict[str, Any]:
-        url = f"{self.endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
-        answer = self.get(f"{url}?blobs=true", what=f"information on {repo_id}")
-        self.raise_for_status(answer, repo_id, None)
-        if len(answer.body) > MAX_ANSWER_BYTES:
-            raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}")
-        try:
-            info = json.loads(answer.body)
-        except (ValueError, RecursionError):
-            raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}") from None
-        if not isinstance(info, dict):
-            raise HubUnavailable(f"the Hub sent an unreadable answer about {repo_id}")
-        return info
+    def model_info(self, repo_id: str, revision: str) -> ModelInfo:
+        """The repo's information at ``revision``, every file with its size."""
+        session = self._session
+        return session.run(
+            f"information on {repo_id}",
+            lambda: self._api.model_info(
+                repo_id, revision=revision, files_metadata=True, token=session.auth
+            ),
+            repo_id=repo_id,
+        )
 
     def payload(
-        self, repo_id: str, sha: str, info: dict[str, Any], filename: str | None, *, on_main: bool
+        self, repo_id: str, revision: str, info: ModelInfo, filename: str | None
     ) -> dict[str, Any]:
-        """What vramgui keeps of a repo at commit ``sha``: config and tensor table (or GGUF)."""
-        siblings = {str(s.get("rfilename")): s for s in _siblings(info)}
+        """What vramgui keeps of a repo at the commit ``info`` names: config and tensor table
+        (or GGUF header)."""
+        sha = str(info.sha or revision)
+        siblings = {s.rfilename: s for s in info.siblings or ()}
         base = {
             "repo_id": repo_id,
             "revision": sha,
-            "gated": bool(info.get("gated")),
+            "gated": bool(info.gated),
             "gguf_files": gguf_files(info),
         }
         only_gguf = base["gguf_files"] and not any(f.endswith(".safetensors") for f in siblings)
         if (filename or "").endswith(".gguf") or only_gguf:
             return {**base, **self._gguf_payload(repo_id, sha, base["gguf_files"], filename)}
-        config = local.parse_config(
-            self._text(repo_id, sha, "config.json"), f"config.json of {repo_id}"
-        )
+        config = local.read_config(self._download(repo_id, revision, sha, "config.json", siblings))
         notices: list[str] = []
         sharded = local.SAFETENSORS_INDEX in siblings and local.SAFETENSORS_SINGLE not in siblings
         if sharded:
-            index = local.parse_config(
-                self._text(repo_id, sha, local.SAFETENSORS_INDEX),
+            index_path = self._download(repo_id, revision, sha, local.SAFETENSORS_INDEX, siblings)
+            files = local.index_shards(
+                local.read_config(index_path, local.MAX_INDEX_BYTES),
                 f"{local.SAFETENSORS_INDEX} of {repo_id}",
             )
-            files = local.index_shards(index, f"{local.SAFETENSORS_INDEX} of {repo_id}")
         else:
             files = local.weight_files(f for f in siblings if "/" not in f)
+        sizes = {f: _sibling_size(siblings.get(f)) for f in files}
+        try:
+            on_main = revision == "main"
+            stored = self._sharded_headers(repo_id, files, sizes) if sharded and on_main else None
+            if stored is None:
+                stored = self._headers(repo_id, sha, files, sizes)
+        except RangesIgnored as exc:
+            notices.append(f"{exc}: tensors synthesized from config.json")
+            stored = []
         if not files:
             notices.append(
                 f"{repo_id} has no safetensors weights: tensors synthesized from config.json"
             )
-        sizes = {f: _sibling_size(siblings.get(f)) for f in files}
-        stored = self._sharded_headers(repo_id, files, sizes) if sharded and on_main else None
-        if stored is None:
-            stored = self._headers(repo_id, sha, files, sizes)
         return {
             **base,
             "kind": "safetensors",
@@ -119,72 +100,102 @@ class Fetch:
             "notices": notices,
         }
 
+    def _download(
+        self, repo_id: str, revision: str, sha: str, filename: str, siblings: dict[str, RepoSibling]
+    ) -> Path:
+        """A small file of the repo, downloaded into the shared Hugging Face cache.
+
+        Asked for at ``revision`` (``main``...), so that the cache also records which commit
+        that is, as any other tool's download does; asked again by commit should the revision
+        have moved since the repo's information was read.
+        """
+        limit = (
+            local.MAX_INDEX_BYTES if filename == local.SAFETENSORS_INDEX else local.MAX_CONFIG_BYTES
+        )
+        size = _sibling_size(siblings.get(filename))
+        if size is not None and size > limit:
+            raise BadModelFile(f"{filename} of {repo_id} is too large to be what it claims")
+        session = self._session
+
+        def download(at: str) -> Path:
+            path = session.run(
+                f"{filename} of {repo_id}",
+                lambda: self._api.hf_hub_download(
+                    repo_id, filename, revision=at, cache_dir=hub_cache_dir(), token=session.auth
+                ),
+                limit_bytes=limit + 2 * HEADER_SLACK_BYTES,  # a HEAD, then the GET
+                repo_id=repo_id,
+                filename=filename,
+            )
+            return Path(path)
+
+        path = download(revision)
+        return path if path.parent.name == sha or "/" in filename else download(sha)
+
     def _headers(
         self, repo_id: str, sha: str, files: list[str], sizes: dict[str, int | None]
-    ) -> list[local.StoredTensor]:
+    ) -> list[HeaderTensor]:
         """Every tensor of the given safetensors files, shards read in parallel."""
         if not files:
             return []
-        with concurrent.futures.ThreadPoolExecutor(min(SHARD_WORKERS, len(files))) as pool:
-            parts = list(
-                pool.map(lambda f: self._safetensors_header(repo_id, sha, f, sizes[f]), files)
+
+        def one(filename: str) -> list[HeaderTensor]:
+            session = self._session
+            found = session.run(
+                f"{filename} of {repo_id}",
+                lambda: self._api.parse_safetensors_file_metadata(
+                    repo_id, filename, revision=sha, token=session.auth
+                ),
+                # The first 100,001 bytes, then the rest of a longer header.
+                limit_bytes=local.MAX_HEADER_BYTES + LIBRARY_FIRST_RANGE + 2 * HEADER_SLACK_BYTES,
+                repo_id=repo_id,
+                filename=filename,
             )
+            return _checked(found.tensors, sizes[filename], f"{repo_id}/{filename}")
+
+        # Each shard's request runs in a copy of this thread's context: the session's deadline
+        # and rules follow it into the pool.
+        with concurrent.futures.ThreadPoolExecutor(min(SHARD_WORKERS, len(files))) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, one, f) for f in files]
+            parts = [f.result() for f in futures]
         return _unique(parts)
 
     def _sharded_headers(
         self, repo_id: str, files: list[str], sizes: dict[str, int | None]
-    ) -> list[local.StoredTensor] | None:
+    ) -> list[HeaderTensor] | None:
         """Every shard header in one request, from the Hub's safetensors-metadata endpoint.
 
         The endpoint serves ``main`` only and only on huggingface.co; None wherever it does not
         answer with all the shards, and the shards are then read one by one.
         """
-        url = f"{self.endpoint}/api/models/{repo_id}/safetensors-metadata/{local.SAFETENSORS_INDEX}"
-        answer = self.get(url, what=f"safetensors metadata of {repo_id}")
-        if answer.status != 200 or len(answer.body) > MAX_ANSWER_BYTES:
-            return None
+        session = self._session
         try:
-            headers = json.loads(answer.body)["headers"]
-        except (ValueError, KeyError, TypeError, RecursionError):
-            return None
-        if not isinstance(headers, dict) or set(headers) != set(files):
-            return None
-        # The endpoint hands out decoded headers: the offsets can only be held to the file size.
-        parts = [
-            local.parse_safetensors_header(
-                json.dumps(headers[f]).encode(), sizes[f], f"{repo_id}/{f}"
+            found = session.run(
+                f"safetensors metadata of {repo_id}",
+                lambda: self._api.get_sharded_safetensors_metadata(
+                    repo_id, filename=local.SAFETENSORS_INDEX, token=session.auth
+                ),
+                repo_id=repo_id,
+                filename=local.SAFETENSORS_INDEX,
             )
-            for f in files
-        ]
-        return _unique(parts)
-
-    def _safetensors_header(
-        self, repo_id: str, sha: str, filename: str, size: int | None
-    ) -> list[local.StoredTensor]:
-        url = self._file_url(repo_id, sha, filename)
-        origin = f"{repo_id}/{filename}"
-        prefix, total = self._range(url, 0, FIRST_RANGE_BYTES, repo_id, filename)
-        total = total or size
-        length = local.header_length(prefix, total, origin)
-        if 8 + length <= len(prefix):
-            header = prefix[8 : 8 + length]
-        else:
-            header, _ = self._range(url, 8, length, repo_id, filename)
-            if len(header) < length:
-                raise BadModelFile(f"{origin}: the Hub sent a truncated header")
-        return local.parse_safetensors_header(header, total - 8 - length if total else None, origin)
+        except (IncompleteModel, ModelNotFound, BadModelFile):
+            return None
+        if set(found.files_metadata) != set(files):
+            return None
+        return _unique(
+            [_checked(found.files_metadata[f].tensors, sizes[f], f"{repo_id}/{f}") for f in files]
+        )
 
     def _gguf_payload(
-        self, repo_id: str, sha: str, gguf_files: list[tuple[str, int]], filename: str | None
+        self, repo_id: str, sha: str, files: list[tuple[str, int]], filename: str | None
     ) -> dict[str, Any]:
-        names = [name for name, _ in gguf_files]
+        names = [name for name, _ in files]
         if filename is None:
-            filename = _default_gguf(names)
+            filename = gguf_reader.preferred_gguf(names)
         elif filename not in names:
             listing = ", ".join(names) or "none"
             raise ModelNotFound(f"{repo_id} has no file {filename!r}; its GGUF files: {listing}")
-        size = dict(gguf_files)[filename]
-        contents = self._gguf_header(repo_id, sha, filename, size)
+        contents = self._gguf_header(repo_id, sha, filename, dict(files)[filename] or None)
         notices = []
         if len(names) > 1:
             notices.append(
@@ -200,128 +211,59 @@ class Fetch:
             "notices": notices,
         }
 
-    def _gguf_header(self, repo_id: str, sha: str, filename: str, size: int) -> local.GgufContents:
-        """The GGUF header from growing Range prefixes, read by the gguf package.
+    def _gguf_header(
+        self, repo_id: str, sha: str, filename: str, size: int | None
+    ) -> gguf_reader.GgufContents:
+        """The GGUF header from growing Range prefixes, walked without writing anything."""
+        from huggingface_hub import hf_hub_url
 
-        The prefix is written into a sparse file of the real size, so the reader sees offsets
-        as in the real file while no tensor data is downloaded.
-        """
-        url = self._file_url(repo_id, sha, filename)
+        url = hf_hub_url(repo_id, filename, revision=sha, endpoint=self._session.endpoint)
+        origin = f"{repo_id}/{filename}"
         want = GGUF_FIRST_RANGE_BYTES
         while True:
-            prefix, total = self._range(url, 0, want, repo_id, filename)
-            total = total or size
-            end = local.gguf_header_end(prefix, f"{repo_id}/{filename}")
-            if end is not None:
-                break
-            if len(prefix) < want:
-                raise BadModelFile(f"{repo_id}/{filename}: the GGUF header is truncated")
-            if want >= GGUF_MAX_HEADER_BYTES:
-                raise BadModelFile(
-                    f"{repo_id}/{filename}: the GGUF header is larger than "
-                    f"{GGUF_MAX_HEADER_BYTES // 2**20} MiB; download the file and open it locally"
-                )
-            want = min(want * 4, GGUF_MAX_HEADER_BYTES)
-        with tempfile.TemporaryDirectory(prefix="vramgui-gguf-") as tmp:
-            path = Path(tmp) / filename.replace("/", "_")
-            with path.open("wb") as fh:
-                fh.write(prefix[:end])
-                fh.truncate(max(total or 0, end))
-            return local.read_gguf(path)
-
-    # ------------------------------------------------------------------ HTTP
-
-    def _file_url(self, repo_id: str, revision: str, filename: str) -> str:
-        return f"{self.endpoint}/{repo_id}/resolve/{quote(revision, safe='')}/{quote(filename)}"
-
-    def _text(self, repo_id: str, revision: str, filename: str) -> str:
-        url = self._file_url(repo_id, revision, filename)
-        answer = self.get(url, what=f"{filename} of {repo_id}", limit_bytes=local.MAX_CONFIG_BYTES)
-        self.raise_for_status(answer, repo_id, filename)
-        if len(answer.body) > local.MAX_CONFIG_BYTES:
-            raise BadModelFile(f"{filename} of {repo_id} is too large to be what it claims")
-        return answer.body.decode("utf-8", errors="replace")
-
-    def get(self, url: str, *, what: str, limit_bytes: int = MAX_ANSWER_BYTES) -> Answer:
-        return fetch(url, limit_bytes=limit_bytes, **self._how(what))
-
-    def _how(self, what: str) -> dict[str, Any]:
-        return {
-            "what": what,
-            "deadline": self._deadline,
-            "endpoint": self.endpoint,
-            "token": self._token,
-        }
-
-    def _range(
-        self, url: str, start: int, length: int, repo_id: str, filename: str
-    ) -> tuple[bytes, int | None]:
-        """Up to ``length`` bytes from ``start``, and the file size when the server states it.
-
-        Read as a stream and cut at ``length``, so a server that ignores Range cannot make us
-        download a whole weights file.
-        """
-        rng = {"Range": f"bytes={start}-{start + length - 1}"}
-        with open_url(url, headers=rng, **self._how(f"{filename} of {repo_id}")) as r:
-            self.raise_for_status(r, repo_id, filename)
-            chunks: list[bytes] = []
-            received = 0
-            skip = start if r.status == 200 else 0  # the server ignored Range
             try:
-                while received < skip + length and (chunk := r.read(_READ_CHUNK_BYTES)):
-                    chunks.append(chunk)
-                    received += len(chunk)
-            except Exception as exc:  # a dropped stream is the Hub failing, not a bad file
-                raise HubUnavailable(f"the Hub stopped sending {filename} of {repo_id}") from exc
-            data = b"".join(chunks)[skip : skip + length]
-            return data, _total_size(r.headers)
-
-    def raise_for_status(self, response: Any, repo_id: str, filename: str | None) -> None:
-        """Map an HTTP error about a repo (or one of its files) to our hierarchy.
-
-        Args:
-            response: the answer.
-            repo_id: the repo asked about.
-            filename: the file asked for, or None when asking about the repo itself.
-        """
-        status = response.status
-        if status < 400:
-            return
-        code = response.headers.get("X-Error-Code", "")
-        if code == "GatedRepo" or (status in (401, 403) and code != "RepoNotFound"):
-            raise GatedModel(self._gated_message(repo_id))
-        if code == "RevisionNotFound":
-            raise ModelNotFound(f"{repo_id} has no such revision")
-        if filename is not None and (code == "EntryNotFound" or (status == 404 and not code)):
-            if filename == "config.json":
-                raise IncompleteModel(
-                    f"{repo_id} has no config.json, which vramgui needs for the architecture"
+                prefix = self._session.read_range(url, 0, want, f"{filename} of {repo_id}")
+            except RangesIgnored as exc:
+                raise BadModelFile(f"{exc}; download {filename} and open the file itself") from None
+            whole = len(prefix) < want
+            try:
+                return gguf_reader.gguf_prefix_contents(
+                    prefix, len(prefix) if whole else size, origin
                 )
-            raise IncompleteModel(f"{repo_id} has no file {filename}")
-        if status in (401, 404):
-            raise ModelNotFound(
-                f"{repo_id} is not on the Hub at {self.endpoint} (if it is private, log in with "
-                "`hf auth login` or set HF_TOKEN)"
-            )
-        raise unavailable(status)
-
-    def _gated_message(self, repo_id: str) -> str:
-        who = (
-            "the token in use has no access to it" if self._has_token() else "you are not logged in"
-        )
-        return (
-            f"{repo_id} is gated and {who}: accept its terms at {self.endpoint}/{repo_id}, "
-            "then log in with `hf auth login` or set the HF_TOKEN environment variable"
-        )
-
-    def _has_token(self) -> bool:
-        return bool(self._token or stored_token())
+            except gguf_reader.HeaderBeyond:
+                if want >= gguf_reader.MAX_HEADER_BYTES:
+                    raise BadModelFile(
+                        f"{origin}: the GGUF header is larger than "
+                        f"{gguf_reader.MAX_HEADER_BYTES // 2**20} MiB; no real model's is"
+                    ) from None
+                want = min(want * 4, gguf_reader.MAX_HEADER_BYTES)
 
 
 # ---------------------------------------------------------------------- helpers
 
 
-def _unique(parts: list[list[local.StoredTensor]]) -> list[local.StoredTensor]:
+def _checked(tensors: dict[str, Any], size: int | None, origin: str) -> list[HeaderTensor]:
+    """The library's decoded header, held to the checks of a local header.
+
+    The offsets can be held only to the file size: the header's own length is not returned.
+    """
+    if len(tensors) > local.MAX_TENSORS:
+        raise BadModelFile(
+            f"{origin}: the safetensors header lists {len(tensors):,} tensors, more than any "
+            f"real model ({local.MAX_TENSORS:,} at most)"
+        )
+    return [
+        local.header_entry(
+            name,
+            {"dtype": t.dtype, "shape": t.shape, "data_offsets": t.data_offsets},
+            size,
+            origin,
+        )
+        for name, t in tensors.items()
+    ]
+
+
+def _unique(parts: list[list[HeaderTensor]]) -> list[HeaderTensor]:
     """Tensors of all parts, each name once (the first shard that holds it wins)."""
     seen: set[str] = set()
     stored = []
@@ -330,61 +272,45 @@ def _unique(parts: list[list[local.StoredTensor]]) -> list[local.StoredTensor]:
             if t.name not in seen:
                 seen.add(t.name)
                 stored.append(t)
+    if len(stored) > local.MAX_TENSORS:
+        raise BadModelFile(
+            f"the checkpoint lists {len(stored):,} tensors, more than any real model "
+            f"({local.MAX_TENSORS:,} at most)"
+        )
     return stored
 
 
-def _siblings(info: dict[str, Any]) -> list[dict[str, Any]]:
-    """The repo's file entries; a damaged answer (not a list of objects) lists fewer or none."""
-    siblings = info.get("siblings")
-    return [s for s in siblings if isinstance(s, dict)] if isinstance(siblings, list) else []
-
-
-def _sibling_size(sibling: dict[str, Any] | None) -> int | None:
-    if not sibling:
+def _sibling_size(sibling: RepoSibling | None) -> int | None:
+    if sibling is None:
         return None
-    lfs = sibling.get("lfs")
-    size = (lfs if isinstance(lfs, dict) else {}).get("size", sibling.get("size"))
-    return size if isinstance(size, int) else None
+    size = sibling.lfs.size if sibling.lfs is not None else sibling.size
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
 
 
-def gguf_files(info: dict[str, Any]) -> list[tuple[str, int]]:
-    files = []
-    for s in _siblings(info):
-        name = str(s.get("rfilename", ""))
-        if name.endswith(".gguf"):
-            files.append((name, _sibling_size(s) or 0))
+def gguf_files(info: ModelInfo) -> list[tuple[str, int]]:
+    """The repo's .gguf files with their sizes (0 when the Hub does not say)."""
+    files = [
+        (s.rfilename, _sibling_size(s) or 0)
+        for s in info.siblings or ()
+        if s.rfilename.endswith(".gguf")
+    ]
     return sorted(files)
 
 
-def _default_gguf(names: list[str]) -> str:
-    for quant in _PREFERRED_GGUF:
-        for name in names:
-            if quant.lower() in name.lower():
-                return name
-    return names[0]
-
-
-def _total_size(headers: Any) -> int | None:
-    content_range = headers.get("Content-Range", "")
-    if "/" in content_range:
-        total = content_range.rsplit("/", 1)[1]
-        return int(total) if total.isdigit() else None
-    length = headers.get("Content-Length", "")
-    return int(length) if length.isdigit() and "Content-Range" not in headers else None
-
-
-def loaded(payload: dict[str, Any], notices: tuple[str, ...]) -> LoadedModel:
-    """A LoadedModel from a cached or fresh payload."""
+def resolved(payload: dict[str, Any], notices: tuple[str, ...]) -> ResolvedModel:
+    """A ResolvedModel from a cached or fresh payload."""
     repo_id, sha = str(payload["repo_id"]), str(payload["revision"])
     try:
-        stored = [local.StoredTensor(n, d, tuple(s), b) for n, d, s, b in payload["tensors"]]
+        stored = [HeaderTensor(n, d, tuple(s), b) for n, d, s, b in payload["tensors"]]
         source = f"Hub {repo_id}@{sha[:12]}"
         if payload.get("kind") == "gguf":
-            contents = local.GgufContents(payload["metadata"], stored, payload.get("token_count"))
-            spec = local.spec_from_gguf(contents, repo_id, f"{source} {payload['file']}")
+            contents = gguf_reader.GgufContents(
+                payload["metadata"], stored, payload.get("token_count")
+            )
+            spec = gguf_reader.spec_from_gguf(contents, repo_id, f"{source} {payload['file']}")
         else:
-            spec = local.spec_from_checkpoint(payload["config"], stored, repo_id, source)
+            spec = spec_from_checkpoint(payload["config"], stored, repo_id, source)
     except (KeyError, TypeError, ValueError) as exc:
         raise BadModelFile(f"the stored facts of {repo_id} are damaged ({exc})") from None
     ref = ModelRef(kind="hub", id=repo_id, revision=sha, file=payload.get("file"))
-    return LoadedModel(spec=spec, ref=ref, notices=notices)
+    return ResolvedModel(spec=spec, ref=ref, notices=notices)

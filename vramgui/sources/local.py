@@ -1,10 +1,15 @@
 """Models on disk: a folder (config.json + safetensors), a lone .safetensors file, a .gguf file.
 
 Only headers are read: the safetensors JSON header (parsed and validated here, never the tensor
-data) and the GGUF metadata and tensor table (through the ``gguf`` package). config.json is read as
-data; no model code is ever imported. The tensor inventory of the resulting ModelSpec is the
-checkpoint's own, with the exact stored dtypes and shapes; the architecture facts come from
+data) and the GGUF metadata and tensor table (``gguf_reader``). config.json is read as data; no
+model code is ever imported. The tensor inventory of the resulting ModelSpec is the checkpoint's
+own, with the exact stored dtypes and shapes; the architecture facts come from
 ``vramgui.core.families``.
+
+Parsing costs what the file is worth: the limits below are far above any real model (the
+largest public checkpoints hold ~140k tensors, ~17 MB of headers and a ~14 MB index) and what
+exceeds them is refused before it is materialized; docs/performance.md gives the time and
+memory of the worst file accepted.
 """
 
 from __future__ import annotations
@@ -12,26 +17,39 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import re
 import struct
-from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vramgui.core import naming
-from vramgui.core.errors import ConfigError
-from vramgui.core.families import SUPPORTED_MODEL_TYPES, spec_from_config
-from vramgui.core.model import Inventory, ModelSpec, Tensor
-from vramgui.sources.errors import BadModelFile, IncompleteModel, ModelNotFound
+from vramgui.core.families import spec_from_config
+from vramgui.core.model import ModelSpec
+from vramgui.sources.checkpoint import (
+    HeaderTensor,
+    describe_os_error,
+    open_regular,
+    read_regular,
+    regular_size,
+    spec_from_checkpoint,
+)
+from vramgui.sources.errors import BadModelFile, IncompleteModel
+from vramgui.sources.gguf_reader import load_gguf
 
-# A real header is a few MB at most (a 400B model has ~1,000 tensors per shard); past this cap a
-# length field is corrupt, and reading it would only waste memory.
-MAX_HEADER_BYTES = 100 * 1024 * 1024
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
+# One safetensors header; a real one is at most a few MB per shard.
+MAX_HEADER_BYTES = 32 * 2**20
+# Tensors of a whole checkpoint, all shards together (Kimi K2, FP8 with scales: ~140k).
+MAX_TENSORS = 2**18
+MAX_CONFIG_BYTES = 4 * 2**20
+MAX_INDEX_BYTES = 32 * 2**20
+# Integers in config.json: none is longer (a 2^64 byte count has 20 digits).
+MAX_INT_DIGITS = 24
+# Dimensions of a tensor in a header; values of dimensions and offsets are below 2^64.
+MAX_DIMS = 8
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SAFETENSORS_SINGLE = "model.safetensors"
-GGUF_MAGIC = b"GGUF"
 
 # Bits per element of each safetensors dtype.
 SAFETENSORS_DTYPE_BITS: dict[str, int] = {
@@ -58,87 +76,150 @@ SAFETENSORS_DTYPE_BITS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class StoredTensor:
-    """One tensor as a checkpoint header states it.
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1}}}")
+_DIGITS = re.compile(r"\d+")
 
-    Attributes:
-        name: checkpoint name.
-        dtype: stored type (``BF16``, ``I32``, GGUF ``Q4_K``...).
-        shape: PyTorch order.
-        nbytes: bytes of its data in the file.
+
+class _Refused(Exception):
+    """A JSON document exceeded a limit while it was parsed."""
+
+
+def parse_json(text: str | bytes, origin: str, *, max_objects: int | None = None) -> Any:
+    """JSON from a model file, refused early when it is out of proportion.
+
+    Args:
+        text: the document.
+        origin: the file, for messages.
+        max_objects: the most JSON objects it may hold (a safetensors header: one per tensor).
+
+    Raises:
+        BadModelFile: not JSON, nested too deeply, an integer longer than
+            :data:`MAX_INT_DIGITS` digits, or more objects than ``max_objects``.
     """
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        if max_objects is not None and text.count("{") > max_objects:
+            # Every object opens with a brace: only a document that may hold too many objects
+            # pays for counting them as they are parsed.
+            return _bounded_decoder(max_objects).decode(text)
+        return json.loads(text)
+    except _Refused as exc:
+        raise BadModelFile(f"{origin} {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadModelFile(
+            f"{origin} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise BadModelFile(f"{origin} is not UTF-8 text ({exc.reason})") from None
+    except ValueError:  # an integer past the 4,300 digits Python converts
+        raise BadModelFile(f"{origin} holds an integer of over 4,300 digits") from None
+    except RecursionError:  # thousands of nested brackets: no model file nests that deep
+        raise BadModelFile(f"{origin} nests too deeply to be a model file") from None
 
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    nbytes: int
+
+def _bounded_decoder(max_objects: int | None) -> json.JSONDecoder:
+    """A parser that counts objects as it goes and stops at the limit."""
+    objects = 0
+
+    def counted(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal objects
+        objects += 1
+        if max_objects is not None and objects > max_objects:
+            raise _Refused(f"holds over {max_objects:,} entries, more than any real model")
+        return dict(pairs)
+
+    return json.JSONDecoder(object_pairs_hook=counted)
 
 
 # ----------------------------------------------------------------------------- safetensors
 
 
 def parse_safetensors_header(
-    header: bytes, data_bytes: int | None, origin: str
-) -> list[StoredTensor]:
+    header: bytes, data_bytes: int | None, origin: str, *, max_tensors: int = MAX_TENSORS
+) -> list[HeaderTensor]:
     """Validate a safetensors JSON header and list its tensors.
 
     Args:
         header: the JSON header (the bytes after the 8-byte length).
         data_bytes: size of the data section after the header, when known, to check offsets.
         origin: file name for messages.
+        max_tensors: the most tensors it may hold.
 
     Raises:
-        BadModelFile: the header is not valid JSON or describes impossible tensors.
+        BadModelFile: the header is not valid JSON, describes impossible tensors, or holds more
+            than ``max_tensors``.
     """
-    try:
-        doc = json.loads(header.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadModelFile(f"{origin}: the safetensors header is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise BadModelFile(f"{origin}: the safetensors header nests too deeply") from None
+    # Each tensor states its data_offsets: counting them first refuses an oversized header
+    # before any of it is parsed. The object count bounds a header that hides the key in escapes.
+    if header.count(b'"data_offsets"') > max_tensors:
+        raise BadModelFile(_too_many_tensors(origin, header.count(b'"data_offsets"'), max_tensors))
+    doc = parse_json(header, f"{origin}: the safetensors header", max_objects=max_tensors + 2)
     if not isinstance(doc, dict):
         raise BadModelFile(f"{origin}: the safetensors header is not a JSON object")
-    tensors: list[StoredTensor] = []
-    for name, info in doc.items():
-        if name == "__metadata__":
-            continue
-        tensors.append(_header_entry(name, info, data_bytes, origin))
+    tensors = [
+        header_entry(name, info, data_bytes, origin)
+        for name, info in doc.items()
+        if name != "__metadata__"
+    ]
+    if len(tensors) > max_tensors:
+        raise BadModelFile(_too_many_tensors(origin, len(tensors), max_tensors))
     return tensors
 
 
-def _header_entry(name: str, info: object, data_bytes: int | None, origin: str) -> StoredTensor:
-    where = f"{origin}: tensor {name!r}"
-    if not isinstance(info, dict):
-        raise BadModelFile(f"{where} has no dtype/shape/data_offsets entry")
+def _too_many_tensors(origin: str, count: int, limit: int) -> str:
+    return (
+        f"{origin}: the safetensors header lists {count:,} tensors, more than vramgui reads "
+        f"for one model ({limit:,}; the largest real checkpoints hold ~140,000)"
+    )
+
+
+def header_entry(name: str, info: object, data_bytes: int | None, origin: str) -> HeaderTensor:
+    """One tensor of a safetensors header, checked against what its dtype and shape need.
+
+    Runs once per tensor (262,144 times for the largest header accepted): messages are built
+    only for a tensor that fails.
+    """
+    if type(info) is not dict:
+        raise BadModelFile(f"{_where(origin, name)} has no dtype/shape/data_offsets entry")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:
-        raise BadModelFile(f"{where} has an unknown dtype {dtype!r}")
-    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
-        raise BadModelFile(f"{where} has an invalid shape {shape!r}")
+    bits = SAFETENSORS_DTYPE_BITS.get(dtype) if type(dtype) is str else None
+    if bits is None:
+        raise BadModelFile(f"{_where(origin, name)} has an unknown dtype {dtype!r}")
+    if type(shape) not in (list, tuple) or not _counts(shape):
+        raise BadModelFile(f"{_where(origin, name)} has an invalid shape {shape!r}")
     if (
-        not isinstance(offsets, list)
+        type(offsets) not in (list, tuple)
         or len(offsets) != 2
-        or not all(_is_count(o) for o in offsets)
+        or not _counts(offsets)
         or offsets[0] > offsets[1]
     ):
-        raise BadModelFile(f"{where} has invalid data_offsets {offsets!r}")
+        raise BadModelFile(f"{_where(origin, name)} has invalid data_offsets {offsets!r}")
     if data_bytes is not None and offsets[1] > data_bytes:
         raise BadModelFile(
-            f"{where} ends at byte {offsets[1]} of the data but the file holds only {data_bytes}; "
-            "the file is truncated or corrupt"
+            f"{_where(origin, name)} ends at byte {offsets[1]} of the data but the file holds "
+            f"only {data_bytes}; the file is truncated or corrupt"
         )
     nbytes = offsets[1] - offsets[0]
-    expected = math.ceil(math.prod(shape) * SAFETENSORS_DTYPE_BITS[dtype] / 8)
+    expected = (math.prod(shape) * bits + 7) // 8
     if nbytes != expected:
         raise BadModelFile(
-            f"{where} stores {nbytes} bytes but {dtype} {tuple(shape)} needs {expected}"
+            f"{_where(origin, name)} stores {nbytes} bytes but {dtype} {tuple(shape)} needs "
+            f"{expected}"
         )
-    return StoredTensor(name, dtype, tuple(shape), nbytes)
+    return HeaderTensor(name, dtype, tuple(shape), nbytes)
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _where(origin: str, name: str) -> str:
+    return f"{origin}: tensor {name!r}"
+
+
+def _counts(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether there are at most 8 values (a tensor has up to 5 dimensions), each an int in
+    [0, 2^64) (a bool is not a count): products of them stay cheap to compute."""
+    if len(values) > MAX_DIMS:
+        return False
+    return all(type(value) is int and 0 <= value < 2**64 for value in values)
 
 
 def header_length(prefix: bytes, file_size: int | None, origin: str) -> int:
@@ -148,8 +229,8 @@ def header_length(prefix: bytes, file_size: int | None, origin: str) -> int:
     (length,) = struct.unpack("<Q", prefix[:8])
     if length > MAX_HEADER_BYTES:
         raise BadModelFile(
-            f"{origin}: header length {length} bytes is beyond any real safetensors header; "
-            "the file is corrupt or not safetensors"
+            f"{origin}: header length {length} bytes is beyond any real safetensors header "
+            f"({MAX_HEADER_BYTES // 2**20} MiB at most); the file is corrupt or not safetensors"
         )
     if file_size is not None and 8 + length > file_size:
         raise BadModelFile(
@@ -159,127 +240,45 @@ def header_length(prefix: bytes, file_size: int | None, origin: str) -> int:
     return length
 
 
-def read_safetensors_header(path: Path) -> list[StoredTensor]:
+def read_safetensors_header(path: Path, *, max_tensors: int = MAX_TENSORS) -> list[HeaderTensor]:
     """Tensors of a local safetensors file, from its header only."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
+    size = regular_size(path)
+    with open_regular(path) as fh:
+        try:
             length = header_length(fh.read(8), size, path.name)
             header = fh.read(length)
-    except OSError as exc:
-        raise BadModelFile(f"cannot read {path}: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise BadModelFile(f"cannot read {path}: {describe_os_error(exc)}") from None
     if len(header) < length:
         raise BadModelFile(f"{path.name}: the header is truncated")
-    return parse_safetensors_header(header, size - 8 - length, path.name)
+    return parse_safetensors_header(header, size - 8 - length, path.name, max_tensors=max_tensors)
 
 
 # ----------------------------------------------------------------------------- config.json
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """config.json as a dict (read as data, never executed)."""
-    try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise BadModelFile(f"{path} is too large to be a model config.json")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ModelNotFound(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadModelFile(f"cannot read {path}: {exc}") from None
-    return parse_config(text, str(path))
+def read_config(path: Path, limit_bytes: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
+    """config.json (or another JSON file of a model) as a dict, read as data, never executed."""
+    return parse_config(read_regular(path, limit_bytes, "model config"), str(path))
 
 
-def parse_config(text: str, origin: str) -> dict[str, Any]:
-    """Parse config.json text; a clear error when it is not a JSON object."""
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadModelFile(
-            f"{origin} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    except RecursionError:  # thousands of nested brackets: no config nests that deep
-        raise BadModelFile(f"{origin} nests too deeply to be a model config") from None
+def parse_config(text: str | bytes, origin: str) -> dict[str, Any]:
+    """Parse config.json text; a clear error when it is not a JSON object.
+
+    An integer longer than :data:`MAX_INT_DIGITS` digits is refused before Python converts it
+    (the conversion is quadratic in the digits up to 4,300, an error past them): no config
+    field is that long, and the core would compute with it.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    long = _LONG_DIGITS.search(text)
+    if long is not None:
+        digits = len(_DIGITS.match(text, long.start())[0])
+        raise BadModelFile(f"{origin} holds an integer of {digits:,} digits; real ones are short")
+    config = parse_json(text, origin)
     if not isinstance(config, dict):
         raise BadModelFile(f"{origin} is not a JSON object")
     return config
-
-
-def quantization_of(config: Mapping[str, Any]) -> str | None:
-    """The stored quantization scheme a config's ``quantization_config`` declares, if any."""
-    qc = config.get("quantization_config")
-    if not isinstance(qc, dict):
-        return None
-    method = str(qc.get("quant_method", "")).lower()
-    bits = qc.get("bits", 4)
-    if method in ("gptq", "awq"):
-        return f"{method}-int{bits}"
-    if method == "bitsandbytes":
-        if qc.get("load_in_8bit"):
-            return "int8"
-        return str(qc.get("bnb_4bit_quant_type", "nf4")).lower()
-    if method in ("fp8", "fbgemm_fp8"):
-        return "fp8"
-    if method == "compressed-tensors":
-        for group in (qc.get("config_groups") or {}).values():
-            weights = group.get("weights") if isinstance(group, dict) else None
-            if isinstance(weights, dict):
-                num_bits = weights.get("num_bits", 8)
-                return "fp8" if weights.get("type") == "float" else f"gptq-int{num_bits}"
-        return "compressed-tensors"
-    return method or None
-
-
-# ----------------------------------------------------------------------------- spec assembly
-
-
-def inventory(stored: Iterable[StoredTensor]) -> tuple[Tensor, ...]:
-    """Core tensors from stored ones: exact dtype and shape, role / layer / module by name."""
-    result = []
-    for s in stored:
-        info = naming.classify(s.name)
-        result.append(
-            Tensor(
-                name=s.name,
-                shape=s.shape,
-                role=info.role,
-                layer=info.layer,
-                module=info.module,
-                dtype=s.dtype,
-                is_bias=info.is_bias,
-            )
-        )
-    return tuple(result)
-
-
-def spec_from_checkpoint(
-    config: Mapping[str, Any],
-    stored: list[StoredTensor],
-    name: str,
-    source: str,
-    *,
-    warnings: Iterable[str] = (),
-    quantization: str | None = None,
-) -> ModelSpec:
-    """A ModelSpec whose facts come from ``config`` and whose tensors are the checkpoint's own.
-
-    ``warnings`` name guesses made for the config (an architecture inferred from tensor shapes,
-    GGUF metadata read as another family's): the spec is then approximate.
-    """
-    spec = spec_from_config(dict(config), name)
-    warnings = tuple(warnings)
-    exactness = spec.inventory
-    if warnings:
-        exactness = Inventory.APPROXIMATE
-    elif stored and exactness is Inventory.EXACT:
-        exactness = Inventory.FROM_HEADERS
-    return dataclasses.replace(
-        spec,
-        tensors=inventory(stored) if stored else spec.tensors,
-        quantization=quantization or quantization_of(config) or spec.quantization,
-        warnings=(*spec.warnings, *warnings),
-        source=source,
-        inventory=exactness,
-    )
 
 
 # ----------------------------------------------------------------------------- folders and files
@@ -289,40 +288,60 @@ def load_config_file(path: Path) -> ModelSpec:
     """A spec synthesized from a config.json alone (no checkpoint headers)."""
     config = read_config(path)
     spec = spec_from_config(config, _model_name(path.parent))
-    return dataclasses.replace(spec, source=f"config.json at {path}")
+    return _with_source(spec, f"config.json at {path}")
 
 
-def load_folder(path: Path) -> ModelSpec:
-    """A model folder: config.json plus its safetensors shards (or a single GGUF file)."""
-    config_path = path / "config.json"
-    shards = _shard_files(path)
-    if not config_path.is_file():
-        ggufs = sorted(path.glob("*.gguf"))
+def _with_source(spec: ModelSpec, source: str, warnings: tuple[str, ...] = ()) -> ModelSpec:
+    return dataclasses.replace(spec, source=source, warnings=(*spec.warnings, *warnings))
+
+
+def folder_names(folder: Path) -> set[str]:
+    """The names in a model folder.
+
+    Raises:
+        BadModelFile: the folder cannot be listed (permission denied, ...).
+    """
+    try:
+        with os.scandir(folder) as entries:
+            return {entry.name for entry in entries}
+    except OSError as exc:
+        raise BadModelFile(f"cannot read the folder {folder}: {describe_os_error(exc)}") from None
+
+
+def load_folder(path: Path, name: str | None = None) -> ModelSpec:
+    """A model folder: config.json plus its safetensors shards (or a single GGUF file).
+
+    Args:
+        path: the folder.
+        name: the model's name; by default the folder's.
+    """
+    names = folder_names(path)
+    shards = _shard_files(path, names)
+    if "config.json" not in names:
+        ggufs = sorted(n for n in names if n.endswith(".gguf"))
         if len(ggufs) == 1 and not shards:
-            return load_gguf(ggufs[0])
+            return load_gguf(path / ggufs[0], name)
         if len(ggufs) > 1:
-            names = ", ".join(p.name for p in ggufs)
-            raise IncompleteModel(f"{path} holds several GGUF files ({names}); choose one of them")
+            raise IncompleteModel(
+                f"{path} holds several GGUF files ({', '.join(ggufs)}); choose one of them"
+            )
         raise IncompleteModel(
             f"{path} has no config.json; vramgui needs it for the architecture "
             "(or point at a single .safetensors or .gguf file)"
         )
+    config_path = path / "config.json"
     config = read_config(config_path)
-    name = _model_name(path)
+    name = name or _model_name(path)
     if not shards:
-        spec = spec_from_config(config, name)
-        return dataclasses.replace(
-            spec,
-            warnings=(
-                *spec.warnings,
-                "no .safetensors files in the folder: tensors synthesized from config.json",
-            ),
-            source=f"config.json at {config_path}",
+        return _with_source(
+            spec_from_config(config, name),
+            f"config.json at {config_path}",
+            ("no .safetensors files in the folder: tensors synthesized from config.json",),
         )
-    stored: list[StoredTensor] = []
+    stored: list[HeaderTensor] = []
     seen: set[str] = set()
     for shard in shards:
-        for t in read_safetensors_header(shard):
+        for t in read_safetensors_header(shard, max_tensors=MAX_TENSORS - len(stored)):
             if t.name not in seen:
                 seen.add(t.name)
                 stored.append(t)
@@ -331,13 +350,12 @@ def load_folder(path: Path) -> ModelSpec:
     )
 
 
-def _shard_files(folder: Path) -> list[Path]:
-    index = folder / SAFETENSORS_INDEX
-    names = {p.name for p in folder.glob("*.safetensors")}
-    if SAFETENSORS_SINGLE in names or not index.is_file():
+def _shard_files(folder: Path, names: set[str]) -> list[Path]:
+    if SAFETENSORS_SINGLE in names or SAFETENSORS_INDEX not in names:
         return [folder / f for f in weight_files(names)]
-    files = index_shards(read_config(index), str(index))
-    missing = [f for f in files if not (folder / f).is_file()]
+    index = read_config(folder / SAFETENSORS_INDEX, MAX_INDEX_BYTES)
+    files = index_shards(index, str(folder / SAFETENSORS_INDEX))
+    missing = [f for f in files if f not in names]
     if missing:
         raise IncompleteModel(f"{folder} lacks shards named in its index: {', '.join(missing)}")
     return [folder / f for f in files]
@@ -357,11 +375,15 @@ def weight_files(names: Iterable[str]) -> list[str]:
 
 
 def index_shards(index: Mapping[str, Any], origin: str) -> list[str]:
-    """The shard files a ``model.safetensors.index.json`` names."""
+    """The shard files a ``model.safetensors.index.json`` names (plain names, in the folder)."""
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise BadModelFile(f"{origin} has no weight_map")
-    return sorted({str(f) for f in weight_map.values()})
+    files = sorted({str(f) for f in weight_map.values()})
+    odd = [f for f in files if "/" in f or "\\" in f or f in ("", ".", "..")]
+    if odd:
+        raise BadModelFile(f"{origin} names shards outside its folder: {', '.join(odd[:3])}")
+    return files
 
 
 def load_safetensors_file(path: Path) -> ModelSpec:
@@ -374,14 +396,14 @@ def load_safetensors_file(path: Path) -> ModelSpec:
     config_path = path.parent / "config.json"
     name = path.stem
     source = f"safetensors header of {path}"
-    if config_path.is_file():
+    if "config.json" in folder_names(path.parent):
         config = read_config(config_path)
         return spec_from_checkpoint(config, stored, name, f"{source} with {config_path}")
     config, warnings = infer_config(stored, path.name)
     return spec_from_checkpoint(config, stored, name, source, warnings=warnings)
 
 
-def infer_config(stored: list[StoredTensor], origin: str) -> tuple[dict[str, Any], list[str]]:
+def infer_config(stored: list[HeaderTensor], origin: str) -> tuple[dict[str, Any], list[str]]:
     """A llama-like config.json guessed from tensor shapes, with the assumptions it made."""
     by_module: dict[str, tuple[int, ...]] = {}
     layers = -1
@@ -434,310 +456,3 @@ def infer_config(stored: list[StoredTensor], origin: str) -> tuple[dict[str, Any
 
 def _model_name(folder: Path) -> str:
     return folder.resolve().name or str(folder)
-
-
-# ----------------------------------------------------------------------------- GGUF
-
-# GGUF architecture -> transformers model_type, for the llama-style families whose config.json
-# keys the GGUF metadata translates to; other architectures are read as llama-like.
-_GGUF_ARCH_TO_MODEL_TYPE = {
-    "llama": "llama",
-    "mistral": "mistral",
-    "mixtral": "mixtral",
-    "qwen2": "qwen2",
-    "qwen2moe": "qwen2_moe",
-    "qwen3": "qwen3",
-    "qwen3moe": "qwen3_moe",
-    "gemma": "gemma",
-    "gemma2": "gemma2",
-    "gemma3": "gemma3_text",
-    "phi3": "phi3",
-    "deepseek2": "deepseek_v2",
-}
-# Smallest tensor-info record: name length, 1 dim, type, offset; used to reject absurd counts.
-_MIN_TENSOR_INFO_BYTES = 8 + 4 + 8 + 4 + 8
-_MIN_KV_BYTES = 8 + 4 + 1
-
-
-def load_gguf(path: Path, name: str | None = None) -> ModelSpec:
-    """A .gguf file: tensor types and shapes and architecture metadata, via the gguf package.
-
-    Weights are the tensor data bytes in the file, each tensor in its GGUF type.
-    """
-    contents = read_gguf(path)
-    return spec_from_gguf(contents, name or path.stem, f"GGUF {path}")
-
-
-@dataclass(frozen=True, slots=True)
-class GgufContents:
-    """What vramgui keeps of a GGUF header.
-
-    Attributes:
-        metadata: key/value metadata, without the tokenizer's large arrays.
-        tensors: the tensor table in PyTorch shape order.
-        token_count: vocabulary size from the tokenizer's token list, when present.
-    """
-
-    metadata: dict[str, Any]
-    tensors: list[StoredTensor]
-    token_count: int | None
-
-
-def read_gguf(path: Path) -> GgufContents:
-    """Metadata and tensor table of a GGUF file; tensor data is never read.
-
-    Raises:
-        BadModelFile: wrong magic, truncated or corrupt header or tensor table.
-    """
-    size = _check_gguf_prefix(path)
-    try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(path, "r")
-        metadata = {
-            key: _plain(field.contents())
-            for key, field in reader.fields.items()
-            if not key.startswith("tokenizer.ggml.") or key == "tokenizer.ggml.model"
-        }
-        token_field = reader.fields.get("tokenizer.ggml.tokens")
-        token_count = len(token_field.data) if token_field is not None else None
-        stored = [
-            StoredTensor(
-                name=str(t.name),
-                dtype=t.tensor_type.name,
-                shape=tuple(int(d) for d in reversed(t.shape.tolist())),
-                nbytes=int(t.n_bytes),
-            )
-            for t in reader.tensors
-        ]
-        data_end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
-    except (
-        Exception
-    ) as exc:  # the reader raises anything from ValueError to IndexError on bad input
-        raise BadModelFile(
-            f"{path.name}: the GGUF header or tensor table is truncated or corrupt "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
-    if data_end > size or not stored:
-        raise BadModelFile(f"{path.name}: the tensor table points past the end of the file")
-    return GgufContents(metadata, stored, token_count)
-
-
-def _plain(value: Any) -> Any:
-    """Metadata values as JSON-ready Python values (the reader hands out numpy scalars)."""
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item"):
-        return value.item()
-    return value
-
-
-# A GGUF header (metadata, vocabulary, tensor table) longer than this is not a model file.
-_MAX_GGUF_HEADER_BYTES = 256 * 1024 * 1024
-
-
-def _check_gguf_prefix(path: Path) -> int:
-    """Magic and sane counts, checked before the reader memory-maps the file."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            head = fh.read(24)
-    except OSError as exc:
-        raise BadModelFile(f"cannot read {path}: {exc.strerror or exc}") from None
-    if head[:4] != GGUF_MAGIC:
-        raise BadModelFile(f"{path.name}: not a GGUF file (wrong magic {head[:4]!r})")
-    if len(head) < 24:
-        raise BadModelFile(f"{path.name}: the GGUF header is truncated")
-    tensor_count, kv_count = struct.unpack("<QQ", head[8:24])
-    if tensor_count * _MIN_TENSOR_INFO_BYTES + kv_count * _MIN_KV_BYTES > size:
-        raise BadModelFile(
-            f"{path.name}: the GGUF header announces {tensor_count} tensors and {kv_count} "
-            f"metadata entries, more than {size} bytes can hold; the file is truncated or corrupt"
-        )
-    # Walk the whole header before the reader does: a count that claims more items than the
-    # file holds must end here, not in an allocation the size of the claim.
-    try:
-        with path.open("rb") as fh:
-            prefix = fh.read(min(size, _MAX_GGUF_HEADER_BYTES))
-    except OSError as exc:
-        raise BadModelFile(f"cannot read {path}: {exc.strerror or exc}") from None
-    if gguf_header_end(prefix, path.name) is None:
-        raise BadModelFile(
-            f"{path.name}: the GGUF header or tensor table runs past the end of the file; "
-            "the file is truncated or corrupt"
-        )
-    return size
-
-
-def gguf_header_end(buf: bytes, origin: str) -> int | None:
-    """Where the tensor table of a GGUF header ends in ``buf``, or None if ``buf`` is too short.
-
-    Walks the metadata and tensor infos without interpreting them.
-
-    Raises:
-        BadModelFile: not GGUF, or a value type no GGUF version defines.
-    """
-    if len(buf) >= 4 and buf[:4] != GGUF_MAGIC:
-        raise BadModelFile(f"{origin}: not a GGUF file (wrong magic {buf[:4]!r})")
-    scalar = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    pos = 24
-    try:
-        n_tensors, n_kv = struct.unpack_from("<QQ", buf, 8)
-
-        def string_end(at: int) -> int:
-            (n,) = struct.unpack_from("<Q", buf, at)
-            return at + 8 + n
-
-        def value_end(at: int, kind: int) -> int:
-            if kind in scalar:
-                return at + scalar[kind]
-            if kind == 8:
-                return string_end(at)
-            if kind == 9:
-                item, count = struct.unpack_from("<IQ", buf, at)
-                at += 12
-                if item in scalar:
-                    return at + scalar[item] * count
-                for _ in range(count):
-                    at = value_end(at, item)
-                    if at > len(buf):
-                        return at
-                return at
-            raise BadModelFile(f"{origin}: unknown GGUF value type {kind}")
-
-        for _ in range(n_kv):
-            pos = string_end(pos)
-            (kind,) = struct.unpack_from("<I", buf, pos)
-            pos = value_end(pos + 4, kind)
-            if pos > len(buf):
-                return None
-        for _ in range(n_tensors):
-            pos = string_end(pos)
-            (n_dims,) = struct.unpack_from("<I", buf, pos)
-            pos += 4 + 8 * n_dims + 4 + 8
-            if pos > len(buf):
-                return None
-    except (struct.error, OverflowError):  # offsets past the buffer, or past 2**63
-        return None
-    return pos
-
-
-def spec_from_gguf(contents: GgufContents, name: str, source: str) -> ModelSpec:
-    """A ModelSpec from GGUF metadata (as a transformers-like config) and its tensor table.
-
-    Where the metadata does not make a valid config of the architecture's family, the facts are
-    read as a llama-like model's, with a warning; the tensor table stays exact either way.
-    """
-    quantization = gguf_file_type(contents.metadata, contents.tensors)
-    try:
-        config, warnings = gguf_config(contents.metadata, contents.tensors, contents.token_count)
-        try:
-            return spec_from_checkpoint(
-                config, contents.tensors, name, source, warnings=warnings, quantization=quantization
-            )
-        except ConfigError as exc:
-            if config["model_type"] == "llama":
-                raise
-            warnings.append(
-                f"GGUF metadata does not describe a valid {config['model_type']} model ({exc}): "
-                "facts read as a llama-like model"
-            )
-            config["model_type"] = "llama"
-            return spec_from_checkpoint(
-                config, contents.tensors, name, source, warnings=warnings, quantization=quantization
-            )
-    except (TypeError, ValueError) as exc:
-        raise BadModelFile(
-            f"{name}: GGUF metadata holds a value of the wrong type ({exc})"
-        ) from None
-
-
-def gguf_config(
-    metadata: Mapping[str, Any], stored: list[StoredTensor], token_count: int | None = None
-) -> tuple[dict[str, Any], list[str]]:
-    """The config.json equivalent of GGUF architecture metadata, and warnings about gaps."""
-    arch = str(metadata.get("general.architecture", ""))
-
-    def get(key: str, default: Any = None) -> Any:
-        value = metadata.get(f"{arch}.{key}", default)
-        if isinstance(value, list):  # per-layer values (some hybrids): the largest is the bound
-            return max(value) if value else default
-        return value
-
-    warnings: list[str] = []
-    model_type = _GGUF_ARCH_TO_MODEL_TYPE.get(arch)
-    experts = int(get("expert_count", 0) or 0)
-    names = {s.name: s for s in stored}
-    if model_type == "llama" and experts:
-        model_type = "mixtral"
-    if model_type == "deepseek_v2" and any(n.endswith(".exp_probs_b.bias") for n in names):
-        model_type = "deepseek_v3"  # V3's router carries a score-correction bias
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        warnings.append(
-            f"GGUF architecture {arch!r} is not one vramgui knows: facts read as a llama-like model"
-        )
-        model_type = "llama"
-    embed = names.get("token_embd.weight")
-    hidden = int(get("embedding_length", embed.shape[-1] if embed else 0))
-    vocab = token_count or (embed.shape[0] if embed else 0)
-    heads = int(get("attention.head_count", 0) or 0)
-    if not (hidden and heads and vocab and get("block_count")):
-        raise IncompleteModel(
-            "the GGUF metadata lacks block_count, embedding_length, head_count or a vocabulary; "
-            "vramgui cannot tell the architecture"
-        )
-    config: dict[str, Any] = {
-        "model_type": model_type,
-        "num_hidden_layers": int(get("block_count")),
-        "hidden_size": hidden,
-        "intermediate_size": int(get("feed_forward_length", 4 * hidden)),
-        "num_attention_heads": heads,
-        "num_key_value_heads": int(get("attention.head_count_kv", heads)),
-        "head_dim": int(get("attention.key_length", hidden // heads)),
-        "max_position_embeddings": int(get("context_length", 4096)),
-        "vocab_size": int(vocab),
-        "tie_word_embeddings": "output.weight" not in names,
-    }
-    optional = {
-        "v_head_dim": "attention.value_length",
-        "sliding_window": "attention.sliding_window",
-        "rope_theta": "rope.freq_base",
-        "rms_norm_eps": "attention.layer_norm_rms_epsilon",
-        "moe_intermediate_size": "expert_feed_forward_length",
-        "num_experts_per_tok": "expert_used_count",
-        "kv_lora_rank": "attention.kv_lora_rank",
-        "q_lora_rank": "attention.q_lora_rank",
-        "n_shared_experts": "expert_shared_count",
-        "shared_expert_intermediate_size": "expert_shared_feed_forward_length",
-        "first_k_dense_replace": "leading_dense_block_count",
-        "qk_rope_head_dim": "rope.dimension_count",
-    }
-    for key, meta in optional.items():
-        value = get(meta)
-        if value is not None:
-            config[key] = value
-    if model_type.startswith("deepseek") and "qk_rope_head_dim" in config:
-        # MLA: GGUF's key_length is the whole q/k head, the rotary part included.
-        config["qk_nope_head_dim"] = config["head_dim"] - config["qk_rope_head_dim"]
-    if experts:
-        config["num_local_experts"] = experts
-        config["num_experts"] = experts
-        config["n_routed_experts"] = experts
-    return config, warnings
-
-
-def gguf_file_type(metadata: Mapping[str, Any], stored: list[StoredTensor]) -> str | None:
-    """The file type a GGUF file states (``Q4_K_M``, ``F16``...), or its most common matrix type.
-
-    Set even for 16-bit files: a GGUF file is estimated as it is stored, its F32 norms included.
-    """
-    file_type = metadata.get("general.file_type")
-    if isinstance(file_type, int):
-        try:
-            from gguf import LlamaFileType
-
-            return LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-        except ValueError:
-            pass  # a file type newer than the gguf package: judge by the tensors
-    matrix_types = Counter(s.dtype for s in stored if len(s.shape) >= 2)
-    return matrix_types.most_common(1)[0][0] if matrix_types else None

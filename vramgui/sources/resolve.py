@@ -1,62 +1,37 @@
 """One entry point from what the user typed to a ModelSpec, and model search with an offline fallback.
 
 A source is, in this order of precedence: a config.json path, a model folder, a .safetensors or
-.gguf file, a name in the bundled catalog, or a Hub repo id (``org/name``, optionally
-``org/name@revision`` or ``org/name:file.gguf``). The Hub is only contacted for the last kind.
+.gguf file, a Hub repo id whose weights a tool downloaded whole into the Hugging Face cache, a
+name in the bundled catalog, an Ollama model (``ollama:NAME``), or any other Hub repo id
+(``org/name``, optionally ``org/name@revision`` or ``org/name:file.gguf``). The Hub is contacted
+for the last kind only.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from vramgui.core.model import ModelRef, ModelSpec
+from vramgui.core.model import ModelRef
 from vramgui.sources import catalog, local
+from vramgui.sources.checkpoint import describe_os_error, local_ref, open_regular, regular_size
 from vramgui.sources.errors import BadModelFile, HubUnavailable, ModelNotFound, SourceError
-from vramgui.sources.hub import SEARCH_FRESH_S, HubClient, HubModel
+from vramgui.sources.gguf_reader import GGUF_MAGIC, load_gguf
+from vramgui.sources.hub import SEARCH_FRESH_S, HubClient
+from vramgui.sources.results import OLLAMA_PREFIX, HubModel, ResolvedModel, SearchResult
 
 _HUB_SOURCE = re.compile(
     r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[\w./-]+?))?(?::(?P<file>[\w./-]+\.gguf))?$"
 )
 _PATH_SUFFIXES = (".json", ".safetensors", ".gguf")
+_SHOWN_CHARS = 120
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedModel:
-    """A model spec with where it came from and what the user should know about how it was read.
-
-    Attributes:
-        spec: the model.
-        ref: enough to find it again (stored in profiles).
-        notices: how the source was obtained, to show the user (an offline fallback to cached
-            facts, which GGUF file of a repo was read); facts about the model itself are in
-            ``spec.warnings``.
-    """
-
-    spec: ModelSpec
-    ref: ModelRef
-    notices: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """Search results and, when they did not come from the Hub just now, why.
-
-    Attributes:
-        results: best first.
-        offline_notice: a line to show when the results come from the cache or the catalog
-            because the Hub could not answer; None when they are live or fresh from the cache.
-    """
-
-    results: tuple[HubModel, ...]
-    offline_notice: str | None = None
-
-
-def load_model(source: str, *, hub: HubClient | None = None) -> LoadedModel:
-    """The ModelSpec of a path, catalog name or Hub repo id.
+def load_model(source: str, *, hub: HubClient | None = None) -> ResolvedModel:
+    """The ModelSpec of a path, catalog name, Ollama model or Hub repo id.
 
     Raises:
         ModelNotFound: nothing matches; the message lists what was tried.
@@ -65,36 +40,67 @@ def load_model(source: str, *, hub: HubClient | None = None) -> LoadedModel:
     text = source.strip()
     if not text:
         raise ModelNotFound("no model given: pass a path, a catalog name or a Hub repo id")
-    path = Path(text).expanduser()
-    if path.exists():
+    path = _user_path(text)
+    if _exists(path):
         return _load_path(path)
     if _looks_like_path(text):
-        raise ModelNotFound(f"no such file or folder: {path}")
+        raise ModelNotFound(f"no such file or folder: {_shown(str(path))}")
+    match = _HUB_SOURCE.match(text)
+    if match is not None:  # the checkpoint on disk before the catalog's synthesized inventory
+        cached = _from_hf_cache(match["repo"], match["rev"], match["file"])
+        if cached is not None:
+            return cached
     entry = _catalog_entry(text)
     if entry is not None:
-        return LoadedModel(spec=entry.spec(), ref=entry.ref())
-    match = _HUB_SOURCE.match(text)
+        return ResolvedModel(spec=entry.spec(), ref=entry.ref())
+    if text.startswith(OLLAMA_PREFIX):
+        from vramgui.sources import on_disk  # the stores' readers: imported when first needed
+
+        return on_disk.open_ollama(text.removeprefix(OLLAMA_PREFIX))
     if match is None:
         raise ModelNotFound(
-            f"{text!r} is not a file or folder, not in the bundled catalog, and not a Hub repo id "
-            f"(org/name); `vramgui search {text}` lists matching models"
+            f"{_shown(text)!r} is not a file or folder, not in the bundled catalog, and not a Hub "
+            f"repo id (org/name); `vramgui search {_shown(text)}` lists matching models"
         )
-    if hub is None:
-        hub = HubClient()
     try:
-        return hub.load(match["repo"], match["rev"], match["file"])
+        return load_repo(match["repo"], match["rev"], match["file"], hub=hub)
     except HubUnavailable as exc:
         raise HubUnavailable(
-            f"{exc}; {match['repo']} is neither cached from an earlier visit nor in the bundled "
-            "catalog"
+            f"{exc}; {match['repo']} is neither in the Hugging Face cache, nor cached from an "
+            "earlier visit, nor in the bundled catalog"
         ) from None
 
 
-def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> LoadedModel:
+def load_repo(
+    repo_id: str,
+    revision: str | None = None,
+    filename: str | None = None,
+    *,
+    hub: HubClient | None = None,
+) -> ResolvedModel:
+    """A Hub repo: from the Hugging Face cache when all its weights are there, else the Hub."""
+    cached = _from_hf_cache(repo_id, revision, filename)
+    if cached is not None:
+        return cached
+    return (hub or HubClient()).load(repo_id, revision, filename)
+
+
+def _from_hf_cache(
+    repo_id: str, revision: str | None, filename: str | None
+) -> ResolvedModel | None:
+    # Imported when first needed: the window imports this module on the GUI thread at start.
+    from vramgui.sources import hf_cache
+
+    shot = hf_cache.snapshot(repo_id, revision)
+    return hf_cache.load_snapshot(shot, filename) if shot is not None else None
+
+
+def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> ResolvedModel:
     """Load a model again from the reference a profile stored.
 
-    A Hub model is read at the commit it was read at before (from the cache when possible); a
-    local file that changed since is read as it is now, with a notice.
+    A Hub model is read at the commit it was read at before (from the Hugging Face cache or
+    vramgui's own when possible); a local file that changed since is read as it is now, with a
+    notice.
 
     Raises:
         ModelNotFound: the catalog entry, file or repo is gone.
@@ -104,13 +110,11 @@ def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> LoadedModel:
         entry = _catalog_entry(ref.id)
         if entry is None:
             raise ModelNotFound(f"{ref.id!r} is no longer in the bundled catalog")
-        return LoadedModel(spec=entry.spec(), ref=entry.ref())
+        return ResolvedModel(spec=entry.spec(), ref=entry.ref())
     if ref.kind == "hub":
-        if hub is None:
-            hub = HubClient()
-        return hub.load(ref.id, ref.revision, ref.file)
+        return load_repo(ref.id, ref.revision, ref.file, hub=hub)
     path = Path(ref.id)
-    if not path.exists():
+    if not _exists(path):
         raise ModelNotFound(f"no such file or folder: {path} (it was there when saved)")
     loaded = _load_path(path)
     changed = (ref.size_bytes is not None and ref.size_bytes != loaded.ref.size_bytes) or (
@@ -119,7 +123,7 @@ def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> LoadedModel:
     if not changed:
         return loaded
     notice = f"{path} changed since the profile was saved; read as it is now"
-    return LoadedModel(spec=loaded.spec, ref=loaded.ref, notices=(*loaded.notices, notice))
+    return ResolvedModel(spec=loaded.spec, ref=loaded.ref, notices=(*loaded.notices, notice))
 
 
 def search_models(
@@ -153,43 +157,84 @@ def search_models(
     )
 
 
-def _load_path(path: Path) -> LoadedModel:
-    resolved = path.resolve()
-    if resolved.is_dir():
+def _load_path(path: Path) -> ResolvedModel:
+    try:
+        resolved = path.resolve()
+        is_dir = resolved.is_dir()
+    except OSError as exc:
+        raise BadModelFile(f"cannot read {_shown(str(path))}: {describe_os_error(exc)}") from None
+    except RuntimeError:  # a loop of symbolic links
+        raise BadModelFile(f"{_shown(str(path))} is a loop of symbolic links") from None
+    if is_dir:
         spec = local.load_folder(resolved)
-        files = [p for p in resolved.iterdir() if p.suffix in (".safetensors", ".gguf", ".json")]
-        ref = _local_ref("local", resolved, files)
-    elif resolved.name == local.SAFETENSORS_INDEX:
+        names = local.folder_names(resolved)
+        files = [resolved / n for n in sorted(names) if n.endswith(_PATH_SUFFIXES)]
+        return ResolvedModel(spec=spec, ref=local_ref("local", resolved, files))
+    regular_size(resolved)  # a pipe, a device or a socket is refused here, whatever its name
+    if resolved.name == local.SAFETENSORS_INDEX:
         spec = local.load_folder(resolved.parent)
-        ref = _local_ref("local", resolved.parent, [resolved])
-    elif resolved.suffix == ".json":
-        spec = local.load_config_file(resolved)
-        ref = _local_ref("config", resolved, [resolved])
-    elif resolved.suffix == ".safetensors":
+        return ResolvedModel(spec=spec, ref=local_ref("local", resolved.parent, [resolved]))
+    if resolved.suffix == ".json":
+        return ResolvedModel(
+            spec=local.load_config_file(resolved), ref=local_ref("config", resolved, [resolved])
+        )
+    if resolved.suffix == ".safetensors":
         spec = local.load_safetensors_file(resolved)
-        ref = _local_ref("local", resolved, [resolved])
-    elif resolved.suffix == ".gguf":
-        spec = local.load_gguf(resolved)
-        ref = _local_ref("local", resolved, [resolved])
+    elif resolved.suffix == ".gguf" or _starts_with(resolved, GGUF_MAGIC):
+        spec = load_gguf(resolved)
     else:
         raise BadModelFile(
-            f"{path} is not a model vramgui reads: expected a folder, config.json, "
+            f"{_shown(str(path))} is not a model vramgui reads: expected a folder, config.json, "
             ".safetensors or .gguf"
         )
-    return LoadedModel(spec=spec, ref=ref)
+    return ResolvedModel(spec=spec, ref=local_ref("local", resolved, [resolved]))
 
 
-def _local_ref(kind: str, path: Path, files: list[Path]) -> ModelRef:
+def _user_path(text: str) -> Path:
+    """``text`` as a path, ``~`` and ``~user`` expanded.
+
+    Raises:
+        ModelNotFound: ``~user`` names no user of this system.
+    """
+    path = Path(text)
     try:
-        stats = [f.stat() for f in files]
-    except OSError:
-        return ModelRef(kind=kind, id=str(path))
-    return ModelRef(
-        kind=kind,
-        id=str(path),
-        size_bytes=sum(s.st_size for s in stats),
-        mtime=max((s.st_mtime for s in stats), default=None),
-    )
+        return path.expanduser()
+    except RuntimeError:  # ~user of a user this system does not know
+        user = text[1:].split("/", 1)[0].split(os.sep, 1)[0]
+        raise ModelNotFound(f"{_shown(text)}: there is no user {user!r} on this system") from None
+
+
+def _exists(path: Path) -> bool:
+    """Whether something is at ``path``; False for names no file could have.
+
+    Raises:
+        BadModelFile: it may be there, but this user may not look (permission denied).
+    """
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise BadModelFile(f"cannot read {_shown(str(path))}: permission denied") from None
+        return False  # too long a name, a loop of links, a file where a folder should be
+    except ValueError:  # a NUL character
+        return False
+    return True
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    """Whether a file begins with ``magic`` (a GGUF file without its suffix: Ollama's blobs)."""
+    try:
+        with open_regular(path) as fh:
+            return fh.read(len(magic)) == magic
+    except (OSError, SourceError):
+        return False
+
+
+def _shown(text: str) -> str:
+    """``text`` cut for a message: a 3,000-character paste is no help repeated in full."""
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
 
 
 def _looks_like_path(text: str) -> bool:

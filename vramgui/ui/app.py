@@ -14,15 +14,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from vramgui import __version__
 from vramgui.paths import user_dir
-from vramgui.ui import workers
+from vramgui.ui import local_models, main_window, workers
 from vramgui.ui.compat import keep_singletons_alive
-from vramgui.ui.main_window import MainWindow, Services, build_window
+from vramgui.ui.main_window import MainWindow, Services
 
 APP_NAME = "vramgui"
 ORGANIZATION = "vramgui"
@@ -32,9 +32,12 @@ DEFAULT_GPU = "RTX 4090"
 LOG_NAME = "vramgui.log"
 CATALOG_HITS = 8
 SWITCH_INTERVAL_S = 0.001  # how often a thread waiting for the interpreter lock gets it
+# The window is complete ~0.2 s after its first paint here; importing huggingface_hub (~140 ms of
+# a worker's time) beside the first outlook delayed it by 20-30 ms.
+WARM_HUB_DELAY_MS = 1000
 
 if TYPE_CHECKING:
-    from vramgui.sources.resolve import SearchResult
+    from vramgui.sources.results import SearchResult
 
 log = logging.getLogger("vramgui")
 
@@ -103,7 +106,7 @@ def settings() -> QSettings:
 def search_everywhere(query: str) -> SearchResult:
     """Hub results (or their offline fallback) followed by bundled catalog models not among them."""
     from vramgui.sources import catalog, resolve
-    from vramgui.sources.hub import HubModel
+    from vramgui.sources.results import HubModel
 
     found = resolve.search_models(query)
     seen = {hit.id.lower() for hit in found.results}
@@ -141,6 +144,43 @@ def real_services() -> Services:
         default_gpus=(DEFAULT_GPU,) if any(g.name == DEFAULT_GPU for g in gpus) else (),
         host_ram_bytes=read_host_info().ram_available_bytes,
     )
+
+
+def build_window(services: Services, settings: QSettings) -> MainWindow:
+    """The window of ``main_window.build_window``, with the "On this machine" list in its model
+    panel; huggingface_hub is imported on a worker once the window has painted and its first
+    estimate's outlook is drawn (``WARM_HUB_DELAY_MS``)."""
+    window = main_window.build_window(services, settings)
+    local_models.attach(window.model_panel, window.controller)
+    _AfterFirstPaint(window, WARM_HUB_DELAY_MS, lambda: workers.submit(_warm_hub, _ignore, _ignore))
+    return window
+
+
+class _AfterFirstPaint(QObject):
+    """Calls ``then`` once, ``delay_ms`` after ``widget`` first paints."""
+
+    def __init__(self, widget: QWidget, delay_ms: int, then: Callable[[], object]) -> None:
+        super().__init__(widget)
+        self._delay_ms = delay_ms
+        self._then = then
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            watched.removeEventFilter(self)
+            QTimer.singleShot(self._delay_ms, self._then)
+        return False
+
+
+def _warm_hub() -> None:
+    """huggingface_hub imported and its client built before the first search needs them."""
+    from vramgui.sources.hub_http import warm
+
+    warm()
+
+
+def _ignore(_outcome: object) -> None:
+    """A warm-up's outcome: a failure only costs the first search the same time later."""
 
 
 def freeze_startup_objects() -> None:

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QStackedWidget,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -209,6 +210,23 @@ class ModelPanel(QWidget):
         self.open_folder.clicked.connect(self._choose_folder)
         self.open_file.clicked.connect(self._choose_file)
         self.recent.activated.connect(lambda i: self.source_chosen.emit(self.recent.itemData(i)))
+
+    def add_local_models(self, view: QWidget) -> None:
+        """Show ``view`` ("On this machine") in the results' place while the search box is empty:
+        the panel keeps its height, and typing a search brings the results back."""
+        self.result_area = QStackedWidget()
+        layout = self.layout()
+        at = layout.indexOf(self.results)
+        self.result_area.setFixedHeight(RESULTS_HEIGHT_PX)
+        self.result_area.addWidget(self.results)
+        self.result_area.addWidget(view)
+        layout.insertWidget(at, self.result_area)
+
+        def follow(text: str) -> None:
+            self.result_area.setCurrentWidget(self.results if text.strip() else view)
+
+        self.query.textChanged.connect(follow)
+        follow(self.query.text())
 
     @property
     def searching(self) -> bool:

@@ -1,0 +1,170 @@
+"""The "On this machine" list: the Hugging Face cache, Ollama and LM Studio models built in
+temporary folders, listed with their sizes and whether they fit at the current settings, read
+on workers only, and opened in the window with a click."""
+
+import threading
+
+import pytest
+from PySide6.QtCore import Qt
+
+from tests.fakehub.stores import sample_stores, tree_state
+from vramgui.core.units import GB
+from vramgui.core.workload import Workload
+from vramgui.sources import on_disk
+from vramgui.ui import app
+from vramgui.ui.local_models import LocalModelsView
+
+
+@pytest.fixture
+def stores(tmp_path, monkeypatch):
+    """The sample stores, and this user's stores pointed at them."""
+    found = sample_stores(tmp_path / "stores")
+    monkeypatch.setattr(on_disk, "default_stores", lambda: found)
+    monkeypatch.setenv("HF_HUB_CACHE", str(found.hf_cache))
+    return found
+
+
+@pytest.fixture
+def threads():
+    """The threads each step ran on."""
+    return {}
+
+
+@pytest.fixture
+def view(qtbot, stores, threads):
+    def scan():
+        threads["scan"] = threading.current_thread()
+        return on_disk.scan(stores)
+
+    def open_model(model):
+        threads.setdefault("open", threading.current_thread())
+        return on_disk.open_model(model)
+
+    widget = LocalModelsView(scan, open_model)
+    qtbot.addWidget(widget)
+    widget.resize(700, 300)
+    return widget
+
+
+def _rows(view):
+    model = view.table_model
+    return {
+        model.index(r, 0).data(): [
+            model.index(r, 0).data(Qt.ItemDataRole.ToolTipRole).split("\n")[1].split(" (")[0],
+            model.index(r, 1).data(),
+            model.index(r, 2).data(),
+        ]
+        for r in range(model.rowCount())
+    }
+
+
+def _shown_and_fitted(qtbot, view):
+    view.show()
+    qtbot.waitUntil(lambda: view.table_model.rowCount() > 0 and not view.busy, timeout=10000)
+
+
+def test_the_stores_are_read_when_the_list_is_first_shown_on_a_worker(qtbot, view, threads):
+    view.set_setup(Workload(), ("RTX 4090", 24 * GB))
+    qtbot.wait(50)
+    assert "scan" not in threads  # nothing read at start-up
+    _shown_and_fitted(qtbot, view)
+    assert threads["scan"] is not threading.main_thread()
+    assert threads["open"] is not threading.main_thread()
+    rows = _rows(view)
+    assert set(rows) == {
+        "org/tiny",
+        "org/tiny-GGUF:tiny-Q4_K_M.gguf",
+        "llama3.2:3b",
+        "someone/tiny:latest",
+        "lmstudio-community/Tiny-GGUF/Tiny-Q4_K_M.gguf",
+        "mlx-community/Tiny-4bit",
+    }
+    assert rows["llama3.2:3b"][0] == "In Ollama"
+    assert rows["org/tiny"][0] == "In Hugging Face cache"
+    assert rows["mlx-community/Tiny-4bit"][0] == "In LM Studio"
+    assert all(size.endswith("KB") for _, size, _ in rows.values())
+    header = view.table_model.headerData(0, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)
+    assert header == "On this machine (6)"
+    assert view.status.isHidden()
+
+
+def test_each_model_says_whether_it_fits_at_the_current_settings(qtbot, view):
+    view.set_setup(Workload(seq=256), ("big GPU", 80 * GB))
+    _shown_and_fitted(qtbot, view)
+    needs = {name: cells[2] for name, cells in _rows(view).items()}
+    assert all(text.endswith("✓") for text in needs.values()), needs
+    model = view.table_model
+    assert model.index(0, 2).data(Qt.ItemDataRole.ForegroundRole).name() == "#2e7d32"
+    assert "fits big GPU" in model.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
+
+    view.set_setup(Workload(seq=256), ("tiny GPU", 1000))
+    qtbot.waitUntil(lambda: all(c[2].endswith("✗") for c in _rows(view).values()), timeout=5000)
+    assert model.index(0, 2).data(Qt.ItemDataRole.ForegroundRole).name() == "#c62828"
+
+    before = _rows(view)["org/tiny"][2]
+    view.set_setup(Workload(seq=256, batch=64), ("tiny GPU", 1000))
+    qtbot.waitUntil(lambda: _rows(view)["org/tiny"][2] != before, timeout=5000)
+
+
+def test_a_context_longer_than_a_model_is_cut_to_its_own(qtbot, view):
+    view.set_setup(Workload(seq=131072), None)
+    _shown_and_fitted(qtbot, view)
+    row = next(
+        r
+        for r in range(view.table_model.rowCount())
+        if view.table_model.index(r, 0).data() == "org/tiny"
+    )
+    tip = view.table_model.index(row, 0).data(Qt.ItemDataRole.ToolTipRole)
+    assert "at its longest context, 512 tokens" in tip
+    assert view.table_model.index(row, 2).data().endswith(" GB")  # a figure, no verdict
+
+
+def test_an_unreadable_model_is_listed_with_the_reason(qtbot, view, stores):
+    gguf = stores.lm_studio[0] / "lmstudio-community" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00")
+    view.set_setup(Workload(), None)
+    _shown_and_fitted(qtbot, view)
+    row = next(
+        r
+        for r in range(view.table_model.rowCount())
+        if view.table_model.index(r, 0).data().endswith("Tiny-Q4_K_M.gguf")
+        and "LM Studio" in view.table_model.index(r, 0).data(Qt.ItemDataRole.ToolTipRole)
+    )
+    assert view.table_model.index(row, 2).data() == "n/a"
+    assert "truncated" in view.table_model.index(row, 0).data(Qt.ItemDataRole.ToolTipRole)
+
+
+def test_looking_again_finds_new_models_and_never_writes(qtbot, view, stores):
+    before = tree_state(stores.hf_cache.parent)
+    view.set_setup(Workload(), None)
+    _shown_and_fitted(qtbot, view)
+    assert tree_state(stores.hf_cache.parent) == before
+    (stores.ollama[0] / "manifests" / "registry.ollama.ai" / "library" / "llama3.2" / "3b").unlink()
+    view.rescan.trigger()
+    qtbot.waitUntil(lambda: view.table_model.rowCount() == 5 and not view.busy, timeout=10000)
+
+
+def test_the_window_shows_the_list_and_opens_a_model_from_it(qtbot, stores, services, settings):
+    window = app.build_window(services, settings)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.controller.outlook is not None, timeout=10000)
+    area = window.model_panel.result_area
+    view = area.currentWidget()
+    assert isinstance(view, LocalModelsView)  # in the results' place while nothing is searched
+    qtbot.waitUntil(lambda: view.table_model.rowCount() == 6 and not view.busy, timeout=10000)
+    target = window.controller.capacities[0][0]
+    header = view.table_model.headerData(2, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+    assert f"green fits {target}" in header
+    row = next(r for r in range(6) if view.table_model.index(r, 0).data() == "llama3.2:3b")
+    view.table.clicked.emit(view.table_model.index(row, 0))
+    qtbot.waitUntil(
+        lambda: window.controller.spec is not None and window.controller.spec.name == "llama3.2:3b",
+        timeout=10000,
+    )
+    assert window.controller.spec.source.startswith("Ollama, llama3.2:3b")
+    qtbot.keyClicks(window.model_panel.query, "q")
+    assert area.currentWidget() is window.model_panel.results  # a search shows its results
+    window.model_panel.query.clear()
+    assert area.currentWidget() is view
+    window.close()

@@ -87,7 +87,9 @@ class BreakdownModel(QAbstractTableModel):
                     cells[row, column, _FONT] = self._bold
             cells[row, 1, _TOOLTIP] = f"{size:,} bytes"
             if explanation:
-                cells[row, 3, _TOOLTIP] = explanation
+                # On every cell: a narrow table shows no explanation column.
+                for column in (0, 2, 3):
+                    cells[row, column, _TOOLTIP] = explanation
             cells[row, 1, _ALIGN] = cells[row, 2, _ALIGN] = _RIGHT
         return cells
 

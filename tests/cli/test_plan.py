@@ -71,11 +71,14 @@ def test_gguf_weights_are_planned_by_llamacpp_and_refused_by_transformers_planne
         assert "--planner llamacpp" in capsys.readouterr().err
 
 
-def test_ngl_past_the_models_layers_is_refused(capsys):
-    argv = ["plan", "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "4", "--ngl"]
-    assert main([*argv, "500"]) == 2
-    assert "between 0 and 33" in capsys.readouterr().err
-    assert main([*argv, "33"]) == 0
+def test_ngl_past_the_models_layers_puts_them_all_on_the_gpu_and_says_so(capsys):
+    doc = _plan(capsys, "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "24", "--ngl", "500")
+    assert doc["gpu_layers"] == 33
+    assert any("--ngl 500 is more than" in n and "all 33" in n for n in doc["notices"])
+    assert (
+        main(["plan", "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "4", "--ngl", "-1"]) == 2
+    )
+    assert "--ngl must be 0 or more" in capsys.readouterr().err
 
 
 def test_default_speeds_are_the_measured_share_of_the_peaks(capsys):

@@ -99,7 +99,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--ngl",
         type=int,
         default=None,
-        help="llama.cpp -ngl, 0 to the model's blocks + 1 (default: the most that fit)",
+        help="llama.cpp -ngl; more than the model's layers puts them all on the GPU "
+        "(default: the most that fit)",
     )
     parser.add_argument(
         "--prompt",
@@ -263,11 +264,8 @@ def run(args: argparse.Namespace) -> int:
             "--dtype: use --planner llamacpp for GGUF weights, or --quant none"
         )
     most = loaded.spec.facts.num_layers + 1
-    if args.ngl is not None and not 0 <= args.ngl <= most:
-        raise WorkloadError(
-            f"--ngl must be between 0 and {most} ({loaded.spec.name}'s "
-            f"{most - 1} blocks and its output layer), got {args.ngl}"
-        )
+    if args.ngl is not None and args.ngl < 0:
+        raise WorkloadError(f"--ngl must be 0 or more, got {args.ngl}")
     if args.prompt is not None and args.prompt < 1:
         raise WorkloadError(f"--prompt must be at least 1, got {args.prompt}")
     placement = offload.plan(
@@ -289,6 +287,12 @@ def run(args: argparse.Namespace) -> int:
     )
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
+    if args.ngl is not None and args.ngl > most:
+        # llama.cpp's own reading of a large -ngl (-ngl 99 is the usual "all of them").
+        doc["notices"].append(
+            f"--ngl {args.ngl} is more than {loaded.spec.name}'s {most} layers ({most - 1} blocks "
+            f"and the output): all {most} go to the GPU, as llama.cpp does."
+        )
     if not args.gpu:
         doc["notices"].append(f"Speeds are the {DEFAULT_GPU}'s; name your GPU with --gpu.")
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))

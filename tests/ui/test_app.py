@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from vramgui.ui import app
+from vramgui.ui.compat import forget_imported_sources
 
 
 def test_the_application_has_its_identity_and_a_short_switch_interval(qapp):
@@ -53,3 +55,15 @@ def test_a_display_or_a_chosen_platform_is_enough():
     if sys.platform.startswith("linux"):
         assert app.missing_display({}) == app.NO_DISPLAY
         assert app.missing_display({"QT_QPA_PLATFORM": "xcb"}) == app.NO_DISPLAY
+
+
+def test_modules_imported_late_leave_no_source_in_memory(qapp, tmp_path, monkeypatch):
+    # PySide6 reads every new module's source; the window must not keep it (10 MiB of lines in
+    # the first hundred actions of the soak test).
+    module = tmp_path / "late_import_probe.py"
+    module.write_text("VALUE = 1\n" * 200)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    forget_imported_sources()
+    import late_import_probe  # noqa: F401 - imported for its side effect on linecache
+
+    assert str(module) not in linecache.cache

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from vramgui import __version__
 from vramgui.paths import user_dir
 from vramgui.ui import workers
-from vramgui.ui.compat import keep_singletons_alive
+from vramgui.ui.compat import forget_imported_sources, keep_singletons_alive
 from vramgui.ui.main_window import MainWindow, Services, build_window
 
 APP_NAME = "vramgui"
@@ -192,6 +192,7 @@ def create_application(argv: list[str]) -> QApplication:
     each: a paint of a few hundred Qt calls took 60-105 ms instead of 20-28 ms (1 ms: 27-48).
     """
     keep_singletons_alive()
+    forget_imported_sources()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(
         Qt.HighDpiScaleFactorRoundingPolicy.PassThrough

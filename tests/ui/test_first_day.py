@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, write_gguf, write_safetensors
 from vramgui.core.model import Inventory
-from vramgui.ui import palette
+from vramgui.ui import palette, report
 from vramgui.ui.help import docs_folder
 from vramgui.ui.model_panel import count_text, parameters_text
 
@@ -159,6 +159,8 @@ def test_the_badge_says_how_the_estimate_was_built(make_window, qtbot, tmp_path)
     assert window.headline.text().startswith("≈ ")
     assert "(approximate)" in window.model_panel.info.text()
     assert "about" in parameters_text(spec)
+    copied = report.as_text(window.controller.analysis, "GiB")
+    assert "Peak per GPU: about " in copied and "Model inventory: approximate" in copied
 
 
 def test_parameter_counts_never_read_as_exponents():

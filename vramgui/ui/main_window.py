@@ -73,6 +73,8 @@ from vramgui.ui.workload_panel import WorkloadPanel
 DOCS_URL = "https://github.com/vramgui/vramgui#readme"
 SAVE_INPUTS_MS = 1000
 CELL_PADDING_PX = 12
+# Room for search hits' repo ids beside their sizes, even where the controls need less.
+LEFT_PANEL_MIN_PX = 290
 # What the badge beside the total says of each kind of inventory, and how it looks.
 BADGES = {
     Inventory.EXACT: (
@@ -264,6 +266,8 @@ class MainWindow(QMainWindow):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
             header.resizeSection(column, metrics.horizontalAdvance(sample) + CELL_PADDING_PX)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        # Without the sentences, the last column shown fills the table's width.
+        header.setStretchLastSection(True)
         # Where the table is too narrow for the sentences, they go (each row's tooltip keeps
         # its own): a column of ellipses would say nothing.
         self._explanations_from = sum(
@@ -312,7 +316,9 @@ class MainWindow(QMainWindow):
         left_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         # As wide as the panels need, no wider: the centre takes the rest.
         scrollbar = left_scroll.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
-        left_scroll.setMinimumWidth(left.minimumSizeHint().width() + scrollbar + 4)
+        left_scroll.setMinimumWidth(
+            max(left.minimumSizeHint().width(), LEFT_PANEL_MIN_PX) + scrollbar + 4
+        )
         # The wheel scrolls the panel; a control takes it only once clicked into.
         guard_wheel(left)
 

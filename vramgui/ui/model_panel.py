@@ -83,13 +83,10 @@ def parameters_text(spec: ModelSpec) -> str:
 
 
 def _cells(hit: Any) -> tuple[str, str, str, str]:
-    notes = ("gated" if hit.gated else "", "" if hit.source == "hub" else hit.source)
-    return (
-        hit.id,
-        count_text(hit.parameters),
-        count_text(hit.downloads),
-        " · ".join(filter(None, notes)),
-    )
+    # One word, the one that matters most (the tooltip has both): a narrow panel keeps its room
+    # for the repo ids.
+    note = "gated" if hit.gated else "" if hit.source == "hub" else hit.source
+    return hit.id, count_text(hit.parameters), count_text(hit.downloads), note
 
 
 def _tooltip(hit: Any) -> str:
@@ -186,11 +183,14 @@ class ModelPanel(QWidget):
         self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.results.verticalHeader().hide()
         self.results.setShowGrid(False)
+        self.results.setWordWrap(False)
         # Always in the layout at one height: results arriving then move no other panel, which
         # would re-lay out and repaint the whole side column while the user types.
         self.results.setFixedHeight(RESULTS_HEIGHT_PX)
-        # Repo ids keep both ends when narrow ("google/gem…-3-1b-it"); the tooltip has all.
-        self.results.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # A repo id too long for a narrow panel keeps its model name ("…gemma-3-27b-it"): the
+        # organisation is the part a reader can spare; the tooltip has the whole id.
+        self.results.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        self.results.verticalHeader().setDefaultSectionSize(self.results.fontMetrics().height() + 6)
         header = self.results.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in (1, 2, 3):

@@ -110,3 +110,15 @@ def test_qlora_precision_is_its_recipes():
     w = Workload(mode="training", method="qlora", **recipe)
     assert w.grad_checkpointing and w.quant == "nf4" and w.precision == "mixed"
     assert METHOD_RECIPES["lora"]["grad_checkpointing"]
+
+
+def test_training_takes_the_base_its_method_trains_on():
+    served = Workload(quant="Q4_K_M", engine="llamacpp", method="qlora")
+    w, resets = adjusted(served, {"mode": "training"})
+    assert w.quant == "nf4" and (resets[0].old, resets[0].new) == ("Q4_K_M", "nf4")
+    assert resets[0].conflict is None
+    w, resets = adjusted(served.with_(method="lora"), {"mode": "training"})
+    assert w.quant == "none" and resets[0].new == "none"
+    # A 4-bit choice QLoRA takes stays; so does a quantization the user has just picked.
+    fp4 = Workload(mode="training", method="qlora", quant="fp4")
+    assert adjusted(fp4, {"batch": 2})[0].quant == "fp4"

@@ -229,3 +229,15 @@ def test_the_window_fits_a_laptop_screen(make_window, qtbot, size):
     header = table.horizontalHeader()
     assert sum(header.sectionSize(c) for c in range(3)) <= table.viewport().width()
     assert window.width() <= size[0]
+
+
+def test_back_to_training_the_quantization_follows_the_method(make_window, qtbot):
+    window = make_window()
+    window.controller.update(mode="training", method="qlora")
+    settled(qtbot, window, method="qlora", quant="nf4")
+    window.controller.update(mode="inference", quant="Q4_K_M")
+    settled(qtbot, window, mode="inference", quant="Q4_K_M", engine="llamacpp")
+    window.controller.update(mode="training")
+    settled(qtbot, window, mode="training", quant="nf4")
+    qtbot.waitUntil(lambda: "4-bit bitsandbytes base" in window.banner.text(), timeout=2000)
+    assert window.banner_kind == "notice"

@@ -342,22 +342,32 @@ def engine_conflicts(
 
 @dataclass(frozen=True, slots=True)
 class Reset:
-    """A setting changed because the engine did not run it.
+    """A setting changed because it did not carry over.
 
     Attributes:
         setting: "engine", "quant" or "kv_dtype".
         old: its value before.
         new: its value now.
-        conflict: what the engine did not run.
+        conflict: what the engine did not run, or None for a training method's base (QLoRA
+            trains on a 4-bit base, full and LoRA fine-tuning on a 16-bit one).
     """
 
     setting: str
     old: str
     new: str
-    conflict: EngineConflict
+    conflict: EngineConflict | None
 
 
 _RESET_TO = {"quant": "none", "kv_dtype": "auto"}
+# The 4-bit bitsandbytes schemes a QLoRA base is quantized with (as core.training accepts them).
+QLORA_QUANTS = ("nf4", "fp4")
+
+
+def _training_base(method: str, quant: str) -> str:
+    """The quantization a training method's base takes, keeping ``quant`` where it applies."""
+    if method == "qlora":
+        return quant if quant in QLORA_QUANTS else METHOD_RECIPES["qlora"]["quant"]
+    return "none"
 
 
 def adjusted(
@@ -367,7 +377,9 @@ def adjusted(
 
     What the user just changed wins: a quantization or KV cache picked for an engine that does
     not run it switches the engine; a new engine (or a switch to inference) resets the settings
-    that do not carry over to their defaults. Each adjustment is returned, for the user to see.
+    that do not carry over to their defaults; in training, the quantization follows the method
+    (QLoRA's 4-bit base, a 16-bit one otherwise). Each adjustment is returned, for the user to
+    see.
 
     Args:
         current: the settings now.
@@ -381,6 +393,12 @@ def adjusted(
     settings = {f.name: getattr(current, f.name) for f in fields(Workload)} | dict(changes)
     fixed = set(changes)
     resets: list[Reset] = []
+    if settings["mode"] == "training" and "quant" not in fixed:
+        # The base a training method trains on: what served inference does not carry over.
+        base = _training_base(settings["method"], settings["quant"])
+        if base != settings["quant"]:
+            resets.append(Reset("quant", settings["quant"], base, None))
+            settings["quant"] = base
     # Each round settles one conflict; the engine switches at most once and each setting resets
     # at most once, so a few rounds always suffice.
     for _ in range(4):

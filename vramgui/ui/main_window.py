@@ -53,7 +53,7 @@ from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
 from vramgui.ui import extra_views, palette, report
 from vramgui.ui.advisor import AdvisorPanel
-from vramgui.ui.breakdown import EXPLANATIONS, BreakdownModel
+from vramgui.ui.breakdown import EXPLANATIONS, SHORT_EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
 from vramgui.ui.controller import (
     Analysis,
@@ -270,9 +270,10 @@ class MainWindow(QMainWindow):
         header.setStretchLastSection(True)
         # Where the table is too narrow for the sentences, they go (each row's tooltip keeps
         # its own): a column of ellipses would say nothing.
-        self._explanations_from = sum(
-            header.sectionSize(c) for c in range(3)
-        ) + metrics.horizontalAdvance("Optimizer moments and fp32 master weights")
+        self._explanations_from = sum(header.sectionSize(c) for c in range(3)) + max(
+            metrics.horizontalAdvance(text) + CELL_PADDING_PX
+            for text in SHORT_EXPLANATIONS.values()
+        )
         self.breakdown_table.installEventFilter(self)
         self.notes = QLabel()
         self.notes.setWordWrap(True)
@@ -282,6 +283,7 @@ class MainWindow(QMainWindow):
         policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         policy.setHeightForWidth(True)
         self.notes.setSizePolicy(policy)
+        self.notes.installEventFilter(self)
         self.advisor = AdvisorPanel()
 
         self._save_inputs = QTimer(self)
@@ -631,6 +633,7 @@ class MainWindow(QMainWindow):
         if notes != self.notes.text():  # a new text lays the table's pane out again
             self.notes.setText(notes)
             self.notes.setToolTip(notes)
+            self._fit_notes_height()
         self.gpu_panel.show_fit(analysis.fit)
         if self.banner_kind == "estimate":
             self._hide_banner()
@@ -643,6 +646,13 @@ class MainWindow(QMainWindow):
         header = self.breakdown_table.horizontalHeader()
         if header.sectionSize(0) != width:  # a new width lays the table out again
             header.resizeSection(0, width)
+
+    def _fit_notes_height(self) -> None:
+        """The notes as tall as their text wrapped at their width: a splitter or a short window
+        otherwise gives them less, and the last rows of the table are drawn over."""
+        height = self.notes.heightForWidth(self.notes.width()) if self.notes.text() else 0
+        if self.notes.minimumHeight() != height:
+            self.notes.setMinimumHeight(height)
 
     def _fit_table_height(self) -> None:
         table = self.breakdown_table
@@ -740,6 +750,8 @@ class MainWindow(QMainWindow):
             header = self.breakdown_table.horizontalHeader()
             if header.isSectionHidden(3) != narrow:
                 header.setSectionHidden(3, narrow)
+        elif watched is self.notes and event.type() == QEvent.Type.Resize:
+            self._fit_notes_height()
         return super().eventFilter(watched, event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

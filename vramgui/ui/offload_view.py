@@ -166,6 +166,7 @@ class OffloadView(QWidget):
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
         self.gpu.setMinimumContentsLength(18)
+        self.gpu.setMaximumWidth(self.gpu.fontMetrics().horizontalAdvance("x" * 48))
         self.planner = QComboBox()
         for name, label in PLANNER_LABELS.items():
             self.planner.addItem(label, name)
@@ -192,11 +193,11 @@ class OffloadView(QWidget):
             "Set -ngl to the most layers the GPU holds with the safety margin kept free"
         )
         choices = QHBoxLayout()
-        for label, widget in (("GPU", self.gpu), ("Planner", self.planner)):
+        # The GPU's name takes the row's spare width: local GPUs have long names.
+        for label, widget, stretch in (("GPU", self.gpu, 1), ("Planner", self.planner, 0)):
             choices.addWidget(QLabel(label))
-            choices.addWidget(widget)
+            choices.addWidget(widget, stretch)
             choices.addSpacing(12)
-        choices.addStretch(1)
         controls = QHBoxLayout()
         controls.addWidget(QLabel("GPU layers"))
         controls.addWidget(self.slider, 1)
@@ -306,7 +307,7 @@ class OffloadView(QWidget):
     def gpu_name(self) -> str:
         """The GPU planned for, as the summary names it."""
         index = self.gpu.currentIndex()
-        return self._gpus[index].name if 0 <= index < len(self._gpus) else "The GPU"
+        return self._gpus[index].name if 0 <= index < len(self._gpus) else "GPU"
 
     def set_budget(self, vram_bytes: int, host_ram_bytes: int | None = None) -> None:
         """GPU memory to place into, and host RAM for offloaded layers (None: no limit)."""

@@ -20,7 +20,7 @@ from vramgui.ui.plot import Chart
 # Where along the plot each capacity's label ends, so that close lines keep their labels apart.
 LABEL_ENDS = (0.98, 0.7, 0.42)
 # How far above the capacities and the current estimate the axis follows the curve.
-CURVE_REACH = 3.0
+CURVE_REACH = 2.0
 _X_MARGIN = 0.03  # of the log span, each side
 _Y_TICK_PX = 28.0
 _HOVER_PX = 30.0
@@ -177,20 +177,45 @@ class SweepChart(Chart):
         painter.end()
 
     def capacity_labels(self, plot: QRectF, metrics: QFontMetricsF) -> list[tuple[str, QRectF]]:
-        """Each capacity line's label and where it is drawn (above its line, staggered)."""
+        """Each capacity line's label and where it is drawn: above its line (else below it), at
+        the first of a few places along it that clears the curve's points and the labels placed
+        before."""
+        points = [QRectF(p.x() - 5, p.y() - 5, 10, 10) for p in self._points(plot)]
+        taken: list[QRectF] = []
         out = []
         for i, (gpu, capacity) in enumerate(self.capacities):
             y = self._y(to_unit(capacity, self._unit), plot)
             label = f"{gpu} ({format_bytes(capacity, self._unit, 0)})"
             width = metrics.horizontalAdvance(label)
-            right = plot.left() + plot.width() * LABEL_ENDS[i % len(LABEL_ENDS)]
-            left = max(plot.left() + 2, right - width)
-            out.append((label, QRectF(left, y - 2 - metrics.height(), width, metrics.height())))
+            ends = LABEL_ENDS[i % len(LABEL_ENDS) :] + LABEL_ENDS[: i % len(LABEL_ENDS)]
+            # Above the line first, then below it where the plot has room there.
+            tops = [y - 2 - metrics.height()]
+            if y + 2 + metrics.height() <= plot.bottom():
+                tops.append(y + 2)
+            places = [
+                QRectF(
+                    max(plot.left() + 2, plot.left() + plot.width() * end - width),
+                    top,
+                    width,
+                    metrics.height(),
+                )
+                for top in tops
+                for end in (*ends, 0.14)
+            ]
+            clear = [
+                rect
+                for rect in places
+                if not any(rect.intersects(other) for other in (*points, *taken))
+            ]
+            rect = clear[0] if clear else places[0]
+            taken.append(rect.adjusted(-4, 0, 4, 0))
+            out.append((label, rect))
         return out
 
     def largest_label(self, plot: QRectF, metrics: QFontMetricsF) -> tuple[str, QRectF] | None:
-        """The "largest that fits" label and where it is drawn: beside its line, at the bottom,
-        the top or the middle of the plot, wherever it clears every capacity label."""
+        """The "largest that fits" label and where it is drawn: beside its line (right, else left),
+        at the bottom, the top or the middle of the plot, wherever it clears every capacity label
+        and the curve's points."""
         if not self.values or not self.capacities or self.largest is None:
             return None
         if not self.values[0] <= self.largest <= self.values[-1]:
@@ -198,16 +223,24 @@ class SweepChart(Chart):
         x = self._x(self.largest, plot)
         label = f"largest that fits: {self.largest:,}"
         width, height = metrics.horizontalAdvance(label), metrics.height()
-        left = x + 6 if x + 6 + width <= plot.right() else x - 6 - width
+        sides = [x + 6, x - 6 - width]
+        if x + 6 + width > plot.right():
+            sides.reverse()
         taken = [
             rect.adjusted(-4, -2, 4, 2) for _label, rect in self.capacity_labels(plot, metrics)
         ]
+        taken += [QRectF(p.x() - 5, p.y() - 5, 10, 10) for p in self._points(plot)]
         tops = (plot.bottom() - 4 - height, plot.top() + 4, plot.center().y() - height / 2)
-        for top in tops:
-            rect = QRectF(left, top, width, height)
+        places = [
+            QRectF(left, top, width, height)
+            for top in tops
+            for left in sides
+            if plot.left() <= left and left + width <= plot.right()
+        ] or [QRectF(sides[0], tops[0], width, height)]
+        for rect in places:
             if not any(rect.intersects(other) for other in taken):
                 return label, rect
-        return label, QRectF(left, tops[0], width, height)
+        return label, places[0]
 
     def _points(self, plot: QRectF) -> list[QPointF]:
         return [

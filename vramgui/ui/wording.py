@@ -98,8 +98,17 @@ def _runs_only(conflict: EngineConflict) -> str:
 
 
 def reset_notice(reset: Reset, model: str = "") -> str:
-    """What was changed to fit the engine, and why, as the window says it."""
+    """What was changed to fit the engine or the training method, and why, as the window says it."""
     conflict = reset.conflict
+    if conflict is None:
+        why = (
+            "QLoRA trains adapters on a 4-bit bitsandbytes base"
+            if reset.new != "none"
+            else "Full and LoRA fine-tuning train a 16-bit base"
+        )
+        return (
+            f"{why}: Quantization is now {quant_label(reset.new)} (was {quant_label(reset.old)})."
+        )
     if reset.setting == "engine":
         if conflict.setting == "stored":
             what = f"{model or 'This model'} is stored as {conflict.value}"

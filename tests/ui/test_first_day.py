@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, write_gguf, write_safetensors
 from vramgui.core.model import Inventory
-from vramgui.ui import palette, report
+from vramgui.ui import palette, report, wording
 from vramgui.ui.help import docs_folder
 from vramgui.ui.model_panel import count_text, parameters_text
 
@@ -241,3 +241,16 @@ def test_back_to_training_the_quantization_follows_the_method(make_window, qtbot
     settled(qtbot, window, mode="training", quant="nf4")
     qtbot.waitUntil(lambda: "4-bit bitsandbytes base" in window.banner.text(), timeout=2000)
     assert window.banner_kind == "notice"
+
+
+@pytest.mark.parametrize(
+    ("core", "window"),
+    [
+        ("--tp 3 does not divide the model's 32 heads", "Tensor parallel “3” does not divide"),
+        ("use --quant none (or awq-int4)", "use Quantization “None (16/32-bit)” (or awq-int4)"),
+        ("add --gpus, or --cpu-offload to move states", "add GPUs, or Offload optimizer to CPU to"),
+    ],
+)
+def test_core_messages_are_said_in_the_windows_words(core, window):
+    text = wording.window_text(core)
+    assert text.startswith(window) and "--" not in text

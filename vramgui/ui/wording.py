@@ -37,6 +37,8 @@ SETTING_LABELS = {
     "overhead-gib": "Runtime overhead",
 }
 KV_LABELS = {"auto": "Same as weights", "q8_0": "q8_0", "q4_0": "q4_0"}
+# Options that are switches: the word after one is not its value.
+_SWITCHES = frozenset({"grad-checkpointing", "fsdp", "cpu-offload"})
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([A-Za-z0-9_.,-]+))?")
 
 
@@ -77,6 +79,8 @@ def window_text(message: str) -> str:
         label = SETTING_LABELS.get(flag)
         if label is None:
             return match.group(0)
+        if flag in _SWITCHES and value is not None:
+            return f"{label} {value}"  # a switch takes no value: the word is the sentence's
         if value is None:
             return label
         shown = value_label(flag.replace("-", "_"), value.rstrip(",."))

@@ -3,7 +3,7 @@
 Three sources of measurements:
 - the harness (vramgui/measure): peak live tensor bytes of real transformers models, run under
   FakeTensorMode on this machine (benchmarks/data/measured_*.json);
-- published GPU figures (../shared/validation/published.json): engine logs and reports;
+- published GPU figures (benchmarks/data/published.json): engine logs and reports;
 - published file sizes of GGUF quantizations.
 
     .venv/bin/python -m benchmarks.accuracy            # print the tables
@@ -243,7 +243,7 @@ def document() -> str:
         "  whole prompt plus one decode step, as `model.generate` runs them. The estimate compared",
         "  is `total_bytes - runtime_overhead`.",
         "- **Published** figures are engine logs and reports measured on GPUs",
-        "  (../shared/validation/published.json, sources listed there).",
+        "  (benchmarks/data/published.json, sources listed there).",
         "- The rule of thumb beside each case is parameters x bytes per parameter x 1.2 for",
         "  inference; the training tables add accelerate's 8, the transformers docs' 18 bytes per",
         "  parameter and Hamel Husain's LoRA rule.",

@@ -21,6 +21,10 @@ every 5 s; growth is measured from the end of the first fifth of the run).
 for 40 ms and prints, with each frame over 50 ms (frozen or not), where the thread was and the
 garbage collections that ran.
 
+``--memory N`` follows Python's allocations with tracemalloc: it prints what the first N actions
+left allocated (by where it was allocated, the largest first) and, from there to the end, what
+the rest added. Memory Qt allocates in C++ (pixmaps, glyphs) is not seen: compare with the RSS.
+
 Prints a summary and exits 1 when an exception, a frozen frame or memory growth was seen.
 """
 
@@ -220,6 +224,13 @@ def main() -> int:
     parser.add_argument(
         "--trace", action="store_true", help="print where the GUI thread was in each frozen frame"
     )
+    parser.add_argument(
+        "--memory",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with tracemalloc: what the first N actions kept, and what the rest added",
+    )
     args = parser.parse_args()
 
     display = start_display(args.platform)
@@ -262,6 +273,7 @@ def soak(args: argparse.Namespace, hub) -> int:
 
     record = Record()
     rng = random.Random(args.seed)
+    memory = MemoryWatch(args.memory) if args.memory else None
 
     def excepthook(
         kind: type[BaseException], value: BaseException, tb: TracebackType | None
@@ -441,6 +453,8 @@ def soak(args: argparse.Namespace, hub) -> int:
         if elapsed >= duration_s:
             qapp.quit()
             return
+        if memory is not None:
+            memory.action(sum(record.steps.values()))
         roll = rng.random()
         # Which tab is showing decides what an input redraws (the Offloading view follows it).
         tab = window.tabs.tabText(window.tabs.currentIndex())
@@ -477,11 +491,15 @@ def soak(args: argparse.Namespace, hub) -> int:
     while window.controller.outlook is None and time.monotonic() < deadline:
         qapp.processEvents()
     sample_rss()
+    if memory is not None:
+        memory.start()
     last["tick"], last["cpu"] = clock.elapsed(), time.thread_time()
     for timer in (ticker, stepper, sampler):
         timer.start()
     qapp.exec()
     sample_rss()
+    if memory is not None:
+        memory.finish()
     for timer in (ticker, stepper, sampler):
         timer.stop()
     if tracer is not None:
@@ -489,6 +507,60 @@ def soak(args: argparse.Namespace, hub) -> int:
     window.close()
     QThreadPool.globalInstance().waitForDone(10_000)
     return summarize(args, record, qapp.platformName())
+
+
+class MemoryWatch:
+    """What the window keeps of the first ``after`` actions, and what the rest add (tracemalloc)."""
+
+    FRAMES = 8
+    TOP = 15
+
+    def __init__(self, after: int) -> None:
+        import tracemalloc
+
+        self._tracemalloc = tracemalloc
+        self.after = after
+        self.baseline = None
+        self.middle = None
+        tracemalloc.start(self.FRAMES)
+
+    def start(self) -> None:
+        """The baseline: the window up, its first estimate drawn."""
+        gc.collect()
+        self.baseline = self._tracemalloc.take_snapshot()
+
+    def action(self, done: int) -> None:
+        if done == self.after and self.middle is None:
+            gc.collect()
+            self.middle = self._tracemalloc.take_snapshot()
+            self._print(f"the first {self.after} actions kept", self.baseline, self.middle)
+
+    def finish(self) -> None:
+        gc.collect()
+        end = self._tracemalloc.take_snapshot()
+        if self.middle is not None:
+            self._print(f"after action {self.after}, the rest added", self.middle, end)
+        self._tracemalloc.stop()
+
+    def _print(self, title: str, before, after) -> None:
+        ignore = (self._tracemalloc.Filter(False, self._tracemalloc.__file__),)
+        before, after = before.filter_traces(ignore), after.filter_traces(ignore)
+        diff = after.compare_to(before, "traceback")
+        total = sum(d.size_diff for d in diff)
+        print(f"soak: memory: {title}: {total / 2**20:+.2f} MiB of Python objects", flush=True)
+        for stat in diff[: self.TOP]:
+            if stat.size_diff <= 0:
+                continue
+            frames = [
+                f"{Path(f.filename).name}:{f.lineno}"
+                for f in stat.traceback
+                if "vramgui" in f.filename or "benchmarks" in f.filename
+            ] or [f"{Path(f.filename).name}:{f.lineno}" for f in stat.traceback[:3]]
+            print(
+                f"soak:   {stat.size_diff / 2**10:+9.1f} KiB in {stat.count_diff:+6d} blocks"
+                f"  {' < '.join(frames[:4])}",
+                flush=True,
+            )
 
 
 def percentile(counts: Counter[int], q: float) -> float:

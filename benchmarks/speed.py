@@ -250,7 +250,7 @@ def measure_core(model: str, rounds: int) -> list[Figure]:
 
     spec = load_model(model).spec
     setups = {
-        "inference": Workload(seq=8192, batch=4, quant="Q4_K_M"),
+        "inference": Workload(seq=8192, batch=4, quant="Q4_K_M", engine="llamacpp"),
         "training": Workload(
             mode="training", method="lora", seq=2048, batch=2, grad_checkpointing=True
         ),

@@ -3,7 +3,7 @@
 Two sets. The harness's cases (benchmarks/data/measured_training.json: the second optimizer step
 of real transformers models run by PyTorch on the CPU, peak live tensor bytes) are compared with
 the estimate for the CPU (``device="cpu"``: CPU autocast's op lists and CPU dropout masks, see
-``vramgui.core.training``). The published GPU figures (../shared/validation/published.json) are
+``vramgui.core.training``). The published GPU figures (benchmarks/data/published.json) are
 compared with the estimate for CUDA. Beside each, the rules of thumb: accelerate's 8 bytes per
 parameter, the transformers docs' 18, DeepSpeed's 16, and Hamel Husain's LoRA rule.
 

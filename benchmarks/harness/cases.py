@@ -12,8 +12,8 @@ CONFIG_SOURCES = (
     REPO / "tests" / "data" / "families" / "configs.json",
     REPO / "benchmarks" / "data" / "configs.json",
 )
-# The shared validation material sits beside the checkout (../shared), in development and in CI.
-PUBLISHED = REPO.parent / "shared" / "validation" / "published.json"
+# GPU figures published by others, each with its conditions and source (see validation.md beside it).
+PUBLISHED = REPO / "benchmarks" / "data" / "published.json"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -45,15 +45,18 @@ def offload_shot() -> None:
     from vramgui.core.workload import Workload
     from vramgui.hardware.gpus import find_gpu
     from vramgui.sources.resolve import load_model
-    from vramgui.ui.offload_view import OffloadView, bandwidths_for
+    from vramgui.ui.offload_view import GpuChoice, OffloadView, bandwidths_for
 
     name, model, gpu, vram_gib, ram_gib = OFFLOAD
     view = OffloadView()
+    budget = GpuChoice(
+        f"{gpu}, {vram_gib} GiB budget", vram_gib * GiB, bandwidths_for(find_gpu(gpu))
+    )
     view.set_inputs(
         load_model(model).spec,
         Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048),
-        budget=(vram_gib * GiB, ram_gib * GiB),
-        bandwidths=bandwidths_for(find_gpu(gpu)),
+        gpus=[budget],
+        host_ram_bytes=ram_gib * GiB,
     )
     view.resize(1400, 900)
     view.show()

@@ -1,12 +1,13 @@
 """`vramgui estimate`: the JSON contract, fit checks, and one clear line for bad input."""
 
+import argparse
 import json
 import subprocess
 import sys
 
 import pytest
 
-from vramgui.cli import main
+from vramgui.cli import build_parser, main
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
 from vramgui.core.fit import TOKEN_BLOCK
@@ -228,3 +229,57 @@ def test_gpus_needed_and_cheapest(capsys, config_path):
     assert count == 2
     offers = doc["cheapest"]
     assert offers and offers == sorted(offers, key=lambda o: o["total_price_usd"])
+
+
+def test_a_context_past_the_models_is_refused_and_the_default_stops_at_it(capsys, config_path):
+    code, _, err = _run(capsys, "estimate", config_path, "--seq", 200_000)
+    assert code == 2 and "200,000 is longer than" in err and "4,096 tokens" in err
+    short = dict(LLAMA, max_position_embeddings=1024)
+    config_path.write_text(json.dumps(short))
+    code, out, _ = _run(capsys, "estimate", config_path, "--json")
+    assert code == 0 and json.loads(out)["settings"]["seq"] == 1024
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--engine", "llamacpp", "--quant", "nf4"], "GGUF type (e.g. Q4_K_M)"),
+        (["--engine", "transformers", "--quant", "Q4_K_M"], "--engine llamacpp"),
+        (["--engine", "vllm", "--kv-dtype", "q8_0"], "--engine llamacpp for q8_0"),
+        (["--mode", "training", "--method", "qlora", "--precision", "fp32"], "QLoRA"),
+    ],
+)
+def test_settings_no_engine_runs_are_refused_with_what_to_pick(capsys, config_path, args, needle):
+    code, out, err = _run(capsys, "estimate", config_path, *args)
+    assert code == 2 and not out
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_gguf_weights_default_to_llamacpp_and_methods_to_their_recipes(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path, "--quant", "Q4_K_M", "--json")
+    assert code == 0 and json.loads(out)["settings"]["engine"] == "llamacpp"
+    for method, precision in (("lora", "pure"), ("qlora", "mixed"), ("full", "mixed")):
+        code, out, _ = _run(
+            capsys, "estimate", config_path, "--mode", "training", "--method", method, "--json"
+        )
+        settings = json.loads(out)["settings"]
+        assert settings["precision"] == precision
+        assert settings["grad-checkpointing"] == (method != "full")
+    code, out, _ = _run(
+        capsys, "estimate", config_path, "--mode", "training", "--method", "lora",
+        "--no-grad-checkpointing", "--json",
+    )  # fmt: skip
+    assert json.loads(out)["settings"]["grad-checkpointing"] is False
+
+
+@pytest.mark.parametrize("command", ["estimate", "plan"])
+def test_every_option_says_what_it_does_and_its_default(command):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    chosen = sub.choices[command]
+    text = " ".join(chosen.format_help().split())
+    for action in chosen._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help, action.dest
+    assert "(default: 1)" in text  # --batch
+    assert "(default: bf16)" in text  # --dtype

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from vramgui.cli import main
 from vramgui.core.units import GiB
 
@@ -57,3 +59,32 @@ def test_user_errors_exit_2(capsys):
     assert main(["plan", "llama-2-7b", "--vram-gib", "8", "--ngl", "3"]) == 2
     assert "--ngl" in capsys.readouterr().err
     assert main(["plan", "llama-2-7b", "--vram-gib", "-1"]) == 2
+
+
+def test_gguf_weights_are_planned_by_llamacpp_and_refused_by_transformers_planners(capsys):
+    doc = _plan(capsys, "llama-2-7b", "--quant", "Q4_K_M", "--vram-gib", "4")
+    assert doc["planner"] == "llamacpp" and doc["settings"]["engine"] == "llamacpp"
+    assert doc["margin_bytes"] == GiB and doc["gpu_bytes"][0] <= 3 * GiB
+    for planner in ("accelerate", "streaming"):
+        assert main(["plan", "llama-2-7b", "--quant", "Q4_K_M", "--vram-gib", "4",
+                     "--planner", planner]) == 2  # fmt: skip
+        assert "--planner llamacpp" in capsys.readouterr().err
+
+
+def test_ngl_past_the_models_layers_puts_them_all_on_the_gpu_and_says_so(capsys):
+    doc = _plan(capsys, "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "24", "--ngl", "500")
+    assert doc["gpu_layers"] == 33
+    assert any("--ngl 500 is more than" in n and "all 33" in n for n in doc["notices"])
+    assert (
+        main(["plan", "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "4", "--ngl", "-1"]) == 2
+    )
+    assert "--ngl must be 0 or more" in capsys.readouterr().err
+
+
+def test_default_speeds_are_the_measured_share_of_the_peaks(capsys):
+    argv = ("llama-2-7b", "--quant", "Q4_K_M", "--vram-gib", "24", "--gpu-gbps", "1000")
+    doc = _plan(capsys, *argv)
+    assert doc["bandwidths"]["gpu_bytes_per_s"] == 800e9
+    peak = _plan(capsys, *argv, "--gpu-efficiency", "1", "--ram-efficiency", "1")
+    assert peak["bandwidths"]["gpu_bytes_per_s"] == 1000e9
+    assert peak["tokens_per_second"] == pytest.approx(doc["tokens_per_second"] / 0.8)

@@ -9,6 +9,7 @@ import pytest
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimator, estimate
 from vramgui.core.fit import (
+    MAX_GPUS_PER_MACHINE,
     TOKEN_BLOCK,
     _boundary,
     advise,
@@ -174,12 +175,10 @@ def test_boundary_is_the_one_halving_finds_in_fewer_totals(shape, step, upper):
 
 def test_sized_estimates_raise_what_estimate_raises_in_its_order(real_spec):
     gpt2 = real_spec("openai-community/gpt2")  # learned positions for 1,024 tokens, 12 heads
-    kv, context, heads = "--kv-dtype fp8", "learned position embeddings", "--tp 5 does not divide"
-    # The KV dtype is checked before the context, the context before the heads.
+    context, heads = "learned position embeddings", "--tp 5 does not divide"
+    # The context is checked before the heads.
     cases = [
-        (Workload(kv_dtype="fp8", gpus=5, tp=5), (kv, kv, kv)),
         (Workload(gpus=5, tp=5), (heads, heads, context)),
-        (Workload(engine="vllm", kv_dtype="q4_0"), ("llama.cpp cache",) * 3),
         (Workload(mode="training", method="qlora"), ("4-bit base",) * 3),
     ]
     for w, messages in cases:
@@ -213,3 +212,13 @@ def test_lora_advice_keeps_the_base_in_16_bits_and_saves_what_it_says(real_spec)
     # A 16-bit base: about two bytes per parameter of weights, not four.
     weights = estimate(spec, full.with_(**lora.changes)).components["weights"]
     assert weights < 2.2 * spec.parameters
+
+
+def test_the_cheapest_gpus_stay_within_one_machine(real_spec):
+    spec = real_spec(LLAMA3)
+    offers = [("small", 8 * GiB, 300.0), ("big", 80 * GiB, 30000.0)]
+    ranked = cheapest(spec, Workload(seq=2048), offers)
+    assert all(count <= MAX_GPUS_PER_MACHINE for _, count, _ in ranked)
+    # Eight 4 GiB cards cannot hold the 16 GB model: they are not ranked at all.
+    tiny = cheapest(spec, Workload(seq=2048), [("tiny", 2 * GiB, 100.0)])
+    assert tiny == []

@@ -1,4 +1,4 @@
-"""Inference memory against published component figures (../shared/validation/published.json)."""
+"""Inference memory against published component figures (benchmarks/data/published.json)."""
 
 import pytest
 

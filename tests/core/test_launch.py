@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -139,3 +140,36 @@ def test_deepspeed_training_config(changes, stage, offload_param):
     assert c["bf16"] == {"enabled": True} and c["fp16"] == {"enabled": False}
     assert ("offload_optimizer" in c["zero_optimization"]) == w.cpu_offload
     assert ("offload_param" in c["zero_optimization"]) == offload_param
+
+
+def test_vllm_serves_a_gguf_file_and_offloads_only_what_does_not_fit(llama7b):
+    w = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
+    # Every block fits: llama.cpp still keeps the token embeddings in host memory, vLLM does not.
+    p = offload.plan_llamacpp(llama7b, w, 24 * GiB)
+    assert p.fits and p.units[0].device == "cpu"
+    llamacpp, vllm = launch.launch_settings(llama7b, w, p)
+    assert vllm.text.startswith("vllm serve MODEL.gguf ")
+    assert "--tokenizer" in vllm.args and "--cpu-offload-gb" not in vllm.args
+    assert any(
+        "convert_hf_to_gguf.py --outtype f16, then llama-quantize it to Q4_K_M" in n
+        for n in llamacpp.notes
+    )
+    gguf_file = replace(llama7b, name="llama-2-7b.Q4_K_M.gguf")
+    assert launch.vllm_settings(gguf_file, w).text.startswith("vllm serve llama-2-7b.Q4_K_M.gguf ")
+    # Half the blocks on the host: vLLM offloads them, not the embeddings beside them.
+    half = offload.plan_llamacpp(llama7b, w, 24 * GiB, n_gpu_layers=16)
+    blocks = sum(u.unit.bytes for u in half.units[1:-1] if u.device == "cpu")
+    offloaded = int(_flag(launch.vllm_settings(llama7b, w, half).args, "--cpu-offload-gb"))
+    assert offloaded == -(-(blocks + half.units[-1].unit.bytes) // GiB)
+
+
+def test_accelerate_loads_with_the_bitsandbytes_config_the_estimate_assumes(llama7b):
+    w = Workload(dtype="bf16", quant="nf4", seq=1024)
+    p = offload.plan_accelerate(llama7b, w, 24 * GiB)
+    call = launch.accelerate_settings(llama7b, p).notes[-1]
+    assert "quantization_config=BitsAndBytesConfig(load_in_4bit=True" in call
+    assert "bnb_4bit_quant_type='nf4'" in call and "bnb_4bit_use_double_quant=True" in call
+    plain = launch.accelerate_settings(
+        llama7b, offload.plan_accelerate(llama7b, w.with_(quant="none"), 24 * GiB)
+    )
+    assert "quantization_config" not in plain.notes[-1]

@@ -303,3 +303,59 @@ def test_bad_inputs_are_user_errors(llama7b):
         offload.plan("vllm", llama7b, Workload(), 8 * GiB)
     with pytest.raises(WorkloadError):
         offload.plan_accelerate(llama7b, Workload(), [])
+
+
+def test_the_most_that_fit_keep_the_safety_margin_free(llama7b):
+    w = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
+    budget, margin = 4 * GiB, offload.DEFAULT_MARGIN_BYTES
+    tight = offload.plan_llamacpp(llama7b, w, budget)
+    kept = offload.plan_llamacpp(llama7b, w, budget, margin_bytes=margin)
+    assert kept.margin_bytes == margin and tight.margin_bytes == 0
+    assert kept.gpu_bytes[0] <= budget - margin < tight.gpu_bytes[0]
+    assert kept.gpu_layers < tight.gpu_layers
+    assert offload.max_gpu_layers(llama7b, w, budget - margin) == kept.gpu_layers
+    # Chosen by hand past the margin: it still fits, and the summary says the margin is gone.
+    by_hand = offload.plan_llamacpp(
+        llama7b, w, budget, n_gpu_layers=tight.gpu_layers, margin_bytes=margin
+    )
+    assert by_hand.fits and any("safety margin" in note for note in by_hand.notes)
+    accelerate = offload.plan_accelerate(
+        llama7b, Workload(dtype="fp16"), [8 * GiB], margin_bytes=margin
+    )
+    assert accelerate.gpu_bytes[0] <= 7 * GiB
+
+
+def test_transformers_planners_refuse_gguf_weights_it_would_dequantize(llama7b):
+    gguf = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp")
+    for planner in ("accelerate", "streaming"):
+        with pytest.raises(WorkloadError, match="dequantizes"):
+            offload.plan(planner, llama7b, gguf, 8 * GiB)
+    # The one-layer floor of GGUF weights is llama.cpp's: a Q4_K_M block, not a 16-bit one.
+    floor = offload.min_vram_bytes(llama7b, gguf)
+    assert floor < offload.min_vram_bytes(llama7b, Workload(dtype="fp16"))
+
+
+def test_default_speeds_take_the_share_of_peak_bandwidth_decoding_reaches():
+    bw = offload.expected_bandwidths(
+        gpu_peak_bytes_per_s=1000e9, pcie_bytes_per_s=25e9, gpu_flops=100e12, disk_bytes_per_s=3e9
+    )
+    assert bw.gpu_bytes_per_s == pytest.approx(800e9)
+    assert bw.cpu_ram_bytes_per_s == pytest.approx(0.7 * offload.DEFAULT_CPU_RAM_PEAK_BYTES_PER_S)
+    assert bw.pcie_bytes_per_s == 25e9 and bw.gpu_flops == 100e12
+    peak = offload.expected_bandwidths(
+        gpu_peak_bytes_per_s=1000e9,
+        pcie_bytes_per_s=25e9,
+        gpu_flops=100e12,
+        disk_bytes_per_s=3e9,
+        gpu_efficiency=1,
+        host_efficiency=1,
+    )
+    assert peak.gpu_bytes_per_s == 1000e9
+    with pytest.raises(WorkloadError, match="efficiency"):
+        offload.expected_bandwidths(
+            gpu_peak_bytes_per_s=1e9,
+            pcie_bytes_per_s=1e9,
+            gpu_flops=1e12,
+            disk_bytes_per_s=1e9,
+            gpu_efficiency=1.5,
+        )

@@ -258,12 +258,18 @@ def test_more_tensor_parallel_gpus_never_need_more_per_gpu(
         if result is None:
             continue
         if previous is not None:
-            assert result.total_bytes <= previous.total_bytes, (
+            assert _sharded_bytes(result) <= _sharded_bytes(previous), (
                 n,
                 previous.components,
                 result.components,
             )
         previous = result
+
+
+def _sharded_bytes(result: Estimate) -> int:
+    # vLLM's NCCL buffers grow with the tensor-parallel degree (measured 1.79 GiB per GPU at TP 1,
+    # 3.58 at TP 2): on a small model they outweigh what sharding saves.
+    return result.total_bytes - result.details.get("vllm_non_torch_bytes", 0)
 
 
 QUANTIZED = [name for name in dtypes.SCHEMES if name not in ("none", "F16", "BF16")]
@@ -278,7 +284,9 @@ def test_a_quantized_model_never_needs_more_weight_memory_than_16_bit(
     assume(spec.quantization is None)
     seq = min(128, max_seq(spec))
     original = estimate(spec, Workload(dtype="bf16", seq=seq))
-    quantized = estimate_or_none(spec, Workload(dtype="bf16", seq=seq, quant=quant))
+    # Served by an engine that keeps the scheme's size (transformers dequantizes GGUF).
+    engine = wl.default_engine(quant)
+    quantized = estimate_or_none(spec, Workload(dtype="bf16", seq=seq, quant=quant, engine=engine))
     assume(quantized is not None)
     assert quantized.components["weights"] <= original.components["weights"], (
         original.components["weights"],

@@ -26,10 +26,10 @@ def test_capacity_labels_near_the_left_edge_go_right_of_their_line(qtbot):
 def test_quantization_box_shows_a_short_text(qtbot):
     panel = PrecisionPanel(SCHEMES)
     qtbot.addWidget(panel)
-    panel.quant.set_value("none")
-    short = panel.quant.currentData(SHORT_TEXT_ROLE)
-    assert short and len(short) < len(panel.quant.currentText().strip())
-    assert "16 bits" in short
+    for value, expected in (("nf4", "bnb NF4 · 4.13 bits"), ("Q4_K_M", "Q4_K_M · 4.5 bits")):
+        panel.quant.set_value(value)
+        short = panel.quant.currentData(SHORT_TEXT_ROLE)
+        assert short == expected and len(short) < len(panel.quant.currentText().strip())
 
 
 def test_legend_lists_the_components_shown_in_order(qtbot):

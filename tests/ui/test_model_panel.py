@@ -56,6 +56,7 @@ def test_arriving_results_move_nothing_below(column, qtbot):
     assert model.index(0, 2).data() == "1.23K"
     assert model.index(0, 3).data() == "gated"
     assert model.index(1, 3).data() == "catalog"
+    assert "bundled catalog" in model.index(1, 0).data(Qt.ItemDataRole.ToolTipRole)
     assert "Gated" in model.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
     assert model.index(0, 1).data(Qt.ItemDataRole.TextAlignmentRole) & int(
         Qt.AlignmentFlag.AlignRight.value

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 from PySide6.QtCore import QEvent, QPointF, Qt
-from PySide6.QtGui import QMouseEvent
+from PySide6.QtGui import QFontMetricsF, QMouseEvent
 from PySide6.QtWidgets import QApplication
 
 from vramgui.core import offload
@@ -128,3 +129,18 @@ def test_log_axis_ends_and_ticks_are_round():
     assert log_ticks_within(0.2, 50.0, most=2) == [1.0, 10.0]
     assert [rate_label(v) for v in (0.02, 1.0, 1500.0)] == ["0.02", "1", "1,500"]
     assert [short_count(v) for v in (512, 1024, 3 << 20, 1500)] == ["512", "1k", "3M", "1,500"]
+
+
+def test_unit_names_under_the_bars_never_overlap(qtbot, placement):
+    chart = LayerChart()
+    qtbot.addWidget(chart)
+    chart.set_placement(placement)
+    metrics = QFontMetricsF(chart.font())
+    for width in (300, 500, 900):
+        chart.resize(width, 300)
+        plot = chart.plot_rect(top_rows=1, bottom_rows=1)
+        labels = chart.name_labels(plot, metrics)
+        names = [name for _, name in labels]
+        assert names[0] == "emb" and names[-1] == "out"
+        spans = [(left, left + metrics.horizontalAdvance(name)) for left, name in labels]
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), (width, names)

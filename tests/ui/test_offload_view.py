@@ -16,7 +16,7 @@ from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.catalog import find
 from vramgui.ui.offload_charts import DEVICE_COLOURS
-from vramgui.ui.offload_view import OffloadView, bandwidths_for
+from vramgui.ui.offload_view import GpuChoice, OffloadView, bandwidths_for
 
 Q4 = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
 
@@ -40,7 +40,9 @@ def view(qtbot, llama7b):
 
 
 def test_the_view_starts_at_the_most_layers_that_fit(view, llama7b):
-    ngl = offload.max_gpu_layers(llama7b, Q4, 4 * GiB)
+    # The most that fit with the safety margin (1 GiB, llama.cpp's) kept free.
+    assert view.margin_bytes == offload.DEFAULT_MARGIN_BYTES
+    ngl = offload.max_gpu_layers(llama7b, Q4, 4 * GiB - view.margin_bytes)
     assert view.planner.currentData() == "llamacpp"
     assert view.placement is not None and view.placement.gpu_layers == ngl
     assert view.slider.isEnabled()
@@ -90,10 +92,11 @@ def test_copy_puts_the_settings_on_the_clipboard(view, qtbot):
     copied = QGuiApplication.clipboard().text()
     assert copied.startswith("llama-server -m MODEL.gguf -ngl ")
     view.engine.setCurrentIndex(view.engine.findText("vLLM"))
-    assert view.launch_text.toPlainText().startswith("vllm serve llama-2-7b")
+    assert view.launch_text.toPlainText().startswith("vllm serve MODEL.gguf")
 
 
-def test_streaming_planner_disables_the_slider_and_offers_zero_inference(view):
+def test_streaming_planner_disables_the_slider_and_offers_zero_inference(view, llama7b):
+    view.set_model(llama7b, Q4.with_(quant="none", engine="transformers"))
     view.set_planner("streaming")
     assert not view.slider.isEnabled()
     assert view.placement.planner == "streaming" and view.placement.gpu_layers == 0
@@ -109,10 +112,11 @@ def test_edited_speeds_change_the_throughput(view):
     assert view.throughput.bound == "cpu_memory"
 
 
-def test_settings_that_do_not_apply_show_an_error(view, llama7b):
-    view.set_model(llama7b, Q4.with_(kv_dtype="fp8"))
+def test_settings_that_do_not_apply_show_an_error_in_the_windows_words(view, llama7b):
+    view.set_model(llama7b, Workload(gpus=5, tp=5))
     assert view.placement is None
-    assert "fp8" in view.summary.text()
+    assert "Tensor parallel “5” does not divide" in view.summary.text()
+    assert "--" not in view.summary.text()
     assert view.launch_text.toPlainText() == "" and not view.copy_button.isEnabled()
     view.set_model(None, None)
     assert "Choose a model" in view.summary.text()
@@ -122,7 +126,7 @@ def test_a_catalog_gpu_without_tflops_leaves_the_rate_unknown(view):
     apple = find_gpu("Apple M2 Ultra")
     bw = bandwidths_for(apple)
     assert math.isinf(bw.gpu_flops)
-    assert bw.gpu_bytes_per_s == apple.memory_bandwidth_bytes_per_s
+    assert bw.gpu_bytes_per_s == 0.8 * apple.memory_bandwidth_bytes_per_s
     assert bandwidths_for(apple, gpu_flops=27e12).gpu_flops == 27e12
     view.set_budget(24 * GiB, 16 * GiB)  # every layer on the GPU
     view.set_bandwidths(bw)
@@ -150,13 +154,14 @@ def test_set_inputs_places_once_and_a_new_budget_keeps_the_sized_model(view, lla
     view.set_inputs(llama7b, Q4.with_(seq=4096), budget=(8 * GiB, 16 * GiB), bandwidths=bw)
     assert len(placements) == 1
     assert view.placement.workload.seq == 4096
-    assert view.placement.gpu_layers == offload.max_gpu_layers(llama7b, Q4.with_(seq=4096), 8 * GiB)
+    most = offload.max_gpu_layers(llama7b, Q4.with_(seq=4096), 8 * GiB - view.margin_bytes)
+    assert view.placement.gpu_layers == most
     assert view.bandwidths == bw
     sized = view._llamacpp
     view.set_inputs(llama7b, Q4.with_(seq=4096), budget=(12 * GiB, 16 * GiB))
     assert len(placements) == 2
     assert view._llamacpp is sized  # same model and settings: not sized again
-    assert view.placement.gpu_layers >= offload.max_gpu_layers(llama7b, Q4.with_(seq=4096), 8 * GiB)
+    assert view.placement.gpu_layers >= most
     view.set_inputs(llama7b, Q4)
     assert view._llamacpp is not sized and view.placement.workload.seq == Q4.seq
 
@@ -183,3 +188,45 @@ def test_in_turns_draws_the_layers_now_and_the_speeds_in_the_next_turn(view, lla
     assert view.throughput == offload.decode_throughput(view.placement, view.bandwidths)
     assert view.throughput != before
     assert f"-ngl {view.placement.gpu_layers} " in view.launch_text.toPlainText()
+
+
+def test_a_gpu_is_chosen_among_those_checked_and_named_in_the_summary(view, llama7b):
+    small = GpuChoice("RTX 3060 12GB", 12 * GiB, bandwidths_for(find_gpu("RTX 3060")))
+    big = GpuChoice("H100 SXM", 80 * GiB, bandwidths_for(find_gpu("H100 SXM")))
+    view.set_inputs(llama7b, Q4, gpus=[small, big], host_ram_bytes=64 * GiB)
+    assert view.gpu.count() == 2 and view.gpu.isEnabled()
+    assert view.gpu_name == "RTX 3060 12GB" and "RTX 3060 12GB:" in view.summary.text()
+    assert view.placement.vram_budget_bytes == (12 * GiB,)
+    view.gpu.setCurrentIndex(1)
+    assert view.placement.vram_budget_bytes == (80 * GiB,)
+    assert "H100 SXM:" in view.summary.text()
+    assert view.bandwidths == big.bandwidths
+    # The choice stays when the checked GPUs come again.
+    view.set_inputs(llama7b, Q4.with_(seq=4096), gpus=[small, big], host_ram_bytes=64 * GiB)
+    assert view.gpu_name == "H100 SXM"
+
+
+def test_the_safety_margin_is_kept_free_and_can_be_changed(view, llama7b):
+    kept = view.placement
+    assert kept.gpu_bytes[0] <= 4 * GiB - view.margin_bytes
+    assert "1.00 GiB kept free" in view.summary.text()
+    view.margin.setValue(0.0)
+    assert view.placement.gpu_layers == offload.max_gpu_layers(llama7b, Q4, 4 * GiB)
+    assert view.placement.gpu_layers > kept.gpu_layers
+
+
+def test_gguf_weights_are_placed_by_llamacpp_only(view, llama7b):
+    model = view.planner.model()
+    enabled = [model.item(i).isEnabled() for i in range(view.planner.count())]
+    assert view.planner.currentData() == "llamacpp" and enabled == [True, False, False]
+    assert "dequantizes" in model.item(1).toolTip()
+    view.set_model(llama7b, Workload(dtype="fp16", seq=2048))  # transformers, 16-bit
+    enabled = [model.item(i).isEnabled() for i in range(view.planner.count())]
+    assert view.planner.currentData() == "accelerate" and all(enabled)
+
+
+def test_what_the_planners_engine_does_not_run_is_reset_and_said(view, llama7b):
+    view.set_model(llama7b, Workload(engine="vllm", kv_dtype="fp8", seq=2048))
+    assert view.planner.currentData() == "accelerate"
+    assert view.placement is not None and view.placement.workload.kv_dtype == "auto"
+    assert "Transformers has no fp8 KV cache" in view.summary.text()

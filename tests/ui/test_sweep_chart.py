@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QPointF, Qt
-from PySide6.QtGui import QMouseEvent
+from PySide6.QtGui import QFontMetricsF, QMouseEvent
 from PySide6.QtWidgets import QApplication
 
 from vramgui.ui import palette
@@ -62,7 +62,29 @@ def test_axis_holds_curve_and_capacity_in_the_chosen_unit(qtbot):
 
 def test_a_curve_far_past_every_capacity_is_cut_where_it_still_reads(qtbot):
     chart = chart_with_data(qtbot, totals_bytes=(10 * GIB, 20 * GIB, 80 * GIB, 400 * GIB))
-    assert chart.top == 80  # 2.5 x the 24 GiB capacity and a margin, rounded; not 400
+    assert chart.top == 60  # 2 x the 24 GiB capacity and a margin, rounded; not 400
+
+
+def test_the_current_estimate_is_always_on_the_chart(qtbot):
+    # A full fine-tune of an 8B model: 172 GiB now, the whole curve above a 24 GiB card.
+    totals = (160 * GIB, 172 * GIB, 200 * GIB, 900 * GIB)
+    chart = chart_with_data(qtbot, totals_bytes=totals, largest=None)
+    assert 172 <= chart.top <= 400  # not 900: the curve past twice the current point is cut
+    plot = chart.plot_rect(top_rows=0, bottom_rows=2)
+    current = chart._points(plot)[VALUES.index(2048)]
+    assert plot.top() <= current.y() <= plot.bottom()
+    assert palette.COMPONENT_COLOURS["weights"].lower() in painted(chart)
+
+
+def test_the_largest_that_fits_label_clears_the_capacity_labels(qtbot):
+    # A capacity just above the axis floor: its label sits where the largest's label would.
+    chart = chart_with_data(qtbot, capacities=(("RTX 4090", 3 * GIB),), largest=8192)
+    plot = chart.plot_rect(top_rows=0, bottom_rows=2)
+    metrics = QFontMetricsF(chart.font())
+    (_, capacity), *_ = chart.capacity_labels(plot, metrics)
+    label, rect = chart.largest_label(plot, metrics)
+    assert label == "largest that fits: 8,192"
+    assert not rect.intersects(capacity)
 
 
 def test_paints_the_curve_and_the_largest_that_fits(qtbot):

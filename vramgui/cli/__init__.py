@@ -17,7 +17,24 @@ from vramgui.core.errors import VramguiError
 SUBCOMMANDS = ("estimate", "gpus", "search", "local", "profile", "plan", "measure")
 
 
+class _DefaultsShown(argparse.HelpFormatter):
+    """Help that ends each option with its default, where it has a value worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        empty = default is None or default is False or default in ([], argparse.SUPPRESS)
+        shown = action.option_strings and not empty
+        if shown and "default:" not in text and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"vramgui: {message}\n")
 

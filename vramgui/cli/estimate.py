@@ -17,13 +17,17 @@ from vramgui.core.workload import (
     DTYPES,
     ENGINES,
     KV_DTYPES,
+    METHOD_RECIPES,
     METHODS,
     MODES,
     OPTIMIZERS,
     PRECISIONS,
     Workload,
+    default_engine,
 )
 from vramgui.hardware.capacity import resolve_capacities
+
+_DEFAULTS = Workload()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,48 +48,108 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--cheapest",
         action="store_true",
-        help="rank catalog GPUs by the price of the fewest that fit",
+        help="rank catalog GPUs by the price of the fewest that fit (up to 8: one machine)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
-    """The options of DESIGN.md's contract, shared by estimate, plan and profile save."""
-    d = Workload()
-    parser.add_argument("--mode", choices=MODES, default=d.mode)
-    parser.add_argument("--batch", type=int, default=d.batch)
+    """The options of DESIGN.md's contract, shared by estimate, plan and profile save.
+
+    Options whose default depends on other choices (the engine on the quantization and the model,
+    the precision and checkpointing on the training method) default to None here and are
+    resolved by ``workload_from_args``.
+    """
+    d = _DEFAULTS
     parser.add_argument(
-        "--seq", type=int, default=d.seq, help="context (inference) or sequence length (training)"
+        "--mode", choices=MODES, default=d.mode, help="serve the model, or train it for a step"
     )
-    parser.add_argument("--dtype", choices=DTYPES, default=d.dtype)
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=d.batch,
+        help="sequences at once (per GPU for data-parallel training)",
+    )
+    parser.add_argument(
+        "--seq",
+        type=int,
+        default=None,
+        help=f"context (inference) or sequence length (training), at most the model's context "
+        f"(default: {d.seq:,}, or the model's context when shorter)",
+    )
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default=d.dtype, help="dtype of unquantized weights and compute"
+    )
     parser.add_argument(
         "--quant",
         default=d.quant,
         help="none, int8, nf4, fp4, gptq-int4, awq-int4, fp8 or a GGUF type such as Q4_K_M",
     )
-    parser.add_argument("--engine", choices=ENGINES, default=d.engine)
-    parser.add_argument("--kv-dtype", choices=KV_DTYPES, default=d.kv_dtype)
-    parser.add_argument("--attention", choices=ATTENTIONS, default=d.attention)
-    parser.add_argument("--method", choices=METHODS, default=d.method)
-    parser.add_argument("--precision", choices=PRECISIONS, default=d.precision)
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
-    parser.add_argument("--grad-checkpointing", action="store_true")
-    parser.add_argument("--grad-accum", type=int, default=d.grad_accum)
-    parser.add_argument("--lora-rank", type=int, default=d.lora_rank)
-    parser.add_argument("--lora-targets", default=",".join(d.lora_targets))
-    parser.add_argument("--gpus", type=int, default=d.gpus)
-    parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=d.zero)
-    parser.add_argument("--fsdp", action="store_true")
-    parser.add_argument("--tp", type=int, default=d.tp)
-    parser.add_argument("--pp", type=int, default=d.pp)
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="inference engine (default: llamacpp for GGUF, else transformers)",
+    )
+    parser.add_argument(
+        "--kv-dtype",
+        choices=KV_DTYPES,
+        default=d.kv_dtype,
+        help="KV cache dtype; auto follows --dtype (llama.cpp: f16)",
+    )
+    parser.add_argument(
+        "--attention", choices=ATTENTIONS, default=d.attention, help="attention implementation"
+    )
+    parser.add_argument(
+        "--method", choices=METHODS, default=d.method, help="training: what is trained"
+    )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="training precision (default: the method's usual recipe: mixed for full and "
+        "QLoRA, pure for LoRA)",
+    )
+    parser.add_argument(
+        "--optimizer", choices=OPTIMIZERS, default=d.optimizer, help="training optimizer"
+    )
+    parser.add_argument(
+        "--grad-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="recompute activations in backward (default: on for LoRA and QLoRA, as their usual "
+        "recipes run, off for a full fine-tune)",
+    )
+    parser.add_argument(
+        "--grad-accum",
+        type=int,
+        default=d.grad_accum,
+        help="micro-batches per optimizer step (no change to peak memory)",
+    )
+    parser.add_argument("--lora-rank", type=int, default=d.lora_rank, help="LoRA rank r")
+    parser.add_argument(
+        "--lora-targets",
+        default=",".join(d.lora_targets),
+        help="modules LoRA adapts, comma-separated, or all-linear",
+    )
+    parser.add_argument("--gpus", type=int, default=d.gpus, help="GPUs in total")
+    parser.add_argument(
+        "--zero", type=int, choices=(0, 1, 2, 3), default=d.zero, help="DeepSpeed ZeRO stage"
+    )
+    parser.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full shard")
+    parser.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree")
+    parser.add_argument("--pp", type=int, default=d.pp, help="pipeline-parallel degree")
     parser.add_argument(
         "--cpu-offload",
         action="store_true",
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
     parser.add_argument(
-        "--gpu-memory-utilization", type=float, default=d.gpu_memory_utilization, help="vLLM"
+        "--gpu-memory-utilization",
+        type=float,
+        default=d.gpu_memory_utilization,
+        help="share of GPU memory vLLM takes",
     )
     parser.add_argument(
         "--overhead-gib",
@@ -102,29 +166,50 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def workload_from_args(args: argparse.Namespace) -> Workload:
-    """The Workload the options describe (WorkloadError on invalid values)."""
+def workload_from_args(
+    args: argparse.Namespace, stored: str | None = None, context: int | None = None
+) -> Workload:
+    """The Workload the options describe, with the defaults that depend on other choices resolved.
+
+    Args:
+        args: the parsed options.
+        stored: the quantization the model is stored in (``ModelSpec.quantization``), if known:
+            a GGUF file is served by llama.cpp unless ``--engine`` says otherwise.
+        context: the model's longest context, if known: the default ``--seq`` stops there.
+
+    Raises:
+        WorkloadError: invalid values, or an engine that does not run the chosen quantization.
+    """
     overhead = None
     if args.overhead_gib is not None:
         if not 0 <= args.overhead_gib < 1 << 20:
             raise WorkloadError(f"--overhead-gib must be a size in GiB, got {args.overhead_gib}")
         overhead = round(args.overhead_gib * GiB)
+    recipe = METHOD_RECIPES[args.method] if args.mode == "training" else {}
     quant = args.quant
-    if args.method == "qlora" and quant == "none":
-        quant = "nf4"
+    if quant == "none":
+        quant = recipe.get("quant", quant)
+    engine = args.engine or default_engine(quant, stored)
+    seq = args.seq
+    if seq is None:
+        seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
     return Workload(
         mode=args.mode,
         batch=args.batch,
-        seq=args.seq,
+        seq=seq,
         dtype=args.dtype,
         quant=quant,
-        engine=args.engine,
+        engine=engine,
         kv_dtype=args.kv_dtype,
         attention=args.attention,
         method=args.method,
-        precision=args.precision,
+        precision=args.precision or recipe.get("precision", _DEFAULTS.precision),
         optimizer=args.optimizer,
-        grad_checkpointing=args.grad_checkpointing,
+        grad_checkpointing=(
+            args.grad_checkpointing
+            if args.grad_checkpointing is not None
+            else recipe.get("grad_checkpointing", False)
+        ),
         grad_accum=args.grad_accum,
         lora_rank=args.lora_rank,
         lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
@@ -139,6 +224,39 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     )
 
 
+def check_context(spec: ModelSpec, workload: Workload) -> None:
+    """Refuse a context longer than the model's (the window's context control stops there too).
+
+    Raises:
+        WorkloadError: ``--seq`` is past the model's ``max_position_embeddings``.
+    """
+    longest = spec.facts.max_position_embeddings
+    if longest and workload.seq > longest:
+        raise WorkloadError(
+            f"--seq {workload.seq:,} is longer than {spec.name}'s context of {longest:,} tokens"
+        )
+
+
+def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
+    """The model ``args.source`` names and the workload for it.
+
+    The options are checked before the model is read (no network for a typing mistake), and
+    again once its stored quantization is known.
+
+    Raises:
+        VramguiError: bad options, a model that cannot be read, or options it cannot take.
+    """
+    from vramgui.sources.resolve import load_model
+
+    workload_from_args(args)
+    loaded = load_model(args.source)
+    spec = loaded.spec
+    workload = workload_from_args(args, spec.quantization, spec.facts.max_position_embeddings)
+    workload.check_checkpoint(spec.quantization)
+    check_context(spec, workload)
+    return loaded, workload
+
+
 def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:
     """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
     from vramgui.hardware.gpus import load_catalog
@@ -151,10 +269,7 @@ def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramgui.sources.resolve import load_model
-
-    workload = workload_from_args(args)
-    loaded = load_model(args.source)
+    loaded, workload = load_for(args)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
     est = estimate(loaded.spec, workload, capacity)

@@ -6,14 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from vramgui.cli.estimate import add_estimate_options, workload_from_args
+from vramgui.cli.estimate import add_estimate_options, load_for
 from vramgui.core import launch, offload
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement
 from vramgui.core.report import model_summary
 from vramgui.core.units import GB, GiB, format_bytes
-from vramgui.core.workload import Workload
+from vramgui.core.workload import Workload, served_family
 from vramgui.hardware.capacity import resolve_capacities
 
 SCHEMA = "vramgui.plan/1"
@@ -39,23 +39,55 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--planner",
         choices=offload.PLANNERS,
         default=None,
-        help="placement rule (default: llamacpp for --engine llamacpp, else accelerate)",
+        help="placement rule (default: llamacpp when llama.cpp serves the model, else accelerate)",
     )
     parser.add_argument(
-        "--vram-gib", type=float, default=None, help="GPU memory (default: --gpu's)"
+        "--vram-gib", type=float, default=None, help="GPU memory (default: the first --gpu's)"
+    )
+    parser.add_argument(
+        "--margin-gib",
+        type=float,
+        default=offload.DEFAULT_MARGIN_BYTES / GiB,
+        help="GPU memory the most that fit leave free (llama.cpp's --fit keeps 1 GiB)",
     )
     parser.add_argument(
         "--ram-gib", type=float, default=None, help="host RAM for weights (default: available now)"
     )
-    parser.add_argument("--disk-gbps", type=float, default=None, help="disk read speed, GB/s")
-    parser.add_argument("--pcie-gbps", type=float, default=None, help="host-to-GPU copies, GB/s")
-    parser.add_argument("--gpu-gbps", type=float, default=None, help="GPU memory bandwidth, GB/s")
-    parser.add_argument("--gpu-tflops", type=float, default=None, help="GPU 16-bit TFLOPS")
+    parser.add_argument(
+        "--disk-gbps", type=float, default=None, help="disk read speed, GB/s (default: NVMe)"
+    )
+    parser.add_argument(
+        "--pcie-gbps",
+        type=float,
+        default=None,
+        help="host-to-GPU copies in practice, GB/s (default: the GPU's PCIe generation)",
+    )
+    parser.add_argument(
+        "--gpu-gbps",
+        type=float,
+        default=None,
+        help="GPU memory bandwidth, peak GB/s (default: the catalog's)",
+    )
+    parser.add_argument(
+        "--gpu-tflops", type=float, default=None, help="GPU 16-bit TFLOPS (default: the catalog's)"
+    )
     parser.add_argument(
         "--cpu-ram-gbps",
         type=float,
-        default=offload.DEFAULT_CPU_RAM_BYTES_PER_S / GB,
-        help="host memory bandwidth, GB/s",
+        default=offload.DEFAULT_CPU_RAM_PEAK_BYTES_PER_S / GB,
+        help="host memory bandwidth, peak GB/s (dual-channel DDR5-4800)",
+    )
+    parser.add_argument(
+        "--gpu-efficiency",
+        type=float,
+        default=offload.GPU_MEMORY_EFFICIENCY,
+        help="share of the GPU's peak bandwidth decoding reaches (1: peak)",
+    )
+    parser.add_argument(
+        "--ram-efficiency",
+        type=float,
+        default=offload.HOST_MEMORY_EFFICIENCY,
+        help="share of host RAM's peak bandwidth decoding reaches (1: peak)",
     )
     parser.add_argument(
         "--cpu-tflops",
@@ -64,7 +96,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="CPU matrix TFLOPS",
     )
     parser.add_argument(
-        "--ngl", type=int, default=None, help="llama.cpp -ngl (default: most that fit)"
+        "--ngl",
+        type=int,
+        default=None,
+        help="llama.cpp -ngl; more than the model's layers puts them all on the GPU "
+        "(default: the most that fit)",
     )
     parser.add_argument(
         "--prompt",
@@ -80,6 +116,12 @@ def _positive(name: str, value: float | None) -> float | None:
     if value is not None and not 0 < value < 1e9:
         raise WorkloadError(f"--{name} must be a positive number, got {value}")
     return value
+
+
+def _margin(args: argparse.Namespace) -> int:
+    if not 0 <= args.margin_gib < 1 << 20:
+        raise WorkloadError(f"--margin-gib must be a size in GiB, got {args.margin_gib}")
+    return round(args.margin_gib * GiB)
 
 
 def _gpu_and_budget(args: argparse.Namespace) -> tuple[Any, str, int]:
@@ -104,7 +146,9 @@ def _gpu_and_budget(args: argparse.Namespace) -> tuple[Any, str, int]:
 
 
 def bandwidths_from_args(args: argparse.Namespace, gpu: Any) -> Bandwidths:
-    """The speed model's bandwidths: the GPU's catalog figures and host defaults, as overridden."""
+    """The speed model's bandwidths: the GPU's catalog peaks and host defaults, as overridden,
+    with the memory bandwidths at the share decoding reaches (``--gpu-efficiency``,
+    ``--ram-efficiency``)."""
     from vramgui.hardware.gpus import find_gpu
     from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
 
@@ -118,13 +162,15 @@ def bandwidths_from_args(args: argparse.Namespace, gpu: Any) -> Bandwidths:
     gpu_gbps = _positive("gpu-gbps", args.gpu_gbps)
     pcie_gbps = _positive("pcie-gbps", args.pcie_gbps)
     disk_gbps = _positive("disk-gbps", args.disk_gbps)
-    return Bandwidths(
-        gpu_bytes_per_s=gpu_gbps * GB if gpu_gbps else source.memory_bandwidth_bytes_per_s,
+    return offload.expected_bandwidths(
+        gpu_peak_bytes_per_s=gpu_gbps * GB if gpu_gbps else source.memory_bandwidth_bytes_per_s,
         pcie_bytes_per_s=pcie_gbps * GB if pcie_gbps else pcie_bytes_per_s(source.pcie_gen or 4),
-        cpu_ram_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
+        cpu_ram_peak_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
         disk_bytes_per_s=disk_gbps * GB if disk_gbps else DEFAULT_DISK_READ_BYTES_PER_S,
         gpu_flops=tflops * 1e12,
         cpu_flops=_positive("cpu-tflops", args.cpu_tflops) * 1e12,  # type: ignore[operator]
+        gpu_efficiency=args.gpu_efficiency,
+        host_efficiency=args.ram_efficiency,
     )
 
 
@@ -164,6 +210,7 @@ def plan_document(
             "cpu_flops": bandwidths.cpu_flops,
         },
         "vram_budget_bytes": list(placement.vram_budget_bytes),
+        "margin_bytes": placement.margin_bytes,
         "fits": placement.fits,
         "gpu_layers": placement.gpu_layers,
         "min_vram_bytes": offload.min_vram_bytes(spec, workload),
@@ -200,10 +247,7 @@ def plan_document(
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan as a table or as JSON."""
-    from vramgui.sources.resolve import load_model
-
-    workload = workload_from_args(args)
-    loaded = load_model(args.source)
+    loaded, workload = load_for(args)
     if workload.mode == "training":
         # Training keeps every layer on the GPUs; what the plan can give is the DeepSpeed setup.
         doc = training_document(loaded.spec, workload)
@@ -214,6 +258,14 @@ def run(args: argparse.Namespace) -> int:
     planner = args.planner or ("llamacpp" if workload.engine == "llamacpp" else "accelerate")
     if args.ngl is not None and planner != "llamacpp":
         raise WorkloadError("--ngl applies to --planner llamacpp")
+    if planner != "llamacpp" and served_family(workload.quant, loaded.spec.quantization) == "gguf":
+        raise WorkloadError(
+            f"--planner {planner} loads the model with transformers, which dequantizes GGUF to "
+            "--dtype: use --planner llamacpp for GGUF weights, or --quant none"
+        )
+    most = loaded.spec.facts.num_layers + 1
+    if args.ngl is not None and args.ngl < 0:
+        raise WorkloadError(f"--ngl must be 0 or more, got {args.ngl}")
     if args.prompt is not None and args.prompt < 1:
         raise WorkloadError(f"--prompt must be at least 1, got {args.prompt}")
     placement = offload.plan(
@@ -223,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
         budget,
         host_ram_bytes=_host_ram(args),
         n_gpu_layers=args.ngl,
+        margin_bytes=_margin(args),
     )
     doc = plan_document(
         loaded.spec,
@@ -234,6 +287,12 @@ def run(args: argparse.Namespace) -> int:
     )
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
+    if args.ngl is not None and args.ngl > most:
+        # llama.cpp's own reading of a large -ngl (-ngl 99 is the usual "all of them").
+        doc["notices"].append(
+            f"--ngl {args.ngl} is more than {loaded.spec.name}'s {most} layers ({most - 1} blocks "
+            f"and the output): all {most} go to the GPU, as llama.cpp does."
+        )
     if not args.gpu:
         doc["notices"].append(f"Speeds are the {DEFAULT_GPU}'s; name your GPU with --gpu.")
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))
@@ -301,8 +360,10 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append(f"  {names:<18}{device:<7}{format_bytes(size):>12}{kv_text}")
     lines.append("")
     verdict = "fits" if doc["fits"] else "does NOT fit"
+    margin = f", {format_bytes(doc['margin_bytes'])} kept free" if doc["margin_bytes"] else ""
     lines.append(
-        f"GPU layers: {doc['gpu_layers']}   GPU memory: {format_bytes(doc['gpu_bytes'][0])} ({verdict})"
+        f"GPU layers: {doc['gpu_layers']}   GPU memory: {format_bytes(doc['gpu_bytes'][0])} "
+        f"({verdict}{margin})"
     )
     lines.append(
         f"host RAM: {format_bytes(doc['host_bytes'])}   disk: {format_bytes(doc['disk_bytes'])}   "

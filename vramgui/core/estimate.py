@@ -120,6 +120,7 @@ class Estimator:
         self._error: VramguiError | None = None
         self._plan: inference.InferencePlan | training.TrainingPlan | None = None
         try:
+            workload.check_checkpoint(spec.quantization)
             if workload.mode == "inference":
                 self._plan = inference.InferencePlan(spec, workload, capacity_bytes)
             else:

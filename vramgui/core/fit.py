@@ -19,6 +19,9 @@ from vramgui.core.workload import MAX_BATCH, Workload
 Capacity = tuple[str, int]
 # Context lengths are searched in blocks of this many tokens (vLLM's and llama.cpp's granularity).
 TOKEN_BLOCK = 16
+# GPUs one server holds (eight-way boards and the largest workstation chassis); the cheapest ranking
+# stays within one machine.
+MAX_GPUS_PER_MACHINE = 8
 # The settings an Estimator varies: sweeps and solvers over them reuse everything else.
 SIZE_FIELDS = ("seq", "batch")
 
@@ -251,12 +254,17 @@ def cheapest(
     spec: ModelSpec,
     workload: Workload,
     gpus: Iterable[tuple[str, int, float | None]],
-    limit: int = 64,
+    limit: int = MAX_GPUS_PER_MACHINE,
 ) -> list[tuple[str, int, float]]:
     """Catalog GPUs ranked by the total price of the fewest of them that fit.
 
+    Only as many GPUs as one machine holds are considered: tensor parallelism (how inference is
+    sharded here) runs inside a machine, and sixteen consumer cards serving one model are a
+    cluster, not a purchase to rank.
+
     Args:
         gpus: (name, capacity_bytes, price_usd) triples; entries without a price are skipped.
+        limit: the most GPUs of one kind to consider.
     """
     ranked = []
     for name, capacity, price in gpus:

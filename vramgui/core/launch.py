@@ -18,7 +18,7 @@ from vramgui.core import dtypes, inference
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu
 from vramgui.core.units import MiB
-from vramgui.core.workload import Workload
+from vramgui.core.workload import Workload, served_family
 
 # llama.cpp's logical batch (-b) default; its physical micro-batch (-ub) is what the compute buffer
 # of the estimate is sized for.
@@ -101,12 +101,32 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         notes.append("A quantized V cache needs flash attention (-fa on).")
     if any(is_gpu(p.device) and not is_gpu(p.kv_device) for p in placement.units):
         args.append("--no-kv-offload")
-    model = spec.name if spec.name.endswith(".gguf") else "MODEL.gguf"
+    model = _gguf_path(spec)
+    if model == _GGUF_PLACEHOLDER:
+        notes.append(_convert_note(spec, w))
     return LaunchSettings(
         engine="llama.cpp",
         args=tuple(args),
         text=_command(["llama-server", "-m", model], args),
         notes=tuple(notes),
+    )
+
+
+_GGUF_PLACEHOLDER = "MODEL.gguf"
+_GGUF_OUTTYPES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+
+
+def _gguf_path(spec: ModelSpec) -> str:
+    """The GGUF file to serve: the model's own file, or a placeholder for one to make."""
+    return spec.name if spec.name.endswith(".gguf") else _GGUF_PLACEHOLDER
+
+
+def _convert_note(spec: ModelSpec, w: Workload) -> str:
+    outtype = _GGUF_OUTTYPES[w.dtype]
+    quantize = "" if w.quant == "none" else f", then llama-quantize it to {w.quant}"
+    return (
+        f"MODEL.gguf: {spec.name} converted with llama.cpp's convert_hf_to_gguf.py "
+        f"--outtype {outtype}{quantize}."
     )
 
 
@@ -159,19 +179,41 @@ def vllm_settings(
     quantization = _vllm_quantization(w.quant)
     if quantization:
         args += ["--quantization", quantization]
-    if quantization == "gguf":
-        notes.append("vLLM reads GGUF from a local .gguf file: serve its path, with --tokenizer.")
-    if placement is not None:
-        offloaded = sum(p.unit.bytes for p in placement.units if p.device in (CPU, DISK))
-        if offloaded:
-            # vLLM streams this many GiB of weights from host memory on every forward.
-            args += ["--cpu-offload-gb", str(math.ceil(offloaded / 1024**3))]
+    model = spec.name
+    if served_family(w.quant, spec.quantization) == "gguf":
+        # vLLM loads GGUF from a local file only, and takes the tokenizer from the original repo.
+        model = _gguf_path(spec)
+        args += ["--tokenizer", "ORIGINAL_REPO"]
+        notes.append(
+            "vLLM serves a local .gguf file; --tokenizer names the repository of the original "
+            "(unquantized) model."
+        )
+        if model == _GGUF_PLACEHOLDER:
+            notes.append(_convert_note(spec, w))
+    offloaded = _offloaded_bytes(placement)
+    if offloaded:
+        # vLLM streams this many GiB of weights from host memory on every forward.
+        args += ["--cpu-offload-gb", str(math.ceil(offloaded / 1024**3))]
     return LaunchSettings(
         engine="vLLM",
         args=tuple(args),
-        text=_command(["vllm", "serve", spec.name], args),
+        text=_command(["vllm", "serve", model], args),
         notes=tuple(notes),
     )
+
+
+def _offloaded_bytes(placement: Placement | None) -> int:
+    """Weights the placement keeps off the GPU because they do not fit there.
+
+    llama.cpp keeps token embeddings in host memory whatever the room (lookups are cheap there);
+    vLLM holds them on the GPU, so they count only as the rest of the model does.
+    """
+    if placement is None:
+        return 0
+    off = [p for p in placement.units if p.device in (CPU, DISK)]
+    if placement.planner == "llamacpp":
+        off = [p for p in off if p.unit.index > 0]
+    return sum(p.unit.bytes for p in off)
 
 
 # --- accelerate ----------------------------------------------------------------------------------
@@ -208,13 +250,35 @@ def accelerate_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings
         config["offload_folder"] = "offload"
         notes.append("Units marked disk are memory-mapped from offload_folder.")
     w = placement.workload
+    quantization = _bitsandbytes_config(w)
     call = (
         f"AutoModelForCausalLM.from_pretrained({spec.name!r}, dtype=torch.{_TORCH_DTYPES[w.dtype]}, "
-        "**json.load(open('device_map.json')))"
+        + (f"quantization_config={quantization}, " if quantization else "")
+        + "**json.load(open('device_map.json')))"
     )
     notes.append(call)
     return LaunchSettings(
         engine="accelerate", config=config, text=_json(config), notes=tuple(notes)
+    )
+
+
+def _bitsandbytes_config(w: Workload) -> str:
+    """The ``BitsAndBytesConfig`` that quantizes on load as the workload says, or "" for none.
+
+    GPTQ, AWQ and FP8 checkpoints carry their quantization in their own config.
+    """
+    if w.quant == "none":
+        return ""
+    scheme = dtypes.get_scheme(w.quant)
+    if scheme.family != "bitsandbytes":
+        return ""
+    if scheme.bits == 8:
+        return "BitsAndBytesConfig(load_in_8bit=True)"
+    kind = "nf4" if scheme.name.startswith("nf4") else "fp4"
+    return (
+        f"BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type={kind!r}, "
+        f"bnb_4bit_use_double_quant={scheme.double_quant}, "
+        f"bnb_4bit_compute_dtype=torch.{_TORCH_DTYPES[w.dtype]})"
     )
 
 

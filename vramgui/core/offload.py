@@ -29,18 +29,29 @@ from vramgui.core import dtypes, estimate, inference
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import LayerBytes
 from vramgui.core.model import ModelSpec, Role
-from vramgui.core.units import format_bytes
-from vramgui.core.workload import Workload
+from vramgui.core.units import GiB, format_bytes
+from vramgui.core.workload import Workload, served_family
 
 CPU = "cpu"
 DISK = "disk"
 PLANNERS = ("llamacpp", "accelerate", "streaming")
 
-# Host-side defaults the user may edit: dual-channel DDR5 reaches about 60-70 GB/s in STREAM-like
-# reads, DDR4 about 40; 50 GB/s sits between. A desktop CPU sustains well under 1 TFLOPS in
-# llama.cpp's matrix kernels (8-16 cores with AVX2 / AVX-512).
-DEFAULT_CPU_RAM_BYTES_PER_S = 50_000_000_000
+# The share of peak memory bandwidth decoding reaches: with 80 % of the GPU's and 70 % of host
+# RAM's, the roofline lands within 8 % of nine llama.cpp measurements that peak figures overrate by
+# 19-46 % (docs/offload.md, "llama.cpp partial offload"). Speeds built from datasheet peaks
+# (``expected_bandwidths``) take these shares by default.
+GPU_MEMORY_EFFICIENCY = 0.8
+HOST_MEMORY_EFFICIENCY = 0.7
+# Host-side defaults the user may edit: dual-channel DDR5-4800, the base DDR5 speed, peaks at
+# 76.8 GB/s (DDR4-3200: 51.2). A desktop CPU sustains well under 1 TFLOPS in llama.cpp's matrix
+# kernels (8-16 cores with AVX2 / AVX-512).
+DEFAULT_CPU_RAM_PEAK_BYTES_PER_S = 76_800_000_000
+DEFAULT_CPU_RAM_BYTES_PER_S = round(DEFAULT_CPU_RAM_PEAK_BYTES_PER_S * HOST_MEMORY_EFFICIENCY)
 DEFAULT_CPU_FLOPS = 500_000_000_000
+# GPU memory "most that fit" leaves free: llama.cpp's own fitting (``--fit``) keeps 1024 MiB free
+# per device by default (``--fit-target``), for the driver, the desktop and allocations it does not
+# foresee.
+DEFAULT_MARGIN_BYTES = GiB
 
 # llama.cpp hands matrix products of host-resident weights to the GPU when a batch has at least this
 # many tokens (ggml-cuda's offload_op threshold), copying the weights over PCIe.
@@ -79,6 +90,9 @@ class Bandwidths:
         disk_bytes_per_s: sequential read speed of the disk holding offloaded weights.
         gpu_flops: dense 16-bit tensor throughput of the GPU.
         cpu_flops: what the CPU sustains in matrix products.
+
+    These are the speeds the roofline uses: for what decoding reaches rather than datasheet peaks,
+    build them with ``expected_bandwidths``.
     """
 
     gpu_bytes_per_s: float
@@ -93,6 +107,37 @@ class Bandwidths:
             value = getattr(self, name)
             if not value > 0:
                 raise WorkloadError(f"{name.replace('_', ' ')} must be positive, got {value!r}")
+
+
+def expected_bandwidths(
+    *,
+    gpu_peak_bytes_per_s: float,
+    pcie_bytes_per_s: float,
+    gpu_flops: float,
+    cpu_ram_peak_bytes_per_s: float = DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
+    disk_bytes_per_s: float,
+    cpu_flops: float = DEFAULT_CPU_FLOPS,
+    gpu_efficiency: float = GPU_MEMORY_EFFICIENCY,
+    host_efficiency: float = HOST_MEMORY_EFFICIENCY,
+) -> Bandwidths:
+    """Speeds from datasheet peaks, the memory bandwidths at the share decoding reaches.
+
+    PCIe and disk speeds are practical figures already (``hardware.host``); FLOP rates stay peaks.
+
+    Raises:
+        WorkloadError: an efficiency outside (0, 1] or a speed that is not positive.
+    """
+    for name, share in (("GPU efficiency", gpu_efficiency), ("RAM efficiency", host_efficiency)):
+        if not 0 < share <= 1:
+            raise WorkloadError(f"{name} must be in (0, 1], got {share}")
+    return Bandwidths(
+        gpu_bytes_per_s=gpu_peak_bytes_per_s * gpu_efficiency,
+        pcie_bytes_per_s=pcie_bytes_per_s,
+        cpu_ram_bytes_per_s=cpu_ram_peak_bytes_per_s * host_efficiency,
+        disk_bytes_per_s=disk_bytes_per_s,
+        gpu_flops=gpu_flops,
+        cpu_flops=cpu_flops,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +212,7 @@ class Placement:
         overhead_bytes: runtime overhead per GPU (CUDA context, allocator slack).
         fits: every GPU stays within its budget and the host within its RAM.
         notes: what the user should know.
+        margin_bytes: memory per GPU the placement keeps free when it chooses how much to put there.
     """
 
     planner: str
@@ -182,6 +228,7 @@ class Placement:
     overhead_bytes: int
     fits: bool
     notes: tuple[str, ...] = ()
+    margin_bytes: int = 0
 
     @property
     def blocks(self) -> int:
@@ -293,10 +340,19 @@ def _modules(members: Sequence[dtypes.StoredTensor], layer: int | None) -> tuple
 # --- what the GPU keeps beside the weights -------------------------------------------------------
 
 
-def _engine_workload(workload: Workload, engine: str) -> Workload:
+def _engine_workload(spec: ModelSpec, workload: Workload, engine: str) -> Workload:
+    """The workload served by ``engine``.
+
+    Raises:
+        WorkloadError: the engine does not run the settings or the checkpoint as stored (a GGUF
+            quantization under transformers, which dequantizes it on load).
+    """
     if workload.mode != "inference":
         workload = workload.with_(mode="inference")
-    return workload if workload.engine == engine else workload.with_(engine=engine)
+    if workload.engine != engine:
+        workload = workload.with_(engine=engine)
+    workload.check_checkpoint(spec.quantization)
+    return workload
 
 
 def _buffers(spec: ModelSpec, workload: Workload) -> int:
@@ -328,6 +384,7 @@ def _finish(
     buffers: int,
     host_ram_bytes: int | None,
     notes: list[str],
+    margin_bytes: int,
 ) -> Placement:
     used = tuple(t + _overhead(workload, t) for t in tensors)
     host = sum(p.unit.bytes for p in placed if p.device == CPU)
@@ -339,6 +396,11 @@ def _finish(
             fits = False
             notes.append(
                 f"GPU {i} needs {format_bytes(need)}, over its budget of {format_bytes(budget)}."
+            )
+        elif need > budget - margin_bytes:
+            notes.append(
+                f"GPU {i} keeps {format_bytes(budget - need)} free, less than the "
+                f"{format_bytes(margin_bytes)} safety margin."
             )
     if host_ram_bytes is not None and host > host_ram_bytes:
         fits = False
@@ -359,6 +421,7 @@ def _finish(
         overhead_bytes=used[0] - tensors[0],
         fits=fits,
         notes=tuple(notes),
+        margin_bytes=margin_bytes,
     )
 
 
@@ -441,11 +504,12 @@ class LlamaCppModel:
         host_ram_bytes: int | None = None,
         n_gpu_layers: int | None = None,
         kv_offload: bool = True,
+        margin_bytes: int = 0,
     ) -> Placement:
         """The placement at ``-ngl n_gpu_layers`` (None: the most that fit); see ``plan_llamacpp``."""
         n = self.blocks
         if n_gpu_layers is None:
-            ngl = self.max_gpu_layers(vram_budget_bytes, kv_offload)
+            ngl = self.max_gpu_layers(vram_budget_bytes - margin_bytes, kv_offload)
         else:
             ngl = max(0, min(n_gpu_layers, n + 1))
         host = _HostRam(host_ram_bytes)
@@ -494,6 +558,7 @@ class LlamaCppModel:
             buffers=self.buffers_bytes,
             host_ram_bytes=host_ram_bytes,
             notes=notes,
+            margin_bytes=margin_bytes,
         )
 
 
@@ -503,7 +568,7 @@ def llamacpp_model(spec: ModelSpec, workload: Workload) -> LlamaCppModel:
     Raises:
         WorkloadError: settings llama.cpp does not support.
     """
-    workload = _engine_workload(workload, "llamacpp")
+    workload = _engine_workload(spec, workload, "llamacpp")
     units = model_units(spec, workload)
     # With tied embeddings llama.cpp duplicates token_embd as the output tensor on the GPU.
     return LlamaCppModel(units, workload, _buffers(spec, workload), units[0].read_bytes)
@@ -539,6 +604,7 @@ def plan_llamacpp(
     host_ram_bytes: int | None = None,
     n_gpu_layers: int | None = None,
     kv_offload: bool = True,
+    margin_bytes: int = 0,
 ) -> Placement:
     """llama.cpp's placement at ``-ngl n_gpu_layers`` (default: the most that fit the budget).
 
@@ -550,6 +616,7 @@ def plan_llamacpp(
             limit.
         n_gpu_layers: ``-ngl``; None picks the largest that fits.
         kv_offload: False keeps the KV cache in host memory (``--no-kv-offload``).
+        margin_bytes: GPU memory the most that fit leave free.
 
     Raises:
         WorkloadError: settings llama.cpp does not support.
@@ -559,6 +626,7 @@ def plan_llamacpp(
         host_ram_bytes=host_ram_bytes,
         n_gpu_layers=n_gpu_layers,
         kv_offload=kv_offload,
+        margin_bytes=margin_bytes,
     )
 
 
@@ -606,6 +674,7 @@ def plan_accelerate(
     vram_budget_bytes: int | Sequence[int],
     *,
     host_ram_bytes: int | None = None,
+    margin_bytes: int = 0,
 ) -> Placement:
     """accelerate's ``infer_auto_device_map`` with the decoder block as the unit it never splits.
 
@@ -619,6 +688,7 @@ def plan_accelerate(
         workload: inference settings (the engine is taken as transformers).
         vram_budget_bytes: GPU memory allowed, one figure per GPU (or one for a single GPU).
         host_ram_bytes: host RAM allowed; None means no limit.
+        margin_bytes: memory each GPU keeps free of what ``max_memory`` gives accelerate.
 
     Raises:
         WorkloadError: settings transformers does not support, or no GPU budget.
@@ -628,12 +698,12 @@ def plan_accelerate(
     )
     if not budgets:
         raise WorkloadError("accelerate needs at least one GPU budget")
-    workload = _engine_workload(workload, "transformers")
+    workload = _engine_workload(spec, workload, "transformers")
     units = model_units(spec, workload)
     buffers = _buffers(spec, workload)
     largest = max(u.bytes for u in units)
     devices = [gpu_device(i) for i in range(len(budgets))]
-    room = [_tensor_room(workload, b) for b in budgets]
+    room = [_tensor_room(workload, b - margin_bytes) for b in budgets]
     cpu_room = None if host_ram_bytes is None else host_ram_bytes - largest
     # The main GPU keeps the activations, the slot for the largest unit and the KV cache of every
     # block that does not sit on another GPU (offloaded blocks run on the main GPU). Which blocks
@@ -679,6 +749,7 @@ def plan_accelerate(
         buffers=buffers,
         host_ram_bytes=host_ram_bytes,
         notes=notes,
+        margin_bytes=margin_bytes,
     )
 
 
@@ -694,12 +765,16 @@ def min_vram_bytes(spec: ModelSpec, workload: Workload, *, prefetch: bool = Fals
     """The one-layer floor: the largest unit (two with prefetching) plus buffers and overhead.
 
     The KV cache is left in host memory, as FlexGen does when the GPU is this small, so its dtype
-    (even one only llama.cpp or vLLM offers) does not matter here.
+    (even one only llama.cpp or vLLM offers) does not matter here. GGUF weights are streamed by
+    llama.cpp (with its compute buffer), others by transformers.
 
     Raises:
         WorkloadError: a quantization that does not apply to the model.
     """
-    workload = _engine_workload(workload, "transformers").with_(kv_dtype="auto")
+    engine = (
+        "llamacpp" if served_family(workload.quant, spec.quantization) == "gguf" else "transformers"
+    )
+    workload = _engine_workload(spec, workload.with_(kv_dtype="auto"), engine)
     tensors = _slot_bytes(model_units(spec, workload), prefetch) + _buffers(spec, workload)
     return tensors + _overhead(workload, tensors)
 
@@ -711,6 +786,7 @@ def plan_streaming(
     *,
     host_ram_bytes: int | None = None,
     prefetch: bool = False,
+    margin_bytes: int = 0,
 ) -> Placement:
     """Every unit in host RAM (then on disk), copied through a GPU slot when it runs.
 
@@ -723,16 +799,18 @@ def plan_streaming(
         vram_budget_bytes: GPU memory allowed.
         host_ram_bytes: host RAM allowed; units beyond it are read from disk. None: no limit.
         prefetch: copy the next unit while the current one computes (two slots).
+        margin_bytes: GPU memory kept free when deciding where the KV cache goes.
 
     Raises:
         WorkloadError: settings transformers does not support.
     """
-    workload = _engine_workload(workload, "transformers")
+    workload = _engine_workload(spec, workload, "transformers")
     units = model_units(spec, workload)
     buffers = _buffers(spec, workload)
     stream = _slot_bytes(units, prefetch)
     kv_total = sum(u.kv_cache_bytes for u in units)
-    kv_on_gpu = stream + buffers + kv_total <= _tensor_room(workload, vram_budget_bytes)
+    room = _tensor_room(workload, vram_budget_bytes - margin_bytes)
+    kv_on_gpu = stream + buffers + kv_total <= room
     host = _HostRam(host_ram_bytes)
     if host.left is not None and not kv_on_gpu:
         host.left -= kv_total
@@ -755,6 +833,7 @@ def plan_streaming(
         buffers=buffers,
         host_ram_bytes=host_ram_bytes,
         notes=notes,
+        margin_bytes=margin_bytes,
     )
 
 
@@ -766,10 +845,12 @@ def plan(
     *,
     host_ram_bytes: int | None = None,
     n_gpu_layers: int | None = None,
+    margin_bytes: int = 0,
 ) -> Placement:
     """Place with the named planner: ``llamacpp``, ``accelerate`` or ``streaming``.
 
-    ``n_gpu_layers`` applies to llama.cpp only (None: the most that fit).
+    ``n_gpu_layers`` applies to llama.cpp only (None: the most that fit). ``margin_bytes`` of the
+    budget are kept free where the planner chooses how much goes to the GPU.
 
     Raises:
         WorkloadError: an unknown planner or settings the engine does not support.
@@ -781,11 +862,24 @@ def plan(
             vram_budget_bytes,
             host_ram_bytes=host_ram_bytes,
             n_gpu_layers=n_gpu_layers,
+            margin_bytes=margin_bytes,
         )
     if planner == "accelerate":
-        return plan_accelerate(spec, workload, vram_budget_bytes, host_ram_bytes=host_ram_bytes)
+        return plan_accelerate(
+            spec,
+            workload,
+            vram_budget_bytes,
+            host_ram_bytes=host_ram_bytes,
+            margin_bytes=margin_bytes,
+        )
     if planner == "streaming":
-        return plan_streaming(spec, workload, vram_budget_bytes, host_ram_bytes=host_ram_bytes)
+        return plan_streaming(
+            spec,
+            workload,
+            vram_budget_bytes,
+            host_ram_bytes=host_ram_bytes,
+            margin_bytes=margin_bytes,
+        )
     raise WorkloadError(f"planner must be one of {', '.join(PLANNERS)}; got {planner!r}")
 
 

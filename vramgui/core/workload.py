@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from operator import attrgetter
 from typing import Any
 
+from vramgui.core import dtypes
 from vramgui.core.errors import WorkloadError
 
 MODES = ("inference", "training")
@@ -17,6 +19,48 @@ METHODS = ("full", "lora", "qlora")
 PRECISIONS = ("mixed", "pure", "fp32")
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor", "lion")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
+
+# What each inference engine loads, by quantization family (``core.dtypes.Scheme.family``).
+# transformers dequantizes a GGUF file to 16 bits when it loads one (``from_pretrained(...,
+# gguf_file=...)``), so GGUF sizes hold for llama.cpp and vLLM only; llama.cpp runs GGUF files
+# only ("none" is then an F16 / BF16 / F32 GGUF).
+ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
+    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8"}),
+    "vllm": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "gguf"}),
+    "llamacpp": frozenset({"none", "gguf"}),
+}
+# KV cache dtypes each engine offers: fp8 is vLLM's, q8_0 / q4_0 are llama.cpp's cache types.
+ENGINE_KV_DTYPES: dict[str, tuple[str, ...]] = {
+    "transformers": ("auto", "fp32", "fp16", "bf16"),
+    "vllm": ("auto", "fp32", "fp16", "bf16", "fp8"),
+    "llamacpp": ("auto", "fp32", "fp16", "bf16", "q8_0", "q4_0"),
+}
+# The engine to switch to for a setting the current one does not run, by quantization family or
+# KV cache dtype, best first.
+_ENGINES_FOR = {
+    "gguf": ("llamacpp", "vllm"),
+    "bitsandbytes": ("transformers", "vllm"),
+    "gptq-awq": ("transformers", "vllm"),
+    "fp8": ("transformers", "vllm"),
+    "kv:fp8": ("vllm",),
+    "kv:q8_0": ("llamacpp",),
+    "kv:q4_0": ("llamacpp",),
+}
+
+# How LoRA and QLoRA are usually run, applied when the method is picked (the window) or left to
+# its defaults (the command line). A full fine-tune keeps fp32 master weights under 16-bit
+# autocast. LoRA loads the frozen base in 16 bits (torch_dtype) with fp32 adapters. QLoRA is the
+# QLoRA paper's recipe as peft runs it: an NF4 base, prepare_model_for_kbit_training (which
+# upcasts what is not quantized to fp32, so its precision is fixed: "mixed") and gradient
+# checkpointing on, as that function and the QLoRA training script turn it on; LoRA scripts
+# commonly keep it on too.
+METHOD_RECIPES: dict[str, dict[str, Any]] = {
+    "full": {"precision": "mixed"},
+    "lora": {"precision": "pure", "grad_checkpointing": True},
+    "qlora": {"precision": "mixed", "quant": "nf4", "grad_checkpointing": True},
+}
 
 # Sizes above these are typing mistakes, not workloads; they would only make the arithmetic absurd.
 MAX_BATCH = 1 << 20
@@ -113,6 +157,27 @@ class Workload:
             )
         if self.zero and self.fsdp:
             raise WorkloadError("choose ZeRO or FSDP, not both")
+        if self.mode == "training" and self.method == "qlora" and self.precision != "mixed":
+            raise WorkloadError(
+                "--precision does not apply to QLoRA: its recipe keeps what is not quantized in "
+                "fp32 and computes in --dtype (leave --precision out)"
+            )
+        conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype)
+        if conflicts:
+            raise EngineConflictError(conflicts[0])
+
+    def check_checkpoint(self, stored: str | None) -> None:
+        """Refuse a checkpoint stored as ``stored`` (``ModelSpec.quantization``) that the engine
+        cannot load as it is (a GGUF file under transformers, an AWQ checkpoint under llama.cpp).
+
+        Raises:
+            EngineConflictError: the engine does not run it; the error names the engines that do.
+        """
+        if stored is None:
+            return
+        conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype, stored)
+        if conflicts:
+            raise EngineConflictError(conflicts[0])
 
     @property
     def data_parallel(self) -> int:
@@ -165,6 +230,204 @@ class Workload:
                 continue
             kwargs[key] = _coerce(key, value)
         return cls(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConflict:
+    """A setting an inference engine does not run, and the engines that do.
+
+    Attributes:
+        setting: "quant" (the chosen quantization), "kv_dtype", or "stored" (the quantization the
+            checkpoint itself is stored in).
+        value: the quantization or KV dtype name.
+        engine: the engine that does not run it.
+        engines: the engines that do, best first.
+        family: the quantization family of ``value`` ("" for a KV dtype).
+    """
+
+    setting: str
+    value: str
+    engine: str
+    engines: tuple[str, ...]
+    family: str = ""
+
+    def message(self) -> str:
+        """What is wrong and what to pick instead, in the command line's words."""
+        name = ENGINE_NAMES[self.engine]
+        others = " or ".join(f"--engine {e}" for e in self.engines)
+        if self.setting == "kv_dtype":
+            runs = ", ".join(ENGINE_KV_DTYPES[self.engine])
+            return (
+                f"{name} has no {self.value} KV cache: use --kv-dtype {runs.replace(', ', ' / ')}"
+                f", or {others} for {self.value}"
+            )
+        if self.engine == "transformers" and self.family == "gguf":
+            what = "this GGUF file" if self.setting == "stored" else f"GGUF {self.value}"
+            fix = "" if self.setting == "stored" else ", or --quant none"
+            return (
+                f"transformers dequantizes GGUF to --dtype when it loads it, so {what} would not "
+                f"keep its size: use {others}{fix}"
+            )
+        if self.engine == "llamacpp":
+            what = (
+                f"this checkpoint, stored as {self.value}"
+                if self.setting == "stored"
+                else f"--quant {self.value}"
+            )
+            fix = "convert the original to GGUF" if self.setting == "stored" else "use --quant"
+            return (
+                f"llama.cpp runs GGUF files only, not {what}: {fix} with a GGUF type "
+                f"(e.g. Q4_K_M) or none, or {others}"
+            )
+        return f"{name} does not run {self.value} weights: use {others}"
+
+
+class EngineConflictError(WorkloadError):
+    """A setting the chosen inference engine does not run (``conflict`` says which)."""
+
+    def __init__(self, conflict: EngineConflict) -> None:
+        super().__init__(conflict.message())
+        self.conflict = conflict
+
+
+def quant_family(name: str) -> str | None:
+    """The family of a quantization name (a ``--quant`` value or a checkpoint's own scheme).
+
+    A GGUF checkpoint may name its most common ggml type (``Q4_K``) rather than a file type.
+    None: a scheme vramgui does not know, on which it has no opinion.
+    """
+    try:
+        return dtypes.get_scheme(name).family
+    except WorkloadError:
+        return "gguf" if name.upper() in dtypes.GGML_TYPE_SIZES else None
+
+
+def served_family(quant: str, stored: str | None = None) -> str | None:
+    """The quantization family the engine loads: the chosen scheme's, or under "none" the one the
+    checkpoint is stored in (None: a stored scheme vramgui does not know).
+
+    Raises:
+        WorkloadError: an unknown ``quant``.
+    """
+    family = dtypes.get_scheme(quant).family
+    if family == "none" and stored is not None:
+        return quant_family(stored)
+    return family
+
+
+def engine_conflicts(
+    mode: str, engine: str, quant: str, kv_dtype: str, stored: str | None = None
+) -> tuple[EngineConflict, ...]:
+    """The settings ``engine`` does not run, when serving (training runs no engine).
+
+    Args:
+        mode, engine, quant, kv_dtype: the workload's settings.
+        stored: the quantization the checkpoint is stored in (``ModelSpec.quantization``), if any.
+
+    Raises:
+        WorkloadError: an unknown quantization name.
+    """
+    if mode != "inference" or engine not in ENGINE_QUANT_FAMILIES:
+        return ()
+    out = []
+    family = served_family(quant, stored) or "none"
+    from_checkpoint = quant == "none" and stored is not None
+    if family not in ENGINE_QUANT_FAMILIES[engine]:
+        setting, value = ("stored", stored) if from_checkpoint else ("quant", quant)
+        out.append(EngineConflict(setting, value, engine, _ENGINES_FOR[family], family))  # type: ignore[arg-type]
+    if kv_dtype not in ENGINE_KV_DTYPES[engine]:
+        out.append(EngineConflict("kv_dtype", kv_dtype, engine, _ENGINES_FOR[f"kv:{kv_dtype}"]))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """A setting changed because it did not carry over.
+
+    Attributes:
+        setting: "engine", "quant" or "kv_dtype".
+        old: its value before.
+        new: its value now.
+        conflict: what the engine did not run, or None for a training method's base (QLoRA
+            trains on a 4-bit base, full and LoRA fine-tuning on a 16-bit one).
+    """
+
+    setting: str
+    old: str
+    new: str
+    conflict: EngineConflict | None
+
+
+_RESET_TO = {"quant": "none", "kv_dtype": "auto"}
+# The 4-bit bitsandbytes schemes a QLoRA base is quantized with (as core.training accepts them).
+QLORA_QUANTS = ("nf4", "fp4")
+
+
+def _training_base(method: str, quant: str) -> str:
+    """The quantization a training method's base takes, keeping ``quant`` where it applies."""
+    if method == "qlora":
+        return quant if quant in QLORA_QUANTS else METHOD_RECIPES["qlora"]["quant"]
+    return "none"
+
+
+def adjusted(
+    current: Workload, changes: Mapping[str, Any], stored: str | None = None
+) -> tuple[Workload, tuple[Reset, ...]]:
+    """``current`` with ``changes``, where what the engine would not run is made to fit it.
+
+    What the user just changed wins: a quantization or KV cache picked for an engine that does
+    not run it switches the engine; a new engine (or a switch to inference) resets the settings
+    that do not carry over to their defaults; in training, the quantization follows the method
+    (QLoRA's 4-bit base, a 16-bit one otherwise). Each adjustment is returned, for the user to
+    see.
+
+    Args:
+        current: the settings now.
+        changes: the settings the user changed.
+        stored: the checkpoint's own quantization (``ModelSpec.quantization``), if any.
+
+    Raises:
+        EngineConflictError: the user picked an engine that cannot run the checkpoint as stored.
+        WorkloadError: the changes are invalid for another reason.
+    """
+    settings = {f.name: getattr(current, f.name) for f in fields(Workload)} | dict(changes)
+    fixed = set(changes)
+    resets: list[Reset] = []
+    if settings["mode"] == "training" and "quant" not in fixed:
+        # The base a training method trains on: what served inference does not carry over.
+        base = _training_base(settings["method"], settings["quant"])
+        if base != settings["quant"]:
+            resets.append(Reset("quant", settings["quant"], base, None))
+            settings["quant"] = base
+    # Each round settles one conflict; the engine switches at most once and each setting resets
+    # at most once, so a few rounds always suffice.
+    for _ in range(4):
+        found = engine_conflicts(
+            settings["mode"], settings["engine"], settings["quant"], settings["kv_dtype"], stored
+        )
+        if not found:
+            break
+        conflict = found[0]
+        setting = "quant" if conflict.setting == "stored" else conflict.setting
+        pinned = conflict.setting == "stored" or setting in fixed
+        if pinned and "engine" in fixed:
+            raise EngineConflictError(conflict)
+        if pinned:
+            new = conflict.engines[0]
+            resets.append(Reset("engine", settings["engine"], new, conflict))
+            settings["engine"] = new
+            fixed.add("engine")
+        else:
+            resets.append(Reset(setting, settings[setting], _RESET_TO[setting], conflict))
+            settings[setting] = _RESET_TO[setting]
+            fixed.add(setting)
+    return Workload(**settings), tuple(resets)
+
+
+def default_engine(quant: str, stored: str | None = None) -> str:
+    """The engine that runs a quantization (and a checkpoint stored as ``stored``) as it is."""
+    family = served_family(quant, stored)
+    return _ENGINES_FOR[family][0] if family in _ENGINES_FOR else "transformers"
 
 
 _SIZE_LIMITS = {"batch": MAX_BATCH, "seq": MAX_SEQ}

@@ -287,7 +287,10 @@ def parse_config(text: str | bytes, origin: str) -> dict[str, Any]:
 def load_config_file(path: Path) -> ModelSpec:
     """A spec synthesized from a config.json alone (no checkpoint headers)."""
     config = read_config(path)
-    spec = spec_from_config(config, _model_name(path.parent))
+    # A config.json is its folder's model; any other .json names the model itself.
+    spec = spec_from_config(
+        config, _model_name(path.parent) if path.name == "config.json" else path.stem
+    )
     return _with_source(spec, f"config.json at {path}")
 
 
@@ -394,7 +397,12 @@ def load_safetensors_file(path: Path) -> ModelSpec:
     """
     stored = read_safetensors_header(path)
     config_path = path.parent / "config.json"
-    name = path.stem
+    # "model.safetensors" (and its shards) say nothing of the model: its folder does.
+    name = (
+        f"{_model_name(path.parent)}/{path.name}"
+        if path.stem.split("-")[0] in _GENERIC_STEMS
+        else path.stem
+    )
     source = f"safetensors header of {path}"
     if "config.json" in folder_names(path.parent):
         config = read_config(config_path)
@@ -452,6 +460,9 @@ def infer_config(stored: list[HeaderTensor], origin: str) -> tuple[dict[str, Any
         "but put the model's config.json beside the file for exact KV cache and activation figures"
     )
     return config, [warning]
+
+
+_GENERIC_STEMS = ("model", "pytorch_model", "consolidated", "adapter_model")
 
 
 def _model_name(folder: Path) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import logging.handlers
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 from vramgui import __version__
 from vramgui.paths import user_dir
 from vramgui.ui import local_models, main_window, workers
-from vramgui.ui.compat import keep_singletons_alive
+from vramgui.ui.compat import forget_imported_sources, keep_singletons_alive
 from vramgui.ui.main_window import MainWindow, Services
 
 APP_NAME = "vramgui"
@@ -45,6 +46,34 @@ log = logging.getLogger("vramgui")
 def log_path() -> Path:
     """The log file a user can attach to a bug report."""
     return user_dir("log") / LOG_NAME
+
+
+NO_DISPLAY = """vramgui: there is no display to open the window on (neither DISPLAY nor WAYLAND_DISPLAY is set).
+The command line needs none:
+    vramgui estimate meta-llama/Llama-3.1-8B --gpu "RTX 4090"
+    vramgui --help
+To open the window without a screen, give it a virtual display:
+    xvfb-run vramgui                      (Debian / Ubuntu: sudo apt install xvfb)
+or run it invisibly, as the tests do:
+    QT_QPA_PLATFORM=offscreen vramgui
+"""
+
+
+def missing_display(environ: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
+    """What to tell a user who starts the window where it cannot show, or None if it can.
+
+    On Linux without X11 or Wayland, Qt's xcb plugin fails to load and Qt aborts with a message
+    about libxcb-cursor0 even when it is installed; this says what is really missing instead.
+    A platform chosen by the user (offscreen, vnc, eglfs...) is taken as it is.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    platform = environ.get("QT_QPA_PLATFORM", "")
+    if platform and not platform.startswith(("xcb", "wayland")):
+        return None
+    if environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return None
+    return NO_DISPLAY
 
 
 def setup_logging() -> Path:
@@ -203,6 +232,7 @@ def create_application(argv: list[str]) -> QApplication:
     each: a paint of a few hundred Qt calls took 60-105 ms instead of 20-28 ms (1 ms: 27-48).
     """
     keep_singletons_alive()
+    forget_imported_sources()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(
         Qt.HighDpiScaleFactorRoundingPolicy.PassThrough
@@ -229,6 +259,10 @@ def main(
         on_started: called with the application once it exists, before the window is built
             (the bundle's smoke check watches the start from there).
     """
+    problem = missing_display()
+    if problem is not None:
+        sys.stderr.write(problem)
+        return 1
     path = setup_logging()
     sys.excepthook = handle_exception
     log.info("vramgui %s starting; log file %s", __version__, path)

@@ -27,6 +27,24 @@ EXPLANATIONS = {
     "logits": "Scores over the vocabulary for every position, and the loss over them.",
 }
 
+# What the table's last column says: a few words, whole in the room the column gets; the
+# sentence above is each row's tooltip.
+SHORT_EXPLANATIONS = {
+    "weights": "The parameters, as stored",
+    "kv_cache": "Keys and values of the cached tokens",
+    "activations": "Tensors alive at the peak",
+    "gradients": "One per trainable parameter",
+    "optimizer_states": "Moments and fp32 master weights",
+    "runtime_overhead": "CUDA context, workspaces, slack",
+    "lora_adapters": "The LoRA A and B matrices",
+    "backward_temporaries": "Buffers of backward, one layer",
+    "dequantized_weight": "One layer's weight in 16 bits",
+    "optimizer_temporaries": "Buffers of the optimizer step",
+    "autocast_weight_copies": "16-bit copies autocast keeps",
+    "gathered_parameters": "Shards gathered for the layers",
+    "gradient_buckets": "Buckets reducing the gradients",
+    "logits": "Vocabulary scores and the loss",
+}
 _Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Component", "Size", "Share", "What it is")
 
@@ -78,7 +96,7 @@ class BreakdownModel(QAbstractTableModel):
                 "Total per GPU" if is_total else component_label(name),
                 format_bytes(size, unit),
                 f"{size / total:.1%}" if total else "-",
-                explanation,
+                "" if is_total else SHORT_EXPLANATIONS.get(name, explanation),
             )
             for column, text in enumerate(texts):
                 cells[row, column, _DISPLAY] = text
@@ -87,7 +105,9 @@ class BreakdownModel(QAbstractTableModel):
                     cells[row, column, _FONT] = self._bold
             cells[row, 1, _TOOLTIP] = f"{size:,} bytes"
             if explanation:
-                cells[row, 3, _TOOLTIP] = explanation
+                # On every cell: a narrow table shows no explanation column.
+                for column in (0, 2, 3):
+                    cells[row, column, _TOOLTIP] = explanation
             cells[row, 1, _ALIGN] = cells[row, 2, _ALIGN] = _RIGHT
         return cells
 

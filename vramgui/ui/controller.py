@@ -10,6 +10,9 @@ controller and use only
 - properties ``model``, ``spec``, ``source``, ``workload``, ``capacities``, ``analysis``;
 - methods ``load_source(source)``, ``set_model(loaded)``, ``set_workload(workload)``,
   ``update(**changes)``, ``show_message(text)``.
+
+Messages reach the window in its own words (``ui/wording.py``): ``message`` carries what went
+wrong, ``notice`` what changed by itself (an engine switched, a recipe applied).
 """
 
 from __future__ import annotations
@@ -22,11 +25,20 @@ from typing import Any, Protocol
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from vramgui.core import fit
+from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.model import ModelRef, ModelSpec
 from vramgui.core.report import rules_of_thumb
-from vramgui.core.workload import Workload
+from vramgui.core.training import FOUR_BIT_SCHEMES
+from vramgui.core.workload import (
+    ENGINE_KV_DTYPES,
+    METHOD_RECIPES,
+    EngineConflictError,
+    Workload,
+    adjusted,
+)
+from vramgui.ui import wording
 from vramgui.ui.workers import Worker, submit
 
 
@@ -78,12 +90,18 @@ class Outlook:
 
 SWEEP_FIELDS = ("seq", "batch")
 OUTLOOK_DELAY_MS = 120
-
-
-# The precision each training method's usual recipe trains in: a full fine-tune keeps fp32 master
-# weights under 16-bit autocast; LoRA loads the base in 16 bits (torch_dtype) with fp32 adapters;
-# QLoRA's prepare_model_for_kbit_training upcasts what is not quantized to fp32.
-METHOD_PRECISION = {"full": "mixed", "lora": "pure", "qlora": "mixed"}
+# Checkpoint dtypes as the Weights box names them.
+_STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
+_CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+# Where a model comes from a file or folder the user opened (its own dtype then wins).
+_LOCAL_KINDS = ("local", "config")
+RECIPE_NOTES = {
+    "lora": "LoRA starts from its usual recipe: the base frozen in 16 bits (Pure 16-bit), "
+    "gradient checkpointing on. Change either to compare.",
+    "qlora": "QLoRA starts from its usual recipe: an NF4 base, gradient checkpointing on "
+    "(as peft's prepare_model_for_kbit_training and the QLoRA script set it). Untick it to "
+    "compare.",
+}
 
 
 def sweep_values(field: str, current: int, max_seq: int) -> tuple[int, ...]:
@@ -109,6 +127,20 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
                 reasons[name] = "Applies to LoRA and QLoRA; full fine-tuning trains every weight."
         if workload.precision == "fp32":
             reasons["dtype"] = "fp32 training computes in fp32 whatever the weight dtype."
+        if workload.method == "qlora":
+            reasons["precision"] = (
+                "QLoRA's recipe sets it: prepare_model_for_kbit_training keeps what is not "
+                "quantized in fp32, and the 4-bit layers compute in the Weights dtype."
+            )
+            for name in SCHEMES:
+                if name not in FOUR_BIT_SCHEMES:
+                    reasons[f"quant:{name}"] = (
+                        "QLoRA trains adapters on a 4-bit bitsandbytes base (NF4 or FP4)."
+                    )
+        else:
+            reasons["quant"] = (
+                "Full and LoRA fine-tuning train on a 16-bit base; pick QLoRA for a 4-bit one."
+            )
     else:
         for name in (
             "method",
@@ -127,8 +159,11 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             reasons["gpu_memory_utilization"] = "Only vLLM pre-allocates a share of GPU memory."
         if workload.engine == "llamacpp":
             reasons["attention"] = "llama.cpp uses its own attention kernels."
-        if workload.engine != "llamacpp":
-            reasons["kv_dtype_gguf"] = "q8_0 / q4_0 KV caches are llama.cpp types."
+        engine = wording.engine_label(workload.engine)
+        for kv in ("fp8", "q8_0", "q4_0"):
+            if kv not in ENGINE_KV_DTYPES[workload.engine]:
+                owner = "vLLM" if kv == "fp8" else "llama.cpp"
+                reasons[f"kv_dtype:{kv}"] = f"{engine} has no {kv} KV cache: it is {owner}'s."
     if training and workload.fsdp:
         reasons["zero"] = "FSDP already shards; choose FSDP or ZeRO, not both."
     if training and workload.zero:
@@ -142,6 +177,21 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
     if spec is not None and spec.quantization and workload.mode == "inference":
         reasons["quant"] = f"The checkpoint is stored quantized ({spec.quantization})."
     return reasons
+
+
+def stored_dtype(spec: ModelSpec) -> str | None:
+    """The Weights choice the checkpoint itself is stored in ("bf16", "fp16", "fp32"), or None.
+
+    From the stored tensors' dtypes (most weights win), else the config's ``torch_dtype``.
+    """
+    counts: dict[str, int] = {}
+    for t in spec.tensors:
+        name = _STORED_DTYPES.get(t.dtype or "")
+        if name is not None:
+            counts[name] = counts.get(name, 0) + t.numel
+    if counts:
+        return max(counts, key=lambda k: counts[k])
+    return _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
 
 
 class EstimateController(QObject):
@@ -160,6 +210,7 @@ class EstimateController(QObject):
     outlook_changed = Signal(object)
     loading_changed = Signal(bool)
     message = Signal(str)
+    notice = Signal(str)
 
     def __init__(
         self,
@@ -233,16 +284,39 @@ class EstimateController(QObject):
         )
 
     def set_model(self, loaded: LoadedModel, source: str | None = None) -> None:
-        """Make ``loaded`` the current model and re-estimate."""
+        """Make ``loaded`` the current model and re-estimate.
+
+        A file or folder the user opened is estimated as it is stored: its own dtype and
+        quantization replace the ones chosen for the previous model (QLoRA keeps its 4-bit
+        base), and a checkpoint only some engines run moves the engine to one of them.
+        """
         self._model = loaded
         self._source = source if source is not None else loaded.ref.id
         self.model_changed.emit(loaded)
         for notice in loaded.notices:
-            self.message.emit(notice)
-        max_seq = self.max_seq
-        if self._workload.seq > max_seq:
-            self.update(seq=max_seq)
+            self.notice.emit(notice)
+        changes = self._as_stored(loaded)
+        if self._workload.seq > self.max_seq:
+            changes["seq"] = self.max_seq
+        self._apply(changes)
         self._schedule()
+
+    def _as_stored(self, loaded: LoadedModel) -> dict[str, Any]:
+        """The dtype and quantization of an opened file, where they differ from the current ones."""
+        w, spec = self._workload, loaded.spec
+        if loaded.ref.kind not in _LOCAL_KINDS or (w.mode, w.method) == ("training", "qlora"):
+            return {}
+        changes: dict[str, Any] = {}
+        dtype = stored_dtype(spec)
+        if dtype is not None and dtype != w.dtype:
+            changes["dtype"] = dtype
+        if w.quant != "none":
+            changes["quant"] = "none"
+        if changes:
+            now = ", ".join(wording.setting_text(k, v) for k, v in changes.items())
+            was = ", ".join(wording.setting_text(k, getattr(w, k)) for k in changes)
+            self.notice.emit(f"{spec.name} is estimated as it is stored: {now} (was {was}).")
+        return changes
 
     def set_workload(self, workload: Workload) -> None:
         """Replace every setting at once (a restored or loaded profile)."""
@@ -253,25 +327,39 @@ class EstimateController(QObject):
     def update(self, **changes: Any) -> bool:
         """Change some settings; an invalid combination is reported and nothing changes.
 
+        A training method brings its usual recipe (``METHOD_RECIPES``) unless told otherwise;
+        settings the engine does not run are carried over as ``core.workload.adjusted`` says,
+        and each such change is told in a notice.
+
         Returns:
             Whether the change was taken.
         """
-        mode = changes.get("mode", self._workload.mode)
         method = changes.get("method")
-        if mode == "training" and method == "qlora":
-            # QLoRA is defined by its 4-bit base; picking it picks NF4 unless told otherwise.
-            changes.setdefault("quant", "nf4")
-        elif method in ("full", "lora") and self._workload.method == "qlora":
-            changes.setdefault("quant", "none")
-        if method in METHOD_PRECISION and method != self._workload.method:
-            # Each method comes with the precision its usual recipe uses, unless told otherwise.
-            changes.setdefault("precision", METHOD_PRECISION[method])
+        if method in METHOD_RECIPES and method != self._workload.method:
+            for name, value in METHOD_RECIPES[method].items():
+                changes.setdefault(name, value)
+            if self._workload.method == "qlora":
+                changes.setdefault("quant", "none")  # the 4-bit base was QLoRA's
+            if method in RECIPE_NOTES and changes.get("mode", self._workload.mode) == "training":
+                self.notice.emit(RECIPE_NOTES[method])
+        return self._apply(changes)
+
+    def _apply(self, changes: dict[str, Any]) -> bool:
+        spec = self.spec
         try:
-            workload = self._workload.with_(**changes)
-        except WorkloadError as exc:
-            self.message.emit(str(exc))
+            workload, resets = adjusted(
+                self._workload, changes, spec.quantization if spec else None
+            )
+        except EngineConflictError as exc:
+            self.message.emit(wording.refusal(exc.conflict, spec.name if spec else ""))
             self.workload_changed.emit(self._workload)
             return False
+        except WorkloadError as exc:
+            self.message.emit(wording.window_text(str(exc)))
+            self.workload_changed.emit(self._workload)
+            return False
+        for reset in resets:
+            self.notice.emit(wording.reset_notice(reset, spec.name if spec else ""))
         if workload != self._workload:
             self.set_workload(workload)
         return True
@@ -333,7 +421,7 @@ class EstimateController(QObject):
             if self._outlook_worker is not None:
                 self._outlook_worker.cancel()
                 self._outlook_worker = None
-            self.estimate_failed.emit(str(exc))
+            self.estimate_failed.emit(_describe(exc))
             return
         self._analysis = Analysis(spec, result, rows)
         self.estimate_changed.emit(self._analysis)
@@ -414,6 +502,8 @@ def _single_shot(parent: QObject, slot: Callable[[], None], interval_ms: int = 0
 
 
 def _describe(exc: Exception) -> str:
+    if isinstance(exc, EngineConflictError):
+        return wording.refusal(exc.conflict)
     if isinstance(exc, VramguiError):
-        return str(exc)
+        return wording.window_text(str(exc))
     return f"Could not read the model: {type(exc).__name__}: {exc}"

@@ -18,7 +18,6 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from vramgui.core.offload import Bandwidths
 from vramgui.core.units import Unit
 from vramgui.hardware import CatalogGpu, HardwareError, find_gpu
 from vramgui.ui.controller import EstimateController, LoadedModel
@@ -220,12 +219,11 @@ class OffloadFeed(QObject):
         """Place the controller's current model and settings now."""
         self._due.stop()
         self._stale = False
-        budget, bandwidths = self._target(self._controller.capacities)
         self._view.set_inputs(  # type: ignore[attr-defined]
             self._controller.spec,
             self._controller.workload,
-            budget=budget,
-            bandwidths=bandwidths,
+            gpus=self._choices(self._controller.capacities),
+            host_ram_bytes=self._host_ram_bytes,
             in_turns=True,
         )
 
@@ -239,16 +237,14 @@ class OffloadFeed(QObject):
         if self._stale and self._view.isVisible():
             self.feed()
 
-    def _target(
-        self, capacities: tuple[tuple[str, int], ...]
-    ) -> tuple[tuple[int, int | None] | None, Bandwidths | None]:
-        """The budget and speeds of the target GPU (the first), or Nones to keep the view's."""
-        if not capacities:
-            return None, None
-        name, capacity = capacities[0]
-        gpu = self._catalog_gpu(name)
-        bandwidths = self._module.bandwidths_for(gpu) if gpu is not None else None
-        return (capacity, self._host_ram_bytes), bandwidths
+    def _choices(self, capacities: tuple[tuple[str, int], ...]) -> list[object]:
+        """Every checked GPU, with the speeds of its catalog entry (the fallback's if none)."""
+        choices = []
+        for name, capacity in capacities:
+            gpu = self._catalog_gpu(name)
+            bandwidths = self._module.bandwidths_for(gpu) if gpu is not None else None
+            choices.append(self._module.GpuChoice(name, capacity, bandwidths))
+        return choices
 
     def _catalog_gpu(self, name: str) -> CatalogGpu | None:
         # A local GPU is named "GPU 0: NVIDIA GeForce RTX 4090"; the catalog knows the model.

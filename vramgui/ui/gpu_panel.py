@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.units import Unit, format_bytes
+from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.hardware import CatalogGpu, GpuSnapshot
 from vramgui.ui import palette
 from vramgui.ui.workers import Worker, submit
@@ -63,7 +63,10 @@ class GpuPanel(QWidget):
         self.use_free = QCheckBox("Count only free memory on local GPUs")
         self.tree = QTreeWidget()
         self.tree.setColumnCount(3)
-        self.tree.setHeaderLabels(["GPU", "Memory", "Fit"])
+        # Memory in the unit the header names ("GiB"), and short fit badges: the panel leaves
+        # the estimate its room on a laptop screen.
+        self.tree.setHeaderLabels(["GPU", "GiB", "Fit"])
+        self.tree.headerItem().setToolTip(_MEMORY, "Memory of each GPU")
         self.tree.setRootIsDecorated(False)
         self.tree.setIndentation(12)  # no branch lines to draw: just set GPUs off their group
         self.tree.setUniformRowHeights(True)
@@ -149,6 +152,7 @@ class GpuPanel(QWidget):
 
     def set_unit(self, unit: Unit) -> None:
         self._unit = unit
+        self.tree.headerItem().setText(_MEMORY, unit)
         self._refresh_memory_column()
         self._paint_fit()
 
@@ -227,7 +231,7 @@ class GpuPanel(QWidget):
             gpu = details.get(name)
             if gpu is not None and gpu.total_bytes is not None:
                 used = gpu.used_bytes
-                item.setText(_MEMORY, format_bytes(gpu.total_bytes, unit, 1))
+                item.setText(_MEMORY, _figure(gpu.total_bytes, unit))
                 item.setToolTip(
                     _MEMORY,
                     f"total {format_bytes(gpu.total_bytes, unit)}, "
@@ -236,16 +240,16 @@ class GpuPanel(QWidget):
                 )
                 if used is not None:
                     item.setText(
-                        _MEMORY,
-                        f"{format_bytes(used, unit, 1)} / {format_bytes(gpu.total_bytes, unit, 1)}",
+                        _MEMORY, f"{_figure(used, unit)} / {_figure(gpu.total_bytes, unit)}"
                     )
             elif capacity is not None:
-                item.setText(_MEMORY, format_bytes(capacity, unit, 1))
+                item.setText(_MEMORY, _figure(capacity, unit))
         for i in range(self.catalog_group.childCount()):
             item = self.catalog_group.child(i)
             gpu = self._catalog[item.data(_NAME, Qt.ItemDataRole.UserRole)]
             item.setData(_MEMORY, Qt.ItemDataRole.UserRole, gpu.capacity_bytes())
-            item.setText(_MEMORY, format_bytes(gpu.capacity_bytes(), unit, 1))
+            item.setText(_MEMORY, _figure(gpu.capacity_bytes(), unit))
+            item.setToolTip(_MEMORY, format_bytes(gpu.capacity_bytes(), unit))
         self.tree.blockSignals(blocked)
         self._fit_column(_MEMORY, self._texts(_MEMORY))
 
@@ -270,7 +274,7 @@ class GpuPanel(QWidget):
         if header.sectionSize(column) != width:
             header.resizeSection(column, width)
         # Never so narrow that a name or a badge is cut: the panel keeps room for all three.
-        badge = metrics.horizontalAdvance("✘ 88.8 GiB short") + 12
+        badge = metrics.horizontalAdvance("✘ 888.8 short") + 12
         scrollbar = self.tree.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
         self.tree.setMinimumWidth(
             header.sectionSize(_NAME)
@@ -289,15 +293,20 @@ class GpuPanel(QWidget):
                 fit = self._fit.get(name)
                 checked = item.checkState(_NAME) == Qt.CheckState.Checked
                 if fit is None or not checked:
-                    text, colour = "", None
+                    text, tip, colour = "", "", None
                 elif fit[0]:
-                    text, colour = f"✔ {format_bytes(fit[1], self._unit, 1)} free", palette.FIT
+                    text = f"✔ {_figure(fit[1], self._unit)} free"
+                    tip = f"Fits, with {format_bytes(fit[1], self._unit)} free"
+                    colour = palette.FIT
                 else:
-                    text, colour = f"✘ {format_bytes(-fit[1], self._unit, 1)} short", palette.NO_FIT
+                    text = f"✘ {_figure(-fit[1], self._unit)} short"
+                    tip = f"Does not fit: {format_bytes(-fit[1], self._unit)} short"
+                    colour = palette.NO_FIT
                 # Only a changed badge is set: each set repaints the row.
                 if item.text(_FIT) == text:
                     continue
                 item.setText(_FIT, text)
+                item.setToolTip(_FIT, tip)
                 if colour is None:
                     item.setBackground(_FIT, QBrush())
                 else:
@@ -320,6 +329,12 @@ class GpuPanel(QWidget):
         self._refresh_memory_column()
         self._paint_fit()
         self.capacities_changed.emit(self.capacities())
+
+
+def _figure(n: int, unit: Unit) -> str:
+    """A size in ``unit`` without the unit (the column header names it): round sizes whole."""
+    value = to_unit(n, unit)
+    return f"{value:,.0f}" if abs(value - round(value)) < 0.005 else f"{value:,.1f}"
 
 
 def _catalog_tooltip(gpu: CatalogGpu) -> str:

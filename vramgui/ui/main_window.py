@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -21,6 +21,7 @@ from PySide6.QtGui import (
     QDropEvent,
     QGuiApplication,
     QKeySequence,
+    QTextDocument,
 )
 from PySide6.QtWidgets import (
     QComboBox,
@@ -36,6 +37,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QStackedWidget,
+    QStyle,
     QTableView,
     QTabWidget,
     QVBoxLayout,
@@ -45,12 +47,13 @@ from PySide6.QtWidgets import (
 from vramgui import __version__
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
+from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
 from vramgui.ui import extra_views, palette, report
 from vramgui.ui.advisor import AdvisorPanel
-from vramgui.ui.breakdown import EXPLANATIONS, BreakdownModel
+from vramgui.ui.breakdown import EXPLANATIONS, SHORT_EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
 from vramgui.ui.controller import (
     Analysis,
@@ -60,15 +63,38 @@ from vramgui.ui.controller import (
     disabled_reasons,
 )
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
+from vramgui.ui.help import ONLINE_DOCS, HelpWindow, docs_folder
 from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
 from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
+from vramgui.ui.widgets import guard_wheel
 from vramgui.ui.workload_panel import WorkloadPanel
 
 DOCS_URL = "https://github.com/vramgui/vramgui#readme"
-METHOD_URL = "https://github.com/vramgui/vramgui/blob/main/docs/accuracy.md"
 SAVE_INPUTS_MS = 1000
+CELL_PADDING_PX = 12
+# Room for search hits' repo ids beside their sizes, even where the controls need less.
+LEFT_PANEL_MIN_PX = 290
+# What the badge beside the total says of each kind of inventory, and how it looks.
+BADGES = {
+    Inventory.EXACT: (
+        "Exact model",
+        "Every tensor built from config.json as transformers builds this family.",
+        palette.BADGE_STYLES["exact"],
+    ),
+    Inventory.FROM_HEADERS: (
+        "Weights from file headers",
+        "The tensors come from the checkpoint's headers; the KV cache and activations from a "
+        "modelled family.",
+        palette.BADGE_STYLES["headers"],
+    ),
+    Inventory.APPROXIMATE: (
+        "APPROXIMATE",
+        "Part of the model was guessed: the estimate may be off, by more than its figures suggest.",
+        palette.BADGE_STYLES["approximate"],
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +198,22 @@ class MainWindow(QMainWindow):
         font.setPointSizeF(font.pointSizeF() * 1.5)
         font.setBold(True)
         self.headline.setFont(font)
+        # How the estimate was built, beside its total: an approximate one must not pass for exact.
+        self.badge = QLabel()
+        self.badge.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
+        self.badge.hide()
         self.subline = QLabel()
         self.subline.setTextFormat(Qt.TextFormat.RichText)
         self.rules = QLabel()
         self.rules.setStyleSheet("color: gray;")
+        # Two lines: the rules of thumb of a training estimate are long for a laptop screen.
+        self.rules.setWordWrap(True)
         # One line each, whatever the text: a new estimate then repaints the labels without
         # laying out the charts below them again.
-        for label in (self.headline, self.subline, self.rules):
+        for label, lines in ((self.headline, 1), (self.subline, 1), (self.rules, 2)):
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-            label.setFixedHeight(label.fontMetrics().lineSpacing() + 4)
+            label.setFixedHeight(lines * label.fontMetrics().lineSpacing() + 4)
+            label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.rules.setToolTip("The classic rules of thumb for the same setup, for comparison")
         # Messages take the place of the subline and the rules, in the same height: showing or
         # dismissing one must not move (and so lay out and repaint) the charts below.
@@ -192,6 +225,14 @@ class MainWindow(QMainWindow):
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.banner_close = QPushButton("Dismiss")
         self.banner_close.setFlat(True)
+        # What the banner shows: "" (nothing), "error", "estimate" (an estimate that failed) or
+        # "notice" (a change the window made by itself). Notices of one turn are shown together.
+        self.banner_kind = ""
+        self._notices: list[str] = []
+        self._notice_due = QTimer(self)
+        self._notice_due.setSingleShot(True)
+        self._notice_due.setInterval(0)
+        self._notice_due.timeout.connect(self._show_notices)
         self.message_area = _MessageArea()
         self.breakdown_chart = BreakdownChart()
         self.verify_bar = VerifyBar(controller, self.breakdown_chart)
@@ -203,7 +244,18 @@ class MainWindow(QMainWindow):
         self.breakdown_table = QTableView()
         self.breakdown_table.setModel(self.breakdown_model)
         self.breakdown_table.verticalHeader().hide()
+        # Rows as tall as a line of text: the whole breakdown shows on a laptop screen.
+        self.breakdown_table.verticalHeader().setDefaultSectionSize(
+            self.breakdown_table.fontMetrics().height() + 8
+        )
         self.breakdown_table.setWordWrap(False)
+        # Always as tall as its rows and no wider than its pane (the sentences go first): the
+        # scroll bars would only hide a row.
+        for bar in (
+            self.breakdown_table.setHorizontalScrollBarPolicy,
+            self.breakdown_table.setVerticalScrollBarPolicy,
+        ):
+            bar(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         header = self.breakdown_table.horizontalHeader()
         # Fixed widths: measuring every cell on each estimate would cost more than drawing it.
         # Wide enough for the longest component name and figure; the sentences take the rest
@@ -212,10 +264,19 @@ class MainWindow(QMainWindow):
         longest = max(
             (palette.component_label(name) for name in EXPLANATIONS), key=metrics.horizontalAdvance
         )
-        for column, sample in ((0, longest), (1, "999.99 MiB"), (2, "100.0%")):
+        for column, sample in ((0, longest), (1, "99,999.99 GiB"), (2, "100.0%")):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
-            header.resizeSection(column, metrics.horizontalAdvance(sample) + 16)
+            header.resizeSection(column, metrics.horizontalAdvance(sample) + CELL_PADDING_PX)
         header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        # Without the sentences, the last column shown fills the table's width.
+        header.setStretchLastSection(True)
+        # Where the table is too narrow for the sentences, they go (each row's tooltip keeps
+        # its own): a column of ellipses would say nothing.
+        self._explanations_from = sum(header.sectionSize(c) for c in range(3)) + max(
+            metrics.horizontalAdvance(text) + CELL_PADDING_PX
+            for text in SHORT_EXPLANATIONS.values()
+        )
+        self.breakdown_table.installEventFilter(self)
         self.notes = QLabel()
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: gray;")
@@ -224,6 +285,7 @@ class MainWindow(QMainWindow):
         policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         policy.setHeightForWidth(True)
         self.notes.setSizePolicy(policy)
+        self.notes.installEventFilter(self)
         self.advisor = AdvisorPanel()
 
         self._save_inputs = QTimer(self)
@@ -231,6 +293,7 @@ class MainWindow(QMainWindow):
         self._save_inputs.setInterval(SAVE_INPUTS_MS)
         self._save_inputs.timeout.connect(self._save_workload)
 
+        self._help: HelpWindow | None = None
         self._build_layout()
         self._build_menus()
         self._connect()
@@ -255,7 +318,13 @@ class MainWindow(QMainWindow):
         left_scroll.setWidgetResizable(True)
         left_scroll.setWidget(left)
         left_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        left_scroll.setMinimumWidth(340)
+        # As wide as the panels need, no wider: the centre takes the rest.
+        scrollbar = left_scroll.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        left_scroll.setMinimumWidth(
+            max(left.minimumSizeHint().width(), LEFT_PANEL_MIN_PX) + scrollbar + 4
+        )
+        # The wheel scrolls the panel; a control takes it only once clicked into.
+        guard_wheel(left)
 
         lines = QWidget()
         lines_layout = QVBoxLayout(lines)
@@ -269,7 +338,9 @@ class MainWindow(QMainWindow):
         message_layout.addWidget(self.banner_close, 0, Qt.AlignmentFlag.AlignTop)
         self.message_area.addWidget(lines)
         self.message_area.addWidget(message)
-        self.message_area.setFixedHeight(lines.sizeHint().height())
+        # Room for a message of three lines (two notices of one change), and for the subline.
+        three_lines = 3 * self.banner.fontMetrics().lineSpacing() + 14
+        self.message_area.setFixedHeight(max(lines.sizeHint().height(), three_lines))
 
         sweep = QWidget()
         sweep_layout = QVBoxLayout(sweep)
@@ -293,7 +364,9 @@ class MainWindow(QMainWindow):
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(table)
         bottom.addWidget(advice)
-        bottom.setSizes([720, 300])
+        bottom.setStretchFactor(0, 1)
+        # The advice at the width its cards need, the table the rest.
+        bottom.setSizes([720, advice.minimumSizeHint().width()])
 
         self.centre_split = QSplitter(Qt.Orientation.Vertical)
         self.centre_split.addWidget(self.breakdown_chart)
@@ -303,10 +376,12 @@ class MainWindow(QMainWindow):
 
         estimate_tab = QWidget()
         centre = QVBoxLayout(estimate_tab)
-        headline_row = QHBoxLayout()
-        headline_row.addWidget(self.headline, 3)
-        headline_row.addWidget(self.verify_bar, 2)
-        centre.addLayout(headline_row)
+        centre.setContentsMargins(6, 6, 6, 6)
+        top = QHBoxLayout()
+        top.addWidget(self.headline, 1)
+        top.addWidget(self.badge, 0, Qt.AlignmentFlag.AlignVCenter)
+        top.addWidget(self.verify_bar, 0)
+        centre.addLayout(top)
         centre.addWidget(self.message_area)
         centre.addWidget(self.centre_split, 1)
 
@@ -335,7 +410,8 @@ class MainWindow(QMainWindow):
         self.main_split.addWidget(self.tabs)
         self.main_split.addWidget(gpus)
         self.main_split.setStretchFactor(1, 1)
-        self.main_split.setSizes([340, 860, 400])
+        # The side panels at the width they need, the centre the rest (a laptop screen too).
+        self.main_split.setSizes([left_scroll.minimumWidth(), 860, gpus.minimumSizeHint().width()])
         self.setCentralWidget(self.main_split)
 
     def _build_menus(self) -> None:
@@ -406,6 +482,7 @@ class MainWindow(QMainWindow):
         c.outlook_changed.connect(self._show_outlook)
         c.loading_changed.connect(self.model_panel.show_loading)
         c.message.connect(self.show_message)
+        c.notice.connect(self.show_notice)
         self.model_panel.source_chosen.connect(c.load_source)
         self.precision_panel.changed.connect(lambda changes: c.update(**changes))
         self.workload_panel.changed.connect(lambda changes: c.update(**changes))
@@ -427,7 +504,7 @@ class MainWindow(QMainWindow):
         self.action_copy_text.triggered.connect(self.copy_text)
         self.action_copy_json.triggered.connect(self.copy_json)
         self.action_find.triggered.connect(self.model_panel.query.setFocus)
-        self.action_method.triggered.connect(lambda: QDesktopServices.openUrl(QUrl(METHOD_URL)))
+        self.action_method.triggered.connect(lambda: self.open_docs("accuracy.md"))
         self.action_docs.triggered.connect(lambda: QDesktopServices.openUrl(QUrl(DOCS_URL)))
         self.action_about.triggered.connect(self._about)
 
@@ -450,8 +527,42 @@ class MainWindow(QMainWindow):
             self._show_outlook(self.controller.outlook)
 
     def show_message(self, text: str) -> None:
-        """Show a message from a source, the hardware or the core in the banner."""
-        self.banner.setProperty("estimate_error", False)
+        """Show what went wrong (a source, the hardware or the core) in the banner, in red."""
+        self._banner("error", text, palette.ERROR_STYLE)
+
+    def show_notice(self, text: str) -> None:
+        """Tell of a change the window made by itself (an engine switched, a recipe applied).
+
+        Notices of one event-loop turn show together, in the warning colours.
+        """
+        if text not in self._notices:
+            self._notices.append(text)
+        self._notice_due.start()
+
+    def open_docs(self, document: str) -> None:
+        """Open one of the bundled documents (docs/) in a window; online when none is bundled."""
+        folder = docs_folder()
+        if folder is None:
+            QDesktopServices.openUrl(QUrl(f"{ONLINE_DOCS}/{document}"))
+            self.statusBar().showMessage("Opening the documentation online", 4000)
+            return
+        if self._help is None:
+            self._help = HelpWindow(folder, document, self)
+        self._help.browser.setSource(
+            QUrl.fromLocalFile(str(folder / document)), QTextDocument.ResourceType.MarkdownResource
+        )
+        self._help.show()
+        self._help.raise_()
+
+    def _show_notices(self) -> None:
+        text, self._notices = " ".join(self._notices), []
+        if text:
+            self._banner("notice", text, palette.WARNING_STYLE)
+
+    def _banner(self, kind: str, text: str, style: str) -> None:
+        self.banner_kind = kind
+        if self.banner.styleSheet() != style:
+            self.banner.setStyleSheet(style)
         self.banner.setText(text)
         self.banner.setToolTip(text)
         self.message_area.setCurrentIndex(1)
@@ -470,13 +581,18 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Estimate copied as JSON", 4000)
 
     def _hide_banner(self) -> None:
+        self.banner_kind = ""
         self.message_area.setCurrentIndex(0)
 
     def _show_model(self, loaded: LoadedModel) -> None:
+        # What was said of the previous model (a failed load, an error, a notice) is stale now.
+        self._notices.clear()
+        self._hide_banner()
         source = self.controller.source or ""
         self.model_panel.show_model(loaded.spec, loaded.spec.source or source, loaded.notices)
         self._show_workload(self.controller.workload)
         self.setWindowTitle(f"{loaded.spec.name} — vramgui")
+        self._show_badge(loaded.spec, ())
         recent = [source] + [
             s for s in _string_list(self.settings.value("models/recent")) if s != source
         ]
@@ -497,9 +613,11 @@ class MainWindow(QMainWindow):
         unit = self.unit
         w = est.workload
         per = "per GPU" if w.gpus > 1 else ""
+        about = "≈ " if analysis.spec.inventory is Inventory.APPROXIMATE else ""
         self.headline.setText(
-            f"{format_bytes(est.total_bytes, unit)} {per}".strip() + f" · {est.model_name}"
+            f"{about}{format_bytes(est.total_bytes, unit)} {per}".strip() + f" · {est.model_name}"
         )
+        self._show_badge(analysis.spec, est.notes)
         verdicts = [
             f"<span style='color:{palette.FIT if row.fits else palette.NO_FIT}'>"
             f"{'fits' if row.fits else 'does not fit'} {row.gpu}</span>"
@@ -513,14 +631,31 @@ class MainWindow(QMainWindow):
         )
         self.breakdown_model.set_components(shown, unit)
         self._fit_table_height()
+        self._fit_component_column(shown)
         notes = "\n".join(est.notes)
         if notes != self.notes.text():  # a new text lays the table's pane out again
             self.notes.setText(notes)
             self.notes.setToolTip(notes)
+            self._fit_notes_height()
         self.gpu_panel.show_fit(analysis.fit)
-        if self.banner.property("estimate_error"):
-            self.banner.setProperty("estimate_error", False)
+        if self.banner_kind == "estimate":
             self._hide_banner()
+
+    def _fit_component_column(self, shown: Mapping[str, int]) -> None:
+        """The names column as wide as the longest name shown: more room for the rest."""
+        metrics = self.breakdown_table.fontMetrics()
+        names = ["Total per GPU", *(palette.component_label(name) for name in shown)]
+        width = max(metrics.horizontalAdvance(name) for name in names) + CELL_PADDING_PX
+        header = self.breakdown_table.horizontalHeader()
+        if header.sectionSize(0) != width:  # a new width lays the table out again
+            header.resizeSection(0, width)
+
+    def _fit_notes_height(self) -> None:
+        """The notes as tall as their text wrapped at their width: a splitter or a short window
+        otherwise gives them less, and the last rows of the table are drawn over."""
+        height = self.notes.heightForWidth(self.notes.width()) if self.notes.text() else 0
+        if self.notes.minimumHeight() != height:
+            self.notes.setMinimumHeight(height)
 
     def _fit_table_height(self) -> None:
         table = self.breakdown_table
@@ -530,9 +665,11 @@ class MainWindow(QMainWindow):
             + rows * table.verticalHeader().defaultSectionSize()
             + 2 * table.frameWidth()
         )
-        # Set only on a change: a new maximum lays the pane out again.
+        # Set only on a change: a new height lays the pane out again. As tall as its rows, never
+        # less: a short window scrolls the tab rather than hide part of the breakdown.
         if table.maximumHeight() != height:
             table.setMaximumHeight(height)
+            table.setMinimumHeight(height)
 
     def _show_estimate_error(self, text: str) -> None:
         self.headline.setText("No estimate for these settings")
@@ -544,8 +681,7 @@ class MainWindow(QMainWindow):
             self.controller.sweep_field, (), totals_bytes=(), capacities=(), largest=None, current=0
         )
         self.advisor.clear("No estimate, so no advice.")
-        self.show_message(text)
-        self.banner.setProperty("estimate_error", True)
+        self._banner("estimate", text, palette.ERROR_STYLE)
 
     def _show_outlook(self, outlook: Outlook) -> None:
         analysis = self.controller.analysis
@@ -574,6 +710,18 @@ class MainWindow(QMainWindow):
             seq_word="context" if workload.mode == "inference" else "sequence length",
         )
 
+    def _show_badge(self, spec: ModelSpec, notes: Sequence[str]) -> None:
+        """The badge of how the estimate was built, with what is uncertain in its tooltip."""
+        text, meaning, style = BADGES[spec.inventory]
+        doubts = list(dict.fromkeys((*spec.warnings, *notes)))
+        tip = meaning + "".join(f"\n• {doubt}" for doubt in doubts)
+        if self.badge.text() != text:
+            self.badge.setText(text)
+            self.badge.setStyleSheet(style)
+        if self.badge.toolTip() != tip:
+            self.badge.setToolTip(tip)
+        self.badge.show()
+
     def _export_chart(self, chart: QWidget, name: str) -> None:
         path, _ = QFileDialog.getSaveFileName(
             self, "Export chart", f"vramgui-{name}.png", "PNG images (*.png)"
@@ -594,11 +742,21 @@ class MainWindow(QMainWindow):
             "About vramgui",
             f"<b>vramgui {__version__}</b><p>How much GPU memory does a model need to serve or "
             "fine-tune, does it fit your GPUs, and what to change if it does not.</p>"
-            f"<p><a href='{DOCS_URL}'>Documentation</a> · "
-            f"<a href='{METHOD_URL}'>How estimates are made</a></p>",
+            f"<p><a href='{DOCS_URL}'>Documentation</a> (Help &gt; How estimates are made opens "
+            "the documents bundled with the app)</p>",
         )
 
     # ----------------------------------------------------------------------------- events
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.breakdown_table and event.type() == QEvent.Type.Resize:
+            narrow = self.breakdown_table.width() < self._explanations_from
+            header = self.breakdown_table.horizontalHeader()
+            if header.isSectionHidden(3) != narrow:
+                header.setSectionHidden(3, narrow)
+        elif watched is self.notes and event.type() == QEvent.Type.Resize:
+            self._fit_notes_height()
+        return super().eventFilter(watched, event)
+
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if event.mimeData().hasUrls() and droppable_path(event.mimeData().urls()):
             event.acceptProposedAction()

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.model import ModelSpec
+from vramgui.core.model import Inventory, ModelSpec
 from vramgui.ui import palette
 from vramgui.ui.workers import Worker, submit
 
@@ -62,18 +62,32 @@ def droppable_path(urls: Iterable[QUrl]) -> str | None:
     return None
 
 
-def _count(n: int | None) -> str:
+def count_text(n: int | None, digits: int = 3) -> str:
+    """A count in K, M, B or T to ``digits`` significant digits (124M, 8.03B, 70.6B).
+
+    The unit is chosen after rounding, so that 999,885,952 reads 1B, never "1e+03M".
+    """
     if not n:
         return ""
     for factor, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
-        if n >= factor:
-            return f"{n / factor:.3g}{suffix}"
+        rounded = float(f"{n / factor:.{digits}g}")
+        if rounded >= 1:
+            return f"{rounded:g}{suffix}"
     return str(n)
 
 
+def parameters_text(spec: ModelSpec) -> str:
+    """The parameter count as exact as the inventory is: an approximate one reads as such."""
+    if spec.inventory is Inventory.APPROXIMATE:
+        return f"about {count_text(spec.parameters, 2)} parameters (approximate)"
+    return f"{count_text(spec.parameters)} parameters"
+
+
 def _cells(hit: Any) -> tuple[str, str, str, str]:
-    notes = ("gated" if hit.gated else "", "" if hit.source == "hub" else hit.source)
-    return hit.id, _count(hit.parameters), _count(hit.downloads), " · ".join(filter(None, notes))
+    # One word, the one that matters most (the tooltip has both): a narrow panel keeps its room
+    # for the repo ids.
+    note = "gated" if hit.gated else "" if hit.source == "hub" else hit.source
+    return hit.id, count_text(hit.parameters), count_text(hit.downloads), note
 
 
 def _tooltip(hit: Any) -> str:
@@ -91,7 +105,10 @@ class SearchResultsModel(QAbstractTableModel):
     time it sizes its columns, on the GUI thread.
     """
 
-    COLUMNS = ("Model", "Params", "Downloads", "Notes")
+    # Short headers, so that a narrow side panel leaves the repo ids their room; each header's
+    # tooltip says what the column holds.
+    COLUMNS = ("Model", "Params", "↓", "")
+    HEADER_TIPS = ("Repository or catalog name", "Parameters", "Downloads on the Hub", "Notes")
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,8 +135,12 @@ class SearchResultsModel(QAbstractTableModel):
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> Any:
-        if role == _DISPLAY and orientation == Qt.Orientation.Horizontal:
+        if orientation != Qt.Orientation.Horizontal:
+            return None
+        if role == _DISPLAY:
             return self.COLUMNS[section]
+        if role == _TOOLTIP:
+            return self.HEADER_TIPS[section]
         return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -163,9 +184,14 @@ class ModelPanel(QWidget):
         self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.results.verticalHeader().hide()
         self.results.setShowGrid(False)
+        self.results.setWordWrap(False)
         # Always in the layout at one height: results arriving then move no other panel, which
         # would re-lay out and repaint the whole side column while the user types.
         self.results.setFixedHeight(RESULTS_HEIGHT_PX)
+        # A repo id too long for a narrow panel keeps its model name ("…gemma-3-27b-it"): the
+        # organisation is the part a reader can spare; the tooltip has the whole id.
+        self.results.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        self.results.verticalHeader().setDefaultSectionSize(self.results.fontMetrics().height() + 6)
         header = self.results.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in (1, 2, 3):
@@ -182,7 +208,8 @@ class ModelPanel(QWidget):
         self.recent.setPlaceholderText("Recent models")
         self.recent.setToolTip("Models opened before")
         self.set_recent(recent)
-        self.info = QLabel("No model yet.")
+        self._description = "No model yet."
+        self.info = QLabel(self._description)
         self.info.setWordWrap(True)
         self.info.setTextFormat(Qt.TextFormat.RichText)
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -249,7 +276,7 @@ class ModelPanel(QWidget):
         facts = spec.facts
         parts = [
             f"<b>{spec.name}</b>",
-            f"{_count(spec.parameters)} parameters · {facts.num_layers} layers · "
+            f"{parameters_text(spec)} · {facts.num_layers} layers · "
             f"context {facts.max_position_embeddings:,}",
             f"{spec.architecture or facts.model_type}"
             + (f" · stored as {spec.quantization}" if spec.quantization else ""),
@@ -259,14 +286,16 @@ class ModelPanel(QWidget):
         if where:
             parts.append(f"<span style='color:gray'>{where}</span>")
         parts.extend(f"<span style='color:#b26a00'>{n}</span>" for n in (*spec.warnings, *notices))
-        self.info.setText("<br>".join(parts))
+        self._description = "<br>".join(parts)
+        self.info.setText(self._description)
 
     def show_loading(self, loading: bool) -> None:
         """Say a model is being read; the description keeps its height meanwhile, so that the
         panels below do not move (and repaint) twice for one model change."""
         self.info.setMinimumHeight(self.info.height() if loading else 0)
-        if loading:
-            self.info.setText("Reading the model…")
+        # Done, loaded or not: the description is the current model's again (a new model's
+        # replaces it when one arrives).
+        self.info.setText("Reading the model…" if loading else self._description)
         self.open_folder.setEnabled(not loading)
         self.open_file.setEnabled(not loading)
 

@@ -203,18 +203,27 @@ class LayerChart(Chart):
                 painter.fillRect(QRectF(left, top, right - left, middle - top), kv)
 
         # Unit names under the bars, thinned so that they never overlap.
-        count = len(self.units)
-        if count:
-            every = max(1, math.ceil(count * _NAME_PX / max(plot.width(), 1.0)))
-            painter.setPen(QPen(text, 1))
-            for i in sorted({0, count - 1, *range(1, count - 1, every)}):
-                name = _short_name(self.units[i].unit.name)
-                width = metrics.horizontalAdvance(name)
-                centre = self._x(i, plot)
-                painter.drawText(
-                    QPointF(centre - width / 2, plot.bottom() + 4 + metrics.ascent()), name
-                )
+        painter.setPen(QPen(text, 1))
+        for left, name in self.name_labels(plot, metrics):
+            painter.drawText(QPointF(left, plot.bottom() + 4 + metrics.ascent()), name)
         painter.end()
+
+    def name_labels(self, plot: QRectF, metrics: QFontMetricsF) -> list[tuple[float, str]]:
+        """The unit names drawn under the bars, as (left x, text): the embeddings and the output
+        first, then every few blocks, each kept only where it clears those already placed."""
+        count = len(self.units)
+        if not count:
+            return []
+        every = max(1, math.ceil(count * _NAME_PX / max(plot.width(), 1.0)))
+        placed: list[tuple[float, float, str]] = []
+        for i in (0, count - 1, *range(1, count - 1, every)):
+            name = _short_name(self.units[i].unit.name)
+            width = metrics.horizontalAdvance(name)
+            left = self._x(i, plot) - width / 2
+            gap = metrics.horizontalAdvance("  ")
+            if all(left + width + gap <= a or b + gap <= left for a, b, _ in placed):
+                placed.append((left, left + width, name))
+        return [(left, name) for left, _right, name in sorted(placed)]
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         plot = self.plot_rect(top_rows=1, bottom_rows=1)

@@ -1,16 +1,19 @@
 """The offload view: where each layer lives, what the GPU holds, how fast it decodes, and the flags.
 
-It receives plain inputs through setters (``set_model``, ``set_budget``, ``set_bandwidths``) and
-asks ``vramgui.core.offload`` for everything it shows (the charts are in ``offload_charts``); moving
-the GPU-layers slider re-places the model and redraws.
+It receives plain inputs through setters (``set_model``, ``set_gpus``, ``set_budget``,
+``set_bandwidths``) and asks ``vramgui.core.offload`` for everything it shows (the charts are in
+``offload_charts``); moving the GPU-layers slider re-places the model and redraws.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QStandardItemModel
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -20,6 +23,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QVBoxLayout,
     QWidget,
@@ -29,18 +33,66 @@ from vramgui.core import launch, offload
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement, Throughput
-from vramgui.core.units import GB, Unit, format_bytes
-from vramgui.core.workload import Workload
+from vramgui.core.units import GB, GiB, Unit, format_bytes
+from vramgui.core.workload import EngineConflictError, Workload, adjusted, served_family
 from vramgui.hardware.gpus import CatalogGpu
 from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
-from vramgui.ui import palette
+from vramgui.ui import palette, wording
 from vramgui.ui.offload_charts import RESOURCE_LABELS, LayerChart, ThroughputChart, rate_text
+from vramgui.ui.widgets import guard_wheel
 
 PLANNER_LABELS = {
     "llamacpp": "llama.cpp (-ngl)",
     "accelerate": "accelerate device_map",
     "streaming": "Layer streaming",
 }
+PLANNER_HINT = (
+    "llama.cpp: the last N blocks on the GPU. accelerate: GPUs first, then CPU RAM, then disk. "
+    "Streaming: every layer visits the GPU when it runs (the one-layer floor)."
+)
+GGUF_PLANNER_REASON = (
+    "GGUF weights are placed by llama.cpp: accelerate and streaming load through transformers, "
+    "which dequantizes GGUF to 16 bits."
+)
+SPEED_HINTS = {
+    "gpu": f"{offload.GPU_MEMORY_EFFICIENCY:.0%} of the GPU's peak bandwidth: what decoding "
+    "reached in the llama.cpp measurements of docs/offload.md (the peak overrates it by 19-46 %).",
+    "ram": f"{offload.HOST_MEMORY_EFFICIENCY:.0%} of host RAM's peak bandwidth (dual-channel "
+    "DDR5-4800 unless you enter yours), as measured in docs/offload.md.",
+    "box": "The speeds the estimate assumes. Memory speeds are the shares of the peaks that "
+    "decoding reaches; PCIe and disk are practical figures; FLOP rates are peaks.",
+}
+
+
+# The engine each planner loads the model with.
+PLANNER_ENGINES = {
+    "llamacpp": "llamacpp",
+    "accelerate": "transformers",
+    "streaming": "transformers",
+}
+_SPEED_FIELDS = (
+    ("gpu_bytes_per_s", "GPU memory", " GB/s"),
+    ("pcie_bytes_per_s", "PCIe", " GB/s"),
+    ("cpu_ram_bytes_per_s", "CPU RAM", " GB/s"),
+    ("disk_bytes_per_s", "Disk read", " GB/s"),
+    ("gpu_flops", "GPU", " TFLOPS"),
+    ("cpu_flops", "CPU", " TFLOPS"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuChoice:
+    """A GPU the offload view can plan for.
+
+    Attributes:
+        name: as the GPUs panel names it.
+        capacity_bytes: its memory.
+        bandwidths: its speeds, or None when the catalog does not know the GPU.
+    """
+
+    name: str
+    capacity_bytes: int
+    bandwidths: Bandwidths | None = None
 
 
 def bandwidths_for(
@@ -48,21 +100,22 @@ def bandwidths_for(
     *,
     gpu_flops: float | None = None,
     disk_bytes_per_s: float = DEFAULT_DISK_READ_BYTES_PER_S,
-    cpu_ram_bytes_per_s: float = offload.DEFAULT_CPU_RAM_BYTES_PER_S,
+    cpu_ram_peak_bytes_per_s: float = offload.DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
     cpu_flops: float = offload.DEFAULT_CPU_FLOPS,
 ) -> Bandwidths:
-    """The speed model's figures for a catalog GPU on a PCIe link of its generation.
+    """The speeds decoding reaches with a catalog GPU on a PCIe link of its generation.
 
+    Memory bandwidths are the measured shares of the peaks (``offload.expected_bandwidths``).
     Where the catalog has no 16-bit TFLOPS for ``gpu`` and none is given, the rate is unknown
     (infinite: decode is never called compute-bound) until the user enters one.
     """
     if gpu_flops is None:
         tflops = gpu.bf16_tflops or gpu.fp16_tflops
         gpu_flops = math.inf if tflops is None else tflops * 1e12
-    return Bandwidths(
-        gpu_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
+    return offload.expected_bandwidths(
+        gpu_peak_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
         pcie_bytes_per_s=pcie_bytes_per_s(gpu.pcie_gen or 4),
-        cpu_ram_bytes_per_s=cpu_ram_bytes_per_s,
+        cpu_ram_peak_bytes_per_s=cpu_ram_peak_bytes_per_s,
         disk_bytes_per_s=disk_bytes_per_s,
         gpu_flops=gpu_flops,
         cpu_flops=cpu_flops,
@@ -72,10 +125,11 @@ def bandwidths_for(
 class OffloadView(QWidget):
     """Per-layer placement, GPU-layers slider, tokens/s vs batch and launch settings.
 
-    Feed it with ``set_model``, ``set_budget`` and ``set_bandwidths`` (or all at once with
-    ``set_inputs``); it redraws by itself. ``placementChanged`` carries each new placement (or
-    None when the settings do not apply). The charts may be made beforehand and handed in (the
-    window makes each in an event-loop turn of its own).
+    Feed it with ``set_model``, ``set_budget`` and ``set_bandwidths``, or the GPUs to choose from
+    with ``set_gpus`` (or all at once with ``set_inputs``); it redraws by itself.
+    ``placementChanged`` carries each new placement (or None when the settings do not apply).
+    The charts may be made beforehand and handed in (the window makes each in an event-loop turn
+    of its own).
     """
 
     placementChanged = Signal(object)
@@ -93,37 +147,65 @@ class OffloadView(QWidget):
         self._vram_bytes = 8 * 1024**3
         self._host_bytes: int | None = None
         self._bandwidths: Bandwidths | None = None
+        self._gpus: tuple[GpuChoice, ...] = ()
         self._unit: Unit = "GiB"
         self._ngl: int | None = None  # None: the most that fit
         # Sized once per model and settings, so that moving the slider only re-places.
         self._llamacpp: offload.LlamaCppModel | None = None
         self._floor_bytes: int | None = None
+        self._adjustments: tuple[str, ...] = ()
         self.placement: Placement | None = None
         self.throughput: Throughput | None = None
         self.compute_bound_batch: int | None = None
         self._settings: tuple[launch.LaunchSettings, ...] = ()
 
+        self.gpu = QComboBox()
+        self.gpu.setToolTip("The GPU to plan for: one of those checked in the GPUs panel")
+        # As wide as a GPU's name, whatever the longest: the tab fits a laptop screen.
+        self.gpu.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.gpu.setMinimumContentsLength(18)
+        self.gpu.setMaximumWidth(self.gpu.fontMetrics().horizontalAdvance("x" * 48))
         self.planner = QComboBox()
         for name, label in PLANNER_LABELS.items():
             self.planner.addItem(label, name)
-        self.planner.setToolTip(
-            "llama.cpp: the last N blocks on the GPU. accelerate: GPUs first, then CPU RAM, then "
-            "disk. Streaming: every layer visits the GPU when it runs (the one-layer floor)."
+        self.planner.setToolTip(PLANNER_HINT)
+        self.margin = QDoubleSpinBox()
+        self.margin.setRange(0.0, 64.0)
+        self.margin.setSingleStep(0.25)
+        self.margin.setDecimals(2)
+        self.margin.setSuffix(" GiB")
+        self.margin.setValue(offload.DEFAULT_MARGIN_BYTES / GiB)
+        self.margin.setKeyboardTracking(False)
+        self.margin.setToolTip(
+            "GPU memory the most that fit leave free, for the driver, the desktop and what the "
+            "engine allocates later (llama.cpp's own fitting keeps 1 GiB: --fit-target 1024)"
         )
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setToolTip("llama.cpp -ngl: how many layers go to the GPU")
         self.slider_label = QLabel()
-        self.slider_label.setMinimumWidth(130)
+        self.slider_label.setMinimumWidth(
+            self.slider_label.fontMetrics().horizontalAdvance("-ngl 888 of 888") + 8
+        )
         self.auto_button = QPushButton("Most that fit")
-        self.auto_button.setToolTip("Set -ngl to the most layers the GPU budget holds")
+        self.auto_button.setToolTip(
+            "Set -ngl to the most layers the GPU holds with the safety margin kept free"
+        )
+        choices = QHBoxLayout()
+        # The GPU's name takes the row's spare width: local GPUs have long names.
+        for label, widget, stretch in (("GPU", self.gpu, 1), ("Planner", self.planner, 0)):
+            choices.addWidget(QLabel(label))
+            choices.addWidget(widget, stretch)
+            choices.addSpacing(12)
         controls = QHBoxLayout()
-        controls.addWidget(QLabel("Planner"))
-        controls.addWidget(self.planner)
-        controls.addSpacing(16)
         controls.addWidget(QLabel("GPU layers"))
         controls.addWidget(self.slider, 1)
         controls.addWidget(self.slider_label)
         controls.addWidget(self.auto_button)
+        controls.addSpacing(12)
+        controls.addWidget(QLabel("Keep free"))
+        controls.addWidget(self.margin)
 
         self.summary = QLabel()
         self.summary.setWordWrap(True)
@@ -133,6 +215,8 @@ class OffloadView(QWidget):
         self.summary.setMinimumHeight(3 * self.summary.fontMetrics().lineSpacing() + 16)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Wrapped to the view's width, whatever the summary's length: never wider than the tab.
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         self.layer_chart = layer_chart if layer_chart is not None else LayerChart()
         self.throughput_chart = (
             throughput_chart if throughput_chart is not None else ThroughputChart()
@@ -140,14 +224,7 @@ class OffloadView(QWidget):
 
         self.spins: dict[str, QDoubleSpinBox] = {}
         form = QFormLayout()
-        for key, label, suffix in (
-            ("gpu_bytes_per_s", "GPU memory", " GB/s"),
-            ("pcie_bytes_per_s", "PCIe", " GB/s"),
-            ("cpu_ram_bytes_per_s", "CPU RAM", " GB/s"),
-            ("disk_bytes_per_s", "Disk read", " GB/s"),
-            ("gpu_flops", "GPU", " TFLOPS"),
-            ("cpu_flops", "CPU", " TFLOPS"),
-        ):
+        for key, label, suffix in _SPEED_FIELDS:
             spin = QDoubleSpinBox()
             # The lowest value of the GPU's TFLOPS reads "unknown" and stands for no limit.
             spin.setRange(0.0 if key == "gpu_flops" else 0.01, 100_000)
@@ -158,16 +235,20 @@ class OffloadView(QWidget):
             self.spins[key] = spin
             form.addRow(label, spin)
         self.spins["gpu_flops"].setSpecialValueText("unknown")
+        self.spins["gpu_bytes_per_s"].setToolTip(SPEED_HINTS["gpu"])
+        self.spins["cpu_ram_bytes_per_s"].setToolTip(SPEED_HINTS["ram"])
         speeds = QGroupBox("Speeds (editable)")
+        speeds.setToolTip(SPEED_HINTS["box"])
         speeds.setLayout(form)
 
         self.engine = QComboBox()
         self.launch_text = QPlainTextEdit()
         self.launch_text.setReadOnly(True)
         self.launch_text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.launch_text.setMaximumHeight(110)
+        self.launch_text.setMaximumHeight(90)
         self.launch_notes = QLabel()
         self.launch_notes.setWordWrap(True)
+        self.launch_notes.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy these settings to the clipboard")
         launch_row = QHBoxLayout()
@@ -180,6 +261,7 @@ class OffloadView(QWidget):
         middle.addWidget(self.throughput_chart, 1)
         middle.addWidget(speeds)
         layout = QVBoxLayout(self)
+        layout.addLayout(choices)
         layout.addLayout(controls)
         layout.addWidget(self.summary)
         layout.addWidget(self.layer_chart, 3)
@@ -187,8 +269,12 @@ class OffloadView(QWidget):
         layout.addLayout(launch_row)
         layout.addWidget(self.launch_text)
         layout.addWidget(self.launch_notes)
+        # The wheel scrolls the tab; a control takes it only once clicked into.
+        guard_wheel(self)
 
+        self.gpu.currentIndexChanged.connect(self._gpu_chosen)
         self.planner.currentIndexChanged.connect(self._planner_changed)
+        self.margin.valueChanged.connect(lambda _value: self._planner_changed())
         self.slider.valueChanged.connect(self._slider_moved)
         self.auto_button.clicked.connect(self._auto_layers)
         self.engine.currentIndexChanged.connect(self._show_settings)
@@ -198,13 +284,30 @@ class OffloadView(QWidget):
         self._rest_due.setSingleShot(True)
         self._rest_due.setInterval(0)
         self._rest_due.timeout.connect(lambda: self._draw_rest(self.placement))
+        self._show_gpus()
         self._refresh()
 
     # --- inputs -------------------------------------------------------------------------------
 
     def set_model(self, spec: ModelSpec | None, workload: Workload | None) -> None:
-        """The model and settings to place; the planner follows a llama.cpp engine choice."""
+        """The model and settings to place; the planner follows the engine (see set_inputs)."""
         self.set_inputs(spec, workload)
+
+    def set_gpus(self, gpus: Sequence[GpuChoice], host_ram_bytes: int | None = None) -> None:
+        """The GPUs to choose from (the one chosen before stays chosen) and the host RAM."""
+        self._take_gpus(gpus, host_ram_bytes)
+        self._refresh()
+
+    @property
+    def margin_bytes(self) -> int:
+        """GPU memory the most that fit leave free."""
+        return round(self.margin.value() * GiB)
+
+    @property
+    def gpu_name(self) -> str:
+        """The GPU planned for, as the summary names it."""
+        index = self.gpu.currentIndex()
+        return self._gpus[index].name if 0 <= index < len(self._gpus) else "GPU"
 
     def set_budget(self, vram_bytes: int, host_ram_bytes: int | None = None) -> None:
         """GPU memory to place into, and host RAM for offloaded layers (None: no limit)."""
@@ -223,15 +326,23 @@ class OffloadView(QWidget):
         *,
         budget: tuple[int, int | None] | None = None,
         bandwidths: Bandwidths | None = None,
+        gpus: Sequence[GpuChoice] | None = None,
+        host_ram_bytes: int | None = None,
         in_turns: bool = False,
     ) -> None:
         """Model, settings and, when given, budget and speeds at once: the view places once.
+
+        The planner follows the engine when it changes (llama.cpp's for llama.cpp, accelerate's
+        otherwise); GGUF weights are placed by llama.cpp only (transformers would dequantize
+        them), so the other planners are then offered disabled, with the reason.
 
         Args:
             spec: the model (None: nothing to place).
             workload: its settings.
             budget: ``(vram_bytes, host_ram_bytes)`` as for :meth:`set_budget`; None keeps it.
             bandwidths: as for :meth:`set_bandwidths`; None keeps them.
+            gpus: the GPUs to choose from, as for :meth:`set_gpus`; None keeps them.
+            host_ram_bytes: host RAM with ``gpus`` (None: no limit).
             in_turns: draw the placement now and the speeds, launch settings and summary in the
                 next event-loop turn (``placementChanged`` then), so that neither turn is long.
         """
@@ -239,12 +350,12 @@ class OffloadView(QWidget):
             # Sized once per model and settings: a new budget alone keeps them.
             self._llamacpp = None
             self._floor_bytes = None
+        engine_before = self._workload.engine if self._workload is not None else None
         self._spec, self._workload = spec, workload
         self._ngl = None
-        if workload is not None and workload.engine == "llamacpp":
-            blocked = self.planner.blockSignals(True)
-            self.set_planner("llamacpp")
-            self.planner.blockSignals(blocked)
+        self._follow_engine(engine_before)
+        if gpus is not None:
+            self._take_gpus(gpus, host_ram_bytes)
         if budget is not None:
             self._take_budget(*budget)
         if bandwidths is not None:
@@ -254,6 +365,62 @@ class OffloadView(QWidget):
             self._rest_due.start()
         else:
             self._refresh()
+
+    def _follow_engine(self, engine_before: str | None) -> None:
+        """Pick the planner of a new engine; offer only llama.cpp's for GGUF weights."""
+        spec, workload = self._spec, self._workload
+        if workload is None:
+            return
+        gguf = served_family(workload.quant, spec.quantization if spec else None) == "gguf"
+        model = self.planner.model()
+        assert isinstance(model, QStandardItemModel)
+        for index in range(self.planner.count()):
+            item = model.item(index)
+            usable = not gguf or self.planner.itemData(index) == "llamacpp"
+            item.setEnabled(usable)
+            item.setToolTip("" if usable else GGUF_PLANNER_REASON)
+        wanted = None
+        if gguf or workload.engine == "llamacpp":
+            wanted = "llamacpp"
+        elif workload.engine != engine_before:
+            wanted = "accelerate"
+        if wanted is not None and self.planner.currentData() != wanted:
+            blocked = self.planner.blockSignals(True)
+            self.set_planner(wanted)
+            self.planner.blockSignals(blocked)
+
+    def _take_gpus(self, gpus: Sequence[GpuChoice], host_ram_bytes: int | None) -> None:
+        chosen = self.gpu_name
+        self._gpus = tuple(gpus)
+        self._host_bytes = host_ram_bytes
+        self._show_gpus(chosen)
+        self._take_gpu()
+
+    def _show_gpus(self, chosen: str = "") -> None:
+        names = [gpu.name for gpu in self._gpus]
+        blocked = self.gpu.blockSignals(True)
+        self.gpu.clear()
+        for gpu in self._gpus:
+            size = format_bytes(gpu.capacity_bytes, self._unit, 1).replace(".0 ", " ")
+            self.gpu.addItem(f"{gpu.name} ({size})")
+        if not names:
+            self.gpu.addItem("Check a GPU in the GPUs panel")
+        self.gpu.setCurrentIndex(names.index(chosen) if chosen in names else 0)
+        self.gpu.setEnabled(len(names) > 1)
+        self.gpu.blockSignals(blocked)
+
+    def _take_gpu(self) -> None:
+        index = self.gpu.currentIndex()
+        if not 0 <= index < len(self._gpus):
+            return
+        gpu = self._gpus[index]
+        self._take_budget(gpu.capacity_bytes, self._host_bytes)
+        if gpu.bandwidths is not None:
+            self._take_bandwidths(gpu.bandwidths)
+
+    def _gpu_chosen(self) -> None:
+        self._take_gpu()
+        self._refresh()
 
     def _take_budget(self, vram_bytes: int, host_ram_bytes: int | None) -> None:
         self._vram_bytes, self._host_bytes = vram_bytes, host_ram_bytes
@@ -286,6 +453,7 @@ class OffloadView(QWidget):
             return
         self._unit = unit
         self.layer_chart.set_unit(unit)
+        self._show_gpus(self.gpu_name)
         self._refresh()
 
     def set_gpu_layers(self, n_gpu_layers: int | None) -> None:
@@ -324,20 +492,36 @@ class OffloadView(QWidget):
     # --- drawing ------------------------------------------------------------------------------
 
     def _place(self) -> Placement | None:
-        if self._spec is None or self._workload is None:
+        spec = self._spec
+        if spec is None or self._workload is None:
             return None
         planner = self.planner.currentData()
-        workload = self._workload.with_(mode="inference")
+        # Served by the planner's engine: what it does not run is reset, and the summary says so.
+        workload, resets = adjusted(
+            self._workload,
+            {"mode": "inference", "engine": PLANNER_ENGINES[planner]},
+            spec.quantization,
+        )
+        self._adjustments = tuple(wording.reset_notice(r, spec.name) for r in resets)
         if self._floor_bytes is None:
-            self._floor_bytes = offload.min_vram_bytes(self._spec, workload)
+            self._floor_bytes = offload.min_vram_bytes(spec, workload)
+        margin = self.margin_bytes
         if planner != "llamacpp":
             return offload.plan(
-                planner, self._spec, workload, self._vram_bytes, host_ram_bytes=self._host_bytes
+                planner,
+                spec,
+                workload,
+                self._vram_bytes,
+                host_ram_bytes=self._host_bytes,
+                margin_bytes=margin,
             )
-        if self._llamacpp is None:
-            self._llamacpp = offload.llamacpp_model(self._spec, workload)
+        if self._llamacpp is None or self._llamacpp.workload != workload:
+            self._llamacpp = offload.llamacpp_model(spec, workload)
         return self._llamacpp.place(
-            self._vram_bytes, host_ram_bytes=self._host_bytes, n_gpu_layers=self._ngl
+            self._vram_bytes,
+            host_ram_bytes=self._host_bytes,
+            n_gpu_layers=self._ngl,
+            margin_bytes=margin,
         )
 
     def _refresh(self) -> None:
@@ -348,14 +532,20 @@ class OffloadView(QWidget):
         self._rest_due.stop()
         try:
             placement = self._place()
+        except EngineConflictError as exc:
+            placement = None
+            self._show_error(wording.refusal(exc.conflict, self._spec.name if self._spec else ""))
         except VramguiError as exc:
             placement = None
-            self.summary.setStyleSheet(palette.ERROR_STYLE)
-            self.summary.setText(str(exc))
+            self._show_error(wording.window_text(str(exc)))
         self.placement = placement
         self.layer_chart.set_placement(placement)
         self._update_slider(placement)
         return placement
+
+    def _show_error(self, text: str) -> None:
+        self.summary.setStyleSheet(palette.ERROR_STYLE)
+        self.summary.setText(text)
 
     def _draw_rest(self, placement: Placement | None) -> None:
         self._draw_speed(placement)
@@ -387,8 +577,10 @@ class OffloadView(QWidget):
         unit = self._unit
         used, budget = p.gpu_bytes[0], p.vram_budget_bytes[0]
         verdict = "fits" if p.fits else "does NOT fit"
+        kept = f", {format_bytes(p.margin_bytes, unit)} kept free" if p.margin_bytes else ""
         parts = [
-            f"<b>GPU {format_bytes(used, unit)}</b> of {format_bytes(budget, unit)} ({verdict})",
+            f"<b>{escape(self.gpu_name)}: {format_bytes(used, unit)}</b> of "
+            f"{format_bytes(budget, unit)} ({verdict}{kept})",
             f"host RAM {format_bytes(p.host_bytes, unit)}",
             f"disk {format_bytes(p.disk_bytes, unit)}",
         ]
@@ -405,7 +597,7 @@ class OffloadView(QWidget):
             prefill = offload.prefill_seconds(p, self._bandwidths)
             parts.append(f"prefill of {p.workload.seq:,} tokens {prefill:,.2f} s")
         self.summary.setStyleSheet("" if p.fits else palette.WARNING_STYLE)
-        notes = "".join(f"<br>{note}" for note in p.notes)
+        notes = "".join(f"<br>{escape(note)}" for note in (*self._adjustments, *p.notes))
         self.summary.setText(" &nbsp;·&nbsp; ".join(parts) + f"<small>{notes}</small>")
 
     def _draw_speed(self, placement: Placement | None) -> None:

@@ -13,6 +13,14 @@ ERROR_STYLE = (
     " border-radius: 4px; padding: 4px 6px; }"
 )
 
+# The badge of how an estimate was built: quiet when exact, loud when approximate.
+_BADGE = "QLabel {{ {colours} border-radius: 4px; padding: 2px 8px; font-weight: bold; }}"
+BADGE_STYLES = {
+    "exact": _BADGE.format(colours=f"color: {FIT}; border: 1px solid {FIT};"),
+    "headers": _BADGE.format(colours="color: #0b5394; border: 1px solid #0b5394;"),
+    "approximate": _BADGE.format(colours="background: #e65100; color: white; border: none;"),
+}
+
 # One colour per estimate component, stable across redraws (colour-blind safe Okabe-Ito order).
 COMPONENT_COLOURS = {
     "weights": "#0072B2",

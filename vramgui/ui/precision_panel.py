@@ -17,11 +17,16 @@ KV_DTYPES = (
     ("fp16", "fp16"),
     ("bf16", "bf16"),
     ("fp32", "fp32"),
-    ("fp8", "fp8"),
+    ("fp8", "fp8 (vLLM)"),
     ("q8_0", "q8_0 (llama.cpp)"),
     ("q4_0", "q4_0 (llama.cpp)"),
 )
-_GGUF_KV = ("q8_0", "q4_0")
+_KV_HINTS = {
+    "fp8": "vLLM's FP8 KV cache.",
+    "q8_0": "A llama.cpp block-quantized KV cache.",
+    "q4_0": "A llama.cpp block-quantized KV cache.",
+}
+_DESCRIPTION_ROLE = Qt.ItemDataRole.UserRole + 2
 FAMILY_TITLES = {
     "none": "Unquantized",
     "fp8": "FP8",
@@ -29,6 +34,15 @@ FAMILY_TITLES = {
     "gptq-awq": "GPTQ / AWQ",
     "gguf": "GGUF (llama.cpp)",
 }
+
+
+def short_label(scheme: Scheme) -> str:
+    """A scheme as the closed box shows it: "bnb NF4 · 4.13 bits", "Q4_K_M · 4.5 bits"."""
+    if scheme.family == "none":
+        return "None (16/32-bit)"
+    label = scheme.name if scheme.family == "gguf" else scheme.label.split(" (")[0]
+    label = label.replace("bitsandbytes", "bnb")
+    return f"{label} · {round(scheme.nominal_bits_per_weight, 2):g} bits"
 
 
 class PrecisionPanel(QWidget):
@@ -83,13 +97,16 @@ class PrecisionPanel(QWidget):
             )
             index = self.quant.count() - 1
             self.quant.setItemData(index, scheme.description, Qt.ItemDataRole.ToolTipRole)
+            self.quant.setItemData(index, scheme.description, _DESCRIPTION_ROLE)
             # The closed box is narrow: the label and the bits, without the words around them.
-            self.quant.setItemData(
-                index, f"{scheme.label} · {scheme.nominal_bits_per_weight:g} bits", SHORT_TEXT_ROLE
-            )
+            self.quant.setItemData(index, short_label(scheme), SHORT_TEXT_ROLE)
 
     def set_values(self, dtype: str, quant: str, kv_dtype: str, reasons: dict[str, str]) -> None:
-        """Show the current settings; disable what ``reasons`` names, with the reason as tooltip."""
+        """Show the current settings; disable what ``reasons`` names, with the reason as tooltip.
+
+        ``reasons`` names whole controls ("quant") or single choices ("quant:Q4_K_M",
+        "kv_dtype:fp8").
+        """
         self.dtype.set_value(dtype)
         self.quant.set_value(quant)
         self.kv_dtype.set_value(kv_dtype)
@@ -101,10 +118,25 @@ class PrecisionPanel(QWidget):
             reason = reasons.get(name)
             widget.setEnabled(reason is None)
             set_tooltip(widget, reason or hint)
-        model = self.kv_dtype.model()
-        assert isinstance(model, QStandardItemModel)
-        gguf_reason = reasons.get("kv_dtype_gguf")
-        for value in _GGUF_KV:
-            item = model.item(self.kv_dtype.findData(value))
-            item.setEnabled(gguf_reason is None)
-            item.setToolTip(gguf_reason or "A llama.cpp block-quantized KV cache.")
+        for value, hint in _KV_HINTS.items():
+            _allow(
+                self.kv_dtype, self.kv_dtype.findData(value), reasons.get(f"kv_dtype:{value}"), hint
+            )
+        for index in range(self.quant.count()):
+            value = self.quant.itemData(index)
+            if value is not None:
+                reason = reasons.get(f"quant:{value}")
+                _allow(self.quant, index, reason, self.quant.itemData(index, _DESCRIPTION_ROLE))
+
+
+def _allow(combo: ChoiceCombo, index: int, reason: str | None, hint: str) -> None:
+    """Enable choice ``index`` of ``combo``, or disable it with ``reason`` as its tooltip."""
+    model = combo.model()
+    assert isinstance(model, QStandardItemModel)
+    item = model.item(index)
+    # Set only on a change: each set makes the popup's model report a change.
+    if item.isEnabled() != (reason is None):
+        item.setEnabled(reason is None)
+    text = reason or hint
+    if item.toolTip() != text:
+        item.setToolTip(text)

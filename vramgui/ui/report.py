@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from vramgui.core.model import Inventory
 from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes
 from vramgui.ui.controller import Analysis
@@ -29,9 +30,11 @@ def as_text(analysis: Analysis, unit: Unit) -> str:
         else f"training ({w.method}, {w.optimizer}), batch {w.batch}, sequence {w.seq:,}"
     )
     quant = "" if w.quant == "none" else f", {w.quant}"
+    about = "about " if analysis.spec.inventory is Inventory.APPROXIMATE else ""
     lines = [
         f"{est.model_name}: {what}, {w.dtype}{quant}, {w.gpus} GPU(s)",
-        f"Peak per GPU: {format_bytes(est.total_bytes, unit)} ({est.phase})",
+        f"Peak per GPU: {about}{format_bytes(est.total_bytes, unit)} ({est.phase})",
+        f"Model inventory: {analysis.spec.inventory.value}",
     ]
     width = max(len(component_label(name)) for name in est.components) if est.components else 0
     for name, size in est.components.items():

@@ -19,8 +19,10 @@ from vramgui.ui.plot import Chart
 
 # Where along the plot each capacity's label ends, so that close lines keep their labels apart.
 LABEL_ENDS = (0.98, 0.7, 0.42)
+# How far above the capacities and the current estimate the axis follows the curve.
+CURVE_REACH = 2.0
 _X_MARGIN = 0.03  # of the log span, each side
-_Y_TICK_PX = 36.0
+_Y_TICK_PX = 28.0
 _HOVER_PX = 30.0
 
 
@@ -37,7 +39,7 @@ class SweepChart(Chart):
         self.largest: int | None = None
         self.current: int | None = None
         self.top = 1.0  # the axis ends here, in the display unit
-        self.setMinimumHeight(170)
+        self.setMinimumHeight(130)
 
     def sizeHint(self) -> QSize:
         return QSize(800, 250)
@@ -68,10 +70,14 @@ class SweepChart(Chart):
     def _rescale(self) -> None:
         ys = [to_unit(t, self._unit) for t in self.totals]
         capacities = [to_unit(c, self._unit) for _gpu, c in self.capacities]
-        top = max(ys + capacities, default=0.0)
-        if capacities:
-            # A curve that runs far past every capacity would flatten the part that matters.
-            top = min(top, max(capacities) * 2.5)
+        current = [y for v, y in zip(self.values, ys, strict=False) if v == self.current]
+        # Every capacity and the current estimate are always on the chart; the rest of the curve
+        # too, unless it runs so far above them that it would flatten the part that matters
+        # (the points past the top are then marked there).
+        anchors = max(capacities + current, default=0.0)
+        top = max(anchors, min(max(ys, default=0.0), anchors * CURVE_REACH if anchors else 0.0))
+        if not anchors:
+            top = max(ys, default=0.0)
         self.top = nice_ceiling(top * 1.05) if top > 0 else 1.0
         self.update()
 
@@ -96,7 +102,8 @@ class SweepChart(Chart):
         painter.fillRect(self.rect(), background)
         metrics = QFontMetricsF(self.font())
         plot = self._plot()
-        step = nice_step(self.top, plot.height() / _Y_TICK_PX)
+        # Three ticks at least: one alone does not tell the scale.
+        step = nice_step(self.top, max(plot.height() / _Y_TICK_PX, 3.0))
         ticks = [
             (self._y(i * step, plot), f"{i * step:g}")
             for i in range(1, int(self.top / step + 1e-9) + 1)
@@ -130,25 +137,23 @@ class SweepChart(Chart):
         painter.setClipRect(plot.adjusted(-8, 0, 8, 1))
         # GPU capacities: dashed lines, each labelled above its line, the labels staggered.
         dashed = QPen(text, 2, Qt.PenStyle.DashLine)
-        for i, (gpu, capacity) in enumerate(self.capacities):
-            y = self._y(to_unit(capacity, self._unit), plot)
+        for gpu_line, (label, rect) in zip(
+            self.capacities, self.capacity_labels(plot, metrics), strict=True
+        ):
+            y = self._y(to_unit(gpu_line[1], self._unit), plot)
             painter.setPen(dashed)
             painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
             painter.setPen(QPen(text, 1))
-            label = f"{gpu} ({format_bytes(capacity, self._unit, 0)})"
-            right = plot.left() + plot.width() * LABEL_ENDS[i % len(LABEL_ENDS)]
-            left = max(plot.left() + 2, right - metrics.horizontalAdvance(label))
-            painter.drawText(QPointF(left, y - metrics.descent() - 2), label)
+            painter.drawText(QPointF(rect.left(), rect.bottom() - metrics.descent()), label)
 
-        if self.largest is not None and self.capacities and low <= self.largest <= high:
+        largest = self.largest_label(plot, metrics)
+        if largest is not None:
+            label, rect = largest
             colour = QColor(palette.FIT)
-            x = self._x(self.largest, plot)
+            x = self._x(self.largest, plot)  # type: ignore[arg-type]
             painter.setPen(QPen(colour, 2))
             painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
-            label = f"largest that fits: {self.largest:,}"
-            width = metrics.horizontalAdvance(label)
-            left = x + 6 if x + 6 + width <= plot.right() else x - 6 - width
-            painter.drawText(QPointF(left, plot.bottom() - 6), label)
+            painter.drawText(QPointF(rect.left(), rect.bottom() - metrics.descent()), label)
 
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         colour = QColor(palette.COMPONENT_COLOURS["weights"])
@@ -158,13 +163,84 @@ class SweepChart(Chart):
             painter.drawPolyline(points)
         painter.setBrush(colour)
         for point in points:
-            painter.drawEllipse(point, 3, 3)
+            if point.y() < plot.top():
+                # Past the top of the axis: an arrow where the point leaves the chart.
+                x, y = point.x(), plot.top()
+                painter.drawPolygon([QPointF(x, y), QPointF(x - 5, y + 8), QPointF(x + 5, y + 8)])
+            else:
+                painter.drawEllipse(point, 3, 3)
         if self.current in self.values:
             point = points[self.values.index(self.current)]
             painter.setPen(QPen(text, 2))
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawEllipse(point, 6.5, 6.5)
         painter.end()
+
+    def capacity_labels(self, plot: QRectF, metrics: QFontMetricsF) -> list[tuple[str, QRectF]]:
+        """Each capacity line's label and where it is drawn: above its line (else below it), at
+        the first of a few places along it that clears the curve's points and the labels placed
+        before."""
+        points = [QRectF(p.x() - 5, p.y() - 5, 10, 10) for p in self._points(plot)]
+        taken: list[QRectF] = []
+        out = []
+        for i, (gpu, capacity) in enumerate(self.capacities):
+            y = self._y(to_unit(capacity, self._unit), plot)
+            label = f"{gpu} ({format_bytes(capacity, self._unit, 0)})"
+            width = metrics.horizontalAdvance(label)
+            ends = LABEL_ENDS[i % len(LABEL_ENDS) :] + LABEL_ENDS[: i % len(LABEL_ENDS)]
+            # Above the line first, then below it where the plot has room there.
+            tops = [y - 2 - metrics.height()]
+            if y + 2 + metrics.height() <= plot.bottom():
+                tops.append(y + 2)
+            places = [
+                QRectF(
+                    max(plot.left() + 2, plot.left() + plot.width() * end - width),
+                    top,
+                    width,
+                    metrics.height(),
+                )
+                for top in tops
+                for end in (*ends, 0.14)
+            ]
+            clear = [
+                rect
+                for rect in places
+                if not any(rect.intersects(other) for other in (*points, *taken))
+            ]
+            rect = clear[0] if clear else places[0]
+            taken.append(rect.adjusted(-4, 0, 4, 0))
+            out.append((label, rect))
+        return out
+
+    def largest_label(self, plot: QRectF, metrics: QFontMetricsF) -> tuple[str, QRectF] | None:
+        """The "largest that fits" label and where it is drawn: beside its line (right, else left),
+        at the bottom, the top or the middle of the plot, wherever it clears every capacity label
+        and the curve's points."""
+        if not self.values or not self.capacities or self.largest is None:
+            return None
+        if not self.values[0] <= self.largest <= self.values[-1]:
+            return None
+        x = self._x(self.largest, plot)
+        label = f"largest that fits: {self.largest:,}"
+        width, height = metrics.horizontalAdvance(label), metrics.height()
+        sides = [x + 6, x - 6 - width]
+        if x + 6 + width > plot.right():
+            sides.reverse()
+        taken = [
+            rect.adjusted(-4, -2, 4, 2) for _label, rect in self.capacity_labels(plot, metrics)
+        ]
+        taken += [QRectF(p.x() - 5, p.y() - 5, 10, 10) for p in self._points(plot)]
+        tops = (plot.bottom() - 4 - height, plot.top() + 4, plot.center().y() - height / 2)
+        places = [
+            QRectF(left, top, width, height)
+            for top in tops
+            for left in sides
+            if plot.left() <= left and left + width <= plot.right()
+        ] or [QRectF(sides[0], tops[0], width, height)]
+        for rect in places:
+            if not any(rect.intersects(other) for other in taken):
+                return label, rect
+        return label, places[0]
 
     def _points(self, plot: QRectF) -> list[QPointF]:
         return [

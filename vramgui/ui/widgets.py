@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QPaintEvent
 from PySide6.QtWidgets import (
+    QAbstractSlider,
+    QAbstractSpinBox,
     QComboBox,
     QHBoxLayout,
     QSlider,
@@ -108,13 +110,21 @@ class ChoiceCombo(QComboBox):
     the popup's indentation), cut with an ellipsis where it is too wide; the popup shows labels whole.
     """
 
-    def __init__(self, choices: Sequence[tuple[str, str]], parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        choices: Sequence[tuple[str, str]],
+        parent: QWidget | None = None,
+        *,
+        short: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(parent)
         # Long labels (quantization schemes) must not widen the side panel; the popup shows them whole.
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.setMinimumContentsLength(10)
         for value, label in choices:
             self.addItem(label, value)
+            if short and value in short:
+                self.setItemData(self.count() - 1, short[value], SHORT_TEXT_ROLE)
 
     def value(self) -> str:
         return str(self.currentData())
@@ -150,3 +160,27 @@ def set_tooltip(widget: QWidget, text: str) -> None:
     """Set ``widget``'s tooltip only when it changes (panels refresh theirs on every estimate)."""
     if widget.toolTip() != text:
         widget.setToolTip(text)
+
+
+class _WheelGuard(QObject):
+    """Hands the mouse wheel to the scrolling panel unless the control under it has the focus."""
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        wheel = event.type() == QEvent.Type.Wheel
+        if wheel and isinstance(watched, QWidget) and not watched.hasFocus():
+            # Ignored and filtered: Qt then offers the wheel to the parents, the scroll area.
+            event.ignore()
+            return True
+        return False
+
+
+_WHEEL_GUARD = _WheelGuard()
+
+
+def guard_wheel(panel: QWidget) -> None:
+    """Let the wheel scroll ``panel`` instead of turning the combo box or spin box under the
+    pointer: such a control takes the wheel only once clicked (or tabbed) into."""
+    for kind in (QComboBox, QAbstractSpinBox, QAbstractSlider):
+        for control in panel.findChildren(kind):
+            control.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+            control.installEventFilter(_WHEEL_GUARD)

@@ -37,6 +37,13 @@ OPTIMIZERS = (
     ("adafactor", "Adafactor"),
     ("lion", "Lion"),
 )
+# What the closed boxes show where the whole label would not fit a narrow side panel.
+SHORT_LABELS = {
+    "inference": "Inference",
+    "training": "Training",
+    "mixed": "Mixed",
+    "pure": "Pure 16-bit",
+}
 ZERO_STAGES = (("0", "Off"), ("1", "ZeRO-1"), ("2", "ZeRO-2"), ("3", "ZeRO-3"))
 
 _HINTS = {
@@ -44,9 +51,10 @@ _HINTS = {
     "seq": "Tokens per sequence: prompt plus generated tokens for inference.",
     "attention": "Eager attention materializes the full score matrix; SDPA / flash do not.",
     "engine": "How the serving engine allocates memory (vLLM pre-allocates a KV pool).",
-    "gpu_memory_utilization": "The share of GPU memory vLLM takes for itself.",
+    "gpu_memory_utilization": "vLLM memory share: the share of GPU memory vLLM takes for itself.",
     "lora_targets": "Module names LoRA adapts, comma-separated, or all-linear.",
-    "grad_accum": "Micro-batches per optimizer step: does not change peak memory per step.",
+    "grad_accum": "Gradient accumulation: micro-batches per optimizer step; does not change "
+    "peak memory per step.",
     "tp": "Tensor parallel: splits every layer's weights across GPUs.",
     "pp": "Pipeline parallel: splits the layers across GPUs.",
     "cpu_offload": "Keep optimizer states (and with ZeRO-3, weights) in host RAM.",
@@ -60,7 +68,7 @@ class WorkloadPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.mode = ChoiceCombo(MODES)
+        self.mode = ChoiceCombo(MODES, short=SHORT_LABELS)
         self.batch = SliderSpin(1, 4096)
         self.seq = SliderSpin(1, 131072)
         self.attention = ChoiceCombo(ATTENTIONS)
@@ -72,7 +80,7 @@ class WorkloadPanel(QWidget):
         self.lora_rank = SliderSpin(1, 1024)
         self.lora_targets = QLineEdit()
         self.optimizer = ChoiceCombo(OPTIMIZERS)
-        self.precision = ChoiceCombo(PRECISIONS)
+        self.precision = ChoiceCombo(PRECISIONS, short=SHORT_LABELS)
         self.grad_checkpointing = QCheckBox("Gradient checkpointing")
         self.grad_accum = QSpinBox()
         self.grad_accum.setRange(1, 4096)
@@ -96,7 +104,7 @@ class WorkloadPanel(QWidget):
         self.inference_box = QGroupBox("Inference")
         form = QFormLayout(self.inference_box)
         form.addRow("Engine", self.engine)
-        form.addRow("vLLM memory share", self.gpu_memory_utilization)
+        form.addRow("vLLM share", self.gpu_memory_utilization)
 
         self.training_box = QGroupBox("Training")
         form = QFormLayout(self.training_box)
@@ -105,14 +113,14 @@ class WorkloadPanel(QWidget):
         form.addRow("LoRA targets", self.lora_targets)
         form.addRow("Optimizer", self.optimizer)
         form.addRow("Precision", self.precision)
-        form.addRow("Grad. accumulation", self.grad_accum)
+        form.addRow("Accumulation", self.grad_accum)
         form.addRow(self.grad_checkpointing)
 
         self.parallel_box = QGroupBox("Parallelism")
         form = QFormLayout(self.parallel_box)
         form.addRow("GPUs", self.gpus)
-        form.addRow("Tensor parallel", self.tp)
-        form.addRow("Pipeline parallel", self.pp)
+        form.addRow("Tensor", self.tp)
+        form.addRow("Pipeline", self.pp)
         form.addRow("ZeRO", self.zero)
         form.addRow(self.fsdp)
         form.addRow(self.cpu_offload)

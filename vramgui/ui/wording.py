@@ -1,0 +1,147 @@
+"""The window's words for settings: what the core says in command-line terms, said as the window
+shows it (labels of its controls, names of its choices), so that no message asks a user of the
+window to type ``--quant nf4``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vramgui.core.dtypes import SCHEMES
+from vramgui.core.workload import ENGINE_NAMES, EngineConflict, Reset
+
+# Each setting as the window labels its control.
+SETTING_LABELS = {
+    "mode": "Mode",
+    "batch": "Batch",
+    "seq": "Context",
+    "dtype": "Weights",
+    "quant": "Quantization",
+    "engine": "Engine",
+    "kv-dtype": "KV cache",
+    "attention": "Attention",
+    "method": "Method",
+    "precision": "Precision",
+    "optimizer": "Optimizer",
+    "lora-rank": "LoRA rank",
+    "lora-targets": "LoRA targets",
+    "grad-accum": "Accumulation",
+    "grad-checkpointing": "Gradient checkpointing",
+    "gpus": "GPUs",
+    "zero": "ZeRO",
+    "fsdp": "FSDP",
+    "tp": "Tensor parallel",
+    "pp": "Pipeline parallel",
+    "cpu-offload": "Offload optimizer to CPU",
+    "gpu-memory-utilization": "vLLM share",
+    "overhead-gib": "Runtime overhead",
+}
+KV_LABELS = {"auto": "Same as weights", "q8_0": "q8_0", "q4_0": "q4_0"}
+# Options that are switches: the word after one is not its value.
+_SWITCHES = frozenset({"grad-checkpointing", "fsdp", "cpu-offload"})
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([A-Za-z0-9_.,-]+))?")
+
+
+def engine_label(engine: str) -> str:
+    """An engine as the Engine box names it (``llamacpp`` -> ``llama.cpp``)."""
+    return "Transformers" if engine == "transformers" else ENGINE_NAMES.get(engine, engine)
+
+
+def quant_label(quant: str) -> str:
+    """A quantization as the Quantization box names it (``nf4`` -> ``bitsandbytes NF4``)."""
+    scheme = SCHEMES.get(quant) or SCHEMES.get(quant.upper())
+    return "None (16/32-bit)" if quant == "none" else scheme.label if scheme else quant
+
+
+def value_label(setting: str, value: str) -> str:
+    """A setting's value as its control shows it."""
+    if setting == "engine":
+        return engine_label(value)
+    if setting == "quant":
+        return quant_label(value)
+    if setting == "kv_dtype":
+        return KV_LABELS.get(value, value)
+    return value
+
+
+def setting_text(setting: str, value: object) -> str:
+    """A setting and its value as the window shows them ("Quantization bitsandbytes NF4")."""
+    label = SETTING_LABELS.get(setting.replace("_", "-"), setting)
+    return f"{label} {value_label(setting, str(value))}"
+
+
+def window_text(message: str) -> str:
+    """A message of the core, in command-line terms, with each ``--option value`` said as the
+    window's control and choice (``--tp 3`` -> ``Tensor parallel 3``)."""
+
+    def say(match: re.Match[str]) -> str:
+        flag, value = match.group(1), match.group(2)
+        label = SETTING_LABELS.get(flag)
+        if label is None:
+            return match.group(0)
+        if flag in _SWITCHES and value is not None:
+            return f"{label} {value}"  # a switch takes no value: the word is the sentence's
+        if value is None:
+            return label
+        shown = value_label(flag.replace("-", "_"), value.rstrip(",."))
+        return f"{label} “{shown}”{value[len(value.rstrip(',.')) :]}"
+
+    return _FLAG.sub(say, message)
+
+
+def _runs_only(conflict: EngineConflict) -> str:
+    """Why the engine does not run the conflicting setting."""
+    engine = engine_label(conflict.engine)
+    if conflict.setting == "kv_dtype":
+        return f"{engine} has no {value_label('kv_dtype', conflict.value)} KV cache"
+    if conflict.engine == "transformers" and conflict.family == "gguf":
+        return "Transformers dequantizes GGUF weights to 16 bits when it loads them"
+    if conflict.engine == "llamacpp":
+        return "llama.cpp runs GGUF files only"
+    return f"{engine} does not run {quant_label(conflict.value)} weights"
+
+
+def reset_notice(reset: Reset, model: str = "") -> str:
+    """What was changed to fit the engine or the training method, and why, as the window says it."""
+    conflict = reset.conflict
+    if conflict is None:
+        why = (
+            "QLoRA trains adapters on a 4-bit bitsandbytes base"
+            if reset.new != "none"
+            else "Full and LoRA fine-tuning train a 16-bit base"
+        )
+        return (
+            f"{why}: Quantization is now {quant_label(reset.new)} (was {quant_label(reset.old)})."
+        )
+    if reset.setting == "engine":
+        if conflict.setting == "stored":
+            what = f"{model or 'This model'} is stored as {conflict.value}"
+            why = (
+                "a GGUF file, which Transformers would dequantize"
+                if conflict.family == "gguf"
+                else f"which {engine_label(conflict.engine)} does not run"
+            )
+            return f"{what}, {why}: Engine is now {engine_label(reset.new)}."
+        return (
+            f"{_runs_only(conflict)}: Engine is now {engine_label(reset.new)} "
+            f"for {value_label(conflict.setting, conflict.value)}."
+        )
+    label = "Quantization" if reset.setting == "quant" else "KV cache"
+    text = (
+        f"{_runs_only(conflict)}: {label} reset from "
+        f"{value_label(reset.setting, reset.old)} to {value_label(reset.setting, reset.new)}."
+    )
+    if reset.setting == "quant" and conflict.engine == "llamacpp":
+        text += " Pick a GGUF type such as Q4_K_M for a smaller model."
+    return text
+
+
+def refusal(conflict: EngineConflict, model: str = "") -> str:
+    """Why an engine was not taken for this model, and which would serve it."""
+    others = " or ".join(engine_label(e) for e in conflict.engines)
+    if conflict.setting == "stored":
+        return (
+            f"{model or 'This model'} is stored as {conflict.value}: {_runs_only(conflict)}. "
+            f"Serve it with {others}."
+        )
+    return f"{_runs_only(conflict)}: pick {others} for {value_label(conflict.setting, conflict.value)}."

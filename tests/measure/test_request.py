@@ -20,7 +20,7 @@ SPEC = spec_from_config(TINY_LLAMA_CONFIG, "tiny")
         ({"engine": "vllm"}, "vllm"),
         ({"gpus": 2, "tp": 2}, "one GPU"),
         ({"attention": "flash"}, "flash"),
-        ({"kv_dtype": "fp8"}, "KV cache"),
+        ({"kv_dtype": "fp16"}, "KV cache"),
         ({"mode": "training", "method": "qlora", "quant": "nf4"}, "quantized"),
         ({"mode": "training", "optimizer": "adamw-8bit"}, "adamw-8bit"),
         ({"mode": "training", "gpus": 2, "zero": 2}, "one GPU"),

@@ -38,7 +38,7 @@ from vramgui.core.estimate import estimate
 from vramgui.core.fit import fit_rows
 from vramgui.core.model import ModelSpec
 from vramgui.core.units import format_bytes
-from vramgui.core.workload import Workload
+from vramgui.core.workload import Workload, adjusted
 from vramgui.ui import palette
 from vramgui.ui.workers import Worker, submit
 
@@ -93,7 +93,8 @@ def fits_of(
 ) -> tuple[Fit, ...]:
     """Each model's estimate at ``workload``, held against ``target`` (pure: for a worker).
 
-    A context longer than a model's is cut to the model's, as the window does on opening it.
+    A context longer than a model's is cut to the model's, and a checkpoint stored for another
+    engine (a GGUF file) is estimated on the engine that runs it, as the window does on opening it.
     """
     fits = []
     for item in found:
@@ -107,6 +108,9 @@ def fits_of(
             setup = workload.with_size("seq", longest)
             note = f"at its longest context, {longest:,} tokens"
         try:
+            setup, resets = adjusted(setup, {}, item.spec.quantization)
+            if any(r.setting == "engine" for r in resets):
+                note = ", ".join(filter(None, (note, f"with {setup.engine}")))
             est = estimate(item.spec, setup, target[1] if target else None)
         except VramguiError as exc:
             fits.append(Fit(None, None, str(exc)))

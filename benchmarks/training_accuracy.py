@@ -46,6 +46,7 @@ _SETTING_KEYS = {
     "fsdp",
     "tp",
     "pp",
+    "loop",
 }
 # peft's default targets when a case names none (the harness then lets peft choose).
 _PEFT_DEFAULT_TARGETS = {

@@ -252,3 +252,70 @@ def test_plan_at_other_sizes_equals_a_fresh_estimate(settings: dict) -> None:
     for batch, seq in ((1, 16), (3, 1000), (workload.batch, workload.seq), (8, 8192)):
         resized = workload.with_(batch=batch, seq=seq)
         assert plan.breakdown(batch, seq) == training_estimate(model, resized)
+
+
+# ---------------------------------------------------------------------------------------------
+# The training loop around the model.
+
+
+def _logits_numel(name: str, w: Workload) -> int:
+    return w.batch * w.seq * CONFIGS[name]["vocab_size"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "bytes_per_logit"),
+    [
+        # accelerate converts the 16-bit outputs of a mixed-precision forward to fp32
+        ({"precision": "mixed", "dtype": "bf16"}, 4),
+        ({"precision": "pure", "dtype": "bf16"}, 2),
+        ({"precision": "fp32", "dtype": "fp32"}, 4),
+        ({"precision": "pure", "dtype": "fp16", "method": "lora", "grad_checkpointing": True}, 2),
+    ],
+)
+def test_custom_loop_keeps_the_logits_through_every_phase(
+    settings: dict, bytes_per_logit: int
+) -> None:
+    w = train(**settings)
+    trainer = training_estimate(spec(LLAMA), w)
+    custom = training_estimate(spec(LLAMA), w.with_(loop="custom"))
+    kept = _logits_numel(LLAMA, w) * bytes_per_logit
+    for phase, total in trainer.phase_totals.items():
+        assert custom.phase_totals[phase] == total + kept
+    assert custom.components["logits"] == trainer.components.get("logits", 0) + kept
+    assert any("custom loop" in note for note in custom.notes)
+    assert not any("custom loop" in note for note in trainer.notes)
+
+
+def test_the_loop_defaults_to_trainer_and_unknown_loops_are_refused() -> None:
+    assert Workload().loop == "trainer"
+    assert Workload.from_dict({"mode": "training"}).loop == "trainer"
+    assert Workload.from_dict({"loop": "custom"}).loop == "custom"
+    with pytest.raises(WorkloadError, match="--loop must be one of trainer, custom"):
+        Workload(loop="accelerate")
+    with pytest.raises(WorkloadError, match="loop must be a string"):
+        Workload.from_dict({"loop": 1})
+
+
+def test_custom_loop_keeps_only_the_last_pipeline_stages_logits() -> None:
+    w = train(gpus=2, pp=2)
+    trainer = training_estimate(spec(LLAMA), w)
+    custom = training_estimate(spec(LLAMA), w.with_(loop="custom"))
+    assert custom.total_bytes - trainer.total_bytes in (0, _logits_numel(LLAMA, w) * 4)
+
+
+def test_custom_loop_matches_the_harness_measurements() -> None:
+    records = {r["id"]: r for r in json.loads(MEASURED.read_text())["cases"]}
+    custom = [r for r in records.values() if r["settings"].get("loop") == "custom"]
+    assert len(custom) >= 8
+    for rec in custom:
+        s = rec["settings"]
+        w = Workload.from_dict(
+            {
+                k: v
+                for k, v in s.items()
+                if k in {f.name.replace("_", "-") for f in fields(Workload)} and v != ""
+            }
+            | {"mode": "training", "lora-targets": s["lora-targets"] or "q_proj,v_proj"}
+        )
+        est = training_estimate(spec(rec["model"]), w, device="cpu", autocast_rules="cuda")
+        assert abs(est.total_bytes / rec["peak_bytes"] - 1) < 0.01, rec["id"]

@@ -17,6 +17,7 @@ from vramgui.core.workload import (
     DTYPES,
     ENGINES,
     KV_DTYPES,
+    LOOPS,
     METHODS,
     MODES,
     OPTIMIZERS,
@@ -72,6 +73,14 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
     parser.add_argument("--grad-checkpointing", action="store_true")
     parser.add_argument("--grad-accum", type=int, default=d.grad_accum)
+    parser.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default=d.loop,
+        help="training loop: trainer = transformers' Trainer (outputs dropped once the loss is "
+        "taken); custom = outputs = model(**batch); loss = outputs.loss; loss.backward() "
+        "(the logits stay alive through backward and the optimizer step)",
+    )
     parser.add_argument("--lora-rank", type=int, default=d.lora_rank)
     parser.add_argument("--lora-targets", default=",".join(d.lora_targets))
     parser.add_argument("--gpus", type=int, default=d.gpus)
@@ -136,6 +145,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         overhead_bytes=overhead,
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
+        loop=args.loop,
     )
 
 

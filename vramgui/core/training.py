@@ -8,10 +8,16 @@ input, a product the other factor, a softmax its output...), with the dtype each
 under autocast or in pure 16-bit. The same replay gives the order in which backward frees those
 tensors and creates gradients, so the peak moment (forward end, backward, optimizer step) follows.
 
-Conditions that the figures follow (those of a Trainer-style loop): the model output is dropped
-right after the loss is taken, ``zero_grad(set_to_none=True)`` after each step, one parameter
-group, checkpointing with ``use_reentrant=False`` (transformers' default), peft's defaults (fp32
-adapters on a 16-bit base, ``lora_dropout`` 0, no adapter on the LM head).
+Conditions that the figures follow: ``zero_grad(set_to_none=True)`` after each step, one
+parameter group, checkpointing with ``use_reentrant=False`` (transformers' default), peft's
+defaults (fp32 adapters on a 16-bit base, ``lora_dropout`` 0, no adapter on the LM head), and the
+loop the workload names. transformers' Trainer (``loop="trainer"``) drops the model's outputs as
+soon as ``compute_loss`` has the loss; its gradient clipping (``max_grad_norm=1.0``) and fp16
+GradScaler allocate a scalar per gradient tensor and work in place, which changes no figure here.
+The loop of tutorials and accelerate's examples (``loop="custom"``: ``outputs = model(**batch);
+loss = outputs.loss; loss.backward()``) keeps ``outputs`` alive until the next forward has
+returned: the logits through backward, the optimizer step and the next forward, in fp32 under
+mixed precision (accelerate's ``convert_outputs_to_fp32`` wraps the forward).
 """
 
 from __future__ import annotations
@@ -1023,6 +1029,7 @@ def _group_sums(
 class _Walk:
     blocks: list[_Block]  # embeddings, each layer, head + loss
     forward_transient: int  # the loss's transient bytes at the end of the forward
+    output_bytes: int  # the logits as the model's output holds them (what a custom loop keeps)
 
 
 def _layer_classes(spec: ModelSpec) -> tuple[int, ...]:
@@ -1162,7 +1169,10 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
             early_transient_bytes=2 * log_probs.nbytes,
         )
     )
-    return _Walk(blocks, forward_transient)
+    # Under mixed precision accelerate converts the 16-bit outputs to fp32 once the forward
+    # returns; the 16-bit logits are then freed (the loss kept none of them).
+    output_bytes = logits.numel * 4 if ctx.autocast else logits.nbytes
+    return _Walk(blocks, forward_transient, output_bytes)
 
 
 def _stage_blocks(walk: _Walk, stage: range, first: bool, last: bool) -> list[_Block]:
@@ -1190,8 +1200,13 @@ def _moments(
     accumulating: bool,
     forward_transient: int,
     grad_shards: int,
+    kept_outputs: int = 0,
 ) -> _Moments:
-    """Totals at the forward end, the worst moment of backward, and the optimizer step."""
+    """Totals at the forward end, the worst moment of backward, and the optimizer step.
+
+    ``kept_outputs``: what the loop holds of the model's outputs through the whole step (the
+    previous step's until the forward returns, then this one's).
+    """
     # Runs of one block repeated (identical layers share their _Block) are walked at once.
     runs: list[tuple[_Block, int]] = []
     for b in blocks:
@@ -1257,6 +1272,9 @@ def _moments(
         copies_left -= n * held
         grads_done += n * added
     parts[PHASE_STEP] = {ACTIVATIONS: 0, GRADIENTS: grads_total, **step_extra}
+    if kept_outputs:
+        for p in parts.values():
+            p[LOGITS] = p.get(LOGITS, 0) + kept_outputs
     totals = {
         phase: base + sum(v for v in p.values() if v > 0) + sum(min(v, 0) for v in p.values())
         for phase, p in parts.items()
@@ -1318,6 +1336,7 @@ class TrainingPlan:
     __slots__ = (
         "_accumulating",
         "_ctx",
+        "_custom_loop",
         "_grad_item",
         "_grad_shards",
         "_notes",
@@ -1411,6 +1430,13 @@ class TrainingPlan:
             notes.append(
                 f"pipeline: worst of the first and last of {plan.pp} stages (1F1B schedule)"
             )
+        if workload.loop == "custom":
+            notes.append(
+                "custom loop: outputs keeps the logits (fp32 under accelerate's mixed precision) "
+                "through backward and the optimizer step until the next forward returns; "
+                "loss = model(**batch).loss, as transformers' Trainer takes it, frees them "
+                "before backward"
+            )
         self._trainable = (
             spec.parameters
             if workload.method == "full"
@@ -1429,6 +1455,7 @@ class TrainingPlan:
         self._grad_item = grad_item
         self._grad_shards = plan.grad_shards
         self._accumulating = workload.grad_accum > 1
+        self._custom_loop = workload.loop == "custom"
 
     def breakdown(self, batch: int, seq: int) -> TrainingBreakdown:
         """Per-GPU memory at the peak of a step over ``batch`` sequences of ``seq`` tokens."""
@@ -1446,6 +1473,7 @@ class TrainingPlan:
                 accumulating=self._accumulating,
                 forward_transient=walk.forward_transient if sp.last else 0,
                 grad_shards=self._grad_shards,
+                kept_outputs=walk.output_bytes if sp.last and self._custom_loop else 0,
             )
             phase = max(moments.totals, key=lambda k: moments.totals[k])
             total = moments.totals[phase]

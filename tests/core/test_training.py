@@ -319,3 +319,78 @@ def test_custom_loop_matches_the_harness_measurements() -> None:
         )
         est = training_estimate(spec(rec["model"]), w, device="cpu", autocast_rules="cuda")
         assert abs(est.total_bytes / rec["peak_bytes"] - 1) < 0.01, rec["id"]
+
+
+# ---------------------------------------------------------------------------------------------
+# bitsandbytes 4-bit bases.
+
+
+@pytest.mark.parametrize("quant", ["nf4", "fp4", "nf4-nodq", "fp4-nodq"])
+def test_qlora_takes_every_bitsandbytes_four_bit_scheme(quant: str) -> None:
+    est = training_estimate(spec(MISTRAL), train(method="qlora", quant=quant))
+    assert est.components["weights"] > 0
+
+
+def test_qlora_without_double_quantization_stores_more() -> None:
+    dq = training_estimate(spec(MISTRAL), train(method="qlora", quant="nf4"))
+    nodq = training_estimate(spec(MISTRAL), train(method="qlora", quant="nf4-nodq"))
+    # fp32 absmax per 64 weights instead of uint8 plus a second level: 0.373 bits per weight
+    extra = nodq.components["weights"] - dq.components["weights"]
+    assert 0.35 / 8 * 7.0e9 < extra < 0.40 / 8 * 7.3e9
+
+
+def test_four_bit_matmul_keeps_no_input_so_the_compute_dtype_moves_only_the_dequantized_weight() -> (
+    None
+):
+    """bitsandbytes 0.43.2 on: MatMul4Bit keeps the packed weight, not its (cast) input; with
+    BitsAndBytesConfig's default float32 compute only the dequantized weight grows."""
+    bf16 = training_estimate(spec(MISTRAL), train(method="qlora", quant="fp4-nodq", dtype="bf16"))
+    fp32 = training_estimate(spec(MISTRAL), train(method="qlora", quant="fp4-nodq", dtype="fp32"))
+    grown = fp32.phase_totals["forward end"] - bf16.phase_totals["forward end"]
+    assert grown == bf16.components["dequantized_weight"]
+    assert fp32.components["dequantized_weight"] == 2 * bf16.components["dequantized_weight"]
+    assert any("float32 compute" in note for note in fp32.notes)
+
+
+def _sharded_qlora(gpus: int, **settings: object) -> TrainingPlan:
+    return TrainingPlan(
+        spec(MISTRAL),
+        train(method="qlora", quant="nf4", gpus=gpus, fsdp=True, **settings),
+    )
+
+
+def test_sharded_qlora_divides_the_codes_and_keeps_the_quant_state_whole() -> None:
+    from vramgui.core import dtypes
+
+    w2 = _sharded_qlora(2).breakdown(2, 1024).components["weights"]
+    w4 = _sharded_qlora(4).breakdown(2, 1024).components["weights"]
+    divided = 4 * (w2 - w4)  # weights(dp) = divided / dp + replicated
+    replicated = w2 - divided // 2
+    stored = dtypes.assign_storage(spec(MISTRAL), "bf16", "nf4")
+    state = sum(
+        s.bytes - dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in stored if s.storage == "nf4"
+    )
+    codes = sum(dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in stored if s.storage == "nf4")
+    rest = sum(s.tensor.numel for s in stored if s.storage != "nf4") * 2  # 16-bit, no fp32 upcast
+    assert abs(replicated - state) <= 4
+    assert abs(divided - (codes + rest)) <= 8
+
+
+def test_sharded_qlora_gathers_four_bit_codes_not_sixteen_bit_copies() -> None:
+    qlora = _sharded_qlora(2).breakdown(2, 1024).components["gathered_parameters"]
+    lora = (
+        TrainingPlan(spec(MISTRAL), train(method="lora", precision="pure", gpus=2, fsdp=True))
+        .breakdown(2, 1024)
+        .components["gathered_parameters"]
+    )
+    # two layers and the 16-bit root unit: the layers shrink to a quarter
+    root = sum(t.numel for t in spec(MISTRAL).layer_tensors(None)) * 2
+    assert abs((qlora - root) * 4 - (lora - root)) < 0.01 * (lora - root)
+
+
+def test_sharded_qlora_adapters_follow_the_sixteen_bit_dtype() -> None:
+    single = training_estimate(spec(MISTRAL), train(method="qlora", quant="nf4"))
+    sharded = _sharded_qlora(2).breakdown(2, 1024)
+    assert single.components["lora_adapters"] == single.trainable_parameters * 4
+    assert sharded.components["lora_adapters"] == sharded.trainable_parameters * 2
+    assert any("bnb_4bit_quant_storage=bf16" in note for note in sharded.notes)

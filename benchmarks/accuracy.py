@@ -174,12 +174,7 @@ def gguf_table(rows: list[dict]) -> list[str]:
 
 
 def training_tables() -> list[str]:
-    harness = training_accuracy.rows()
-    published = training_accuracy.published_rows()
-    return [
-        *training_accuracy.table(harness, "Training (harness: second optimizer step, CPU)"),
-        *training_accuracy.table(published, "Training (published GPU figures)"),
-    ]
+    return training_accuracy.sections()
 
 
 def measure_section() -> list[str]:

@@ -586,6 +586,14 @@ TRAINING_CASES = (
         attention="sdpa",
         grad_accum=4,
     ),
+    _training(
+        "qwen2.5-0.5b-full-mixed-bf16-adamw-b8-s1024-sdpa",
+        QWEN25_05B,
+        batch=8,
+        seq=1024,
+        dtype="bf16",
+        attention="sdpa",
+    ),
     # Mixture of experts: the estimator approximates routed experts (appended by the estimator).
     _training(
         "qwen1.5-moe-lora-r16-qv-pure-bf16-adamw-b1-s1024-sdpa",
@@ -598,6 +606,26 @@ TRAINING_CASES = (
         precision="pure",
         attention="sdpa",
     ),
+)
+
+# The loop of tutorials and accelerate's examples (loop="custom"): `outputs` keeps the logits
+# (fp32 under mixed precision) through backward, the step and the next forward. Each runs beside
+# its Trainer twin of the same settings.
+CUSTOM_LOOP_TWINS = (
+    "smollm-135m-full-mixed-bf16-adamw-b8-s1024-sdpa",
+    "qwen2.5-0.5b-full-mixed-bf16-adamw-b8-s1024-sdpa",
+    "qwen2.5-0.5b-full-pure-bf16-adamw-fused-b8-s1024-sdpa-gc",
+    "gpt2-full-fp32-adamw-b8-s1024-eager",
+    "bert-large-full-mixed-fp16-adamw-b8-s512-sdpa",
+    "gemma3-1b-full-mixed-bf16-adamw-b2-s2048-sdpa",
+    "qwen2.5-0.5b-lora-r8-all-linear-mixed-bf16-adamw-b4-s2048-sdpa",
+    "llama3-8b-lora-r16-all-linear-pure-bf16-adamw-b1-s8192-sdpa-gc",
+    "smollm-135m-full-mixed-bf16-adamw-b4-s1024-sdpa-accum4",
+)
+TRAINING_CASES += tuple(
+    Case(f"{case.id}-custom", case.model, {**case.settings, "loop": "custom"})
+    for case in TRAINING_CASES
+    if case.id in CUSTOM_LOOP_TWINS
 )
 
 CASES = {"inference": INFERENCE_CASES, "training": TRAINING_CASES}

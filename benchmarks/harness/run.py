@@ -29,7 +29,11 @@ ABOUT = (
     "prefill of batch x seq tokens (DynamicCache, logits_to_keep=1, all-ones attention mask) "
     "plus one decode step, under no_grad, as model.generate runs them; encoders (bert): one "
     "forward with full logits. Training: the second of two steps (forward with labels=input_ids "
-    "and use_cache=False, backward, optimizer.step, zero_grad(set_to_none=True)). "
+    "and use_cache=False, backward, optimizer.step, zero_grad(set_to_none=True)) in the loop the "
+    "settings name: trainer (transformers' Trainer: outputs dropped once the loss is taken, "
+    "gradients clipped to 1.0) or custom (outputs = model(**batch) kept until the next forward "
+    "returns); mixed precision as accelerate wraps the forward (autocast, outputs converted to "
+    "fp32), fp16 with a GradScaler. "
     "breakdown_at_peak sums to peak_bytes."
 )
 

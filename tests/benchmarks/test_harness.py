@@ -89,6 +89,10 @@ def test_reclassified_storage_moves_between_categories():
             },
         ),
         ("qwen2_moe-shared", {"batch": 2, "seq": 16, "dtype": "bf16"}),
+        (
+            "llama-gqa",
+            {"mode": "training", "batch": 2, "seq": 24, "dtype": "fp16", "loop": "custom"},
+        ),
     ],
 )
 def test_fake_run_matches_real_cpu_run_to_the_byte(tiny, settings):
@@ -134,6 +138,30 @@ def test_breakdown_sums_to_peak_and_names_the_phase():
     # AdamW keeps two fp32 states per trainable parameter
     params = result["trainable_parameters"]
     assert result["phase_peaks"]["optimizer step"]["breakdown"]["optimizer_states"] >= 8 * params
+
+
+@pytest.mark.parametrize(
+    ("settings", "bytes_per_logit"),
+    [
+        ({"dtype": "bf16"}, 4),  # accelerate converts mixed precision's outputs to fp32
+        ({"dtype": "bf16", "precision": "pure"}, 2),
+    ],
+)
+def test_the_custom_loop_keeps_the_logits_in_every_phase(settings, bytes_per_logit):
+    config = TINY["llama-gqa"]
+    run = {"mode": "training", "batch": 2, "seq": 24, "fake": False, **settings}
+    trainer = measure(config, run)
+    custom = measure(config, {**run, "loop": "custom"})
+    logits = 2 * 24 * config["vocab_size"] * bytes_per_logit
+    for phase, peak in trainer["phase_peaks"].items():
+        extra = custom["phase_peaks"][phase]["peak_bytes"] - peak["peak_bytes"]
+        # the loop's `loss` variable (a 4-byte scalar) lives on beside the outputs
+        assert logits <= extra <= logits + 4, phase
+
+
+def test_unknown_loops_are_refused():
+    with pytest.raises(UnsupportedSettingError, match="loop"):
+        measure(TINY["llama-gqa"], {"mode": "training", "loop": "keras"})
 
 
 def test_tied_embeddings_count_once():

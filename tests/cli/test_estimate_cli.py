@@ -283,3 +283,28 @@ def test_every_option_says_what_it_does_and_its_default(command):
             assert action.help, action.dest
     assert "(default: 1)" in text  # --batch
     assert "(default: bf16)" in text  # --dtype
+
+
+def test_loop_option_keeps_the_logits_and_defaults_to_trainer(capsys, config_path):
+    args = ("estimate", config_path, "--mode", "training", "--seq", 1024, "--json")
+    code, out, _ = _run(capsys, *args)
+    assert code == 0
+    trainer = json.loads(out)
+    assert trainer["settings"]["loop"] == "trainer"
+    code, out, _ = _run(capsys, *args, "--loop", "custom")
+    assert code == 0
+    custom = json.loads(out)
+    assert custom["settings"]["loop"] == "custom"
+    # mixed precision: accelerate's fp32 copy of batch x seq x vocab logits, kept through the step
+    kept = 1 * 1024 * LLAMA["vocab_size"] * 4
+    assert custom["per_gpu"]["tensor_bytes"] - trainer["per_gpu"]["tensor_bytes"] == kept
+    assert custom["per_gpu"]["components"]["logits"] >= kept
+
+
+def test_unknown_loop_exits_2_with_one_line(capsys, config_path):
+    with pytest.raises(SystemExit) as exited:
+        main(["estimate", str(config_path), "--mode", "training", "--loop", "keras"])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and "--loop" in err and "trainer" in err

@@ -530,3 +530,29 @@ def test_quantized_weights_never_outgrow_the_16_bit_model(spec):
     original = weight_bytes(spec, "bf16", "none")
     for quant in _SMALLER_SCHEMES:
         assert weight_bytes(spec, "bf16", quant) <= original, quant
+
+
+def test_load_in_4bit_alone_is_the_scheme_named_its_default():
+    """transformers' BitsAndBytesConfig(load_in_4bit=True): FP4, no double quantization, float32
+    compute, uint8 storage; the scheme and the QLoRA notes say so."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BitsAndBytesConfig(load_in_4bit=True)
+    scheme = dtypes.SCHEMES[dtypes.BNB_LOAD_IN_4BIT_DEFAULT]
+    assert config.bnb_4bit_quant_type == scheme.name.removesuffix("-nodq")
+    assert config.bnb_4bit_use_double_quant is scheme.double_quant is False
+    assert config.bnb_4bit_compute_dtype == torch.float32
+    assert config.bnb_4bit_quant_storage == torch.uint8
+    assert "load_in_4bit=True" in scheme.description
+
+
+def test_four_bit_codes_are_half_a_byte_per_weight_without_the_quant_state():
+    stored = [s for s in dtypes.assign_storage(LLAMA2_7B, "bf16", "nf4") if s.storage == "nf4"]
+    assert stored
+    for s in stored:
+        numel = math.prod(s.tensor.shape)
+        codes = dtypes.bnb_4bit_packed_bytes(s.tensor.shape)
+        assert codes == numel // 2
+        blocks = numel // 64
+        # uint8 absmax per block, its fp32 offset, fp32 absmax per 256 blocks, the 16-entry code
+        assert s.bytes - codes == blocks + 4 + 4 * math.ceil(blocks / 256) + 64

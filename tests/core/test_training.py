@@ -252,3 +252,145 @@ def test_plan_at_other_sizes_equals_a_fresh_estimate(settings: dict) -> None:
     for batch, seq in ((1, 16), (3, 1000), (workload.batch, workload.seq), (8, 8192)):
         resized = workload.with_(batch=batch, seq=seq)
         assert plan.breakdown(batch, seq) == training_estimate(model, resized)
+
+
+# ---------------------------------------------------------------------------------------------
+# The training loop around the model.
+
+
+def _logits_numel(name: str, w: Workload) -> int:
+    return w.batch * w.seq * CONFIGS[name]["vocab_size"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "bytes_per_logit"),
+    [
+        # accelerate converts the 16-bit outputs of a mixed-precision forward to fp32
+        ({"precision": "mixed", "dtype": "bf16"}, 4),
+        ({"precision": "pure", "dtype": "bf16"}, 2),
+        ({"precision": "fp32", "dtype": "fp32"}, 4),
+        ({"precision": "pure", "dtype": "fp16", "method": "lora", "grad_checkpointing": True}, 2),
+    ],
+)
+def test_custom_loop_keeps_the_logits_through_every_phase(
+    settings: dict, bytes_per_logit: int
+) -> None:
+    w = train(**settings)
+    trainer = training_estimate(spec(LLAMA), w)
+    custom = training_estimate(spec(LLAMA), w.with_(loop="custom"))
+    kept = _logits_numel(LLAMA, w) * bytes_per_logit
+    for phase, total in trainer.phase_totals.items():
+        assert custom.phase_totals[phase] == total + kept
+    assert custom.components["logits"] == trainer.components.get("logits", 0) + kept
+    assert any("custom loop" in note for note in custom.notes)
+    assert not any("custom loop" in note for note in trainer.notes)
+
+
+def test_the_loop_defaults_to_trainer_and_unknown_loops_are_refused() -> None:
+    assert Workload().loop == "trainer"
+    assert Workload.from_dict({"mode": "training"}).loop == "trainer"
+    assert Workload.from_dict({"loop": "custom"}).loop == "custom"
+    with pytest.raises(WorkloadError, match="--loop must be one of trainer, custom"):
+        Workload(loop="accelerate")
+    with pytest.raises(WorkloadError, match="loop must be a string"):
+        Workload.from_dict({"loop": 1})
+
+
+def test_custom_loop_keeps_only_the_last_pipeline_stages_logits() -> None:
+    w = train(gpus=2, pp=2)
+    trainer = training_estimate(spec(LLAMA), w)
+    custom = training_estimate(spec(LLAMA), w.with_(loop="custom"))
+    assert custom.total_bytes - trainer.total_bytes in (0, _logits_numel(LLAMA, w) * 4)
+
+
+def test_custom_loop_matches_the_harness_measurements() -> None:
+    records = {r["id"]: r for r in json.loads(MEASURED.read_text())["cases"]}
+    custom = [r for r in records.values() if r["settings"].get("loop") == "custom"]
+    assert len(custom) >= 8
+    for rec in custom:
+        s = rec["settings"]
+        w = Workload.from_dict(
+            {
+                k: v
+                for k, v in s.items()
+                if k in {f.name.replace("_", "-") for f in fields(Workload)} and v != ""
+            }
+            | {"mode": "training", "lora-targets": s["lora-targets"] or "q_proj,v_proj"}
+        )
+        est = training_estimate(spec(rec["model"]), w, device="cpu", autocast_rules="cuda")
+        assert abs(est.total_bytes / rec["peak_bytes"] - 1) < 0.01, rec["id"]
+
+
+# ---------------------------------------------------------------------------------------------
+# bitsandbytes 4-bit bases.
+
+
+@pytest.mark.parametrize("quant", ["nf4", "fp4", "nf4-nodq", "fp4-nodq"])
+def test_qlora_takes_every_bitsandbytes_four_bit_scheme(quant: str) -> None:
+    est = training_estimate(spec(MISTRAL), train(method="qlora", quant=quant))
+    assert est.components["weights"] > 0
+
+
+def test_qlora_without_double_quantization_stores_more() -> None:
+    dq = training_estimate(spec(MISTRAL), train(method="qlora", quant="nf4"))
+    nodq = training_estimate(spec(MISTRAL), train(method="qlora", quant="nf4-nodq"))
+    # fp32 absmax per 64 weights instead of uint8 plus a second level: 0.373 bits per weight
+    extra = nodq.components["weights"] - dq.components["weights"]
+    assert 0.35 / 8 * 7.0e9 < extra < 0.40 / 8 * 7.3e9
+
+
+def test_four_bit_matmul_keeps_no_input_so_the_compute_dtype_moves_only_the_dequantized_weight() -> (
+    None
+):
+    """bitsandbytes 0.43.2 on: MatMul4Bit keeps the packed weight, not its (cast) input; with
+    BitsAndBytesConfig's default float32 compute only the dequantized weight grows."""
+    bf16 = training_estimate(spec(MISTRAL), train(method="qlora", quant="fp4-nodq", dtype="bf16"))
+    fp32 = training_estimate(spec(MISTRAL), train(method="qlora", quant="fp4-nodq", dtype="fp32"))
+    grown = fp32.phase_totals["forward end"] - bf16.phase_totals["forward end"]
+    assert grown == bf16.components["dequantized_weight"]
+    assert fp32.components["dequantized_weight"] == 2 * bf16.components["dequantized_weight"]
+    assert any("float32 compute" in note for note in fp32.notes)
+
+
+def _sharded_qlora(gpus: int, **settings: object) -> TrainingPlan:
+    return TrainingPlan(
+        spec(MISTRAL),
+        train(method="qlora", quant="nf4", gpus=gpus, fsdp=True, **settings),
+    )
+
+
+def test_sharded_qlora_divides_the_codes_and_keeps_the_quant_state_whole() -> None:
+    from vramgui.core import dtypes
+
+    w2 = _sharded_qlora(2).breakdown(2, 1024).components["weights"]
+    w4 = _sharded_qlora(4).breakdown(2, 1024).components["weights"]
+    divided = 4 * (w2 - w4)  # weights(dp) = divided / dp + replicated
+    replicated = w2 - divided // 2
+    stored = dtypes.assign_storage(spec(MISTRAL), "bf16", "nf4")
+    state = sum(
+        s.bytes - dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in stored if s.storage == "nf4"
+    )
+    codes = sum(dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in stored if s.storage == "nf4")
+    rest = sum(s.tensor.numel for s in stored if s.storage != "nf4") * 2  # 16-bit, no fp32 upcast
+    assert abs(replicated - state) <= 4
+    assert abs(divided - (codes + rest)) <= 8
+
+
+def test_sharded_qlora_gathers_four_bit_codes_not_sixteen_bit_copies() -> None:
+    qlora = _sharded_qlora(2).breakdown(2, 1024).components["gathered_parameters"]
+    lora = (
+        TrainingPlan(spec(MISTRAL), train(method="lora", precision="pure", gpus=2, fsdp=True))
+        .breakdown(2, 1024)
+        .components["gathered_parameters"]
+    )
+    # two layers and the 16-bit root unit: the layers shrink to a quarter
+    root = sum(t.numel for t in spec(MISTRAL).layer_tensors(None)) * 2
+    assert abs((qlora - root) * 4 - (lora - root)) < 0.01 * (lora - root)
+
+
+def test_sharded_qlora_adapters_follow_the_sixteen_bit_dtype() -> None:
+    single = training_estimate(spec(MISTRAL), train(method="qlora", quant="nf4"))
+    sharded = _sharded_qlora(2).breakdown(2, 1024)
+    assert single.components["lora_adapters"] == single.trainable_parameters * 4
+    assert sharded.components["lora_adapters"] == sharded.trainable_parameters * 2
+    assert any("bnb_4bit_quant_storage=bf16" in note for note in sharded.notes)

@@ -56,6 +56,9 @@ def test_settings_carry_the_estimate_option_names():
     )
     assert training["lora-targets"] == "q_proj,v_proj"
     assert training["grad-accum"] == 2 and training["method"] == "lora"
+    assert training["loop"] == "trainer"
+    custom = request.harness_settings(SPEC, Workload(mode="training", loop="custom"), "fake")
+    assert custom["loop"] == "custom"
     assert training["fake"] is False
 
 

@@ -476,3 +476,11 @@ def test_racing_saves_from_separate_processes(store, tmp_path):
     [listing] = store.list()
     winner = outputs.index("saved")
     assert listing.profile.notes == f"writer {winner}"
+
+
+def test_a_profile_saved_before_the_loop_setting_reads_as_trainer(store):
+    doc = make(workload=Workload(mode="training", loop="custom")).to_dict()
+    assert doc["workload"]["loop"] == "custom"
+    assert Profile.from_dict(doc).workload.loop == "custom"
+    del doc["workload"]["loop"]
+    assert Profile.from_dict(doc).workload.loop == "trainer"

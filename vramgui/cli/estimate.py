@@ -17,6 +17,7 @@ from vramgui.core.workload import (
     DTYPES,
     ENGINES,
     KV_DTYPES,
+    LOOPS,
     METHOD_RECIPES,
     METHODS,
     MODES,
@@ -127,6 +128,14 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         default=d.grad_accum,
         help="micro-batches per optimizer step (no change to peak memory)",
     )
+    parser.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default=d.loop,
+        help="training loop: trainer = transformers' Trainer (outputs dropped once the loss is "
+        "taken); custom = outputs = model(**batch); loss = outputs.loss; loss.backward() "
+        "(the logits stay alive through backward and the optimizer step)",
+    )
     parser.add_argument("--lora-rank", type=int, default=d.lora_rank, help="LoRA rank r")
     parser.add_argument(
         "--lora-targets",
@@ -221,6 +230,7 @@ def workload_from_args(
         overhead_bytes=overhead,
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
+        loop=args.loop,
     )
 
 

@@ -236,15 +236,26 @@ def _gptq(name: str, family: str, *, bits: int, group: int, label: str, what: st
     )
 
 
+# What transformers' ``BitsAndBytesConfig(load_in_4bit=True)`` stores when nothing else is set
+# (bnb_4bit_quant_type="fp4", bnb_4bit_use_double_quant=False); it also computes in float32
+# (bnb_4bit_compute_dtype=None reads as torch.float32).
+BNB_LOAD_IN_4BIT_DEFAULT = "fp4-nodq"
+
+
 def _bnb4(name: str, code: str, double_quant: bool) -> Scheme:
     absmax_bits = 8 / 64 + 32 / (64 * 256) if double_quant else 32 / 64
     dq = "double-quantized absmax (uint8, fp32 per 256 blocks)" if double_quant else "fp32 absmax"
+    default = (
+        "; what load_in_4bit=True gives when BitsAndBytesConfig sets nothing else"
+        if name == BNB_LOAD_IN_4BIT_DEFAULT
+        else ""
+    )
     return Scheme(
         name=name,
         family="bitsandbytes",
         label=f"bitsandbytes {code.upper()}" + ("" if double_quant else " (no double quant)"),
         nominal_bits_per_weight=round(4 + absmax_bits, 3),
-        description=f"4-bit {code.upper()} codes, 2 per byte, {dq} per block of 64",
+        description=f"4-bit {code.upper()} codes, 2 per byte, {dq} per block of 64{default}",
         bits=4,
         group_size=64,
         double_quant=double_quant,
@@ -440,12 +451,23 @@ def _bnb_4bit_bytes(shape: tuple[int, ...], double_quant: bool) -> int:
     matrices, out, inp = _quantized_layout(shape)
     numel = out * inp
     blocks = _ceil_div(numel, 64)
-    packed = _ceil_div(numel, 2)  # Params4bit: uint8, two 4-bit codes per byte
+    packed = _ceil_div(numel, 2)  # Params4bit: two 4-bit codes per byte of quant storage
     code = 16 * 4  # QuantState.code: the 16 NF4 / FP4 values in fp32
     # Double quant: absmax as uint8 + its fp32 offset, and state2's fp32 absmax per 256 blocks.
     # state2's 256-entry code is one tensor shared by every weight on a GPU (1 KiB), left out.
     absmax = blocks + 4 + 4 * _ceil_div(blocks, 256) if double_quant else 4 * blocks
     return matrices * (packed + absmax + code)
+
+
+def bnb_4bit_packed_bytes(shape: tuple[int, ...]) -> int:
+    """The packed 4-bit codes of a bitsandbytes weight (Params4bit's data), without its quant state.
+
+    FSDP and ZeRO-3 shard the codes, a parameter stored as ``bnb_4bit_quant_storage``; the quant
+    state (absmax, the nested absmax and offset, the code table) is an attribute of the
+    parameter that every rank keeps whole.
+    """
+    matrices, out, inp = _quantized_layout(shape)
+    return matrices * _ceil_div(out * inp, 2)
 
 
 def _gptq_bytes(shape: tuple[int, ...], bits: int, group: int, awq: bool) -> int:

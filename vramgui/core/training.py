@@ -8,10 +8,16 @@ input, a product the other factor, a softmax its output...), with the dtype each
 under autocast or in pure 16-bit. The same replay gives the order in which backward frees those
 tensors and creates gradients, so the peak moment (forward end, backward, optimizer step) follows.
 
-Conditions that the figures follow (those of a Trainer-style loop): the model output is dropped
-right after the loss is taken, ``zero_grad(set_to_none=True)`` after each step, one parameter
-group, checkpointing with ``use_reentrant=False`` (transformers' default), peft's defaults (fp32
-adapters on a 16-bit base, ``lora_dropout`` 0, no adapter on the LM head).
+Conditions that the figures follow: ``zero_grad(set_to_none=True)`` after each step, one
+parameter group, checkpointing with ``use_reentrant=False`` (transformers' default), peft's
+defaults (fp32 adapters on a 16-bit base, ``lora_dropout`` 0, no adapter on the LM head), and the
+loop the workload names. transformers' Trainer (``loop="trainer"``) drops the model's outputs as
+soon as ``compute_loss`` has the loss; its gradient clipping (``max_grad_norm=1.0``) and fp16
+GradScaler allocate a scalar per gradient tensor and work in place, which changes no figure here.
+The loop of tutorials and accelerate's examples (``loop="custom"``: ``outputs = model(**batch);
+loss = outputs.loss; loss.backward()``) keeps ``outputs`` alive until the next forward has
+returned: the logits through backward, the optimizer step and the next forward, in fp32 under
+mixed precision (accelerate's ``convert_outputs_to_fp32`` wraps the forward).
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ REQUIRED_COMPONENTS = (WEIGHTS, ACTIVATIONS, GRADIENTS, OPTIMIZER_STATES)
 # (the CPU build of PyTorch), which differs in dropout masks and autocast's fp32 op list.
 DEVICES = ("cuda", "cpu")
 
-FOUR_BIT_SCHEMES = ("nf4", "fp4")
+# bitsandbytes 4-bit schemes a QLoRA base can be stored in (``load_in_4bit=True`` alone, or
+# ``BitsAndBytesConfig()``'s defaults, is fp4-nodq with float32 compute).
+FOUR_BIT_SCHEMES = ("nf4", "fp4", "nf4-nodq", "fp4-nodq")
 ALL_LINEAR = "all-linear"
 
 # bitsandbytes 8-bit optimizers: tensors under this many elements keep 32-bit states, and the
@@ -130,6 +138,7 @@ class _Ctx:
     checkpointing: bool
     tp: int = 1
     four_bit_base: bool = False
+    adapter_bytes: int = _ADAPTER_BYTES  # dtype of the LoRA adapters and their gradients
     tokens: int = field(init=False)  # batch x seq, read by most operations of the replay
 
     def __post_init__(self) -> None:
@@ -153,6 +162,7 @@ class _Ctx:
             checkpointing=self.checkpointing,
             tp=self.tp,
             four_bit_base=self.four_bit_base,
+            adapter_bytes=self.adapter_bytes,
         )
 
 
@@ -226,19 +236,17 @@ class _Replay:
             out = self.linear(x, out_features, False)
         if module not in ctx.lora_targets:
             return out
-        xa = self.cast(x, _ADAPTER_BYTES)
+        xa = self.cast(x, ctx.adapter_bytes)
         a = self.linear(xa, ctx.lora_rank, True)
         b = self.linear(a, out_features, True)
         summed = self.new(out.numel, max(out.itemsize, b.itemsize), True)
         return self.cast(summed, out.itemsize)
 
     def linear4bit(self, x: _T, out_features: int) -> _T:
-        """bitsandbytes' Linear4bit: casts its input to the compute dtype, and MatMul4Bit keeps
-        that input whenever it needs a gradient (although the frozen weight needs none); the
-        output returns to the input's dtype."""
-        xin = self.cast(x, self.ctx.compute_bytes)
-        if x.grad:
-            self.save(xin)
+        """bitsandbytes' Linear4bit: casts its input to the compute dtype (a copy that nothing
+        keeps) and returns the output in the input's dtype. MatMul4Bit keeps only the packed
+        weight for backward (bitsandbytes 0.43.2 on; 0.43.1 and earlier also kept the cast input
+        whenever it needed a gradient)."""
         return self.new(x.numel // self.width_of(x) * out_features, x.itemsize, x.grad)
 
     def mul(self, a: _T, b: _T) -> _T:
@@ -909,15 +917,14 @@ def _check(workload: Workload) -> None:
         raise WorkloadError("a training estimate needs --mode training")
     if workload.method == "qlora" and workload.quant not in FOUR_BIT_SCHEMES:
         raise WorkloadError(
-            f"QLoRA trains adapters on a 4-bit base: use --quant nf4 or fp4, not {workload.quant!r}"
+            "QLoRA trains adapters on a bitsandbytes 4-bit base: use --quant nf4 or fp4 "
+            f"(or nf4-nodq / fp4-nodq without double quantization), not {workload.quant!r}"
         )
     if workload.method != "qlora" and workload.quant != "none":
         raise WorkloadError(
             f"--quant {workload.quant} with --method {workload.method}: a quantized base can only "
             "be trained through adapters (use --method qlora)"
         )
-    if workload.method == "qlora" and workload.dtype == "fp32":
-        raise WorkloadError("QLoRA computes in 16 bit: use --dtype bf16 or fp16")
 
 
 def _context(
@@ -926,8 +933,15 @@ def _context(
     sixteen = dtypes.dtype_bytes(workload.dtype)
     if workload.precision == "fp32" or workload.dtype == "fp32":
         param_bytes, compute, autocast = 4, 4, False
+    elif workload.method == "qlora" and (workload.fsdp or workload.zero == 3):
+        # Sharded QLoRA stores the 4-bit codes in the 16-bit dtype (bnb_4bit_quant_storage) so
+        # that FSDP / ZeRO-3 can flatten them with the other weights of a unit, which must share
+        # one dtype: TRL's SFTTrainer (which peft's FSDP and DeepSpeed QLoRA guides run) skips
+        # prepare_model_for_kbit_training, so the unquantized tensors stay 16-bit, and makes the
+        # adapters 16-bit too (get_peft_model(autocast_adapter_dtype=False)).
+        param_bytes, compute, autocast = sixteen, sixteen, False
     elif workload.method == "qlora":
-        # peft's prepare_model_for_kbit_training (what TRL and most QLoRA recipes call) upcasts
+        # peft's prepare_model_for_kbit_training (what most single-GPU QLoRA recipes call) upcasts
         # every unquantized tensor (embeddings, norms, head) to fp32, so the hidden states are
         # fp32; bitsandbytes' 4-bit linears compute in the 16-bit dtype and return the input's.
         param_bytes, compute, autocast = 4, sixteen, False
@@ -941,6 +955,7 @@ def _context(
     targets: frozenset[str] = frozenset()
     if workload.method != "full":
         targets = resolve_lora_targets(spec, workload.lora_targets)
+    sharded_4bit = workload.method == "qlora" and (workload.fsdp or workload.zero == 3)
     return _Ctx(
         batch=workload.batch,
         seq=workload.seq,
@@ -956,6 +971,7 @@ def _context(
         checkpointing=workload.grad_checkpointing,
         tp=workload.tp,
         four_bit_base=workload.method == "qlora",
+        adapter_bytes=param_bytes if sharded_4bit else _ADAPTER_BYTES,
     )
 
 
@@ -1023,6 +1039,7 @@ def _group_sums(
 class _Walk:
     blocks: list[_Block]  # embeddings, each layer, head + loss
     forward_transient: int  # the loss's transient bytes at the end of the forward
+    output_bytes: int  # the logits as the model's output holds them (what a custom loop keeps)
 
 
 def _layer_classes(spec: ModelSpec) -> tuple[int, ...]:
@@ -1162,7 +1179,10 @@ def _walk(spec: ModelSpec, ctx: _Ctx, grad_item: int) -> _Walk:
             early_transient_bytes=2 * log_probs.nbytes,
         )
     )
-    return _Walk(blocks, forward_transient)
+    # Under mixed precision accelerate converts the 16-bit outputs to fp32 once the forward
+    # returns; the 16-bit logits are then freed (the loss kept none of them).
+    output_bytes = logits.numel * 4 if ctx.autocast else logits.nbytes
+    return _Walk(blocks, forward_transient, output_bytes)
 
 
 def _stage_blocks(walk: _Walk, stage: range, first: bool, last: bool) -> list[_Block]:
@@ -1190,8 +1210,13 @@ def _moments(
     accumulating: bool,
     forward_transient: int,
     grad_shards: int,
+    kept_outputs: int = 0,
 ) -> _Moments:
-    """Totals at the forward end, the worst moment of backward, and the optimizer step."""
+    """Totals at the forward end, the worst moment of backward, and the optimizer step.
+
+    ``kept_outputs``: what the loop holds of the model's outputs through the whole step (the
+    previous step's until the forward returns, then this one's).
+    """
     # Runs of one block repeated (identical layers share their _Block) are walked at once.
     runs: list[tuple[_Block, int]] = []
     for b in blocks:
@@ -1257,6 +1282,9 @@ def _moments(
         copies_left -= n * held
         grads_done += n * added
     parts[PHASE_STEP] = {ACTIVATIONS: 0, GRADIENTS: grads_total, **step_extra}
+    if kept_outputs:
+        for p in parts.values():
+            p[LOGITS] = p.get(LOGITS, 0) + kept_outputs
     totals = {
         phase: base + sum(v for v in p.values() if v > 0) + sum(min(v, 0) for v in p.values())
         for phase, p in parts.items()
@@ -1318,6 +1346,7 @@ class TrainingPlan:
     __slots__ = (
         "_accumulating",
         "_ctx",
+        "_custom_loop",
         "_grad_item",
         "_grad_shards",
         "_notes",
@@ -1341,12 +1370,11 @@ class TrainingPlan:
         deepspeed_mixed = workload.zero > 0 and workload.precision == "mixed"
         ctx = _context(spec, workload, device, autocast_rules or device, deepspeed_mixed)
         notes: list[str] = list(plan.notes)
-        sixteen = dtypes.dtype_bytes(workload.dtype)
 
         # Which tensors live on this GPU (the worst pipeline stage is chosen in breakdown).
         stages = parallel.stage_layers(spec.facts.num_layers, plan.pp)
 
-        grad_item = ctx.param_bytes if workload.method == "full" else _ADAPTER_BYTES
+        grad_item = ctx.param_bytes if workload.method == "full" else ctx.adapter_bytes
         state_item = 4 if deepspeed_mixed else grad_item
         self._stages: list[_StagePlan] = []
         for index, stage in enumerate(stages):
@@ -1357,8 +1385,11 @@ class TrainingPlan:
                 spec, workload, ctx, stage, first=first, last=last, state_item=state_item
             )
             trainable = facts.trainable
-            weights = parallel.shard(facts.weights, plan.param_shards)
-            adapters = trainable * _ADAPTER_BYTES if workload.method != "full" else 0
+            # Sharding divides the parameters; a 4-bit weight's quant state stays whole on each
+            # rank.
+            replicated = facts.quant_state if plan.param_shards > 1 else 0
+            weights = parallel.shard(facts.weights - replicated, plan.param_shards) + replicated
+            adapters = trainable * ctx.adapter_bytes if workload.method != "full" else 0
             opt = facts.optimizer
             states = opt.states + (trainable * 4 if deepspeed_mixed else 0)  # fp32 master weights
             states = parallel.shard(states, plan.state_shards)
@@ -1386,8 +1417,9 @@ class TrainingPlan:
             if buckets:
                 resident[GRADIENT_BUCKETS] = buckets
             if workload.method == "qlora":
-                # bitsandbytes dequantizes one 4-bit weight at a time for its matmul.
-                resident[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx.tp) * sixteen
+                # bitsandbytes dequantizes one 4-bit weight at a time, to the compute dtype, for
+                # its matmul.
+                resident[DEQUANTIZED_WEIGHT] = _largest_linear(spec, ctx.tp) * ctx.compute_bytes
             self._stages.append(
                 _StagePlan(
                     stage=stage,
@@ -1401,15 +1433,17 @@ class TrainingPlan:
                 )
             )
         if workload.method == "qlora":
-            notes.append(
-                "QLoRA: the 4-bit base as bitsandbytes stores it (double quantization included), "
-                "embeddings / norms / head upcast to fp32 by prepare_model_for_kbit_training, one "
-                "linear's weight dequantized in flight; paged optimizer states are counted on the "
-                "GPU (bitsandbytes moves them to host RAM only under memory pressure)"
-            )
+            notes.append(_qlora_note(workload, plan.param_shards))
         if plan.pp > 1:
             notes.append(
                 f"pipeline: worst of the first and last of {plan.pp} stages (1F1B schedule)"
+            )
+        if workload.loop == "custom":
+            notes.append(
+                "custom loop: outputs keeps the logits (fp32 under accelerate's mixed precision) "
+                "through backward and the optimizer step until the next forward returns; "
+                "loss = model(**batch).loss, as transformers' Trainer takes it, frees them "
+                "before backward"
             )
         self._trainable = (
             spec.parameters
@@ -1429,6 +1463,7 @@ class TrainingPlan:
         self._grad_item = grad_item
         self._grad_shards = plan.grad_shards
         self._accumulating = workload.grad_accum > 1
+        self._custom_loop = workload.loop == "custom"
 
     def breakdown(self, batch: int, seq: int) -> TrainingBreakdown:
         """Per-GPU memory at the peak of a step over ``batch`` sequences of ``seq`` tokens."""
@@ -1446,6 +1481,7 @@ class TrainingPlan:
                 accumulating=self._accumulating,
                 forward_transient=walk.forward_transient if sp.last else 0,
                 grad_shards=self._grad_shards,
+                kept_outputs=walk.output_bytes if sp.last and self._custom_loop else 0,
             )
             phase = max(moments.totals, key=lambda k: moments.totals[k])
             total = moments.totals[phase]
@@ -1469,6 +1505,33 @@ class TrainingPlan:
         )
 
 
+def _qlora_note(workload: Workload, param_shards: int) -> str:
+    """How the QLoRA figures were counted, in the words of the libraries' settings."""
+    if param_shards > 1:
+        base = (
+            f"QLoRA sharded over {param_shards} ranks: the 4-bit codes, stored as "
+            f"bnb_4bit_quant_storage={workload.dtype}, are divided with the other weights and one "
+            "layer's codes gathered in flight; each weight's quant state (absmax) stays whole on "
+            f"every rank; embeddings / norms / head stay {workload.dtype}"
+        )
+    else:
+        base = (
+            "QLoRA: the 4-bit base as bitsandbytes stores it (quant state included), "
+            "embeddings / norms / head upcast to fp32 by prepare_model_for_kbit_training"
+        )
+    compute = (
+        "float32 compute, BitsAndBytesConfig's default bnb_4bit_compute_dtype (what "
+        "load_in_4bit=True alone gives, with fp4 and no double quantization)"
+        if workload.dtype == "fp32"
+        else f"bnb_4bit_compute_dtype={workload.dtype}"
+    )
+    return (
+        f"{base}; {compute}; one linear's weight dequantized in flight, no activation kept by "
+        "the 4-bit matmul (bitsandbytes 0.43.2 on); paged optimizer states are counted on the GPU "
+        "(bitsandbytes moves them to host RAM only under memory pressure)"
+    )
+
+
 def _largest_linear(spec: ModelSpec, tp: int) -> int:
     return spec.cached(
         ("training_largest_linear", tp),
@@ -1489,6 +1552,7 @@ class _StageFacts:
 
     trainable: int  # trainable elements on this rank
     weights: int  # weight bytes before sharding over data-parallel ranks
+    quant_state: int  # of those, the 4-bit weights' quant state (never sharded)
     optimizer: _OptimizerBytes  # before sharding
     layer_bytes: tuple[int, ...]  # each block's parameters, gathered in the compute dtype
     outside_bytes: int  # the tensors outside the blocks, gathered
@@ -1530,14 +1594,14 @@ def _stage_facts(
             ]
         )
         outside = [t.numel * ctx.compute_bytes for t in tensors if t.layer is None]
+        weights, quant_state = _weight_bytes(spec, tensors, workload, ctx)
         return _StageFacts(
             trainable=sum(numels),
-            weights=_weight_bytes(spec, tensors, workload, ctx),
+            weights=weights,
+            quant_state=quant_state,
             optimizer=_optimizer_bytes(workload.optimizer, numels, shapes, state_item),
             layer_bytes=tuple(
-                sum(t.numel for t in spec.layer_tensors(i))
-                * (sixteen if ctx.compute_bytes == 2 else 4)
-                for i in stage
+                _gathered_layer_bytes(spec, i, workload, ctx, sixteen) for i in stage
             ),
             outside_bytes=sum(outside),
             largest_outside=max(outside, default=0),
@@ -1563,14 +1627,38 @@ def _stage_facts(
     return spec.cached(key, compute)
 
 
-def _weight_bytes(spec: ModelSpec, tensors: list[Tensor], workload: Workload, ctx: _Ctx) -> int:
-    """Bytes of ``tensors`` on one tensor-parallel rank, as the method stores them."""
+def _weight_bytes(
+    spec: ModelSpec, tensors: list[Tensor], workload: Workload, ctx: _Ctx
+) -> tuple[int, int]:
+    """Bytes of ``tensors`` on one tensor-parallel rank, as the method stores them, and of
+    those the 4-bit weights' quant state."""
     if workload.method == "qlora":
         sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
         stored = dtypes.assign_storage(sub, workload.dtype, workload.quant)
-        quantized = sum(s.bytes for s in stored if s.storage == workload.quant)
+        quantized = [s for s in stored if s.storage == workload.quant]
+        codes = sum(dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in quantized)
+        quantized_bytes = sum(s.bytes for s in quantized)
         upcast = sum(s.tensor.numel for s in stored if s.storage != workload.quant)
-        return math.ceil(quantized / ctx.tp) + upcast * ctx.param_bytes
-    return sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors) * (
-        ctx.param_bytes
+        return (
+            math.ceil(quantized_bytes / ctx.tp) + upcast * ctx.param_bytes,
+            math.ceil((quantized_bytes - codes) / ctx.tp),
+        )
+    weights = sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors)
+    return weights * ctx.param_bytes, 0
+
+
+def _gathered_layer_bytes(
+    spec: ModelSpec, layer: int, workload: Workload, ctx: _Ctx, sixteen: int
+) -> int:
+    """One block's parameters as FSDP / ZeRO-3 gather them: in the compute dtype, or for QLoRA
+    the 4-bit codes (their quant state is never sharded) and the 16-bit rest."""
+    tensors = spec.layer_tensors(layer)
+    if workload.method != "qlora":
+        return sum(t.numel for t in tensors) * (sixteen if ctx.compute_bytes == 2 else 4)
+    sub = ModelSpec(spec.name, spec.facts, tensors, spec.architecture)
+    return sum(
+        dtypes.bnb_4bit_packed_bytes(s.tensor.shape)
+        if s.storage == workload.quant
+        else s.tensor.numel * ctx.param_bytes
+        for s in dtypes.assign_storage(sub, workload.dtype, workload.quant)
     )

@@ -18,6 +18,9 @@ ATTENTIONS = ("eager", "sdpa", "flash")
 METHODS = ("full", "lora", "qlora")
 PRECISIONS = ("mixed", "pure", "fp32")
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor", "lion")
+# trainer: transformers' Trainer drops the model's outputs once it has the loss; custom: the loop
+# of tutorials and accelerate's examples keeps ``outputs`` (the logits) through backward.
+LOOPS = ("trainer", "custom")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
@@ -96,6 +99,8 @@ class Workload:
         overhead_bytes: runtime overhead per GPU; None takes the measured default.
         gpu_memory_utilization: vLLM's fraction of GPU memory it may take.
         cpu_offload: offload optimizer states (and with ZeRO-3, parameters) to host RAM.
+        loop: the training loop around the model: "trainer" (transformers' Trainer) or "custom"
+            (``outputs = model(**batch); loss = outputs.loss; loss.backward()``).
     """
 
     mode: str = "inference"
@@ -121,6 +126,7 @@ class Workload:
     overhead_bytes: int | None = None
     gpu_memory_utilization: float = 0.9
     cpu_offload: bool = False
+    loop: str = "trainer"
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -131,6 +137,7 @@ class Workload:
         _check_choice("method", self.method, METHODS)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        _check_choice("loop", self.loop, LOOPS)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
         _check_range("lora-rank", self.lora_rank, 1, 1 << 16)

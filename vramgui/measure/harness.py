@@ -28,6 +28,7 @@ from typing import Any
 import peft
 import torch
 import transformers
+from accelerate.utils import convert_to_fp32
 from torch._subclasses.fake_tensor import FakeTensorMode
 from transformers import AutoConfig, AutoModelForCausalLM, BertForMaskedLM, DynamicCache
 from transformers.initialization import no_init_weights
@@ -38,8 +39,10 @@ from vramgui.measure.live_bytes import LiveBytes
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 OPTIMIZERS = ("adamw", "adamw-fused", "sgd", "adafactor", "lion")
+LOOPS = ("trainer", "custom")
 ENCODER_MODEL_TYPES = frozenset({"bert"})
 LEARNING_RATE = 1e-5
+MAX_GRAD_NORM = 1.0  # transformers' TrainingArguments default
 
 
 class UnsupportedSettingError(ValueError):
@@ -67,6 +70,9 @@ class Settings:
         lora_targets: comma-separated module names, "all-linear", or "" for peft's default
             targets of the architecture.
         grad_accum: micro-batches per optimizer step.
+        loop: "trainer" (transformers' Trainer: outputs dropped once the loss is taken, gradients
+            clipped to 1.0) or "custom" (``outputs = model(**batch); loss = outputs.loss;
+            loss.backward()``, no clipping).
         fake: run under FakeTensorMode (False: really run on the CPU, for small models only).
     """
 
@@ -82,6 +88,7 @@ class Settings:
     lora_rank: int = 16
     lora_targets: str = ""
     grad_accum: int = 1
+    loop: str = "trainer"
     fake: bool = True
 
     @classmethod
@@ -107,6 +114,7 @@ class Settings:
             "method": ("full", "lora"),
             "precision": ("mixed", "pure", "fp32"),
             "optimizer": OPTIMIZERS,
+            "loop": LOOPS,
         }
         for name, choices in allowed.items():
             if getattr(self, name) not in choices:
@@ -352,13 +360,17 @@ def _run_encoder_forward(model: torch.nn.Module, settings: Settings, counter: Li
     model(input_ids=input_ids, attention_mask=attention_mask)
 
 
+def _mixed(settings: Settings) -> bool:
+    return settings.precision == "mixed" and settings.dtype != "fp32"
+
+
 def _autocast(settings: Settings) -> contextlib.AbstractContextManager:
     """Mixed precision as on CUDA: CPU autocast plus the float32 rules only CUDA autocast has.
 
     On a CUDA default device (a run on the GPU), CUDA autocast itself.
     """
     stack = contextlib.ExitStack()
-    if settings.precision == "mixed" and settings.dtype != "fp32":
+    if _mixed(settings):
         device_type = torch.get_default_device().type
         stack.enter_context(torch.autocast(device_type=device_type, dtype=DTYPES[settings.dtype]))
         if device_type == "cpu":
@@ -366,11 +378,38 @@ def _autocast(settings: Settings) -> contextlib.AbstractContextManager:
     return stack
 
 
+def _forward(model: torch.nn.Module, settings: Settings, inputs: dict) -> Any:
+    """The forward as accelerate's prepare_model wraps it (transformers' Trainer included).
+
+    Under mixed precision: autocast, then the 16-bit outputs converted to fp32
+    (``convert_outputs_to_fp32``); the 16-bit logits are freed once converted.
+    """
+    with _autocast(settings):
+        outputs = model(**inputs)
+    return convert_to_fp32(outputs) if _mixed(settings) else outputs
+
+
+def _grad_scaler(settings: Settings) -> torch.amp.GradScaler | None:
+    """accelerate's GradScaler for fp16 mixed precision (Trainer and accelerate loops alike)."""
+    if settings.precision == "mixed" and settings.dtype == "fp16":
+        return torch.amp.GradScaler(torch.get_default_device().type)
+    return None
+
+
 def _run_training(model: torch.nn.Module, settings: Settings, counter: LiveBytes) -> list[dict]:
-    """Two optimizer steps as a Trainer-style loop runs them; the peak of each."""
+    """Two optimizer steps as the settings' loop runs them; the peak of each.
+
+    trainer: transformers' Trainer: ``compute_loss`` returns the loss alone (the outputs are
+    dropped), backward (through the GradScaler in fp16 mixed precision), gradients unscaled and
+    clipped to ``max_grad_norm`` 1.0, step, zero_grad. custom: the loop as tutorials and
+    accelerate's examples write it; ``outputs`` lives until the next forward has returned. The
+    GradScaler's step is its ``unscale_`` plus the optimizer's step: what it adds beyond them
+    is only the choice of skipping a step whose gradients overflowed.
+    """
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = _make_optimizer(trainable, settings.optimizer)
+    scaler = _grad_scaler(settings)
 
     def states_to_category(*_args: object) -> None:
         counter.classify(
@@ -386,25 +425,38 @@ def _run_training(model: torch.nn.Module, settings: Settings, counter: LiveBytes
     # Encoders get their attention mask; decoders get use_cache=False as fine-tuning scripts set
     # it (otherwise the forward also builds a KV cache, a copy of every layer's keys and values).
     extra = {"attention_mask": torch.ones_like(input_ids)} if encoder else {"use_cache": False}
+    batch = {"input_ids": input_ids, "labels": input_ids, **extra}
     steps = []
+    outputs = None
     for _ in range(2):
         counter.reset_peak()
         for _ in range(settings.grad_accum):
             counter.phase = "forward"
-            with _autocast(settings):
-                loss = model(input_ids=input_ids, labels=input_ids, **extra).loss
+            if settings.loop == "custom":
+                outputs = _forward(model, settings, batch)
+                loss = outputs.loss
+            else:
+                loss = _forward(model, settings, batch).loss
             if settings.grad_accum > 1:
                 loss = loss / settings.grad_accum
             counter.phase = "backward"
-            loss.backward()
-            del loss
+            (loss if scaler is None else scaler.scale(loss)).backward()
+            if settings.loop == "trainer":
+                del loss
         counter.phase = "optimizer step"
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        if settings.loop == "trainer":
+            torch.nn.utils.clip_grad_norm_(trainable, MAX_GRAD_NORM)
         counter.item_stand_in = 1.0 if settings.fake else None
         optimizer.step()
         counter.item_stand_in = None
+        if scaler is not None:
+            scaler.update()
         counter.phase = "zero_grad"
         optimizer.zero_grad(set_to_none=True)
         steps.append(_peak_record(counter))
+    del outputs
     return steps
 
 

@@ -27,6 +27,7 @@ _TRAINING = (
     "lora-rank",
     "lora-targets",
     "grad-accum",
+    "loop",
 )
 _RUNNABLE_OPTIMIZERS = ("adamw", "adamw-fused", "sgd", "adafactor")
 

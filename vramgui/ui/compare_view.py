@@ -73,6 +73,7 @@ SETTING_LABELS = {
     "overhead_bytes": "Runtime overhead",
     "gpu_memory_utilization": "vLLM memory share",
     "cpu_offload": "CPU offload",
+    "loop": "Training loop",
 }
 
 _Index = QModelIndex | QPersistentModelIndex

@@ -44,6 +44,7 @@ SHORT_LABELS = {
     "mixed": "Mixed",
     "pure": "Pure 16-bit",
 }
+LOOPS = (("trainer", "Trainer"), ("custom", "Custom loop"))
 ZERO_STAGES = (("0", "Off"), ("1", "ZeRO-1"), ("2", "ZeRO-2"), ("3", "ZeRO-3"))
 
 _HINTS = {
@@ -58,6 +59,14 @@ _HINTS = {
     "tp": "Tensor parallel: splits every layer's weights across GPUs.",
     "pp": "Pipeline parallel: splits the layers across GPUs.",
     "cpu_offload": "Keep optimizer states (and with ZeRO-3, weights) in host RAM.",
+    "loop": (
+        "Trainer: transformers' Trainer.compute_loss keeps only the loss; the logits are freed "
+        "before backward.\n"
+        "Custom: outputs = model(**batch); loss = outputs.loss; loss.backward(), as in "
+        "tutorials and accelerate's examples: outputs keeps the logits (fp32 under mixed "
+        "precision) through backward and the optimizer step until the next forward returns; "
+        "loss = model(**batch).loss frees them before backward."
+    ),
 }
 
 
@@ -84,6 +93,7 @@ class WorkloadPanel(QWidget):
         self.grad_checkpointing = QCheckBox("Gradient checkpointing")
         self.grad_accum = QSpinBox()
         self.grad_accum.setRange(1, 4096)
+        self.loop = ChoiceCombo(LOOPS)
         self.gpus = QSpinBox()
         self.gpus.setRange(1, 1024)
         self.tp = QSpinBox()
@@ -114,6 +124,7 @@ class WorkloadPanel(QWidget):
         form.addRow("Optimizer", self.optimizer)
         form.addRow("Precision", self.precision)
         form.addRow("Accumulation", self.grad_accum)
+        form.addRow("Training loop", self.loop)
         form.addRow(self.grad_checkpointing)
 
         self.parallel_box = QGroupBox("Parallelism")
@@ -154,6 +165,7 @@ class WorkloadPanel(QWidget):
             (self.method, workload.method),
             (self.optimizer, workload.optimizer),
             (self.precision, workload.precision),
+            (self.loop, workload.loop),
             (self.zero, str(workload.zero)),
         ):
             combo.set_value(value)
@@ -196,6 +208,7 @@ class WorkloadPanel(QWidget):
             "optimizer",
             "precision",
             "grad_accum",
+            "loop",
         ):
             widget = self._widget(name)
             reason = reasons.get(name)
@@ -210,7 +223,7 @@ class WorkloadPanel(QWidget):
         self.batch.valueChanged.connect(lambda v: self._emit(batch=v))
         self.seq.valueChanged.connect(lambda v: self._emit(seq=v))
         self.lora_rank.valueChanged.connect(lambda v: self._emit(lora_rank=v))
-        for name in ("attention", "engine", "method", "optimizer", "precision"):
+        for name in ("attention", "engine", "method", "optimizer", "precision", "loop"):
             combo: ChoiceCombo = getattr(self, name)
             combo.currentIndexChanged.connect(
                 lambda _i, n=name, c=combo: self._emit(**{n: c.value()})

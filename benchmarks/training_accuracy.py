@@ -74,6 +74,10 @@ def workload_of(settings: dict, model_type: str) -> Workload:
     if data.get("method", "full") != "full" and "lora-targets" not in data:
         data["lora-targets"] = _PEFT_DEFAULT_TARGETS[model_type]
     data["mode"] = "training"
+    if data.get("method") == "qlora":
+        # QLoRA's precision follows its recipe (the 4-bit base fixes it); a run's stated "pure"
+        # only says that no autocast was asked for.
+        data.pop("precision", None)
     return Workload.from_dict(data)
 
 
@@ -191,8 +195,6 @@ def published_rows() -> list[dict]:
         measured, how = found
         spec = spec_from_config(config, case["model"])
         settings = dict(case["settings"])
-        if settings.get("method") == "qlora":
-            settings.setdefault("precision", "pure")
         w = workload_of(settings, spec.facts.model_type)
         out.append(
             _row(

@@ -17,10 +17,10 @@ from vramgui.core.training import (
     PHASE_STEP,
     REQUIRED_COMPONENTS,
     TrainingPlan,
-    _context,
     resolve_lora_targets,
     training_estimate,
 )
+from vramgui.core.training.plan import _context
 from vramgui.core.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[2]

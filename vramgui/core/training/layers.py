@@ -168,13 +168,24 @@ def _new_gelu(r: Replay, x: ReplayTensor) -> ReplayTensor:
     return r.mul(half, r.add(t, t))
 
 
-def _gpt2_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> ReplayTensor:
-    """GPT-2 block: pre-LN, fused c_attn (Conv1D), NewGELU MLP, dropout on every branch."""
+def _pre_ln_fused_block(
+    r: Replay,
+    spec: ModelSpec,
+    x: ReplayTensor,
+    *,
+    modules: tuple[str, str, str, str],
+    softmax_fp32: bool,
+    activation: Callable[[Replay, ReplayTensor], ReplayTensor],
+) -> ReplayTensor:
+    """A pre-LN block with one fused q / k / v linear, a two-linear MLP and dropout after each
+    branch: GPT-2 and BLOOM run it, with their own module names (``modules``: qkv, attention
+    output, MLP in, MLP out), softmax dtype and activation."""
+    qkv, attn_out, mlp_in, mlp_out = modules
     f = spec.facts
     ctx = r.ctx
     heads, kv_heads, hd = _heads(spec, ctx.tp)
     y = r.layer_norm(x, ctx.full)
-    q, k, v = _fused_qkv(r, spec, y, "c_attn")
+    q, k, v = _fused_qkv(r, spec, y, qkv)
     a = r.attention(
         q,
         k,
@@ -182,13 +193,25 @@ def _gpt2_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Repl
         heads=heads,
         kv_heads=kv_heads,
         head_dim=hd,
-        softmax_fp32=False,
+        softmax_fp32=softmax_fp32,
         dropout=f.attention_dropout,
     )
-    x = r.add(x, r.dropout(r.proj(a, "c_proj", f.hidden_size), f.hidden_dropout))
+    x = r.add(x, r.dropout(r.proj(a, attn_out, f.hidden_size), f.hidden_dropout))
     y = r.layer_norm(x, ctx.full)
-    m = _new_gelu(r, r.proj(y, "c_fc", f.intermediate_size // ctx.tp))
-    return r.add(x, r.dropout(r.proj(m, "c_proj", f.hidden_size), f.hidden_dropout))
+    m = activation(r, r.proj(y, mlp_in, f.intermediate_size // ctx.tp))
+    return r.add(x, r.dropout(r.proj(m, mlp_out, f.hidden_size), f.hidden_dropout))
+
+
+def _gpt2_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> ReplayTensor:
+    """GPT-2 block: pre-LN, fused c_attn (Conv1D), NewGELU MLP, dropout on every branch."""
+    return _pre_ln_fused_block(
+        r,
+        spec,
+        x,
+        modules=("c_attn", "c_proj", "c_fc", "c_proj"),
+        softmax_fp32=False,
+        activation=_new_gelu,
+    )
 
 
 def _post_ln(spec: ModelSpec) -> bool:
@@ -257,25 +280,14 @@ def _neox_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Repl
 
 def _bloom_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> ReplayTensor:
     """BLOOM block: ALiBi scores via baddbmm, fp32 softmax, GELU (custom autograd) MLP."""
-    f = spec.facts
-    ctx = r.ctx
-    heads, kv_heads, hd = _heads(spec, ctx.tp)
-    y = r.layer_norm(x, ctx.full)
-    q, k, v = _fused_qkv(r, spec, y, "query_key_value")
-    a = r.attention(
-        q,
-        k,
-        v,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=hd,
+    return _pre_ln_fused_block(
+        r,
+        spec,
+        x,
+        modules=("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
         softmax_fp32=True,
-        dropout=f.attention_dropout,
+        activation=Replay.unary_saving_input,
     )
-    x = r.add(x, r.dropout(r.proj(a, "dense", f.hidden_size), f.hidden_dropout))
-    y = r.layer_norm(x, ctx.full)
-    m = r.unary_saving_input(r.proj(y, "dense_h_to_4h", f.intermediate_size // ctx.tp))
-    return r.add(x, r.dropout(r.proj(m, "dense_4h_to_h", f.hidden_size), f.hidden_dropout))
 
 
 def _falcon_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> ReplayTensor:

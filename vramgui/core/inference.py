@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes
+from vramgui.core import dtypes, storage
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.model import ArchFacts, LayerType, ModelSpec, Role
 from vramgui.core.workload import Workload
@@ -314,7 +314,7 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
-        for st in dtypes.assign_storage(spec, w.dtype, w.quant):
+        for st in storage.assign_storage(spec, w.dtype, w.quant):
             t = st.tensor
             if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.

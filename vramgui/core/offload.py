@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vramgui.core import dtypes, estimate, inference
+from vramgui.core import estimate, inference, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import LayerBytes
 from vramgui.core.model import ModelSpec, Role
@@ -244,9 +244,9 @@ def model_units(spec: ModelSpec, workload: Workload) -> tuple[Unit, ...]:
     Raises:
         WorkloadError: a quantization or KV dtype that does not apply.
     """
-    stored = dtypes.assign_storage(spec, workload.dtype, workload.quant)
+    stored = storage.assign_storage(spec, workload.dtype, workload.quant)
     n = spec.facts.num_layers
-    groups: list[list[dtypes.StoredTensor]] = [[] for _ in range(n + 2)]
+    groups: list[list[storage.TensorStorage]] = [[] for _ in range(n + 2)]
     for st in stored:
         t = st.tensor
         if t.layer is not None and 0 <= t.layer < n:
@@ -320,7 +320,7 @@ def _kv_per_layer(spec: ModelSpec, workload: Workload) -> tuple[int, ...]:
     return tuple(by_type[t] for t in types)
 
 
-def _modules(members: Sequence[dtypes.StoredTensor], layer: int | None) -> tuple[str, ...]:
+def _modules(members: Sequence[storage.TensorStorage], layer: int | None) -> tuple[str, ...]:
     """Module paths a device_map names: the block itself, or each module outside the blocks.
 
     First-seen order, kept in a dict: a list's ``in`` made this quadratic in the tensors of a

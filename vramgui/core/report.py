@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramgui.core import dtypes, rules
+from vramgui.core import rules, storage
 from vramgui.core.estimate import Estimate, estimate, parameters_without_embeddings
 from vramgui.core.fit import FitRow, fit_rows
 from vramgui.core.model import ModelSpec
@@ -77,7 +77,7 @@ def estimate_document(
 def rules_of_thumb(spec: ModelSpec, est: Estimate) -> dict[str, int]:
     """The classic rules for the same setup, to show beside the detailed estimate."""
     w = est.workload
-    bits = dtypes.bits_per_weight(spec, w.dtype, w.quant)
+    bits = storage.bits_per_weight(spec, w.dtype, w.quant)
     out = {
         "params_x_bytes_x_1.2": rules.serving_rule(spec.parameters, bits),
         "one_layer_floor": rules.one_layer_floor(

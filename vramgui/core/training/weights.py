@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, parallel
+from vramgui.core import dtypes, parallel, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
 from vramgui.core.training.optimizers import OptimizerBytes, optimizer_bytes
@@ -208,9 +208,9 @@ def _weight_bytes(
     those the 4-bit weights' quant state."""
     if workload.method == "qlora":
         sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
-        stored = dtypes.assign_storage(sub, workload.dtype, workload.quant)
+        stored = storage.assign_storage(sub, workload.dtype, workload.quant)
         quantized = [s for s in stored if s.storage == workload.quant]
-        codes = sum(dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in quantized)
+        codes = sum(storage.bnb_4bit_packed_bytes(s.tensor.shape) for s in quantized)
         quantized_bytes = sum(s.bytes for s in quantized)
         upcast = sum(s.tensor.numel for s in stored if s.storage != workload.quant)
         return (
@@ -231,8 +231,8 @@ def _gathered_layer_bytes(
         return sum(t.numel for t in tensors) * (sixteen if ctx.compute_bytes == 2 else 4)
     sub = ModelSpec(spec.name, spec.facts, tensors, spec.architecture)
     return sum(
-        dtypes.bnb_4bit_packed_bytes(s.tensor.shape)
+        storage.bnb_4bit_packed_bytes(s.tensor.shape)
         if s.storage == workload.quant
         else s.tensor.numel * ctx.param_bytes
-        for s in dtypes.assign_storage(sub, workload.dtype, workload.quant)
+        for s in storage.assign_storage(sub, workload.dtype, workload.quant)
     )

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vramgui.core import inference
+from vramgui.core import activations
 from vramgui.core.errors import WorkloadError
 from vramgui.core.offload.placement import DISK, ModelUnit, Placement, is_gpu
 
@@ -172,7 +172,7 @@ def _forward_seconds(
     # llama.cpp cuts a prompt into micro-batches and reads every weight once per micro-batch.
     passes = 1
     if llamacpp and new_tokens > 1:
-        passes = math.ceil(batch * new_tokens / inference.LLAMACPP_UBATCH)
+        passes = math.ceil(batch * new_tokens / activations.LLAMACPP_UBATCH)
     tokens_per_pass = batch * new_tokens / passes
     for p in placement.units:
         work = _work(p.unit, batch, new_tokens, context, kv_scale)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
@@ -33,7 +33,9 @@ from vramgui.hardware.capacity import resolve_capacities
 from vramgui.profiles import Profile, reopen, source_of
 from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette
-from vramgui.ui.controller import LoadedModel
+
+if TYPE_CHECKING:
+    from vramgui.sources.results import ResolvedModel
 
 MIN_COMPARED = 2
 MAX_COMPARED = 6
@@ -79,7 +81,7 @@ SETTING_LABELS = {
 _Index = QModelIndex | QPersistentModelIndex
 
 
-def reestimate(profile: Profile, load_model: Callable[[str], LoadedModel]) -> Reestimate:
+def reestimate(profile: Profile, load_model: Callable[[str], ResolvedModel]) -> Reestimate:
     """Load a profile's model again and estimate it with the current core (see profiles.reopen).
 
     Never raises: a model that cannot be loaded or a setup the core refuses becomes ``error``.

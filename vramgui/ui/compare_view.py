@@ -33,6 +33,7 @@ from vramgui.hardware.capacity import resolve_capacities
 from vramgui.profiles import Profile, reopen, source_of
 from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette
+from vramgui.ui.plot import capacities_in_words, capacity_text, components_in_words, sentences
 
 if TYPE_CHECKING:
     from vramgui.sources.results import ResolvedModel
@@ -381,6 +382,7 @@ class CompareChart(pg.GraphicsLayoutWidget):
         self._text = colours.color(QPalette.ColorRole.Text)
         super().__init__(parent)
         self.setBackground(background)
+        self.setAccessibleName("Compared profiles: memory per GPU by component")
         self._unit: Unit = "GiB"
         self._results: list[Reestimate] = []
         self._bars: dict[str, pg.BarGraphItem] = {}
@@ -517,7 +519,7 @@ class CompareChart(pg.GraphicsLayoutWidget):
             # Stagger the labels so that close capacities do not overprint.
             # The y axis is inverted, so small positions are at the top, above the bars.
             line.label.setPosition(0.04 + 0.06 * (i % 6))
-            line.setToolTip(f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes)")
+            line.setToolTip(capacity_text(gpu, capacity, unit))
             line.show()
 
         biggest = max([*starts, *outline_x, *(to_unit(c, unit) for c in capacities.values()), 1.0])
@@ -526,6 +528,33 @@ class CompareChart(pg.GraphicsLayoutWidget):
         # Room above the first bar for its name and the capacity labels.
         plot.setYRange(-0.8 - 0.25 * min(len(entries), 6), count - 0.5, padding=0)
         plot.getAxis("bottom").setLabel(f"GPU memory per GPU ({unit})", color=self._text.name())
+        self.setAccessibleDescription(self.describe(capacities))
+
+    def describe(self, capacities: dict[str, int]) -> str:
+        """Each compared profile's total per GPU and its components (the saved total where it
+        differs), then the capacities drawn."""
+        if not self._results:
+            return "No profiles compared."
+        unit = self._unit
+        profiles = []
+        for r in self._results:
+            total = _int(_per_gpu(r.shown).get("total_bytes"))
+            if total is None:
+                profiles.append(f"{r.profile.name}: no estimate.")
+                continue
+            saved = _int(_per_gpu(r.profile.saved_estimate).get("total_bytes"))
+            now = _int(_per_gpu(r.document).get("total_bytes")) if r.document else None
+            differs = (
+                f" (saved: {format_bytes(saved, unit)})"
+                if saved is not None and now is not None and saved != now
+                else ""
+            )
+            shown = {name: size for name, size in _components(r.shown).items() if size > 0}
+            profiles.append(
+                f"{r.profile.name}: {format_bytes(total, unit)} per GPU{differs}, "
+                f"{components_in_words(shown, unit)}."
+            )
+        return sentences(*profiles, capacities_in_words(capacities.items(), unit))
 
 
 class CompareView(QWidget):

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QEvent,
     QItemSelection,
     QItemSelectionModel,
@@ -78,6 +77,7 @@ from vramgui.ui.compare_view import (
     reestimate,
 )
 from vramgui.ui.controller import EstimateController
+from vramgui.ui.table_model import FlatTableModel
 from vramgui.ui.workers import Worker, submit
 
 if TYPE_CHECKING:
@@ -184,11 +184,13 @@ def qt_dialogs(parent: QWidget) -> Dialogs:
     return Dialogs(ask_name, ask_text, confirm, open_path, save_path, choose)
 
 
-class ProfileListModel(QAbstractTableModel):
+class ProfileListModel(FlatTableModel):
     """One row per profile file; unreadable files greyed and not selectable.
 
     Reset with :meth:`set_listings`.
     """
+
+    COLUMNS = COLUMNS
 
     def __init__(self) -> None:
         super().__init__()
@@ -213,11 +215,8 @@ class ProfileListModel(QAbstractTableModel):
                 return row
         return None
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._listings)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(COLUMNS)
+    def row_total(self) -> int:
+        return len(self._listings)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole

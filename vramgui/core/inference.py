@@ -272,7 +272,7 @@ class InferencePlan:
         notes = self._notes
         details = dict(self._details)
         engine = self._workload.engine
-        if engine == "transformers":
+        if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
         elif engine == "vllm":
             activations = self._activations
@@ -296,7 +296,7 @@ class InferencePlan:
                     notes = (
                         "vLLM's KV pool would be smaller than one batch of the requested context.",
                     )
-            activations += details["vllm_non_torch_bytes"]
+            activations += int(details["vllm_non_torch_bytes"])
         else:
             activations = llamacpp_compute_buffer(self._facts, batch, seq)
         return InferenceBreakdown(

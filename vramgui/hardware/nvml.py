@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -140,6 +141,15 @@ def _text(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+def _process_name(nvml: Any, pid: int) -> str:
+    return _str(nvml.nvmlSystemGetProcessName(pid))
+
+
+def _device_text(read: Callable[[Any], Any], handle: Any) -> str:
+    """A device's name or UUID (``read`` is the NVML call)."""
+    return _str(read(handle))
+
+
 def _str(value: Any) -> str:
     """NVML strings arrive as str from current nvidia-ml-py and as bytes from old releases."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
@@ -198,7 +208,7 @@ class NvmlProbe:
     def close(self) -> None:
         """Shut NVML down if this probe initialised it. Never raises; a later snapshot re-initialises."""
         with self._lock:
-            if not self._initialized:
+            if not self._initialized or self._nvml is None:
                 return
             self._initialized = False
             try:
@@ -342,7 +352,7 @@ def _processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...]:
     for proc in running:
         pid = int(proc.pid)
         used = getattr(proc, "usedGpuMemory", None)
-        name = _Field(nvml)(lambda pid=pid: _str(nvml.nvmlSystemGetProcessName(pid)))
+        name = _Field(nvml)(partial(_process_name, nvml, pid))
         processes.append(
             GpuProcess(pid=pid, used_bytes=None if used is None else int(used), name=name)
         )
@@ -375,12 +385,12 @@ def _mig(
             instances.append(MigInstance(slot, None, None, None, None, None, error=_text(exc)))
             continue
         mig_field = _Field(nvml)
-        memory = mig_field(lambda mig=mig: _memory(nvml, mig)) or (None, None, None, None)
+        memory = mig_field(partial(_memory, nvml, mig)) or (None, None, None, None)
         instances.append(
             MigInstance(
                 index=slot,
-                name=mig_field(lambda mig=mig: _str(nvml.nvmlDeviceGetName(mig))),
-                uuid=mig_field(lambda mig=mig: _str(nvml.nvmlDeviceGetUUID(mig))),
+                name=mig_field(partial(_device_text, nvml.nvmlDeviceGetName, mig)),
+                uuid=mig_field(partial(_device_text, nvml.nvmlDeviceGetUUID, mig)),
                 total_bytes=memory[0],
                 free_bytes=memory[1],
                 used_bytes=memory[2],

@@ -284,8 +284,8 @@ class BreakdownChart(Chart):
             painter.drawText(QPointF(left, y + metrics.ascent()), mark.label)
 
         # Measured figures: a solid line across the bar under a marker pointing at it.
-        for mark in self._measured:
-            x = self._x(to_unit(mark.bytes, self._unit), plot)
+        for measured in self._measured:
+            x = self._x(to_unit(measured.bytes, self._unit), plot)
             painter.setPen(QPen(measured_colour, 2))
             painter.drawLine(QPointF(x, bar_top - 2), QPointF(x, bar_top + bar_height + 4))
             _triangle(painter, x, bar_top - 1, line * 0.7, measured_colour)

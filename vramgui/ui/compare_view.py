@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
@@ -150,6 +151,11 @@ def _fits(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["gpu"]: r for r in rows if isinstance(r, dict) and isinstance(r.get("gpu"), str)}
 
 
+def _component(name: str, document: dict[str, Any]) -> int | None:
+    """Component ``name`` of an estimate document, or None when it has none."""
+    return _components(document).get(name)
+
+
 def _figure_row(
     label: str, results: Sequence[Reestimate], pick: Callable[[dict[str, Any]], Any], unit: Unit
 ) -> CompareRow:
@@ -233,7 +239,7 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
             _figure_row(
                 palette.component_label(name),
                 results,
-                lambda doc, n=name: _components(doc).get(n),
+                partial(_component, name),
                 unit,
             )
         )
@@ -485,8 +491,8 @@ class CompareChart(pg.GraphicsLayoutWidget):
                 continue
             result = self._results[i]
             total = _int(_per_gpu(result.shown).get("total_bytes"))
-            size = format_bytes(total, unit) if total is not None else "no estimate"
-            label.setText(f"{result.profile.name} · {size}")
+            figure = format_bytes(total, unit) if total is not None else "no estimate"
+            label.setText(f"{result.profile.name} · {figure}")
             label.setPos(0, i - _BAR_HEIGHT / 2 - 0.06)
             label.show()
 

@@ -81,7 +81,7 @@ class LazyTab(QWidget):
         self._unit: Unit | None = None
         self._loading = QLabel("Loading…")
         self._loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        layout = QVBoxLayout(self)
+        layout = self._column = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self._loading)
         # One slice per turn: the tab shows its "Loading…" at once and the input stays live.
@@ -156,7 +156,7 @@ class LazyTab(QWidget):
         self._steps = None
         if self._unit is not None:
             _set_unit(view, self._unit)
-        layout = self.layout()
+        layout = self._column
         layout.removeWidget(self._loading)
         self._loading.deleteLater()
         layout.addWidget(view)

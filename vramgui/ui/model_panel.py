@@ -214,7 +214,7 @@ class ModelPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.open_folder)
         buttons.addWidget(self.open_file)
-        layout = QVBoxLayout(self)
+        layout = self._column = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.query)
         layout.addWidget(self.status)
@@ -239,7 +239,7 @@ class ModelPanel(QWidget):
         """Show ``view`` ("On this machine") in the results' place while the search box is empty:
         the panel keeps its height, and typing a search brings the results back."""
         self.result_area = QStackedWidget()
-        layout = self.layout()
+        layout = self._column
         at = layout.indexOf(self.results)
         self.result_area.setFixedHeight(RESULTS_HEIGHT_PX)
         self.result_area.addWidget(self.results)

@@ -141,9 +141,9 @@ class _Work:
 def _work(unit: ModelUnit, batch: int, new_tokens: int, context: float, kv_scale: float) -> _Work:
     tokens = batch * new_tokens
     read = float(unit.read_bytes)
-    params = unit.parameters - unit.expert_parameters
+    params = float(unit.parameters - unit.expert_parameters)
     if unit.index == 0 and not unit.read_bytes:
-        params = 0  # a lookup, no matrix product
+        params = 0.0  # a lookup, no matrix product
     if unit.experts:
         # Uniform routing: the share of experts at least one of the tokens goes to.
         share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** tokens

@@ -157,7 +157,7 @@ def stage_facts(
                 t for t in tensors if not (t.layer is None and t.role in (Role.HEAD, Role.NORM))
             ]
         numels = _trainable_numels(tensors, ctx)
-        shapes = (
+        shapes: list[tuple[int, ...]] = (
             [t.shape for t in tensors]
             if ctx.full
             else [

@@ -1,6 +1,7 @@
 """The estimate as one JSON-ready document (schema vramgui.estimate/1), shared by every front end.
 
-DESIGN.md's CLI contract defines it; the CLI prints it, profiles store it, the window copies it.
+docs/architecture.md describes it (docs/cli.md lists every key); the CLI prints it, profiles
+store it, the window copies it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def document_for(
 def estimate_document(
     spec: ModelSpec, est: Estimate, rows: list[FitRow], extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The JSON document of DESIGN.md's CLI contract."""
+    """The JSON document every front end hands out (docs/architecture.md, docs/cli.md)."""
     w = est.workload
     layers = layer_weights(spec, w)
     doc: dict[str, Any] = {

@@ -51,16 +51,8 @@ def _llama_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Rep
     # layers, in the hidden states' dtype) and yields new q / k in the promoted dtype.
     q = r.mul_const(q, r.new(tok * hd, ctx.param_bytes, False))
     k = r.mul_const(k, r.new(tok * hd, ctx.param_bytes, False))
-    a = r.attention(
-        q,
-        k,
-        v,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=hd,
-        softcap=f.model_type == "gemma2",
-        dropout=f.attention_dropout,
-        masked=_windowed(spec, layer, ctx.seq),
+    a = _attend(
+        r, spec, q, k, v, softcap=f.model_type == "gemma2", masked=_windowed(spec, layer, ctx.seq)
     )
     o = r.proj(a, "o_proj", h)
     if sandwich:
@@ -136,6 +128,29 @@ def _windowed(spec: ModelSpec, layer: int, seq: int) -> bool:
     return sliding and f.sliding_window is not None and f.sliding_window < seq
 
 
+def _attend(
+    r: Replay,
+    spec: ModelSpec,
+    q: ReplayTensor,
+    k: ReplayTensor,
+    v: ReplayTensor,
+    **kernel: bool,
+) -> ReplayTensor:
+    """Attention over this rank's heads with the model's attention dropout; ``kernel`` names
+    how the family runs it (``Replay.attention``'s softmax_fp32, q_bshd, softcap...)."""
+    heads, kv_heads, hd = _heads(spec, r.ctx.tp)
+    return r.attention(
+        q,
+        k,
+        v,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hd,
+        dropout=spec.facts.attention_dropout,
+        **kernel,
+    )
+
+
 def _heads(spec: ModelSpec, tp: int) -> tuple[int, int, int]:
     f = spec.facts
     return f.num_heads // tp, max(1, f.num_kv_heads // tp), f.head_dim
@@ -183,19 +198,9 @@ def _pre_ln_fused_block(
     qkv, attn_out, mlp_in, mlp_out = modules
     f = spec.facts
     ctx = r.ctx
-    heads, kv_heads, hd = _heads(spec, ctx.tp)
     y = r.layer_norm(x, ctx.full)
     q, k, v = _fused_qkv(r, spec, y, qkv)
-    a = r.attention(
-        q,
-        k,
-        v,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=hd,
-        softmax_fp32=softmax_fp32,
-        dropout=f.attention_dropout,
-    )
+    a = _attend(r, spec, q, k, v, softmax_fp32=softmax_fp32)
     x = r.add(x, r.dropout(r.proj(a, attn_out, f.hidden_size), f.hidden_dropout))
     y = r.layer_norm(x, ctx.full)
     m = activation(r, r.proj(y, mlp_in, f.intermediate_size // ctx.tp))
@@ -229,16 +234,7 @@ def _opt_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Repla
     q = r.proj(y, "q_proj", heads * hd)
     k = r.proj(y, "k_proj", kv_heads * hd)
     v = r.proj(y, "v_proj", kv_heads * hd)
-    a = r.attention(
-        q,
-        k,
-        v,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=hd,
-        softmax_fp32=True,
-        dropout=f.attention_dropout,
-    )
+    a = _attend(r, spec, q, k, v, softmax_fp32=True)
     x = r.add(x, r.dropout(r.proj(a, "out_proj", f.hidden_size), f.hidden_dropout))
     if post:
         x = r.layer_norm(x, ctx.full)
@@ -252,7 +248,6 @@ def _neox_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Repl
     """GPT-NeoX block: parallel residual x + attn(ln1(x)) + mlp(ln2(x)), (partial) rotary."""
     f = spec.facts
     ctx = r.ctx
-    heads, kv_heads, hd = _heads(spec, ctx.tp)
     y = r.layer_norm(x, ctx.full)
     q, k, v = _fused_qkv(r, spec, y, "query_key_value")
     # Rotary on the rotated part, then cat with the pass-through part: new q and k laid out
@@ -260,17 +255,7 @@ def _neox_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Repl
     # whole (the CPU kernel alone saves a contiguous copy instead).
     q = r.new(q.numel, q.itemsize, q.grad)
     k = r.new(k.numel, k.itemsize, k.grad)
-    a = r.attention(
-        q,
-        k,
-        v,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=hd,
-        softmax_fp32=True,
-        dropout=f.attention_dropout,
-        q_bshd=False,
-    )
+    a = _attend(r, spec, q, k, v, softmax_fp32=True, q_bshd=False)
     attn = r.dropout(r.proj(a, "dense", f.hidden_size), f.hidden_dropout)
     y2 = r.layer_norm(x, ctx.full)
     m = r.unary_saving_input(r.proj(y2, "dense_h_to_4h", f.intermediate_size // ctx.tp))
@@ -294,23 +279,14 @@ def _falcon_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Re
     """Falcon block: parallel attention and MLP on one (or two) layer norms, multi-query."""
     f = spec.facts
     ctx = r.ctx
-    heads, kv_heads, hd = _heads(spec, ctx.tp)
+    heads, kv_heads, _ = _heads(spec, ctx.tp)  # multi-query when one KV head serves all
     norms = [t for t in spec.layer_tensors(layer) if t.role == Role.NORM and not t.is_bias]
     y = r.layer_norm(x, ctx.full)
     q, k, v = _fused_qkv(r, spec, y, "query_key_value")
     q = r.new(q.numel, q.itemsize, q.grad)  # rotary
     k = r.new(k.numel, k.itemsize, k.grad)
-    a = r.attention(
-        q,
-        k,
-        v,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=hd,
-        softmax_fp32=False,
-        dropout=f.attention_dropout,
-        q_bshd=False,
-        kv_broadcast=kv_heads == 1 and heads > 1,
+    a = _attend(
+        r, spec, q, k, v, softmax_fp32=False, q_bshd=False, kv_broadcast=kv_heads == 1 and heads > 1
     )
     attn = r.proj(a, "dense", f.hidden_size)
     y2 = r.layer_norm(x, ctx.full) if len(norms) > 1 else y
@@ -327,16 +303,7 @@ def _bert_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Repl
     q = r.proj(x, "query", heads * hd)
     k = r.proj(x, "key", kv_heads * hd)
     v = r.proj(x, "value", kv_heads * hd)
-    a = r.attention(
-        q,
-        k,
-        v,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=hd,
-        softmax_fp32=False,
-        dropout=f.attention_dropout,
-    )
+    a = _attend(r, spec, q, k, v, softmax_fp32=False)
     x = r.layer_norm(
         r.add(r.dropout(r.proj(a, "dense", f.hidden_size), f.hidden_dropout), x), ctx.full
     )

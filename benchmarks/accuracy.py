@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks import training_accuracy
 from benchmarks.harness.cases import PUBLISHED, load_config
-from vramgui.core import dtypes, rules
+from vramgui.core import rules, storage
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import inference_breakdown
@@ -55,7 +55,7 @@ def inference_rows() -> list[dict]:
         settings = {k: v for k, v in rec["settings"].items() if k in _SETTING_KEYS}
         w = Workload.from_dict(settings)
         est = estimate(spec, w)
-        rule = rules.serving_rule(spec.parameters, dtypes.bits_per_weight(spec, w.dtype, w.quant))
+        rule = rules.serving_rule(spec.parameters, storage.bits_per_weight(spec, w.dtype, w.quant))
         measured = rec["peak_bytes"]
         rows.append(
             {
@@ -120,7 +120,7 @@ def gguf_rows() -> list[dict]:
     spec = _spec("meta-llama/Meta-Llama-3-8B")
     out = []
     for quant, published in case["measured"]["bits_per_weight"].items():
-        bits = dtypes.bits_per_weight(spec, "bf16", quant)
+        bits = storage.bits_per_weight(spec, "bf16", quant)
         out.append(
             {"id": quant, "published": published, "estimate": bits, "error": bits / published - 1}
         )

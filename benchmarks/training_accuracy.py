@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.harness.cases import PUBLISHED, load_config
-from vramgui.core import dtypes, rules
+from vramgui.core import rules, storage
 from vramgui.core.families import spec_from_config
 from vramgui.core.training import training_estimate
 from vramgui.core.units import GiB
@@ -89,8 +89,8 @@ def _rules(spec, w: Workload, trainable: int) -> dict[str, int]:
         "deepspeed_16": rules.training_bytes_per_parameter(params, 16),
     }
     if w.method != "full":
-        bits = dtypes.bits_per_weight(spec, w.dtype, w.quant if w.method == "qlora" else "none")
-        base = dtypes.weight_bytes(spec, w.dtype, w.quant if w.method == "qlora" else "none")
+        bits = storage.bits_per_weight(spec, w.dtype, w.quant if w.method == "qlora" else "none")
+        base = storage.weight_bytes(spec, w.dtype, w.quant if w.method == "qlora" else "none")
         out["hamel_lora"] = rules.lora_rule(base, trainable, bits)
     return out
 
@@ -244,9 +244,9 @@ def resident_rows() -> list[dict]:
 
 def _quant_state_bytes(spec, w: Workload) -> int:
     """The quant state (absmax, nested absmax, code table) of every 4-bit weight."""
-    stored = dtypes.assign_storage(spec, w.dtype, w.quant)
+    stored = storage.assign_storage(spec, w.dtype, w.quant)
     return sum(
-        s.bytes - dtypes.bnb_4bit_packed_bytes(s.tensor.shape)
+        s.bytes - storage.bnb_4bit_packed_bytes(s.tensor.shape)
         for s in stored
         if s.storage == w.quant
     )

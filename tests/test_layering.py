@@ -1,4 +1,4 @@
-"""The import direction of DESIGN.md: ui -> {sources, hardware, profiles} -> core; core is pure."""
+"""The import rule of docs/architecture.md: ui -> {sources, hardware, profiles} -> core; core is pure."""
 
 import ast
 import sys

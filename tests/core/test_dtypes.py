@@ -10,19 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vramgui.core import dtypes
-from vramgui.core.dtypes import (
-    SCHEMES,
-    assign_storage,
-    bits_per_weight,
-    get_scheme,
-    kv_bytes_per_element,
-    storage_bytes,
-    weight_bytes,
-)
+from vramgui.core import dtypes, storage
+from vramgui.core.dtypes import SCHEMES, get_scheme, kv_bytes_per_element, storage_bytes
 from vramgui.core.errors import ConfigError, WorkloadError
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import Role, Tensor
+from vramgui.core.storage import assign_storage, bits_per_weight, weight_bytes
 
 # Published figures with their sources (benchmarks/data/validation.md describes them).
 PUBLISHED = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "published.json"
@@ -547,11 +540,11 @@ def test_load_in_4bit_alone_is_the_scheme_named_its_default():
 
 
 def test_four_bit_codes_are_half_a_byte_per_weight_without_the_quant_state():
-    stored = [s for s in dtypes.assign_storage(LLAMA2_7B, "bf16", "nf4") if s.storage == "nf4"]
+    stored = [s for s in storage.assign_storage(LLAMA2_7B, "bf16", "nf4") if s.storage == "nf4"]
     assert stored
     for s in stored:
         numel = math.prod(s.tensor.shape)
-        codes = dtypes.bnb_4bit_packed_bytes(s.tensor.shape)
+        codes = storage.bnb_4bit_packed_bytes(s.tensor.shape)
         assert codes == numel // 2
         blocks = numel // 64
         # uint8 absmax per block, its fp32 offset, fp32 absmax per 256 blocks, the 16-entry code

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vramgui.core import dtypes, inference, offload, rules
+from vramgui.core import inference, offload, rules, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import parameters_without_embeddings
 from vramgui.core.families import spec_from_config
@@ -49,7 +49,7 @@ def test_units_cover_every_weight_once_and_the_whole_kv_cache(llama7b):
     units = offload.model_units(llama7b, w)
     assert [u.name for u in units[:2]] == ["embeddings", "block 0"]
     assert units[-1].name == "output" and len(units) == 34
-    assert sum(u.bytes for u in units) == dtypes.weight_bytes(llama7b, "fp16", "Q4_K_M")
+    assert sum(u.bytes for u in units) == storage.weight_bytes(llama7b, "fp16", "Q4_K_M")
     assert sum(u.kv_cache_bytes for u in units) == inference.kv_cache_bytes(llama7b, w)
     # the per-block module a device_map names
     assert units[1].modules == ("model.layers.0",)
@@ -258,7 +258,7 @@ def test_a_model_on_the_gpu_decodes_at_memory_bandwidth_then_turns_compute_bound
     h100 = Bandwidths(3.35e12, 50e9, 50e9, 3.5e9, 989e12, 1e12)
     one = offload.decode_throughput(p, h100, 1)
     assert one.bound == "gpu_memory"
-    weights = dtypes.weight_bytes(llama7b, "fp16", "none")
+    weights = storage.weight_bytes(llama7b, "fp16", "none")
     # every weight but the embedding rows is read once per step
     assert one.tokens_per_second == pytest.approx(h100.gpu_bytes_per_s / weights, rel=0.06)
     curve = offload.throughput_curve(p, h100)

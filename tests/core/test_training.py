@@ -17,10 +17,10 @@ from vramgui.core.training import (
     PHASE_STEP,
     REQUIRED_COMPONENTS,
     TrainingPlan,
-    _context,
     resolve_lora_targets,
     training_estimate,
 )
+from vramgui.core.training.plan import _context
 from vramgui.core.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -360,17 +360,19 @@ def _sharded_qlora(gpus: int, **settings: object) -> TrainingPlan:
 
 
 def test_sharded_qlora_divides_the_codes_and_keeps_the_quant_state_whole() -> None:
-    from vramgui.core import dtypes
+    from vramgui.core import storage
 
     w2 = _sharded_qlora(2).breakdown(2, 1024).components["weights"]
     w4 = _sharded_qlora(4).breakdown(2, 1024).components["weights"]
     divided = 4 * (w2 - w4)  # weights(dp) = divided / dp + replicated
     replicated = w2 - divided // 2
-    stored = dtypes.assign_storage(spec(MISTRAL), "bf16", "nf4")
+    stored = storage.assign_storage(spec(MISTRAL), "bf16", "nf4")
     state = sum(
-        s.bytes - dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in stored if s.storage == "nf4"
+        s.bytes - storage.bnb_4bit_packed_bytes(s.tensor.shape)
+        for s in stored
+        if s.storage == "nf4"
     )
-    codes = sum(dtypes.bnb_4bit_packed_bytes(s.tensor.shape) for s in stored if s.storage == "nf4")
+    codes = sum(storage.bnb_4bit_packed_bytes(s.tensor.shape) for s in stored if s.storage == "nf4")
     rest = sum(s.tensor.numel for s in stored if s.storage != "nf4") * 2  # 16-bit, no fp32 upcast
     assert abs(replicated - state) <= 4
     assert abs(divided - (codes + rest)) <= 8

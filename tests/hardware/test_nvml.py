@@ -144,6 +144,34 @@ def test_no_driver_is_an_empty_snapshot_with_a_reason(fake_nvml, code, words):
     assert nvml.calls["nvmlShutdown"] == 0
 
 
+def test_errors_and_constants_are_the_modules_own(fake_nvml, fake_device):
+    # A binding whose classes and codes differ from today's pynvml: the probe follows it.
+    class DriverGone(pynvml.NVMLError):
+        def __new__(cls, *args):
+            return Exception.__new__(cls)
+
+        def __init__(self) -> None:
+            self.value = 999
+
+        def __str__(self) -> str:
+            return "gone"
+
+    nvml = fake_nvml(init_error=pynvml.NVML_ERROR_UNKNOWN)
+    nvml.NVMLError_DriverNotLoaded = DriverGone
+
+    def init() -> None:
+        raise DriverGone()
+
+    nvml.nvmlInit = init
+    assert "not running" in NvmlProbe(nvml=nvml).snapshot().reason
+
+    # MIG "on" is whatever value the module names NVML_DEVICE_MIG_ENABLE.
+    nvml = fake_nvml([fake_device(mig_mode=7, mig_devices={})])
+    nvml.NVML_DEVICE_MIG_ENABLE = 7
+    gpu = NvmlProbe(nvml=nvml).snapshot().gpus[0]
+    assert gpu.mig_enabled is True
+
+
 def test_driver_without_gpus(fake_nvml):
     snapshot = NvmlProbe(nvml=fake_nvml([])).snapshot()
     assert snapshot.gpus == ()

@@ -8,6 +8,7 @@ import ast
 import configparser
 import fnmatch
 import importlib
+import importlib.metadata
 import importlib.util
 import re
 import shutil
@@ -17,10 +18,12 @@ import sys
 import tomllib
 import types
 import xml.etree.ElementTree as ET
+import zipfile
 from importlib import resources
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 import vramgui
 
@@ -121,6 +124,66 @@ def test_spec_uses_the_shared_decisions():
         "console=False",
     ):
         assert use in spec
+
+
+# What an install and the bundle carry
+
+
+def _data_files() -> dict[str, Path]:
+    """Each file the app reads through importlib.resources, by its path in an install."""
+    found = {}
+    docs = ROOT / "docs"
+    for path in (ROOT / "resources").rglob("*"):
+        if path.is_file() and path.suffix not in {".py", ".pyc"}:
+            found[f"vramgui/resources/{path.relative_to(ROOT / 'resources').as_posix()}"] = path
+    for path in [*docs.glob("*.md"), *(docs / "screenshots").glob("*.png")]:
+        found[f"vramgui/resources/docs/{path.relative_to(docs).as_posix()}"] = path
+    for path in (ROOT / "vramgui").rglob("*"):
+        if path.is_file() and path.suffix not in {".py", ".pyc"} and path.name != "README.md":
+            found[path.relative_to(ROOT).as_posix()] = path
+    return found
+
+
+def test_a_wheel_holds_every_module_and_every_data_file(tmp_path):
+    # Built from a copy of the sources, so that no earlier build/ folder lends it a file.
+    for requirement in map(Requirement, PYPROJECT["build-system"]["requires"]):
+        installed = importlib.metadata.version(requirement.name)
+        if installed not in requirement.specifier:
+            pytest.skip(f"{requirement.name} {installed} cannot build it ({requirement})")
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("vramgui", "resources", "docs"):
+        shutil.copytree(
+            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    subprocess.run(
+        [*command, "-q", "-w", str(tmp_path / "dist"), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=240,
+    )
+    (wheel,) = (tmp_path / "dist").glob("vramgui-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "vramgui").rglob("*.py")}
+    assert sorted(modules - names) == []
+    assert sorted(set(_data_files()) - names) == []
+
+
+def test_the_bundle_collects_the_data_of_every_package_that_has_some():
+    spec = ast.parse((ROOT / "packaging" / "vramgui.spec").read_text(encoding="utf-8"))
+    collected = {
+        node.args[0].value
+        for node in ast.walk(spec)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "collect_data_files"
+    }
+    for path in _data_files():
+        folder = path.rsplit("/", 1)[0].replace("/", ".")
+        assert any(folder == c or folder.startswith(f"{c}.") for c in collected), path
 
 
 @pytest.mark.parametrize(

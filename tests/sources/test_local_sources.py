@@ -20,9 +20,10 @@ from tests.fakehub.files import (
     write_model_folder,
     write_safetensors,
 )
-from vramgui.core.dtypes import storage_bytes, weight_bytes
+from vramgui.core.dtypes import storage_bytes
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import Inventory, Role
+from vramgui.core.storage import weight_bytes
 from vramgui.sources import gguf_reader, local
 from vramgui.sources.checkpoint import HeaderTensor, quantization_of
 from vramgui.sources.errors import BadModelFile, IncompleteModel, SourceError

@@ -344,6 +344,13 @@ def test_compare_three_profiles_through_the_widgets(qtbot, view, store):
     chart = view.compare_view.chart
     assert len(chart.bars("weights").opts["width"]) == 3
     assert list(chart.saved_outline.opts["y"]) == [1]
+    # What a screen reader reads: each profile's total, qwen's saved one, the capacities.
+    described = chart.accessibleDescription()
+    assert chart.accessibleName()
+    assert described.startswith("big batch: ")
+    assert "qwen: " in described and "(saved: " in described
+    assert described.count("(saved: ") == 1
+    assert "GPU capacities: RTX 4090 24.00 GiB" in described
 
     view.compare_view.only_differences.setChecked(True)
     labels = [model.headerData(r, Qt.Orientation.Vertical) for r in range(model.rowCount())]

@@ -56,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
-    """The options of DESIGN.md's contract, shared by estimate, plan and profile save.
+    """The options of the command line's contract (docs/cli.md), shared by estimate, plan and
+    profile save.
 
     Options whose default depends on other choices (the engine on the quantization and the model,
     the precision and checkpointing on the training method) default to None here and are

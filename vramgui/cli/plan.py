@@ -20,6 +20,41 @@ SCHEMA = "vramgui.plan/1"
 # The GPU whose bandwidth and TFLOPS the speed model uses when no --gpu is named.
 DEFAULT_GPU = "RTX 4090"
 
+# The budget and the speed model's figures, all floats: (option, default, help).
+_NUMBER_OPTIONS: tuple[tuple[str, float | None, str], ...] = (
+    ("--vram-gib", None, "GPU memory (default: the first --gpu's)"),
+    (
+        "--margin-gib",
+        offload.DEFAULT_MARGIN_BYTES / GiB,
+        "GPU memory the most that fit leave free (llama.cpp's --fit keeps 1 GiB)",
+    ),
+    ("--ram-gib", None, "host RAM for weights (default: available now)"),
+    ("--disk-gbps", None, "disk read speed, GB/s (default: NVMe)"),
+    (
+        "--pcie-gbps",
+        None,
+        "host-to-GPU copies in practice, GB/s (default: the GPU's PCIe generation)",
+    ),
+    ("--gpu-gbps", None, "GPU memory bandwidth, peak GB/s (default: the catalog's)"),
+    ("--gpu-tflops", None, "GPU 16-bit TFLOPS (default: the catalog's)"),
+    (
+        "--cpu-ram-gbps",
+        offload.DEFAULT_CPU_RAM_PEAK_BYTES_PER_S / GB,
+        "host memory bandwidth, peak GB/s (dual-channel DDR5-4800)",
+    ),
+    (
+        "--gpu-efficiency",
+        offload.GPU_MEMORY_EFFICIENCY,
+        "share of the GPU's peak bandwidth decoding reaches (1: peak)",
+    ),
+    (
+        "--ram-efficiency",
+        offload.HOST_MEMORY_EFFICIENCY,
+        "share of host RAM's peak bandwidth decoding reaches (1: peak)",
+    ),
+    ("--cpu-tflops", offload.DEFAULT_CPU_FLOPS / 1e12, "CPU matrix TFLOPS"),
+)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``vramgui plan`` on the top-level subparsers."""
@@ -41,60 +76,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="placement rule (default: llamacpp when llama.cpp serves the model, else accelerate)",
     )
-    parser.add_argument(
-        "--vram-gib", type=float, default=None, help="GPU memory (default: the first --gpu's)"
-    )
-    parser.add_argument(
-        "--margin-gib",
-        type=float,
-        default=offload.DEFAULT_MARGIN_BYTES / GiB,
-        help="GPU memory the most that fit leave free (llama.cpp's --fit keeps 1 GiB)",
-    )
-    parser.add_argument(
-        "--ram-gib", type=float, default=None, help="host RAM for weights (default: available now)"
-    )
-    parser.add_argument(
-        "--disk-gbps", type=float, default=None, help="disk read speed, GB/s (default: NVMe)"
-    )
-    parser.add_argument(
-        "--pcie-gbps",
-        type=float,
-        default=None,
-        help="host-to-GPU copies in practice, GB/s (default: the GPU's PCIe generation)",
-    )
-    parser.add_argument(
-        "--gpu-gbps",
-        type=float,
-        default=None,
-        help="GPU memory bandwidth, peak GB/s (default: the catalog's)",
-    )
-    parser.add_argument(
-        "--gpu-tflops", type=float, default=None, help="GPU 16-bit TFLOPS (default: the catalog's)"
-    )
-    parser.add_argument(
-        "--cpu-ram-gbps",
-        type=float,
-        default=offload.DEFAULT_CPU_RAM_PEAK_BYTES_PER_S / GB,
-        help="host memory bandwidth, peak GB/s (dual-channel DDR5-4800)",
-    )
-    parser.add_argument(
-        "--gpu-efficiency",
-        type=float,
-        default=offload.GPU_MEMORY_EFFICIENCY,
-        help="share of the GPU's peak bandwidth decoding reaches (1: peak)",
-    )
-    parser.add_argument(
-        "--ram-efficiency",
-        type=float,
-        default=offload.HOST_MEMORY_EFFICIENCY,
-        help="share of host RAM's peak bandwidth decoding reaches (1: peak)",
-    )
-    parser.add_argument(
-        "--cpu-tflops",
-        type=float,
-        default=offload.DEFAULT_CPU_FLOPS / 1e12,
-        help="CPU matrix TFLOPS",
-    )
+    for flag, default, help_text in _NUMBER_OPTIONS:
+        parser.add_argument(flag, type=float, default=default, help=help_text)
     parser.add_argument(
         "--ngl",
         type=int,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """Left-aligned columns two spaces apart, as wide as their widest cell."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [

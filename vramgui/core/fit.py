@@ -170,7 +170,7 @@ def _guess(
     earlier = fitting[:-1] + failing[:-1]
     if earlier:
         third = min(earlier, key=lambda p: min(abs(p[0] - low), abs(p[0] - high)))
-        root = _parabola_root((third, *ends), capacity, low, high)
+        root = _parabola_root((third, ends[0], ends[1]), capacity, low, high)
         if root is not None:
             return root
     root = _line_root(ends[0], ends[1], capacity)

@@ -3,8 +3,8 @@
 The transformers engine is modelled as ``model.generate`` runs it: one prefill forward over the whole
 prompt under ``torch.no_grad`` with a DynamicCache and ``logits_to_keep=1``. Its peak falls inside the
 last decoder block, when every block's K/V is already cached; the transient tensors of that block
-are followed op by op in :meth:`_Prefill._block_peak` (the order and lifetimes follow transformers'
-modelling code). vLLM and llama.cpp are modelled by their own allocation rules.
+are followed op by op in :meth:`activations.Prefill._block_peak` (the order and lifetimes follow
+transformers' modelling code). vLLM and llama.cpp are modelled by their own allocation rules.
 
 Sweeps and solvers estimate one setup at many batch sizes and context lengths, so
 :class:`InferencePlan` works out once what does not depend on the two sizes.
@@ -15,19 +15,18 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes
+from vramgui.core import dtypes, storage
+from vramgui.core.activations import (
+    LEARNED_POSITIONS,
+    Prefill,
+    attention_used,
+    buffer_bytes,
+    llamacpp_compute_buffer,
+    vllm_profile_peak,
+)
 from vramgui.core.errors import VramguiError, WorkloadError
-from vramgui.core.model import ArchFacts, LayerType, ModelSpec, Role
+from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.workload import Workload
-
-# vLLM's profiling forward runs this many tokens (its default max_num_batched_tokens with chunked
-# prefill) and samples this many sequences; both bound its activation peak.
-VLLM_PROFILE_TOKENS = 8192
-VLLM_PROFILE_SEQS = 256
-# Its sampler holds fp32 logits, probabilities and log-probabilities of those sequences at once.
-VLLM_SAMPLER_COPIES = 3
-# llama.cpp's physical micro-batch (n_ubatch) default: its compute buffer is sized for it.
-LLAMACPP_UBATCH = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +192,7 @@ class InferencePlan:
         facts = spec.facts
         self._workload = workload
         self._facts = facts
-        learned = facts.model_type in _LEARNED_POSITIONS
+        learned = facts.model_type in LEARNED_POSITIONS
         self._max_seq = facts.max_position_embeddings if learned else None
         self._error: VramguiError | None = None
         self._error_first = True  # raised before the context's own check
@@ -211,7 +210,7 @@ class InferencePlan:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
         if workload.engine == "transformers":
-            weights += _buffer_bytes(spec)
+            weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
@@ -222,7 +221,7 @@ class InferencePlan:
         if workload.engine == "transformers":
             self._prefill = spec.cached(
                 ("inference_prefill", workload.dtype, workload.attention, workload.tp),
-                lambda: _Prefill.of(spec, workload),
+                lambda: Prefill.of(spec, workload, _kv_heads_per_gpu(spec, workload.tp)),
             )
             self._phase = "prefill" if spec.facts.is_decoder else "forward"
             notes = []
@@ -238,7 +237,9 @@ class InferencePlan:
                 )
             self._notes = tuple(notes)
         elif workload.engine == "vllm":
-            self._activations = _vllm_profile_peak(spec, workload)
+            self._activations = vllm_profile_peak(
+                spec, workload, _kv_heads_per_gpu(spec, workload.tp)
+            )
             non_torch = vllm_non_torch_bytes(workload)
             self._details = {
                 "vllm_non_torch_bytes": non_torch,
@@ -271,7 +272,7 @@ class InferencePlan:
         notes = self._notes
         details = dict(self._details)
         engine = self._workload.engine
-        if engine == "transformers":
+        if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
         elif engine == "vllm":
             activations = self._activations
@@ -295,9 +296,9 @@ class InferencePlan:
                     notes = (
                         "vLLM's KV pool would be smaller than one batch of the requested context.",
                     )
-            activations += details["vllm_non_torch_bytes"]
+            activations += int(details["vllm_non_torch_bytes"])
         else:
-            activations = _llamacpp_compute_buffer(self._facts, batch, seq)
+            activations = llamacpp_compute_buffer(self._facts, batch, seq)
         return InferenceBreakdown(
             weights_bytes=self._weights,
             kv_cache_bytes=kv,
@@ -314,7 +315,7 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
-        for st in dtypes.assign_storage(spec, w.dtype, w.quant):
+        for st in storage.assign_storage(spec, w.dtype, w.quant):
             t = st.tensor
             if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
@@ -368,344 +369,3 @@ def _tp_share(role: Role, is_bias: bool, module: str, workload: Workload) -> flo
     if is_bias and module in ("o_proj", "down_proj", "dense", "c_proj", "out_proj", "fc2"):
         return 1.0  # row-parallel layers add their bias once, after the all-reduce
     return 1.0 / workload.tp
-
-
-# --- transformers prefill ------------------------------------------------------------------------
-
-
-# Families whose block keeps the attention output alive beside the residual (GPT-2's
-# `attn_output` local lives until the block returns), and which add learned position embeddings.
-_ATTN_OUTPUT_KEPT = frozenset({"gpt2", "gpt_bigcode"})
-_LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "opt", "bert"})
-_NO_ROTARY = frozenset({"gpt2", "gpt_bigcode", "opt", "bert", "bloom"})
-# Activations that transformers writes as several elementwise ops (each a new tensor) rather than
-# one kernel: GPT-2's tanh approximation keeps the input and three temporaries alive at once.
-_MULTI_OP_ACTIVATIONS = frozenset({"gelu_new", "gelu_fast", "quick_gelu_new"})
-# Families whose attention builds its mask even when no token is padded (falcon: for alibi).
-_ALWAYS_MASKED = frozenset({"falcon"})
-# Families that only have eager attention in transformers.
-EAGER_ONLY = frozenset({"bloom"})
-_FUSED_QKV = frozenset({"qkv_proj", "query_key_value", "c_attn", "Wqkv"})
-
-
-def _eager_score_bytes(spec: ModelSpec, e: int) -> int:
-    """Bytes per attention-score element alive at the eager softmax."""
-    model_type = spec.facts.model_type
-    if model_type in ("gpt2", "bert"):
-        return 2 * e  # softmax in the compute dtype: the scores and their softmax
-    if model_type == "bloom":
-        # alibi baddbmm output, its masked copy, the fp32 upcast and fp32 softmax, and the
-        # previous block's probabilities, which the model loop still holds in its outputs
-        return 3 * e + 8 if e < 4 else 16
-    # the masked scores, then the fp32 upcast and the fp32 softmax output
-    return e + 8 if e < 4 else 8
-
-
-def attention_used(spec: ModelSpec, w: Workload) -> str:
-    """The attention implementation transformers really runs for this model."""
-    if spec.facts.model_type in EAGER_ONLY:
-        return "eager"
-    return w.attention
-
-
-@dataclass(frozen=True, slots=True)
-class _Prefill:
-    """The transformers prefill of one model and setup: the widths and the kernels its peak is
-    made of, whatever the batch and context."""
-
-    e: int  # bytes per element of the compute dtype
-    hidden: int
-    vocab: int
-    decoder: bool
-    position_width: int  # bytes per token of learned position embeddings or rotary cos / sin
-    eager: bool  # the attention transformers really runs is eager
-    always_masked: bool
-    mask_window: int | None  # SDPA needs a mask once the context passes this sliding window
-    attn_output_kept: bool
-    heads: int  # query heads on one GPU
-    q_dim: int
-    kv_dim: int
-    fused_qkv: bool
-    score_bytes: int  # bytes per attention-score element alive at the eager softmax
-    probs_kept: bool  # the block keeps the eager attention probabilities through its MLP
-    mlp: _MlpShape
-
-    @classmethod
-    def of(cls, spec: ModelSpec, w: Workload) -> _Prefill:
-        facts = spec.facts
-        tp = w.tp
-        e = dtypes.DTYPE_BYTES[w.dtype]
-        eager = attention_used(spec, w) == "eager"
-        heads = max(1, facts.num_heads // tp)
-        q_dim = heads * facts.head_dim
-        kv_dim = _kv_heads_per_gpu(spec, tp) * facts.head_dim
-        if facts.is_mla:
-            qk = (facts.qk_nope_head_dim or 0) + (facts.qk_rope_head_dim or 0)
-            q_dim = kv_dim = heads * qk
-        if facts.model_type in _LEARNED_POSITIONS:
-            position_width = facts.hidden_size * e  # (1, seq, hidden) position embeddings
-        elif facts.model_type in _NO_ROTARY:
-            position_width = 0
-        else:
-            position_width = 2 * facts.head_dim * e  # rotary cos and sin, (1, seq, head_dim)
-        window = facts.sliding_window
-        sliding = window is not None and LayerType.SLIDING in _layer_types(spec)
-        return cls(
-            e=e,
-            hidden=facts.hidden_size,
-            vocab=facts.vocab_size,
-            decoder=facts.is_decoder,
-            position_width=position_width,
-            eager=eager,
-            always_masked=facts.model_type in _ALWAYS_MASKED,
-            mask_window=window if sliding else None,
-            attn_output_kept=facts.model_type in _ATTN_OUTPUT_KEPT,
-            heads=heads,
-            q_dim=q_dim,
-            kv_dim=kv_dim,
-            fused_qkv=eager and _has_module(spec, Role.ATTENTION, _FUSED_QKV),
-            score_bytes=_eager_score_bytes(spec, e),
-            probs_kept=eager and facts.model_type not in EAGER_ONLY,
-            mlp=_MlpShape.of(spec, e, tp),
-        )
-
-    def peak(self, batch: int, seq: int) -> int:
-        """Live activation bytes at the prefill's peak, KV cache excluded."""
-        e = self.e
-        tokens = batch * seq
-        stream = tokens * self.hidden * e  # one (batch, seq, hidden) tensor
-        # Alive through a decoder's whole forward: the embedding output (the model keeps its
-        # `inputs_embeds` reference), learned position embeddings or the rotary cos / sin, and
-        # the attention mask. Inside a block, the block's input is also alive: the model's loop
-        # holds it until the block returns.
-        block = self._block_peak(batch, seq, tokens)
-        if not self.decoder:
-            # Encoders: the embedding module sums its lookups into the first block's input; at
-            # the end the masked-LM head (dense, activation, norm) writes logits for every
-            # position.
-            head = 2 * stream + tokens * self.vocab * e
-            return max(self._mask_bytes(batch, seq) + stream + block, head)
-        persistent = stream + seq * self.position_width + self._mask_bytes(batch, seq)
-        # After the last block: the final norm's fp32 copies, then the LM head on the last
-        # position only, upcast to fp32.
-        head = tokens * self.hidden * 8 + batch * self.vocab * (e + 4)
-        return persistent + stream + max(block, head)
-
-    def _sdpa_needs_mask(self, seq: int) -> bool:
-        """SDPA runs maskless (is_causal) unless a sliding window is shorter than the prompt."""
-        if self.eager:
-            return False
-        if self.always_masked:
-            return True
-        return self.mask_window is not None and self.mask_window < seq
-
-    def _mask_bytes(self, batch: int, seq: int) -> int:
-        e = self.e
-        area = batch * seq * seq
-        if self.eager:
-            return area * e  # the 4-D additive mask (batch, 1, q, kv) in the compute dtype
-        if self.always_masked:
-            return area * (e + 1)  # the boolean mask and its additive copy
-        if self._sdpa_needs_mask(seq):
-            return area  # a boolean (batch, 1, q, kv) mask
-        return 0
-
-    def _block_peak(self, batch: int, seq: int, tokens: int) -> int:
-        """Largest transient set inside one block, beyond its input and the KV cache."""
-        e = self.e
-        stream = tokens * self.hidden * e
-        kept = stream if self.attn_output_kept else 0
-        # RMSNorm / LayerNorm upcast: an fp32 copy and its squared (or scaled) fp32 copy; the
-        # second norm of a block runs while the attention residual is alive too.
-        norm = stream + tokens * self.hidden * 8
-        attn = kept + self._attention_peak(batch, seq, tokens)
-        # MLP: the attention residual and the normed input stay alive through it, and with eager
-        # attention so do the attention probabilities (the block keeps them in a local).
-        probs = 0
-        if self.probs_kept:
-            probs = batch * self.heads * seq * seq * e
-        mlp = 2 * stream + kept + probs + self.mlp.peak(tokens)
-        return max(norm, attn, mlp)
-
-    def _attention_peak(self, batch: int, seq: int, tokens: int) -> int:
-        e, q_dim, kv_dim = self.e, self.q_dim, self.kv_dim
-        stream = tokens * self.hidden * e
-        scores = batch * self.heads * seq * seq
-        if self.always_masked and not self.eager and kv_dim != q_dim:
-            # SDPA with a mask and fewer K/V heads than query heads (not repeated) falls back
-            # to the math kernel: q upcast and scaled in fp32, fp32 scores and their masked copy.
-            return (
-                stream + tokens * (2 * q_dim + 2 * kv_dim) * e + 2 * tokens * q_dim * 4 + scores * 8
-            )
-        # The normed input, q, k, v and three q-sized rotary temporaries; with a mask, SDPA
-        # cannot use its grouped-query path and K / V are repeated to every query head.
-        attn = stream + tokens * (q_dim + 2 * kv_dim) * e + 3 * tokens * q_dim * e
-        if self._sdpa_needs_mask(seq) and kv_dim != q_dim:
-            attn += 2 * tokens * q_dim * e
-        if self.eager:
-            # K and V repeated to every query head for grouped-query attention (the cache keeps
-            # the originals); scores in the compute dtype plus the fp32 upcast and softmax
-            # output.
-            repeated = 2 * tokens * q_dim * e if kv_dim != q_dim else 0
-            # A fused qkv projection's output stays alive while views of it are in use.
-            qkv = tokens * (q_dim + 2 * kv_dim) * e if self.fused_qkv else 0
-            softmax = scores * self.score_bytes
-            attn = max(attn, stream + tokens * q_dim * e + repeated + qkv + softmax)
-        return attn
-
-
-@dataclass(frozen=True, slots=True)
-class _MlpShape:
-    """A block's MLP on one GPU: its widths, whatever the number of tokens."""
-
-    e: int
-    intermediate: int
-    tp: int
-    units: int  # intermediate-sized tensors alive at once in the dense MLP
-    moe: bool
-    dense_layers: bool  # some layers keep a dense MLP beside the MoE ones
-    experts_per_token: int
-    hidden: int
-    routed_per_slot: int  # bytes per (token, expert) pair at the routed experts' peak
-    shared: int  # the shared experts' intermediate width on one GPU
-
-    @classmethod
-    def of(cls, spec: ModelSpec, e: int, tp: int) -> _MlpShape:
-        facts = spec.facts
-        h = facts.hidden_size
-        routed_per_slot = shared = 0
-        if facts.is_moe:
-            inter = facts.moe_intermediate_size // tp
-            # Routed experts run as one grouped matmul over the gathered tokens: the gathered
-            # input stays alive through gate_up (2I), the activation (I) and the product (I);
-            # then the down projection, its routing-weighted copy and the scatter buffer (in
-            # fp32 when the router weights are fp32).
-            weighted = 4 if _router_fp32(spec) else e
-            routed_per_slot = max(
-                (h + 4 * inter) * e, (2 * h + inter) * e, 2 * h * e + 2 * h * weighted
-            )
-            shared = _shared_expert_width(spec) // tp
-        return cls(
-            e=e,
-            intermediate=facts.intermediate_size,
-            tp=tp,
-            units=_mlp_units(spec),
-            moe=facts.is_moe,
-            dense_layers=not all(facts.moe_layers),
-            experts_per_token=facts.experts_per_token,
-            hidden=h,
-            routed_per_slot=routed_per_slot,
-            shared=shared,
-        )
-
-    def peak(self, tokens: int) -> int:
-        """Transient MLP bytes beyond the block's residual and normed input."""
-        e = self.e
-        dense = tokens * self.intermediate // self.tp * e * self.units
-        if not self.moe:
-            return dense
-        slots = tokens * self.experts_per_token  # (token, expert) pairs, gathered into one batch
-        routed = slots * self.routed_per_slot
-        shared = self.shared
-        # The shared expert runs first and its output waits beside the routed computation.
-        moe = max(tokens * shared * e * 3, (tokens * self.hidden * e if shared else 0) + routed)
-        return max(moe, dense) if self.dense_layers else moe
-
-
-def _buffer_bytes(spec: ModelSpec) -> int:
-    """Non-parameter buffers transformers registers on the GPU beside the weights."""
-    facts = spec.facts
-    if facts.model_type == "gpt_bigcode":
-        # The causal mask buffer: a (max_positions, max_positions) boolean matrix.
-        return facts.max_position_embeddings**2
-    return 0
-
-
-def _mlp_units(spec: ModelSpec) -> int:
-    """Intermediate-sized tensors alive at once in a dense MLP."""
-    facts = spec.facts
-    if facts.gated_mlp:
-        # gate and up: 3 (activation, up, product); fused gate_up keeps its 2-wide output: 4.
-        fused = _has_module(spec, Role.MLP, frozenset({"gate_up_proj"}))
-        return 4 if fused else 3
-    return 4 if facts.hidden_act in _MULTI_OP_ACTIVATIONS else 2
-
-
-def _has_module(spec: ModelSpec, role: Role, modules: frozenset[str]) -> bool:
-    return spec.cached(
-        ("has_module", role, modules),
-        lambda: any(t.role is role and t.module in modules for t in spec.tensors),
-    )
-
-
-def _router_fp32(spec: ModelSpec) -> bool:
-    return spec.cached(
-        "router_fp32",
-        lambda: any(t.role is Role.ROUTER and t.dtype == "F32" for t in spec.tensors),
-    )
-
-
-def _shared_expert_width(spec: ModelSpec) -> int:
-    """Intermediate width of the always-on shared expert(s) of one MoE layer."""
-    facts = spec.facts
-    layer = next((i for i, moe in enumerate(facts.moe_layers) if moe), None)
-    if layer is None:
-        return 0
-
-    def compute() -> int:
-        shared = sum(
-            t.numel
-            for t in spec.layer_tensors(layer)
-            if t.role is Role.SHARED_EXPERT
-            and not t.is_bias
-            and len(t.shape) == 2
-            and min(t.shape) > 1
-        )
-        return shared // ((3 if facts.gated_mlp else 2) * facts.hidden_size)
-
-    return spec.cached("shared_expert_width", compute)
-
-
-def _mlp_width(spec: ModelSpec, tokens: int) -> int:
-    """MLP intermediate elements computed for ``tokens`` tokens (MoE: top-k experts plus shared)."""
-    facts = spec.facts
-    if not facts.is_moe:
-        return tokens * facts.intermediate_size
-    routed = tokens * facts.experts_per_token * facts.moe_intermediate_size
-    shared = tokens * _shared_expert_width(spec)
-    dense = tokens * facts.intermediate_size if not all(facts.moe_layers) else 0
-    return max(routed + shared, dense)
-
-
-# --- vLLM and llama.cpp -------------------------------------------------------------------------
-
-
-def _vllm_profile_peak(spec: ModelSpec, w: Workload) -> int:
-    """Activation peak of vLLM's profiling forward (chunked prefill of max_num_batched_tokens)."""
-    facts = spec.facts
-    e = dtypes.DTYPE_BYTES[w.dtype]
-    t = VLLM_PROFILE_TOKENS
-    tp = w.tp
-    q_dim = facts.num_heads * facts.head_dim // tp
-    kv_dim = _kv_heads_per_gpu(spec, tp) * facts.head_dim
-    inter = _mlp_width(spec, t) // tp
-    # Merged gate_up output (2x), the activation, the fused qkv output, residual + normed input.
-    per_token = (q_dim + 2 * kv_dim) * e + 2 * facts.hidden_size * e
-    mlp = inter * e * (3 if facts.gated_mlp else 2)
-    logits = VLLM_PROFILE_SEQS * facts.vocab_size * 4 * VLLM_SAMPLER_COPIES
-    return t * per_token + mlp + logits
-
-
-def _llamacpp_compute_buffer(facts: ArchFacts, batch: int, seq: int) -> int:
-    """llama.cpp's CUDA compute buffer: the graph of one micro-batch of n_ubatch tokens.
-
-    Its peak holds one layer's KQ scores in fp32 (flash attention off, the default of the
-    published logs), the f16 KQ mask and the micro-batch's hidden and MLP activations in fp32.
-    """
-    ub = min(LLAMACPP_UBATCH, seq * batch)
-    ctx = seq * batch
-    kq = ub * ctx * facts.num_heads * 4
-    mask = ub * ctx * 2
-    side = ub * (facts.hidden_size + facts.intermediate_size) * 4
-    logits = ub * facts.vocab_size * 4
-    return max(kq + mask, logits) + side

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import dtypes, inference
+from vramgui.core import activations, dtypes
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu
 from vramgui.core.units import MiB
@@ -86,7 +86,7 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         "-b",
         str(LLAMACPP_BATCH),
         "-ub",
-        str(inference.LLAMACPP_UBATCH),
+        str(activations.LLAMACPP_UBATCH),
         "--cache-type-k",
         cache,
         "--cache-type-v",

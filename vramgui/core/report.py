@@ -1,13 +1,14 @@
 """The estimate as one JSON-ready document (schema vramgui.estimate/1), shared by every front end.
 
-DESIGN.md's CLI contract defines it; the CLI prints it, profiles store it, the window copies it.
+docs/architecture.md describes it (docs/cli.md lists every key); the CLI prints it, profiles
+store it, the window copies it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from vramgui.core import dtypes, rules
+from vramgui.core import rules, storage
 from vramgui.core.estimate import Estimate, estimate, parameters_without_embeddings
 from vramgui.core.fit import FitRow, fit_rows
 from vramgui.core.model import ModelSpec
@@ -45,7 +46,7 @@ def document_for(
 def estimate_document(
     spec: ModelSpec, est: Estimate, rows: list[FitRow], extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The JSON document of DESIGN.md's CLI contract."""
+    """The JSON document every front end hands out (docs/architecture.md, docs/cli.md)."""
     w = est.workload
     layers = layer_weights(spec, w)
     doc: dict[str, Any] = {
@@ -77,7 +78,7 @@ def estimate_document(
 def rules_of_thumb(spec: ModelSpec, est: Estimate) -> dict[str, int]:
     """The classic rules for the same setup, to show beside the detailed estimate."""
     w = est.workload
-    bits = dtypes.bits_per_weight(spec, w.dtype, w.quant)
+    bits = storage.bits_per_weight(spec, w.dtype, w.quant)
     out = {
         "params_x_bytes_x_1.2": rules.serving_rule(spec.parameters, bits),
         "one_layer_floor": rules.one_layer_floor(

@@ -3,36 +3,22 @@
 A machine without a driver, without the library, or without NVIDIA GPUs is a normal state: the
 snapshot is then empty and says why. One field NVML cannot answer becomes ``None``; a GPU that
 stops answering stays in the list with an ``error``. Nothing raises out of :class:`NvmlProbe`.
+
+NVML's errors and constants are the module's own (``NVMLError_GpuIsLost``,
+``NVML_DEVICE_MIG_ENABLE``...), read from the module the probe was given, never copied here.
 """
 
 from __future__ import annotations
 
-import enum
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-
-
-class _Code(enum.IntEnum):
-    """The NVML return codes this module reacts to; they are part of NVML's C ABI (nvml.h)."""
-
-    NO_PERMISSION = 4
-    NOT_SUPPORTED = 3
-    NOT_FOUND = 6
-    DRIVER_NOT_LOADED = 9
-    LIBRARY_NOT_FOUND = 12
-    FUNCTION_NOT_FOUND = 13
-    GPU_IS_LOST = 15
-    LIB_RM_VERSION_MISMATCH = 18
-    ARGUMENT_VERSION_MISMATCH = 25
-
-
-_MIG_ENABLED = 1  # NVML_DEVICE_MIG_ENABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +116,8 @@ class GpuSnapshot:
 class _Field:
     """Calls into NVML for one GPU, turning each failure into None and remembering a lost GPU."""
 
-    def __init__(self) -> None:
+    def __init__(self, nvml: Any) -> None:
+        self._nvml = nvml
         self.lost: str | None = None
 
     def __call__(self, call: Callable[[], T]) -> T | None:
@@ -142,13 +129,8 @@ class _Field:
 
     def failed(self, exc: BaseException) -> None:
         """Record a failure that was handled elsewhere, in case it means the GPU is gone."""
-        if _code_of(exc) == _Code.GPU_IS_LOST:
+        if isinstance(exc, self._nvml.NVMLError_GpuIsLost):
             self.lost = _text(exc)
-
-
-def _code_of(exc: BaseException) -> int | None:
-    value = getattr(exc, "value", None)
-    return value if isinstance(value, int) else None
 
 
 def _text(exc: BaseException) -> str:
@@ -159,31 +141,39 @@ def _text(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+def _process_name(nvml: Any, pid: int) -> str:
+    return _str(nvml.nvmlSystemGetProcessName(pid))
+
+
+def _device_text(read: Callable[[Any], Any], handle: Any) -> str:
+    """A device's name or UUID (``read`` is the NVML call)."""
+    return _str(read(handle))
+
+
 def _str(value: Any) -> str:
     """NVML strings arrive as str from current nvidia-ml-py and as bytes from old releases."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _init_failure_reason(exc: BaseException) -> str:
-    code = _code_of(exc)
-    if code == _Code.LIBRARY_NOT_FOUND:
+def _init_failure_reason(exc: BaseException, nvml: Any) -> str:
+    if isinstance(exc, nvml.NVMLError_LibraryNotFound):
         if sys.platform == "darwin":
             return "macOS has no NVIDIA driver, so there are no local GPUs to read. Pick a GPU from the catalog."
         return (
             "No NVIDIA driver found (libnvidia-ml could not be loaded). "
             "Install the NVIDIA driver, or pick a GPU from the catalog."
         )
-    if code == _Code.DRIVER_NOT_LOADED:
+    if isinstance(exc, nvml.NVMLError_DriverNotLoaded):
         return (
             "The NVIDIA driver is installed but not running (its kernel module is not loaded). "
             "Reboot or load it (sudo modprobe nvidia), or pick a GPU from the catalog."
         )
-    if code == _Code.LIB_RM_VERSION_MISMATCH:
+    if isinstance(exc, nvml.NVMLError_LibRmVersionMismatch):
         return (
             "The NVIDIA driver library and kernel module have different versions, usually after a "
             "driver update. Reboot to finish the update."
         )
-    if code == _Code.NO_PERMISSION:
+    if isinstance(exc, nvml.NVMLError_NoPermission):
         return "This user may not query the NVIDIA driver (insufficient permissions)."
     return f"Could not query the NVIDIA driver: {_text(exc)}. Pick a GPU from the catalog."
 
@@ -218,7 +208,7 @@ class NvmlProbe:
     def close(self) -> None:
         """Shut NVML down if this probe initialised it. Never raises; a later snapshot re-initialises."""
         with self._lock:
-            if not self._initialized:
+            if not self._initialized or self._nvml is None:
                 return
             self._initialized = False
             try:
@@ -241,10 +231,10 @@ class NvmlProbe:
             try:
                 nvml.nvmlInit()
             except Exception as exc:
-                return GpuSnapshot(reason=_init_failure_reason(exc))
+                return GpuSnapshot(reason=_init_failure_reason(exc, nvml))
             self._initialized = True
 
-        field = _Field()
+        field = _Field(nvml)
         driver = field(lambda: _str(nvml.nvmlSystemGetDriverVersion()))
         cuda = field(lambda: _cuda_version(nvml))
         try:
@@ -301,7 +291,7 @@ def _read_gpu(nvml: Any, index: int) -> LocalGpu:
             mig_instances=None,
             error=_text(exc),
         )
-    field = _Field()
+    field = _Field(nvml)
     name = field(lambda: _str(nvml.nvmlDeviceGetName(handle)))
     uuid = field(lambda: _str(nvml.nvmlDeviceGetUUID(handle)))
     memory = field(lambda: _memory(nvml, handle)) or (None, None, None, None)
@@ -339,13 +329,12 @@ def _memory(nvml: Any, handle: Any) -> tuple[int, int, int, int | None]:
             return int(info.total), int(info.free), int(info.used), int(info.reserved)
         except (TypeError, AttributeError):
             pass  # an old binding without the version argument or the reserved field
-        except Exception as exc:
-            if _code_of(exc) not in (
-                _Code.FUNCTION_NOT_FOUND,
-                _Code.NOT_SUPPORTED,
-                _Code.ARGUMENT_VERSION_MISMATCH,
-            ):
-                raise
+        except (
+            nvml.NVMLError_FunctionNotFound,
+            nvml.NVMLError_NotSupported,
+            nvml.NVMLError_ArgumentVersionMismatch,
+        ):
+            pass  # a driver without the v2 call
     info = nvml.nvmlDeviceGetMemoryInfo(handle)
     return int(info.total), int(info.free), int(info.used), None
 
@@ -363,7 +352,7 @@ def _processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...]:
     for proc in running:
         pid = int(proc.pid)
         used = getattr(proc, "usedGpuMemory", None)
-        name = _Field()(lambda pid=pid: _str(nvml.nvmlSystemGetProcessName(pid)))
+        name = _Field(nvml)(partial(_process_name, nvml, pid))
         processes.append(
             GpuProcess(pid=pid, used_bytes=None if used is None else int(used), name=name)
         )
@@ -376,12 +365,12 @@ def _mig(
     """Whether MIG is on, and its devices. GPUs without MIG answer NotSupported: that is "off"."""
     try:
         current = nvml.nvmlDeviceGetMigMode(handle)[0]
+    except nvml.NVMLError_NotSupported:
+        return False, ()
     except Exception as exc:
-        if _code_of(exc) == _Code.NOT_SUPPORTED:
-            return False, ()
         field.failed(exc)
         return None, None
-    if current != _MIG_ENABLED:
+    if current != nvml.NVML_DEVICE_MIG_ENABLE:
         return False, ()
     count = field(lambda: int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)))
     if count is None:
@@ -390,18 +379,18 @@ def _mig(
     for slot in range(count):
         try:
             mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except nvml.NVMLError_NotFound:
+            continue  # an empty slot: fewer instances were created than the GPU allows
         except Exception as exc:
-            if _code_of(exc) == _Code.NOT_FOUND:
-                continue  # an empty slot: fewer instances were created than the GPU allows
             instances.append(MigInstance(slot, None, None, None, None, None, error=_text(exc)))
             continue
-        mig_field = _Field()
-        memory = mig_field(lambda mig=mig: _memory(nvml, mig)) or (None, None, None, None)
+        mig_field = _Field(nvml)
+        memory = mig_field(partial(_memory, nvml, mig)) or (None, None, None, None)
         instances.append(
             MigInstance(
                 index=slot,
-                name=mig_field(lambda mig=mig: _str(nvml.nvmlDeviceGetName(mig))),
-                uuid=mig_field(lambda mig=mig: _str(nvml.nvmlDeviceGetUUID(mig))),
+                name=mig_field(partial(_device_text, nvml.nvmlDeviceGetName, mig)),
+                uuid=mig_field(partial(_device_text, nvml.nvmlDeviceGetUUID, mig)),
                 total_bytes=memory[0],
                 free_bytes=memory[1],
                 used_bytes=memory[2],

@@ -96,7 +96,9 @@ def _is_low_precision(value: object) -> bool:
 
 
 def _upcast(value: object) -> object:
-    return value.float() if _is_low_precision(value) else value
+    if isinstance(value, torch.Tensor) and value.dtype in _LOW_PRECISION:
+        return value.float()
+    return value
 
 
 class CudaAutocastRules(TorchFunctionMode):

@@ -43,6 +43,10 @@ LOOPS = ("trainer", "custom")
 ENCODER_MODEL_TYPES = frozenset({"bert"})
 LEARNING_RATE = 1e-5
 MAX_GRAD_NORM = 1.0  # transformers' TrainingArguments default
+# A transformers model (or peft's wrapper of one) built from a config: the harness reaches its
+# class's own attributes (config, generate's helpers), which torch's Module.__getattr__ would type
+# as tensors or modules.
+Model = Any
 
 
 class UnsupportedSettingError(ValueError):
@@ -142,14 +146,14 @@ def _config_object(config: dict) -> transformers.PreTrainedConfig:
     return AutoConfig.for_model(model_type, **values)
 
 
-def _instantiate(cfg: transformers.PreTrainedConfig, settings: Settings) -> torch.nn.Module:
+def _instantiate(cfg: transformers.PreTrainedConfig, settings: Settings) -> Model:
     kwargs = {"dtype": settings.weight_dtype, "attn_implementation": settings.attention}
     if cfg.model_type in ENCODER_MODEL_TYPES:
         return BertForMaskedLM._from_config(cfg, **kwargs)
     return AutoModelForCausalLM.from_config(cfg, **kwargs)
 
 
-def _prepare(model: torch.nn.Module, settings: Settings) -> torch.nn.Module:
+def _prepare(model: Model, settings: Settings) -> Model:
     """Checkpointing and LoRA, applied as a user applies them (checkpointing first)."""
     if settings.mode != "training":
         return model
@@ -172,7 +176,8 @@ def _materialize(model: torch.nn.Module) -> None:
 
     Tied parameters stay one tensor.
     """
-    fresh: dict[int, torch.Tensor] = {}
+    fresh: dict[int, torch.nn.Parameter] = {}
+    fresh_buffers: dict[int, torch.Tensor] = {}
     for module in model.modules():
         for name, param in list(module._parameters.items()):
             if param is None:
@@ -184,14 +189,12 @@ def _materialize(model: torch.nn.Module) -> None:
         for name, buffer in list(module._buffers.items()):
             if buffer is None:
                 continue
-            if id(buffer) not in fresh:
-                fresh[id(buffer)] = torch.empty(buffer.shape, dtype=buffer.dtype)
-            module._buffers[name] = fresh[id(buffer)]
+            if id(buffer) not in fresh_buffers:
+                fresh_buffers[id(buffer)] = torch.empty(buffer.shape, dtype=buffer.dtype)
+            module._buffers[name] = fresh_buffers[id(buffer)]
 
 
-def build_model(
-    config: dict, settings: Settings, fake_mode: FakeTensorMode | None = None
-) -> torch.nn.Module:
+def build_model(config: dict, settings: Settings, fake_mode: FakeTensorMode | None = None) -> Model:
     """The model of `config` for `settings`, ready to run.
 
     With `fake_mode`: built on the meta device without initialization, tied, wrapped (LoRA,
@@ -286,7 +289,7 @@ def _tag_cache_updates(cache: DynamicCache, counter: LiveBytes) -> None:
         counter.classify((getattr(layer, "keys", None), getattr(layer, "values", None)), "kv_cache")
         return result
 
-    cache.update = counted_update
+    cache.update = counted_update  # type: ignore[method-assign] # wrapped in place
 
 
 def _cache_bytes(cache: DynamicCache) -> int:
@@ -299,7 +302,7 @@ def _cache_bytes(cache: DynamicCache) -> int:
     return sum(storages.values())
 
 
-def _run_generate_steps(model: torch.nn.Module, settings: Settings, counter: LiveBytes) -> int:
+def _run_generate_steps(model: Model, settings: Settings, counter: LiveBytes) -> int:
     """Prefill and one decode step, with the inputs `model.generate` builds (greedy, no padding).
 
     Mirrors transformers' generate: position ids from the attention mask's cumsum (batch x seq),
@@ -353,7 +356,7 @@ def _run_generate_steps(model: torch.nn.Module, settings: Settings, counter: Liv
     return kv_cache_bytes
 
 
-def _run_encoder_forward(model: torch.nn.Module, settings: Settings, counter: LiveBytes) -> None:
+def _run_encoder_forward(model: Model, settings: Settings, counter: LiveBytes) -> None:
     counter.phase = "forward"
     input_ids = torch.zeros((settings.batch, settings.seq), dtype=torch.long)
     attention_mask = torch.ones((settings.batch, settings.seq), dtype=torch.long)
@@ -378,7 +381,7 @@ def _autocast(settings: Settings) -> contextlib.AbstractContextManager:
     return stack
 
 
-def _forward(model: torch.nn.Module, settings: Settings, inputs: dict) -> Any:
+def _forward(model: Model, settings: Settings, inputs: dict) -> Any:
     """The forward as accelerate's prepare_model wraps it (transformers' Trainer included).
 
     Under mixed precision: autocast, then the 16-bit outputs converted to fp32
@@ -396,7 +399,7 @@ def _grad_scaler(settings: Settings) -> torch.amp.GradScaler | None:
     return None
 
 
-def _run_training(model: torch.nn.Module, settings: Settings, counter: LiveBytes) -> list[dict]:
+def _run_training(model: Model, settings: Settings, counter: LiveBytes) -> list[dict]:
     """Two optimizer steps as the settings' loop runs them; the peak of each.
 
     trainer: transformers' Trainer: ``compute_loss`` returns the loss alone (the outputs are

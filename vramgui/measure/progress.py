@@ -54,7 +54,7 @@ class PhaseCounter(LiveBytes):
         self._listeners = listeners
         self.fused_attention_calls = 0
 
-    @property  # type: ignore[override]
+    @property
     def phase(self) -> str:
         """The phase running now."""
         return self._phase

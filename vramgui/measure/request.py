@@ -44,7 +44,7 @@ def unmeasurable_reason(spec: ModelSpec, workload: Workload) -> str | None:
             f"the checkpoint is stored as {spec.quantization}; a run builds the model from "
             "config.json in 16 or 32 bits"
         )
-    checks = (
+    checks: tuple[tuple[bool, str], ...] = (
         (w.quant != "none", f"--quant {w.quant}: quantized weights are not run, only estimated"),
         (w.gpus > 1, "a run uses one GPU; several GPUs are estimated, not run"),
         (w.cpu_offload, "CPU offload is estimated, not run"),

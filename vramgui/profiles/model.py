@@ -93,8 +93,8 @@ class Profile:
         workload: every estimate setting.
         gpus: GPUs to fit against: catalog GPU names, or "local" for the GPUs of this machine.
         notes: free text.
-        saved_estimate: the estimate JSON document (DESIGN.md's ``vramgui.estimate/1``) as computed
-            when the profile was saved; empty if none was computed.
+        saved_estimate: the estimate JSON document (``vramgui.estimate/1``, see
+            docs/architecture.md) as computed when the profile was saved; empty if none was.
         created: when the profile was first saved (UTC).
         modified: when it was last saved (UTC).
         format_version: the file format version the profile was read from or will be written in.

@@ -19,7 +19,8 @@ from vramgui.profiles.model import Profile, source_of
 
 
 class Loaded(Protocol):
-    """What loading a model gives (``vramgui.sources.resolve.LoadedModel``)."""
+    """What loading a model gives (``vramgui.sources.results.ResolvedModel``, named by its shape:
+    the profiles do not import the sources)."""
 
     @property
     def spec(self) -> ModelSpec: ...

@@ -126,7 +126,7 @@ def load_snapshot(shot: Snapshot, filename: str | None = None) -> ResolvedModel 
     if kind == "gguf":
         chosen = preferred_gguf(files)
         others = [f for f in files if f != chosen]
-        notices = ()
+        notices: tuple[str, ...] = ()
         if others:
             notices = (
                 f"{shot.repo_id} holds {len(files)} GGUF files here; read {chosen} "

@@ -194,7 +194,8 @@ class HubSession:
         self.endpoint = endpoint.rstrip("/")
         self.timeout_s = timeout_s
         found = (token, "the token given") if token else stored_token()
-        self.token, self.token_source = found if found else (None, None)
+        self.token: str | None = found[0] if found else None
+        self.token_source: str | None = found[1] if found else None
         self._token_given = token is not None
         self._end = time.monotonic() + timeout_s
         self._origin = origin(self.endpoint)
@@ -460,7 +461,7 @@ def _transport(tls: ssl.SSLContext, proxy: str | None) -> httpx2.HTTPTransport:
     # httpx builds its connection pool without a way to pass a network backend; the pool reads
     # this attribute whenever it opens a connection (tests/sources/test_hub_http.py's dripping
     # server fails if a new httpx2 stops doing so).
-    transport._pool._network_backend = _DeadlineBackend()
+    transport._pool._network_backend = _DeadlineBackend()  # type: ignore[assignment] # same calls
     return transport
 
 

@@ -59,15 +59,11 @@ class RepoReader:
         (or GGUF header)."""
         sha = str(info.sha or revision)
         siblings = {s.rfilename: s for s in info.siblings or ()}
-        base = {
-            "repo_id": repo_id,
-            "revision": sha,
-            "gated": bool(info.gated),
-            "gguf_files": gguf_files(info),
-        }
-        only_gguf = base["gguf_files"] and not any(f.endswith(".safetensors") for f in siblings)
+        ggufs = gguf_files(info)
+        base = {"repo_id": repo_id, "revision": sha, "gated": bool(info.gated), "gguf_files": ggufs}
+        only_gguf = ggufs and not any(f.endswith(".safetensors") for f in siblings)
         if (filename or "").endswith(".gguf") or only_gguf:
-            return {**base, **self._gguf_payload(repo_id, sha, base["gguf_files"], filename)}
+            return {**base, **self._gguf_payload(repo_id, sha, ggufs, filename)}
         config = local.read_config(self._download(repo_id, revision, sha, "config.json", siblings))
         notices: list[str] = []
         sharded = local.SAFETENSORS_INDEX in siblings and local.SAFETENSORS_SINGLE not in siblings

@@ -76,8 +76,7 @@ SAFETENSORS_DTYPE_BITS: dict[str, int] = {
 }
 
 
-_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1}}}")
-_DIGITS = re.compile(r"\d+")
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1},}}")  # the whole run of digits
 
 
 class _Refused(Exception):
@@ -182,7 +181,10 @@ def header_entry(name: str, info: object, data_bytes: int | None, origin: str) -
     """
     if type(info) is not dict:
         raise BadModelFile(f"{_where(origin, name)} has no dtype/shape/data_offsets entry")
-    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    # Any: the checks below are ``type() is`` tests (fast, but no narrowing for a type checker).
+    dtype: Any = info.get("dtype")
+    shape: Any = info.get("shape")
+    offsets: Any = info.get("data_offsets")
     bits = SAFETENSORS_DTYPE_BITS.get(dtype) if type(dtype) is str else None
     if bits is None:
         raise BadModelFile(f"{_where(origin, name)} has an unknown dtype {dtype!r}")
@@ -273,7 +275,7 @@ def parse_config(text: str | bytes, origin: str) -> dict[str, Any]:
         text = text.decode("utf-8", errors="replace")
     long = _LONG_DIGITS.search(text)
     if long is not None:
-        digits = len(_DIGITS.match(text, long.start())[0])
+        digits = len(long[0])
         raise BadModelFile(f"{origin} holds an integer of {digits:,} digits; real ones are short")
     config = parse_json(text, origin)
     if not isinstance(config, dict):

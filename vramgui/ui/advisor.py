@@ -55,18 +55,18 @@ class AdvisorPanel(QWidget):
         column.addStretch(1)
         # Summary and cards scroll together inside the panel. The scroll area also keeps a new
         # summary or card text from laying out (and repainting) the rest of the window.
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setWidget(content)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setWidget(content)
         # Cards wrap their text to the panel's width rather than scroll sideways.
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         # Transparent: the advice sits on the group box, not on a grey slab of its own.
-        self.scroll.viewport().setAutoFillBackground(False)
+        self.scroll_area.viewport().setAutoFillBackground(False)
         content.setAutoFillBackground(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll)
+        layout.addWidget(self.scroll_area)
         # The cards are made once and refilled: making and deleting widgets on every estimate
         # would lay out the whole window again (and leave Qt wrappers to collect).
         self._cards = [_Card(self.apply_requested.emit) for _ in range(MAX_SHOWN)]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QFont
 
 from vramgui.core.units import Unit, format_bytes
 from vramgui.ui.palette import component_label
+from vramgui.ui.table_model import FlatTableModel
 
 EXPLANATIONS = {
     "weights": "The model's parameters, in the chosen dtype or quantization (scales included).",
@@ -57,11 +58,13 @@ _SIZE = Qt.ItemDataRole.UserRole.value
 _RIGHT = (Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value
 
 
-class BreakdownModel(QAbstractTableModel):
+class BreakdownModel(FlatTableModel):
     """Rows: one per component, then the total. Reset with :meth:`set_components`.
 
     Every cell is worked out once per estimate, so that painting the table only looks them up.
     """
+
+    COLUMNS = COLUMNS
 
     def __init__(self) -> None:
         super().__init__()
@@ -111,11 +114,8 @@ class BreakdownModel(QAbstractTableModel):
             cells[row, 1, _ALIGN] = cells[row, 2, _ALIGN] = _RIGHT
         return cells
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() or not self._rows else len(self._rows) + 1
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(COLUMNS)
+    def row_total(self) -> int:
+        return len(self._rows) + 1 if self._rows else 0  # the components, then the total
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole

@@ -12,22 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import (
-    QColor,
-    QFontMetricsF,
-    QGuiApplication,
-    QMouseEvent,
-    QPainter,
-    QPaintEvent,
-    QPalette,
-    QPen,
-    QPolygonF,
-)
-from PySide6.QtWidgets import QToolTip, QWidget
+from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPaintEvent, QPen, QPolygonF
+from PySide6.QtWidgets import QWidget
 
 from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.ui import palette
 from vramgui.ui.axes import nice_ceiling, nice_step
+from vramgui.ui.plot import (
+    NEAR_LINE_PX,
+    Chart,
+    capacity_text,
+    components_in_words,
+    draw_capacity_line,
+    sentences,
+)
 
 BAR_HEIGHT = 0.6  # in chart units: the bar spans y in [-0.3, 0.3]
 LEGEND_COLUMNS = 3
@@ -63,11 +61,11 @@ class CapacityMark:
     label_right: bool
 
 
-class BreakdownChart(QWidget):
+class BreakdownChart(Chart):
     """The stacked breakdown bar, its legend, the GPU capacity lines and an axis in GiB or GB."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, "Memory per GPU by component, against GPU capacities")
         self._unit: Unit = "GiB"
         self._components: dict[str, int] = {}
         self._capacities: list[tuple[str, int, bool, int]] = []
@@ -75,10 +73,7 @@ class BreakdownChart(QWidget):
         self._measured: tuple[MeasuredMark, ...] = ()
         self.marks: list[CapacityMark] = []
         self.right = 1.0  # the axis ends here, in the display unit
-        self.hover_text = ""
-        self.setMouseTracking(True)
         self.setMinimumHeight(200)  # legend rows above the bar, labels and axis below
-        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     def sizeHint(self) -> QSize:
         return QSize(600, 210)
@@ -154,7 +149,7 @@ class BreakdownChart(QWidget):
                     gpu,
                     to_unit(capacity, unit),
                     f"{gpu}: {format_bytes(abs(headroom), unit, 1)} {room}",
-                    f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes); "
+                    f"{capacity_text(gpu, capacity, unit)}; "
                     f"{format_bytes(abs(headroom), unit)} {'left' if fits else 'missing'}",
                     palette.FIT if fits else palette.NO_FIT,
                 )
@@ -166,7 +161,29 @@ class BreakdownChart(QWidget):
             CapacityMark(gpu, x, label, tip, colour, x < self.right * LEFT_PART)
             for gpu, x, label, tip, colour in marks
         ]
-        self.update()
+        self.refresh()
+
+    def describe(self) -> str:
+        """The total and each component, each GPU's room or shortfall, measured figures."""
+        if not self._components:
+            return "No estimate yet."
+        unit = self._unit
+        total = format_bytes(sum(self._components.values()), unit)
+        gpus = [
+            f"{gpu} {format_bytes(capacity, unit)}: "
+            + (
+                f"fits, {format_bytes(headroom, unit)} free."
+                if fits
+                else f"does not fit, {format_bytes(-headroom, unit)} short."
+            )
+            for gpu, capacity, fits, headroom in self._capacities
+        ]
+        measured = [f"{m.name}: {format_bytes(m.bytes, unit)}." for m in self._measured]
+        return sentences(
+            f"Total per GPU {total}: {components_in_words(self._components, unit)}.",
+            *gpus,
+            *measured,
+        )
 
     def _rows(self) -> tuple[QFontMetricsF, float, float, QRectF]:
         """Font metrics, the legend's height, the bar's top, and the plot rectangle."""
@@ -187,11 +204,7 @@ class BreakdownChart(QWidget):
 
     # ----------------------------------------------------------------------------- painting
     def paintEvent(self, event: QPaintEvent) -> None:
-        colours = QGuiApplication.palette()
-        background = colours.color(QPalette.ColorRole.Base)
-        text = colours.color(QPalette.ColorRole.Text)
-        grid = QColor(text)
-        grid.setAlpha(50)
+        background, text, grid = self.colours(grid_alpha=50)
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
         metrics, bar_top, bar_height, plot = self._rows()
@@ -262,8 +275,7 @@ class BreakdownChart(QWidget):
         for i, mark in enumerate(self.marks):
             colour = QColor(mark.colour)
             x = self._x(mark.position, plot)
-            painter.setPen(QPen(colour, 2, Qt.PenStyle.DashLine))
-            painter.drawLine(QPointF(x, lines_top), QPointF(x, plot.bottom()))
+            draw_capacity_line(painter, QPointF(x, lines_top), QPointF(x, plot.bottom()), colour)
             painter.setPen(QPen(colour, 1))
             y = bar_top + bar_height + 4 + (i % LABEL_ROWS) * line
             width = metrics.horizontalAdvance(mark.label)
@@ -272,8 +284,8 @@ class BreakdownChart(QWidget):
             painter.drawText(QPointF(left, y + metrics.ascent()), mark.label)
 
         # Measured figures: a solid line across the bar under a marker pointing at it.
-        for mark in self._measured:
-            x = self._x(to_unit(mark.bytes, self._unit), plot)
+        for measured in self._measured:
+            x = self._x(to_unit(measured.bytes, self._unit), plot)
             painter.setPen(QPen(measured_colour, 2))
             painter.drawLine(QPointF(x, bar_top - 2), QPointF(x, bar_top + bar_height + 4))
             _triangle(painter, x, bar_top - 1, line * 0.7, measured_colour)
@@ -296,15 +308,12 @@ class BreakdownChart(QWidget):
         x = (position.x() - plot.left()) / plot.width() * self.right if plot.width() else 0.0
         # Bar units: the bar's centre is 0 and its edges +-BAR_HEIGHT / 2.
         y = (bar_top + bar_height / 2 - position.y()) / bar_height * BAR_HEIGHT
-        self.hover_text = (
+        self.show_hover(
+            event,
             self._measured_at(position.x(), plot)
             or self.text_at(x, y)
-            or self._mark_at(position.x(), plot)
+            or self._mark_at(position.x(), plot),
         )
-        if self.hover_text:
-            QToolTip.showText(event.globalPosition().toPoint(), self.hover_text, self)
-        else:
-            QToolTip.hideText()
 
     def _measured_at(self, x: float, plot: QRectF) -> str:
         for measured in self._measured:
@@ -314,7 +323,7 @@ class BreakdownChart(QWidget):
 
     def _mark_at(self, x: float, plot: QRectF) -> str:
         for mark in self.marks:
-            if abs(self._x(mark.position, plot) - x) <= 3:
+            if abs(self._x(mark.position, plot) - x) <= NEAR_LINE_PX:
                 return mark.tooltip
         return ""
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
@@ -33,7 +34,10 @@ from vramgui.hardware.capacity import resolve_capacities
 from vramgui.profiles import Profile, reopen, source_of
 from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette
-from vramgui.ui.controller import LoadedModel
+from vramgui.ui.plot import capacities_in_words, capacity_text, components_in_words, sentences
+
+if TYPE_CHECKING:
+    from vramgui.sources.results import ResolvedModel
 
 MIN_COMPARED = 2
 MAX_COMPARED = 6
@@ -79,7 +83,7 @@ SETTING_LABELS = {
 _Index = QModelIndex | QPersistentModelIndex
 
 
-def reestimate(profile: Profile, load_model: Callable[[str], LoadedModel]) -> Reestimate:
+def reestimate(profile: Profile, load_model: Callable[[str], ResolvedModel]) -> Reestimate:
     """Load a profile's model again and estimate it with the current core (see profiles.reopen).
 
     Never raises: a model that cannot be loaded or a setup the core refuses becomes ``error``.
@@ -145,6 +149,11 @@ def _fits(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if not isinstance(rows, list):
         return {}
     return {r["gpu"]: r for r in rows if isinstance(r, dict) and isinstance(r.get("gpu"), str)}
+
+
+def _component(name: str, document: dict[str, Any]) -> int | None:
+    """Component ``name`` of an estimate document, or None when it has none."""
+    return _components(document).get(name)
 
 
 def _figure_row(
@@ -230,7 +239,7 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
             _figure_row(
                 palette.component_label(name),
                 results,
-                lambda doc, n=name: _components(doc).get(n),
+                partial(_component, name),
                 unit,
             )
         )
@@ -379,6 +388,7 @@ class CompareChart(pg.GraphicsLayoutWidget):
         self._text = colours.color(QPalette.ColorRole.Text)
         super().__init__(parent)
         self.setBackground(background)
+        self.setAccessibleName("Compared profiles: memory per GPU by component")
         self._unit: Unit = "GiB"
         self._results: list[Reestimate] = []
         self._bars: dict[str, pg.BarGraphItem] = {}
@@ -481,8 +491,8 @@ class CompareChart(pg.GraphicsLayoutWidget):
                 continue
             result = self._results[i]
             total = _int(_per_gpu(result.shown).get("total_bytes"))
-            size = format_bytes(total, unit) if total is not None else "no estimate"
-            label.setText(f"{result.profile.name} · {size}")
+            figure = format_bytes(total, unit) if total is not None else "no estimate"
+            label.setText(f"{result.profile.name} · {figure}")
             label.setPos(0, i - _BAR_HEIGHT / 2 - 0.06)
             label.show()
 
@@ -515,7 +525,7 @@ class CompareChart(pg.GraphicsLayoutWidget):
             # Stagger the labels so that close capacities do not overprint.
             # The y axis is inverted, so small positions are at the top, above the bars.
             line.label.setPosition(0.04 + 0.06 * (i % 6))
-            line.setToolTip(f"{gpu}: {format_bytes(capacity, unit)} ({capacity:,} bytes)")
+            line.setToolTip(capacity_text(gpu, capacity, unit))
             line.show()
 
         biggest = max([*starts, *outline_x, *(to_unit(c, unit) for c in capacities.values()), 1.0])
@@ -524,6 +534,33 @@ class CompareChart(pg.GraphicsLayoutWidget):
         # Room above the first bar for its name and the capacity labels.
         plot.setYRange(-0.8 - 0.25 * min(len(entries), 6), count - 0.5, padding=0)
         plot.getAxis("bottom").setLabel(f"GPU memory per GPU ({unit})", color=self._text.name())
+        self.setAccessibleDescription(self.describe(capacities))
+
+    def describe(self, capacities: dict[str, int]) -> str:
+        """Each compared profile's total per GPU and its components (the saved total where it
+        differs), then the capacities drawn."""
+        if not self._results:
+            return "No profiles compared."
+        unit = self._unit
+        profiles = []
+        for r in self._results:
+            total = _int(_per_gpu(r.shown).get("total_bytes"))
+            if total is None:
+                profiles.append(f"{r.profile.name}: no estimate.")
+                continue
+            saved = _int(_per_gpu(r.profile.saved_estimate).get("total_bytes"))
+            now = _int(_per_gpu(r.document).get("total_bytes")) if r.document else None
+            differs = (
+                f" (saved: {format_bytes(saved, unit)})"
+                if saved is not None and now is not None and saved != now
+                else ""
+            )
+            shown = {name: size for name, size in _components(r.shown).items() if size > 0}
+            profiles.append(
+                f"{r.profile.name}: {format_bytes(total, unit)} per GPU{differs}, "
+                f"{components_in_words(shown, unit)}."
+            )
+        return sentences(*profiles, capacities_in_words(capacities.items(), unit))
 
 
 class CompareView(QWidget):

@@ -5,7 +5,7 @@ plain frozen records. Every figure comes from :mod:`vramgui.core`.
 
 Contract for the views that plug into the window (offloading, profiles): they receive the
 controller and use only
-- signals ``model_changed(LoadedModel)``, ``workload_changed(Workload)``,
+- signals ``model_changed(ResolvedModel)``, ``workload_changed(Workload)``,
   ``estimate_changed(Analysis)``, ``outlook_changed(Outlook)``, ``capacities_changed(tuple)``;
 - properties ``model``, ``spec``, ``source``, ``workload``, ``capacities``, ``analysis``;
 - methods ``load_source(source)``, ``set_model(loaded)``, ``set_workload(workload)``,
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -28,7 +28,7 @@ from vramgui.core import fit
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
-from vramgui.core.model import ModelRef, ModelSpec
+from vramgui.core.model import ModelSpec
 from vramgui.core.report import rules_of_thumb
 from vramgui.core.training import FOUR_BIT_SCHEMES
 from vramgui.core.workload import (
@@ -41,13 +41,8 @@ from vramgui.core.workload import (
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, submit
 
-
-class LoadedModel(Protocol):
-    """What ``vramgui.sources.resolve.load_model`` returns."""
-
-    spec: ModelSpec
-    ref: ModelRef
-    notices: tuple[str, ...]
+if TYPE_CHECKING:
+    from vramgui.sources.results import ResolvedModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,13 +209,13 @@ class EstimateController(QObject):
 
     def __init__(
         self,
-        load_model: Callable[[str], LoadedModel],
+        load_model: Callable[[str], ResolvedModel],
         workload: Workload | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self._load_model = load_model
-        self._model: LoadedModel | None = None
+        self._model: ResolvedModel | None = None
         self._source: str | None = None
         self._workload = workload or Workload()
         self._capacities: tuple[tuple[str, int], ...] = ()
@@ -234,7 +229,7 @@ class EstimateController(QObject):
         self._outlook_timer = _single_shot(self, self._recompute_outlook, OUTLOOK_DELAY_MS)
 
     @property
-    def model(self) -> LoadedModel | None:
+    def model(self) -> ResolvedModel | None:
         return self._model
 
     @property
@@ -283,7 +278,7 @@ class EstimateController(QObject):
             self._load_failed,
         )
 
-    def set_model(self, loaded: LoadedModel, source: str | None = None) -> None:
+    def set_model(self, loaded: ResolvedModel, source: str | None = None) -> None:
         """Make ``loaded`` the current model and re-estimate.
 
         A file or folder the user opened is estimated as it is stored: its own dtype and
@@ -301,7 +296,7 @@ class EstimateController(QObject):
         self._apply(changes)
         self._schedule()
 
-    def _as_stored(self, loaded: LoadedModel) -> dict[str, Any]:
+    def _as_stored(self, loaded: ResolvedModel) -> dict[str, Any]:
         """The dtype and quantization of an opened file, where they differ from the current ones."""
         w, spec = self._workload, loaded.spec
         if loaded.ref.kind not in _LOCAL_KINDS or (w.mode, w.method) == ("training", "qlora"):
@@ -396,7 +391,7 @@ class EstimateController(QObject):
     def _schedule(self) -> None:
         self._estimate_timer.start()
 
-    def _loaded(self, source: str, loaded: LoadedModel) -> None:
+    def _loaded(self, source: str, loaded: ResolvedModel) -> None:
         self._loading = None
         self.loading_changed.emit(False)
         self.set_model(loaded, source)

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Generator, Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
@@ -20,8 +21,11 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from vramgui.core.units import Unit
 from vramgui.hardware import CatalogGpu, HardwareError, find_gpu
-from vramgui.ui.controller import EstimateController, LoadedModel
+from vramgui.ui.controller import EstimateController
 from vramgui.ui.workers import Worker, submit
+
+if TYPE_CHECKING:
+    from vramgui.sources.results import ResolvedModel
 
 # Building a view from its imported module: each ``next`` is one slice, run in its own
 # event-loop turn; the generator returns the view.
@@ -77,7 +81,7 @@ class LazyTab(QWidget):
         self._unit: Unit | None = None
         self._loading = QLabel("Loading…")
         self._loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        layout = QVBoxLayout(self)
+        layout = self._column = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self._loading)
         # One slice per turn: the tab shows its "Loading…" at once and the input stays live.
@@ -152,7 +156,7 @@ class LazyTab(QWidget):
         self._steps = None
         if self._unit is not None:
             _set_unit(view, self._unit)
-        layout = self.layout()
+        layout = self._column
         layout.removeWidget(self._loading)
         self._loading.deleteLater()
         layout.addWidget(view)
@@ -278,7 +282,7 @@ def _offload_steps(
 
 
 def _profiles_steps(
-    module: ModuleType, controller: EstimateController, load_model: Callable[[str], LoadedModel]
+    module: ModuleType, controller: EstimateController, load_model: Callable[[str], ResolvedModel]
 ) -> BuildSteps:
     # Imported with the profiles view, on the worker.
     compare_view = importlib.import_module("vramgui.ui.compare_view")
@@ -306,7 +310,7 @@ def offload_view(
 
 
 def profiles_view(
-    controller: EstimateController, load_model: Callable[[str], LoadedModel]
+    controller: EstimateController, load_model: Callable[[str], ResolvedModel]
 ) -> QWidget:
     """The Profiles tab over the user's profile folder; a placeholder when not built in."""
     if not _built_in(PROFILES_MODULE):

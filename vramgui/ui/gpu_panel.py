@@ -134,8 +134,7 @@ class GpuPanel(QWidget):
         """Checked GPUs as ``(name, capacity_bytes)``: local ones first, then catalog ones."""
         pairs: list[tuple[str, int]] = []
         for group in (self.local_group, self.catalog_group):
-            for i in range(group.childCount()):
-                item = group.child(i)
+            for item in _children(group):
                 capacity = item.data(_MEMORY, Qt.ItemDataRole.UserRole)
                 if item.checkState(_NAME) == Qt.CheckState.Checked and capacity is not None:
                     pairs.append((item.data(_NAME, Qt.ItemDataRole.UserRole), int(capacity)))
@@ -143,11 +142,10 @@ class GpuPanel(QWidget):
 
     def checked_catalog(self) -> list[str]:
         """Names of the checked catalog GPUs (saved between runs)."""
-        group = self.catalog_group
         return [
-            group.child(i).data(_NAME, Qt.ItemDataRole.UserRole)
-            for i in range(group.childCount())
-            if group.child(i).checkState(_NAME) == Qt.CheckState.Checked
+            item.data(_NAME, Qt.ItemDataRole.UserRole)
+            for item in _children(self.catalog_group)
+            if item.checkState(_NAME) == Qt.CheckState.Checked
         ]
 
     def set_unit(self, unit: Unit) -> None:
@@ -181,10 +179,7 @@ class GpuPanel(QWidget):
         use_free = self.use_free.isChecked()
         pairs = snapshot.capacities(use_free)
         known = {
-            self.local_group.child(i).data(_NAME, Qt.ItemDataRole.UserRole): self.local_group.child(
-                i
-            )
-            for i in range(self.local_group.childCount())
+            item.data(_NAME, Qt.ItemDataRole.UserRole): item for item in _children(self.local_group)
         }
         blocked = self.tree.blockSignals(True)
         for name, _capacity in pairs:
@@ -223,8 +218,7 @@ class GpuPanel(QWidget):
         if self._snapshot is not None:
             local = dict(self._snapshot.capacities(use_free))
             details = {gpu.label: gpu for gpu in self._snapshot.gpus}
-        for i in range(self.local_group.childCount()):
-            item = self.local_group.child(i)
+        for item in _children(self.local_group):
             name = item.data(_NAME, Qt.ItemDataRole.UserRole)
             capacity = local.get(name)
             item.setData(_MEMORY, Qt.ItemDataRole.UserRole, capacity)
@@ -244,20 +238,19 @@ class GpuPanel(QWidget):
                     )
             elif capacity is not None:
                 item.setText(_MEMORY, _figure(capacity, unit))
-        for i in range(self.catalog_group.childCount()):
-            item = self.catalog_group.child(i)
-            gpu = self._catalog[item.data(_NAME, Qt.ItemDataRole.UserRole)]
-            item.setData(_MEMORY, Qt.ItemDataRole.UserRole, gpu.capacity_bytes())
-            item.setText(_MEMORY, _figure(gpu.capacity_bytes(), unit))
-            item.setToolTip(_MEMORY, format_bytes(gpu.capacity_bytes(), unit))
+        for item in _children(self.catalog_group):
+            entry = self._catalog[item.data(_NAME, Qt.ItemDataRole.UserRole)]
+            item.setData(_MEMORY, Qt.ItemDataRole.UserRole, entry.capacity_bytes())
+            item.setText(_MEMORY, _figure(entry.capacity_bytes(), unit))
+            item.setToolTip(_MEMORY, format_bytes(entry.capacity_bytes(), unit))
         self.tree.blockSignals(blocked)
         self._fit_column(_MEMORY, self._texts(_MEMORY))
 
     def _texts(self, column: int) -> list[str]:
         return [
-            group.child(i).text(column)
+            item.text(column)
             for group in (self.local_group, self.catalog_group)
-            for i in range(group.childCount())
+            for item in _children(group)
         ]
 
     def _fit_name_column(self) -> None:
@@ -287,8 +280,7 @@ class GpuPanel(QWidget):
     def _paint_fit(self) -> None:
         blocked = self.tree.blockSignals(True)
         for group in (self.local_group, self.catalog_group):
-            for i in range(group.childCount()):
-                item = group.child(i)
+            for item in _children(group):
                 name = item.data(_NAME, Qt.ItemDataRole.UserRole)
                 fit = self._fit.get(name)
                 checked = item.checkState(_NAME) == Qt.CheckState.Checked
@@ -316,9 +308,9 @@ class GpuPanel(QWidget):
 
     def _find(self, name: str) -> QTreeWidgetItem | None:
         for group in (self.local_group, self.catalog_group):
-            for i in range(group.childCount()):
-                if group.child(i).data(_NAME, Qt.ItemDataRole.UserRole) == name:
-                    return group.child(i)
+            for item in _children(group):
+                if item.data(_NAME, Qt.ItemDataRole.UserRole) == name:
+                    return item
         return None
 
     def _item_changed(self, _item: QTreeWidgetItem, column: int) -> None:
@@ -344,3 +336,8 @@ def _catalog_tooltip(gpu: CatalogGpu) -> str:
     if gpu.notes:
         parts.append(gpu.notes)
     return "\n".join(parts)
+
+
+def _children(group: QTreeWidgetItem) -> list[QTreeWidgetItem]:
+    """The items under ``group`` (Qt types ``child(i)`` as optional: past ``childCount()``)."""
+    return [item for i in range(group.childCount()) if (item := group.child(i)) is not None]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     Qt,
@@ -40,6 +39,7 @@ from vramgui.core.model import ModelSpec
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload, adjusted
 from vramgui.ui import palette
+from vramgui.ui.table_model import FlatTableModel
 from vramgui.ui.workers import Worker, submit
 
 REFIT_DELAY_MS = 250
@@ -120,7 +120,7 @@ def fits_of(
     return tuple(fits)
 
 
-class LocalModelsTable(QAbstractTableModel):
+class LocalModelsTable(FlatTableModel):
     """The listed models: name, size on disk, and the estimate at the current settings (the
     store each is in, and its path, in the tooltip: the side column has no room for them)."""
 
@@ -156,11 +156,8 @@ class LocalModelsTable(QAbstractTableModel):
     def fit(self, row: int) -> Fit | None:
         return self._fits[row] if self._fits else None
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._found)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self.COLUMNS)
+    def row_total(self) -> int:
+        return len(self._found)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole

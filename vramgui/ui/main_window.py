@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import (
@@ -58,7 +58,6 @@ from vramgui.ui.breakdown_chart import BreakdownChart
 from vramgui.ui.controller import (
     Analysis,
     EstimateController,
-    LoadedModel,
     Outlook,
     disabled_reasons,
 )
@@ -70,6 +69,9 @@ from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
 from vramgui.ui.widgets import guard_wheel
 from vramgui.ui.workload_panel import WorkloadPanel
+
+if TYPE_CHECKING:
+    from vramgui.sources.results import ResolvedModel
 
 DOCS_URL = "https://github.com/vramgui/vramgui#readme"
 SAVE_INPUTS_MS = 1000
@@ -102,7 +104,7 @@ class Services:
     """What the window needs from the world, as plain callables and data.
 
     Attributes:
-        load_model: source text -> ``LoadedModel``; may block (runs on a worker thread).
+        load_model: source text -> ``ResolvedModel``; may block (runs on a worker thread).
         search_models: query -> ``SearchResult``; may block (runs on a worker thread).
         probe: -> ``GpuSnapshot`` of the local GPUs; never raises.
         gpu_catalog: GPUs to compare against.
@@ -113,7 +115,7 @@ class Services:
         host_ram_bytes: RAM available for offloaded layers (None: unknown).
     """
 
-    load_model: Callable[[str], LoadedModel]
+    load_model: Callable[[str], ResolvedModel]
     search_models: Callable[[str], Any]
     probe: Callable[[], GpuSnapshot]
     gpu_catalog: Sequence[CatalogGpu]
@@ -584,7 +586,7 @@ class MainWindow(QMainWindow):
         self.banner_kind = ""
         self.message_area.setCurrentIndex(0)
 
-    def _show_model(self, loaded: LoadedModel) -> None:
+    def _show_model(self, loaded: ResolvedModel) -> None:
         # What was said of the previous model (a failed load, an error, a notice) is stale now.
         self._notices.clear()
         self._hide_banner()

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     Qt,
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from vramgui.core.model import Inventory, ModelSpec
 from vramgui.ui import palette
+from vramgui.ui.table_model import FlatTableModel
 from vramgui.ui.workers import Worker, submit
 
 SEARCH_DEBOUNCE_MS = 150
@@ -98,7 +98,7 @@ def _tooltip(hit: Any) -> str:
     return "\n".join(parts)
 
 
-class SearchResultsModel(QAbstractTableModel):
+class SearchResultsModel(FlatTableModel):
     """Search hits: repo id, parameters, downloads, gated, where the hit came from.
 
     The texts are made once per result set: the view asks ``data`` for every cell and role each
@@ -126,11 +126,8 @@ class SearchResultsModel(QAbstractTableModel):
     def result(self, row: int) -> Any:
         return self._rows[row]
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self.COLUMNS)
+    def row_total(self) -> int:
+        return len(self._rows)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
@@ -217,7 +214,7 @@ class ModelPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.open_folder)
         buttons.addWidget(self.open_file)
-        layout = QVBoxLayout(self)
+        layout = self._column = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.query)
         layout.addWidget(self.status)
@@ -242,7 +239,7 @@ class ModelPanel(QWidget):
         """Show ``view`` ("On this machine") in the results' place while the search box is empty:
         the panel keeps its height, and typing a search brings the results back."""
         self.result_area = QStackedWidget()
-        layout = self.layout()
+        layout = self._column
         at = layout.indexOf(self.results)
         self.result_area.setFixedHeight(RESULTS_HEIGHT_PX)
         self.result_area.addWidget(self.results)

@@ -30,9 +30,8 @@ from vramgui.ui.axes import (
     nice_ceiling,
     nice_step,
     rate_label,
-    short_count,
 )
-from vramgui.ui.plot import PAD, Chart
+from vramgui.ui.plot import PAD, Chart, log2_share, sentences
 
 # Colour-blind safe (Okabe-Ito), matching the breakdown chart's palette.
 DEVICE_COLOURS = {"gpu": "#0072B2", "gpu2": "#56B4E9", CPU: "#E69F00", DISK: "#D55E00"}
@@ -49,6 +48,7 @@ RESOURCE_LABELS = {
 BAR_WIDTH = 0.8  # of a unit's slot
 _NAME_PX = 48.0  # at least this many pixels between unit names under the bars
 _Y_TICK_PX = 40.0
+_X_MARGIN = 0.35  # doublings of room each side of the batches
 
 
 def device_colour(device: str) -> str:
@@ -71,6 +71,30 @@ def _axis_unit(unit: Unit, biggest: int) -> tuple[str, int]:
     return big if biggest >= big[1] else small
 
 
+def unit_runs(names: Sequence[str]) -> str:
+    """Unit names with runs of consecutive blocks joined: "embeddings, blocks 0-13, output"."""
+    out: list[str] = []
+    run: list[int] = []
+
+    def close() -> None:
+        if run:
+            out.append(f"block {run[0]}" if len(run) == 1 else f"blocks {run[0]}-{run[-1]}")
+            run.clear()
+
+    for name in names:
+        index = name.removeprefix("block ")
+        if index.isdigit() and (not run or int(index) == run[-1] + 1):
+            run.append(int(index))
+            continue
+        close()
+        if index.isdigit():
+            run.append(int(index))
+        else:
+            out.append(name)
+    close()
+    return ", ".join(out)
+
+
 def _short_name(name: str) -> str:
     return {"embeddings": "emb", "output": "out"}.get(name, name.removeprefix("block "))
 
@@ -79,7 +103,7 @@ class LayerChart(Chart):
     """One bar per unit, coloured by where its weights live, its KV cache stacked above."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, "Memory per layer by device")
         self._unit: Unit = "GiB"
         self._placement: Placement | None = None
         self.axis_unit = "GiB"
@@ -133,7 +157,30 @@ class LayerChart(Chart):
         )
         # A round end: nearby settings keep the same axis.
         self.top = nice_ceiling(top / self._factor * 1.1) if top else 1.0
-        self.update()
+        self.refresh()
+
+    def describe(self) -> str:
+        """Which units each device holds and their bytes, then where the KV cache is."""
+        placed = self.units
+        if not placed:
+            return "No placement yet."
+        unit = self._unit
+        weights: dict[str, list[offload.PlacedUnit]] = {}
+        kv: dict[str, int] = {}
+        for p in placed:
+            weights.setdefault(p.device, []).append(p)
+            if p.unit.kv_cache_bytes:
+                kv[p.kv_device] = kv.get(p.kv_device, 0) + p.unit.kv_cache_bytes
+        held = "; ".join(
+            f"{device_label(device)}: {unit_runs([p.unit.name for p in members])}, "
+            f"{format_bytes(sum(p.gpu_bytes or p.unit.bytes for p in members), unit)}"
+            for device, members in weights.items()
+        )
+        cache = ", ".join(f"{format_bytes(b, unit)} in {device_label(d)}" for d, b in kv.items())
+        return sentences(
+            f"Weights of {len(placed)} units by where they live: {held}.",
+            f"KV cache: {cache}." if cache else "",
+        )
 
     def text_at(self, x: float) -> str:
         """The hover text for the bar at chart position ``x``: the unit, its device and sizes."""
@@ -236,7 +283,7 @@ class ThroughputChart(Chart):
     """Decode tokens/s against batch size (log-log), with the batch where it turns compute-bound."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, "Decode tokens per second against batch size")
         self.curve: tuple[Throughput, ...] = ()
         self.current: Throughput | None = None
         self.turn: int | None = None
@@ -259,13 +306,35 @@ class ThroughputChart(Chart):
             rates = [t.tokens_per_second for t in points if 0 < t.tokens_per_second < math.inf]
             if rates:
                 self.y_range = log_bounds(min(rates), max(rates))
-        self.update()
+        self.refresh()
+
+    def describe(self) -> str:
+        """Tokens/s at each batch, the current batch and its bound, where compute takes over."""
+        if not self.curve:
+            return "No throughput yet."
+        points = ", ".join(
+            f"{t.batch:,}: {rate_text(t.tokens_per_second)}"
+            for t in self.curve
+            if 0 < t.tokens_per_second < math.inf
+        )
+        current = self.current
+        now = (
+            f"At the current batch of {current.batch:,}: "
+            f"{rate_text(current.tokens_per_second)} tokens/s, bound by "
+            f"{RESOURCE_LABELS[current.bound]}."
+            if current is not None and 0 < current.tokens_per_second < math.inf
+            else ""
+        )
+        if self.turn is not None:
+            turn = f"Compute-bound from a batch of {self.turn:,}."
+        elif not any(t.compute_bound for t in self.curve):
+            turn = "Bound by memory or copies at every batch shown."
+        else:
+            turn = ""
+        return sentences(f"Decode tokens/s by batch size: {points}.", now, turn)
 
     def _x(self, batch: float, plot: QRectF) -> float:
-        low, high = (math.log2(v) for v in self.x_range)
-        margin = 0.35
-        span = (high - low) + 2 * margin
-        return plot.left() + (math.log2(batch) - low + margin) / span * plot.width()
+        return plot.left() + log2_share(batch, *self.x_range, _X_MARGIN) * plot.width()
 
     def _y(self, rate: float, plot: QRectF) -> float:
         low, high = (math.log10(v) for v in self.y_range)
@@ -291,24 +360,15 @@ class ThroughputChart(Chart):
         ticks = [(self._y(v, plot), rate_label(v)) for v in values]
         self.draw_y_axis(painter, plot, ticks, "Decode tokens/s", text=text, grid=grid)
 
-        # Batches at powers of two, labels at least 55 pixels apart.
         low, high = self.x_range
-        powers = [2**k for k in range(31) if low <= 2**k <= high]
-        every = max(1, math.ceil(len(powers) * 55 / max(plot.width(), 1.0)))
-        for batch in powers[::every]:
-            x = self._x(batch, plot)
-            painter.setPen(QPen(grid, 1))
-            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
-            painter.setPen(QPen(text, 1))
-            label = short_count(batch)
-            width = metrics.horizontalAdvance(label)
-            painter.drawText(QPointF(x - width / 2, plot.bottom() + 4 + metrics.ascent()), label)
-        painter.drawText(
-            QRectF(
-                plot.left(), plot.bottom() + 4 + metrics.height(), plot.width(), metrics.height()
-            ),
-            Qt.AlignmentFlag.AlignHCenter,
+        self.draw_log2_x_axis(
+            painter,
+            plot,
+            self.x_range,
+            lambda batch: self._x(batch, plot),
             "Batch size (sequences)",
+            text=text,
+            grid=grid,
         )
 
         painter.setClipRect(plot.adjusted(-8, -8, 8, 8))

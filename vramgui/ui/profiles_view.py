@@ -21,10 +21,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QEvent,
     QItemSelection,
     QItemSelectionModel,
@@ -77,8 +76,12 @@ from vramgui.ui.compare_view import (
     CompareView,
     reestimate,
 )
-from vramgui.ui.controller import EstimateController, LoadedModel
+from vramgui.ui.controller import EstimateController
+from vramgui.ui.table_model import FlatTableModel
 from vramgui.ui.workers import Worker, submit
+
+if TYPE_CHECKING:
+    from vramgui.sources.results import ResolvedModel
 
 COLUMNS = ("Name", "Model", "Mode", "GPUs", "Saved total", "Modified")
 NAME, MODEL, MODE, GPUS, TOTAL, MODIFIED = range(len(COLUMNS))
@@ -100,7 +103,7 @@ _Index = QModelIndex | QPersistentModelIndex
 
 def profile_from_setup(
     name: str,
-    loaded: LoadedModel,
+    loaded: ResolvedModel,
     workload: Workload,
     capacities: Sequence[tuple[str, int]],
     notes: str = "",
@@ -181,11 +184,13 @@ def qt_dialogs(parent: QWidget) -> Dialogs:
     return Dialogs(ask_name, ask_text, confirm, open_path, save_path, choose)
 
 
-class ProfileListModel(QAbstractTableModel):
+class ProfileListModel(FlatTableModel):
     """One row per profile file; unreadable files greyed and not selectable.
 
     Reset with :meth:`set_listings`.
     """
+
+    COLUMNS = COLUMNS
 
     def __init__(self) -> None:
         super().__init__()
@@ -210,11 +215,8 @@ class ProfileListModel(QAbstractTableModel):
                 return row
         return None
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._listings)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(COLUMNS)
+    def row_total(self) -> int:
+        return len(self._listings)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
@@ -303,7 +305,7 @@ class ProfilesView(QWidget):
         controller: the window's controller; the current setup is read from it and an opened
             profile's model and workload are applied to it.
         store: the profiles; by default the user's profile folder.
-        load_model: source text -> ``LoadedModel`` (may block; runs on a worker thread); by
+        load_model: source text -> ``ResolvedModel`` (may block; runs on a worker thread); by
             default ``vramgui.sources.resolve.load_model``.
         dialogs: the questions asked; by default Qt's standard dialogs.
         compare_view: the comparison pane; by default a new one (the window builds it in a
@@ -320,7 +322,7 @@ class ProfilesView(QWidget):
         self,
         controller: EstimateController,
         store: ProfileStore | None = None,
-        load_model: Callable[[str], LoadedModel] | None = None,
+        load_model: Callable[[str], ResolvedModel] | None = None,
         dialogs: Dialogs | None = None,
         parent: QWidget | None = None,
         *,
@@ -330,7 +332,7 @@ class ProfilesView(QWidget):
         if load_model is None:
             from vramgui.sources.resolve import load_model as resolve_load_model
 
-            self._load_model: Callable[[str], LoadedModel] = resolve_load_model
+            self._load_model: Callable[[str], ResolvedModel] = resolve_load_model
         else:
             self._load_model = load_model
         self.controller = controller
@@ -718,7 +720,7 @@ class ProfilesView(QWidget):
             self._cancel_opening()
             self.show_message("Opening the profile was dropped: another model is loading.")
 
-    def _opened(self, profile: Profile, source: str, loaded: LoadedModel) -> None:
+    def _opened(self, profile: Profile, source: str, loaded: ResolvedModel) -> None:
         self._opening = None
         self.opening.hide()
         self.controller.set_workload(profile.workload)
@@ -969,11 +971,11 @@ class _ColumnFitter(QObject):
 
 
 def _load_and_estimate(
-    load_model: Callable[[str], LoadedModel],
+    load_model: Callable[[str], ResolvedModel],
     source: str,
     workload: Workload,
     capacities: Sequence[tuple[str, int]],
-) -> LoadedModel:
+) -> ResolvedModel:
     """Load a profile's model and estimate its setup once (on a worker thread).
 
     The estimate itself is dropped: it fills the model's memoized sizes, so that the window's own

@@ -14,8 +14,16 @@ from PySide6.QtWidgets import QWidget
 
 from vramgui.core.units import Unit, format_bytes, to_unit
 from vramgui.ui import palette
-from vramgui.ui.axes import nice_ceiling, nice_step, short_count
-from vramgui.ui.plot import Chart
+from vramgui.ui.axes import nice_ceiling, nice_step
+from vramgui.ui.plot import (
+    NEAR_LINE_PX,
+    Chart,
+    capacities_in_words,
+    capacity_text,
+    draw_capacity_line,
+    log2_share,
+    sentences,
+)
 
 # Where along the plot each capacity's label ends, so that close lines keep their labels apart.
 LABEL_ENDS = (0.98, 0.7, 0.42)
@@ -30,7 +38,7 @@ class SweepChart(Chart):
     """The total per GPU at each swept value, the GPUs' capacities and the largest that fits."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, "Memory per GPU against context length or batch size")
         self._unit: Unit = "GiB"
         self.field = "seq"
         self.values: tuple[int, ...] = ()
@@ -79,14 +87,35 @@ class SweepChart(Chart):
         if not anchors:
             top = max(ys, default=0.0)
         self.top = nice_ceiling(top * 1.05) if top > 0 else 1.0
-        self.update()
+        self.refresh()
+
+    def describe(self) -> str:
+        """Each swept value's total, the current one, the largest that fits, the capacities."""
+        if not self.values or not self.totals:
+            return "No sweep yet."
+        what = "context length" if self.field == "seq" else "batch size"
+        points = ", ".join(
+            f"{value:,}: {format_bytes(total, self._unit)}"
+            for value, total in zip(self.values, self.totals, strict=False)
+        )
+        current = (
+            f"The current {what}, {self.current:,}, is circled."
+            if self.current in self.values
+            else ""
+        )
+        largest = f"Largest {what} that fits: {self.largest:,}." if self.largest is not None else ""
+        return sentences(
+            f"Memory per GPU by {what}: {points}.",
+            current,
+            largest,
+            capacities_in_words(self.capacities, self._unit),
+        )
 
     # ----------------------------------------------------------------------------- geometry
     def _x(self, value: float, plot: QRectF) -> float:
-        low, high = math.log2(self.values[0]), math.log2(self.values[-1])
-        span = max(high - low, 1e-9)
-        share = (math.log2(value) - low + _X_MARGIN * span) / (span * (1 + 2 * _X_MARGIN))
-        return plot.left() + share * plot.width()
+        low, high = self.values[0], self.values[-1]
+        margin = _X_MARGIN * max(math.log2(high) - math.log2(low), 1e-9)
+        return plot.left() + log2_share(value, low, high, margin) * plot.width()
 
     def _y(self, value: float, plot: QRectF) -> float:
         # Values past the top run off the plot (clipped there), as the curve leaves the range.
@@ -109,40 +138,26 @@ class SweepChart(Chart):
             for i in range(1, int(self.top / step + 1e-9) + 1)
         ]
         self.draw_y_axis(painter, plot, ticks, f"Per GPU ({self._unit})", text=text, grid=grid)
-        what = "Context length (tokens)" if self.field == "seq" else "Batch size"
-        painter.drawText(
-            QRectF(
-                plot.left(), plot.bottom() + 4 + metrics.height(), plot.width(), metrics.height()
-            ),
-            Qt.AlignmentFlag.AlignHCenter,
-            what,
+        self.draw_log2_x_axis(
+            painter,
+            plot,
+            (self.values[0], self.values[-1]) if self.values else None,
+            lambda value: self._x(value, plot),
+            "Context length (tokens)" if self.field == "seq" else "Batch size",
+            text=text,
+            grid=grid,
         )
         if not self.values:
             painter.end()
             return
 
-        # Powers of two along the bottom, labels at least 55 pixels apart.
-        low, high = self.values[0], self.values[-1]
-        powers = [2**k for k in range(41) if low <= 2**k <= high]
-        every = max(1, math.ceil(len(powers) * 55 / max(plot.width(), 1.0)))
-        for value in powers[::every]:
-            x = self._x(value, plot)
-            painter.setPen(QPen(grid, 1))
-            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
-            painter.setPen(QPen(text, 1))
-            label = short_count(value)
-            width = metrics.horizontalAdvance(label)
-            painter.drawText(QPointF(x - width / 2, plot.bottom() + 4 + metrics.ascent()), label)
-
         painter.setClipRect(plot.adjusted(-8, 0, 8, 1))
         # GPU capacities: dashed lines, each labelled above its line, the labels staggered.
-        dashed = QPen(text, 2, Qt.PenStyle.DashLine)
         for gpu_line, (label, rect) in zip(
             self.capacities, self.capacity_labels(plot, metrics), strict=True
         ):
             y = self._y(to_unit(gpu_line[1], self._unit), plot)
-            painter.setPen(dashed)
-            painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
+            draw_capacity_line(painter, QPointF(plot.left(), y), QPointF(plot.right(), y), text)
             painter.setPen(QPen(text, 1))
             painter.drawText(QPointF(rect.left(), rect.bottom() - metrics.descent()), label)
 
@@ -266,8 +281,8 @@ class SweepChart(Chart):
 
     def _capacity_at(self, y: float, plot: QRectF) -> str:
         for gpu, capacity in self.capacities:
-            if abs(self._y(to_unit(capacity, self._unit), plot) - y) <= 3:
-                return f"{gpu}: {format_bytes(capacity, self._unit)} ({capacity:,} bytes)"
+            if abs(self._y(to_unit(capacity, self._unit), plot) - y) <= NEAR_LINE_PX:
+                return capacity_text(gpu, capacity, self._unit)
         return ""
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:

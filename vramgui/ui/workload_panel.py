@@ -159,7 +159,7 @@ class WorkloadPanel(QWidget):
             (self.lora_rank, workload.lora_rank),
         ):
             widget.set_value(value)
-        for combo, value in (
+        for combo, choice in (
             (self.attention, workload.attention),
             (self.engine, workload.engine),
             (self.method, workload.method),
@@ -168,7 +168,7 @@ class WorkloadPanel(QWidget):
             (self.loop, workload.loop),
             (self.zero, str(workload.zero)),
         ):
-            combo.set_value(value)
+            combo.set_value(choice)
         for box, checked in (
             (self.grad_checkpointing, workload.grad_checkpointing),
             (self.fsdp, workload.fsdp),
@@ -210,10 +210,10 @@ class WorkloadPanel(QWidget):
             "grad_accum",
             "loop",
         ):
-            widget = self._widget(name)
+            control = self._widget(name)
             reason = reasons.get(name)
-            widget.setEnabled(reason is None)
-            set_tooltip(widget, reason or self._hints.get(name, ""))
+            control.setEnabled(reason is None)
+            set_tooltip(control, reason or self._hints.get(name, ""))
 
     def _widget(self, name: str) -> QWidget:
         return getattr(self, name)

@@ -1,0 +1,228 @@
+"""What a placement is made of: the model cut into units (embeddings, each block, output)
+with their stored weights and KV cache, the devices they go to, and the placement a planner
+returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from vramgui.core import inference, storage
+from vramgui.core.estimate import LayerBytes
+from vramgui.core.model import ModelSpec, Role
+from vramgui.core.units import GiB
+from vramgui.core.workload import Workload
+
+CPU = "cpu"
+DISK = "disk"
+
+# GPU memory "most that fit" leaves free: llama.cpp's own fitting (``--fit``) keeps 1024 MiB free
+# per device by default (``--fit-target``), for the driver, the desktop and allocations it does not
+# foresee.
+DEFAULT_MARGIN_BYTES = GiB
+
+EMBEDDINGS = "embeddings"
+OUTPUT = "output"
+
+
+def gpu_device(index: int = 0) -> str:
+    """The device name of GPU ``index`` (``gpu:0``)."""
+    return f"gpu:{index}"
+
+
+def is_gpu(device: str) -> bool:
+    return device.startswith("gpu:")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUnit:
+    """One placement unit with what the roofline needs to cost it.
+
+    Attributes:
+        index: 0 for the embeddings, 1..n for the blocks, n + 1 for the output.
+        name: "embeddings", "block 0"..., "output".
+        bytes: stored weight bytes (tied embeddings counted once, in the embeddings).
+        kv_cache_bytes: KV cache of this unit for the workload's batch and context.
+        parameters: weights in the unit.
+        expert_bytes: bytes of routed MoE experts inside ``bytes`` (a token reads only its top-k).
+        expert_parameters: parameters of routed experts inside ``parameters``.
+        read_bytes: bytes a decode step reads at batch 1 outside the experts (embeddings: a few rows,
+            unless the LM head is tied to them and reads them whole).
+        modules: the transformers module paths this unit holds (for a ``device_map``).
+        attention_width: query heads x head dim of an attention block (its attention FLOPs per
+            query per cached token are 4 x this), else 0.
+        experts: routed experts in the unit (0 if none).
+        experts_per_token: routed experts each token runs through.
+    """
+
+    index: int
+    name: str
+    bytes: int
+    kv_cache_bytes: int
+    parameters: int
+    expert_bytes: int = 0
+    expert_parameters: int = 0
+    read_bytes: int = 0
+    modules: tuple[str, ...] = ()
+    attention_width: int = 0
+    experts: int = 0
+    experts_per_token: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedUnit:
+    """A unit and where it lives.
+
+    Attributes:
+        unit: the unit.
+        device: ``gpu:i``, ``cpu`` or ``disk`` (where its weights live between uses).
+        kv_device: where its KV cache lives (``gpu:i`` or ``cpu``).
+        gpu_bytes: weight bytes it keeps on a GPU (a tied LM head copy included for llama.cpp).
+    """
+
+    unit: ModelUnit
+    device: str
+    kv_device: str
+    gpu_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A whole model placed by one planner.
+
+    Attributes:
+        planner: "llamacpp", "accelerate" or "streaming".
+        workload: the settings the placement was made for.
+        units: every unit in model order.
+        gpu_layers: units on the GPUs as the engine counts them (llama.cpp's ``-ngl`` value: blocks
+            plus the output unit when it is on the GPU).
+        vram_budget_bytes: the memory allowed on each GPU.
+        gpu_bytes: memory each GPU needs: resident weights, KV cache, the streaming slot, buffers
+            and runtime overhead.
+        host_bytes: host RAM the weights (and host KV cache) take.
+        disk_bytes: weights read from disk.
+        stream_bytes: the GPU slot offloaded units are copied into (accelerate, streaming).
+        buffers_bytes: activations / compute buffers on the first GPU.
+        overhead_bytes: runtime overhead per GPU (CUDA context, allocator slack).
+        fits: every GPU stays within its budget and the host within its RAM.
+        notes: what the user should know.
+        margin_bytes: memory per GPU the placement keeps free when it chooses how much to put there.
+    """
+
+    planner: str
+    workload: Workload
+    units: tuple[PlacedUnit, ...]
+    gpu_layers: int
+    vram_budget_bytes: tuple[int, ...]
+    gpu_bytes: tuple[int, ...]
+    host_bytes: int
+    disk_bytes: int
+    stream_bytes: int
+    buffers_bytes: int
+    overhead_bytes: int
+    fits: bool
+    notes: tuple[str, ...] = ()
+    margin_bytes: int = 0
+
+    @property
+    def blocks(self) -> int:
+        return len(self.units) - 2
+
+
+def model_units(spec: ModelSpec, workload: Workload) -> tuple[ModelUnit, ...]:
+    """The placement units of ``spec`` with stored bytes under the workload's dtype and quant.
+
+    Raises:
+        WorkloadError: a quantization or KV dtype that does not apply.
+    """
+    stored = storage.assign_storage(spec, workload.dtype, workload.quant)
+    n = spec.facts.num_layers
+    groups: list[list[storage.TensorStorage]] = [[] for _ in range(n + 2)]
+    for st in stored:
+        t = st.tensor
+        if t.layer is not None and 0 <= t.layer < n:
+            groups[t.layer + 1].append(st)
+        elif t.role in (Role.EMBEDDING, Role.POSITION) or "embed" in t.name:
+            groups[0].append(st)
+        else:
+            groups[n + 1].append(st)
+    kv = _kv_per_layer(spec, workload)
+    tied_head = spec.facts.tie_word_embeddings and spec.facts.is_decoder
+    attention = spec.facts.num_heads * spec.facts.head_dim
+    units = []
+    for index, members in enumerate(groups):
+        name = EMBEDDINGS if index == 0 else OUTPUT if index == n + 1 else f"block {index - 1}"
+        size = sum(st.bytes for st in members)
+        experts = [st for st in members if st.tensor.role is Role.EXPERT]
+        expert_bytes = sum(st.bytes for st in experts)
+        if index == 0:
+            # A lookup reads a row per token; a tied LM head multiplies by the whole matrix.
+            token_embedding = sum(st.bytes for st in members if st.tensor.role is Role.EMBEDDING)
+            read = token_embedding if tied_head else 0
+        else:
+            read = size - expert_bytes
+        units.append(
+            ModelUnit(
+                index=index,
+                name=name,
+                bytes=size,
+                kv_cache_bytes=kv[index - 1] if 0 < index <= n else 0,
+                parameters=sum(st.tensor.numel for st in members),
+                expert_bytes=expert_bytes,
+                expert_parameters=sum(st.tensor.numel for st in experts),
+                read_bytes=read,
+                modules=_modules(members, index - 1 if 0 < index <= n else None),
+                attention_width=attention if 0 < index <= n and kv[index - 1] else 0,
+                experts=spec.facts.num_experts if expert_bytes else 0,
+                experts_per_token=spec.facts.experts_per_token if expert_bytes else 0,
+            )
+        )
+    return tuple(units)
+
+
+def layer_weights(spec: ModelSpec, workload: Workload) -> tuple[LayerBytes, ...]:
+    """Weight and KV cache bytes per unit (embeddings, each block, output), for ``Estimate``.
+
+    Raises:
+        WorkloadError: a quantization or KV dtype that does not apply.
+    """
+    return tuple(
+        LayerBytes(index=u.index, name=u.name, bytes=u.bytes, kv_cache_bytes=u.kv_cache_bytes)
+        for u in model_units(spec, workload)
+    )
+
+
+def _kv_per_layer(spec: ModelSpec, workload: Workload) -> tuple[int, ...]:
+    """KV cache bytes of each block while serving (none in training), from a one-block model."""
+    facts = spec.facts
+    types = facts.layer_types or (None,) * facts.num_layers
+    if workload.mode != "inference" or not facts.is_decoder:
+        return (0,) * len(types)
+    by_type: dict[object, int] = {}
+    for layer_type in set(types):
+        one = replace(
+            facts,
+            num_layers=1,
+            layer_types=() if layer_type is None else (layer_type,),
+            moe_layers=facts.moe_layers[:1],
+        )
+        probe = ModelSpec(name=spec.name, facts=one, tensors=())
+        by_type[layer_type] = inference.kv_cache_bytes(probe, workload)
+    return tuple(by_type[t] for t in types)
+
+
+def _modules(members: Sequence[storage.TensorStorage], layer: int | None) -> tuple[str, ...]:
+    """Module paths a device_map names: the block itself, or each module outside the blocks.
+
+    First-seen order, kept in a dict: a list's ``in`` made this quadratic in the tensors of a
+    group (over 300 s for a checkpoint of 1M tensors).
+    """
+    paths: dict[str, None] = {}
+    for st in members:
+        parts = st.tensor.name.split(".")
+        if layer is not None and str(layer) in parts:
+            path = ".".join(parts[: parts.index(str(layer)) + 1])
+        else:
+            path = ".".join(parts[:-1]) or st.tensor.name
+        paths[path] = None
+    return tuple(paths)

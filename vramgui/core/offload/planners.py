@@ -1,0 +1,59 @@
+"""One entry for the three planners, by name (what the window and ``vramgui plan`` choose)."""
+
+from __future__ import annotations
+
+from vramgui.core.errors import WorkloadError
+from vramgui.core.model import ModelSpec
+from vramgui.core.offload.accelerate import plan_accelerate
+from vramgui.core.offload.llamacpp import plan_llamacpp
+from vramgui.core.offload.placement import Placement
+from vramgui.core.offload.streaming import plan_streaming
+from vramgui.core.workload import Workload
+
+PLANNERS = ("llamacpp", "accelerate", "streaming")
+
+
+def plan(
+    planner: str,
+    spec: ModelSpec,
+    workload: Workload,
+    vram_budget_bytes: int,
+    *,
+    host_ram_bytes: int | None = None,
+    n_gpu_layers: int | None = None,
+    margin_bytes: int = 0,
+) -> Placement:
+    """Place with the named planner: ``llamacpp``, ``accelerate`` or ``streaming``.
+
+    ``n_gpu_layers`` applies to llama.cpp only (None: the most that fit). ``margin_bytes`` of the
+    budget are kept free where the planner chooses how much goes to the GPU.
+
+    Raises:
+        WorkloadError: an unknown planner or settings the engine does not support.
+    """
+    if planner == "llamacpp":
+        return plan_llamacpp(
+            spec,
+            workload,
+            vram_budget_bytes,
+            host_ram_bytes=host_ram_bytes,
+            n_gpu_layers=n_gpu_layers,
+            margin_bytes=margin_bytes,
+        )
+    if planner == "accelerate":
+        return plan_accelerate(
+            spec,
+            workload,
+            vram_budget_bytes,
+            host_ram_bytes=host_ram_bytes,
+            margin_bytes=margin_bytes,
+        )
+    if planner == "streaming":
+        return plan_streaming(
+            spec,
+            workload,
+            vram_budget_bytes,
+            host_ram_bytes=host_ram_bytes,
+            margin_bytes=margin_bytes,
+        )
+    raise WorkloadError(f"planner must be one of {', '.join(PLANNERS)}; got {planner!r}")

@@ -1,0 +1,238 @@
+"""Weights, trainable parameters and LoRA targets: what each tensor of a model stores, trains
+and gathers on one GPU under a training setup, summed once per spec and setting."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from vramgui.core import dtypes, parallel, storage
+from vramgui.core.errors import WorkloadError
+from vramgui.core.model import ModelSpec, Role, Tensor
+from vramgui.core.training.optimizers import OptimizerBytes, optimizer_bytes
+from vramgui.core.training.replay import ReplayContext
+from vramgui.core.workload import Workload
+
+ALL_LINEAR = "all-linear"
+
+
+def _linear_modules(spec: ModelSpec) -> frozenset[str]:
+    return spec.cached(
+        "training_linear_modules",
+        lambda: frozenset(
+            t.module
+            for t in spec.tensors
+            if t.layer is not None and t.is_matrix and t.role not in (Role.ROUTER,)
+        ),
+    )
+
+
+def resolve_lora_targets(spec: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
+    """The module names LoRA adapts; ``all-linear`` = every linear in the blocks (not lm_head).
+
+    Raises:
+        WorkloadError: a target names no module of this model.
+    """
+    available = _linear_modules(spec)
+    if ALL_LINEAR in targets:
+        return frozenset(available)
+    missing = [t for t in targets if t not in available]
+    if missing:
+        raise WorkloadError(
+            f"LoRA target(s) {', '.join(missing)} not in {spec.name or 'this model'}; "
+            f"its linear modules are {', '.join(sorted(available))} (or use all-linear)"
+        )
+    return frozenset(targets)
+
+
+def adapter_numel(t: Tensor, rank: int, tp: int) -> int:
+    """LoRA A (r x in) and B (out x r) of one adapted weight, on one tensor-parallel rank."""
+    out_f, in_f = t.shape[-2], t.shape[-1]
+    return math.ceil(rank * (in_f + out_f) * math.prod(t.shape[:-2]) / tp)
+
+
+def _trainable_numels(tensors: tuple[Tensor, ...] | list[Tensor], ctx: ReplayContext) -> list[int]:
+    """Elements of each trainable tensor among ``tensors`` on this rank."""
+    if ctx.full:
+        return [math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors]
+    return [
+        adapter_numel(t, ctx.lora_rank, ctx.tp)
+        for t in tensors
+        if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+    ]
+
+
+def _copy_bytes(tensors: tuple[Tensor, ...], ctx: ReplayContext) -> int:
+    """Autocast's 16-bit copies of the fp32 weights that matmuls use.
+
+    Autocast caches the cast of every trainable fp32 leaf weight until the forward leaves the
+    autocast region, and each copy is also saved for the backward of its linear; frozen weights
+    (LoRA) are cast at each use and likewise kept by their linear.
+    """
+    if not ctx.autocast:
+        return 0
+    return sum(
+        math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) * ctx.compute_bytes
+        for t in tensors
+        if t.role not in (Role.EMBEDDING, Role.POSITION, Role.NORM)
+    )
+
+
+def group_sums(
+    spec: ModelSpec,
+    ctx: ReplayContext,
+    group: Hashable,
+    tensors: Callable[[], tuple[Tensor, ...]],
+) -> tuple[int, int]:
+    """Trainable elements and autocast copy bytes of a group of tensors that ``group`` names
+    within ``spec`` (the same tensors under one name), once per spec and the settings they
+    depend on."""
+    key = (
+        "training_group",
+        group,
+        ctx.full,
+        ctx.tp,
+        ctx.lora_rank,
+        ctx.lora_targets,
+        ctx.autocast,
+        ctx.compute_bytes,
+    )
+
+    def compute() -> tuple[int, int]:
+        chosen = tensors()
+        return sum(_trainable_numels(chosen, ctx)), _copy_bytes(chosen, ctx)
+
+    return spec.cached(key, compute)
+
+
+def largest_linear(spec: ModelSpec, tp: int) -> int:
+    return spec.cached(
+        ("training_largest_linear", tp),
+        lambda: max(
+            (
+                math.ceil(t.numel * parallel.tp_share(t, tp))
+                for t in spec.tensors
+                if t.is_matrix and t.layer is not None
+            ),
+            default=0,
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StageFacts:
+    """What one pipeline stage's tensors give, whatever the batch and sequence length."""
+
+    trainable: int  # trainable elements on this rank
+    weights: int  # weight bytes before sharding over data-parallel ranks
+    quant_state: int  # of those, the 4-bit weights' quant state (never sharded)
+    optimizer: OptimizerBytes  # before sharding
+    layer_bytes: tuple[int, ...]  # each block's parameters, gathered in the compute dtype
+    outside_bytes: int  # the tensors outside the blocks, gathered
+    largest_outside: int
+
+
+def stage_facts(
+    spec: ModelSpec,
+    workload: Workload,
+    ctx: ReplayContext,
+    stage: range,
+    *,
+    first: bool,
+    last: bool,
+    state_item: int,
+) -> StageFacts:
+    """The per-tensor sums of one stage, once per spec and the settings they depend on."""
+    sixteen = dtypes.dtype_bytes(workload.dtype)
+
+    def compute() -> StageFacts:
+        tensors = [t for t in spec.tensors if t.layer is None or t.layer in stage]
+        if not first:
+            tensors = [
+                t for t in tensors if not (t.layer is None and t.role not in (Role.HEAD, Role.NORM))
+            ]
+        if not last:
+            tensors = [
+                t for t in tensors if not (t.layer is None and t.role in (Role.HEAD, Role.NORM))
+            ]
+        numels = _trainable_numels(tensors, ctx)
+        shapes: list[tuple[int, ...]] = (
+            [t.shape for t in tensors]
+            if ctx.full
+            else [
+                shape
+                for t in tensors
+                if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
+                for shape in ((ctx.lora_rank, t.shape[-1]), (t.shape[-2], ctx.lora_rank))
+            ]
+        )
+        outside = [t.numel * ctx.compute_bytes for t in tensors if t.layer is None]
+        weights, quant_state = _weight_bytes(spec, tensors, workload, ctx)
+        return StageFacts(
+            trainable=sum(numels),
+            weights=weights,
+            quant_state=quant_state,
+            optimizer=optimizer_bytes(workload.optimizer, numels, shapes, state_item),
+            layer_bytes=tuple(
+                _gathered_layer_bytes(spec, i, workload, ctx, sixteen) for i in stage
+            ),
+            outside_bytes=sum(outside),
+            largest_outside=max(outside, default=0),
+        )
+
+    key = (
+        "training_stage",
+        stage.start,
+        stage.stop,
+        first,
+        last,
+        workload.method,
+        workload.dtype,
+        workload.quant,
+        workload.optimizer,
+        state_item,
+        ctx.param_bytes,
+        ctx.compute_bytes,
+        ctx.tp,
+        ctx.lora_rank,
+        ctx.lora_targets,
+    )
+    return spec.cached(key, compute)
+
+
+def _weight_bytes(
+    spec: ModelSpec, tensors: list[Tensor], workload: Workload, ctx: ReplayContext
+) -> tuple[int, int]:
+    """Bytes of ``tensors`` on one tensor-parallel rank, as the method stores them, and of
+    those the 4-bit weights' quant state."""
+    if workload.method == "qlora":
+        sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
+        stored = storage.assign_storage(sub, workload.dtype, workload.quant)
+        quantized = [s for s in stored if s.storage == workload.quant]
+        codes = sum(storage.bnb_4bit_packed_bytes(s.tensor.shape) for s in quantized)
+        quantized_bytes = sum(s.bytes for s in quantized)
+        upcast = sum(s.tensor.numel for s in stored if s.storage != workload.quant)
+        return (
+            math.ceil(quantized_bytes / ctx.tp) + upcast * ctx.param_bytes,
+            math.ceil((quantized_bytes - codes) / ctx.tp),
+        )
+    weights = sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors)
+    return weights * ctx.param_bytes, 0
+
+
+def _gathered_layer_bytes(
+    spec: ModelSpec, layer: int, workload: Workload, ctx: ReplayContext, sixteen: int
+) -> int:
+    """One block's parameters as FSDP / ZeRO-3 gather them: in the compute dtype, or for QLoRA
+    the 4-bit codes (their quant state is never sharded) and the 16-bit rest."""
+    tensors = spec.layer_tensors(layer)
+    if workload.method != "qlora":
+        return sum(t.numel for t in tensors) * (sixteen if ctx.compute_bytes == 2 else 4)
+    sub = ModelSpec(spec.name, spec.facts, tensors, spec.architecture)
+    return sum(
+        storage.bnb_4bit_packed_bytes(s.tensor.shape)
+        if s.storage == workload.quant
+        else s.tensor.numel * ctx.param_bytes
+        for s in storage.assign_storage(sub, workload.dtype, workload.quant)
+    )

@@ -7,8 +7,8 @@ device, so even DeepSeek-V3 costs no memory. Tied parameters count once, as ``na
 lists them.
 
 The model class is the one a user would load to fine-tune or serve the model: AutoModelForCausalLM
-for decoders, BertForMaskedLM for BERT, and Gemma3ForCausalLM on the text config of a multimodal
-Gemma 3 config (the vision tower is not part of the estimate).
+for decoders (for a multimodal Gemma 3 config, Gemma3ForConditionalGeneration with its vision
+tower) and BertForMaskedLM for BERT.
 
 Needs the ``validate`` extra (torch, transformers). Run from the repository root:
 
@@ -32,14 +32,8 @@ def build(config: dict) -> torch.nn.Module:
     """The transformers model for a config.json dict, built on the meta device."""
     config = dict(config)
     model_type = config.pop("model_type")
-    if model_type == "gemma3":
-        text = dict(config["text_config"])
-        text.pop("model_type", None)
-        cfg = transformers.Gemma3TextConfig(**text)
-        cls = transformers.Gemma3ForCausalLM
-    else:
-        cfg = AutoConfig.for_model(model_type, **config)
-        cls = transformers.BertForMaskedLM if model_type == "bert" else None
+    cfg = AutoConfig.for_model(model_type, **config)
+    cls = transformers.BertForMaskedLM if model_type == "bert" else None
     with torch.device("meta"):
         model = cls(cfg) if cls is not None else AutoModelForCausalLM.from_config(cfg)
     model.tie_weights()

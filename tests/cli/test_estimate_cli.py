@@ -108,11 +108,21 @@ def test_training_estimate_runs(capsys, config_path):
     assert "hamel_lora" in doc["rules_of_thumb"]
 
 
+def test_a_config_without_its_sizes_is_transformers_default_said_as_approximate(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama"}))
+    code, out, _ = _run(capsys, "estimate", path, "--json")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["model"]["parameters"] == 6_738_415_616  # LlamaConfig's defaults, as transformers
+    assert doc["model"]["inventory"] == "approximate"
+    assert any("no 'hidden_size'" in n for n in doc["notes"])
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
         ("{not json", "JSON"),
-        (json.dumps({"model_type": "llama"}), "hidden_size"),
         (json.dumps({**LLAMA, "hidden_size": "big"}), "hidden_size"),
         (json.dumps({**LLAMA, "num_hidden_layers": 0}), "num_hidden_layers"),
         (json.dumps({**LLAMA, "vocab_size": -5}), "vocab_size"),

@@ -75,7 +75,8 @@ def test_counts_quoted_in_the_issue(key, parameters):
 def test_every_family_is_covered_by_tiny_and_real_configs():
     tiny_types = {c["model_type"] for c in TINY.values()}
     real_types = {c["model_type"] for c in REAL.values()}
-    assert set(SUPPORTED_MODEL_TYPES) == tiny_types == real_types
+    # Plus gemma3: a multimodal checkpoint whose language model is a classic family.
+    assert {*SUPPORTED_MODEL_TYPES, "gemma3"} == tiny_types == real_types
 
 
 def test_expectations_come_from_transformers_5():
@@ -98,6 +99,9 @@ _BLOCK = re.compile(r"\.(?:layers|h|layer)\.(\d+)\.")
 @pytest.mark.parametrize("key", sorted(TINY))
 def test_tensor_layer_module_and_bias_follow_the_names(key):
     for t in tiny(key).tensors:
+        if t.role is Role.ENCODER:
+            assert t.layer is None, t.name  # a vision tower's blocks are not the decoder's
+            continue
         block = _BLOCK.search(t.name)
         assert t.layer == (int(block.group(1)) if block else None), t.name
         parts = t.name.split(".")
@@ -223,10 +227,10 @@ def test_gemma3_explicit_layer_types_win():
     assert spec_from_config(config).facts.layer_types == (FULL,) * 7
 
 
-def test_gemma3_multimodal_uses_text_config_with_warning():
+def test_gemma3_multimodal_counts_its_vision_tower_as_its_own_part():
     spec = real("google/gemma-3-4b-it")
     f = spec.facts
-    assert f.model_type == "gemma3_text"
+    assert f.model_type == "gemma3_text"  # the language model's facts, from its family
     assert (f.num_layers, f.hidden_size, f.vocab_size, f.sliding_window) == (
         34,
         2560,
@@ -234,8 +238,11 @@ def test_gemma3_multimodal_uses_text_config_with_warning():
         1024,
     )
     assert f.torch_dtype == "bfloat16"
+    tower = sum(t.numel for t in spec.tensors if t.role is Role.ENCODER)
+    assert 400e6 < tower < 450e6  # SigLIP and the projector
     assert any("vision" in w for w in spec.warnings)
-    assert spec.architecture == "Gemma3ForCausalLM"
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert spec.architecture == "Gemma3ForConditionalGeneration"
 
 
 def test_gemma_legacy_gelu_means_tanh():
@@ -342,8 +349,8 @@ def test_per_layer_facts_have_one_entry_per_layer(key):
 
 def test_unknown_type_with_common_fields_is_estimated_with_a_warning():
     config = {
-        "model_type": "olmo2",
-        "architectures": ["Olmo2ForCausalLM"],
+        "model_type": "my_lm",
+        "architectures": ["MyLmForCausalLM"],
         "hidden_size": 64,
         "num_hidden_layers": 2,
         "num_attention_heads": 4,
@@ -352,10 +359,10 @@ def test_unknown_type_with_common_fields_is_estimated_with_a_warning():
     }
     spec = spec_from_config(config)
     assert spec.warnings == (
-        "model_type 'olmo2' is not known; estimated as a Llama-style decoder of the same sizes",
+        "model_type 'my_lm' is not known; estimated as a Llama-style decoder of the same sizes",
     )
-    assert spec.facts.model_type == "olmo2"
-    assert spec.architecture == "Olmo2ForCausalLM"
+    assert spec.facts.model_type == "my_lm"
+    assert spec.architecture == "MyLmForCausalLM"
     assert spec.inventory is Inventory.APPROXIMATE
     llama = spec_from_config(dict(config, model_type="llama"))
     assert spec.parameters == llama.parameters
@@ -363,7 +370,7 @@ def test_unknown_type_with_common_fields_is_estimated_with_a_warning():
 
 
 def test_unknown_type_accepts_gpt_style_aliases():
-    config = {"model_type": "gptj", "n_embd": 64, "n_layer": 3, "n_head": 4, "n_inner": 128}
+    config = {"model_type": "my_gpt", "n_embd": 64, "n_layer": 3, "n_head": 4, "n_inner": 128}
     spec = spec_from_config(dict(config, vocab_size=50, n_positions=256))
     assert (spec.facts.hidden_size, spec.facts.num_layers, spec.facts.intermediate_size) == (
         64,
@@ -372,12 +379,13 @@ def test_unknown_type_accepts_gpt_style_aliases():
     )
     assert spec.facts.max_position_embeddings == 256
     assert spec.warnings
+    assert spec.inventory is Inventory.APPROXIMATE
 
 
 def test_unknown_type_without_common_fields_names_them():
-    with pytest.raises(ConfigError, match=r"mamba.*num_attention_heads, intermediate_size"):
+    with pytest.raises(ConfigError, match=r"my_ssm.*num_attention_heads, intermediate_size"):
         spec_from_config(
-            {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24, "vocab_size": 5}
+            {"model_type": "my_ssm", "hidden_size": 768, "num_hidden_layers": 24, "vocab_size": 5}
         )
 
 
@@ -391,15 +399,28 @@ def without(config, key):
 
 
 @pytest.mark.parametrize(
+    ("config", "field", "default"),
+    [
+        (without(LLAMA, "hidden_size"), "hidden_size", "4,096"),
+        (without(LLAMA, "vocab_size"), "vocab_size", "32,000"),
+        (without(TINY["gpt2-tied"], "n_embd"), "n_embd", "768"),
+    ],
+)
+def test_a_left_out_core_size_takes_the_class_default_and_says_so(config, field, default):
+    spec = spec_from_config(config)
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert f"the config gives no '{field}': transformers' default, {default}, is used" in (
+        spec.warnings
+    )
+
+
+@pytest.mark.parametrize(
     ("config", "message"),
     [
         ([1, 2], "JSON object"),
         ("llama", "JSON object"),
         (None, "JSON object"),
         (dict(LLAMA, model_type=7), "'model_type' must be a string"),
-        (without(LLAMA, "hidden_size"), "no 'hidden_size'"),
-        (without(LLAMA, "vocab_size"), "no 'vocab_size'"),
-        (without(TINY["gpt2-tied"], "n_embd"), "no 'n_embd'"),
         (dict(LLAMA, hidden_size="4096"), "'hidden_size' must be a whole number"),
         (dict(LLAMA, hidden_size=True), "'hidden_size' must be a whole number"),
         (dict(LLAMA, hidden_size=64.5), "'hidden_size' must be a whole number"),
@@ -424,11 +445,9 @@ def without(config, key):
         (dict(TINY["qwen3_moe-sparse"], decoder_sparse_step=0), "'decoder_sparse_step'"),
         (dict(TINY["gemma3_text-pattern"], sliding_window_pattern=0), "'sliding_window_pattern'"),
         (dict(TINY["mixtral-moe"], num_experts_per_tok=9), "'num_experts_per_tok' = 9"),
-        (without(TINY["gemma3-multimodal"], "text_config"), "no 'text_config' object"),
-        (dict(TINY["gemma3-multimodal"], text_config=[1]), "no 'text_config' object"),
         (
             dict(TINY["gemma3-multimodal"], text_config={"hidden_size": -1}),
-            "'hidden_size' must be at least 1",
+            "not a possible size",
         ),
         (without(TINY["deepseek_v2-lite"], "num_experts_per_tok"), "'num_experts_per_tok'"),
         (dict(TINY["deepseek_v3-mla"], kv_lora_rank=None, q_lora_rank="x"), "'q_lora_rank'"),

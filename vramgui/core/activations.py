@@ -54,7 +54,7 @@ def _eager_score_bytes(spec: ModelSpec, e: int) -> int:
 
 def attention_used(spec: ModelSpec, w: Workload) -> str:
     """The attention implementation transformers really runs for this model."""
-    if spec.facts.model_type in EAGER_ONLY:
+    if spec.facts.model_type in EAGER_ONLY or not spec.facts.sdpa:
         return "eager"
     return w.attention
 

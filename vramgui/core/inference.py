@@ -72,45 +72,67 @@ def _kv_shape(spec: ModelSpec, workload: Workload) -> _KvShape:
 class _KvShape:
     """The KV cache of one model and setup on one GPU, whatever the batch and context."""
 
-    linear_layers: int
-    state_bytes: int  # one linear-attention layer's recurrent state, per sequence
-    tp: int
-    full_layers: int
-    sliding_layers: int
-    width: int  # elements one token stores per layer (K and V together)
+    full: int  # K/V elements one token keeps across the full-attention layers on one GPU
+    sliding: int  # ... across the sliding-window layers
+    chunked: int  # ... across the chunked-attention layers
+    state: int  # fixed state elements one sequence keeps (linear attention, Mamba, convolutions)
     per_elem: float
+    state_bytes: int  # bytes per state element (the compute dtype)
     window: int | None  # the most tokens a sliding-window layer keeps; None: every token
+    chunk: int | None  # the most tokens a chunked-attention layer keeps; None: every token
 
     @classmethod
     def of(cls, spec: ModelSpec, workload: Workload) -> _KvShape:
         facts = spec.facts
+        tp = workload.tp
         per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
-        counts = _layer_type_counts(spec)
-        # Engines that size sliding-window layers to the window save it; transformers keeps the
-        # whole prompt's K/V through the prefill (measured), so its peak sees the full length.
-        windowed = facts.sliding_window and workload.engine != "transformers"
+        widths = _kv_widths_per_gpu(spec, workload.engine, tp)
+        sums = Counter[LayerType]()
+        for kind, width in zip(_layer_types(spec), widths, strict=True):
+            sums[kind] += width
+        # Engines that size sliding-window and chunked layers to their span save it;
+        # transformers keeps the whole prompt's K/V through the prefill (measured), so its peak
+        # sees the full length.
+        bounded = workload.engine != "transformers"
+        states = facts.layer_state_elements
         return cls(
-            linear_layers=counts[LayerType.LINEAR],
-            state_bytes=facts.linear_state_elements_per_layer * dtypes.DTYPE_BYTES[workload.dtype],
-            tp=workload.tp,
-            full_layers=counts[LayerType.FULL],
-            sliding_layers=counts[LayerType.SLIDING],
-            width=_kv_width(spec, workload.engine, _kv_heads_per_gpu(spec, workload.tp)),
+            full=sums[LayerType.FULL],
+            sliding=sums[LayerType.SLIDING],
+            chunked=sums[LayerType.CHUNKED],
+            state=-(-sum(states) // tp) if states else 0,
             per_elem=per_elem,
-            window=facts.sliding_window if windowed else None,
+            state_bytes=dtypes.DTYPE_BYTES[workload.dtype],
+            window=facts.sliding_window if bounded and facts.sliding_window else None,
+            chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
         )
 
     @property
     def bytes_per_token(self) -> float:
-        return (self.full_layers + self.sliding_layers) * self.width * self.per_elem
+        return (self.full + self.sliding + self.chunked) * self.per_elem
 
     def bytes(self, batch: int, tokens: int) -> int:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
-        total = self.linear_layers * batch * self.state_bytes / self.tp
-        total += self.full_layers * batch * tokens * self.width * self.per_elem
+        total = batch * self.state * self.state_bytes
+        total += batch * tokens * self.full * self.per_elem
         kept = tokens if self.window is None else min(tokens, self.window)
-        total += self.sliding_layers * batch * kept * self.width * self.per_elem
+        total += batch * kept * self.sliding * self.per_elem
+        kept = tokens if self.chunk is None else min(tokens, self.chunk)
+        total += batch * kept * self.chunked * self.per_elem
         return round(total)
+
+
+def _kv_widths_per_gpu(spec: ModelSpec, engine: str, tp: int) -> tuple[int, ...]:
+    """Per layer, the K/V elements one token keeps on one GPU (0 where the layer keeps none)."""
+    facts = spec.facts
+    kinds = _layer_types(spec)
+    if facts.layer_kv_widths:
+        out = []
+        for width, heads in zip(facts.layer_kv_widths, facts.layer_kv_heads, strict=True):
+            # With fewer KV heads than tensor-parallel ranks, engines replicate heads.
+            out.append(width * -(-heads // tp) // heads if heads else 0)
+        return tuple(out)
+    width = _kv_width(spec, engine, _kv_heads_per_gpu(spec, tp))
+    return tuple(width if kind.has_kv else 0 for kind in kinds)
 
 
 def _layer_type_counts(spec: ModelSpec) -> Counter[LayerType]:
@@ -230,7 +252,10 @@ class InferencePlan:
                     f"transformers runs {spec.facts.model_type} with eager attention only; "
                     "estimated with eager."
                 )
-            if _layer_type_counts(spec)[LayerType.SLIDING]:
+            if (
+                _layer_type_counts(spec)[LayerType.SLIDING]
+                or _layer_type_counts(spec)[LayerType.CHUNKED]
+            ):
                 notes.append(
                     "transformers keeps the whole prompt's K/V of sliding-window layers through "
                     "the prefill, so the window does not lower this peak."

@@ -28,6 +28,7 @@ class Role(StrEnum):
     ROUTER = "router"  # MoE gate
     NORM = "norm"  # layer / RMS norms
     HEAD = "head"  # LM head, pooler, task heads
+    ENCODER = "encoder"  # vision / audio towers and multimodal projectors, outside the decoder
     OTHER = "other"  # anything else (SSM state params, ...)
 
 
@@ -47,11 +48,20 @@ class Inventory(StrEnum):
 
 
 class LayerType(StrEnum):
-    """How a decoder layer attends, which decides what it keeps in the KV cache."""
+    """How a decoder layer mixes tokens, which decides what it keeps in the cache."""
 
     FULL = "full_attention"
-    SLIDING = "sliding_attention"
-    LINEAR = "linear_attention"  # fixed-size recurrent state, no growing cache
+    SLIDING = "sliding_attention"  # keeps the last ``sliding_window`` tokens
+    CHUNKED = "chunked_attention"  # attends within chunks of ``attention_chunk_size`` tokens
+    LINEAR = "linear_attention"  # fixed-size recurrent state (gated delta rule, lightning...)
+    MAMBA = "mamba"  # selective state space: SSM and convolution states
+    CONV = "conv"  # short convolution: the last few tokens
+    NONE = "none"  # no token mixing (an MLP-only block)
+
+    @property
+    def has_kv(self) -> bool:
+        """Whether the layer keeps keys and values per token."""
+        return self in (LayerType.FULL, LayerType.SLIDING, LayerType.CHUNKED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +136,15 @@ class ArchFacts:
         attention_dropout: dropout on attention probabilities (training activations).
         hidden_dropout: dropout on residual branches (training activations).
         torch_dtype: the dtype the checkpoint was published in, as the config says, or None.
-        linear_state_elements_per_layer: recurrent state size of linear-attention / SSM layers at
-            batch 1, in elements; 0 if none.
+        attention_chunk_size: tokens per chunk of chunked-attention layers, or None.
+        layer_kv_widths: per layer, the key and value elements one token keeps (0 where the layer
+            keeps none); empty when every attention layer keeps ``num_kv_heads * (head_dim +
+            v_head_dim)``.
+        layer_kv_heads: per layer, the key / value heads (with ``layer_kv_widths``).
+        layer_state_elements: per layer, the fixed state one sequence keeps (recurrent and
+            convolution states of linear-attention, Mamba and short-convolution layers).
+        sdpa: transformers runs the model with SDPA when asked (False: eager only, e.g.
+            attention sinks).
     """
 
     model_type: str
@@ -159,7 +176,11 @@ class ArchFacts:
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     torch_dtype: str | None = None
-    linear_state_elements_per_layer: int = 0
+    attention_chunk_size: int | None = None
+    layer_kv_widths: tuple[int, ...] = ()
+    layer_kv_heads: tuple[int, ...] = ()
+    layer_state_elements: tuple[int, ...] = ()
+    sdpa: bool = True
 
     @property
     def is_mla(self) -> bool:

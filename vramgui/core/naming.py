@@ -105,6 +105,41 @@ _MLP_MODULES = frozenset(
 # Names that are the MLP inside a block once attention scopes are ruled out (Mistral's w1/w2/w3).
 _BLOCK_MLP_MODULES = frozenset({"w1", "w2", "w3", "c_proj", "dense"})
 _ROUTER_MODULES = frozenset({"gate", "router", "e_score_correction_bias"})
+# Scopes of multimodal checkpoints that sit outside the language model: vision and audio towers and
+# the projectors that map their outputs into it.
+_ENCODER_SCOPES = frozenset(
+    {
+        "vision_tower",
+        "vision_model",
+        "vision_encoder",
+        "visual",
+        "vision",
+        "image_encoder",
+        "image_newline",
+        "audio_tower",
+        "audio_model",
+        "audio_encoder",
+        "audio",
+        "multi_modal_projector",
+        "mm_projector",
+        "vision_embed_tokens",
+        "embed_vision",
+        "embed_audio",
+        "image_embed",
+        "audio_embed",
+        "vpm",
+        "apm",
+        "resampler",
+        "vqmodel",
+        "image_projection",
+        "visual_projection",
+        "vision_projection",
+        "audio_projection",
+        "embed_tokens_extend",
+        "patch_embed",
+        "connector",
+    }
+)
 _SHARED_EXPERT_SCOPES = frozenset({"shared_expert", "shared_experts", "shared_expert_gate"})
 
 # GGUF module suffix -> (role, transformers attribute name). Expert and shared-expert variants are
@@ -172,6 +207,9 @@ def _split_param(parts: list[str]) -> tuple[list[str], bool]:
 
 def _classify_transformers(name: str) -> TensorName:
     parts, is_bias = _split_param(name.split("."))
+    if _ENCODER_SCOPES.intersection(parts[:-1]) and "language_model" not in parts:
+        module = next((p for p in reversed(parts) if not p.isdigit()), "")
+        return TensorName(Role.ENCODER, None, module, is_bias)
     match = _LAYER.search(name)
     layer = int(match.group(1)) if match else None
     module = next((p for p in reversed(parts) if not p.isdigit()), "")

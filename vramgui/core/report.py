@@ -11,7 +11,7 @@ from typing import Any
 from vramgui.core import rules, storage
 from vramgui.core.estimate import Estimate, estimate, parameters_without_embeddings
 from vramgui.core.fit import FitRow, fit_rows
-from vramgui.core.model import ModelSpec
+from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.offload import layer_weights
 from vramgui.core.workload import Workload
 
@@ -26,6 +26,8 @@ def model_summary(spec: ModelSpec) -> dict[str, Any]:
         "parameters": spec.parameters,
         "layers": spec.facts.num_layers,
         "inventory": spec.inventory.value,
+        # What the figures rest on beyond the model's own tensors and config (empty when exact).
+        "uncertainties": list(spec.warnings) if spec.inventory is Inventory.APPROXIMATE else [],
     }
 
 

@@ -224,6 +224,8 @@ def _saved_estimate(doc: dict[str, Any]) -> dict[str, Any]:
         _byte_figure(row, "headroom_bytes", where)
     summary = _part(doc, "model", dict)
     for key, value in (summary or {}).items():
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            continue  # the estimate's stated uncertainties
         if not (value is None or isinstance(value, str | bool | float) or _is_int(value)):
             raise ProfileError(
                 f"bad profile field: 'saved_estimate.model.{key}' must be a plain value"

@@ -195,20 +195,35 @@ def layer_weights(spec: ModelSpec, workload: Workload) -> tuple[LayerBytes, ...]
 def _kv_per_layer(spec: ModelSpec, workload: Workload) -> tuple[int, ...]:
     """KV cache bytes of each block while serving (none in training), from a one-block model."""
     facts = spec.facts
-    types = facts.layer_types or (None,) * facts.num_layers
+    n = facts.num_layers
+    types = facts.layer_types or (None,) * n
     if workload.mode != "inference" or not facts.is_decoder:
         return (0,) * len(types)
-    by_type: dict[object, int] = {}
-    for layer_type in set(types):
-        one = replace(
-            facts,
-            num_layers=1,
-            layer_types=() if layer_type is None else (layer_type,),
-            moe_layers=facts.moe_layers[:1],
-        )
-        probe = ModelSpec(name=spec.name, facts=one, tensors=())
-        by_type[layer_type] = inference.kv_cache_bytes(probe, workload)
-    return tuple(by_type[t] for t in types)
+
+    def one(values: tuple[int, ...], i: int) -> tuple[int, ...]:
+        return values[i : i + 1] if values else ()
+
+    by_kind: dict[object, int] = {}
+    out = []
+    for i, layer_type in enumerate(types):
+        widths = one(facts.layer_kv_widths, i)
+        heads = one(facts.layer_kv_heads, i)
+        states = one(facts.layer_state_elements, i)
+        key = (layer_type, widths, heads, states)
+        if key not in by_kind:
+            single = replace(
+                facts,
+                num_layers=1,
+                layer_types=() if layer_type is None else (layer_type,),
+                moe_layers=facts.moe_layers[:1],
+                layer_kv_widths=widths,
+                layer_kv_heads=heads,
+                layer_state_elements=states,
+            )
+            probe = ModelSpec(name=spec.name, facts=single, tensors=())
+            by_kind[key] = inference.kv_cache_bytes(probe, workload)
+        out.append(by_kind[key])
+    return tuple(out)
 
 
 def _modules(members: Sequence[storage.TensorStorage], layer: int | None) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""config.json -> ModelSpec for each supported architecture family.
+"""Hand-written builders of the families whose memory is modelled in most detail.
 
 Each family builder lists every parameter tensor with the names and shapes that transformers'
 model class for it has (``named_parameters()``, tied tensors once), and fills the architecture
@@ -29,6 +29,10 @@ _MAX_EXPERTS = 65536
 _MISSING = object()
 
 
+class MissingFieldError(ConfigError):
+    """The config leaves out a field the family's builder needs (its class has a default)."""
+
+
 class _Config:
     """Typed, validated access to a config.json dict; every problem becomes one ConfigError."""
 
@@ -44,7 +48,7 @@ class _Config:
             if key in self.data and self.data[key] is not None:
                 return key, self.data[key]
         if default is _MISSING:
-            raise ConfigError(f"the {self.family} config has no '{keys[0]}'")
+            raise MissingFieldError(f"the {self.family} config has no '{keys[0]}'")
         return keys[0], default
 
     def int(
@@ -481,7 +485,7 @@ def _moe(cfg: _Config, model_type: str) -> _Moe:
         )
         top_k = cfg.opt_int("num_experts_per_tok", default=8 if v3 else None, maximum=experts)
         if top_k is None:
-            raise ConfigError("the deepseek_v2 config has no 'num_experts_per_tok'")
+            raise MissingFieldError("the deepseek_v2 config has no 'num_experts_per_tok'")
         return _Moe(experts, top_k, width, shared, width * shared)
     return _Moe()
 
@@ -1047,7 +1051,7 @@ _OPTIONAL_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _unknown(config: Mapping[str, Any], model_type: str) -> ModelSpec:
+def llama_style(config: Mapping[str, Any], model_type: str) -> ModelSpec:
     """A config of a type we do not know, estimated as a Llama-style decoder of the same sizes."""
     data: dict[str, Any] = {"model_type": "llama"}
     missing = []
@@ -1108,62 +1112,20 @@ _BUILDERS: dict[str, _Builder] = {
     "bert": _bert,
 }
 
-_GEMMA3_TEXT_DEFAULTS = {
-    "vocab_size": 262_208,
-    "hidden_size": 2304,
-    "intermediate_size": 9216,
-    "num_hidden_layers": 26,
-    "num_attention_heads": 8,
-}
-
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = (*_BUILDERS, "gemma3")
+CLASSIC_TYPES: frozenset[str] = frozenset(_BUILDERS)
 
 
-def spec_from_config(config: dict, name: str = "") -> ModelSpec:
-    """Build the exact ModelSpec a transformers model of this config.json would have.
-
-    Args:
-        config: the parsed config.json.
-        name: what to call the model; defaults to the config's ``_name_or_path`` or model_type.
-
-    Returns:
-        The spec: every parameter tensor (tied once) and the architecture facts.
+def classic_spec(config: Mapping[str, Any], model_type: str, label: str) -> ModelSpec:
+    """The spec of a family with a hand-written builder (facts modelled in detail).
 
     Raises:
-        ConfigError: the config is not a dict, lacks a needed field, has a wrongly typed or
-            impossible value, or is of an unknown type without the common fields.
+        ConfigError: the config lacks a needed field or has an impossible value.
     """
-    if not isinstance(config, dict):
-        raise ConfigError(f"a model config must be a JSON object, not {type(config).__name__}")
-    model_type = config.get("model_type")
-    if model_type is not None and not isinstance(model_type, str):
-        raise ConfigError(f"'model_type' must be a string, not {model_type!r}")
-    model_type = model_type or ""
-    label = name or config.get("_name_or_path") or model_type
-    label = label if isinstance(label, str) and label else "model"
-    if model_type != "gemma3" and model_type not in _BUILDERS:
-        return replace(_unknown(config, model_type), name=label)
-    warnings: list[str] = []
-    data: Mapping[str, Any] = config
-    if model_type == "gemma3":
-        text = config.get("text_config")
-        if not isinstance(text, dict):
-            raise ConfigError("the gemma3 config has no 'text_config' object")
-        # The nested text config is saved as a diff against Gemma3TextConfig's defaults.
-        data = {
-            **_GEMMA3_TEXT_DEFAULTS,
-            "torch_dtype": config.get("torch_dtype", config.get("dtype")),
-            **text,
-            "model_type": "gemma3_text",
-        }
-        warnings.append("only the Gemma 3 language model is counted; the vision tower is not")
-        model_type = "gemma3_text"
-    facts, tensors, architecture = _BUILDERS[model_type](_Config(data, model_type), model_type)
+    facts, tensors, architecture = _BUILDERS[model_type](_Config(config, model_type), model_type)
     return ModelSpec(
         name=label,
         facts=facts,
         tensors=tuple(tensors),
         architecture=architecture,
-        warnings=tuple(warnings),
         source="config.json",
     )

@@ -1,0 +1,107 @@
+"""Every transformers causal-LM type, from config.json alone, against transformers' own counts.
+
+tests/data/architectures/expected.json was written by tools/build_architectures.py --expected:
+for each model type, the parameter count of the model transformers 5.24 builds from a bare
+``{"model_type": ...}`` config (defaults and derived attributes) and from configs that change
+several sizes at once. The estimator must give the same count with no torch.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vramgui.core.errors import ConfigError
+from vramgui.core.families import known_model_types, spec_from_config, table
+from vramgui.core.families.expressions import ExpressionError, compile_expression
+from vramgui.core.model import Inventory, LayerType, Role
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "architectures"
+EXPECTED = json.loads((DATA / "expected.json").read_text())["types"]
+CASES = [
+    pytest.param(t, k, case, id=f"{t}-{k}")
+    for t, cases in sorted(EXPECTED.items())
+    for k, case in enumerate(cases)
+]
+
+
+@pytest.mark.parametrize(("model_type", "k", "case"), CASES)
+def test_parameter_count_matches_transformers(model_type, k, case):
+    spec = spec_from_config(case["config"])
+    assert spec.parameters == case["parameters"]
+    assert spec.inventory is not Inventory.FROM_HEADERS
+
+
+def test_most_causal_lm_types_are_counted_exactly():
+    # The types transformers 5.24 builds from a default config; the rest refuse or say approximate.
+    assert len(EXPECTED) >= 160
+    assert set(EXPECTED) <= known_model_types()
+
+
+@pytest.mark.parametrize("model_type", sorted(EXPECTED))
+def test_every_block_has_a_kind_and_facts_add_up(model_type):
+    spec = spec_from_config({"model_type": model_type})
+    f = spec.facts
+    assert len(f.layer_types) == f.num_layers == len(f.moe_layers)
+    if f.layer_kv_widths:
+        for kind, width in zip(f.layer_types, f.layer_kv_widths, strict=True):
+            assert (width > 0) == kind.has_kv or kind is LayerType.NONE
+    assert f.hidden_size > 0 and f.vocab_size > 0
+
+
+def test_a_hybrid_model_keeps_state_only_in_its_linear_blocks():
+    spec = spec_from_config({"model_type": "qwen3_next"})
+    kinds = spec.facts.layer_types
+    assert kinds.count(LayerType.FULL) == 12 and kinds.count(LayerType.LINEAR) == 36
+    states = spec.facts.layer_state_elements
+    # 32 value heads x 128 x 128 recurrent state + (2 x 16 x 128 + 32 x 128) x 4 convolution inputs
+    assert states[0] == 32 * 128 * 128 + 8192 * 4
+    assert states[3] == 0 and spec.facts.layer_kv_widths[3] == 2 * 2 * 256
+
+
+def test_alternating_windows_and_sinks_of_gpt_oss():
+    spec = spec_from_config({"model_type": "gpt_oss"})
+    assert spec.facts.layer_types[:2] == (LayerType.SLIDING, LayerType.FULL)
+    assert spec.facts.sliding_window == 128
+    assert spec.facts.num_experts == 128 and spec.facts.experts_per_token == 4
+
+
+def test_multimodal_towers_are_their_own_part():
+    spec = spec_from_config({"model_type": "gemma3"})
+    towers = [t for t in spec.tensors if t.role is Role.ENCODER]
+    assert towers and all(t.layer is None for t in towers)
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert any("vision" in w for w in spec.warnings)
+
+
+def test_a_missing_derivable_attribute_is_derived():
+    # head_dim absent: the config class computes hidden_size // num_attention_heads.
+    spec = spec_from_config(
+        {
+            "model_type": "olmo2",
+            "hidden_size": 512,
+            "num_attention_heads": 8,
+            "num_hidden_layers": 2,
+        }
+    )
+    q = next(t for t in spec.tensors if t.name.endswith("q_proj.weight"))
+    assert q.shape == (512, 512)
+
+
+def test_impossible_configs_are_refused_with_a_message():
+    with pytest.raises(ConfigError):
+        spec_from_config({"model_type": "olmo2", "hidden_size": "wide"})
+    with pytest.raises(ConfigError):
+        spec_from_config({"model_type": "olmo2", "num_hidden_layers": 10**9})
+
+
+@pytest.mark.parametrize(
+    "text", ["__import__('os')", "f.__class__", "(lambda: 1)()", "open('x')", "a if b else c()"]
+)
+def test_the_table_language_refuses_anything_but_arithmetic(text):
+    with pytest.raises(ExpressionError):
+        compile_expression(text)
+
+
+def test_the_table_records_its_transformers_version():
+    assert table.table_versions()["transformers"].startswith("5.")

@@ -1,0 +1,204 @@
+"""A config.json read as its config class reads it: flat attributes, defaults and derived values.
+
+The table's expressions read attributes by their transformers names; sub-configs are dotted
+(``text_config.hidden_size``). A config.json rarely lists every attribute: what it leaves out takes
+the config class's default, or, for the attributes the class computes from others (``head_dim``
+from ``hidden_size // num_attention_heads``, ``layer_types`` from a pattern), the class's rule,
+as the table records it. Older names some published configs still use are mapped to today's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vramgui.core.errors import ConfigError
+from vramgui.core.families.expressions import MAX_RANGE, compile_expression
+from vramgui.core.families.table import Architecture
+
+# Published config.json files hold integers, but some write them as floats (4096.0).
+_MAX_INT = 1 << 62
+
+
+def _clean(value: Any, key: str) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < _MAX_INT:
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_INT:
+        raise ConfigError(f"'{key}' = {value} is implausibly large")
+    if isinstance(value, list):
+        return [_clean(v, key) for v in value]
+    return value
+
+
+def flatten(config: Mapping[str, Any], arch: Architecture) -> dict[str, Any]:
+    """The config's attributes, those of the sub-configs the architecture has as ``sub.attr``."""
+    subs = {k.split(".", 1)[0] for k in (*arch.defaults, *arch.derived) if "." in k}
+    out: dict[str, Any] = {}
+
+    def walk(node: Mapping[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            if not isinstance(key, str):
+                continue
+            name = f"{prefix}{key}"
+            if isinstance(value, Mapping) and (
+                name in subs or any(s.startswith(name + ".") for s in subs)
+            ):
+                walk(value, f"{name}.")
+            else:
+                out[name] = _clean(value, name)
+
+    walk(config, "")
+    return out
+
+
+def _per_layer(flat: dict[str, Any], given: dict[str, Any]) -> None:
+    """``per_layer_config`` ({"05": {"head_dim": 512}, ...}) as per-layer lists of the attribute."""
+    for key in [k for k in given if k == "per_layer_config" or k.endswith(".per_layer_config")]:
+        prefix = key[: -len("per_layer_config")]
+        overrides = given[key]
+        if not isinstance(overrides, Mapping):
+            continue
+        layers = flat.get(f"{prefix}num_hidden_layers")
+        if not isinstance(layers, int) or isinstance(layers, bool):
+            continue
+        for index, values in overrides.items():
+            if not isinstance(values, Mapping):
+                raise ConfigError(f"'{key}' must map layer numbers to attribute values")
+            try:
+                i = int(index)
+            except (TypeError, ValueError):
+                raise ConfigError(f"'{key}' names a layer {index!r} that is not a number") from None
+            if not 0 <= i < layers:
+                raise ConfigError(f"'{key}' names layer {i}, but the model has {layers}")
+            for attr, value in values.items():
+                name = f"{prefix}{attr}"
+                current = flat.get(name)
+                if not isinstance(current, list):
+                    current = flat[name] = [current] * layers
+                current[i] = _clean(value, name)
+
+
+def _common(value: Any) -> Any:
+    """The value most layers have, for a per-layer list; the value itself otherwise."""
+    if isinstance(value, list) and value:
+        return max(value, key=value.count)
+    return value
+
+
+def _global_attention_sizes(flat: dict[str, Any], given: Mapping[str, Any], prefix: str) -> None:
+    """Gemma 4: full-attention layers take ``global_head_dim`` (and, where ``attention_k_eq_v``,
+    ``num_global_key_value_heads``), which the config class writes as per-layer overrides."""
+    if given.get(f"{prefix}per_layer_config") is not None:
+        return
+    kinds = flat.get(f"{prefix}layer_types")
+    if not isinstance(kinds, list):
+        return
+    for attr, legacy in (
+        ("head_dim", "global_head_dim"),
+        ("num_key_value_heads", "num_global_key_value_heads"),
+    ):
+        base = _common(given.get(f"{prefix}{attr}", flat.get(f"{prefix}{attr}")))
+        special = given.get(f"{prefix}{legacy}", flat.get(f"{prefix}{legacy}"))
+        if attr == "num_key_value_heads" and not flat.get(f"{prefix}attention_k_eq_v", True):
+            special = None
+        if not isinstance(flat.get(f"{prefix}{attr}"), list):
+            if special is not None:
+                raise ConfigError(
+                    f"'{legacy}' gives full-attention layers their own {attr}, which this "
+                    "version's table of the architecture does not describe"
+                )
+            continue
+        flat[f"{prefix}{attr}"] = [
+            special if special is not None and kind == "full_attention" else base for kind in kinds
+        ]
+
+
+def _layer_pattern(given: dict[str, Any]) -> None:
+    """Nemotron-H: ``hybrid_override_pattern`` ("M-M*-E") names each block's kind."""
+    pattern = given.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or "layers_block_type" in given:
+        return
+    kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    try:
+        given["layers_block_type"] = [kinds[c] for c in pattern]
+    except KeyError as exc:
+        raise ConfigError(f"'hybrid_override_pattern' holds an unknown block kind {exc}") from None
+
+
+# Older or alternative names that published configs use, by the model type that reads them, and
+# how the config class turns them into today's attributes.
+_LEGACY = {
+    "gemma4": _global_attention_sizes,
+    "gemma4_text": _global_attention_sizes,
+    "gemma4_unified": _global_attention_sizes,
+    "gemma4_unified_text": _global_attention_sizes,
+}
+_RENAMED = {
+    "nemotron_h": {
+        "mamba_n_groups": "n_groups",
+        "mamba_d_conv": "conv_kernel",
+        "mamba_expand": "expand",
+        "mamba_conv_bias": "use_conv_bias",
+        "mamba_chunk_size": "chunk_size",
+    },
+    "lfm2": {"block_ff_dim": "intermediate_size", "tie_embedding": "tie_word_embeddings"},
+    "lfm2_moe": {"tie_embedding": "tie_word_embeddings"},
+}
+
+
+def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Every attribute the architecture's expressions read, as its config class would hold them,
+    and the guesses made where the config left a per-layer list out.
+
+    Raises:
+        ConfigError: a derived attribute cannot be computed from the config's values.
+    """
+    given = flatten(config, arch)
+    for old, new in _RENAMED.get(arch.model_type, {}).items():
+        for key in [k for k in given if k == old or k.endswith(f".{old}")]:
+            given.setdefault(key[: -len(old)] + new, given[key])
+    if arch.model_type == "nemotron_h":
+        _layer_pattern(given)
+    flat: dict[str, Any] = dict(arch.defaults)
+    for key, value in given.items():
+        if value is None and key in arch.derived:
+            continue
+        flat[key] = value
+    for key, text in arch.derived.items():
+        if given.get(key) is None:
+            try:
+                flat[key] = compile_expression(text)(flat, ())
+            except KeyError as exc:
+                raise ConfigError(f"the config has no '{exc.args[0]}', needed for {key}") from None
+            except (TypeError, ValueError, ZeroDivisionError, IndexError):
+                raise ConfigError(f"the config's values do not give '{key}' ({text})") from None
+    # A per-layer list the config leaves out, with no rule to derive it, is the default's
+    # pattern stretched to the config's layer count: a guess, said as one.
+    guesses: list[str] = []
+    for key, default in arch.defaults.items():
+        if key in arch.derived or not isinstance(default, list):
+            continue
+        prefix = key.rpartition(".")[0]
+        layers = flat.get(f"{prefix}.num_hidden_layers" if prefix else "num_hidden_layers")
+        value = flat.get(key)
+        if isinstance(layers, int) and layers > MAX_RANGE:
+            raise ConfigError(f"'{key}' follows a layer count of {layers:,}, implausibly large")
+        if isinstance(value, int) and not isinstance(value, bool):
+            # A per-layer attribute given once, for every layer.
+            flat[key] = [value] * (layers if isinstance(layers, int) else len(default))
+            continue
+        if key in given:
+            continue
+        if isinstance(layers, int) and default and len(default) != layers:
+            flat[key] = [default[i % len(default)] for i in range(layers)]
+            guesses.append(
+                f"the config has no '{key}'; its per-layer pattern was taken from "
+                f"{arch.model_type}'s default"
+            )
+    _per_layer(flat, given)
+    normalize = _LEGACY.get(arch.model_type)
+    if normalize is not None:
+        prefixes = {k.rpartition(".")[0] + "." for k in flat if "." in k} | {""}
+        for prefix in prefixes:
+            normalize(flat, given, prefix)
+    return flat, guesses

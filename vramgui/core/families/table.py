@@ -1,0 +1,211 @@
+"""The architecture table: every transformers model type described as data.
+
+``architectures.json`` is written by tools/build_architectures.py from transformers itself (see
+its docstring for how each expression was found and checked). For each model type it holds the
+class transformers builds, the config class's defaults, how the config class fills attributes a
+config.json leaves out, the length of each block list, and every parameter tensor with its size
+expressions and the condition under which a block holds it. This module reads the table (once,
+lazily: it is package data, not user input) and turns a config.json into the tensor list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from vramgui.core import naming
+from vramgui.core.errors import ConfigError
+from vramgui.core.families.expressions import compile_expression
+from vramgui.core.model import Role, Tensor
+
+TABLE_FORMAT = "vramgui.architectures"
+TABLE_FORMAT_VERSION = 1
+# Beyond these a config describes no real model (the largest published ones are far below):
+# a guard against a typing mistake making millions of tensors.
+MAX_BLOCKS = 65_536
+MAX_TENSORS = 2_000_000
+MAX_DIM = 1 << 24
+
+
+@dataclass(frozen=True, slots=True)
+class TensorRule:
+    """One parameter tensor (or one per block) of an architecture."""
+
+    name: str  # with "{}" for each block index
+    shape: tuple[str, ...]
+    when: str | None
+    dtype: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    """What the table says of one model type."""
+
+    model_type: str
+    architecture: str
+    defaults: Mapping[str, Any]
+    derived: Mapping[str, str]
+    containers: Mapping[str, str]
+    tensors: tuple[TensorRule, ...]
+    sdpa: bool = True
+
+    @classmethod
+    def from_entry(cls, model_type: str, entry: Mapping[str, Any]) -> Architecture:
+        """One model type's entry of the table."""
+        return cls(
+            model_type=model_type,
+            architecture=entry["architecture"],
+            defaults=entry["defaults"],
+            derived=entry.get("derived", {}),
+            containers=entry["containers"],
+            tensors=tuple(
+                TensorRule(t["name"], tuple(t["shape"]), t.get("when"), t.get("dtype"))
+                for t in entry["tensors"]
+            ),
+            sdpa=entry.get("sdpa", True),
+        )
+
+
+@cache
+def _table() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("architectures.json").read_text("utf-8")
+    data = json.loads(text)
+    if data.get("format") != TABLE_FORMAT or data.get("format_version") != TABLE_FORMAT_VERSION:
+        raise RuntimeError("architectures.json is not a table this version of vramgui reads")
+    return data
+
+
+def table_versions() -> dict[str, str]:
+    """The transformers and torch versions the table was built from."""
+    data = _table()
+    return {"transformers": data["transformers"], "torch": data["torch"]}
+
+
+def known_types() -> frozenset[str]:
+    return frozenset(_table()["architectures"])
+
+
+@cache
+def _validation() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("validation.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def measured_miss(model_type: str) -> str | None:
+    """How far this architecture's inference peak was from transformers' own code when
+    benchmarks/architectures.py last measured it, where beyond its tolerance; else None."""
+    data = _validation()
+    error = data["errors"].get(model_type)
+    if error is None:
+        return None
+    s = data["settings"]
+    return (
+        f"measured against transformers' own code (batch {s['batch']} x {s['seq']:,} tokens, "
+        f"{s['dtype']}), this architecture's inference peak was {error:+.0%} off"
+    )
+
+
+@cache
+def architecture(model_type: str) -> Architecture | None:
+    entry = _table()["architectures"].get(model_type)
+    return None if entry is None else Architecture.from_entry(model_type, entry)
+
+
+def _value(text: str, flat: Mapping[str, Any], idx: tuple[int, ...], what: str) -> Any:
+    try:
+        return compile_expression(text)(flat, idx)
+    except KeyError as exc:
+        raise ConfigError(f"the config has no '{exc.args[0]}', needed for {what}") from None
+    except IndexError:
+        raise ConfigError(
+            f"a per-layer list of the config is shorter than its layers ({what}: {text})"
+        ) from None
+    except (TypeError, ZeroDivisionError, ValueError):
+        raise ConfigError(f"the config's values do not give {what} ({text})") from None
+
+
+def _size(text: str, flat: Mapping[str, Any], idx: tuple[int, ...], what: str) -> int:
+    value = _value(text, flat, idx, what)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} is not a whole number ({text} = {value!r})")
+    if value < 0 or value > MAX_DIM * MAX_DIM:
+        raise ConfigError(f"{what} = {value} is not a possible size")
+    return value
+
+
+def tensors(arch: Architecture, flat: Mapping[str, Any]) -> list[Tensor]:
+    """Every parameter tensor of ``arch`` built from the resolved config ``flat``.
+
+    Raises:
+        ConfigError: an attribute the architecture needs is missing or of the wrong kind, or
+            the sizes are impossible.
+    """
+    lengths: dict[str, Any] = {}
+    out: list[Tensor] = []
+    blocks = _block_lists(arch)
+    for rule in arch.tensors:
+        paths = _paths(rule.name)
+        in_blocks = bool(paths) and paths[0] in blocks
+        for idx in _indices(arch, paths, flat, lengths):
+            if rule.when is not None and not _value(rule.when, flat, idx, rule.name):
+                continue
+            name = rule.name.format(*idx)
+            shape = tuple(_size(d, flat, idx, f"a size of {name}") for d in rule.shape)
+            info = naming.classify(name)
+            # The block is the index in the decoder's block lists, whatever the list is called
+            # (``transformer.attentions.3``); a tower's own blocks are not the decoder's.
+            layer = idx[0] if in_blocks and info.role is not Role.ENCODER else None
+            out.append(Tensor(name, shape, info.role, layer, info.module, rule.dtype, info.is_bias))
+            if len(out) > MAX_TENSORS:
+                raise ConfigError(f"the config makes over {MAX_TENSORS:,} tensors")
+    return out
+
+
+def _block_lists(arch: Architecture) -> frozenset[str]:
+    """The block lists of the decoder: the first-level lists as long as the one holding the most
+    tensor kinds (several parallel lists per block, as XLM's, count alike)."""
+    counts: dict[str, int] = {}
+    for rule in arch.tensors:
+        paths = _paths(rule.name)
+        if paths and naming.classify(rule.name.replace("{}", "0")).role is not Role.ENCODER:
+            counts[paths[0]] = counts.get(paths[0], 0) + 1
+    if not counts:
+        return frozenset()
+    main = max(counts, key=lambda p: (counts[p], p))
+    length = arch.containers.get(main)
+    return frozenset(p for p in counts if arch.containers.get(p) == length)
+
+
+def _paths(name: str) -> tuple[str, ...]:
+    parts = name.split(".{}")
+    return tuple(".{}".join(parts[: k + 1]) for k in range(len(parts) - 1))
+
+
+def _indices(
+    arch: Architecture,
+    paths: tuple[str, ...],
+    flat: Mapping[str, Any],
+    lengths: dict[str, Any],
+) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = [()]
+    for path in paths:
+        nxt: list[tuple[int, ...]] = []
+        for outer in out:
+            key = f"{path}{outer}"
+            n = lengths.get(key)
+            if n is None:
+                text = arch.containers.get(path)
+                if text is None:
+                    raise RuntimeError(f"architectures.json lacks the length of {path}")
+                n = lengths[key] = _size(text, flat, outer, f"the number of {path}")
+                if n > MAX_BLOCKS:
+                    raise ConfigError(f"{n:,} blocks in {path} is not a possible model")
+            if len(nxt) + n > MAX_TENSORS:
+                raise ConfigError(f"the config makes over {MAX_TENSORS:,} blocks in {path}")
+            nxt.extend((*outer, i) for i in range(n))
+        out = nxt
+    return out

@@ -1,6 +1,7 @@
 """The bundled catalog: its counts agree with core.families, lookups and search work, it needs no torch."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,17 @@ REQUIRED = [
     "falcon-7b", "falcon-40b", "bloom-560m", "bloom-7b1", "bloom-176b", "pythia-160m", "pythia-12b",
     "bert-base-uncased", "bert-large-uncased", "starcoder", "octocoder", "tinyllama-1.1b",
     "smollm-135m", "smollm2-1.7b",
+    # 2025-26
+    "gpt-oss-20b", "gpt-oss-120b", "qwen3-coder-480b-a35b", "qwen3-vl-2b", "qwen3-vl-8b",
+    "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b", "qwen3.5-9b", "qwen3.5-27b", "qwen3.5-35b-a3b",
+    "qwen3.5-397b-a17b", "deepseek-v3.1-nvfp4", "deepseek-v3.2", "gemma-4-26b-a4b", "kimi-k2",
+    "kimi-k2.5", "glm-5", "minimax-m2.5", "nemotron-3-nano-30b-a3b", "olmo-3.1-32b",
+    "devstral-small-2507", "devstral-small-2-24b", "smollm3-3b", "lfm2-1.2b", "lfm2.5-vl-1.6b",
 ]  # fmt: skip
+# Fields tools/build_catalog.py adds to each record of tools/catalog_models.json.
+GENERATED = ("architecture", "parameters_transformers", "parameters_text", "parameters_by_part")
+# A stored copy is cited at a fixed commit, so the link keeps showing the values that were read.
+PINNED_COPY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+\.json")
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
@@ -45,6 +56,13 @@ def test_spec_comes_from_the_entry_config():
     assert spec.parameters == entry.parameters == 8_030_261_248
     assert spec.facts.num_layers == entry.config["num_hidden_layers"]
     assert "catalog" in spec.source
+    assert spec.source.endswith("config from huggingface.co/meta-llama/Llama-3.1-8B")
+
+
+def test_config_origin_is_short():
+    assert find("gpt-oss-20b").config_origin == "github.com/ai-dynamo/aiconfigurator"
+    assert find("smollm3-3b").config_origin == "github.com/fetchwiki/HuggingFaceTB-SmolLM3-3B"
+    assert find("opt-175b").config_origin.startswith("OPT paper")
 
 
 def test_well_known_counts():
@@ -53,9 +71,18 @@ def test_well_known_counts():
         "llama-2-7b": 6.74e9, "llama-3.1-405b": 405.9e9, "qwen2.5-72b": 72.7e9,
         "mixtral-8x7b": 46.7e9, "deepseek-v3": 671.0e9, "opt-175b": 174.6e9, "bloom-176b": 176.2e9,
         "gpt2": 124.4e6, "bert-base-uncased": 109.5e6, "falcon-40b": 41.3e9, "phi-4": 14.66e9,
+        "gpt-oss-20b": 20.91e9, "gpt-oss-120b": 116.83e9,
     }  # fmt: skip
     for name, count in expected.items():
         assert find(name).parameters == pytest.approx(count, rel=2e-3), name
+
+
+def test_counts_match_the_published_safetensors_index():
+    # total_parameters of the model.safetensors.index.json stored beside the config copy.
+    assert find("smollm3-3b").parameters == 3_075_098_624
+    assert find("devstral-small-2507").parameters == 23_572_403_200
+    # Devstral Small 2 is that language model plus a Pixtral vision tower and projector.
+    assert find("devstral-small-2-24b").parameters_text == 23_572_403_200
 
 
 def test_required_models_are_present():
@@ -78,15 +105,51 @@ def test_every_entry_is_described():
         assert e.hub_id or e.note, f"{e.name}: an entry without a Hub repo must say why"
 
 
+def test_every_config_says_where_it_came_from():
+    for e in ENTRIES:
+        source = e.config_source
+        if source.startswith("https://huggingface.co/"):
+            assert source == f"https://huggingface.co/{e.hub_id}/blob/main/config.json", e.name
+        elif source.startswith("https://github.com/"):
+            assert PINNED_COPY.fullmatch(source), f"{e.name}: {source}"
+        else:
+            assert source and not e.hub_id and e.note, f"{e.name}: no Hub config, so say why"
+
+
+def test_parts_add_up_to_the_whole_checkpoint():
+    for e in ENTRIES:
+        assert sum(e.parameters_by_part.values()) == e.parameters, e.name
+        assert e.parameters_text == e.parameters_by_part["language_model"], e.name
+
+
+def test_multimodal_checkpoints_count_their_towers():
+    multimodal = [e for e in ENTRIES if "vision_config" in e.config]
+    assert len(multimodal) >= 15
+    for e in multimodal:
+        towers = {k: n for k, n in e.parameters_by_part.items() if k != "language_model"}
+        assert towers and all(n > 0 for n in towers.values()), e.name
+        assert e.parameters_text < e.parameters, e.name
+    text_only = [e for e in ENTRIES if "text_config" not in e.config]
+    assert all(e.parameters_by_part == {"language_model": e.parameters} for e in text_only)
+    parts = find("qwen3-vl-8b").parameters_by_part
+    assert parts["visual"] > 0.5e9 and parts["language_model"] == find("qwen3-8b").parameters
+
+
+def test_entries_without_the_newer_fields_still_load():
+    # A catalog written before the fields existed: the whole count is the language model.
+    raw = {"name": "m", "hub_id": "o/m", "family": "M", "parameters_transformers": 10, "config": {}}
+    entry = catalog._entry(raw)
+    assert entry.parameters_text == 10
+    assert entry.parameters_by_part == {"language_model": 10}
+    assert entry.config_source == "" and entry.config_origin == ""
+
+
 def test_catalog_is_generated_from_the_source_file():
     # Editing tools/catalog_models.json without rerunning tools/build_catalog.py fails here.
     source = json.loads((ROOT / "tools" / "catalog_models.json").read_text())["models"]
     built = json.loads((ROOT / "resources" / "catalog.json").read_text())
     assert built["transformers"] and built["generated"]
-    generated = [
-        {k: v for k, v in e.items() if k not in ("architecture", "parameters_transformers")}
-        for e in built["entries"]
-    ]
+    generated = [{k: v for k, v in e.items() if k not in GENERATED} for e in built["entries"]]
     assert generated == source
 
 
@@ -100,6 +163,9 @@ def test_catalog_is_generated_from_the_source_file():
         ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
         ("  Qwen/Qwen3-30B-A3B ", "qwen3-30b-a3b"),
         ("gpt2", "gpt2"),
+        ("openai/gpt-oss-120b", "gpt-oss-120b"),
+        ("Qwen/Qwen3-VL-32B-Thinking", "qwen3-vl-32b"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
     ],
 )
 def test_find(query, name):
@@ -122,7 +188,12 @@ def test_search_matches_every_token_most_popular_first():
         "llama-3.3-70b",
     }
     assert [e.popularity for e in hits] == sorted((e.popularity for e in hits), reverse=True)
-    assert [e.name for e in search("qwen moe")] == ["qwen3-30b-a3b", "qwen3-235b-a22b"]
+    moe = search("qwen moe")
+    assert {"qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-vl-30b-a3b", "qwen3.5-35b-a3b"} <= {
+        e.name for e in moe
+    }
+    assert all(e.model_type.endswith("moe") and e.name.startswith("qwen") for e in moe)
+    assert [e.popularity for e in moe] == sorted((e.popularity for e in moe), reverse=True)
     # "7b" is a token prefix, so 27B models do not match.
     assert all("27b" not in e.name for e in search("7b"))
     assert {e.name for e in search("Qwen/Qwen2.5")} == {

@@ -1,8 +1,9 @@
 """The bundled offline model catalog: the models people ask about, usable with no network.
 
-Each entry carries the model's published config.json and the exact parameter count transformers
-gives for it; ``tools/build_catalog.py`` generates ``resources/catalog.json`` (see docs/catalog.md),
-so no number here is typed by hand. The catalog is read once, through ``importlib.resources``, so it
+Each entry carries the model's published config.json, where those values were read, and the exact
+parameter counts transformers gives for it (the whole checkpoint, its language model, and each part);
+``tools/build_catalog.py`` generates ``resources/catalog.json`` (see docs/catalog.md), so no number
+here is typed by hand. The catalog is read once, through ``importlib.resources``, so it
 works the same from a checkout, an installed package and a frozen bundle.
 """
 
@@ -15,6 +16,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import ModelRef, ModelSpec
@@ -36,7 +38,8 @@ class CatalogEntry:
         name: the catalog's short name, lower case (``llama-3.1-8b``).
         hub_id: the Hugging Face repo the config comes from, or "" when there is no public repo.
         family: the model series as people say it (``Llama 3.1``, ``Qwen 2.5``).
-        parameters: exact parameter count of the transformers model built from ``config``.
+        parameters: exact parameter count of the transformers model built from ``config``: the
+            whole checkpoint, vision and audio towers included.
         config: the published config.json values.
         display_name: a label for people (``Llama 3.1 8B``).
         architecture: the transformers class the count was taken from.
@@ -47,6 +50,11 @@ class CatalogEntry:
         popularity: a hand-set rank of how often the model is asked about (higher first); it orders
             search results and is not a download count.
         note: how the entry departs from the published checkpoint, if it does.
+        config_source: where ``config`` was read: the config.json URL at the Hub, or the URL of the
+            stored copy it was taken from.
+        parameters_text: the language model's share of ``parameters`` (all of it for a text model).
+        parameters_by_part: ``parameters`` split by top-level module (``language_model``,
+            ``vision_tower``, ``multi_modal_projector``, ...), as transformers names them.
     """
 
     name: str
@@ -62,10 +70,22 @@ class CatalogEntry:
     max_context: int = 0
     popularity: int = 0
     note: str = ""
+    config_source: str = ""
+    parameters_text: int = 0
+    parameters_by_part: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def model_type(self) -> str:
         return str(self.config.get("model_type", ""))
+
+    @property
+    def config_origin(self) -> str:
+        """A short label for ``config_source``: the host and repository of a URL, else the text."""
+        url = urlsplit(self.config_source)
+        if not url.netloc:
+            return self.config_source
+        repo = "/".join(url.path.strip("/").split("/")[:2])
+        return f"{url.netloc}/{repo}"
 
     def spec(self) -> ModelSpec:
         """The model's ModelSpec, synthesized from its config by ``core.families``.
@@ -74,7 +94,10 @@ class CatalogEntry:
             ConfigError: the family is not supported by ``core.families``.
         """
         spec = spec_from_config(self.config, name=self.hub_id or self.name)
-        return dataclasses.replace(spec, source=f"bundled catalog ({self.name})")
+        source = f"bundled catalog ({self.name})"
+        if self.config_origin:
+            source += f", config from {self.config_origin}"
+        return dataclasses.replace(spec, source=source)
 
     def ref(self) -> ModelRef:
         """The reference a profile stores for this entry."""
@@ -82,11 +105,12 @@ class CatalogEntry:
 
 
 def _entry(raw: dict[str, Any]) -> CatalogEntry:
+    parameters = int(raw["parameters_transformers"])
     return CatalogEntry(
         name=raw["name"],
         hub_id=raw["hub_id"],
         family=raw["family"],
-        parameters=int(raw["parameters_transformers"]),
+        parameters=parameters,
         config=raw["config"],
         display_name=raw.get("display_name", raw["name"]),
         architecture=raw.get("architecture", ""),
@@ -96,6 +120,12 @@ def _entry(raw: dict[str, Any]) -> CatalogEntry:
         max_context=int(raw.get("max_context") or 0),
         popularity=int(raw.get("popularity", 0)),
         note=raw.get("note", ""),
+        config_source=raw.get("config_source", ""),
+        parameters_text=int(raw.get("parameters_text", parameters)),
+        parameters_by_part={
+            str(k): int(v)
+            for k, v in (raw.get("parameters_by_part") or {"language_model": parameters}).items()
+        },
     )
 
 
@@ -122,7 +152,7 @@ def load_catalog() -> tuple[CatalogEntry, ...]:
         raise SourceError("the bundled model catalog has an unknown format; reinstall vramgui")
     try:
         return tuple(_entry(raw) for raw in doc["entries"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise SourceError(
             f"the bundled model catalog is damaged ({exc}); reinstall vramgui"
         ) from exc

@@ -48,7 +48,10 @@ from typing import Any
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vramgui.core.families import configs, table
@@ -498,6 +501,15 @@ def fit(
                 result = _fit_with(samples, list(chosen), degree=degree)
                 if result is not None:
                     return result
+    # One product with a square (a projector's ``hidden_size * merge_size * merge_size``): too
+    # many unknowns for the full cubic over the points that varying one size at a time gives.
+    for chosen in itertools.combinations(candidates, 2):
+        for mono in itertools.combinations_with_replacement(chosen, 3):
+            if len(set(mono)) < 2:
+                continue
+            result = _fit_with(samples, list(chosen), monos=[mono])
+            if result is not None:
+                return result
     return None
 
 
@@ -505,10 +517,14 @@ def _fit_with(
     samples: list[tuple[dict[str, Any], tuple[int, ...], int]],
     chosen: list[Var],
     degree: int = 0,
+    monos: list[tuple[Var, ...]] | None = None,
 ) -> str | None:
-    """The multilinear (or, given ``degree``, polynomial) fit over exactly ``chosen``."""
-    if degree:
-        monos: list[tuple[Var, ...]] = [()]
+    """The multilinear (or, given ``degree``, polynomial; or given ``monos``, those terms') fit
+    over exactly ``chosen``."""
+    if monos is not None:
+        degree = 3
+    elif degree:
+        monos = [()]
         for d in range(1, degree + 1):
             monos.extend(itertools.combinations_with_replacement(chosen, d))
     else:
@@ -643,6 +659,8 @@ class Learner:
             old = given.get(attr)
             if not (is_int(old) and is_int(new)) or old == new or old < 2:
                 continue
+            if not re.search(r"layer|depth", attr.rsplit(".", 1)[-1]):
+                continue  # a head count equal to the layer count says nothing of the lists
             for k, v in given.items():
                 if _NOT_SIZES.search(k):
                     continue
@@ -1374,13 +1392,16 @@ def _name(fam: str, idx: tuple[int, ...]) -> str:
     return fam.format(*idx)
 
 
-def expectations(model_type: str, table_entry: dict[str, Any]) -> list[dict[str, Any]]:
+def expectations(
+    model_type: str, table_entry: dict[str, Any], model_class: type | None = None
+) -> list[dict[str, Any]]:
     """Configs of a type with the parameter count transformers gives them, for the tests.
 
     The first is the bare ``{"model_type": ...}`` (everything from defaults and derivations); the
     others change a few sizes at once, as a published config would, and only those are given.
     """
-    builder = Builder(model_type)
+    builder = Builder(model_type, model_class)
+    named = {} if model_class is None else {"architectures": [model_class.__name__]}
     out = []
     base = builder.config({})
     base_flat = flatten(base)
@@ -1390,7 +1411,7 @@ def expectations(model_type: str, table_entry: dict[str, Any]) -> list[dict[str,
             continue
         out.append(
             {
-                "config": {"model_type": model_type, **unflatten(changes)},
+                "config": {"model_type": model_type, **named, **unflatten(changes)},
                 "parameters": sum(math.prod(s) for s, _ in build.params.values()),
             }
         )
@@ -1447,6 +1468,17 @@ def main() -> int:
         TARGET.write_text(json.dumps(doc, indent=1) + "\n")
         return 0
     types = args.only or sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    # A multimodal checkpoint names a class of its own (Qwen3_5ForConditionalGeneration): its
+    # whole tensors, vision tower included, are an entry "model_type:Class" where the causal-LM
+    # class differs, and the model type's own entry where there is none.
+    types += [
+        f"{t}:{name}" if t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else t
+        for t, name in sorted(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.items())
+        if MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(t) != name
+        and hasattr(transformers, name)
+        and (not args.only or t in args.only)
+    ]
+    types = list(dict.fromkeys(types))
     out: dict[str, Any] = {}
     expected: dict[str, Any] = {}
     if args.only and TARGET.exists():
@@ -1454,11 +1486,15 @@ def main() -> int:
         expected = json.loads(EXPECTED.read_text())["types"]
     for t in types:
         t0 = time.time()
+        model_type, _, class_name = t.partition(":")
+        if not class_name and t not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            class_name = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(t, "")
+        model_class = getattr(transformers, class_name) if class_name else None
         try:
-            learner = Learner(t, verbose=args.verbose)
+            learner = Learner(model_type, model_class, verbose=args.verbose)
             result = learner.run()
-            cases = expectations(t, result)
-            check_held_out(t, result, cases)
+            cases = expectations(model_type, result, model_class)
+            check_held_out(model_type, result, cases)
         except Exception as exc:
             print(f"{t}: FAILED {type(exc).__name__}: {str(exc)[:300]}  ({time.time() - t0:.1f}s)")
             continue
@@ -1503,7 +1539,12 @@ def write_expected(only: list[str] | None) -> int:
         out = json.loads(EXPECTED.read_text())["types"]
     for t in only or sorted(entries):
         t0 = time.time()
-        out[t] = expectations(t, entries[t])
+        model_type, _, class_name = t.partition(":")
+        name = class_name or entries[t]["architecture"]
+        model_class = None if name == MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(t) else name
+        out[t] = expectations(
+            model_type, entries[t], getattr(transformers, model_class) if model_class else None
+        )
         print(f"{t}: {len(out[t])} configs ({time.time() - t0:.1f}s)", flush=True)
     write_expected_doc(out)
     return 0

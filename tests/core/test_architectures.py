@@ -35,12 +35,18 @@ def test_parameter_count_matches_transformers(model_type, k, case):
 def test_most_causal_lm_types_are_counted_exactly():
     # The types transformers 5.24 builds from a default config; the rest refuse or say approximate.
     assert len(EXPECTED) >= 160
-    assert set(EXPECTED) <= known_model_types()
+    assert {key.partition(":")[0] for key in EXPECTED} <= known_model_types()
+
+
+def bare(key: str) -> dict:
+    """The bare config of a table key: ``model_type`` or ``model_type:Class``."""
+    model_type, _, class_name = key.partition(":")
+    return {"model_type": model_type, **({"architectures": [class_name]} if class_name else {})}
 
 
 @pytest.mark.parametrize("model_type", sorted(EXPECTED))
 def test_every_block_has_a_kind_and_facts_add_up(model_type):
-    spec = spec_from_config({"model_type": model_type})
+    spec = spec_from_config(bare(model_type))
     f = spec.facts
     assert len(f.layer_types) == f.num_layers == len(f.moe_layers)
     if f.layer_kv_widths:
@@ -72,6 +78,30 @@ def test_multimodal_towers_are_their_own_part():
     assert towers and all(t.layer is None for t in towers)
     assert spec.inventory is Inventory.APPROXIMATE
     assert any("vision" in w for w in spec.warnings)
+
+
+def test_a_checkpoint_naming_its_multimodal_class_counts_the_towers():
+    text = spec_from_config({"model_type": "qwen3_5"})
+    whole = spec_from_config(
+        {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"]}
+    )
+    assert text.architecture == "Qwen3_5ForCausalLM"
+    assert whole.architecture == "Qwen3_5ForConditionalGeneration"
+    towers = sum(t.numel for t in whole.tensors if t.role is Role.ENCODER)
+    assert towers > 0
+    assert whole.parameters - towers == text.parameters
+
+
+def test_towers_the_table_cannot_count_are_said_to_be_missing():
+    config = {
+        "model_type": "qwen3",
+        "architectures": ["Qwen3VisionForConditionalGeneration"],
+        "vision_config": {"hidden_size": 1024, "depth": 24},
+    }
+    spec = spec_from_config(config)
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert any("vision_config towers are not counted" in w for w in spec.warnings)
+    assert spec.parameters == spec_from_config({"model_type": "qwen3"}).parameters
 
 
 def test_a_missing_derivable_attribute_is_derived():

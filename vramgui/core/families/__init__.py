@@ -89,17 +89,33 @@ def spec_from_config(config: dict, name: str = "") -> ModelSpec:
     model_type = model_type or ""
     label = name or config.get("_name_or_path") or model_type
     label = label if isinstance(label, str) and label else "model"
-    arch = table.architecture(model_type)
+    named = config.get("architectures")
+    class_name = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else ""
+    arch = table.architecture(model_type, class_name)
     if model_type in CLASSIC_TYPES:
         spec = _classic(config, model_type, label, arch)
     elif arch is not None:
         spec = _table_spec(arch, config, label)
     else:
         return replace(llama_style(config, model_type), name=label)
-    miss = table.measured_miss(model_type)
-    if miss is None:
+    extra = [w for w in (_uncounted_towers(config, spec), table.measured_miss(model_type)) if w]
+    if not extra:
         return spec
-    return replace(spec, warnings=(*spec.warnings, miss), inventory=Inventory.APPROXIMATE)
+    return replace(spec, warnings=(*spec.warnings, *extra), inventory=Inventory.APPROXIMATE)
+
+
+def _uncounted_towers(config: dict[str, Any], spec: ModelSpec) -> str | None:
+    """A multimodal checkpoint read through its language model's class: its towers are missing."""
+    towers = [k for k in ("vision_config", "audio_config") if isinstance(config.get(k), dict)]
+    named = config.get("architectures")
+    if not towers or any(t.role is Role.ENCODER for t in spec.tensors):
+        return None
+    if isinstance(named, list) and spec.architecture in named:
+        return None
+    return (
+        f"the checkpoint's {' and '.join(towers)} towers are not counted: the weights are "
+        f"{spec.architecture}'s, the language model alone"
+    )
 
 
 def _classic(

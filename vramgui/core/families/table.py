@@ -86,7 +86,7 @@ def table_versions() -> dict[str, str]:
 
 
 def known_types() -> frozenset[str]:
-    return frozenset(_table()["architectures"])
+    return frozenset(key.partition(":")[0] for key in _table()["architectures"])
 
 
 @cache
@@ -110,8 +110,11 @@ def measured_miss(model_type: str) -> str | None:
 
 
 @cache
-def architecture(model_type: str) -> Architecture | None:
-    entry = _table()["architectures"].get(model_type)
+def architecture(model_type: str, class_name: str = "") -> Architecture | None:
+    """The entry of this model type; of the class a checkpoint names where the table has one of
+    its own (a multimodal ``...ForConditionalGeneration`` beside the text model's class)."""
+    entries = _table()["architectures"]
+    entry = entries.get(f"{model_type}:{class_name}") or entries.get(model_type)
     return None if entry is None else Architecture.from_entry(model_type, entry)
 
 

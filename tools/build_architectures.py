@@ -97,6 +97,22 @@ OVERRIDES: dict[str, dict[str, dict[int, str]]] = {
     },
 }
 
+# Presence the default config cannot show (every one of its layers is alike): model type ->
+# tensor family -> condition, checked against published checkpoints (tests/sources/test_catalog).
+PRESENCE: dict[str, dict[str, str]] = {
+    # modeling_glm_moe_dsa: only "full" layers run an indexer; "shared" ones reuse its top-k.
+    "glm_moe_dsa": {
+        f"model.layers.{{}}.self_attn.indexer.{name}": "indexer_types[i] == 'full'"
+        for name in (
+            "wq_b.weight",
+            "wk.weight",
+            "k_norm.weight",
+            "k_norm.bias",
+            "weights_proj.weight",
+        )
+    },
+}
+
 # Attributes the estimator reads for KV cache and activations, whichever tensors they size.
 FACT_ATTRIBUTES = frozenset(
     {
@@ -731,6 +747,7 @@ class Learner:
                 entry["dtype"] = dtype
             tensors.append(entry)
         entry = {
+            "aliases": aliases_of(self.model_type),
             "architecture": self.architecture_name(),
             # transformers refuses SDPA for some classes (attention sinks, soft-capping): eager.
             "sdpa": bool(getattr(self.model_class(), "_supports_sdpa", False)),
@@ -1152,6 +1169,9 @@ class Learner:
     # -- presence ----------------------------------------------------------------------------
 
     def _presence(self, fam: str) -> str | None:
+        written = PRESENCE.get(self.model_type, {}).get(fam)
+        if written is not None:
+            return written
         found = self._presence_of(fam)
         if found is not None:
             paths = tuple(containers(fam))
@@ -1463,7 +1483,10 @@ def main() -> int:
         for t, entry in doc["architectures"].items():
             if args.only and t not in args.only:
                 continue
-            learner = Learner(t)
+            model_type, _, class_name = t.partition(":")
+            name = class_name or entry["architecture"]
+            learner = Learner(model_type, getattr(transformers, name, None))
+            entry["aliases"] = aliases_of(model_type)
             entry["sdpa"] = bool(getattr(learner.model_class(), "_supports_sdpa", False))
         TARGET.write_text(json.dumps(doc, indent=1) + "\n")
         return 0
@@ -1517,6 +1540,18 @@ def main() -> int:
     TARGET.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     write_expected_doc(expected)
     return 0
+
+
+def aliases_of(model_type: str) -> dict[str, str]:
+    """The config class's ``attribute_map`` (and its sub-configs', prefixed): the names a
+    published config.json may use for an attribute."""
+    config = AutoConfig.for_model(model_type)
+    out = dict(type(config).attribute_map)
+    for key in config.to_dict():
+        sub = sub_config(config, key)
+        if sub is not None:
+            out |= {f"{key}.{a}": f"{key}.{b}" for a, b in type(sub).attribute_map.items()}
+    return dict(sorted(out.items()))
 
 
 def check_held_out(model_type: str, entry: dict[str, Any], cases: list[dict[str, Any]]) -> None:

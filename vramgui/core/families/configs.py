@@ -125,6 +125,19 @@ def _layer_pattern(given: dict[str, Any]) -> None:
         raise ConfigError(f"'hybrid_override_pattern' holds an unknown block kind {exc}") from None
 
 
+def _attention_indices(given: dict[str, Any]) -> None:
+    """LFM2's ``full_attn_idxs``: the attention blocks, every other one a convolution."""
+    indices = given.get("full_attn_idxs")
+    layers = given.get("num_hidden_layers")
+    if given.get("layer_types") is not None or not isinstance(indices, list):
+        return
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        return
+    given["layer_types"] = [
+        "full_attention" if i in indices else "conv" for i in range(min(layers, MAX_RANGE))
+    ]
+
+
 # Older or alternative names that published configs use, by the model type that reads them, and
 # how the config class turns them into today's attributes.
 _LEGACY = {
@@ -154,11 +167,16 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         ConfigError: a derived attribute cannot be computed from the config's values.
     """
     given = flatten(config, arch)
+    for alias, name in arch.aliases.items():
+        if alias in given:
+            given.setdefault(name, given[alias])
     for old, new in _RENAMED.get(arch.model_type, {}).items():
         for key in [k for k in given if k == old or k.endswith(f".{old}")]:
             given.setdefault(key[: -len(old)] + new, given[key])
     if arch.model_type == "nemotron_h":
         _layer_pattern(given)
+    if arch.model_type in ("lfm2", "lfm2_moe"):
+        _attention_indices(given)
     flat: dict[str, Any] = dict(arch.defaults)
     for key, value in given.items():
         if value is None and key in arch.derived:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -52,6 +52,8 @@ class Architecture:
     containers: Mapping[str, str]
     tensors: tuple[TensorRule, ...]
     sdpa: bool = True
+    # Names the config class maps to its attributes (``num_experts`` -> ``num_local_experts``).
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_entry(cls, model_type: str, entry: Mapping[str, Any]) -> Architecture:
@@ -67,6 +69,7 @@ class Architecture:
                 for t in entry["tensors"]
             ),
             sdpa=entry.get("sdpa", True),
+            aliases=entry.get("aliases", {}),
         )
 
 

@@ -113,6 +113,13 @@ PRESENCE: dict[str, dict[str, str]] = {
     },
 }
 
+# Where the default config has every layer alike, a base that shows each kind of block, so that
+# the tensors of the other kind are learned too.
+SEEDS: dict[str, dict[str, Any]] = {
+    # Lfm2Config defaults to all attention; LFM2 checkpoints are mostly short convolutions.
+    "lfm2": {"layer_types": ["conv", "conv", "full_attention"] * 10 + ["conv", "full_attention"]},
+}
+
 # Attributes the estimator reads for KV cache and activations, whichever tensors they size.
 FACT_ATTRIBUTES = frozenset(
     {
@@ -655,7 +662,7 @@ class Learner:
         _PER_LAYER.clear()
         self.builder = Builder(model_type, model_class)
         self.verbose = verbose
-        config = AutoConfig.for_model(model_type)
+        config = AutoConfig.for_model(model_type, **SEEDS.get(model_type, {}))
         self.base_flat = flatten(config)
         self.nullable = nullable_attrs(config)
         for key in config.to_dict():

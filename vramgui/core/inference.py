@@ -112,7 +112,7 @@ class _KvShape:
 
     def bytes(self, batch: int, tokens: int) -> int:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
-        total = batch * self.state * self.state_bytes
+        total: float = batch * self.state * self.state_bytes
         total += batch * tokens * self.full * self.per_elem
         kept = tokens if self.window is None else min(tokens, self.window)
         total += batch * kept * self.sliding * self.per_elem

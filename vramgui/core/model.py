@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 _T = TypeVar("_T")
 
@@ -216,17 +216,9 @@ class ModelSpec:
     source: str = ""
     inventory: Inventory = Inventory.EXACT
     _by_layer: dict[int | None, tuple[Tensor, ...]] = field(
-        default=None,
-        init=False,
-        repr=False,
-        compare=False,  # type: ignore[assignment]
+        default_factory=dict, init=False, repr=False, compare=False
     )
-    _memo: dict[Hashable, Any] = field(
-        default=None,
-        init=False,
-        repr=False,
-        compare=False,  # type: ignore[assignment]
-    )
+    _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         groups: dict[int | None, list[Tensor]] = {}
@@ -242,7 +234,7 @@ class ModelSpec:
         per-tensor work (storage per scheme, sums over the inventory) is done once per spec.
         """
         try:
-            return self._memo[key]
+            return cast(_T, self._memo[key])
         except KeyError:
             value = self._memo[key] = compute()
             return value

@@ -67,7 +67,7 @@ def known_model_types() -> frozenset[str]:
     return CLASSIC_TYPES | table.known_types()
 
 
-def spec_from_config(config: dict, name: str = "") -> ModelSpec:
+def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
     """Build the exact ModelSpec a transformers model of this config.json would have.
 
     Args:

@@ -13,6 +13,7 @@ tower is left out with a warning) and ``BertForMaskedLM`` for BERT (no pooler).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,14 +37,14 @@ class MissingFieldError(ConfigError):
 class _Config:
     """Typed, validated access to a config.json dict; every problem becomes one ConfigError."""
 
-    def __init__(self, data: Mapping[str, Any], family: str) -> None:
+    def __init__(self, data: Mapping[builtins.str, Any], family: builtins.str) -> None:
         self.data = data
         self.family = family
 
-    def has(self, *keys: str) -> bool:
+    def has(self, *keys: builtins.str) -> bool:
         return any(self.data.get(k) is not None for k in keys)
 
-    def _raw(self, keys: tuple[str, ...], default: Any) -> tuple[str, Any]:
+    def _raw(self, keys: tuple[builtins.str, ...], default: Any) -> tuple[builtins.str, Any]:
         for key in keys:
             if key in self.data and self.data[key] is not None:
                 return key, self.data[key]
@@ -52,8 +53,12 @@ class _Config:
         return keys[0], default
 
     def int(
-        self, *keys: str, default: Any = _MISSING, minimum: int = 1, maximum: int = _MAX_DIM
-    ) -> int:
+        self,
+        *keys: builtins.str,
+        default: Any = _MISSING,
+        minimum: builtins.int = 1,
+        maximum: builtins.int = _MAX_DIM,
+    ) -> builtins.int:
         key, value = self._raw(keys, default)
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -66,8 +71,12 @@ class _Config:
         return value
 
     def opt_int(
-        self, key: str, default: int | None = None, minimum: int = 1, maximum: int = _MAX_DIM
-    ) -> int | None:
+        self,
+        key: builtins.str,
+        default: builtins.int | None = None,
+        minimum: builtins.int = 1,
+        maximum: builtins.int = _MAX_DIM,
+    ) -> builtins.int | None:
         """An optional size: the default when the key is absent, None when it is null."""
         if key not in self.data:
             return default
@@ -75,25 +84,25 @@ class _Config:
             return None
         return self.int(key, minimum=minimum, maximum=maximum)
 
-    def float(self, *keys: str, default: float = 0.0) -> float:
+    def float(self, *keys: builtins.str, default: float = 0.0) -> float:
         key, value = self._raw(keys, default)
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigError(f"'{key}' must be a number, not {value!r}")
         return float(value)
 
-    def bool(self, *keys: str, default: bool = False) -> bool:
+    def bool(self, *keys: builtins.str, default: bool = False) -> bool:
         key, value = self._raw(keys, default)
         if not isinstance(value, bool):
             raise ConfigError(f"'{key}' must be true or false, not {value!r}")
         return value
 
-    def str(self, *keys: str, default: str = "") -> str:
+    def str(self, *keys: builtins.str, default: builtins.str = "") -> builtins.str:
         key, value = self._raw(keys, default)
         if not isinstance(value, str):
             raise ConfigError(f"'{key}' must be a string, not {value!r}")
         return value
 
-    def int_list(self, key: str) -> tuple[int, ...]:
+    def int_list(self, key: builtins.str) -> tuple[builtins.int, ...]:
         value = self.data.get(key)
         if value is None:
             return ()
@@ -103,7 +112,7 @@ class _Config:
             raise ConfigError(f"'{key}' must be a list of whole numbers, not {value!r}")
         return tuple(value)
 
-    def str_list(self, key: str) -> tuple[str, ...] | None:
+    def str_list(self, key: builtins.str) -> tuple[builtins.str, ...] | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -111,7 +120,7 @@ class _Config:
             raise ConfigError(f"'{key}' must be a list of strings, not {value!r}")
         return tuple(value)
 
-    def torch_dtype(self) -> str | None:
+    def torch_dtype(self) -> builtins.str | None:
         for key in ("torch_dtype", "dtype"):
             value = self.data.get(key)
             if isinstance(value, str):
@@ -483,10 +492,10 @@ def _moe(cfg: _Config, model_type: str) -> _Moe:
         shared = cfg.int(
             "n_shared_experts", default=1 if v3 else 2, minimum=0, maximum=_MAX_EXPERTS
         )
-        top_k = cfg.opt_int("num_experts_per_tok", default=8 if v3 else None, maximum=experts)
-        if top_k is None:
+        chosen = cfg.opt_int("num_experts_per_tok", default=8 if v3 else None, maximum=experts)
+        if chosen is None:
             raise MissingFieldError("the deepseek_v2 config has no 'num_experts_per_tok'")
-        return _Moe(experts, top_k, width, shared, width * shared)
+        return _Moe(experts, chosen, width, shared, width * shared)
     return _Moe()
 
 

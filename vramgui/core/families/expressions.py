@@ -157,7 +157,10 @@ def compile_expression(text: str) -> Compiled:
     )
     ast.fix_missing_locations(lam)
     # Safe: every node was checked above; names resolve only to the two arguments and _CALLS.
-    return eval(compile(lam, "<architecture table>", "eval"), {"__builtins__": {}, **_CALLS})
+    fn: Callable[[Mapping[str, Any], tuple[int, ...]], Any] = eval(
+        compile(lam, "<architecture table>", "eval"), {"__builtins__": {}, **_CALLS}
+    )
+    return fn
 
 
 def names_in(text: str) -> set[str]:

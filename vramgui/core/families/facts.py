@@ -132,8 +132,8 @@ class _Reader:
     def int(self, fact: str, default: int | None = None) -> int | None:
         value = self.get(fact)
         if isinstance(value, list) and value and all(_is_int(v) for v in value):
-            return max(value)
-        return value if _is_int(value) else default
+            return int(max(value))
+        return int(value) if _is_int(value) else default
 
     def float(self, fact: str) -> float:
         value = self.get(fact)
@@ -183,8 +183,9 @@ def facts_for(
     for i, members in enumerate(by_layer):
         modules = {t.module for t in members}
         kind = _mixer(members, modules)
-        if kind is LayerType.FULL and named is not None and named[i] is not None:
-            kind = named[i]
+        named_kind = named[i] if named is not None else None
+        if kind is LayerType.FULL and named_kind is not None:
+            kind = named_kind
         if kind is LayerType.SLIDING and not window:
             kind = LayerType.FULL
         if kind is LayerType.CHUNKED and not chunk:

@@ -76,7 +76,7 @@ class Architecture:
 @cache
 def _table() -> dict[str, Any]:
     text = resources.files(__package__).joinpath("architectures.json").read_text("utf-8")
-    data = json.loads(text)
+    data: dict[str, Any] = json.loads(text)
     if data.get("format") != TABLE_FORMAT or data.get("format_version") != TABLE_FORMAT_VERSION:
         raise RuntimeError("architectures.json is not a table this version of vramgui reads")
     return data
@@ -95,7 +95,8 @@ def known_types() -> frozenset[str]:
 @cache
 def _validation() -> dict[str, Any]:
     text = resources.files(__package__).joinpath("validation.json").read_text("utf-8")
-    return json.loads(text)
+    data: dict[str, Any] = json.loads(text)
+    return data
 
 
 def measured_miss(model_type: str) -> str | None:

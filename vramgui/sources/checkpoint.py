@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from vramgui.core import naming
+from vramgui.core.errors import ConfigError
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import Inventory, ModelRef, ModelSpec, Tensor
 from vramgui.sources.errors import BadModelFile, ModelNotFound
@@ -186,6 +187,40 @@ def quantization_of(config: Mapping[str, Any]) -> str | None:
     return method or None
 
 
+def _sizes_from_tensors(
+    config: Mapping[str, Any], stored: list[HeaderTensor]
+) -> tuple[dict[str, Any], str]:
+    """A config of a type vramgui cannot read, completed from the checkpoint's own tensors so that
+    its weights (the tensors themselves) are still estimated; what is guessed says so.
+
+    Raises:
+        ConfigError: the tensors give no embedding matrix to read the sizes from.
+    """
+    matrices = [t for t in stored if len(t.shape) == 2 and "emb" in t.name.lower()]
+    if not matrices:
+        raise ConfigError(
+            f"model_type {config.get('model_type')!r} is not known and its tensors name no "
+            "embedding to read its sizes from"
+        )
+    vocab, hidden = max(matrices, key=lambda t: t.shape[0]).shape
+    layers = {naming.classify(t.name).layer for t in stored} - {None}
+    filled = {
+        "hidden_size": hidden,
+        "vocab_size": vocab,
+        "num_hidden_layers": max(len(layers), 1),
+        "num_attention_heads": max(hidden // 128, 1),
+        "intermediate_size": 4 * hidden,
+    }
+    guessed = [k for k in filled if not isinstance(config.get(k), int)]
+    out = {**config, **{k: filled[k] for k in guessed}}
+    out["model_type"] = f"{config.get('model_type') or 'model'}"
+    return out, (
+        f"the config lacks {', '.join(guessed)}: read from the tensors or assumed (128-wide "
+        "heads, a 4x MLP) for the KV cache and activations, which are rough; the weights are "
+        "the checkpoint's own"
+    )
+
+
 def spec_from_checkpoint(
     config: Mapping[str, Any],
     stored: list[HeaderTensor],
@@ -200,7 +235,14 @@ def spec_from_checkpoint(
     ``warnings`` name guesses made for the config (an architecture inferred from tensor shapes,
     GGUF metadata read as another family's): the spec is then approximate.
     """
-    spec = spec_from_config(dict(config), name)
+    try:
+        spec = spec_from_config(dict(config), name)
+    except ConfigError:
+        if not stored:
+            raise
+        config, guessed = _sizes_from_tensors(config, stored)
+        spec = spec_from_config(config, name)
+        warnings = (*warnings, guessed)
     warnings = tuple(warnings)
     exactness = spec.inventory
     if warnings:

@@ -135,3 +135,34 @@ def test_the_table_language_refuses_anything_but_arithmetic(text):
 
 def test_the_table_records_its_transformers_version():
     assert table.table_versions()["transformers"].startswith("5.")
+
+
+def test_a_type_of_its_own_naming_a_known_class_is_that_class():
+    # Kimi K2's config.json: model_type "kimi_k2", built by DeepseekV3ForCausalLM.
+    config = {"model_type": "deepseek_v3", "num_hidden_layers": 3, "n_routed_experts": 8}
+    kimi = dict(config, model_type="kimi_k2", architectures=["DeepseekV3ForCausalLM"])
+    assert spec_from_config(kimi).parameters == spec_from_config(config).parameters
+    assert spec_from_config(kimi).inventory is spec_from_config(config).inventory
+
+
+def test_nemotron_h_block_kinds_of_either_transformers_generation():
+    pattern = {
+        "model_type": "nemotron_h",
+        "hybrid_override_pattern": "M-M*-E",
+        "num_hidden_layers": 6,
+    }
+    old = {
+        "model_type": "nemotron_h",
+        "num_hidden_layers": 6,
+        "layers_block_type": ["mamba", "mlp", "mamba", "attention", "mlp", "moe"],
+    }
+    a, b = spec_from_config(pattern), spec_from_config(old)
+    assert a.parameters == b.parameters
+    assert a.facts.layer_types == b.facts.layer_types
+    assert a.facts.layer_types.count(LayerType.MAMBA) == 2
+
+
+def test_a_size_the_table_was_learned_without_makes_it_approximate():
+    spec = spec_from_config({"model_type": "nemotron_h", "moe_latent_size": 1024})
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert any("'moe_latent_size' (1,024)" in w for w in spec.warnings)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from vramgui.core.errors import ConfigError
 from vramgui.core.model import Role
 from vramgui.core.naming import classify
 
@@ -151,7 +152,11 @@ def test_names_agree_with_the_inventories_core_families_synthesizes():
 
     checked = 0
     for entry in catalog.load_catalog():
-        for tensor in entry.spec().tensors:
+        try:
+            spec = entry.spec()
+        except ConfigError:
+            continue  # an architecture the core refuses (test_catalog says which)
+        for tensor in spec.tensors:
             got = classify(tensor.name)
             expected = (tensor.role, tensor.layer, tensor.module, tensor.is_bias)
             assert (got.role, got.layer, got.module, got.is_bias) == expected, (

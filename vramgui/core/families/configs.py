@@ -113,12 +113,20 @@ def _global_attention_sizes(flat: dict[str, Any], given: Mapping[str, Any], pref
         ]
 
 
+_BLOCK_KINDS = {"mamba": "linear_attention", "attention": "full_attention"}
+
+
 def _layer_pattern(given: dict[str, Any]) -> None:
     """Nemotron-H: ``hybrid_override_pattern`` ("M-M*-E") names each block's kind."""
+    for key in ("layers_block_type", "mtp_layers_block_type"):
+        # Configs written before transformers 5 name the kinds "mamba" and "attention".
+        kinds = given.get(key)
+        if isinstance(kinds, list):
+            given[key] = [_BLOCK_KINDS.get(k, k) if isinstance(k, str) else k for k in kinds]
     pattern = given.get("hybrid_override_pattern")
     if not isinstance(pattern, str) or "layers_block_type" in given:
         return
-    kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    kinds = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
     try:
         given["layers_block_type"] = [kinds[c] for c in pattern]
     except KeyError as exc:

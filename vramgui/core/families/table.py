@@ -19,7 +19,7 @@ from typing import Any
 
 from vramgui.core import naming
 from vramgui.core.errors import ConfigError
-from vramgui.core.families.expressions import compile_expression
+from vramgui.core.families.expressions import compile_expression, names_in
 from vramgui.core.model import Role, Tensor
 
 TABLE_FORMAT = "vramgui.architectures"
@@ -29,6 +29,10 @@ TABLE_FORMAT_VERSION = 1
 MAX_BLOCKS = 65_536
 MAX_TENSORS = 2_000_000
 MAX_DIM = 1 << 24
+
+
+# Architecture.names_read, once per entry (the table never changes while running).
+_NAMES_READ: dict[tuple[str, str], frozenset[str]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,17 @@ class Architecture:
     sdpa: bool = True
     # Names the config class maps to its attributes (``num_experts`` -> ``num_local_experts``).
     aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def names_read(self) -> frozenset[str]:
+        """Every config attribute an expression of this entry reads."""
+        key = (self.model_type, self.architecture)
+        if key in _NAMES_READ:
+            return _NAMES_READ[key]
+        texts = [*self.derived.values(), *self.containers.values()]
+        for rule in self.tensors:
+            texts += [*rule.shape, rule.when or "0"]
+        _NAMES_READ[key] = frozenset().union(*(names_in(t) for t in texts))
+        return _NAMES_READ[key]
 
     @classmethod
     def from_entry(cls, model_type: str, entry: Mapping[str, Any]) -> Architecture:
@@ -86,6 +101,16 @@ def table_versions() -> dict[str, str]:
     """The transformers and torch versions the table was built from."""
     data = _table()
     return {"transformers": data["transformers"], "torch": data["torch"]}
+
+
+def type_of_class(class_name: str) -> str | None:
+    """The model type whose entry is this class (``DeepseekV3ForCausalLM`` -> ``deepseek_v3``)."""
+    if not class_name:
+        return None
+    for key, entry in _table()["architectures"].items():
+        if entry["architecture"] == class_name:
+            return str(key).partition(":")[0]
+    return None
 
 
 def known_types() -> frozenset[str]:

@@ -20,13 +20,9 @@ from typing import Any
 
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import configs, table
-from vramgui.core.families.classic import (
-    CLASSIC_TYPES,
-    MissingFieldError,
-    classic_spec,
-    llama_style,
-)
+from vramgui.core.families.classic import CLASSIC_TYPES, classic_spec, llama_style
 from vramgui.core.families.facts import facts_for
+from vramgui.core.families.reader import MissingFieldError
 from vramgui.core.model import Inventory, ModelSpec, Role
 
 # Model types GGUF metadata is mapped to (vramgui.sources): the classic families.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from vramgui.core.errors import ConfigError
 from vramgui.core.families.decoders import llama_style_decoder
@@ -47,43 +47,46 @@ def _mha_core(
     return hidden, layers, heads, cfg.int("vocab_size", maximum=MAX_VOCAB)
 
 
+class _Sizes(NamedTuple):
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    max_positions: int
+    tie: bool
+
+
 def _classic_facts(
     cfg: ConfigReader,
     model_type: str,
+    sizes: _Sizes,
     *,
-    hidden: int,
-    layers: int,
-    heads: int,
-    kv_heads: int,
-    intermediate: int,
-    vocab: int,
-    max_positions: int,
-    tie: bool,
     act: str,
-    attention_dropout: float,
-    hidden_dropout: float,
+    dropout: tuple[float, float],
     is_decoder: bool = True,
 ) -> ArchFacts:
     """Facts of a full-attention, dense, LayerNorm model with ungated MLP."""
     return ArchFacts(
         model_type=model_type,
-        num_layers=layers,
-        hidden_size=hidden,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=hidden // heads,
-        intermediate_size=intermediate,
-        vocab_size=vocab,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=tie,
-        layer_types=(LayerType.FULL,) * layers,
+        num_layers=sizes.layers,
+        hidden_size=sizes.hidden,
+        num_heads=sizes.heads,
+        num_kv_heads=sizes.kv_heads,
+        head_dim=sizes.hidden // sizes.heads,
+        intermediate_size=sizes.intermediate,
+        vocab_size=sizes.vocab,
+        max_position_embeddings=sizes.max_positions,
+        tie_word_embeddings=sizes.tie,
+        layer_types=(LayerType.FULL,) * sizes.layers,
         gated_mlp=False,
         hidden_act=act,
         norm="layer",
         is_decoder=is_decoder,
-        moe_layers=(False,) * layers,
-        attention_dropout=attention_dropout,
-        hidden_dropout=hidden_dropout,
+        moe_layers=(False,) * sizes.layers,
+        attention_dropout=dropout[0],
+        hidden_dropout=dropout[1],
         torch_dtype=cfg.torch_dtype(),
     )
 
@@ -132,20 +135,14 @@ def _gpt2(cfg: ConfigReader, model_type: str) -> tuple[ArchFacts, list[Tensor], 
     inv.norm("transformer", "ln_f", hidden, bias=True)
     if not tie:
         inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
+    sizes = _Sizes(hidden, layers, heads, kv_heads, inner, vocab, positions, tie)
+    dropout = (cfg.float("attn_pdrop", default=0.1), cfg.float("resid_pdrop", default=0.1))
     facts = _classic_facts(
         cfg,
         model_type,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        intermediate=inner,
-        vocab=vocab,
-        max_positions=positions,
-        tie=tie,
+        sizes,
         act=cfg.str("activation_function", default="gelu_pytorch_tanh" if bigcode else "gelu_new"),
-        attention_dropout=cfg.float("attn_pdrop", default=0.1),
-        hidden_dropout=cfg.float("resid_pdrop", default=0.1),
+        dropout=dropout,
     )
     return facts, inv.tensors, "GPTBigCodeForCausalLM" if bigcode else "GPT2LMHeadModel"
 
@@ -186,20 +183,10 @@ def _opt(cfg: ConfigReader, model_type: str) -> tuple[ArchFacts, list[Tensor], s
         norm(p, "final_layer_norm", i)
     if not tie:
         inv.linear("", "lm_head", vocab, embed_dim, Role.HEAD)
+    sizes = _Sizes(hidden, layers, heads, heads, ffn, vocab, positions, tie)
+    dropout = (cfg.float("attention_dropout"), cfg.float("dropout", default=0.1))
     facts = _classic_facts(
-        cfg,
-        model_type,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=heads,
-        intermediate=ffn,
-        vocab=vocab,
-        max_positions=positions,
-        tie=tie,
-        act=cfg.str("activation_function", default="relu"),
-        attention_dropout=cfg.float("attention_dropout"),
-        hidden_dropout=cfg.float("dropout", default=0.1),
+        cfg, model_type, sizes, act=cfg.str("activation_function", default="relu"), dropout=dropout
     )
     return facts, inv.tensors, "OPTForCausalLM"
 
@@ -229,20 +216,11 @@ def _gpt_neox(cfg: ConfigReader, model_type: str) -> tuple[ArchFacts, list[Tenso
     inv.norm("gpt_neox", "final_layer_norm", hidden, bias=True)
     if not tie:
         inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
+    positions = cfg.int("max_position_embeddings", default=2048, maximum=1 << 24)
+    sizes = _Sizes(hidden, layers, heads, heads, inter, vocab, positions, tie)
+    dropout = (cfg.float("attention_dropout"), cfg.float("hidden_dropout"))
     facts = _classic_facts(
-        cfg,
-        model_type,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=heads,
-        intermediate=inter,
-        vocab=vocab,
-        max_positions=cfg.int("max_position_embeddings", default=2048, maximum=1 << 24),
-        tie=tie,
-        act=cfg.str("hidden_act", default="gelu"),
-        attention_dropout=cfg.float("attention_dropout"),
-        hidden_dropout=cfg.float("hidden_dropout"),
+        cfg, model_type, sizes, act=cfg.str("hidden_act", default="gelu"), dropout=dropout
     )
     return facts, inv.tensors, "GPTNeoXForCausalLM"
 
@@ -287,20 +265,11 @@ def _falcon(cfg: ConfigReader, model_type: str) -> tuple[ArchFacts, list[Tensor]
     inv.norm("transformer", "ln_f", hidden, bias=True)
     if not tie:
         inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
+    positions = cfg.int("max_position_embeddings", default=2048, maximum=1 << 24)
+    sizes = _Sizes(hidden, layers, heads, kv_heads, ffn, vocab, positions, tie)
+    dropout = (cfg.float("attention_dropout"), cfg.float("hidden_dropout"))
     facts = _classic_facts(
-        cfg,
-        model_type,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        intermediate=ffn,
-        vocab=vocab,
-        max_positions=cfg.int("max_position_embeddings", default=2048, maximum=1 << 24),
-        tie=tie,
-        act=cfg.str("activation", default="gelu"),
-        attention_dropout=cfg.float("attention_dropout"),
-        hidden_dropout=cfg.float("hidden_dropout"),
+        cfg, model_type, sizes, act=cfg.str("activation", default="gelu"), dropout=dropout
     )
     return facts, inv.tensors, "FalconForCausalLM"
 
@@ -330,24 +299,11 @@ def _bloom(cfg: ConfigReader, model_type: str) -> tuple[ArchFacts, list[Tensor],
     inv.norm("transformer", "ln_f", hidden, bias=True)
     if not tie:
         inv.linear("", "lm_head", vocab, hidden, Role.HEAD)
-    facts = _classic_facts(
-        cfg,
-        model_type,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=heads,
-        intermediate=4 * hidden,
-        vocab=vocab,
-        # ALiBi has no trained length; BLOOM was trained on 2048-token sequences.
-        max_positions=cfg.int(
-            "seq_length", "max_position_embeddings", default=2048, maximum=1 << 24
-        ),
-        tie=tie,
-        act="gelu",
-        attention_dropout=cfg.float("attention_dropout"),
-        hidden_dropout=cfg.float("hidden_dropout"),
-    )
+    # ALiBi has no trained length; BLOOM was trained on 2048-token sequences.
+    positions = cfg.int("seq_length", "max_position_embeddings", default=2048, maximum=1 << 24)
+    sizes = _Sizes(hidden, layers, heads, heads, 4 * hidden, vocab, positions, tie)
+    dropout = (cfg.float("attention_dropout"), cfg.float("hidden_dropout"))
+    facts = _classic_facts(cfg, model_type, sizes, act="gelu", dropout=dropout)
     return facts, inv.tensors, "BloomForCausalLM"
 
 
@@ -388,20 +344,17 @@ def _bert(cfg: ConfigReader, model_type: str) -> tuple[ArchFacts, list[Tensor], 
     if not tie:
         # Untied, the decoder keeps its own bias too; tied, it shares cls.predictions.bias.
         inv.linear(c, "decoder", vocab, hidden, Role.HEAD, bias=True)
+    sizes = _Sizes(hidden, layers, heads, heads, inter, vocab, positions, tie)
+    dropout = (
+        cfg.float("attention_probs_dropout_prob", default=0.1),
+        cfg.float("hidden_dropout_prob", default=0.1),
+    )
     facts = _classic_facts(
         cfg,
         model_type,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=heads,
-        intermediate=inter,
-        vocab=vocab,
-        max_positions=positions,
-        tie=tie,
+        sizes,
         act=cfg.str("hidden_act", default="gelu"),
-        attention_dropout=cfg.float("attention_probs_dropout_prob", default=0.1),
-        hidden_dropout=cfg.float("hidden_dropout_prob", default=0.1),
+        dropout=dropout,
         is_decoder=False,
     )
     return facts, inv.tensors, "BertForMaskedLM"

@@ -263,6 +263,21 @@ class Build:
     params: dict[str, tuple[tuple[int, ...], str]]
 
 
+def _fold_per_layer(data: dict[str, Any]) -> None:
+    """Per-layer lists back into the most common value and ``per_layer_config`` overrides."""
+    per_layer: dict[str, dict[str, Any]] = {}
+    for attr in _PER_LAYER & set(data):
+        values = data[attr]
+        if isinstance(values, list):
+            common = max(set(map(json.dumps, values)), key=lambda v: values.count(json.loads(v)))
+            data[attr] = json.loads(common)
+            for i, v in enumerate(values):
+                if v != data[attr]:
+                    per_layer.setdefault(str(i), {})[attr] = v
+    if per_layer:
+        data["per_layer_config"] = per_layer
+
+
 class Builder:
     """Builds a model type from flat configs, caching every build."""
 
@@ -275,19 +290,10 @@ class Builder:
     def config(self, flat: dict[str, Any]) -> PretrainedConfig:
         data = unflatten(flat)
         data.pop("model_type", None)
-        per_layer: dict[str, dict[str, Any]] = {}
-        for attr in _PER_LAYER & set(data):
-            values = data[attr]
-            if isinstance(values, list):
-                common = max(
-                    set(map(json.dumps, values)), key=lambda v: values.count(json.loads(v))
-                )
-                data[attr] = json.loads(common)
-                for i, v in enumerate(values):
-                    if v != data[attr]:
-                        per_layer.setdefault(str(i), {})[attr] = v
-        if per_layer:
-            data["per_layer_config"] = per_layer
+        _fold_per_layer(data)
+        for value in data.values():
+            if isinstance(value, dict):
+                _fold_per_layer(value)  # a nested text config's own per-layer attributes
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             return AutoConfig.for_model(self.model_type, **data)
 

@@ -108,9 +108,9 @@ def _global_attention_sizes(flat: dict[str, Any], given: Mapping[str, Any], pref
                     "version's table of the architecture does not describe"
                 )
             continue
-        flat[f"{prefix}{attr}"] = [
-            special if special is not None and kind == "full_attention" else base for kind in kinds
-        ]
+        if special is None:
+            continue  # the per-layer list the class derives stands
+        flat[f"{prefix}{attr}"] = [special if kind == "full_attention" else base for kind in kinds]
 
 
 _BLOCK_KINDS = {"mamba": "linear_attention", "attention": "full_attention"}

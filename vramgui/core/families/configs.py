@@ -102,7 +102,7 @@ def _global_attention_sizes(flat: dict[str, Any], given: Mapping[str, Any], pref
         if attr == "num_key_value_heads" and not flat.get(f"{prefix}attention_k_eq_v", True):
             special = None
         if not isinstance(flat.get(f"{prefix}{attr}"), list):
-            if special is not None:
+            if special is not None and special != base:
                 raise ConfigError(
                     f"'{legacy}' gives full-attention layers their own {attr}, which this "
                     "version's table of the architecture does not describe"
@@ -202,7 +202,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
     # pattern stretched to the config's layer count: a guess, said as one.
     guesses: list[str] = []
     for key, default in arch.defaults.items():
-        if key in arch.derived or not isinstance(default, list):
+        if not isinstance(default, list):
             continue
         prefix = key.rpartition(".")[0]
         layers = flat.get(f"{prefix}.num_hidden_layers" if prefix else "num_hidden_layers")
@@ -213,7 +213,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
             # A per-layer attribute given once, for every layer.
             flat[key] = [value] * (layers if isinstance(layers, int) else len(default))
             continue
-        if key in given:
+        if key in given or key in arch.derived:
             continue
         if isinstance(layers, int) and default and len(default) != layers:
             flat[key] = [default[i % len(default)] for i in range(layers)]

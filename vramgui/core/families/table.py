@@ -163,7 +163,8 @@ def _value(text: str, flat: Mapping[str, Any], idx: tuple[int, ...], what: str) 
 def _size(text: str, flat: Mapping[str, Any], idx: tuple[int, ...], what: str) -> int:
     value = _value(text, flat, idx, what)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{what} is not a whole number ({text} = {value!r})")
+        shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
+        raise ConfigError(f"{what} is not a whole number ({text} = {shown})")
     if value < 0 or value > MAX_DIM * MAX_DIM:
         raise ConfigError(f"{what} = {value} is not a possible size")
     return value

@@ -883,8 +883,8 @@ class Learner:
                 + [len_var(k) for k, v in default.items() if isinstance(v, list) and k != a],
                 max_vars=1,
             )
-            if n is None:
-                return None
+            if n is None or not all(isinstance(r.get(a), list) for r, _, _ in rows):
+                return None  # a list only in some builds: the class does not derive it alone
             kinds = sorted({json.dumps(x) for r, _, _ in rows for x in r[a]})
             if len(kinds) == 1:
                 text = f"[{json.loads(kinds[0])!r}] * {_paren(n)}"

@@ -117,6 +117,10 @@ PRESENCE: dict[str, dict[str, str]] = {
 # the tensors of the other kind are learned too.
 SEEDS: dict[str, dict[str, Any]] = {
     # Lfm2Config defaults to all attention; LFM2 checkpoints are mostly short convolutions.
+    # Gemma4TextConfig leaves num_global_key_value_heads unset; Gemma 4 checkpoints give their
+    # full-attention layers fewer K/V heads, shared between K and V (attention_k_eq_v).
+    "gemma4": {"text_config": {"num_global_key_value_heads": 2, "attention_k_eq_v": True}},
+    "gemma4_text": {"num_global_key_value_heads": 2, "attention_k_eq_v": True},
     "lfm2": {"layer_types": ["conv", "conv", "full_attention"] * 10 + ["conv", "full_attention"]},
 }
 
@@ -793,7 +797,23 @@ class Learner:
         )
         entry["defaults"] = {k: defaults[k] for k in sorted(keep) if k in defaults}
         self.verify(entry)
+        if self.model_type in SEEDS:
+            entry["defaults"] = self._class_defaults(entry["defaults"])
         return entry
+
+    def _class_defaults(self, seeded: dict[str, Any]) -> dict[str, Any]:
+        """Learned from a seeded base, defaulted as the class defaults: the seed's values give
+        way to the class's, kept per layer where the seed made an attribute per-layer."""
+        plain = flatten(AutoConfig.for_model(self.model_type))
+        out = dict(seeded)
+        for key, value in seeded.items():
+            if key not in plain:
+                continue
+            default = plain[key]
+            if isinstance(value, list) and is_int(default):
+                default = [default] * len(value)
+            out[key] = default
+        return out
 
     def architecture_name(self) -> str:
         return self.model_class().__name__

@@ -131,8 +131,12 @@ def _classic(
         if arch is None:
             raise
         return _classic_fallback(config, model_type, label, arch, exc)
-    if arch is None:
-        return spec
+    return spec if arch is None else _as_its_class(spec, config, arch)
+
+
+def _as_its_class(spec: ModelSpec, config: dict[str, Any], arch: table.Architecture) -> ModelSpec:
+    """A classic family's spec with what its class's table entry knows: whether transformers
+    runs it with SDPA, and which core sizes the config left to the class default."""
     defaulted = _defaulted_sizes(config, arch.defaults)
     return replace(
         spec,
@@ -162,13 +166,7 @@ def _classic_fallback(
     except ConfigError:
         pass
     else:
-        defaulted = _defaulted_sizes(config, arch.defaults)
-        return replace(
-            spec,
-            facts=replace(spec.facts, sdpa=arch.sdpa),
-            warnings=(*defaulted, *spec.warnings),
-            inventory=Inventory.APPROXIMATE if defaulted else spec.inventory,
-        )
+        return _as_its_class(spec, config, arch)
     # A config the detailed model cannot read (a setting it does not know) still has exact
     # tensors from the table; its facts are then the table's, said as such.
     try:

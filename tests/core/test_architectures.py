@@ -6,18 +6,14 @@ for each model type, the parameter count of the model transformers 5.24 builds f
 several sizes at once. The estimator must give the same count with no torch.
 """
 
-import json
-from pathlib import Path
-
 import pytest
 
+from tests.architecture_table import EXPECTED, bare
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import known_model_types, spec_from_config, table
 from vramgui.core.families.expressions import ExpressionError, compile_expression
 from vramgui.core.model import Inventory, LayerType, Role
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "architectures"
-EXPECTED = json.loads((DATA / "expected.json").read_text())["types"]
 CASES = [
     pytest.param(t, k, case, id=f"{t}-{k}")
     for t, cases in sorted(EXPECTED.items())
@@ -36,12 +32,6 @@ def test_most_causal_lm_types_are_counted_exactly():
     # The types transformers 5.24 builds from a default config; the rest refuse or say approximate.
     assert len(EXPECTED) >= 160
     assert {key.partition(":")[0] for key in EXPECTED} <= known_model_types()
-
-
-def bare(key: str) -> dict:
-    """The bare config of a table key: ``model_type`` or ``model_type:Class``."""
-    model_type, _, class_name = key.partition(":")
-    return {"model_type": model_type, **({"architectures": [class_name]} if class_name else {})}
 
 
 @pytest.mark.parametrize("model_type", sorted(EXPECTED))

@@ -11,19 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.architecture_table import EXPECTED, bare
 from tests.fakehub.files import header_totals, write_sparse_safetensors
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import Inventory
 from vramgui.sources.resolve import load_model
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "architectures" / "expected.json"
-TYPES = sorted(json.loads(DATA.read_text())["types"])
+TYPES = sorted(EXPECTED)
 DTYPES = {"bf16": "BF16", "fp16": "F16", "fp32": "F32"}
 
 
-def bare(key: str) -> dict:
-    model_type, _, class_name = key.partition(":")
-    return {"model_type": model_type, **({"architectures": [class_name]} if class_name else {})}
+def load_header_only(tmp_path: Path, config: dict, tensors: dict):
+    """A folder of config.json and a header-only model.safetensors, loaded as a user opens it."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    write_sparse_safetensors(folder / "model.safetensors", tensors)
+    return load_model(str(folder)).spec
 
 
 @pytest.mark.parametrize("key", TYPES)
@@ -31,11 +35,7 @@ def test_header_only_checkpoint_weighs_its_header(tmp_path, key):
     config = bare(key)
     spec = spec_from_config(config)
     tensors = {t.name: (DTYPES.get(t.dtype or "bf16", "BF16"), t.shape) for t in spec.tensors}
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    write_sparse_safetensors(folder / "model.safetensors", tensors)
-    loaded = load_model(str(folder)).spec
+    loaded = load_header_only(tmp_path, config, tensors)
     assert loaded.parameters == header_totals(tensors)[0]
     assert {t.name for t in loaded.tensors} == set(tensors)
     assert loaded.inventory in (Inventory.FROM_HEADERS, Inventory.APPROXIMATE)
@@ -50,10 +50,6 @@ def test_unknown_architecture_with_headers_is_weighed_not_refused(tmp_path):
         "model.layers.1.mixer.in_proj.weight": ("BF16", (256, 64)),
         "lm_head.weight": ("BF16", (100, 64)),
     }
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    write_sparse_safetensors(folder / "model.safetensors", tensors)
-    loaded = load_model(str(folder)).spec
+    loaded = load_header_only(tmp_path, config, tensors)
     assert loaded.parameters == header_totals(tensors)[0]
     assert loaded.inventory is Inventory.APPROXIMATE

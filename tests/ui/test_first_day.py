@@ -12,23 +12,13 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, write_gguf, write_safetensors
+from tests.ui.waiting import settled
 from vramgui.core.model import Inventory
 from vramgui.ui import palette, report, wording
 from vramgui.ui.help import docs_folder
 from vramgui.ui.model_panel import count_text, parameters_text
 
 GiB = 1024**3
-
-
-def settled(qtbot, window, **expected) -> None:
-    def done() -> bool:
-        analysis = window.controller.analysis
-        if analysis is None:
-            return False
-        w = analysis.estimate.workload
-        return all(getattr(w, k) == v for k, v in expected.items())
-
-    qtbot.waitUntil(done, timeout=10000)
 
 
 def loaded(qtbot, window, name: str) -> None:

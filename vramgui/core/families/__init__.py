@@ -180,26 +180,8 @@ def _classic_fallback(
     )
 
 
-def _unlearned_sizes(arch: table.Architecture, config: dict[str, Any]) -> list[str]:
-    """Sizes the config sets where its class leaves them unset, and no rule of the table reads:
-    the table was learned without them (Nemotron 3's ``moe_latent_size``), so their effect on the
-    tensors is unknown."""
-    read = arch.names_read()
-    out = []
-    for key, value in configs.flatten(config, arch).items():
-        if not isinstance(value, int) or isinstance(value, bool):
-            continue
-        if key in arch.defaults and arch.defaults[key] is None and key not in read:
-            out.append(
-                f"the config sets '{key}' ({value:,}), which {arch.model_type}'s table entry was "
-                "learned without: the tensors it changes may be miscounted"
-            )
-    return out
-
-
 def _table_spec(arch: table.Architecture, config: dict[str, Any], label: str) -> ModelSpec:
     flat, guesses = configs.resolve(arch, config)
-    guesses = [*guesses, *_unlearned_sizes(arch, config)]
     tensors = table.tensors(arch, flat)
     layers = 1 + max((t.layer for t in tensors if t.layer is not None), default=-1)
     if not layers:

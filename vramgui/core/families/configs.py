@@ -9,7 +9,7 @@ as the table records it. Older names some published configs still use are mapped
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from vramgui.core.errors import ConfigError
@@ -154,6 +154,12 @@ _LEGACY = {
     "gemma4_unified": _global_attention_sizes,
     "gemma4_unified_text": _global_attention_sizes,
 }
+# How a type's published configs name what its class reads (a block pattern, attention indices).
+_GIVEN: dict[str, Callable[[dict[str, Any]], None]] = {
+    "nemotron_h": _layer_pattern,
+    "lfm2": _attention_indices,
+    "lfm2_moe": _attention_indices,
+}
 _RENAMED = {
     "nemotron_h": {
         "mamba_n_groups": "n_groups",
@@ -167,24 +173,42 @@ _RENAMED = {
 }
 
 
+def _unlearned_sizes(arch: Architecture, given: Mapping[str, Any]) -> list[str]:
+    """Sizes the config sets where its class leaves them unset, and no rule of the table reads:
+    the table was learned without them (Nemotron 3's ``moe_latent_size``), so their effect on the
+    tensors is unknown."""
+    read = arch.names_read()
+    out = []
+    for key, value in given.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if key in arch.defaults and arch.defaults[key] is None and key not in read:
+            out.append(
+                f"the config sets '{key}' ({value:,}), which {arch.model_type}'s table entry was "
+                "learned without: the tensors it changes may be miscounted"
+            )
+    return out
+
+
 def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Every attribute the architecture's expressions read, as its config class would hold them,
-    and the guesses made where the config left a per-layer list out.
+    and what is uncertain: the guesses made where the config left a per-layer list out, and the
+    sizes it sets that the table was learned without.
 
     Raises:
         ConfigError: a derived attribute cannot be computed from the config's values.
     """
     given = flatten(config, arch)
+    unlearned = _unlearned_sizes(arch, given)
     for alias, name in arch.aliases.items():
         if alias in given:
             given.setdefault(name, given[alias])
     for old, new in _RENAMED.get(arch.model_type, {}).items():
         for key in [k for k in given if k == old or k.endswith(f".{old}")]:
             given.setdefault(key[: -len(old)] + new, given[key])
-    if arch.model_type == "nemotron_h":
-        _layer_pattern(given)
-    if arch.model_type in ("lfm2", "lfm2_moe"):
-        _attention_indices(given)
+    read_given = _GIVEN.get(arch.model_type)
+    if read_given is not None:
+        read_given(given)
     flat: dict[str, Any] = dict(arch.defaults)
     for key, value in given.items():
         if value is None and key in arch.derived:
@@ -227,4 +251,4 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         prefixes = {k.rpartition(".")[0] + "." for k in flat if "." in k} | {""}
         for prefix in prefixes:
             normalize(flat, given, prefix)
-    return flat, guesses
+    return flat, [*guesses, *unlearned]

@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks import training_accuracy
+from benchmarks import architectures, training_accuracy
 from benchmarks.harness.cases import PUBLISHED, load_config
 from vramgui.core import rules, storage
 from vramgui.core.estimate import estimate
@@ -189,6 +189,7 @@ def architecture_rows() -> list[dict]:
     """Every causal-LM type's default config, measured by benchmarks/architectures.py, against
     today's estimate of the same config and workload."""
     doc = json.loads((DATA / "architectures_inference.json").read_text())
+    configs = json.loads(architectures.CASES.read_text())["types"]
     rows = []
     for model_type, rec in doc["types"].items():
         row: dict = {"type": model_type, "settings": rec["settings"]}
@@ -197,10 +198,7 @@ def architecture_rows() -> list[dict]:
             row["failed"] = rec.get("measure_error") or rec.get("estimate_error") or "not run"
             rows.append(row)
             continue
-        base, _, class_name = model_type.partition(":")
-        spec = spec_from_config(
-            {"model_type": base, **({"architectures": [class_name]} if class_name else {})}
-        )
+        spec = spec_from_config(configs[model_type][0]["config"])  # the config measured
         s = rec["settings"]
         w = Workload(
             mode="inference", batch=s["batch"], seq=s["seq"], dtype=s["dtype"],

@@ -58,11 +58,6 @@ def _defaulted_sizes(config: dict[str, Any], defaults: dict[str, Any] | Any) -> 
     return out
 
 
-def known_model_types() -> frozenset[str]:
-    """Every model type whose tensors vramgui builds exactly from config.json."""
-    return CLASSIC_TYPES | table.known_types()
-
-
 def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
     """Build the exact ModelSpec a transformers model of this config.json would have.
 

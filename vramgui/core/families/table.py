@@ -97,12 +97,6 @@ def _table() -> dict[str, Any]:
     return data
 
 
-def table_versions() -> dict[str, str]:
-    """The transformers and torch versions the table was built from."""
-    data = _table()
-    return {"transformers": data["transformers"], "torch": data["torch"]}
-
-
 def type_of_class(class_name: str) -> str | None:
     """The model type whose entry is this class (``DeepseekV3ForCausalLM`` -> ``deepseek_v3``)."""
     if not class_name:

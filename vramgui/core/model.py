@@ -145,6 +145,8 @@ class ArchFacts:
             convolution states of linear-attention, Mamba and short-convolution layers).
         sdpa: transformers runs the model with SDPA when asked (False: eager only, e.g.
             attention sinks).
+        index_topk: keys each query attends to under a sparse-attention indexer (DeepSeek
+            V3.2's DSA), or None.
     """
 
     model_type: str
@@ -181,6 +183,7 @@ class ArchFacts:
     layer_kv_heads: tuple[int, ...] = ()
     layer_state_elements: tuple[int, ...] = ()
     sdpa: bool = True
+    index_topk: int | None = None
 
     @property
     def is_mla(self) -> bool:

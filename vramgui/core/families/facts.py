@@ -224,6 +224,8 @@ def facts_for(
     gated = any(t.module in _GATED and t.role in (Role.MLP, Role.EXPERT) for t in tensors)
     norm_bias = any(t.role is Role.NORM and t.is_bias for t in tensors)
     mla = any(t.module == _MLA for t in tensors)
+    # DeepSeek sparse attention's indexer weighs its heads' scores with weights_proj.
+    indexer = any(t.module == "weights_proj" for t in tensors)
     torch_dtype = r.get("torch_dtype") or r.get("dtype")
     facts = ArchFacts(
         model_type=model_type,
@@ -259,6 +261,7 @@ def facts_for(
         layer_kv_widths=tuple(kv_widths),
         layer_kv_heads=tuple(kv_heads_per_layer),
         layer_state_elements=tuple(states),
+        index_topk=r.int("index_topk") if indexer else None,
     )
     return Facts(facts, tuple(dict.fromkeys(warnings)))
 

@@ -215,7 +215,7 @@ def facts_for(
             f"no block of {model_type} was recognised as attention or a state-space mixer"
         )
 
-    experts, moe_width = _experts(tensors)
+    experts, moe_width = _experts(tensors, hidden)
     top_k = r.int("experts_per_token", 0) or 0
     if experts and not top_k:
         top_k = 1
@@ -346,13 +346,15 @@ def _state(kind: LayerType, members: Sequence[Tensor], r: _Reader) -> int | None
     return None
 
 
-def _experts(tensors: Sequence[Tensor]) -> tuple[int, int]:
+def _experts(tensors: Sequence[Tensor], hidden: int) -> tuple[int, int]:
     """Routed experts per MoE block, and one expert's intermediate width."""
     for t in tensors:
         if t.role is Role.EXPERT and not t.is_bias and len(t.shape) == 3:
             width = min(t.shape[1:])
-            if t.module in ("gate_up_proj",) and t.shape[1] > t.shape[2]:
-                width = t.shape[1] // 2
+            if t.module == "gate_up_proj":
+                # (experts, 2 x width, hidden) or transposed (experts, hidden, 2 x width)
+                other = [n for n in t.shape[1:] if n != hidden]
+                width = (other[0] if other else t.shape[1]) // 2
             return t.shape[0], width
     numbered: dict[tuple[int | None, str], set[str]] = {}
     width = 0

@@ -147,6 +147,7 @@ class ArchFacts:
             attention sinks).
         index_topk: keys each query attends to under a sparse-attention indexer (DeepSeek
             V3.2's DSA), or None.
+        ssm_chunk_size: tokens per chunk of Mamba 2's chunked scan, or None.
     """
 
     model_type: str
@@ -184,6 +185,7 @@ class ArchFacts:
     layer_state_elements: tuple[int, ...] = ()
     sdpa: bool = True
     index_topk: int | None = None
+    ssm_chunk_size: int | None = None
 
     @property
     def is_mla(self) -> bool:

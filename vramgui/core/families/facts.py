@@ -226,6 +226,10 @@ def facts_for(
     mla = any(t.module == _MLA for t in tensors)
     # DeepSeek sparse attention's indexer weighs its heads' scores with weights_proj.
     indexer = any(t.module == "weights_proj" for t in tensors)
+    # Mamba 2 keeps one A per head (Mamba 1 a matrix per channel).
+    mamba2 = any(t.name.endswith("A_log") and len(t.shape) == 1 for t in tensors) and any(
+        k is LayerType.MAMBA for k in kinds
+    )
     torch_dtype = r.get("torch_dtype") or r.get("dtype")
     facts = ArchFacts(
         model_type=model_type,
@@ -262,6 +266,9 @@ def facts_for(
         layer_kv_heads=tuple(kv_heads_per_layer),
         layer_state_elements=tuple(states),
         index_topk=r.int("index_topk") if indexer else None,
+        ssm_chunk_size=(r.int("chunk_size") or r.int("mamba_chunk_size") or 256)
+        if mamba2
+        else None,
     )
     return Facts(facts, tuple(dict.fromkeys(warnings)))
 

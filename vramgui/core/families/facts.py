@@ -183,6 +183,10 @@ def facts_for(
     for i, members in enumerate(by_layer):
         modules = {t.module for t in members}
         kind = _mixer(members, modules)
+        # Attention beside Mamba in one block (Falcon-H1): the block keeps both caches.
+        parallel = kind is LayerType.MAMBA and bool(modules & {*_Q, *_K, *_FUSED})
+        if parallel:
+            kind = LayerType.FULL
         named_kind = named[i] if named is not None else None
         if kind is LayerType.FULL and named_kind is not None:
             kind = named_kind
@@ -202,7 +206,10 @@ def facts_for(
             )
         kv_widths.append(width)
         kv_heads_per_layer.append(n_kv)
-        state = _state(kind, members, r) if not kind.has_kv else 0
+        if parallel:
+            state = _state(LayerType.MAMBA, members, r)
+        else:
+            state = _state(kind, members, r) if not kind.has_kv else 0
         if state is None:
             state = 0
             warnings.append(
@@ -226,9 +233,10 @@ def facts_for(
     mla = any(t.module == _MLA for t in tensors)
     # DeepSeek sparse attention's indexer weighs its heads' scores with weights_proj.
     indexer = any(t.module == "weights_proj" for t in tensors)
-    # Mamba 2 keeps one A per head (Mamba 1 a matrix per channel).
+    # Mamba 2 keeps one A per head (Mamba 1 a matrix per channel) and projects with in_proj
+    # (the gated delta rule, with one A per head too, with in_proj_qkv...).
     mamba2 = any(t.name.endswith("A_log") and len(t.shape) == 1 for t in tensors) and any(
-        k is LayerType.MAMBA for k in kinds
+        t.module == "in_proj" for t in tensors
     )
     torch_dtype = r.get("torch_dtype") or r.get("dtype")
     facts = ArchFacts(

@@ -16,16 +16,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from vramgui.core import dtypes, storage
-from vramgui.core.activations import (
-    LEARNED_POSITIONS,
-    Prefill,
-    attention_used,
-    buffer_bytes,
-    llamacpp_compute_buffer,
-    vllm_profile_peak,
-)
+from vramgui.core.activations import llamacpp_compute_buffer, vllm_profile_peak
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
+from vramgui.core.prefill.mixers import recurrent_fp32_elements
+from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.workload import Workload
 
 
@@ -75,9 +71,8 @@ class _KvShape:
     full: int  # K/V elements one token keeps across the full-attention layers on one GPU
     sliding: int  # ... across the sliding-window layers
     chunked: int  # ... across the chunked-attention layers
-    state: int  # fixed state elements one sequence keeps (linear attention, Mamba, convolutions)
+    state_bytes: int  # the fixed state one sequence keeps (linear attention, Mamba, convolutions)
     per_elem: float
-    state_bytes: int  # bytes per state element (the compute dtype)
     window: int | None  # the most tokens a sliding-window layer keeps; None: every token
     chunk: int | None  # the most tokens a chunked-attention layer keeps; None: every token
 
@@ -94,14 +89,12 @@ class _KvShape:
         # transformers keeps the whole prompt's K/V through the prefill (measured), so its peak
         # sees the full length.
         bounded = workload.engine != "transformers"
-        states = facts.layer_state_elements
         return cls(
             full=sums[LayerType.FULL],
             sliding=sums[LayerType.SLIDING],
             chunked=sums[LayerType.CHUNKED],
-            state=-(-sum(states) // tp) if states else 0,
+            state_bytes=sum(_state_bytes(spec, workload)),
             per_elem=per_elem,
-            state_bytes=dtypes.DTYPE_BYTES[workload.dtype],
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
         )
@@ -112,7 +105,7 @@ class _KvShape:
 
     def bytes(self, batch: int, tokens: int) -> int:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
-        total: float = batch * self.state * self.state_bytes
+        total: float = batch * self.state_bytes
         total += batch * tokens * self.full * self.per_elem
         kept = tokens if self.window is None else min(tokens, self.window)
         total += batch * kept * self.sliding * self.per_elem
@@ -158,6 +151,30 @@ def _kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
     return max(1, -(-facts.num_kv_heads // tp))
 
 
+def _layer_caches(spec: ModelSpec, workload: Workload) -> tuple[Size, ...]:
+    """Per layer, what transformers' cache holds for it once the prompt is written: the whole
+    prompt's keys and values, or a fixed state per sequence."""
+    per_elem = round(dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype))
+    widths = _kv_widths_per_gpu(spec, workload.engine, workload.tp)
+    return tuple(
+        TOKENS * (width * per_elem) + BATCH * state
+        for width, state in zip(widths, _state_bytes(spec, workload), strict=True)
+    )
+
+
+def _state_bytes(spec: ModelSpec, workload: Workload) -> tuple[int, ...]:
+    """Per layer, the bytes of the fixed state one sequence keeps on one GPU: in the compute
+    dtype, but for the recurrent state transformers' gated delta rule hands the cache in fp32."""
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    tp = workload.tp
+    states = spec.facts.layer_state_elements or (0,) * spec.facts.num_layers
+    out = []
+    for layer, elements in enumerate(states):
+        fp32 = recurrent_fp32_elements(spec, layer) if workload.engine == "transformers" else 0
+        out.append(-(-((elements - fp32) * e + fp32 * 4) // tp))
+    return tuple(out)
+
+
 def _layer_types(spec: ModelSpec) -> tuple[LayerType, ...]:
     facts = spec.facts
     if facts.layer_types:
@@ -166,7 +183,11 @@ def _layer_types(spec: ModelSpec) -> tuple[LayerType, ...]:
 
 
 def inference_breakdown(
-    spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+    spec: ModelSpec,
+    workload: Workload,
+    capacity_bytes: int | None = None,
+    *,
+    device: str = "cuda",
 ) -> InferenceBreakdown:
     """Inference memory on one GPU at the worst moment of serving.
 
@@ -174,11 +195,14 @@ def inference_breakdown(
         spec: the model.
         workload: inference settings.
         capacity_bytes: GPU memory, needed to size vLLM's pre-allocated KV pool.
+        device: "cuda", or "cpu" for the kernels PyTorch runs on a CPU (the measuring harness's
+            fake run), where transformers' prefill keeps other tensors.
 
     Raises:
         WorkloadError: a setting the engine does not support.
     """
-    return InferencePlan(spec, workload, capacity_bytes).breakdown(workload.batch, workload.seq)
+    plan = InferencePlan(spec, workload, capacity_bytes, device=device)
+    return plan.breakdown(workload.batch, workload.seq)
 
 
 class InferencePlan:
@@ -209,7 +233,12 @@ class InferencePlan:
     )
 
     def __init__(
-        self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+        self,
+        spec: ModelSpec,
+        workload: Workload,
+        capacity_bytes: int | None = None,
+        *,
+        device: str = "cuda",
     ) -> None:
         facts = spec.facts
         self._workload = workload
@@ -224,11 +253,13 @@ class InferencePlan:
             self._error = exc
             return
         try:
-            self._prepare(spec, workload, capacity_bytes)
+            self._prepare(spec, workload, capacity_bytes, device)
         except VramguiError as exc:
             self._error, self._error_first = exc, False
 
-    def _prepare(self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> None:
+    def _prepare(
+        self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None, device: str
+    ) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
         if workload.engine == "transformers":
@@ -242,8 +273,8 @@ class InferencePlan:
         self._pool: int | None = None
         if workload.engine == "transformers":
             self._prefill = spec.cached(
-                ("inference_prefill", workload.dtype, workload.attention, workload.tp),
-                lambda: Prefill.of(spec, workload, _kv_heads_per_gpu(spec, workload.tp)),
+                ("inference_prefill", workload.dtype, workload.attention, workload.tp, device),
+                lambda: Prefill.of(spec, workload, _layer_caches(spec, workload), device=device),
             )
             self._phase = "prefill" if spec.facts.is_decoder else "forward"
             notes = []

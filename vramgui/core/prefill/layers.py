@@ -1,0 +1,245 @@
+"""What each decoder block is made of, read from its tensors and the architecture facts: the
+widths of its attention (and the variants its code runs: gates, per-head norms, sinks, MLA, a
+sparse indexer, sliding windows), its token mixer where it is not attention, and its MLP or
+experts. Blocks that read alike run the same program; the prefill runs one per kind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vramgui.core.model import LayerType, ModelSpec, Role, Tensor
+
+_Q = ("q_proj", "query", "wq", "q_lin")
+_K = ("k_proj", "key", "wk", "k_lin")
+_V = ("v_proj", "value", "wv", "v_lin")
+_FUSED_QKV = frozenset({"qkv_proj", "query_key_value", "c_attn", "Wqkv", "qkv"})
+_OUT = ("o_proj", "out_proj", "dense", "c_proj", "wo", "o")
+# Families whose experts run every token through every expert (one batched matmul per
+# projection), weighted by a sigmoid of the router's top-k scores.
+DENSE_EXPERTS = frozenset({"llama4_text", "llama4"})
+# Families whose experts apply gpt-oss's clamped, biased GLU (gate * sigmoid(alpha * gate) *
+# (up + 1)) rather than act(gate) * up.
+CLAMPED_GLU = frozenset({"gpt_oss"})
+# Families whose eager softmax runs in the scores' dtype.
+_SOFTMAX_IN_DTYPE = frozenset({"gpt2", "gpt_bigcode", "bert"})
+# Families whose MoE block runs its shared expert before the routed ones (its output waits).
+SHARED_FIRST = frozenset({"qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"})
+
+
+@dataclass(frozen=True, slots=True)
+class Mla:
+    """Multi-head latent attention's low-rank widths (DeepSeek V2 / V3)."""
+
+    q_lora_rank: int  # 0: q projected directly
+    kv_lora_rank: int
+    rope: int  # rotary key / query width per head
+    nope: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class Indexer:
+    """DeepSeek sparse attention's indexer: its heads score every key; the top-k are kept."""
+
+    heads: int
+    head_dim: int
+    topk: int
+
+
+@dataclass(frozen=True, slots=True)
+class Attention:
+    """One block's attention on one GPU."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int  # q / k width of one head
+    v_head_dim: int
+    gated: bool  # q_proj also yields a per-element output gate (Qwen3-Next)
+    head_norms: int  # width per token of the q / k norms' input: 0 none, else q width
+    rotary: int  # rotated elements of one head (0: no rotary embedding)
+    sinks: bool  # learned attention sinks (gpt-oss): eager softmax over scores + one sink
+    window: int | None  # keys a query sees (sliding window / chunk); None: every earlier key
+    mla: Mla | None = None
+    indexer: Indexer | None = None
+    softmax_fp32: bool = True  # eager softmax upcasts (else it runs in the scores' dtype)
+    fused_qkv: bool = False  # one q / k / v linear whose output lives through the attention
+    alibi: bool = False  # BLOOM: baddbmm scores kept, probabilities held into the next block
+    own_mask: bool = False  # Falcon: an additive mask per layer; SDPA then takes its math kernel
+
+    @property
+    def q(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    @property
+    def out(self) -> int:
+        return self.heads * self.v_head_dim
+
+
+@dataclass(frozen=True, slots=True)
+class Experts:
+    """A mixture-of-experts MLP on one GPU."""
+
+    experts: int
+    top_k: int
+    width: int  # one expert's intermediate width
+    shared: int  # the shared experts' intermediate width (0: none)
+    shared_gate: bool  # sigmoid(linear(x)) scales the shared experts' output
+    dense: bool  # every token through every expert (Llama 4)
+    bias: bool  # per-expert biases, gathered per routed slot
+    clamped_glu: bool
+    shared_first: bool
+    router_fp32: bool  # the router's weights are fp32 (its scores too)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One decoder block: its token mixer and its MLP."""
+
+    kind: LayerType
+    attention: Attention | None
+    mlp_width: int  # dense MLP width on one GPU (0 where the block has experts only)
+    experts: Experts | None
+
+
+def block(spec: ModelSpec, layer: int, tp: int) -> Block:
+    """The block ``layer`` of ``spec`` on one of ``tp`` GPUs."""
+    facts = spec.facts
+    kinds = facts.layer_types or (LayerType.FULL,) * facts.num_layers
+    kind = kinds[layer]
+    tensors = spec.layer_tensors(layer)
+    attention = _attention(spec, layer, kind, tensors, tp) if kind.has_kv else None
+    moe = bool(facts.moe_layers) and facts.moe_layers[layer]
+    experts = _experts(spec, tensors, tp) if moe else None
+    dense = not moe and any(t.role is Role.MLP for t in tensors)
+    width = facts.intermediate_size // tp if dense else 0
+    return Block(kind, attention, width, experts)
+
+
+def _out_features(tensors: Sequence[Tensor], modules: Sequence[str]) -> int:
+    return sum(
+        t.shape[0]
+        for t in tensors
+        if t.module in modules and not t.is_bias and t.role is Role.ATTENTION and len(t.shape) == 2
+    )
+
+
+def _attention(
+    spec: ModelSpec, layer: int, kind: LayerType, tensors: Sequence[Tensor], tp: int
+) -> Attention:
+    facts = spec.facts
+    heads = max(1, facts.num_heads // tp)
+    window = None
+    if kind is LayerType.SLIDING:
+        window = facts.sliding_window
+    elif kind is LayerType.CHUNKED:
+        window = facts.attention_chunk_size
+    modules = {t.module for t in tensors}
+    sinks = "sinks" in modules
+    if facts.is_mla:
+        rope, nope = facts.qk_rope_head_dim or 0, facts.qk_nope_head_dim or 0
+        v = facts.v_head_dim or facts.head_dim
+        mla = Mla(facts.q_lora_rank or 0, facts.kv_lora_rank or 0, rope, nope, v)
+        return Attention(
+            heads=heads,
+            kv_heads=heads,
+            head_dim=rope + nope,
+            v_head_dim=v,
+            gated=False,
+            head_norms=0,
+            rotary=rope,
+            sinks=sinks,
+            window=window,
+            mla=mla,
+            indexer=_indexer(spec, tensors),
+        )
+    kv_heads = facts.layer_kv_heads[layer] if facts.layer_kv_heads else facts.num_kv_heads
+    kv_heads = max(1, -(-kv_heads // tp))
+    q_out = _out_features(tensors, _Q)
+    o_in = next(
+        (
+            t.shape[1]
+            for t in tensors
+            if t.module in _OUT and t.role is Role.ATTENTION and not t.is_bias and len(t.shape) == 2
+        ),
+        0,
+    )
+    gated = bool(q_out and o_in and q_out == 2 * o_in)
+    width = facts.layer_kv_widths[layer] if facts.layer_kv_widths else 0
+    head_dim = facts.head_dim
+    if width and facts.layer_kv_heads and facts.layer_kv_heads[layer]:
+        head_dim = width // (2 * facts.layer_kv_heads[layer])
+    norm = next((t for t in tensors if t.module == "q_norm" and not t.is_bias), None)
+    head_norms = 0 if norm is None else heads * head_dim
+    rotary = head_dim if _rotary(spec) else 0
+    model_type = facts.model_type
+    return Attention(
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        gated=gated,
+        head_norms=head_norms,
+        rotary=rotary,
+        sinks=sinks,
+        window=window,
+        softmax_fp32=model_type not in _SOFTMAX_IN_DTYPE,
+        fused_qkv=bool(modules & _FUSED_QKV),
+        alibi=model_type == "bloom",
+        own_mask=model_type == "falcon",
+    )
+
+
+def _rotary(spec: ModelSpec) -> bool:
+    """Rotary embeddings: every decoder but those with learned positions or ALiBi."""
+    return spec.facts.model_type not in ("gpt2", "gpt_bigcode", "opt", "bert", "bloom")
+
+
+def _indexer(spec: ModelSpec, tensors: Sequence[Tensor]) -> Indexer | None:
+    weights = next((t for t in tensors if t.module == "weights_proj" and not t.is_bias), None)
+    key = next((t for t in tensors if t.module == "wk" and not t.is_bias), None)
+    topk = spec.facts.index_topk
+    if weights is None or key is None or not topk:
+        return None
+    return Indexer(heads=weights.shape[0], head_dim=key.shape[0], topk=topk)
+
+
+def _experts(spec: ModelSpec, tensors: Sequence[Tensor], tp: int) -> Experts:
+    facts = spec.facts
+    shared_gate = any(t.module == "shared_expert_gate" for t in tensors)
+    shared = sum(
+        t.shape[0]
+        for t in tensors
+        if t.role is Role.SHARED_EXPERT
+        and t.module in ("gate_proj", "up_proj", "w1", "fc1")
+        and not t.is_bias
+        and len(t.shape) == 2
+    )
+    if any(t.role is Role.SHARED_EXPERT and t.module == "gate_up_proj" for t in tensors):
+        shared = sum(
+            t.shape[0] // 2
+            for t in tensors
+            if t.role is Role.SHARED_EXPERT and t.module == "gate_up_proj" and not t.is_bias
+        )
+    elif facts.gated_mlp and any(
+        t.role is Role.SHARED_EXPERT and t.module == "gate_proj" for t in tensors
+    ):
+        shared //= 2  # gate_proj and up_proj were both counted
+    model_type = facts.model_type
+    return Experts(
+        experts=facts.num_experts,
+        top_k=facts.experts_per_token,
+        width=facts.moe_intermediate_size // tp,
+        shared=shared // tp,
+        shared_gate=shared_gate,
+        dense=model_type in DENSE_EXPERTS,
+        bias=any(t.role is Role.EXPERT and t.is_bias for t in tensors)
+        or any(t.role is Role.EXPERT and t.name.endswith("_bias") for t in tensors),
+        clamped_glu=model_type in CLAMPED_GLU,
+        shared_first=model_type in SHARED_FIRST,
+        router_fp32=any(t.role is Role.ROUTER and t.dtype == "F32" for t in tensors),
+    )

@@ -129,7 +129,8 @@ def _decoder(p: Program, spec: ModelSpec, w: Workload, cache: Sequence[Size], de
     elif model_type not in ("bloom",):
         # rotary cos and sin, (batch, seq, rotated width) in the compute dtype
         rotated = facts.qk_rope_head_dim if facts.is_mla else facts.head_dim
-        p.new(TOKENS * (2 * (rotated or facts.head_dim) * d.e))
+        table = FP32 if model_type in layers.FP32_ROTARY else d.e
+        p.new(TOKENS * (2 * (rotated or facts.head_dim) * table))
     _masks(p, spec, setup)
     x = embeds
     order = _block_order(spec, w.tp)
@@ -138,14 +139,16 @@ def _decoder(p: Program, spec: ModelSpec, w: Workload, cache: Sequence[Size], de
         later = sum((cache[i] for i in range(index + 1, facts.num_layers)), Size())
         given_back = p.new(later * -1)
         block_input = p.new(d.tok(h)) if index else x
+        # this layer's own cache is written inside the block
+        unwritten = p.new(cache[index] * -1)
         # the next block's input stands for this one's output
-        p.free(_block(p, spec, plan, setup, index))
+        p.free(_block(p, spec, plan, setup, index, unwritten=unwritten))
         if block_input != x:
             p.free(block_input)
         p.free(given_back)
     last = p.new(d.tok(h))
     # the final norm, then the head on the last position only and generate's fp32 copy of it
-    normed = _norm(p, spec, d)
+    normed = _norm(p, d, h, layers.final_layer_norm(spec))
     p.free(last)
     vocab = -(-facts.vocab_size // w.tp) if w.tp > 1 else facts.vocab_size
     logits = p.new(BATCH * (vocab * d.e))
@@ -188,10 +191,12 @@ def _block_order(spec: ModelSpec, tp: int) -> list[tuple[int, layers.Block]]:
     return sorted(((i, b) for b, i in last.items()), key=lambda pair: pair[0])
 
 
-def _block(p: Program, spec: ModelSpec, plan: layers.Block, s: _Setup, index: int) -> int:
-    """One decoder block's transient tensors (its input is held by the caller): a normed token
-    mixer and its residual, then a normed MLP or experts and theirs, where the block has each.
-    Returns the block's output."""
+def _block(
+    p: Program, spec: ModelSpec, plan: layers.Block, s: _Setup, index: int, *, unwritten: int
+) -> int:
+    """One decoder block's transient tensors (its input is held by the caller): a token mixer
+    and its residual, then an MLP or experts and theirs, where the block has each, with norms
+    where the block puts them. Returns the block's output."""
     facts = spec.facts
     d = s.d
     h = facts.hidden_size
@@ -199,22 +204,25 @@ def _block(p: Program, spec: ModelSpec, plan: layers.Block, s: _Setup, index: in
     held: list[int] = []
     residual = None
     if plan.kind is not LayerType.NONE:
-        y = _norm(p, spec, d)
+        y = _norm(p, d, h, plan.layer_norm) if plan.norms != "post" else None
         if plan.attention is not None and mamba2(spec, index) is not None:
-            mixed, kept = _parallel_hybrid(p, spec, plan.attention, s, index)
+            mixed, kept = _parallel_hybrid(p, spec, plan.attention, s, index, unwritten=unwritten)
         elif plan.attention is not None:
-            out = attention(p, d, plan.attention, s.kernel, h)
+            out = attention(p, d, plan.attention, s.kernel, h, unwritten=unwritten)
             mixed, kept = out.out, out.kept
         else:
             mixed = mixer(p, d, spec, index, s.tp)
-        p.free(y)
+            p.free(unwritten)  # the mixer's states, written by now
+        if y is not None:
+            p.free(y)
+        mixed = _output_norm(p, d, h, plan, mixed)
         residual = p.new(d.tok(h))
         if facts.model_type in _ATTN_OUTPUT_KEPT:
             held.append(mixed)  # GPT-2's attn_output local lives until the block returns
         else:
             p.free(mixed)
     if plan.experts is not None or plan.mlp_width:
-        y = _norm(p, spec, d)
+        y = _norm(p, d, h, plan.layer_norm) if plan.norms != "post" else None
         if plan.experts is not None:
             out_mlp = experts_mlp(p, d, plan.experts, h, facts.hidden_act)
         else:
@@ -227,7 +235,9 @@ def _block(p: Program, spec: ModelSpec, plan: layers.Block, s: _Setup, index: in
                 fused=_has_module(spec, index, "gate_up_proj"),
                 act=facts.hidden_act,
             )
-        p.free(y)
+        if y is not None:
+            p.free(y)
+        out_mlp = _output_norm(p, d, h, plan, out_mlp)
         output = p.new(d.tok(h))
         p.free(out_mlp)
         if residual is not None:
@@ -235,12 +245,23 @@ def _block(p: Program, spec: ModelSpec, plan: layers.Block, s: _Setup, index: in
     else:
         assert residual is not None
         output = residual
+    if plan.kind is LayerType.NONE:
+        p.free(unwritten)
     p.free(*kept, *held)
     return output
 
 
+def _output_norm(p: Program, d: Dtype, h: int, plan: layers.Block, out: int) -> int:
+    """A branch's output normed before its residual, where the block does so."""
+    if plan.norms == "pre":
+        return out
+    normed = _norm(p, d, h, plan.layer_norm)
+    p.free(out)
+    return normed
+
+
 def _parallel_hybrid(
-    p: Program, spec: ModelSpec, a: layers.Attention, s: _Setup, index: int
+    p: Program, spec: ModelSpec, a: layers.Attention, s: _Setup, index: int, *, unwritten: int
 ) -> tuple[int, tuple[int, ...]]:
     """Falcon-H1: Mamba, then attention, on the same normed input, each output scaled by its
     multiplier, then summed."""
@@ -249,7 +270,7 @@ def _parallel_hybrid(
     ssm_scaled = p.new(d.tok(h))
     p.free(ssm)
     attention_in = p.new(d.tok(h))
-    out = attention(p, d, a, s.kernel, h)
+    out = attention(p, d, a, s.kernel, h, unwritten=unwritten)
     p.free(attention_in)
     attention_scaled = p.new(d.tok(h))
     p.free(out.out)
@@ -258,9 +279,8 @@ def _parallel_hybrid(
     return mixed, out.kept
 
 
-def _norm(p: Program, spec: ModelSpec, d: Dtype) -> int:
-    h = spec.facts.hidden_size
-    return layer_norm(p, d, h) if spec.facts.norm == "layer" else rms_norm(p, d, h)
+def _norm(p: Program, d: Dtype, width: int, biased: bool) -> int:
+    return layer_norm(p, d, width) if biased else rms_norm(p, d, width)
 
 
 def _has_module(spec: ModelSpec, layer: int, module: str) -> bool:

@@ -45,10 +45,16 @@ def when_masked(size: Size, a: Attention) -> Size:
     return longer_than(size, a.window) if a.window else Size()
 
 
-def attention(p: Program, d: Dtype, a: Attention, k: Kernel, hidden: int) -> Out:
-    """A llama-style attention call on the normed input (which the caller holds)."""
+def attention(
+    p: Program, d: Dtype, a: Attention, k: Kernel, hidden: int, *, unwritten: int | None = None
+) -> Out:
+    """A llama-style attention call on the normed input (which the caller holds).
+
+    ``unwritten`` is the handle of this layer's cache counted back out of the KV component
+    until the cache update writes it; the call lets go of it there.
+    """
     if a.mla is not None:
-        return _mla(p, d, a, k, hidden)
+        return _mla(p, d, a, k, hidden, unwritten=unwritten)
     held: list[int] = []  # projection outputs whose views are still in use
     query = key = value = None  # None: a view of a held output
     if a.fused_qkv:
@@ -68,10 +74,18 @@ def attention(p: Program, d: Dtype, a: Attention, k: Kernel, hidden: int) -> Out
         if a.head_norms:
             key = _replace(p, key, rms_norm(p, d, a.kv))
         value = p.new(d.tok(a.kv))
-    if a.rotary:
+    if a.rotary and a.fp32_rotary:
+        q32 = _rope32(p, d, a.q)
+        k32 = _rope32(p, d, a.kv)
+        query = _replace(p, query, p.new(d.tok(a.q)))
+        key = _replace(p, key, p.new(d.tok(a.kv)))
+        p.free(q32, k32)
+    elif a.rotary:
         query = _replace(p, query, rope(p, d, a.q, a.rotary * a.heads))
         key = _replace(p, key, rope(p, d, a.kv, a.rotary * a.kv_heads))
     # The cache keeps its own copies of key and value (the KV component); these go.
+    if unwritten is not None:
+        p.free(unwritten)
     p.free(*(t for t in (key, value) if t is not None))
     out = _kernel(p, d, a, k)
     if a.gated:
@@ -84,6 +98,20 @@ def attention(p: Program, d: Dtype, a: Attention, k: Kernel, hidden: int) -> Out
     projected = p.new(d.tok(hidden))
     p.free(out.out, *held, *(t for t in (query,) if t is not None))
     return Out(projected, out.kept)
+
+
+def _rope32(p: Program, d: Dtype, width: int) -> int:
+    """The rotary embedding with fp32 cos / sin: rotate_half in the input's dtype, the products
+    and their sum in fp32 (cast back by the caller once q and k are both rotated)."""
+    times_cos = p.new(TOKENS * (width * FP32))
+    half = p.new(d.tok(width // 2))
+    rotated_half = p.new(d.tok(width))
+    p.free(half)
+    times_sin = p.new(TOKENS * (width * FP32))
+    p.free(rotated_half)
+    out = p.new(TOKENS * (width * FP32))
+    p.free(times_cos, times_sin)
+    return out
 
 
 def _replace(p: Program, old: int | None, new: int) -> int:
@@ -172,7 +200,9 @@ def _eager(p: Program, d: Dtype, a: Attention) -> Out:
     return Out(merged, (probs,))
 
 
-def _mla(p: Program, d: Dtype, a: Attention, k: Kernel, hidden: int) -> Out:
+def _mla(
+    p: Program, d: Dtype, a: Attention, k: Kernel, hidden: int, *, unwritten: int | None
+) -> Out:
     """DeepSeek's multi-head latent attention: q through its low rank (normed), the latent and
     rotary key compressed (the cache keeps them), q and the key rotated, q_nope and q_rot
     concatenated, k / v expanded from the latent by kv_b_proj, the key assembled per head;
@@ -192,6 +222,8 @@ def _mla(p: Program, d: Dtype, a: Attention, k: Kernel, hidden: int) -> Out:
     held.append(_rope_interleaved(p, d, a.heads * mla.rope))
     key_rot = _rope_interleaved(p, d, mla.rope)
     p.free(latent, key_rot)  # the cache keeps its copies
+    if unwritten is not None:
+        p.free(unwritten)
     held.append(p.new(d.tok(a.q)))  # cat(q_nope, q_rot)
     held.append(p.new(d.tok(a.heads * (mla.nope + mla.v_head_dim))))  # kv_b_proj
     held.append(p.new(d.tok(a.q)))  # the key, per head

@@ -41,14 +41,14 @@ def experts_mlp(p: Program, d: Dtype, x: Experts, hidden: int, act: str) -> int:
 def _router(p: Program, d: Dtype, x: Experts) -> tuple[int, ...]:
     """Router logits (kept by the block), fp32 probabilities over every expert while the top-k
     is taken, and the top-k weights and indices the experts get."""
-    logits = p.new(TOKENS * (x.experts * d.e))
+    logits = p.new(TOKENS * (x.experts * (FP32 if x.router_fp32 else d.e)))
     upcast = p.new(TOKENS * (x.experts * FP32))
     probs = p.new(TOKENS * (x.experts * FP32))
     p.free(upcast)
     values = p.new(TOKENS * (x.top_k * FP32))
     indices = p.new(TOKENS * (x.top_k * INT64))
     p.free(probs)
-    weights = p.new(TOKENS * (x.top_k * (FP32 if x.router_fp32 else d.e)))
+    weights = p.new(TOKENS * (x.top_k * (FP32 if x.fp32_routing else d.e)))
     p.free(values)
     return logits, indices, weights
 
@@ -59,7 +59,7 @@ def _grouped(p: Program, d: Dtype, x: Experts, hidden: int) -> int:
     put back in order and summed per token. Its locals live until it returns."""
     router = _router(p, d, x)
     slots = TOKENS * x.top_k
-    wbytes = FP32 if x.router_fp32 else d.e
+    wbytes = FP32 if x.fp32_routing else d.e
     inner = slots * (x.width * d.e)
     locals_ = [p.new(slots * INT64), p.new(slots * INT64)]  # sorted ids, permutation
     division = p.new(slots * INT64)

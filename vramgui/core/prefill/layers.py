@@ -15,12 +15,43 @@ _K = ("k_proj", "key", "wk", "k_lin")
 _V = ("v_proj", "value", "wv", "v_lin")
 _FUSED_QKV = frozenset({"qkv_proj", "query_key_value", "c_attn", "Wqkv", "qkv"})
 _OUT = ("o_proj", "out_proj", "dense", "c_proj", "wo", "o")
+# Per-head norms of q and k.
+_HEAD_NORMS = frozenset({"q_norm", "k_norm", "q_layernorm", "k_layernorm"})
+# Submodules whose norms are their own, not the block's.
+_INNER = ("self_attn", "attn", "attention", "mixer", "linear_attn", "indexer", "mamba")
 # Families whose experts run every token through every expert (one batched matmul per
 # projection), weighted by a sigmoid of the router's top-k scores.
 DENSE_EXPERTS = frozenset({"llama4_text", "llama4"})
 # Families whose experts apply gpt-oss's clamped, biased GLU (gate * sigmoid(alpha * gate) *
 # (up + 1)) rather than act(gate) * up.
 CLAMPED_GLU = frozenset({"gpt_oss"})
+# Families whose experts get fp32 top-k routing weights whatever the model's dtype (the router
+# upcasts its logits and never casts back; transformers 5.24): the weighted slots, their reordered
+# copy and their sum are fp32 too.
+FP32_ROUTING = frozenset(
+    {
+        "afmoe", "axk1", "axk2", "bailing_hybrid", "beam", "deepseek_v2", "deepseek_v3",
+        "deepseek_v32", "dots3_note_text", "exaone_moe", "flint", "glm4_moe", "glm4_moe_lite",
+        "glm_moe_dsa", "hy_v3", "hy_v4", "kimi_linear", "kolibri1", "longcat_flash",
+        "mimo_v2_flash", "minimax_m2", "minimax_m3_vl_text", "mixtral", "nemotron_h",
+        "sarvam_mla", "sarvam_moe", "solar_open",
+    }
+)  # fmt: skip
+# Families whose rotary embedding hands out fp32 cos / sin (no cast to the hidden states' dtype):
+# q * cos and its sum come out fp32, cast back at the end.
+FP32_ROTARY = frozenset(
+    {
+        "beam",
+        "ernie4_5",
+        "ernie4_5_moe",
+        "flex_olmo",
+        "lfm3",
+        "olmo",
+        "olmo2",
+        "olmo3",
+        "olmo_hybrid",
+    }
+)
 # Families whose eager softmax runs in the scores' dtype.
 _SOFTMAX_IN_DTYPE = frozenset({"gpt2", "gpt_bigcode", "bert"})
 # Families whose MoE block runs its shared expert before the routed ones (its output waits).
@@ -66,6 +97,7 @@ class Attention:
     fused_qkv: bool = False  # one q / k / v linear whose output lives through the attention
     alibi: bool = False  # BLOOM: baddbmm scores kept, probabilities held into the next block
     own_mask: bool = False  # Falcon: an additive mask per layer; SDPA then takes its math kernel
+    fp32_rotary: bool = False  # rotated in fp32 (fp32 cos / sin), cast back
 
     @property
     def q(self) -> int:
@@ -93,7 +125,8 @@ class Experts:
     bias: bool  # per-expert biases, gathered per routed slot
     clamped_glu: bool
     shared_first: bool
-    router_fp32: bool  # the router's weights are fp32 (its scores too)
+    router_fp32: bool  # the router's weights are fp32 (its logits too)
+    fp32_routing: bool  # the top-k weights the experts get are fp32
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +137,8 @@ class Block:
     attention: Attention | None
     mlp_width: int  # dense MLP width on one GPU (0 where the block has experts only)
     experts: Experts | None
+    layer_norm: bool = False  # the block's norms are LayerNorms (biased), not RMSNorms
+    norms: str = "pre"  # "pre": on each branch's input; "post": on its output; "sandwich": both
 
 
 def block(spec: ModelSpec, layer: int, tp: int) -> Block:
@@ -117,7 +152,37 @@ def block(spec: ModelSpec, layer: int, tp: int) -> Block:
     experts = _experts(spec, tensors, tp) if moe else None
     dense = not moe and any(t.role is Role.MLP for t in tensors)
     width = facts.intermediate_size // tp if dense else 0
-    return Block(kind, attention, width, experts)
+    return Block(
+        kind, attention, width, experts, layer_norm=_biased_norm(tensors), norms=_placement(tensors)
+    )
+
+
+def _placement(tensors: Sequence[Tensor]) -> str:
+    """Where a block norms its branches, from its norms' names: a post-feedforward norm means
+    the outputs are normed (OLMo 2's pair of them: only the outputs; Gemma's four: inputs too)."""
+    names = {
+        t.module
+        for t in tensors
+        if t.role is Role.NORM
+        and not any(f".{m}." in t.name for m in _INNER)
+        and t.module not in _HEAD_NORMS
+    }
+    if "post_feedforward_layernorm" not in names:
+        return "pre"
+    return "sandwich" if "pre_feedforward_layernorm" in names else "post"
+
+
+def _biased_norm(tensors: Sequence[Tensor]) -> bool:
+    """Whether a block's own norms (not those inside its attention or mixer) carry a bias."""
+    return any(
+        t.role is Role.NORM and t.is_bias and not any(f".{m}." in t.name for m in _INNER)
+        for t in tensors
+    )
+
+
+def final_layer_norm(spec: ModelSpec) -> bool:
+    """Whether the norm after the last block is a LayerNorm."""
+    return _biased_norm(spec.layer_tensors(None))
 
 
 def _out_features(tensors: Sequence[Tensor], modules: Sequence[str]) -> int:
@@ -173,7 +238,9 @@ def _attention(
     head_dim = facts.head_dim
     if width and facts.layer_kv_heads and facts.layer_kv_heads[layer]:
         head_dim = width // (2 * facts.layer_kv_heads[layer])
-    norm = next((t for t in tensors if t.module == "q_norm" and not t.is_bias), None)
+    norm = next(
+        (t for t in tensors if t.module in ("q_norm", "q_layernorm") and not t.is_bias), None
+    )
     head_norms = 0 if norm is None else heads * head_dim
     rotary = head_dim if _rotary(spec) else 0
     model_type = facts.model_type
@@ -191,6 +258,7 @@ def _attention(
         fused_qkv=bool(modules & _FUSED_QKV),
         alibi=model_type == "bloom",
         own_mask=model_type == "falcon",
+        fp32_rotary=model_type in FP32_ROTARY,
     )
 
 
@@ -242,4 +310,5 @@ def _experts(spec: ModelSpec, tensors: Sequence[Tensor], tp: int) -> Experts:
         clamped_glu=model_type in CLAMPED_GLU,
         shared_first=model_type in SHARED_FIRST,
         router_fp32=any(t.role is Role.ROUTER and t.dtype == "F32" for t in tensors),
+        fp32_routing=model_type in FP32_ROUTING,
     )

@@ -80,6 +80,32 @@ def rope(p: Program, d: Dtype, width: int, rotated: int) -> int:
     return whole
 
 
+def _xielu(p: Program, d: Dtype, width: int) -> int:
+    """transformers' xIELU in Python ops (Apertus, without its CUDA extension):
+    ``where(x > 0, a_p * x * x + b * x, (expm1(min(x, eps)) - x) * a_n + b * x)``."""
+    inner = d.tok(width)
+    positive = p.new(TOKENS * width)  # x > 0
+    scaled = p.new(inner)
+    squared = p.new(inner)
+    p.free(scaled)
+    linear = p.new(inner)
+    branch_p = p.new(inner)
+    p.free(squared, linear)
+    low = p.new(inner)
+    expm1 = p.new(inner)
+    p.free(low)
+    diff = p.new(inner)
+    p.free(expm1)
+    times = p.new(inner)
+    p.free(diff)
+    linear = p.new(inner)
+    branch_n = p.new(inner)
+    p.free(times, linear)
+    out = p.new(inner)
+    p.free(positive, branch_p, branch_n)
+    return out
+
+
 def dense_mlp(
     p: Program, d: Dtype, width: int, hidden: int, *, gated: bool, fused: bool, act: str
 ) -> int:
@@ -100,7 +126,9 @@ def dense_mlp(
         p.free(activated, up)
     else:
         up = p.new(inner)
-        if act in MULTI_OP_ACTIVATIONS:
+        if act == "xielu":
+            product = _xielu(p, d, width)
+        elif act in MULTI_OP_ACTIVATIONS:
             # 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3))): three temporaries beside x.
             temps = [p.new(inner) for _ in range(3)]
             p.free(temps[0], temps[1])

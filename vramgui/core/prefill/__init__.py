@@ -123,16 +123,20 @@ def _decoder(p: Program, spec: ModelSpec, w: Workload, cache: Sequence[Size], de
     # generate's inputs, held by the caller through the forward: the prompt's ids, its attention
     # mask and the position ids built from it.
     p.new(TOKENS * (3 * INT64))
+    # no layer has written its cache yet (the KV component counts them all)
+    unwritten_all = p.new(sum(cache, Size()) * -1)
     embeds = p.new(d.tok(h))
     if model_type in LEARNED_POSITIONS:
         p.new(SEQ * (h * d.e))
     elif model_type not in ("bloom",):
         # rotary cos and sin, (batch, seq, rotated width) in the compute dtype
-        rotated = facts.qk_rope_head_dim if facts.is_mla else facts.head_dim
         table = FP32 if model_type in layers.FP32_ROTARY else d.e
-        p.new(TOKENS * (2 * (rotated or facts.head_dim) * table))
+        for rotated in _rotary_widths(spec, w.tp):
+            p.new(TOKENS * (2 * rotated * table))
+    _per_layer_inputs(p, spec, d)
     _masks(p, spec, setup)
     x = embeds
+    p.free(unwritten_all)
     order = _block_order(spec, w.tp)
     for index, plan in order:
         # the cache of the layers after this one is not written yet
@@ -154,6 +158,46 @@ def _decoder(p: Program, spec: ModelSpec, w: Workload, cache: Sequence[Size], de
     logits = p.new(BATCH * (vocab * d.e))
     p.new(BATCH * (vocab * FP32))
     p.free(normed, logits)
+
+
+def _rotary_widths(spec: ModelSpec, tp: int) -> list[int]:
+    """The widths of the rotary tables the model makes before its blocks: one, or one per
+    attention kind where the model keeps a rotary embedding per layer type."""
+    facts = spec.facts
+    if facts.is_mla:
+        return [facts.qk_rope_head_dim or facts.head_dim]
+    if facts.model_type not in layers.ROTARY_PER_KIND:
+        return [facts.head_dim]
+    widths: dict[LayerType, int] = {}
+    for i in range(facts.num_layers):
+        plan = layers.block(spec, i, tp)
+        if plan.attention is not None:
+            widths[plan.kind] = plan.attention.head_dim
+    return list(widths.values()) or [facts.head_dim]
+
+
+def _per_layer_inputs(p: Program, spec: ModelSpec, d: Dtype) -> None:
+    """Gemma 3n / 4's per-layer inputs, made once and held through the forward: a second
+    embedding of every layer's slice, scaled, plus a projection of the embeddings, normed in
+    fp32 per slice, summed and scaled."""
+    table = next(
+        (t for t in spec.layer_tensors(None) if t.name.endswith("embed_tokens_per_layer.weight")),
+        None,
+    )
+    if table is None:
+        return
+    width = table.shape[1]
+    looked_up = p.new(d.tok(width))
+    scaled = p.new(d.tok(width))
+    p.free(looked_up)
+    projected = p.new(d.tok(width))
+    scaled_projection = p.new(d.tok(width))
+    p.free(projected)
+    normed = rms_norm(p, d, width)
+    p.free(scaled_projection)
+    summed = p.new(d.tok(width))
+    p.new(d.tok(width))  # scaled: the per-layer inputs the blocks get
+    p.free(summed, normed, scaled)
 
 
 def _masks(p: Program, spec: ModelSpec, s: _Setup) -> None:
@@ -245,10 +289,29 @@ def _block(
     else:
         assert residual is not None
         output = residual
+    if plan.per_layer_input:
+        output = _per_layer_tail(p, d, h, plan.per_layer_input, output)
     if plan.kind is LayerType.NONE:
         p.free(unwritten)
     p.free(*kept, *held)
     return output
+
+
+def _per_layer_tail(p: Program, d: Dtype, h: int, width: int, x: int) -> int:
+    """Gemma 3n / 4's block tail: its per-layer input gated in by a GELU of a projection of the
+    block's output, projected back, normed, added."""
+    gate = p.new(d.tok(width))
+    activated = p.new(d.tok(width))
+    p.free(gate)
+    product = p.new(d.tok(width))
+    p.free(activated)
+    projected = p.new(d.tok(h))
+    p.free(product)
+    normed = rms_norm(p, d, h)
+    p.free(projected)
+    out = p.new(d.tok(h))
+    p.free(normed, x)
+    return out
 
 
 def _output_norm(p: Program, d: Dtype, h: int, plan: layers.Block, out: int) -> int:

@@ -20,6 +20,9 @@ from vramgui.core.prefill.program import (
     longer_than,
 )
 
+# transformers hands SDPA grouped-query k / v unrepeated only up to this head size.
+SDPA_GQA_HEAD_DIM = 256
+
 
 @dataclass(frozen=True, slots=True)
 class Kernel:
@@ -83,6 +86,8 @@ def attention(
     elif a.rotary:
         query = _replace(p, query, rope(p, d, a.q, a.rotary * a.heads))
         key = _replace(p, key, rope(p, d, a.kv, a.rotary * a.kv_heads))
+    if a.v_norm and value is not None:
+        value = _replace(p, value, rms_norm(p, d, a.kv, weighted=False))
     # The cache keeps its own copies of key and value (the KV component); these go.
     if unwritten is not None:
         p.free(unwritten)
@@ -133,12 +138,12 @@ def _kernel(p: Program, d: Dtype, a: Attention, k: Kernel) -> Out:
         return out
     repeated: list[int] = []
     if a.kv_heads not in (1, a.heads):
-        # With a mask, transformers repeats k / v to every query head (no GQA kernel); from
-        # a single head the repeat is a view.
-        repeated = [
-            p.new(when_masked(d.tok(a.q), a)),
-            p.new(when_masked(d.tok(a.heads * a.v_head_dim), a)),
-        ]
+        # transformers repeats k / v to every query head unless SDPA's GQA kernel applies (no
+        # mask, head size up to 256); from a single head the repeat is a view.
+        always = a.head_dim > SDPA_GQA_HEAD_DIM or a.head_dim != a.v_head_dim
+        for width in (a.q, a.heads * a.v_head_dim):
+            size = d.tok(width)
+            repeated.append(p.new(size if always else when_masked(size, a)))
     # SDPA turns a boolean mask into an additive one of the query's dtype, batch included
     mask = p.new(when_masked(SCORES * d.e, a))
     out = p.new(d.tok(a.out))

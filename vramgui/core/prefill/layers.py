@@ -52,6 +52,16 @@ FP32_ROTARY = frozenset(
         "olmo_hybrid",
     }
 )
+# Families that make one rotary table per attention kind (its own head size and base).
+ROTARY_PER_KIND = frozenset(
+    {
+        "beam", "dory", "dots3_note_text", "gemma3", "gemma3_text", "gemma3n_text", "gemma4",
+        "gemma4_text", "gemma4_unified_text", "laguna", "mellum", "mimo_v2_flash",
+        "modernbert-decoder", "olmo3", "step3p7", "zaya",
+    }
+)  # fmt: skip
+# Families that RMS-norm their values (without a weight, so no tensor says so).
+V_NORM = frozenset({"gemma3n", "gemma3n_text", "gemma4", "gemma4_text", "gemma4_unified_text"})
 # Families whose eager softmax runs in the scores' dtype.
 _SOFTMAX_IN_DTYPE = frozenset({"gpt2", "gpt_bigcode", "bert"})
 # Families whose MoE block runs its shared expert before the routed ones (its output waits).
@@ -98,6 +108,7 @@ class Attention:
     alibi: bool = False  # BLOOM: baddbmm scores kept, probabilities held into the next block
     own_mask: bool = False  # Falcon: an additive mask per layer; SDPA then takes its math kernel
     fp32_rotary: bool = False  # rotated in fp32 (fp32 cos / sin), cast back
+    v_norm: bool = False  # the values RMS-normed
 
     @property
     def q(self) -> int:
@@ -138,6 +149,7 @@ class Block:
     mlp_width: int  # dense MLP width on one GPU (0 where the block has experts only)
     experts: Experts | None
     layer_norm: bool = False  # the block's norms are LayerNorms (biased), not RMSNorms
+    per_layer_input: int = 0  # width of the per-layer input the block gates in (Gemma 3n / 4)
     norms: str = "pre"  # "pre": on each branch's input; "post": on its output; "sandwich": both
 
 
@@ -151,9 +163,16 @@ def block(spec: ModelSpec, layer: int, tp: int) -> Block:
     moe = bool(facts.moe_layers) and facts.moe_layers[layer]
     experts = _experts(spec, tensors, tp) if moe else None
     dense = not moe and any(t.role is Role.MLP for t in tensors)
-    width = facts.intermediate_size // tp if dense else 0
+    width = _mlp_width(tensors, facts.hidden_size, facts.intermediate_size) // tp if dense else 0
+    gate = next((t for t in tensors if t.module == "per_layer_input_gate" and not t.is_bias), None)
     return Block(
-        kind, attention, width, experts, layer_norm=_biased_norm(tensors), norms=_placement(tensors)
+        kind,
+        attention,
+        width,
+        experts,
+        layer_norm=_biased_norm(tensors),
+        norms=_placement(tensors),
+        per_layer_input=gate.shape[0] if gate is not None else 0,
     )
 
 
@@ -170,6 +189,21 @@ def _placement(tensors: Sequence[Tensor]) -> str:
     if "post_feedforward_layernorm" not in names:
         return "pre"
     return "sandwich" if "pre_feedforward_layernorm" in names else "post"
+
+
+def _mlp_width(tensors: Sequence[Tensor], hidden: int, configured: int) -> int:
+    """The dense MLP's width, from its down projection (hidden x width): configs state widths
+    their class adjusts (LFM2's 2/3 and rounding)."""
+    widths = [
+        t.shape[1]
+        for t in tensors
+        if t.role is Role.MLP
+        and not t.is_bias
+        and len(t.shape) == 2
+        and t.shape[0] == hidden
+        and t.shape[1] != hidden
+    ]
+    return max(widths) if widths else configured
 
 
 def _biased_norm(tensors: Sequence[Tensor]) -> bool:
@@ -259,6 +293,7 @@ def _attention(
         alibi=model_type == "bloom",
         own_mask=model_type == "falcon",
         fp32_rotary=model_type in FP32_ROTARY,
+        v_norm=model_type in V_NORM,
     )
 
 

@@ -101,6 +101,32 @@ def mamba2(spec: ModelSpec, layer: int) -> Mamba2 | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class KimiDelta:
+    """A Kimi delta-attention layer's widths (Kimi Linear) on one GPU: a per-channel decay."""
+
+    heads: int
+    head_dim: int
+    conv: int
+    gate_rank: int  # the forget gate's and output gate's low rank
+
+
+def kimi_delta(spec: ModelSpec, layer: int) -> KimiDelta | None:
+    """The layer's Kimi delta-attention widths, from its tensors."""
+    tensors = spec.layer_tensors(layer)
+    by_module = {t.module: t for t in tensors if not t.is_bias}
+    conv, q, a_log = by_module.get("conv1d"), by_module.get("q_proj"), by_module.get("A_log")
+    f_a = by_module.get("f_a_proj")
+    if conv is None or q is None or f_a is None or a_log is None:
+        return None
+    heads = max(1, a_log.shape[-1] if len(a_log.shape) == 1 else a_log.numel // a_log.shape[-1])
+    width = q.shape[0]
+    heads = next((t.shape[0] for t in tensors if t.module == "b_proj" and not t.is_bias), heads)
+    return KimiDelta(
+        heads=heads, head_dim=width // heads, conv=conv.shape[-1], gate_rank=f_a.shape[0]
+    )
+
+
 def recurrent_fp32_elements(spec: ModelSpec, layer: int) -> int:
     """Elements of the layer's cached state that transformers keeps in fp32 whatever the model's
     dtype: the recurrent state of the gated delta rule and of Mamba 2's chunked scan (computed
@@ -109,7 +135,10 @@ def recurrent_fp32_elements(spec: ModelSpec, layer: int) -> int:
     if g is not None:
         return g.v_heads * g.k_dim * g.v_dim
     m = mamba2(spec, layer)
-    return 0 if m is None else m.inner * m.state
+    if m is not None:
+        return m.inner * m.state
+    k = kimi_delta(spec, layer)
+    return 0 if k is None else k.heads * k.head_dim * k.head_dim
 
 
 def mixer(p: Program, d: Dtype, spec: ModelSpec, layer: int, tp: int) -> int:
@@ -120,7 +149,118 @@ def mixer(p: Program, d: Dtype, spec: ModelSpec, layer: int, tp: int) -> int:
     m = mamba2(spec, layer)
     if m is not None:
         return _mamba2(p, d, m, spec.facts.hidden_size)
+    k = kimi_delta(spec, layer)
+    if k is not None:
+        return _kimi_delta(p, d, k, spec.facts.hidden_size)
     return p.new(d.tok(spec.facts.hidden_size))
+
+
+def _kimi_delta(p: Program, d: Dtype, k: KimiDelta, hidden: int) -> int:
+    """Kimi delta attention: q / k / v projected and concatenated, the causal convolution and
+    SiLU, the per-channel forget gate in fp32, beta; then ``chunk_kimi_delta_attention``: q, k,
+    v, g upcast, q / k L2-normed, padded to the chunk, the (chunk x chunk x head_dim) decay of
+    every chunk and the products it weighs (the largest tensors), the UT solve, the scan; the
+    gated RMSNorm in fp32; o_proj."""
+    chunk = GATED_DELTA_CHUNK
+    width = k.heads * k.head_dim
+    tok32 = TOKENS * (width * FP32)
+    pad = padded_tokens(chunk) * (width * FP32)
+    cube = padded_tokens(chunk) * (width * chunk * FP32)  # (chunk x chunk x head_dim) per chunk
+    square = padded_tokens(chunk) * (k.heads * chunk * FP32)
+    projections = [p.new(d.tok(width)) for _ in range(3)]
+    mixed = p.new(d.tok(3 * width))
+    p.free(*projections)
+    convolved = p.new(d.tok(3 * width) + BATCH * (3 * width * (k.conv - 1) * d.e))
+    held = [p.new(d.tok(3 * width))]  # SiLU; q, k, v are views of it
+    p.free(convolved, mixed)
+    low = p.new(d.tok(k.gate_rank))
+    gate = p.new(d.tok(width))
+    p.free(low)
+    upcast = p.new(tok32)
+    biased = p.new(tok32)
+    p.free(upcast)
+    above = p.new(TOKENS * width)
+    exp = p.new(tok32)
+    plus_one = p.new(tok32)
+    p.free(exp)
+    log = p.new(tok32)
+    p.free(plus_one)
+    softplus = p.new(tok32)
+    p.free(above, log)
+    held.append(p.new(tok32))  # g
+    p.free(gate, biased, softplus)
+    held.append(p.new(TOKENS * (k.heads * d.e)))  # beta
+    # chunk_kimi_delta_attention: q, k, v made contiguous then fp32; g made contiguous
+    inputs = []
+    for _ in range(3):
+        copy = p.new(d.tok(width))
+        inputs.append(p.new(tok32))
+        p.free(copy)
+    inputs.append(p.new(tok32))
+    q32, k32, v32, g32 = inputs
+    normed = []
+    for x in (q32, k32):  # l2norm
+        p.scratch(tok32)
+        normed.append(p.new(tok32))
+        p.free(x)
+    padded_q = p.new(pad)
+    query = p.new(pad)  # * scale
+    p.free(padded_q, normed[0])
+    key = p.new(pad)
+    p.free(normed[1])
+    value = p.new(pad)
+    p.free(v32)
+    g_padded = p.new(pad)
+    p.free(g32)
+    v_beta, k_beta = p.new(pad), p.new(pad)
+    g_cum = p.new(pad)
+    p.free(g_padded)
+    difference = p.new(cube)
+    masked = p.new(cube)
+    p.free(difference)
+    decay = p.new(cube)
+    p.free(masked)
+    product = p.new(cube)
+    weighted = p.new(cube)
+    p.free(product)
+    summed = p.new(square)
+    p.free(weighted)
+    attn = p.new(square)
+    p.free(summed)
+    attn = _replace_with(p, attn, square)  # the negation, then + eye after the solve
+    attn = _replace_with(p, attn, square)
+    new_value = p.new(pad)
+    p.free(value)
+    exp_g = p.new(pad)
+    k_decayed = p.new(pad)
+    cumdecay = p.new(pad)
+    p.free(exp_g, k_decayed)
+    state = p.new(BATCH * (k.heads * k.head_dim * k.head_dim * FP32))
+    out = p.new(pad)
+    # the scan: per chunk, q * k * decay over (chunk x chunk x head_dim), twice
+    per_chunk = BATCH * (k.heads * chunk * chunk * k.head_dim * FP32)
+    p.free(p.new(per_chunk), p.new(per_chunk))
+    result = p.new(d.tok(width))
+    p.free(out, state, cumdecay, new_value, attn, decay, g_cum, v_beta, k_beta, key, query)
+    p.free(*held)
+    # the output gate's low-rank projection, the gated RMSNorm in fp32, o_proj
+    low = p.new(d.tok(k.gate_rank))
+    gate = p.new(d.tok(width))
+    p.free(low)
+    normed_out = rms_norm(p, d, width, weighted=False)
+    gated = p.new(tok32)
+    p.free(normed_out)
+    cast = p.new(d.tok(width))
+    p.free(gated, gate, result)
+    projected = p.new(d.tok(hidden))
+    p.free(cast)
+    return projected
+
+
+def _replace_with(p: Program, old: int, size: Size) -> int:
+    new = p.new(size)
+    p.free(old)
+    return new
 
 
 def _mamba2(p: Program, d: Dtype, m: Mamba2, hidden: int) -> int:

@@ -1,10 +1,10 @@
 """Inference memory per GPU: weights, KV cache, the prefill's transient activations, engine buffers.
 
 The transformers engine is modelled as ``model.generate`` runs it: one prefill forward over the whole
-prompt under ``torch.no_grad`` with a DynamicCache and ``logits_to_keep=1``. Its peak falls inside the
-last decoder block, when every block's K/V is already cached; the transient tensors of that block
-are followed op by op in :meth:`activations.Prefill._block_peak` (the order and lifetimes follow
-transformers' modelling code). vLLM and llama.cpp are modelled by their own allocation rules.
+prompt under ``torch.no_grad`` with a DynamicCache and ``logits_to_keep=1``, written in core/prefill
+as the tensors its code makes and lets go of (the order and lifetimes follow transformers'
+modelling code), each block where the cache of every earlier layer is written. vLLM and llama.cpp
+are modelled by their own allocation rules.
 
 Sweeps and solvers estimate one setup at many batch sizes and context lengths, so
 :class:`InferencePlan` works out once what does not depend on the two sizes.
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from vramgui.core import dtypes, storage
 from vramgui.core.activations import llamacpp_compute_buffer, vllm_profile_peak
 from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.families import validation
 from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
@@ -217,6 +218,7 @@ class InferencePlan:
 
     __slots__ = (
         "_activations",
+        "_checked",
         "_details",
         "_error",
         "_error_first",
@@ -271,7 +273,9 @@ class InferencePlan:
         self._details: dict[str, int | float] = {}
         self._notes: tuple[str, ...] = ()
         self._pool: int | None = None
+        self._checked: validation.Checked | None = None
         if workload.engine == "transformers":
+            self._checked = validation.checked(spec.facts.model_type)
             self._prefill = spec.cached(
                 ("inference_prefill", workload.dtype, workload.attention, workload.tp, device),
                 lambda: Prefill.of(spec, workload, _layer_caches(spec, workload), device=device),
@@ -330,6 +334,8 @@ class InferencePlan:
         engine = self._workload.engine
         if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
+            if self._checked is not None:
+                notes = (*notes, *self._outside(batch, seq))
         elif engine == "vllm":
             activations = self._activations
             details["kv_needed_bytes"] = kv
@@ -363,6 +369,21 @@ class InferencePlan:
             phase=self._phase,
             notes=notes,
             details=details,
+        )
+
+    def _outside(self, batch: int, seq: int) -> tuple[str, ...]:
+        """A note where the workload lies outside the shapes and sizes this architecture's
+        prefill was measured at."""
+        checked = self._checked
+        assert checked is not None
+        outside = checked.outside(batch, seq, self._facts.hidden_size)
+        if not outside:
+            return ()
+        return (
+            f"{self._facts.model_type}'s prefill was measured against transformers at "
+            f"{checked.described()}; {' and '.join(outside)} "
+            f"{'is' if len(outside) == 1 else 'are'} outside that, so these activations are "
+            "approximate.",
         )
 
 

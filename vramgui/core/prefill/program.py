@@ -160,16 +160,16 @@ class Peak:
         unique = list(dict.fromkeys(points))
         terms = sorted({t for p in unique for t in p.terms})
         vectors = [tuple(p.terms.get(t, 0) for t in terms) for p in unique]
-        kept = [
-            v
-            for i, v in enumerate(vectors)
-            if not any(
-                j != i and w != v and all(a <= b for a, b in zip(v, w, strict=True))
-                for j, w in enumerate(vectors)
-            )
-        ]
+        # A total that dominates another is at least as large at every shape, so with the totals
+        # in decreasing order of their sum at one shape a total's dominators come before it.
+        reference = [t.value(2, 4099) for t in terms]
+        vectors.sort(key=lambda v: -sum(c * r for c, r in zip(v, reference, strict=True)))
+        kept: list[tuple[int, ...]] = []
+        for v in vectors:
+            if not any(all(a <= b for a, b in zip(v, w, strict=True)) for w in kept):
+                kept.append(v)
         self._terms = tuple(terms)
-        self._points = tuple(dict.fromkeys(kept))
+        self._points = tuple(kept)
 
     def at(self, batch: int, seq: int) -> int:
         values = [t.value(batch, seq) for t in self._terms]

@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from vramgui.core import dtypes
 from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.prefill import layers
-from vramgui.core.prefill.attention import Kernel, attention, when_masked
+from vramgui.core.prefill.attention import Kernel, attention
 from vramgui.core.prefill.experts import experts_mlp
 from vramgui.core.prefill.mixers import mamba2, mixer
 from vramgui.core.prefill.ops import (
     FP32,
     INT64,
-    MULTI_OP_ACTIVATIONS,
     Dtype,
     dense_mlp,
     layer_norm,
@@ -53,10 +52,6 @@ LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "opt", "bert"})
 _ALWAYS_MASKED = frozenset({"falcon"})
 # Families that only have eager attention in transformers.
 EAGER_ONLY = frozenset({"bloom"})
-# Families whose eager softmax runs in the scores' dtype.
-_SOFTMAX_IN_DTYPE = frozenset({"gpt2", "gpt_bigcode", "bert"})
-_FUSED_QKV = frozenset({"qkv_proj", "query_key_value", "c_attn", "Wqkv"})
-_POSITION_IDS = "position_ids"
 
 
 def attention_used(spec: ModelSpec, w: Workload) -> str:
@@ -390,12 +385,4 @@ def _encoder(p: Program, spec: ModelSpec, w: Workload) -> None:
     p.free(normed, output)
 
 
-__all__ = [
-    "EAGER_ONLY",
-    "LEARNED_POSITIONS",
-    "MULTI_OP_ACTIVATIONS",
-    "Prefill",
-    "attention_used",
-    "buffer_bytes",
-    "when_masked",
-]
+__all__ = ["EAGER_ONLY", "LEARNED_POSITIONS", "Prefill", "attention_used", "buffer_bytes"]

@@ -145,11 +145,11 @@ def _kernel(p: Program, d: Dtype, a: Attention, k: Kernel) -> Out:
             size = d.tok(width)
             repeated.append(p.new(size if always else when_masked(size, a)))
     # SDPA turns a boolean mask into an additive one of the query's dtype, batch included
-    mask = p.new(when_masked(SCORES * d.e, a))
-    out = p.new(d.tok(a.out))
+    converted = p.new(when_masked(SCORES * d.e, a))
+    merged = p.new(d.tok(a.out))
     p.scratch(TOKENS * (a.heads * FP32))  # log-sum-exp per query row
-    p.free(mask, *repeated)
-    return Out(out)
+    p.free(converted, *repeated)
+    return Out(merged)
 
 
 def _eager(p: Program, d: Dtype, a: Attention) -> Out:

@@ -33,7 +33,7 @@ class Term:
         if seq <= self.above or batch <= self.batch_above:
             return 0
         s = -(-seq // self.pad) * self.pad if self.pad > 1 else seq
-        out = batch**self.batch * s**self.seq
+        out: int = batch**self.batch * s**self.seq
         return out * min(seq, self.cap) if self.cap else out
 
 

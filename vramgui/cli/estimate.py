@@ -8,7 +8,14 @@ from typing import Any
 
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import COMPONENTS, estimate
-from vramgui.core.fit import cheapest, fit_rows, gpus_needed, largest_fitting
+from vramgui.core.fit import (
+    RANK_KEYS,
+    cheapest,
+    fit_rows,
+    gpus_needed,
+    largest_fitting,
+    rank_setups,
+)
 from vramgui.core.model import ModelSpec
 from vramgui.core.report import estimate_document, speed_block
 from vramgui.core.units import GiB, format_bytes
@@ -50,6 +57,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--cheapest",
         action="store_true",
         help="rank catalog GPUs by the price of the fewest that fit (up to 8: one machine)",
+    )
+    parser.add_argument(
+        "--rank",
+        choices=RANK_KEYS,
+        default=None,
+        help="rank the catalog GPUs that fit (the fewest of each, up to 8) by the time or the "
+        "rental cost of the work: per million tokens trained (a whole run with --train-tokens) "
+        "or generated at --batch concurrent sequences",
     )
     add_speed_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -410,6 +425,38 @@ def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[
     ]
 
 
+def ranked_catalog(
+    spec: ModelSpec,
+    workload: Workload,
+    by: str,
+    *,
+    train_tokens: int | None,
+    price_per_hour: float | None = None,
+    currency: str = "USD",
+) -> list[dict[str, Any]]:
+    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
+    from vramgui.core.speed import Price
+    from vramgui.hardware.gpus import load_catalog
+    from vramgui.hardware.rates import rental_price, speed_hardware
+
+    offers = []
+    for gpu in load_catalog():
+        if not gpu.nvml:
+            continue
+        try:
+            hardware = speed_hardware(gpu, workload.dtype)
+        except WorkloadError:
+            continue
+        price = (
+            Price(price_per_hour, currency, "set with --price-per-hour")
+            if price_per_hour is not None
+            else rental_price(gpu)
+        )
+        offers.append((gpu.name, gpu.capacity_bytes(), hardware, price))
+    ranked = rank_setups(spec, workload, offers, by=by, train_tokens=train_tokens)
+    return [r.to_dict() for r in ranked]
+
+
 def run(args: argparse.Namespace) -> int:
     loaded, workload = load_for(args)
     capacities = resolve_capacities(args.gpu, args.free_memory)
@@ -431,12 +478,24 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.cheapest:
         extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
+    if args.rank:
+        extra["ranked"] = ranked_catalog(
+            loaded.spec,
+            workload,
+            args.rank,
+            train_tokens=train_tokens_from_args(args),
+            price_per_hour=args.price_per_hour,
+            currency=args.currency,
+        )
     speed_note = None
     if workload.mode == "training" and capacities:
         extra["speed"], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
-    elif train_tokens_from_args(args) is not None:
+    elif train_tokens_from_args(args) is not None and (
+        workload.mode != "training" or not args.rank
+    ):
         raise WorkloadError(
-            "--train-tokens and --dataset-tokens need --mode training and a --gpu to time it on"
+            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
+            "to time the run on"
         )
     doc = estimate_document(loaded.spec, est, rows, extra)
     if speed_note:
@@ -490,6 +549,9 @@ def format_table(doc: dict[str, Any]) -> str:
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
+    ranked = doc.get("ranked")
+    if ranked is not None:
+        lines.extend(ranked_lines(ranked, doc["settings"]))
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -547,5 +609,27 @@ def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
             )
         else:
             text += " (no price for this GPU: --price-per-hour sets one)"
+        lines.append(text)
+    return lines
+
+
+def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
+    """The table's lines for ``--rank``: one setup a line, best first."""
+    if not ranked:
+        return ["ranked: no catalog GPU fits this setup (up to 8 of a kind)"]
+    made = "trained" if settings["mode"] == "training" else "generated"
+    lines = [f"ranked ({settings['mode']}):"]
+    for place, r in enumerate(ranked, 1):
+        text = f"  {place}. {r['count']} x {r['gpu']}: {r['tokens_per_second']:,.0f} tokens/s"
+        price = r["price"]
+        if r["time_seconds"] is not None:
+            text += f", {format_duration(r['time_seconds'])}"
+        if r["cost"] is not None and price:
+            text += f", {format_money(r['cost'], price['currency'])}"
+        if r["cost_per_million_tokens"] is not None and price:
+            per = format_money(r["cost_per_million_tokens"], price["currency"])
+            text += f" ({per} per million tokens {made})"
+        elif price is None:
+            text += " (no price)"
         lines.append(text)
     return lines

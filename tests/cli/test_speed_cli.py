@@ -6,7 +6,8 @@ import json
 import pytest
 
 from vramgui.cli import main
-from vramgui.cli.estimate import format_duration, parse_count
+from vramgui.cli.estimate import parse_count
+from vramgui.core.units import format_duration
 from vramgui.hardware.gpus import find_gpu
 
 LLAMA = {

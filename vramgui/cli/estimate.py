@@ -18,7 +18,8 @@ from vramgui.core.fit import (
 )
 from vramgui.core.model import ModelSpec
 from vramgui.core.report import estimate_document, speed_block
-from vramgui.core.units import GiB, format_bytes
+from vramgui.core.units import GiB, format_bytes, format_duration, format_money
+from vramgui.core.units import parse_count as units_parse_count
 from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
@@ -114,26 +115,18 @@ def add_speed_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_COUNT_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
 def parse_count(text: str) -> int:
-    """A token count as people write it: "200M", "1.5B", "500k", "2e9", "1,000,000".
+    """A token count as people write it (``core.units.parse_count``), for argparse.
 
     Raises:
         argparse.ArgumentTypeError: not a positive count.
     """
-    cleaned = text.strip().replace(",", "").replace("_", "").lower()
-    factor = _COUNT_SUFFIXES.get(cleaned[-1:], 1.0)
-    if factor != 1.0:
-        cleaned = cleaned[:-1]
     try:
-        value = float(cleaned) * factor
+        return units_parse_count(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a token count: {text!r} (e.g. 200M, 1.5B)") from None
-    if not 1 <= value < 1e18:
-        raise argparse.ArgumentTypeError(f"a token count must be at least 1, got {text!r}")
-    return round(value)
+        raise argparse.ArgumentTypeError(
+            f"not a token count: {text!r} (at least 1; e.g. 200M, 1.5B)"
+        ) from None
 
 
 def train_tokens_from_args(args: argparse.Namespace) -> int | None:
@@ -188,9 +181,8 @@ def utilization_for(hardware: Any, matmul: float | None) -> Any:
     """The utilization to use on ``hardware``: the user's share, else the architecture's."""
     from vramgui.core.speed import ATTENTION_SHARE, Utilization
 
-    default = Utilization.default_for(hardware.architecture)
     if matmul is None:
-        return default
+        return Utilization.default_for(hardware.architecture)
     if not 0 < matmul <= 1:
         raise WorkloadError(f"--matmul-utilization must be in (0, 1], got {matmul}")
     return Utilization(
@@ -559,24 +551,6 @@ def format_table(doc: dict[str, Any]) -> str:
     for note in [*doc.get("notices", []), *doc["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
-
-
-def format_duration(seconds: float) -> str:
-    """3 s, 12 min, 5.2 h, 3.1 days."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
-def format_money(amount: float, currency: str | None) -> str:
-    """$1,234, $12.50, 85.00 EUR."""
-    if currency in (None, "USD"):
-        return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
-    return f"{amount:,.2f} {currency}"
 
 
 def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:

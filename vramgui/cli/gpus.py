@@ -136,8 +136,12 @@ def _catalogtable(gpus: tuple[CatalogGpu, ...]) -> str:
             f"{gpu.memory_bandwidth_gbps:,.0f} GB/s",
             _tflops(gpu.bf16_tflops or gpu.fp16_tflops),
             "-" if gpu.typical_price_usd is None else f"${gpu.typical_price_usd:,}",
+            "-" if gpu.rent_usd_per_hour is None else f"${gpu.rent_usd_per_hour:,.2f}",
             "yes" if gpu.nvml else "no",
         )
         for gpu in gpus
     ]
-    return table(("GPU", "vendor", "memory", "bandwidth", "16-bit TFLOPS", "price", "NVML"), rows)
+    return table(
+        ("GPU", "vendor", "memory", "bandwidth", "16-bit TFLOPS", "price", "rent/hour", "NVML"),
+        rows,
+    )

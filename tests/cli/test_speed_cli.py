@@ -166,3 +166,10 @@ def test_rank_by_time_for_serving(capsys, config_path):
     assert all(r["time_seconds"] is None for r in doc["ranked"])
     assert main(["estimate", config_path, "--batch", "16", "--rank", "cost"]) == 0
     assert "per million tokens generated" in capsys.readouterr().out
+
+
+def test_the_rank_choices_are_the_cores():
+    from vramgui.cli import estimate
+    from vramgui.core import fit
+
+    assert estimate.RANK_KEYS == fit.RANK_KEYS

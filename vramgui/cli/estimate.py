@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.core.errors import WorkloadError
-from vramgui.core.estimate import COMPONENTS, estimate
-from vramgui.core.fit import (
-    RANK_KEYS,
-    cheapest,
-    fit_rows,
-    gpus_needed,
-    largest_fitting,
-    rank_setups,
-)
-from vramgui.core.model import ModelSpec
-from vramgui.core.report import estimate_document, speed_block
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
 from vramgui.core.units import parse_count as units_parse_count
 from vramgui.core.workload import (
@@ -34,15 +24,24 @@ from vramgui.core.workload import (
     Workload,
     default_engine,
 )
-from vramgui.hardware.capacity import resolve_capacities
+
+if TYPE_CHECKING:
+    from vramgui.core.model import ModelSpec
+
+# The estimator, the sources and the GPUs are imported where they run (see vramgui.cli): the
+# options alone must not cost their import, as `vramgui plan --help` and `vramgui measure` build
+# them too.
 
 _DEFAULTS = Workload()
+# What --rank ranks by: core.fit.RANK_KEYS (named here so that the options cost no estimator
+# import; tests/cli/test_speed_cli.py checks that they agree).
+RANK_KEYS = ("cost", "time")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "estimate",
-        help="GPU memory a model needs for a workload",
+        help=SUBCOMMANDS["estimate"],
         description="Estimate GPU memory per GPU at the peak of inference or training.",
     )
     parser.add_argument(
@@ -151,6 +150,7 @@ def speed_for(
     spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The ``speed`` block for training on ``gpu_name``, or None and why there is none."""
+    from vramgui.core.report import speed_block
     from vramgui.core.speed import Price
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
@@ -181,8 +181,9 @@ def utilization_for(hardware: Any, matmul: float | None) -> Any:
     """The utilization to use on ``hardware``: the user's share, else the architecture's."""
     from vramgui.core.speed import ATTENTION_SHARE, Utilization
 
+    default = Utilization.default_for(hardware.architecture)
     if matmul is None:
-        return Utilization.default_for(hardware.architecture)
+        return default
     if not 0 < matmul <= 1:
         raise WorkloadError(f"--matmul-utilization must be in (0, 1], got {matmul}")
     return Utilization(
@@ -408,6 +409,7 @@ def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
 
 def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:
     """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
+    from vramgui.core.fit import cheapest
     from vramgui.hardware.gpus import load_catalog
 
     offers = [(g.name, g.capacity_bytes(), g.typical_price_usd) for g in load_catalog()]
@@ -427,6 +429,7 @@ def ranked_catalog(
     currency: str = "USD",
 ) -> list[dict[str, Any]]:
     """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
+    from vramgui.core.fit import rank_setups
     from vramgui.core.speed import Price
     from vramgui.hardware.gpus import load_catalog
     from vramgui.hardware.rates import rental_price, speed_hardware
@@ -450,6 +453,11 @@ def ranked_catalog(
 
 
 def run(args: argparse.Namespace) -> int:
+    from vramgui.core.estimate import estimate
+    from vramgui.core.fit import fit_rows, gpus_needed, largest_fitting
+    from vramgui.core.report import estimate_document
+    from vramgui.hardware.capacity import resolve_capacities
+
     loaded, workload = load_for(args)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
@@ -503,6 +511,8 @@ def run(args: argparse.Namespace) -> int:
 
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the document for people."""
+    from vramgui.core.estimate import COMPONENTS
+
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
     lines = [

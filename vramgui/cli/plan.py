@@ -7,19 +7,20 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for
-from vramgui.core import launch, offload
+from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
-from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement, curves
 from vramgui.core.offload.fit import DEFAULT_FIT_MIN_CONTEXT, FitResult, fit_llamacpp
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
-from vramgui.core.report import model_summary
 from vramgui.core.units import GB, GiB, format_bytes
 from vramgui.core.workload import Workload, served_family
-from vramgui.hardware.capacity import resolve_capacities
+
+if TYPE_CHECKING:
+    from vramgui.core.model import ModelSpec
 
 SCHEMA = "vramgui.plan/1"
 # The GPU whose bandwidth and TFLOPS the speed model uses when no --gpu is named.
@@ -64,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``vramgui plan`` on the top-level subparsers."""
     parser = sub.add_parser(
         "plan",
-        help="per-layer offload plan: GPU layers, host RAM, disk, tokens/s, launch settings",
+        help=SUBCOMMANDS["plan"],
         description=(
             "Place a model's layers on the GPU, in host RAM and on disk the way llama.cpp, "
             "accelerate or layer streaming would, estimate its speed, and print engine settings."
@@ -188,6 +189,7 @@ class _Gpu:
 def _gpus(args: argparse.Namespace) -> list[_Gpu]:
     """The GPUs the model spans: each --gpu (``local``: every local GPU), in order, with the
     --vram-gib budgets when given (one figure for all, or one per GPU)."""
+    from vramgui.hardware.capacity import resolve_capacities
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
 
@@ -346,6 +348,9 @@ def plan_document(
     ollama: str | None = None,
 ) -> dict[str, Any]:
     """The ``vramgui.plan/1`` document: layers with devices, memory, speed and launch settings."""
+    from vramgui.core import launch
+    from vramgui.core.report import model_summary
+
     speed = offload.decode_throughput(placement, bandwidths)
     curve = offload.throughput_curve(placement, bandwidths)
     doc: dict[str, Any] = {
@@ -438,6 +443,7 @@ def plan_document(
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan as a table or as JSON."""
+    from vramgui.core import launch
     from vramgui.sources.results import OLLAMA_PREFIX
 
     seq_given = args.seq is not None
@@ -530,6 +536,9 @@ def run(args: argparse.Namespace) -> int:
 
 def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
     """The plan of a training setup: per-layer weights and the DeepSpeed configuration."""
+    from vramgui.core import launch
+    from vramgui.core.report import model_summary
+
     return {
         "schema": SCHEMA,
         "model": model_summary(spec),

@@ -51,7 +51,7 @@ from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
-from vramgui.ui import extra_views, palette, report
+from vramgui.ui import extra_views, palette, report, timing
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import EXPLANATIONS, SHORT_EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
@@ -130,7 +130,12 @@ class Services:
 def build_window(services: Services, settings: QSettings) -> MainWindow:
     """Build the window from ``services``, restore the last session from ``settings``, start."""
     workload = _restored_workload(settings)
-    controller = EstimateController(services.load_model, workload)
+    controller = EstimateController(
+        services.load_model,
+        workload,
+        rates=timing.catalog_rates(services.gpu_catalog),
+        catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
+    )
     checked = settings.value("gpus/catalog")
     model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
     gpu_panel = GpuPanel(
@@ -205,6 +210,7 @@ class MainWindow(QMainWindow):
         self.badge = QLabel()
         self.badge.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
         self.badge.hide()
+        self.speed_line = timing.SpeedLine()
         self.subline = QLabel()
         self.subline.setTextFormat(Qt.TextFormat.RichText)
         self.rules = QLabel()
@@ -332,6 +338,10 @@ class MainWindow(QMainWindow):
         lines = QWidget()
         lines_layout = QVBoxLayout(lines)
         lines_layout.setContentsMargins(0, 0, 0, 0)
+        # Each line keeps 4 pixels of its own: no spacing between them (a laptop's height).
+        lines_layout.setSpacing(0)
+        # The time / cost line first, under the headline.
+        lines_layout.addWidget(self.speed_line)
         lines_layout.addWidget(self.subline)
         lines_layout.addWidget(self.rules)
         message = QWidget()
@@ -379,7 +389,8 @@ class MainWindow(QMainWindow):
 
         estimate_tab = QWidget()
         centre = QVBoxLayout(estimate_tab)
-        centre.setContentsMargins(6, 6, 6, 6)
+        centre.setContentsMargins(6, 4, 6, 6)
+        centre.setSpacing(4)
         top = QHBoxLayout()
         top.addWidget(self.headline, 1)
         top.addWidget(self.badge, 0, Qt.AlignmentFlag.AlignVCenter)
@@ -467,7 +478,7 @@ class MainWindow(QMainWindow):
             (self.action_training, "training"),
         ):
             view_menu.addAction(action)
-            action.triggered.connect(lambda _checked=False, m=mode: self.controller.update(mode=m))
+            action.triggered.connect(lambda _checked=False, m=mode: self.change({"mode": m}))
 
         help_menu = bar.addMenu("&Help")
         self.action_method = _action(self, "&How estimates are made", "F1")
@@ -487,10 +498,12 @@ class MainWindow(QMainWindow):
         c.message.connect(self.show_message)
         c.notice.connect(self.show_notice)
         self.model_panel.source_chosen.connect(c.load_source)
-        self.precision_panel.changed.connect(lambda changes: c.update(**changes))
-        self.workload_panel.changed.connect(lambda changes: c.update(**changes))
+        self.precision_panel.changed.connect(self.change)
+        self.workload_panel.changed.connect(self.change)
         self.gpu_panel.capacities_changed.connect(c.set_capacities)
-        self.advisor.apply_requested.connect(c.apply_suggestion)
+        self.advisor.apply_requested.connect(lambda s: self.change(s.changes))
+        self.speed_line.tokens_changed.connect(c.set_train_tokens)
+        self.speed_line.price_changed.connect(c.set_price_per_hour)
         self.sweep_field.currentIndexChanged.connect(
             lambda: c.set_sweep_field(self.sweep_field.currentData())
         )
@@ -528,6 +541,14 @@ class MainWindow(QMainWindow):
             self._show_analysis(self.controller.analysis)
         if self.controller.outlook is not None:
             self._show_outlook(self.controller.outlook)
+
+    def change(self, changes: Mapping[str, Any]) -> None:
+        """The user changed settings: what the window said of the previous ones is stale (a
+        failed estimate's message stays until an estimate succeeds)."""
+        self._notices.clear()
+        if self.banner_kind in ("notice", "error"):
+            self._hide_banner()
+        self.controller.update(**changes)
 
     def show_message(self, text: str) -> None:
         """Show what went wrong (a source, the hardware or the core) in the banner, in red."""
@@ -586,6 +607,7 @@ class MainWindow(QMainWindow):
     def _hide_banner(self) -> None:
         self.banner_kind = ""
         self.message_area.setCurrentIndex(0)
+        self.statusBar().clearMessage()  # it showed the banner's text
 
     def _show_model(self, loaded: ResolvedModel) -> None:
         # What was said of the previous model (a failed load, an error, a notice) is stale now.
@@ -627,6 +649,7 @@ class MainWindow(QMainWindow):
             f"{about}{format_bytes(est.total_bytes, unit)} {per}".strip() + f" · {est.model_name}"
         )
         self._show_badge(analysis.spec, est.notes)
+        self.speed_line.show_summary(analysis.speed, self.controller.train_tokens)
         verdicts = [
             f"<span style='color:{palette.FIT if row.fits else palette.NO_FIT}'>"
             f"{'fits' if row.fits else 'does not fit'} {row.gpu}</span>"
@@ -682,6 +705,7 @@ class MainWindow(QMainWindow):
 
     def _show_estimate_error(self, text: str) -> None:
         self.headline.setText("No estimate for these settings")
+        self.speed_line.show_summary(None, self.controller.train_tokens)
         self.subline.setText("")
         self.breakdown_chart.set_data({}, [])
         self.breakdown_model.set_components({}, self.unit)
@@ -718,6 +742,7 @@ class MainWindow(QMainWindow):
             unit=self.unit,
             seq_word="context" if workload.mode == "inference" else "sequence length",
         )
+        self.advisor.show_ranking(outlook.ranked, workload.mode, self.controller.train_tokens)
 
     def _show_badge(self, spec: ModelSpec, notes: Sequence[str]) -> None:
         """The badge of how the estimate was built, with what is uncertain in its tooltip."""
@@ -778,7 +803,8 @@ class MainWindow(QMainWindow):
 
     def _save_workload(self) -> None:
         self._save_inputs.stop()
-        workload = self.controller.workload
+        # The user's settings: a model's own format is its own, and comes back with the model.
+        workload = self.controller.chosen_workload
         self.settings.setValue("session/workload", json.dumps(workload.to_dict()))
 
     def closeEvent(self, event: QCloseEvent) -> None:

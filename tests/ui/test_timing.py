@@ -78,7 +78,20 @@ def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_wind
     line.price.setValue(0.0)  # back to the catalog's
     qtbot.waitUntil(lambda: c.analysis.speed.price.source != "set in the window")
     qtbot.waitUntil(window.advisor.ranking.isVisible, timeout=15000)
-    assert "To rent, cheapest first" in window.advisor.ranking.text()
+    advisor = window.advisor
+    cheapest = advisor.ranking.text()
+    assert "GPUs to rent" in advisor.ranking_title.text()
+    assert advisor.rank_order.currentData() == "cost"
+    advisor.rank_order.setCurrentIndex(advisor.rank_order.findData("time"))
+    fastest = advisor.ranking.text()
+    outlook = c.outlook
+    assert fastest != cheapest
+    assert fastest.index(outlook.ranked_by_time[0].gpu) < fastest.index(
+        outlook.ranked_by_time[1].gpu
+    )
+    speeds = [r.tokens_per_second for r in outlook.ranked_by_time]
+    assert speeds == sorted(speeds, reverse=True)
+    assert {r.gpu for r in outlook.ranked} == {r.gpu for r in outlook.ranked_by_time}
 
 
 def test_without_a_catalog_gpu_the_line_says_how_to_get_one(qtbot, make_window):

@@ -746,7 +746,9 @@ class MainWindow(QMainWindow):
             unit=self.unit,
             seq_word="context" if workload.mode == "inference" else "sequence length",
         )
-        self.advisor.show_ranking(outlook.ranked, workload.mode, self.controller.train_tokens)
+        self.advisor.show_ranking(
+            outlook.ranked, outlook.ranked_by_time, workload.mode, self.controller.train_tokens
+        )
 
     def _show_badge(self, spec: ModelSpec, notes: Sequence[str]) -> None:
         """The badge of how the estimate was built, with what is uncertain in its tooltip."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QStandardItemModel
 from PySide6.QtWidgets import (
@@ -592,6 +593,8 @@ class OffloadView(QWidget):
         )
 
     def _fit_done(self, result: FitResult) -> None:
+        if not shiboken6.isValid(self):
+            return  # the view went while the worker ran
         self._fit_job = None
         self.fit_button.setEnabled(True)
         self._fit = result
@@ -599,6 +602,8 @@ class OffloadView(QWidget):
         self._refresh()
 
     def _fit_failed(self, exc: Exception) -> None:
+        if not shiboken6.isValid(self):
+            return
         self._fit_job = None
         self.fit_button.setEnabled(True)
         self._show_error(wording.window_text(str(exc)))
@@ -895,6 +900,8 @@ class OffloadView(QWidget):
         def done(
             result: tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]],
         ) -> None:
+            if not shiboken6.isValid(self.memory_chart):
+                return  # the view went while the worker ran
             self._curves_job = None
             self.curves = result
             self.memory_chart.set_curves(*result, budget_bytes=sum(budgets), current=current)

@@ -31,6 +31,7 @@ from vramgui.core.model import Inventory, ModelRef
 from vramgui.core.units import GiB, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.measure import extra, request
+from vramgui.profiles import source_of
 from vramgui.ui.breakdown_chart import BreakdownChart, MeasuredMark
 from vramgui.ui.controller import Analysis, EstimateController
 
@@ -86,11 +87,7 @@ def measure_command(source: str, workload: Workload, device: str) -> list[str]:
 
 def source_text(source: str | None, ref: ModelRef) -> str:
     """What to pass the command for the current model: what the user typed, else its reference."""
-    if source:
-        return source
-    if ref.kind == "hub" and ref.revision:
-        return f"{ref.id}@{ref.revision}"
-    return ref.id
+    return source or source_of(ref)
 
 
 def signed_percent(error: float) -> str:

@@ -274,3 +274,24 @@ def test_back_to_training_the_quantization_follows_the_method(make_window, qtbot
 def test_core_messages_are_said_in_the_windows_words(core, window):
     text = wording.window_text(core)
     assert text.startswith(window) and "--" not in text and "vramgui" not in text
+
+
+def test_whole_model_figures_are_labelled_beside_per_gpu_ones(make_window, qtbot):
+    window = make_window()
+    qtbot.waitUntil(lambda: window.rules.text().startswith("Rules of thumb: "), timeout=5000)
+    window.change({"gpus": 2, "tp": 2})
+    settled(qtbot, window, gpus=2, tp=2)
+    qtbot.waitUntil(
+        lambda: window.rules.text().startswith("Rules of thumb (whole model, not per GPU of 2): "),
+        timeout=5000,
+    )
+
+
+def test_fsdp_mixed_precision_is_explained_in_the_window(make_window, qtbot):
+    window = make_window()
+    window.change({"mode": "training"})
+    window.change({"gpus": 8, "fsdp": True})
+    settled(qtbot, window, mode="training", gpus=8, fsdp=True, precision="mixed")
+    est = window.controller.analysis.estimate
+    assert "autocast_weight_copies" not in est.components
+    assert "torch.autocast alone keeps" in window.notes.text()

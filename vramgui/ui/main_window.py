@@ -763,7 +763,10 @@ class MainWindow(QMainWindow):
             f"{palette.rule_label(name)}: {format_bytes(size, self.unit)}"
             for name, size in outlook.rules.items()
         )
-        self.rules.setText(f"Rules of thumb: {rules}" if rules else "")
+        # The classic rules size the whole model; beside per-GPU figures they must say so.
+        gpus = workload.gpus
+        whole = f" (whole model, not per GPU of {gpus})" if gpus > 1 else ""
+        self.rules.setText(f"Rules of thumb{whole}: {rules}" if rules else "")
         self.sweep_chart.set_data(
             outlook.field,
             outlook.values,

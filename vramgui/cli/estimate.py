@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.text import APPROXIMATE, is_approximate, model_line
+from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
 from vramgui.core.units import parse_count as units_parse_count
@@ -15,6 +16,7 @@ from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
     ENGINES,
+    GPU_ARCH_CHOICES,
     KV_DTYPES,
     LOOPS,
     METHOD_RECIPES,
@@ -150,8 +152,9 @@ def train_tokens_from_args(args: argparse.Namespace) -> int | None:
 def speed_for(
     spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``speed`` block for training on ``gpu_name``, or None and why there is none."""
-    from vramgui.core.report import speed_block
+    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name``, or None
+    and why there is none."""
+    from vramgui.core.report import serving_block, speed_block
     from vramgui.core.speed import Price
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
@@ -159,14 +162,18 @@ def speed_for(
 
     try:
         gpu = find_gpu(gpu_name)
+        hardware = speed_hardware(gpu, workload.dtype)
     except HardwareError:
         return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
-    hardware = speed_hardware(gpu, workload.dtype)
+    except WorkloadError as exc:
+        return None, f"no speed: {exc}"
     utilization = utilization_for(hardware, args.matmul_utilization)
     if args.price_per_hour is not None:
         price: Price | None = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
     else:
         price = rental_price(gpu)
+    if workload.mode == "inference":
+        return serving_block(spec, workload, hardware, utilization=utilization, price=price), None
     block = speed_block(
         spec,
         workload,
@@ -225,10 +232,14 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype", choices=DTYPES, default=d.dtype, help="dtype of unquantized weights and compute"
     )
+    named = ", ".join(n for n, s in SCHEMES.items() if s.family not in ("none", "gguf"))
     parser.add_argument(
         "--quant",
         default=d.quant,
-        help="none, int8, nf4, fp4, gptq-int4, awq-int4, fp8 or a GGUF type such as Q4_K_M",
+        help=f"weight quantization, as the libraries name it: none (a pre-quantized checkpoint: "
+        f"as it is stored), {named}, a GPTQ / AWQ / w4a16 group size (gptq-int4-g32), or a "
+        "GGUF type such as Q4_K_M; a scheme other than the checkpoint's own is estimated in its "
+        "place, with a note",
     )
     parser.add_argument(
         "--engine",
@@ -316,6 +327,18 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME|local",
         help="fit check against a catalog GPU or the local GPUs (repeatable)",
     )
+    parser.add_argument(
+        "--gpu-arch",
+        choices=GPU_ARCH_CHOICES,
+        default=None,
+        help="the GPU generation the engine runs on, which decides what it does with FP8, FP4 "
+        "and MXFP4 weights (default: the first --gpu's; auto: one that runs the format natively)",
+    )
+    parser.add_argument(
+        "--mtp",
+        action="store_true",
+        help="load the checkpoint's multi-token-prediction layers (vLLM MTP speculative decoding)",
+    )
 
 
 def workload_from_args(
@@ -345,6 +368,11 @@ def workload_from_args(
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
+    gpu_arch = args.gpu_arch
+    if gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        gpu_arch = architecture_of(args.gpu[0]) if args.gpu else "auto"
     return Workload(
         mode=args.mode,
         batch=args.batch,
@@ -374,6 +402,8 @@ def workload_from_args(
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
         loop=args.loop,
+        gpu_arch=gpu_arch,
+        mtp=args.mtp,
     )
 
 
@@ -469,6 +499,11 @@ def run(args: argparse.Namespace) -> int:
     loaded, workload = load_for(args)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
+    if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        # "local": the generation of the first GPU NVML names
+        workload = workload.with_(gpu_arch=architecture_of(capacities[0][0]))
     est = estimate(loaded.spec, workload, capacity)
     rows = fit_rows(est, capacities)
     extra: dict[str, Any] = {}
@@ -486,27 +521,27 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.cheapest:
         extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
+    train_tokens = train_tokens_from_args(args)
+    if train_tokens is not None and (workload.mode != "training" or not (capacities or args.rank)):
+        raise WorkloadError(
+            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
+            "to time the run on"
+        )
     if args.rank:
         extra["ranked"] = ranked_catalog(
             loaded.spec,
             workload,
             args.rank,
-            train_tokens=train_tokens_from_args(args),
+            train_tokens=train_tokens,
             price_per_hour=args.price_per_hour,
             currency=args.currency,
         )
     speed_note = None
-    if workload.mode == "training" and capacities:
-        extra["speed"], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
-    elif train_tokens_from_args(args) is not None and (
-        workload.mode != "training" or not args.rank
-    ):
-        raise WorkloadError(
-            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
-            "to time the run on"
-        )
+    if capacities:
+        key = "speed" if workload.mode == "training" else "serving"
+        extra[key], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
     doc = estimate_document(loaded.spec, est, rows, extra)
-    if speed_note:
+    if speed_note and workload.mode == "training":
         doc["notes"].append(speed_note)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
@@ -563,6 +598,9 @@ def format_table(doc: dict[str, Any]) -> str:
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
+    serving = doc.get("serving")
+    if serving:
+        lines.append(serving_line(serving, doc["gpus"]))
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))
@@ -629,3 +667,19 @@ def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list
             text += " (no price)"
         lines.append(text)
     return lines
+
+
+def serving_line(serving: dict[str, Any], gpus: int) -> str:
+    """The table's line for the ``serving`` block: decode speed and cost per million tokens."""
+    where = f"{gpus} x {serving['gpu']}" if gpus > 1 else serving["gpu"]
+    text = (
+        f"serving on {where}: {serving['tokens_per_second']:,.0f} tokens/s generated at batch "
+        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context)"
+    )
+    price = serving.get("price")
+    if serving["cost_per_million_tokens"] is not None and price:
+        text += (
+            f", {format_money(serving['cost_per_million_tokens'], price['currency'])} per million "
+            f"tokens at {format_money(price['per_gpu_hour'], price['currency'])} per GPU-hour"
+        )
+    return text

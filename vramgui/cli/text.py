@@ -23,12 +23,15 @@ def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
 
 
 def model_line(model: dict[str, Any]) -> str:
-    """A document's model as a heading: name, architecture, parameters; an approximate count is
-    said to be one."""
+    """A document's model as a heading: name, architecture, parameters (an approximate count is
+    said to be one) and the format its checkpoint is stored in, if it is quantized."""
     count = f"{model['parameters']:,} parameters"
     if model.get("inventory") == "approximate":
         count = f"about {count}, approximate"
-    return f"{model['name']}  ({model['architecture']}, {count})"
+    stored = model.get("stored_format")
+    return f"{model['name']}  ({model['architecture']}, {count}" + (
+        f"; stored as {stored})" if stored else ")"
+    )
 
 
 def is_approximate(doc: dict[str, Any]) -> bool:

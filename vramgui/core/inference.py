@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, storage
+from vramgui.core import dtypes, serving
 from vramgui.core.activations import (
     LEARNED_POSITIONS,
+    LLAMACPP_UBATCH,
     Prefill,
     attention_used,
     buffer_bytes,
     llamacpp_compute_buffer,
+    llamacpp_flash_attention,
     vllm_profile_peak,
 )
 from vramgui.core.errors import VramguiError, WorkloadError
@@ -80,6 +82,9 @@ class _KvShape:
     state_bytes: int  # bytes per state element (the compute dtype)
     window: int | None  # the most tokens a sliding-window layer keeps; None: every token
     chunk: int | None  # the most tokens a chunked-attention layer keeps; None: every token
+    # llama.cpp sizes its sliding-window cache to the window of every sequence plus one
+    # micro-batch, in whole 256-cell pages (llama_kv_cache_iswa); 0 for the other engines.
+    window_ubatch: int = 0
 
     @classmethod
     def of(cls, spec: ModelSpec, workload: Workload) -> _KvShape:
@@ -107,6 +112,7 @@ class _KvShape:
             state_bytes=dtypes.DTYPE_BYTES[workload.dtype],
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
+            window_ubatch=LLAMACPP_UBATCH if workload.engine == "llamacpp" else 0,
         )
 
     @property
@@ -117,8 +123,14 @@ class _KvShape:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
         total: float = batch * self.state * self.state_bytes
         total += batch * tokens * self.full * self.per_elem
-        kept = tokens if self.window is None else min(tokens, self.window)
-        total += batch * kept * self.sliding * self.per_elem
+        if self.window is None:
+            cells = batch * tokens
+        elif self.window_ubatch:
+            pages = -(-(self.window * batch + self.window_ubatch) // 256) * 256
+            cells = min(batch * tokens, pages)
+        else:
+            cells = batch * min(tokens, self.window)
+        total += cells * self.sliding * self.per_elem
         kept = tokens if self.chunk is None else min(tokens, self.chunk)
         total += batch * kept * self.chunked * self.per_elem
         return round(total)
@@ -200,6 +212,7 @@ class InferencePlan:
         "_error",
         "_error_first",
         "_facts",
+        "_format_notes",
         "_host",
         "_kv",
         "_max_seq",
@@ -234,6 +247,7 @@ class InferencePlan:
     def _prepare(self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
+        self._format_notes = serving.served_storage(spec, workload).notes
         if workload.engine == "transformers":
             weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
@@ -334,24 +348,31 @@ class InferencePlan:
                     )
             activations += int(details["vllm_non_torch_bytes"])
         else:
-            activations = llamacpp_compute_buffer(self._facts, batch, seq)
+            activations = llamacpp_compute_buffer(
+                self._facts,
+                batch,
+                seq,
+                flash_attention=llamacpp_flash_attention(self._workload),
+            )
         return InferenceBreakdown(
             weights_bytes=self._weights,
             kv_cache_bytes=kv,
             activations_bytes=activations,
             host_bytes=self._host,
             phase=self._phase,
-            notes=notes,
+            notes=(*self._format_notes, *notes),
             details=details,
         )
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP."""
+    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP,
+    as the engine holds them (``serving``: a format it dequantizes, kernels' padding, MTP
+    layers)."""
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
-        for st in storage.assign_storage(spec, w.dtype, w.quant):
+        for st in serving.served_storage(spec, w).storage:
             t = st.tensor
             if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
@@ -362,7 +383,9 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
             gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
         return gpu, host
 
-    return spec.cached(("resident_weights", w.dtype, w.quant, w.engine, w.tp), compute)
+    return spec.cached(
+        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+    )
 
 
 def vllm_non_torch_bytes(workload: Workload) -> int:

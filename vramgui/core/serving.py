@@ -242,7 +242,7 @@ def _vllm(
             f"{gpu} has no FP4 tensor cores: vLLM runs the 4-bit weights through Marlin's "
             "weight-only kernels, and they stay 4-bit."
         )
-    if mxfp4:
+    if kind == "mxfp4":  # Mxfp4MoEMethod's layers (not DeepSeek-V4's FP4 experts in FP8 blocks)
         stored, said = _mxfp4_padding(spec, w, stored, cc)
         notes += said
     return stored, notes

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
+from vramgui.cli.text import APPROXIMATE, is_approximate, model_line
+from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
-from vramgui.core.estimate import COMPONENTS, estimate
-from vramgui.core.fit import cheapest, fit_rows, gpus_needed, largest_fitting
-from vramgui.core.model import ModelSpec
-from vramgui.core.report import estimate_document
-from vramgui.core.units import GiB, format_bytes
+from vramgui.core.units import GiB, format_bytes, format_duration, format_money
+from vramgui.core.units import parse_count as units_parse_count
 from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
     ENGINES,
+    GPU_ARCH_CHOICES,
     KV_DTYPES,
     LOOPS,
     METHOD_RECIPES,
@@ -26,15 +27,24 @@ from vramgui.core.workload import (
     Workload,
     default_engine,
 )
-from vramgui.hardware.capacity import resolve_capacities
+
+if TYPE_CHECKING:
+    from vramgui.core.model import ModelSpec
+
+# The estimator, the sources and the GPUs are imported where they run (see vramgui.cli): the
+# options alone must not cost their import, as `vramgui plan --help` and `vramgui measure` build
+# them too.
 
 _DEFAULTS = Workload()
+# What --rank ranks by: core.fit.RANK_KEYS (named here so that the options cost no estimator
+# import; tests/cli/test_speed_cli.py checks that they agree).
+RANK_KEYS = ("cost", "time")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "estimate",
-        help="GPU memory a model needs for a workload",
+        help=SUBCOMMANDS["estimate"],
         description="Estimate GPU memory per GPU at the peak of inference or training.",
     )
     parser.add_argument(
@@ -51,8 +61,147 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="rank catalog GPUs by the price of the fewest that fit (up to 8: one machine)",
     )
+    parser.add_argument(
+        "--rank",
+        choices=RANK_KEYS,
+        default=None,
+        help="rank the catalog GPUs that fit (the fewest of each, up to 8) by the time or the "
+        "rental cost of the work: per million tokens trained (a whole run with --train-tokens) "
+        "or generated at --batch concurrent sequences",
+    )
+    add_speed_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
+
+
+def add_speed_options(parser: argparse.ArgumentParser) -> None:
+    """Training time and cost: how much to train and at what price (docs/cli.md, "speed")."""
+    group = parser.add_argument_group(
+        "training time and cost (with --mode training and a --gpu the catalog knows)"
+    )
+    group.add_argument(
+        "--train-tokens",
+        type=parse_count,
+        default=None,
+        metavar="N",
+        help="tokens to train in all (200M, 1.5B, 2e9): gives wall time, GPU-hours and cost",
+    )
+    group.add_argument(
+        "--dataset-tokens",
+        type=parse_count,
+        default=None,
+        metavar="N",
+        help="tokens in one epoch of the dataset (with --epochs, instead of --train-tokens)",
+    )
+    group.add_argument(
+        "--epochs", type=float, default=None, help="passes over --dataset-tokens (default 1)"
+    )
+    group.add_argument(
+        "--price-per-hour",
+        type=float,
+        default=None,
+        metavar="PRICE",
+        help="price of one GPU for one hour (default: the catalog's on-demand rental price)",
+    )
+    group.add_argument(
+        "--currency", default="USD", help="currency of --price-per-hour (default USD)"
+    )
+    group.add_argument(
+        "--matmul-utilization",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="share of the GPU's 16-bit tensor peak the matrix products reach, 0-1 (default: "
+        "measured on this GPU by `vramgui measure --device cuda`, else the architecture's "
+        "published figure)",
+    )
+
+
+def parse_count(text: str) -> int:
+    """A token count as people write it (``core.units.parse_count``), for argparse.
+
+    Raises:
+        argparse.ArgumentTypeError: not a positive count.
+    """
+    try:
+        return units_parse_count(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a token count: {text!r} (at least 1; e.g. 200M, 1.5B)"
+        ) from None
+
+
+def train_tokens_from_args(args: argparse.Namespace) -> int | None:
+    """The tokens to train: --train-tokens, or --epochs over --dataset-tokens.
+
+    Raises:
+        WorkloadError: both ways given, or --epochs without --dataset-tokens.
+    """
+    if args.dataset_tokens is None:
+        if args.epochs is not None:
+            raise WorkloadError("--epochs needs --dataset-tokens (the tokens in one epoch)")
+        return args.train_tokens
+    if args.train_tokens is not None:
+        raise WorkloadError("give --train-tokens or --dataset-tokens with --epochs, not both")
+    epochs = 1.0 if args.epochs is None else args.epochs
+    if not 0 < epochs < 1e6:
+        raise WorkloadError(f"--epochs must be positive, got {epochs}")
+    return max(1, round(epochs * args.dataset_tokens))
+
+
+def speed_for(
+    spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name``, or None
+    and why there is none."""
+    from vramgui.core.report import serving_block, speed_block
+    from vramgui.core.speed import Price
+    from vramgui.hardware.errors import HardwareError
+    from vramgui.hardware.gpus import find_gpu
+    from vramgui.hardware.rates import rental_price, speed_hardware
+
+    try:
+        gpu = find_gpu(gpu_name)
+        hardware = speed_hardware(gpu, workload.dtype)
+    except HardwareError:
+        return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
+    except WorkloadError as exc:
+        return None, f"no speed: {exc}"
+    utilization = utilization_for(hardware, args.matmul_utilization)
+    if args.price_per_hour is not None:
+        price: Price | None = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
+    else:
+        price = rental_price(gpu)
+    if workload.mode == "inference":
+        return serving_block(spec, workload, hardware, utilization=utilization, price=price), None
+    block = speed_block(
+        spec,
+        workload,
+        hardware,
+        utilization=utilization,
+        train_tokens=train_tokens_from_args(args),
+        price=price,
+    )
+    return block, None
+
+
+def utilization_for(hardware: Any, matmul: float | None) -> Any:
+    """The utilization to use on ``hardware``: the user's share, else the one measured on this
+    GPU model by `vramgui measure --device cuda`, else the architecture's default."""
+    from vramgui.core.speed import ATTENTION_SHARE, Utilization
+    from vramgui.hardware.calibration import measured_utilization
+
+    if matmul is None:
+        measured = measured_utilization(hardware.name)
+        return measured or Utilization.default_for(hardware.architecture)
+    if not 0 < matmul <= 1:
+        raise WorkloadError(f"--matmul-utilization must be in (0, 1], got {matmul}")
+    return Utilization(
+        matmul=matmul,
+        attention=matmul * ATTENTION_SHARE,
+        source="set",
+        detail="--matmul-utilization",
+    )
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
@@ -83,10 +232,14 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype", choices=DTYPES, default=d.dtype, help="dtype of unquantized weights and compute"
     )
+    named = ", ".join(n for n, s in SCHEMES.items() if s.family not in ("none", "gguf"))
     parser.add_argument(
         "--quant",
         default=d.quant,
-        help="none, int8, nf4, fp4, gptq-int4, awq-int4, fp8 or a GGUF type such as Q4_K_M",
+        help=f"weight quantization, as the libraries name it: none (a pre-quantized checkpoint: "
+        f"as it is stored), {named}, a GPTQ / AWQ / w4a16 group size (gptq-int4-g32), or a "
+        "GGUF type such as Q4_K_M; a scheme other than the checkpoint's own is estimated in its "
+        "place, with a note",
     )
     parser.add_argument(
         "--engine",
@@ -174,6 +327,18 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME|local",
         help="fit check against a catalog GPU or the local GPUs (repeatable)",
     )
+    parser.add_argument(
+        "--gpu-arch",
+        choices=GPU_ARCH_CHOICES,
+        default=None,
+        help="the GPU generation the engine runs on, which decides what it does with FP8, FP4 "
+        "and MXFP4 weights (default: the first --gpu's; auto: one that runs the format natively)",
+    )
+    parser.add_argument(
+        "--mtp",
+        action="store_true",
+        help="load the checkpoint's multi-token-prediction layers (vLLM MTP speculative decoding)",
+    )
 
 
 def workload_from_args(
@@ -203,6 +368,11 @@ def workload_from_args(
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
+    gpu_arch = args.gpu_arch
+    if gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        gpu_arch = architecture_of(args.gpu[0]) if args.gpu else "auto"
     return Workload(
         mode=args.mode,
         batch=args.batch,
@@ -232,6 +402,8 @@ def workload_from_args(
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
         loop=args.loop,
+        gpu_arch=gpu_arch,
+        mtp=args.mtp,
     )
 
 
@@ -270,6 +442,7 @@ def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
 
 def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:
     """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
+    from vramgui.core.fit import cheapest
     from vramgui.hardware.gpus import load_catalog
 
     offers = [(g.name, g.capacity_bytes(), g.typical_price_usd) for g in load_catalog()]
@@ -279,10 +452,58 @@ def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[
     ]
 
 
+def ranked_catalog(
+    spec: ModelSpec,
+    workload: Workload,
+    by: str,
+    *,
+    train_tokens: int | None,
+    price_per_hour: float | None = None,
+    currency: str = "USD",
+) -> list[dict[str, Any]]:
+    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
+    from vramgui.core.fit import rank_setups
+    from vramgui.core.speed import Price
+    from vramgui.hardware.gpus import load_catalog
+    from vramgui.hardware.rates import rental_price, speed_hardware
+
+    offers = []
+    for gpu in load_catalog():
+        if not gpu.nvml:
+            continue
+        try:
+            hardware = speed_hardware(gpu, workload.dtype)
+        except WorkloadError:
+            continue
+        price = (
+            Price(price_per_hour, currency, "set with --price-per-hour")
+            if price_per_hour is not None
+            else rental_price(gpu)
+        )
+        offers.append((gpu.name, gpu.capacity_bytes(), hardware, price))
+    from vramgui.hardware.calibration import load
+
+    measured = {name: c.utilization() for name, c in load().items()}
+    ranked = rank_setups(
+        spec, workload, offers, by=by, train_tokens=train_tokens, utilizations=measured
+    )
+    return [r.to_dict() for r in ranked]
+
+
 def run(args: argparse.Namespace) -> int:
+    from vramgui.core.estimate import estimate
+    from vramgui.core.fit import fit_rows, gpus_needed, largest_fitting
+    from vramgui.core.report import estimate_document
+    from vramgui.hardware.capacity import resolve_capacities
+
     loaded, workload = load_for(args)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
+    if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        # "local": the generation of the first GPU NVML names
+        workload = workload.with_(gpu_arch=architecture_of(capacities[0][0]))
     est = estimate(loaded.spec, workload, capacity)
     rows = fit_rows(est, capacities)
     extra: dict[str, Any] = {}
@@ -300,7 +521,28 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.cheapest:
         extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
+    train_tokens = train_tokens_from_args(args)
+    if train_tokens is not None and (workload.mode != "training" or not (capacities or args.rank)):
+        raise WorkloadError(
+            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
+            "to time the run on"
+        )
+    if args.rank:
+        extra["ranked"] = ranked_catalog(
+            loaded.spec,
+            workload,
+            args.rank,
+            train_tokens=train_tokens,
+            price_per_hour=args.price_per_hour,
+            currency=args.currency,
+        )
+    speed_note = None
+    if capacities:
+        key = "speed" if workload.mode == "training" else "serving"
+        extra[key], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
     doc = estimate_document(loaded.spec, est, rows, extra)
+    if speed_note and workload.mode == "training":
+        doc["notes"].append(speed_note)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
     if args.json:
@@ -312,10 +554,13 @@ def run(args: argparse.Namespace) -> int:
 
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the document for people."""
+    from vramgui.core.estimate import COMPONENTS
+
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
+    approximate = is_approximate(doc)
     lines = [
-        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters)",
+        model_line(model),
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
         + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")
@@ -326,13 +571,16 @@ def format_table(doc: dict[str, Any]) -> str:
         value = per_gpu["components"].get(name)
         if value:
             lines.append(f"  {name.replace('_', ' '):<22}{format_bytes(value):>14}")
-    lines.append(
-        f"  {'total per GPU':<22}{format_bytes(per_gpu['total_bytes']):>14}   (peak: {per_gpu['phase']})"
-    )
+    total = ("≈ " if approximate else "") + format_bytes(per_gpu["total_bytes"])
+    lines.append(f"  {'total per GPU':<22}{total:>14}   (peak: {per_gpu['phase']})")
+    if approximate:
+        lines.append(f"  {APPROXIMATE}")
     if doc["host_bytes"]:
         lines.append(f"  {'host RAM':<22}{format_bytes(doc['host_bytes']):>14}")
     lines.append("")
-    lines.append("Rules of thumb:")
+    # The classic rules size the whole model; beside per-GPU figures they must say so.
+    whole = f" (the whole model; the figures above are per GPU of {doc['gpus']})"
+    lines.append("Rules of thumb" + (whole if doc["gpus"] > 1 else "") + ":")
     for name, value in doc["rules_of_thumb"].items():
         lines.append(f"  {name:<22}{format_bytes(value):>14}")
     largest = doc.get("largest_fitting", {})
@@ -347,6 +595,15 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append(
             f"{row['gpu']}: {verdict} ({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
         )
+    speed = doc.get("speed")
+    if speed:
+        lines.extend(speed_lines(speed, doc["gpus"]))
+    serving = doc.get("serving")
+    if serving:
+        lines.append(serving_line(serving, doc["gpus"]))
+    ranked = doc.get("ranked")
+    if ranked is not None:
+        lines.extend(ranked_lines(ranked, doc["settings"]))
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -354,3 +611,75 @@ def format_table(doc: dict[str, Any]) -> str:
     for note in [*doc.get("notices", []), *doc["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
+    """The table's lines for the ``speed`` block: throughput, and the run's time and cost."""
+    u = speed["utilization"]
+    where = f"{gpus} x {speed['gpu']}" if gpus > 1 else speed["gpu"]
+    basis = {
+        "default": f"default for {u.get('detail', 'this GPU')}",
+        "unmeasured": "a guess: no measurement on this architecture",
+        "measured": f"measured: {u.get('detail', '')}",
+        "set": "set with --matmul-utilization",
+    }.get(u["source"], u["source"])
+    lines = [
+        f"speed on {where}: {speed['tokens_per_second']:,.0f} tokens/s, "
+        f"{speed['step_seconds']:.2f} s a step (MFU {speed['mfu']:.0%}; matrix products at "
+        f"{u['matmul']:.0%} of peak, {basis})"
+    ]
+    if "time_seconds" in speed:
+        text = (
+            f"{speed['train_tokens']:,} tokens: {format_duration(speed['time_seconds'])}, "
+            f"{speed['gpu_hours']:,.1f} GPU-hours"
+        )
+        price = speed.get("price")
+        if speed["cost"] is not None and price:
+            dated = f", {price['date']}" if price.get("date") else ""
+            text += (
+                f", {format_money(speed['cost'], price['currency'])} at "
+                f"{format_money(price['per_gpu_hour'], price['currency'])} per GPU-hour "
+                f"({price['source']}{dated})"
+            )
+        else:
+            text += " (no price for this GPU: --price-per-hour sets one)"
+        lines.append(text)
+    return lines
+
+
+def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
+    """The table's lines for ``--rank``: one setup a line, best first."""
+    if not ranked:
+        return ["ranked: no catalog GPU fits this setup (up to 8 of a kind)"]
+    made = "trained" if settings["mode"] == "training" else "generated"
+    lines = [f"ranked ({settings['mode']}):"]
+    for place, r in enumerate(ranked, 1):
+        text = f"  {place}. {r['count']} x {r['gpu']}: {r['tokens_per_second']:,.0f} tokens/s"
+        price = r["price"]
+        if r["time_seconds"] is not None:
+            text += f", {format_duration(r['time_seconds'])}"
+        if r["cost"] is not None and price:
+            text += f", {format_money(r['cost'], price['currency'])}"
+        if r["cost_per_million_tokens"] is not None and price:
+            per = format_money(r["cost_per_million_tokens"], price["currency"])
+            text += f" ({per} per million tokens {made})"
+        elif price is None:
+            text += " (no price)"
+        lines.append(text)
+    return lines
+
+
+def serving_line(serving: dict[str, Any], gpus: int) -> str:
+    """The table's line for the ``serving`` block: decode speed and cost per million tokens."""
+    where = f"{gpus} x {serving['gpu']}" if gpus > 1 else serving["gpu"]
+    text = (
+        f"serving on {where}: {serving['tokens_per_second']:,.0f} tokens/s generated at batch "
+        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context)"
+    )
+    price = serving.get("price")
+    if serving["cost_per_million_tokens"] is not None and price:
+        text += (
+            f", {format_money(serving['cost_per_million_tokens'], price['currency'])} per million "
+            f"tokens at {format_money(price['per_gpu_hour'], price['currency'])} per GPU-hour"
+        )
+    return text

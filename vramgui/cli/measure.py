@@ -15,19 +15,17 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
-from vramgui.core.estimate import estimate
-from vramgui.core.fit import fit_rows
-from vramgui.core.model import ModelSpec
-from vramgui.core.report import estimate_document
-from vramgui.core.training import training_estimate
 from vramgui.core.units import format_bytes
-from vramgui.core.workload import Workload
-from vramgui.hardware.capacity import resolve_capacities
-from vramgui.measure import compare, extra, request
-from vramgui.measure.request import FAKE, MeasureError
+from vramgui.measure import extra, request
+from vramgui.measure.request import CUDA, FAKE, MeasureError
+
+if TYPE_CHECKING:
+    from vramgui.core.model import ModelSpec
+    from vramgui.core.workload import Workload
 
 PROGRESS_KEY = "progress"
 
@@ -35,7 +33,7 @@ PROGRESS_KEY = "progress"
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "measure",
-        help="run the setup and compare what it used with the estimate",
+        help=SUBCOMMANDS["measure"],
         description="Run the setup with transformers and PyTorch (under FakeTensorMode on the "
         "CPU, or on the local GPU) and show the measured memory beside the estimate. "
         f"Needs the measure extra: {extra.INSTALL}.",
@@ -53,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--force",
         action="store_true",
         help="run on the GPU even where the estimate says it does not fit",
+    )
+    parser.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="on a GPU, skip timing a few training steps (which calibrates the speed estimate "
+        "for this GPU model and stores it)",
     )
     parser.add_argument(
         "--progress",
@@ -102,6 +106,8 @@ def cpu_kernels_bytes(spec: ModelSpec, workload: Workload) -> int | None:
     with CUDA autocast's float32 rules as the harness applies them; None for inference."""
     if workload.mode != "training":
         return None
+    from vramgui.core.training import training_estimate
+
     return training_estimate(spec, workload, device="cpu", autocast_rules="cuda").total_bytes
 
 
@@ -109,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
     problems = extra.missing_packages()
     if problems:
         raise MeasureError(extra.install_hint(problems))
+    from vramgui.core.estimate import estimate
+    from vramgui.core.fit import fit_rows
+    from vramgui.core.report import estimate_document
+    from vramgui.hardware.capacity import resolve_capacities
+    from vramgui.measure import compare
     from vramgui.sources.configs import config_of
     from vramgui.sources.resolve import load_model
 
@@ -144,10 +155,17 @@ def run(args: argparse.Namespace) -> int:
             required_bytes=est.total_bytes,
             force=args.force,
         )
+        speed = None
+        if device == CUDA and workload.mode == "training" and not args.no_timing:
+            from vramgui.measure import timing
+
+            speed = timing.calibrate_from_run(loaded.spec, workload, config, settings)
     cpu = cpu_kernels_bytes(loaded.spec, workload) if device == FAKE else None
     doc["measured"] = compare.measured_block(
         doc, result, device, config=config, cpu_kernels_bytes=cpu
     )
+    if speed is not None:
+        doc["measured"]["speed"] = speed
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))
     return 0
 
@@ -161,6 +179,8 @@ def _error(value: float | None) -> str:
 
 def format_table(doc: dict[str, Any]) -> str:
     """The estimate and the measurement side by side, for people."""
+    from vramgui.measure import compare
+
     model, measured = doc["model"], doc["measured"]
     s = doc["settings"]
     what = f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}, {s['attention']}" + (
@@ -203,6 +223,32 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append(
             f"  parameters: estimate {params['estimate']:,}, model built {params['measured']:,}"
         )
+    if "speed" in measured:
+        lines.extend(speed_lines(measured["speed"]))
     for note in [*doc.get("notices", []), *measured["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def speed_lines(speed: dict[str, Any]) -> list[str]:
+    """The timed steps and what became of the calibration."""
+    if "tokens_per_second" not in speed:
+        return ["", f"speed: {speed.get('reason', 'not timed')}"]
+    lines = [
+        "",
+        f"speed: {speed['tokens_per_second']:,.0f} tokens/s over {len(speed['steps_seconds'])} "
+        f"timed steps (median {speed['step_seconds']:.3g} s) on {speed['device']}",
+    ]
+    if "default_tokens_per_second" in speed:
+        lines.append(
+            f"  the estimate's default for this GPU: {speed['default_tokens_per_second']:,.0f} "
+            "tokens/s"
+        )
+    if speed["stored"]:
+        lines.append(
+            f"  calibrated: matrix products at {speed['matmul']:.0%} of {speed['gpu']}'s peak; "
+            f"estimates for this GPU use it from now on ({speed['stored']})"
+        )
+    else:
+        lines.append(f"  not calibrated: {speed.get('reason', '')}")
+    return lines

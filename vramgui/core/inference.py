@@ -15,8 +15,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, storage
-from vramgui.core.activations import llamacpp_compute_buffer, vllm_profile_peak
+from vramgui.core import dtypes, serving
+from vramgui.core.activations import (
+    LLAMACPP_UBATCH,
+    llamacpp_compute_buffer,
+    llamacpp_flash_attention,
+    vllm_profile_peak,
+)
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.families import validation
 from vramgui.core.model import LayerType, ModelSpec, Role
@@ -76,12 +81,18 @@ class _KvShape:
     per_elem: float
     window: int | None  # the most tokens a sliding-window layer keeps; None: every token
     chunk: int | None  # the most tokens a chunked-attention layer keeps; None: every token
+    # llama.cpp sizes its sliding-window cache to the window of every sequence plus one
+    # micro-batch, in whole 256-cell pages (llama_kv_cache_iswa); 0 for the other engines.
+    window_ubatch: int = 0
 
     @classmethod
     def of(cls, spec: ModelSpec, workload: Workload) -> _KvShape:
         facts = spec.facts
         tp = workload.tp
-        per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
+        # llama.cpp caches K and V in f16 unless told otherwise (--cache-type-k / -v), whatever
+        # the weights are stored or computed in.
+        cached = "fp16" if workload.engine == "llamacpp" else workload.dtype
+        per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, cached)
         widths = _kv_widths_per_gpu(spec, workload.engine, tp)
         sums = Counter[LayerType]()
         for kind, width in zip(_layer_types(spec), widths, strict=True):
@@ -98,6 +109,7 @@ class _KvShape:
             per_elem=per_elem,
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
+            window_ubatch=LLAMACPP_UBATCH if workload.engine == "llamacpp" else 0,
         )
 
     @property
@@ -108,8 +120,14 @@ class _KvShape:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
         total: float = batch * self.state_bytes
         total += batch * tokens * self.full * self.per_elem
-        kept = tokens if self.window is None else min(tokens, self.window)
-        total += batch * kept * self.sliding * self.per_elem
+        if self.window is None:
+            cells = batch * tokens
+        elif self.window_ubatch:
+            pages = -(-(self.window * batch + self.window_ubatch) // 256) * 256
+            cells = min(batch * tokens, pages)
+        else:
+            cells = batch * min(tokens, self.window)
+        total += cells * self.sliding * self.per_elem
         kept = tokens if self.chunk is None else min(tokens, self.chunk)
         total += batch * kept * self.chunked * self.per_elem
         return round(total)
@@ -223,6 +241,7 @@ class InferencePlan:
         "_error",
         "_error_first",
         "_facts",
+        "_format_notes",
         "_host",
         "_kv",
         "_max_seq",
@@ -264,6 +283,7 @@ class InferencePlan:
     ) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
+        self._format_notes = serving.served_storage(spec, workload).notes
         if workload.engine == "transformers":
             weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
@@ -305,10 +325,18 @@ class InferencePlan:
                 "vllm_non_torch_bytes": non_torch,
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
             }
-            self._phase = "serving (pre-allocated KV pool)"
             if capacity_bytes is not None:
+                self._phase = "serving (pre-allocated KV pool)"
                 budget = capacity_bytes * workload.gpu_memory_utilization
                 self._pool = int(budget - weights - self._activations - non_torch)
+            else:
+                # No GPU to size the pool by: what the requested tokens need, said to be that.
+                self._phase = "serving (KV cache of the requested tokens; no GPU to size the pool)"
+                self._notes = (
+                    "No GPU named, so vLLM's KV pool is not sized: vLLM pre-allocates one to fill "
+                    f"{workload.gpu_memory_utilization:.0%} of the GPU; the KV cache here is only "
+                    "what the requested tokens need. Name a GPU to size the pool.",
+                )
         else:
             self._phase = "context allocated up front"
             self._details = {"host_embedding_bytes": host}
@@ -360,14 +388,19 @@ class InferencePlan:
                     )
             activations += int(details["vllm_non_torch_bytes"])
         else:
-            activations = llamacpp_compute_buffer(self._facts, batch, seq)
+            activations = llamacpp_compute_buffer(
+                self._facts,
+                batch,
+                seq,
+                flash_attention=llamacpp_flash_attention(self._workload),
+            )
         return InferenceBreakdown(
             weights_bytes=self._weights,
             kv_cache_bytes=kv,
             activations_bytes=activations,
             host_bytes=self._host,
             phase=self._phase,
-            notes=notes,
+            notes=(*self._format_notes, *notes),
             details=details,
         )
 
@@ -388,11 +421,13 @@ class InferencePlan:
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP."""
+    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP,
+    as the engine holds them (``serving``: a format it dequantizes, kernels' padding, MTP
+    layers)."""
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
-        for st in storage.assign_storage(spec, w.dtype, w.quant):
+        for st in serving.served_storage(spec, w).storage:
             t = st.tensor
             if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
@@ -403,7 +438,9 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
             gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
         return gpu, host
 
-    return spec.cached(("resident_weights", w.dtype, w.quant, w.engine, w.tp), compute)
+    return spec.cached(
+        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+    )
 
 
 def vllm_non_torch_bytes(workload: Workload) -> int:

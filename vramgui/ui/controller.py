@@ -7,7 +7,8 @@ Contract for the views that plug into the window (offloading, profiles): they re
 controller and use only
 - signals ``model_changed(ResolvedModel)``, ``workload_changed(Workload)``,
   ``estimate_changed(Analysis)``, ``outlook_changed(Outlook)``, ``capacities_changed(tuple)``;
-- properties ``model``, ``spec``, ``source``, ``workload``, ``capacities``, ``analysis``;
+- properties ``model``, ``spec``, ``source``, ``workload``, ``chosen_workload``, ``capacities``,
+  ``analysis``;
 - methods ``load_source(source)``, ``set_model(loaded)``, ``set_workload(workload)``,
   ``update(**changes)``, ``show_message(text)``.
 
@@ -19,30 +20,102 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.core import fit
+from vramgui.core import fit, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.report import rules_of_thumb
+from vramgui.core.speed import (
+    Hardware,
+    Price,
+    Utilization,
+    cost_per_million_tokens,
+    run_cost,
+    serving_speed,
+    training_speed,
+)
 from vramgui.core.training import FOUR_BIT_SCHEMES
 from vramgui.core.workload import (
     ENGINE_KV_DTYPES,
     METHOD_RECIPES,
+    QLORA_QUANTS,
     EngineConflictError,
     Workload,
     adjusted,
+    quant_family,
 )
+from vramgui.hardware.gpus import architecture_of
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, submit
 
 if TYPE_CHECKING:
     from vramgui.sources.results import ResolvedModel
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """What timing and pricing work on one GPU model needs.
+
+    Attributes:
+        hardware: the GPU as ``core.speed`` sees it.
+        price: one GPU-hour's price (the catalog's, or the user's), or None.
+        utilization: the shares of peak to time with (a measured one where there is one).
+    """
+
+    hardware: Hardware
+    price: Price | None
+    utilization: Utilization
+
+
+# (GPU name, compute dtype) -> its rates, or None where the GPU cannot be timed.
+RatesFor = Callable[[str, str], "Rates | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedSummary:
+    """How fast the current setup runs on the target GPU, and what it costs.
+
+    Attributes:
+        gpu: the target GPU (every GPU of the setup is one).
+        gpus: GPUs of the setup.
+        mode: "training" or "inference".
+        tokens_per_second: trained or generated, over all GPUs.
+        step_seconds: an optimizer step (training) or a decode step (inference).
+        mfu: model FLOPs utilization (training), else None.
+        bound: the part of the step that takes longest.
+        utilization: the shares of peak used.
+        price: the price of a GPU-hour, or None.
+        cost_per_million: the price of a million tokens trained or generated, or None.
+        train_tokens: the tokens of the training run timed, or None.
+        time_seconds: the run's wall time, or None.
+        gpu_hours: the run's GPU-hours, or None.
+        cost: the run's cost, or None.
+        notes: what the figures assume.
+        concurrency: sequences decoded together (inference).
+    """
+
+    gpu: str
+    gpus: int
+    mode: str
+    tokens_per_second: float
+    step_seconds: float
+    mfu: float | None
+    bound: str
+    utilization: Utilization
+    price: Price | None
+    cost_per_million: float | None
+    train_tokens: int | None = None
+    time_seconds: float | None = None
+    gpu_hours: float | None = None
+    cost: float | None = None
+    notes: tuple[str, ...] = ()
+    concurrency: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +126,14 @@ class Analysis:
         spec: the model estimated.
         estimate: the estimate, per GPU.
         fit: one row per chosen GPU, the target first.
+        speed: how fast and at what cost it runs on the target GPU, or None where it cannot be
+            timed (no target, a GPU the catalog lacks).
     """
 
     spec: ModelSpec
     estimate: Estimate
     fit: tuple[fit.FitRow, ...]
+    speed: SpeedSummary | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +148,8 @@ class Outlook:
         largest: for "seq" and "batch", the largest value that fits the target (None: not even 1).
         suggestions: ranked changes that make the setup fit the target (or save memory).
         rules: the classic rules of thumb for the same setup, bytes by rule name.
+        ranked: the catalog GPUs that fit (the fewest of each), cheapest work first.
+        ranked_by_time: the same, fastest first.
     """
 
     field: str
@@ -81,15 +159,20 @@ class Outlook:
     largest: dict[str, int | None]
     suggestions: tuple[fit.Suggestion, ...]
     rules: dict[str, int]
+    ranked: tuple[fit.RankedSetup, ...] = ()
+    ranked_by_time: tuple[fit.RankedSetup, ...] = ()
 
 
 SWEEP_FIELDS = ("seq", "batch")
+_SETTINGS = tuple(f.name for f in fields(Workload))
 OUTLOOK_DELAY_MS = 120
+# The training run the window times until the user says otherwise.
+DEFAULT_TRAIN_TOKENS = 100_000_000
 # Checkpoint dtypes as the Weights box names them.
 _STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-# Where a model comes from a file or folder the user opened (its own dtype then wins).
-_LOCAL_KINDS = ("local", "config")
+# Where a model comes from a file or folder the user opened (its own dtype then applies).
+_LOCAL_KINDS = ("local", "config", "ollama")
 RECIPE_NOTES = {
     "lora": "LoRA starts from its usual recipe: the base frozen in 16 bits (Pure 16-bit), "
     "gradient checkpointing on. Change either to compare.",
@@ -169,16 +252,53 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
         if training:
             reasons.setdefault("zero", "Sharding needs more than one GPU.")
             reasons.setdefault("fsdp", "Sharding needs more than one GPU.")
-    if spec is not None and spec.quantization and workload.mode == "inference":
-        reasons["quant"] = f"The checkpoint is stored quantized ({spec.quantization})."
+    if not training:
+        reasons.update(_stored_reasons(workload, spec))
     return reasons
+
+
+def _stored_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str]:
+    """What a pre-quantized checkpoint leaves to choose: another scheme is estimated from its
+    unquantized tensors (a GGUF file takes GGUF types only); MTP layers load in vLLM only."""
+    reasons: dict[str, str] = {}
+    if spec is None or not spec.mtp_tensors:
+        reasons["mtp"] = "This checkpoint stores no multi-token-prediction layers."
+    elif workload.engine != "vllm":
+        reasons["mtp"] = "Only vLLM loads multi-token-prediction layers (MTP speculative decoding)."
+    if spec is None or spec.quantization is None:
+        return reasons
+    if storage.logical_tensors(spec) is None:
+        reasons["quant"] = (
+            f"The checkpoint is stored quantized ({spec.quantization}) and the tensors it was "
+            "made from are not known: it is estimated as stored."
+        )
+        return reasons
+    if storage.from_gguf(spec):
+        for name, scheme in SCHEMES.items():
+            if scheme.family not in ("none", "gguf"):
+                reasons[f"quant:{name}"] = (
+                    f"A GGUF file ({spec.quantization}) is estimated as stored or as another "
+                    "GGUF type."
+                )
+    return reasons
+
+
+def stored_format(spec: ModelSpec | None, dtype: str) -> str:
+    """The checkpoint's own format in words ("MXFP4 experts, bf16 elsewhere"), "" if unquantized."""
+    if spec is None or spec.quantization is None:
+        return ""
+    return storage.format_label(spec, dtype) or spec.quantization
 
 
 def stored_dtype(spec: ModelSpec) -> str | None:
     """The Weights choice the checkpoint itself is stored in ("bf16", "fp16", "fp32"), or None.
 
-    From the stored tensors' dtypes (most weights win), else the config's ``torch_dtype``.
+    From the stored tensors' dtypes (most weights win), else the config's ``torch_dtype``. None
+    for a GGUF file: its quantized types are its weights, and the F32 it keeps its norms in is
+    no dtype to compute in.
     """
+    if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
+        return None
     counts: dict[str, int] = {}
     for t in spec.tensors:
         name = _STORED_DTYPES.get(t.dtype or "")
@@ -212,9 +332,16 @@ class EstimateController(QObject):
         load_model: Callable[[str], ResolvedModel],
         workload: Workload | None = None,
         parent: QObject | None = None,
+        *,
+        rates: RatesFor | None = None,
+        catalog: tuple[tuple[str, int], ...] = (),
     ) -> None:
         super().__init__(parent)
         self._load_model = load_model
+        self._rates = rates
+        self._catalog = catalog
+        self._train_tokens = DEFAULT_TRAIN_TOKENS
+        self._price_per_hour: float | None = None
         self._model: ResolvedModel | None = None
         self._source: str | None = None
         self._workload = workload or Workload()
@@ -222,6 +349,10 @@ class EstimateController(QObject):
         self._sweep_field = "seq"
         self._analysis: Analysis | None = None
         self._outlook: Outlook | None = None
+        # Settings the current model's own format set, with the user's value each replaced.
+        self._forced: dict[str, Any] = {}
+        # The quantization last served with: what inference returns to after QLoRA's base.
+        self._serving_quant = self._workload.quant if self._workload.mode == "inference" else "none"
         self._loading: Worker | None = None
         self._outlook_worker: Worker | None = None
         self._estimate_timer = _single_shot(self, self._recompute)
@@ -262,6 +393,39 @@ class EstimateController(QObject):
         return self._outlook
 
     @property
+    def train_tokens(self) -> int:
+        """Tokens of the training run the window times and prices."""
+        return self._train_tokens
+
+    @property
+    def price_per_hour(self) -> float | None:
+        """The user's price of one GPU-hour, or None for the catalog's."""
+        return self._price_per_hour
+
+    def set_train_tokens(self, tokens: int) -> None:
+        """Time and price a training run of ``tokens`` tokens."""
+        if tokens < 1:
+            raise ValueError("a training run has at least one token")
+        if tokens != self._train_tokens:
+            self._train_tokens = tokens
+            self._schedule()
+
+    def set_price_per_hour(self, price: float | None) -> None:
+        """Price every GPU-hour at ``price`` (None: each GPU's catalog price)."""
+        if price != self._price_per_hour:
+            self._price_per_hour = price
+            self._schedule()
+
+    def rates_for(self, gpu: str, dtype: str) -> Rates | None:
+        """The rates the window times ``gpu`` with (the user's price where set)."""
+        rates = self._rates(gpu, dtype) if self._rates else None
+        if rates is None or self._price_per_hour is None:
+            return rates
+        currency = rates.price.currency if rates.price else "USD"
+        price = Price(self._price_per_hour, currency, "set in the window")
+        return Rates(rates.hardware, price, rates.utilization)
+
+    @property
     def max_seq(self) -> int:
         """The model's longest context, the upper end of the context controls."""
         spec = self.spec
@@ -281,24 +445,55 @@ class EstimateController(QObject):
     def set_model(self, loaded: ResolvedModel, source: str | None = None) -> None:
         """Make ``loaded`` the current model and re-estimate.
 
-        A file or folder the user opened is estimated as it is stored: its own dtype and
-        quantization replace the ones chosen for the previous model (QLoRA keeps its 4-bit
-        base), and a checkpoint only some engines run moves the engine to one of them.
+        The source's own format comes first, then the user's choice. A file or folder the user
+        opened is estimated as it is stored (its dtype, its own quantization; QLoRA keeps its
+        4-bit base), a checkpoint only some engines run moves the engine to one of them, and a
+        context longer than the model's is cut to it. These settings belong to this model only:
+        when the next one loads, each goes back to what the user had chosen, unless the user
+        changed it meanwhile (``chosen_workload``).
         """
+        previous = self.spec
         self._model = loaded
         self._source = source if source is not None else loaded.ref.id
         self.model_changed.emit(loaded)
         for notice in loaded.notices:
             self.notice.emit(notice)
-        changes = self._as_stored(loaded)
-        if self._workload.seq > self.max_seq:
+        mine = self.chosen_workload
+        if previous is not None and mine != self._workload:
+            back = ", ".join(
+                wording.setting_text(k, getattr(mine, k)) for k in self._forced if k != "seq"
+            )
+            if back:
+                self.notice.emit(f"Back to your settings after {previous.name}: {back}.")
+        self._forced = {}
+        changes = self._as_stored(loaded, mine)
+        if mine.seq > self.max_seq:
             changes["seq"] = self.max_seq
-        self._apply(changes)
-        self._schedule()
+        try:
+            workload, resets = adjusted(mine, changes, loaded.spec.quantization)
+        except VramguiError as exc:
+            self.message.emit(_describe(exc))
+            workload, resets = mine, ()
+        for reset in resets:
+            self.notice.emit(wording.reset_notice(reset, loaded.spec.name))
+        self._forced = {
+            name: getattr(mine, name)
+            for name in _SETTINGS
+            if getattr(workload, name) != getattr(mine, name)
+        }
+        self._set_workload(workload)
 
-    def _as_stored(self, loaded: ResolvedModel) -> dict[str, Any]:
-        """The dtype and quantization of an opened file, where they differ from the current ones."""
-        w, spec = self._workload, loaded.spec
+    @property
+    def chosen_workload(self) -> Workload:
+        """The settings as the user chose them: ``workload`` without what the current model's own
+        format set (the window saves these, and the next model starts from them)."""
+        if not self._forced:
+            return self._workload
+        return self._workload.with_(**self._forced)
+
+    def _as_stored(self, loaded: ResolvedModel, w: Workload) -> dict[str, Any]:
+        """The dtype and quantization of an opened file, where they differ from ``w``'s."""
+        spec = loaded.spec
         if loaded.ref.kind not in _LOCAL_KINDS or (w.mode, w.method) == ("training", "qlora"):
             return {}
         changes: dict[str, Any] = {}
@@ -310,12 +505,20 @@ class EstimateController(QObject):
         if changes:
             now = ", ".join(wording.setting_text(k, v) for k, v in changes.items())
             was = ", ".join(wording.setting_text(k, getattr(w, k)) for k in changes)
-            self.notice.emit(f"{spec.name} is estimated as it is stored: {now} (was {was}).")
+            self.notice.emit(
+                f"{spec.name} is estimated as it is stored: {now} (was {was}), for this model only."
+            )
         return changes
 
     def set_workload(self, workload: Workload) -> None:
-        """Replace every setting at once (a restored or loaded profile)."""
+        """Replace every setting at once (a restored or loaded profile): all the user's."""
+        self._forced = {}
+        self._set_workload(workload)
+
+    def _set_workload(self, workload: Workload) -> None:
         self._workload = workload
+        if workload.mode == "inference":
+            self._serving_quant = workload.quant
         self.workload_changed.emit(workload)
         self._schedule()
 
@@ -329,6 +532,17 @@ class EstimateController(QObject):
         Returns:
             Whether the change was taken.
         """
+        w = self._workload
+        leaving_qlora = (w.mode, w.method, changes.get("mode")) == (
+            "training",
+            "qlora",
+            "inference",
+        )
+        if leaving_qlora and w.quant in QLORA_QUANTS and self._serving_quant != w.quant:
+            # QLoRA's 4-bit base is a training recipe's: serving goes back to its own choice.
+            changes.setdefault("quant", self._serving_quant)
+            back = wording.setting_text("quant", self._serving_quant)
+            self.notice.emit(f"QLoRA's 4-bit base is for training: {back} again to serve.")
         method = changes.get("method")
         if method in METHOD_RECIPES and method != self._workload.method:
             for name, value in METHOD_RECIPES[method].items():
@@ -337,7 +551,13 @@ class EstimateController(QObject):
                 changes.setdefault("quant", "none")  # the 4-bit base was QLoRA's
             if method in RECIPE_NOTES and changes.get("mode", self._workload.mode) == "training":
                 self.notice.emit(RECIPE_NOTES[method])
-        return self._apply(changes)
+        before = self._workload
+        taken = self._apply(changes)
+        # What the user changed (and what changed with it) is theirs now, not the model's.
+        for name in list(self._forced):
+            if name in changes or getattr(before, name) != getattr(self._workload, name):
+                del self._forced[name]
+        return taken
 
     def _apply(self, changes: dict[str, Any]) -> bool:
         spec = self.spec
@@ -356,7 +576,7 @@ class EstimateController(QObject):
         for reset in resets:
             self.notice.emit(wording.reset_notice(reset, spec.name if spec else ""))
         if workload != self._workload:
-            self.set_workload(workload)
+            self._set_workload(workload)
         return True
 
     def apply_suggestion(self, suggestion: fit.Suggestion) -> bool:
@@ -364,12 +584,19 @@ class EstimateController(QObject):
         return self.update(**suggestion.changes)
 
     def set_capacities(self, capacities: tuple[tuple[str, int], ...]) -> None:
-        """The GPUs to hold the estimate against, as ``(name, capacity_bytes)``; first is the target."""
+        """The GPUs to hold the estimate against, as ``(name, capacity_bytes)``; first is the target.
+
+        The target's generation decides what the engine does with a checkpoint's format (FP8
+        kept from Ada, dequantized before): the workload follows it.
+        """
         capacities = tuple(capacities)
         if capacities == self._capacities:
             return
         self._capacities = capacities
         self.capacities_changed.emit(capacities)
+        arch = architecture_of(capacities[0][0]) if capacities else "auto"
+        if arch != self._workload.gpu_arch:
+            self._apply({"gpu_arch": arch})
         self._schedule()
 
     def set_sweep_field(self, field: str) -> None:
@@ -418,9 +645,22 @@ class EstimateController(QObject):
                 self._outlook_worker = None
             self.estimate_failed.emit(_describe(exc))
             return
-        self._analysis = Analysis(spec, result, rows)
+        self._analysis = Analysis(spec, result, rows, self._speed(spec, self._workload))
         self.estimate_changed.emit(self._analysis)
         self._outlook_timer.start()
+
+    def _speed(self, spec: ModelSpec, workload: Workload) -> SpeedSummary | None:
+        """The current setup timed and priced on the target GPU, or None where it cannot be."""
+        if not self._capacities:
+            return None
+        gpu = self._capacities[0][0]
+        rates = self.rates_for(gpu, workload.dtype)
+        if rates is None:
+            return None
+        try:
+            return summarize_speed(spec, workload, gpu, rates, self._train_tokens)
+        except VramguiError:
+            return None
 
     def _recompute_outlook(self) -> None:
         spec, analysis = self.spec, self._analysis
@@ -431,9 +671,22 @@ class EstimateController(QObject):
         workload, field, max_seq = self._workload, self._sweep_field, self.max_seq
         target = self._capacities[0] if self._capacities else None
         # Dozens of estimates: off the GUI thread, so that the breakdown stays live meanwhile.
+        offers = []
+        for name, capacity in self._catalog:
+            rates = self.rates_for(name, workload.dtype)
+            if rates is not None:
+                offers.append((name, capacity, rates))
+        tokens = self._train_tokens
         self._outlook_worker = submit(
             lambda: compute_outlook(
-                analysis.estimate, spec, workload, field=field, target=target, max_seq=max_seq
+                analysis.estimate,
+                spec,
+                workload,
+                field=field,
+                target=target,
+                max_seq=max_seq,
+                offers=offers,
+                train_tokens=tokens,
             ),
             self._outlook_done,
             self._outlook_failed,
@@ -457,9 +710,12 @@ def compute_outlook(
     field: str,
     target: tuple[str, int] | None,
     max_seq: int,
+    offers: list[tuple[str, int, Rates]] | None = None,
+    train_tokens: int | None = None,
 ) -> Outlook:
-    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice and
-    the rules of thumb around the ``current`` estimate.
+    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice,
+    the rules of thumb around the ``current`` estimate, and the GPUs of ``offers`` that fit
+    ranked by the cost of the work (a training run of ``train_tokens``).
 
     Pure: safe to run on a worker thread.
     """
@@ -475,6 +731,18 @@ def compute_outlook(
         for name in SWEEP_FIELDS:
             largest[name] = fit.largest_fitting(spec, workload, target[1], name)
         suggestions = tuple(fit.advise(spec, workload, target[1]))
+    ranked: tuple[fit.RankedSetup, ...] = ()
+    if offers:
+        ranked = tuple(
+            fit.rank_setups(
+                spec,
+                workload,
+                [(name, capacity, r.hardware, r.price) for name, capacity, r in offers],
+                by="cost",
+                train_tokens=train_tokens if workload.mode == "training" else None,
+                utilizations={name: r.utilization for name, _, r in offers},
+            )
+        )
     return Outlook(
         field,
         tuple(v for v, _ in points),
@@ -483,7 +751,42 @@ def compute_outlook(
         largest,
         suggestions,
         rules_of_thumb(spec, current),
+        ranked,
+        tuple(fit.order_setups(ranked, "time")),
     )
+
+
+def summarize_speed(
+    spec: ModelSpec, workload: Workload, gpu: str, rates: Rates, train_tokens: int
+) -> SpeedSummary:
+    """Time and price ``workload`` on GPUs like ``gpu``: a training run of ``train_tokens``, or
+    decoding at the batch as concurrency.
+
+    Raises:
+        VramguiError: the setup cannot be timed.
+    """
+    w, price = workload, rates.price
+    if w.mode == "training":
+        trained = training_speed(spec, w, rates.hardware, rates.utilization)
+        run = run_cost(trained, w.gpus, train_tokens, price)
+        per_million = (
+            None
+            if price is None
+            else cost_per_million_tokens(trained.tokens_per_second, w.gpus, price)
+        )
+        return SpeedSummary(
+            gpu, w.gpus, w.mode, trained.tokens_per_second, trained.step_seconds, trained.mfu,
+            trained.bound, trained.utilization, price, per_million, train_tokens,
+            run.time_seconds, run.gpu_hours, run.cost, trained.notes,
+        )  # fmt: skip
+    served = serving_speed(spec, w, rates.hardware, rates.utilization)
+    per_million = (
+        None if price is None else cost_per_million_tokens(served.tokens_per_second, w.gpus, price)
+    )
+    return SpeedSummary(
+        gpu, w.gpus, w.mode, served.tokens_per_second, served.step_seconds, None, served.bound,
+        rates.utilization, price, per_million, concurrency=served.concurrency,
+    )  # fmt: skip
 
 
 def _single_shot(parent: QObject, slot: Callable[[], None], interval_ms: int = 0) -> QTimer:

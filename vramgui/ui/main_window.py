@@ -48,10 +48,11 @@ from vramgui import __version__
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import Inventory, ModelSpec
+from vramgui.core.speed import Utilization
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
-from vramgui.ui import extra_views, palette, report
+from vramgui.ui import extra_views, palette, report, timing
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import EXPLANATIONS, SHORT_EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
@@ -60,6 +61,7 @@ from vramgui.ui.controller import (
     EstimateController,
     Outlook,
     disabled_reasons,
+    stored_format,
 )
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.help import ONLINE_DOCS, HelpWindow, docs_folder
@@ -67,7 +69,7 @@ from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
 from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
-from vramgui.ui.widgets import guard_wheel
+from vramgui.ui.widgets import FittedLabel, guard_wheel
 from vramgui.ui.workload_panel import WorkloadPanel
 
 if TYPE_CHECKING:
@@ -93,9 +95,20 @@ BADGES = {
     ),
     Inventory.APPROXIMATE: (
         "APPROXIMATE",
-        "Part of the model was guessed: the estimate may be off, by more than its figures suggest.",
+        "Part of the model was guessed: the estimate may be off, by more than its figures suggest."
+        " Verify runs the model's own code for the exact figure.",
         palette.BADGE_STYLES["approximate"],
     ),
+}
+
+
+# How each kind of thing Verify says looks (verify.KINDS).
+_VERIFY_STYLES = {
+    "match": palette.OK_STYLE,
+    "mismatch": palette.WARNING_STYLE,
+    "error": palette.ERROR_STYLE,
+    "warning": palette.WARNING_STYLE,
+    "info": palette.INFO_STYLE,
 }
 
 
@@ -113,6 +126,8 @@ class Services:
         gpu_refresh_ms: how often the local GPUs are read; 0 reads them once.
         schemes: quantization schemes by name, in display order.
         host_ram_bytes: RAM available for offloaded layers (None: unknown).
+        measured_utilization: catalog GPU name -> the speed model's utilization measured on it
+            by `vramgui measure --device cuda`, or None (the default then applies).
     """
 
     load_model: Callable[[str], ResolvedModel]
@@ -124,12 +139,18 @@ class Services:
     gpu_refresh_ms: int = REFRESH_MS
     schemes: Mapping[str, Scheme] = field(default_factory=lambda: SCHEMES)
     host_ram_bytes: int | None = None
+    measured_utilization: Callable[[str], Utilization | None] = lambda _name: None
 
 
 def build_window(services: Services, settings: QSettings) -> MainWindow:
     """Build the window from ``services``, restore the last session from ``settings``, start."""
     workload = _restored_workload(settings)
-    controller = EstimateController(services.load_model, workload)
+    controller = EstimateController(
+        services.load_model,
+        workload,
+        rates=timing.catalog_rates(services.gpu_catalog, services.measured_utilization),
+        catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
+    )
     checked = settings.value("gpus/catalog")
     model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
     gpu_panel = GpuPanel(
@@ -195,7 +216,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("vramgui")
         self.setAcceptDrops(True)
 
-        self.headline = QLabel("Pick a model")
+        self.headline = FittedLabel("Pick a model")
         font = self.headline.font()
         font.setPointSizeF(font.pointSizeF() * 1.5)
         font.setBold(True)
@@ -204,6 +225,7 @@ class MainWindow(QMainWindow):
         self.badge = QLabel()
         self.badge.setTextInteractionFlags(Qt.TextInteractionFlag.NoTextInteraction)
         self.badge.hide()
+        self.speed_line = timing.SpeedLine()
         self.subline = QLabel()
         self.subline.setTextFormat(Qt.TextFormat.RichText)
         self.rules = QLabel()
@@ -227,8 +249,15 @@ class MainWindow(QMainWindow):
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.banner_close = QPushButton("Dismiss")
         self.banner_close.setFlat(True)
-        # What the banner shows: "" (nothing), "error", "estimate" (an estimate that failed) or
-        # "notice" (a change the window made by itself). Notices of one turn are shown together.
+        # The whole of a message longer than the banner's lines (the commands to install the
+        # measure extra, a failed run's output), in a window to read and copy from.
+        self.banner_details = QPushButton("Details…")
+        self.banner_details.setFlat(True)
+        self.banner_details.hide()
+        self._details = ""
+        # What the banner shows: "" (nothing), "error", "estimate" (an estimate that failed),
+        # "notice" (a change the window made by itself) or "verify" (what Verify found or why it
+        # could not run). Notices of one turn are shown together.
         self.banner_kind = ""
         self._notices: list[str] = []
         self._notice_due = QTimer(self)
@@ -314,8 +343,8 @@ class MainWindow(QMainWindow):
         ):
             box = QGroupBox(title)
             QVBoxLayout(box).addWidget(panel)
-            column.addWidget(box)
-        column.addStretch(1)
+            # The height the column can spare goes to the model panel's lists.
+            column.addWidget(box, 1 if panel is self.model_panel else 0)
         left_scroll = QScrollArea()
         left_scroll.setWidgetResizable(True)
         left_scroll.setWidget(left)
@@ -331,13 +360,22 @@ class MainWindow(QMainWindow):
         lines = QWidget()
         lines_layout = QVBoxLayout(lines)
         lines_layout.setContentsMargins(0, 0, 0, 0)
+        # Each line keeps 4 pixels of its own: no spacing between them (a laptop's height).
+        lines_layout.setSpacing(0)
+        # The time / cost line first, under the headline.
+        lines_layout.addWidget(self.speed_line)
         lines_layout.addWidget(self.subline)
         lines_layout.addWidget(self.rules)
         message = QWidget()
         message_layout = QHBoxLayout(message)
         message_layout.setContentsMargins(0, 0, 0, 0)
         message_layout.addWidget(self.banner, 1)
-        message_layout.addWidget(self.banner_close, 0, Qt.AlignmentFlag.AlignTop)
+        buttons = QVBoxLayout()
+        buttons.setSpacing(0)
+        buttons.addWidget(self.banner_close)
+        buttons.addWidget(self.banner_details)
+        buttons.addStretch(1)
+        message_layout.addLayout(buttons)
         self.message_area.addWidget(lines)
         self.message_area.addWidget(message)
         # Room for a message of three lines (two notices of one change), and for the subline.
@@ -378,7 +416,8 @@ class MainWindow(QMainWindow):
 
         estimate_tab = QWidget()
         centre = QVBoxLayout(estimate_tab)
-        centre.setContentsMargins(6, 6, 6, 6)
+        centre.setContentsMargins(6, 4, 6, 6)
+        centre.setSpacing(4)
         top = QHBoxLayout()
         top.addWidget(self.headline, 1)
         top.addWidget(self.badge, 0, Qt.AlignmentFlag.AlignVCenter)
@@ -411,7 +450,9 @@ class MainWindow(QMainWindow):
         self.main_split.addWidget(left_scroll)
         self.main_split.addWidget(self.tabs)
         self.main_split.addWidget(gpus)
-        self.main_split.setStretchFactor(1, 1)
+        # A wider window widens the side column too (its model names), the centre the most.
+        self.main_split.setStretchFactor(0, 1)
+        self.main_split.setStretchFactor(1, 4)
         # The side panels at the width they need, the centre the rest (a laptop screen too).
         self.main_split.setSizes([left_scroll.minimumWidth(), 860, gpus.minimumSizeHint().width()])
         self.setCentralWidget(self.main_split)
@@ -466,7 +507,7 @@ class MainWindow(QMainWindow):
             (self.action_training, "training"),
         ):
             view_menu.addAction(action)
-            action.triggered.connect(lambda _checked=False, m=mode: self.controller.update(mode=m))
+            action.triggered.connect(lambda _checked=False, m=mode: self.change({"mode": m}))
 
         help_menu = bar.addMenu("&Help")
         self.action_method = _action(self, "&How estimates are made", "F1")
@@ -486,14 +527,18 @@ class MainWindow(QMainWindow):
         c.message.connect(self.show_message)
         c.notice.connect(self.show_notice)
         self.model_panel.source_chosen.connect(c.load_source)
-        self.precision_panel.changed.connect(lambda changes: c.update(**changes))
-        self.workload_panel.changed.connect(lambda changes: c.update(**changes))
+        self.precision_panel.changed.connect(self.change)
+        self.workload_panel.changed.connect(self.change)
         self.gpu_panel.capacities_changed.connect(c.set_capacities)
-        self.advisor.apply_requested.connect(c.apply_suggestion)
+        self.advisor.apply_requested.connect(lambda s: self.change(s.changes))
+        self.speed_line.tokens_changed.connect(c.set_train_tokens)
+        self.speed_line.price_changed.connect(c.set_price_per_hour)
         self.sweep_field.currentIndexChanged.connect(
             lambda: c.set_sweep_field(self.sweep_field.currentData())
         )
         self.banner_close.clicked.connect(self._hide_banner)
+        self.banner_details.clicked.connect(self.show_details)
+        self.verify_bar.said.connect(self._show_verify)
         self.action_open_file.triggered.connect(self.model_panel.open_file.click)
         self.action_open_folder.triggered.connect(self.model_panel.open_folder.click)
         self.action_export_breakdown.triggered.connect(
@@ -517,6 +562,7 @@ class MainWindow(QMainWindow):
         self.action_gib.setChecked(unit == "GiB")
         self.action_gb.setChecked(unit == "GB")
         self.gpu_panel.set_unit(unit)
+        self.model_panel.set_unit(unit)
         for view in self.extra_tabs.values():
             set_view_unit = getattr(view, "set_unit", None)
             if callable(set_view_unit):
@@ -527,6 +573,14 @@ class MainWindow(QMainWindow):
             self._show_analysis(self.controller.analysis)
         if self.controller.outlook is not None:
             self._show_outlook(self.controller.outlook)
+
+    def change(self, changes: Mapping[str, Any]) -> None:
+        """The user changed settings: what the window said of the previous ones is stale (a
+        failed estimate's message stays until an estimate succeeds)."""
+        self._notices.clear()
+        if self.banner_kind in ("notice", "error", "verify"):
+            self._hide_banner()
+        self.controller.update(**changes)
 
     def show_message(self, text: str) -> None:
         """Show what went wrong (a source, the hardware or the core) in the banner, in red."""
@@ -561,12 +615,25 @@ class MainWindow(QMainWindow):
         if text:
             self._banner("notice", text, palette.WARNING_STYLE)
 
-    def _banner(self, kind: str, text: str, style: str) -> None:
+    def show_details(self) -> None:
+        """The whole of the banner's message, selectable, in a window of its own."""
+        box = QMessageBox(QMessageBox.Icon.Information, "Details", self._details, parent=self)
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.open()
+
+    def _show_verify(self, text: str, kind: str, details: str) -> None:
+        """What Verify has to say, in the message area under the total (the marks it draws are
+        on the chart below): the result, an error, or what to install first."""
+        self._banner("verify", text, _VERIFY_STYLES[kind], details)
+
+    def _banner(self, kind: str, text: str, style: str, details: str = "") -> None:
         self.banner_kind = kind
         if self.banner.styleSheet() != style:
             self.banner.setStyleSheet(style)
         self.banner.setText(text)
-        self.banner.setToolTip(text)
+        self.banner.setToolTip(details or text)
+        self._details = details if details and details != text else ""
+        self.banner_details.setVisible(bool(self._details))
         self.message_area.setCurrentIndex(1)
         self.statusBar().showMessage(text, 10000)
 
@@ -585,6 +652,7 @@ class MainWindow(QMainWindow):
     def _hide_banner(self) -> None:
         self.banner_kind = ""
         self.message_area.setCurrentIndex(0)
+        self.statusBar().clearMessage()  # it showed the banner's text
 
     def _show_model(self, loaded: ResolvedModel) -> None:
         # What was said of the previous model (a failed load, an error, a notice) is stale now.
@@ -605,7 +673,13 @@ class MainWindow(QMainWindow):
     def _show_workload(self, workload: Workload) -> None:
         reasons = disabled_reasons(workload, self.controller.spec)
         self.workload_panel.set_workload(workload, reasons, self.controller.max_seq)
-        self.precision_panel.set_values(workload.dtype, workload.quant, workload.kv_dtype, reasons)
+        self.precision_panel.set_values(
+            workload.dtype,
+            workload.quant,
+            workload.kv_dtype,
+            reasons,
+            stored_format(self.controller.spec, workload.dtype),
+        )
         # Saved once the inputs rest: writing the settings file on every step of a slider
         # would cost the redraw more than the estimate does.
         self._save_inputs.start()
@@ -616,10 +690,13 @@ class MainWindow(QMainWindow):
         w = est.workload
         per = "per GPU" if w.gpus > 1 else ""
         about = "≈ " if analysis.spec.inventory is Inventory.APPROXIMATE else ""
-        self.headline.setText(
-            f"{about}{format_bytes(est.total_bytes, unit)} {per}".strip() + f" · {est.model_name}"
+        total = f"{about}{format_bytes(est.total_bytes, unit)} {per}".strip()
+        # A narrow window drops the organisation first: the figure must always show whole.
+        self.headline.set_texts(
+            f"{total} · {est.model_name}", f"{total} · {est.model_name.rsplit('/', 1)[-1]}"
         )
         self._show_badge(analysis.spec, est.notes)
+        self.speed_line.show_summary(analysis.speed, self.controller.train_tokens)
         verdicts = [
             f"<span style='color:{palette.FIT if row.fits else palette.NO_FIT}'>"
             f"{'fits' if row.fits else 'does not fit'} {row.gpu}</span>"
@@ -674,7 +751,8 @@ class MainWindow(QMainWindow):
             table.setMinimumHeight(height)
 
     def _show_estimate_error(self, text: str) -> None:
-        self.headline.setText("No estimate for these settings")
+        self.headline.set_texts("No estimate for these settings")
+        self.speed_line.show_summary(None, self.controller.train_tokens)
         self.subline.setText("")
         self.breakdown_chart.set_data({}, [])
         self.breakdown_model.set_components({}, self.unit)
@@ -692,7 +770,10 @@ class MainWindow(QMainWindow):
             f"{palette.rule_label(name)}: {format_bytes(size, self.unit)}"
             for name, size in outlook.rules.items()
         )
-        self.rules.setText(f"Rules of thumb: {rules}" if rules else "")
+        # The classic rules size the whole model; beside per-GPU figures they must say so.
+        gpus = workload.gpus
+        whole = f" (whole model, not per GPU of {gpus})" if gpus > 1 else ""
+        self.rules.setText(f"Rules of thumb{whole}: {rules}" if rules else "")
         self.sweep_chart.set_data(
             outlook.field,
             outlook.values,
@@ -710,6 +791,9 @@ class MainWindow(QMainWindow):
             suggestions=outlook.suggestions,
             unit=self.unit,
             seq_word="context" if workload.mode == "inference" else "sequence length",
+        )
+        self.advisor.show_ranking(
+            outlook.ranked, outlook.ranked_by_time, workload.mode, self.controller.train_tokens
         )
 
     def _show_badge(self, spec: ModelSpec, notes: Sequence[str]) -> None:
@@ -771,7 +855,8 @@ class MainWindow(QMainWindow):
 
     def _save_workload(self) -> None:
         self._save_inputs.stop()
-        workload = self.controller.workload
+        # The user's settings: a model's own format is its own, and comes back with the model.
+        workload = self.controller.chosen_workload
         self.settings.setValue("session/workload", json.dumps(workload.to_dict()))
 
     def closeEvent(self, event: QCloseEvent) -> None:

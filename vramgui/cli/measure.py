@@ -102,13 +102,19 @@ def _terminated_as_interrupt() -> Iterator[None]:
 
 
 def cpu_kernels_bytes(spec: ModelSpec, workload: Workload) -> int | None:
-    """The training estimate's peak tensors for PyTorch's CPU kernels (what a fake run executes),
-    with CUDA autocast's float32 rules as the harness applies them; None for inference."""
-    if workload.mode != "training":
-        return None
-    from vramgui.core.training import training_estimate
+    """The estimate's peak tensors for PyTorch's CPU kernels (what a fake run executes): for
+    training with CUDA autocast's float32 rules as the harness applies them, for transformers'
+    prefill with the CPU's SDPA choices; None for other engines."""
+    if workload.mode == "training":
+        from vramgui.core.training import training_estimate
 
-    return training_estimate(spec, workload, device="cpu", autocast_rules="cuda").total_bytes
+        return training_estimate(spec, workload, device="cpu", autocast_rules="cuda").total_bytes
+    if workload.engine != "transformers":
+        return None
+    from vramgui.core.inference import inference_breakdown
+
+    cpu = inference_breakdown(spec, workload, device="cpu")
+    return cpu.weights_bytes + cpu.kv_cache_bytes + cpu.activations_bytes
 
 
 def run(args: argparse.Namespace) -> int:

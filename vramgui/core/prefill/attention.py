@@ -12,6 +12,7 @@ from vramgui.core.prefill.layers import Attention
 from vramgui.core.prefill.ops import FP32, INT64, Dtype, layer_norm, rms_norm, rope
 from vramgui.core.prefill.program import (
     SCORES,
+    SEQ_SQUARED,
     TOKENS,
     Program,
     Size,
@@ -280,24 +281,31 @@ def _math_sdpa(p: Program, d: Dtype, a: Attention, *, mask: bool) -> Out:
     upcast = [p.new(TOKENS * (a.q * FP32)), p.new(TOKENS * (kv * FP32))]
     upcast.append(p.new(TOKENS * (v * FP32)))
     scaled_q = p.new(TOKENS * (a.q * FP32))
+    causal = None
+    if not mask:
+        # the causal mask it builds: ones, their lower triangle, then an fp32 additive copy
+        ones = p.new(SEQ_SQUARED * 1)
+        lower = p.new(SEQ_SQUARED * 1)
+        p.free(ones)
+        causal = p.new(SEQ_SQUARED * FP32)
+        p.free(lower)
     scaled_k = p.new(TOKENS * (kv * FP32))
     raw = p.new(scores)
     p.free(scaled_k)
-    if not mask:
-        p.scratch(SCORES * 1)  # the causal mask it builds
     summed = p.new(scores)
     p.free(raw)
     soft = p.new(scores)
     p.free(summed)
     probs = p.new(SCORES * (a.heads * d.e))
-    contiguous_v = p.new(TOKENS * (v * FP32)) if a.mla is not None else None
+    # the sparse-attention family's value reaches the kernel strided: its fp32 copy is made
+    # contiguous for the product
+    contiguous_v = p.new(TOKENS * (v * FP32)) if a.indexer is not None else None
     product = p.new(TOKENS * (a.out * FP32))
     if contiguous_v is not None:
         p.free(contiguous_v)
     out = p.new(d.tok(a.out))
     p.free(product, soft, scaled_q, *upcast, probs)
-    if converted is not None:
-        p.free(converted)
+    p.free(*(t for t in (converted, causal) if t is not None))
     merged = p.new(d.tok(a.out))
     p.free(out)
     return Out(merged)

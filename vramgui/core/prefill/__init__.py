@@ -212,14 +212,12 @@ def _masks(p: Program, spec: ModelSpec, s: _Setup) -> None:
         if s.kernel.eager:
             p.new(SCORES * s.d.e)
             continue
-        window = None
-        if kind is LayerType.SLIDING:
-            window = facts.sliding_window
-        elif kind is LayerType.CHUNKED:
-            window = facts.attention_chunk_size
-        if window:
+        if kind is LayerType.SLIDING and facts.sliding_window:
             # boolean, (1, 1, seq, seq): one for the batch, expanded as a view
-            p.new(longer_than(SEQ_SQUARED, window))
+            p.new(longer_than(SEQ_SQUARED, facts.sliding_window))
+        elif kind is LayerType.CHUNKED and facts.attention_chunk_size:
+            # boolean, (batch, 1, seq, seq): the chunks combined with each sequence's mask
+            p.new(longer_than(SCORES, facts.attention_chunk_size))
 
 
 def _block_order(spec: ModelSpec, tp: int) -> list[tuple[int, layers.Block]]:

@@ -270,7 +270,12 @@ def _attention(
     gated = bool(q_out and o_in and q_out == 2 * o_in)
     width = facts.layer_kv_widths[layer] if facts.layer_kv_widths else 0
     head_dim = facts.head_dim
-    if width and facts.layer_kv_heads and facts.layer_kv_heads[layer]:
+    if q_out and facts.num_heads and q_out % (facts.num_heads * (2 if gated else 1)) == 0:
+        # the layer's own head size, from its query projection (Gemma 4's differ per layer kind)
+        head_dim = q_out // (facts.num_heads * (2 if gated else 1))
+        if width:
+            kv_heads = max(1, -(-(width // (2 * head_dim)) // tp))
+    elif width and facts.layer_kv_heads and facts.layer_kv_heads[layer]:
         head_dim = width // (2 * facts.layer_kv_heads[layer])
     norm = next(
         (t for t in tensors if t.module in ("q_norm", "q_layernorm") and not t.is_bias), None

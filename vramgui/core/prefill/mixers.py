@@ -102,6 +102,27 @@ def mamba2(spec: ModelSpec, layer: int) -> Mamba2 | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Mamba1:
+    """A Mamba (1) mixer's widths (Mamba, Falcon-Mamba, Jamba) on one GPU."""
+
+    inner: int
+    state: int  # per channel
+    rank: int  # dt's low rank
+    conv: int
+
+
+def mamba1(spec: ModelSpec, layer: int) -> Mamba1 | None:
+    """The layer's Mamba (1) widths: A is a matrix per channel."""
+    tensors = spec.layer_tensors(layer)
+    a_log = next((t for t in tensors if t.name.endswith("A_log")), None)
+    conv = next((t for t in tensors if t.name.endswith("conv1d.weight")), None)
+    dt = next((t for t in tensors if t.module == "dt_proj" and not t.is_bias), None)
+    if a_log is None or len(a_log.shape) != 2 or conv is None or dt is None:
+        return None
+    return Mamba1(inner=a_log.shape[0], state=a_log.shape[1], rank=dt.shape[1], conv=conv.shape[-1])
+
+
+@dataclass(frozen=True, slots=True)
 class KimiDelta:
     """A Kimi delta-attention layer's widths (Kimi Linear) on one GPU: a per-channel decay."""
 
@@ -138,7 +159,10 @@ def recurrent_fp32_elements(spec: ModelSpec, layer: int) -> int:
     if m is not None:
         return m.inner * m.state
     k = kimi_delta(spec, layer)
-    return 0 if k is None else k.heads * k.head_dim * k.head_dim
+    if k is not None:
+        return k.heads * k.head_dim * k.head_dim
+    m1 = mamba1(spec, layer)
+    return 0 if m1 is None else m1.inner * m1.state
 
 
 def mixer(p: Program, d: Dtype, spec: ModelSpec, layer: int, tp: int) -> int:
@@ -152,7 +176,50 @@ def mixer(p: Program, d: Dtype, spec: ModelSpec, layer: int, tp: int) -> int:
     k = kimi_delta(spec, layer)
     if k is not None:
         return _kimi_delta(p, d, k, spec.facts.hidden_size)
+    m1 = mamba1(spec, layer)
+    if m1 is not None:
+        return _mamba1(p, d, m1, spec.facts.hidden_size)
     return p.new(d.tok(spec.facts.hidden_size))
+
+
+def _mamba1(p: Program, d: Dtype, m: Mamba1, hidden: int) -> int:
+    """Mamba's mixer without its CUDA kernels: in_proj, the causal convolution and SiLU, x_proj
+    and dt_proj, then ``mamba_selective_scan``: A and B discretized for the whole prompt, each a
+    fp32 (channels x state) grid per token, beside B times the input, scanned token by token;
+    the output gated by SiLU(z); out_proj."""
+    grid = TOKENS * (m.inner * m.state * FP32)
+    held = [p.new(d.tok(2 * m.inner))]  # in_proj: x and the gate z are views of it
+    convolved = p.new(d.tok(m.inner) + BATCH * (m.inner * (m.conv - 1) * d.e))
+    x = p.new(d.tok(m.inner))
+    p.free(convolved)
+    held.append(x)
+    held.append(p.new(d.tok(m.rank + 2 * m.state)))  # x_proj: dt, B, C
+    dt = p.new(d.tok(m.inner))  # dt_proj
+    biased = p.new(d.tok(m.inner))
+    p.free(dt)
+    dt = p.new(d.tok(m.inner))  # softplus
+    p.free(biased)
+    product = p.new(grid)  # A * dt
+    discrete_a = p.new(grid)
+    p.free(product)
+    b32 = p.new(TOKENS * (m.state * FP32))
+    discrete_b = p.new(grid)
+    x32 = p.new(TOKENS * (m.inner * FP32))
+    delta_b_u = p.new(grid)
+    p.free(x32)
+    # the scan: a state per sequence, an output per token, stacked
+    steps = p.new(d.tok(m.inner) + BATCH * (m.inner * m.state * FP32))
+    stacked = p.new(TOKENS * (m.inner * FP32))
+    p.free(steps)
+    skip = p.new(TOKENS * (m.inner * FP32))  # + x * D
+    p.free(stacked)
+    gate = p.new(d.tok(m.inner))  # SiLU(z)
+    gated = p.new(TOKENS * (m.inner * FP32))
+    p.free(gate, skip, discrete_a, b32, discrete_b, delta_b_u, dt)
+    cast = p.new(d.tok(m.inner))
+    projected = p.new(d.tok(hidden))
+    p.free(cast, gated, *held)
+    return projected
 
 
 def _kimi_delta(p: Program, d: Dtype, k: KimiDelta, hidden: int) -> int:

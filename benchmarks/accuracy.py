@@ -306,8 +306,8 @@ def _held_out_lines() -> list[str]:
         "`python -m benchmarks.architectures --held-out`: shapes no rule of the estimator was "
         "written or checked from, "
         + ", ".join(f"{b} x {s:,}" for b, s in shapes)
-        + ", on the default config and on the half- and double-size configs of the 2025-26 "
-        "types (worst |error| over the three configs).",
+        + ", on the default config and the half-size one of the 2025-26 types (the worst "
+        "|error| of the two).",
         "",
         "| type | " + " | ".join(f"{b} x {s:,}" for b, s in shapes) + " |",
         "|---|" + "---:|" * len(shapes),

@@ -1,0 +1,35 @@
+"""benchmarks/architectures.py's verdict on each type (no torch needed)."""
+
+from benchmarks import architectures
+
+
+def _points(errors: list[tuple[int, int, float]], config: int = 0) -> list[dict]:
+    return [
+        {"config": config, "batch": b, "seq": s, "error": e, "hidden": 64} for b, s, e in errors
+    ]
+
+
+def test_an_error_beyond_three_percent_that_grows_with_the_prompt_fails():
+    v = architectures.verdict(_points([(4, 512, 0.001), (1, 8192, 0.02), (4, 32768, 0.06)]))
+    assert v["grows"]
+    assert v["worst_error"] == 0.06 and v["worst_shape"] == [4, 32768]
+
+
+def test_a_steady_error_or_one_within_three_percent_does_not():
+    steady = architectures.verdict(_points([(4, 512, -0.05), (4, 32768, -0.05)]))
+    small = architectures.verdict(_points([(4, 512, 0.0), (4, 32768, 0.029)]))
+    assert not steady["grows"] and not small["grows"]
+
+
+def test_the_range_checked_covers_the_default_shapes_and_every_size():
+    points = _points([(4, 512, 0.0), (3, 1500, 0.0), (4, 32768, 0.0)])
+    points += [{"config": 2, "batch": 1, "seq": 4000, "error": 0.04, "hidden": 32}]
+    v = architectures.verdict(points)
+    assert v["seq"] == [512, 32768] and v["batch"] == 4
+    assert v["hidden"] == [32, 64]
+    assert v["worst_error"] == 0.04  # the sizes count towards the worst error
+    assert [e[:2] for e in v["errors"]] == [[4, 512], [3, 1500], [4, 32768]]
+
+
+def test_a_type_with_no_measurement_has_no_verdict():
+    assert architectures.verdict([{"config": 0, "batch": 1, "seq": 8, "measure_error": "x"}]) == {}

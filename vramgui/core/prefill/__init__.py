@@ -133,10 +133,13 @@ def _decoder(p: Program, spec: ModelSpec, w: Workload, cache: Sequence[Size], de
     x = embeds
     p.free(unwritten_all)
     order = _block_order(spec, w.tp)
+    # after[i]: the cache of the layers after layer i
+    after = [Size()] * len(cache)
+    for i in range(len(cache) - 2, -1, -1):
+        after[i] = after[i + 1] + cache[i + 1]
     for index, plan in order:
         # the cache of the layers after this one is not written yet
-        later = sum((cache[i] for i in range(index + 1, facts.num_layers)), Size())
-        given_back = p.new(later * -1)
+        given_back = p.new(after[index] * -1)
         block_input = p.new(d.tok(h)) if index else x
         # this layer's own cache is written inside the block
         unwritten = p.new(cache[index] * -1)

@@ -13,6 +13,8 @@ INT64 = 8
 # Activations that transformers writes as several elementwise ops (each a new tensor) rather than
 # one kernel: GPT-2's tanh approximation keeps the input and three temporaries alive at once.
 MULTI_OP_ACTIVATIONS = frozenset({"gelu_new", "gelu_fast", "quick_gelu_new"})
+# Activations of two ops whose first output lives until the second is made: relu(x) ** 2.
+TWO_OP_ACTIVATIONS = frozenset({"relu2"})
 
 
 def per_token(nbytes: int) -> Size:
@@ -128,6 +130,10 @@ def dense_mlp(
         up = p.new(inner)
         if act == "xielu":
             product = _xielu(p, d, width)
+        elif act in TWO_OP_ACTIVATIONS:
+            first = p.new(inner)
+            product = p.new(inner)
+            p.free(first)
         elif act in MULTI_OP_ACTIVATIONS:
             # 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3))): three temporaries beside x.
             temps = [p.new(inner) for _ in range(3)]

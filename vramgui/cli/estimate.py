@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
+from vramgui.cli.text import printable
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes
 from vramgui.core.workload import (
@@ -467,7 +468,7 @@ def format_table(doc: dict[str, Any]) -> str:
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
     lines = [
-        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters)",
+        f"{printable(model['name'])}  ({model['architecture']}, {model['parameters']:,} parameters)",
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
         + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")

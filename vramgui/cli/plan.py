@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for
+from vramgui.cli.text import printable
 from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
 from vramgui.core.offload import Bandwidths, Placement
@@ -307,7 +308,7 @@ def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
 
 def format_training(doc: dict[str, Any]) -> str:
     """A plain-text view of a training plan."""
-    lines = [f"{doc['model']['name']}: training setup", ""]
+    lines = [f"{printable(doc['model']['name'])}: training setup", ""]
     for settings in doc["launch"]:
         lines += [f"{settings['engine']}:", settings["text"], *settings["notes"]]
     return "\n".join(lines)
@@ -340,7 +341,7 @@ def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the plan for people."""
     s = doc["settings"]
     lines = [
-        f"{doc['model']['name']}: {doc['planner']} plan, GPU budget "
+        f"{printable(doc['model']['name'])}: {doc['planner']} plan, GPU budget "
         f"{format_bytes(doc['vram_budget_bytes'][0])} ({doc['gpu']} speeds), {s['dtype']}"
         + (f" {s['quant']}" if s["quant"] != "none" else "")
         + f", batch {s['batch']}, seq {s['seq']:,}",

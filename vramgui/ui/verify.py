@@ -233,7 +233,7 @@ class VerifyBar(QWidget):
         if problems:
             self._show(extra.install_hint(problems), palette.WARNING_STYLE)
             return
-        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload)
+        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload, device)
         if reason:
             self._show(f"Verify cannot run this setup: {reason}.", palette.WARNING_STYLE)
             return
@@ -246,6 +246,8 @@ class VerifyBar(QWidget):
         self._buffer = b""
         argv = self._command(source, workload, device)
         process = QProcess(self)
+        # Nothing the run does may wait for an answer on standard input.
+        process.setStandardInputFile(QProcess.nullDevice())
         process.readyReadStandardError.connect(self._read_stderr)
         process.finished.connect(self._finished)
         process.errorOccurred.connect(self._error)

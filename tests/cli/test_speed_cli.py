@@ -6,7 +6,8 @@ import json
 import pytest
 
 from vramgui.cli import main
-from vramgui.cli.estimate import format_duration, parse_count
+from vramgui.cli.estimate import parse_count
+from vramgui.core.units import format_duration
 from vramgui.hardware.gpus import find_gpu
 
 LLAMA = {
@@ -98,9 +99,23 @@ def test_a_gpu_without_a_rental_price_gives_time_but_no_cost(capsys, config_path
     assert doc["speed"]["cost"] is None and doc["speed"]["time_seconds"] > 0
 
 
-def test_inference_has_no_speed_block(capsys, config_path):
-    doc = _json(capsys, "estimate", config_path, "--gpu", "A100 80GB")
+def test_inference_has_a_serving_block_instead(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--gpu", "A100 80GB", "--batch", "16")
     assert "speed" not in doc
+    serving = doc["serving"]
+    assert serving["concurrency"] == 16 and serving["tokens_per_second"] > 0
+    price = serving["price"]["per_gpu_hour"]
+    assert serving["cost_per_million_tokens"] == pytest.approx(
+        price / 3600 / serving["tokens_per_second"] * 1e6, rel=1e-3
+    )
+    assert main(["estimate", config_path, "--gpu", "A100 80GB", "--batch", "16"]) == 0
+    assert "serving on A100 SXM 80GB:" in capsys.readouterr().out
+
+
+def test_a_gpu_without_a_tensor_rate_gets_a_note_not_an_error(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--mode", "training", "--gpu", "M2 Ultra")
+    assert doc["speed"] is None
+    assert any("no speed" in note and "tensor rate" in note for note in doc["notes"])
 
 
 @pytest.mark.parametrize(
@@ -143,3 +158,64 @@ def test_durations_read_at_a_glance():
     assert [format_duration(s) for s in (5, 600, 7200, 3 * 86400)] == [
         "5 s", "10 min", "2.0 h", "3.0 days",
     ]  # fmt: skip
+
+
+def test_rank_by_cost_lists_the_catalog_gpus_that_fit_cheapest_run_first(capsys, config_path):
+    doc = _json(
+        capsys, "estimate", config_path, "--mode", "training", "--method", "lora",
+        "--train-tokens", "100M", "--rank", "cost",
+    )  # fmt: skip
+    ranked = doc["ranked"]
+    priced = [r for r in ranked if r["cost"] is not None]
+    assert len(priced) >= 3
+    assert [r["cost"] for r in priced] == sorted(r["cost"] for r in priced)
+    assert ranked.index(priced[-1]) < len(ranked) - 1 or len(priced) == len(ranked)
+    assert all(r["price"]["source"] for r in priced)
+
+
+def test_rank_by_time_for_serving(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--batch", "16", "--rank", "time")
+    speeds = [r["tokens_per_second"] for r in doc["ranked"]]
+    assert speeds == sorted(speeds, reverse=True)
+    assert all(r["time_seconds"] is None for r in doc["ranked"])
+    assert main(["estimate", config_path, "--batch", "16", "--rank", "cost"]) == 0
+    assert "per million tokens generated" in capsys.readouterr().out
+
+
+def test_the_rank_choices_are_the_cores():
+    from vramgui.cli import estimate
+    from vramgui.core import fit
+
+    assert estimate.RANK_KEYS == fit.RANK_KEYS
+
+
+def test_a_calibration_measured_on_the_gpu_replaces_the_default_and_says_so(capsys, config_path):
+    import datetime as dt
+
+    from vramgui.core.families import spec_from_config
+    from vramgui.core.workload import Workload
+    from vramgui.hardware import calibration
+    from vramgui.hardware.rates import speed_hardware
+
+    hardware = speed_hardware(find_gpu("A100 80GB"), "bf16")
+    spec = spec_from_config(LLAMA, "tiny")
+    work = Workload(mode="training", batch=8, seq=2048)
+    from vramgui.core.speed import Utilization, training_speed
+
+    slow = training_speed(spec, work, hardware, Utilization(matmul=0.3, attention=0.225))
+    stored = calibration.calibrate(
+        spec, work, hardware, tokens_per_second=slow.tokens_per_second, device="NVIDIA A100",
+        now=dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+    )  # fmt: skip
+    calibration.save(stored)
+    args = ("estimate", config_path, "--mode", "training", "--gpu", "A100 80GB")
+    doc = _json(capsys, *args)
+    u = doc["speed"]["utilization"]
+    assert (u["source"], u["matmul"]) == ("measured", pytest.approx(0.3, abs=1e-3))
+    assert "NVIDIA A100" in u["detail"] and "2026-12-01" in u["detail"]
+    assert main([*args]) == 0
+    assert "measured: NVIDIA A100" in capsys.readouterr().out
+    mine = _json(capsys, *args, "--matmul-utilization", "0.5")
+    assert mine["speed"]["utilization"]["source"] == "set"
+    other = _json(capsys, "estimate", config_path, "--mode", "training", "--gpu", "H100")
+    assert other["speed"]["utilization"]["source"] == "default"  # only the GPU measured

@@ -73,13 +73,13 @@ def test_what_the_handlers_hold_is_let_go_on_the_gui_thread(qtbot):
 
     freed_on: list[threading.Thread] = []
     got: list[object] = []
-    for cancel in (False, True):
+    for count, cancel in enumerate((False, True), start=1):
         holder = Holder()
         weakref.finalize(holder, lambda: freed_on.append(threading.current_thread()))
         worker = workers.submit(lambda: 1, lambda r, h=holder: got.append(r), got.append)
         if cancel:
             worker.cancel()
         del holder
-        qtbot.waitUntil(lambda n=len(freed_on): len(freed_on) > n, timeout=5000)
+        qtbot.waitUntil(lambda c=count: len(freed_on) == c, timeout=5000)
     assert freed_on == [threading.main_thread()] * 2
     assert got == [1]

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.text import printable
 from vramgui.core.errors import WorkloadError
-from vramgui.core.units import GiB, format_bytes
+from vramgui.core.units import GiB, format_bytes, format_duration, format_money
+from vramgui.core.units import parse_count as units_parse_count
 from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 # them too.
 
 _DEFAULTS = Workload()
+# What --rank ranks by: core.fit.RANK_KEYS (named here so that the options cost no estimator
+# import; tests/cli/test_speed_cli.py checks that they agree).
+RANK_KEYS = ("cost", "time")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +58,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--cheapest",
         action="store_true",
         help="rank catalog GPUs by the price of the fewest that fit (up to 8: one machine)",
+    )
+    parser.add_argument(
+        "--rank",
+        choices=RANK_KEYS,
+        default=None,
+        help="rank the catalog GPUs that fit (the fewest of each, up to 8) by the time or the "
+        "rental cost of the work: per million tokens trained (a whole run with --train-tokens) "
+        "or generated at --batch concurrent sequences",
     )
     add_speed_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -103,26 +115,18 @@ def add_speed_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_COUNT_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
 def parse_count(text: str) -> int:
-    """A token count as people write it: "200M", "1.5B", "500k", "2e9", "1,000,000".
+    """A token count as people write it (``core.units.parse_count``), for argparse.
 
     Raises:
         argparse.ArgumentTypeError: not a positive count.
     """
-    cleaned = text.strip().replace(",", "").replace("_", "").lower()
-    factor = _COUNT_SUFFIXES.get(cleaned[-1:], 1.0)
-    if factor != 1.0:
-        cleaned = cleaned[:-1]
     try:
-        value = float(cleaned) * factor
+        return units_parse_count(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a token count: {text!r} (e.g. 200M, 1.5B)") from None
-    if not 1 <= value < 1e18:
-        raise argparse.ArgumentTypeError(f"a token count must be at least 1, got {text!r}")
-    return round(value)
+        raise argparse.ArgumentTypeError(
+            f"not a token count: {text!r} (at least 1; e.g. 200M, 1.5B)"
+        ) from None
 
 
 def train_tokens_from_args(args: argparse.Namespace) -> int | None:
@@ -146,8 +150,9 @@ def train_tokens_from_args(args: argparse.Namespace) -> int | None:
 def speed_for(
     spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``speed`` block for training on ``gpu_name``, or None and why there is none."""
-    from vramgui.core.report import speed_block
+    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name``, or None
+    and why there is none."""
+    from vramgui.core.report import serving_block, speed_block
     from vramgui.core.speed import Price
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
@@ -155,14 +160,18 @@ def speed_for(
 
     try:
         gpu = find_gpu(gpu_name)
+        hardware = speed_hardware(gpu, workload.dtype)
     except HardwareError:
         return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
-    hardware = speed_hardware(gpu, workload.dtype)
+    except WorkloadError as exc:
+        return None, f"no speed: {exc}"
     utilization = utilization_for(hardware, args.matmul_utilization)
     if args.price_per_hour is not None:
         price: Price | None = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
     else:
         price = rental_price(gpu)
+    if workload.mode == "inference":
+        return serving_block(spec, workload, hardware, utilization=utilization, price=price), None
     block = speed_block(
         spec,
         workload,
@@ -175,12 +184,14 @@ def speed_for(
 
 
 def utilization_for(hardware: Any, matmul: float | None) -> Any:
-    """The utilization to use on ``hardware``: the user's share, else the architecture's."""
+    """The utilization to use on ``hardware``: the user's share, else the one measured on this
+    GPU model by `vramgui measure --device cuda`, else the architecture's default."""
     from vramgui.core.speed import ATTENTION_SHARE, Utilization
+    from vramgui.hardware.calibration import measured_utilization
 
-    default = Utilization.default_for(hardware.architecture)
     if matmul is None:
-        return default
+        measured = measured_utilization(hardware.name)
+        return measured or Utilization.default_for(hardware.architecture)
     if not 0 < matmul <= 1:
         raise WorkloadError(f"--matmul-utilization must be in (0, 1], got {matmul}")
     return Utilization(
@@ -416,6 +427,44 @@ def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[
     ]
 
 
+def ranked_catalog(
+    spec: ModelSpec,
+    workload: Workload,
+    by: str,
+    *,
+    train_tokens: int | None,
+    price_per_hour: float | None = None,
+    currency: str = "USD",
+) -> list[dict[str, Any]]:
+    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
+    from vramgui.core.fit import rank_setups
+    from vramgui.core.speed import Price
+    from vramgui.hardware.gpus import load_catalog
+    from vramgui.hardware.rates import rental_price, speed_hardware
+
+    offers = []
+    for gpu in load_catalog():
+        if not gpu.nvml:
+            continue
+        try:
+            hardware = speed_hardware(gpu, workload.dtype)
+        except WorkloadError:
+            continue
+        price = (
+            Price(price_per_hour, currency, "set with --price-per-hour")
+            if price_per_hour is not None
+            else rental_price(gpu)
+        )
+        offers.append((gpu.name, gpu.capacity_bytes(), hardware, price))
+    from vramgui.hardware.calibration import load
+
+    measured = {name: c.utilization() for name, c in load().items()}
+    ranked = rank_setups(
+        spec, workload, offers, by=by, train_tokens=train_tokens, utilizations=measured
+    )
+    return [r.to_dict() for r in ranked]
+
+
 def run(args: argparse.Namespace) -> int:
     from vramgui.core.estimate import estimate
     from vramgui.core.fit import fit_rows, gpus_needed, largest_fitting
@@ -442,15 +491,27 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.cheapest:
         extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
-    speed_note = None
-    if workload.mode == "training" and capacities:
-        extra["speed"], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
-    elif train_tokens_from_args(args) is not None:
+    train_tokens = train_tokens_from_args(args)
+    if train_tokens is not None and (workload.mode != "training" or not (capacities or args.rank)):
         raise WorkloadError(
-            "--train-tokens and --dataset-tokens need --mode training and a --gpu to time it on"
+            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
+            "to time the run on"
         )
+    if args.rank:
+        extra["ranked"] = ranked_catalog(
+            loaded.spec,
+            workload,
+            args.rank,
+            train_tokens=train_tokens,
+            price_per_hour=args.price_per_hour,
+            currency=args.currency,
+        )
+    speed_note = None
+    if capacities:
+        key = "speed" if workload.mode == "training" else "serving"
+        extra[key], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
     doc = estimate_document(loaded.spec, est, rows, extra)
-    if speed_note:
+    if speed_note and workload.mode == "training":
         doc["notes"].append(speed_note)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
@@ -503,6 +564,12 @@ def format_table(doc: dict[str, Any]) -> str:
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
+    serving = doc.get("serving")
+    if serving:
+        lines.append(serving_line(serving, doc["gpus"]))
+    ranked = doc.get("ranked")
+    if ranked is not None:
+        lines.extend(ranked_lines(ranked, doc["settings"]))
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -510,24 +577,6 @@ def format_table(doc: dict[str, Any]) -> str:
     for note in [*doc.get("notices", []), *doc["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
-
-
-def format_duration(seconds: float) -> str:
-    """3 s, 12 min, 5.2 h, 3.1 days."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
-def format_money(amount: float, currency: str | None) -> str:
-    """$1,234, $12.50, 85.00 EUR."""
-    if currency in (None, "USD"):
-        return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
-    return f"{amount:,.2f} {currency}"
 
 
 def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
@@ -562,3 +611,41 @@ def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
             text += " (no price for this GPU: --price-per-hour sets one)"
         lines.append(text)
     return lines
+
+
+def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
+    """The table's lines for ``--rank``: one setup a line, best first."""
+    if not ranked:
+        return ["ranked: no catalog GPU fits this setup (up to 8 of a kind)"]
+    made = "trained" if settings["mode"] == "training" else "generated"
+    lines = [f"ranked ({settings['mode']}):"]
+    for place, r in enumerate(ranked, 1):
+        text = f"  {place}. {r['count']} x {r['gpu']}: {r['tokens_per_second']:,.0f} tokens/s"
+        price = r["price"]
+        if r["time_seconds"] is not None:
+            text += f", {format_duration(r['time_seconds'])}"
+        if r["cost"] is not None and price:
+            text += f", {format_money(r['cost'], price['currency'])}"
+        if r["cost_per_million_tokens"] is not None and price:
+            per = format_money(r["cost_per_million_tokens"], price["currency"])
+            text += f" ({per} per million tokens {made})"
+        elif price is None:
+            text += " (no price)"
+        lines.append(text)
+    return lines
+
+
+def serving_line(serving: dict[str, Any], gpus: int) -> str:
+    """The table's line for the ``serving`` block: decode speed and cost per million tokens."""
+    where = f"{gpus} x {serving['gpu']}" if gpus > 1 else serving["gpu"]
+    text = (
+        f"serving on {where}: {serving['tokens_per_second']:,.0f} tokens/s generated at batch "
+        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context)"
+    )
+    price = serving.get("price")
+    if serving["cost_per_million_tokens"] is not None and price:
+        text += (
+            f", {format_money(serving['cost_per_million_tokens'], price['currency'])} per million "
+            f"tokens at {format_money(price['per_gpu_hour'], price['currency'])} per GPU-hour"
+        )
+    return text

@@ -35,6 +35,7 @@ from typing import Any
 from vramgui.core import dtypes, parallel
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role, Tensor
+from vramgui.core.offload.placement import model_units
 from vramgui.core.training.weights import adapter_numel, resolve_lora_targets
 from vramgui.core.workload import Workload
 
@@ -49,6 +50,13 @@ from vramgui.core.workload import Workload
 # on a GeForce card whose clocks run above their rated boost. docs/performance.md, "Training
 # time", lists every case with the held-out ones.
 MATMUL_UTILIZATION_BY_ARCHITECTURE = {"Hopper": 0.55, "Ampere": 0.65, "Ada Lovelace": 0.85}
+# The GPUs those measurements ran on: another GPU of the architecture takes its default unchecked
+# (power-limited parts such as the L4 and L40S may reach less of their datasheet peak).
+MEASURED_GPUS = {
+    "Hopper": ("H100 SXM",),
+    "Ampere": ("A100 SXM 80GB", "A100 SXM 40GB", "RTX 3090"),
+    "Ada Lovelace": ("RTX 4090",),
+}
 # Architectures no published measurement was checked on take this share, and the estimate says so.
 UNMEASURED_MATMUL_UTILIZATION = 0.6
 # Flash attention reaches three quarters of the matrix products' share (set with them, on the
@@ -62,6 +70,9 @@ LINK_UTILIZATION = 0.75
 # Host time to launch one kernel in eager PyTorch (the dispatcher, autograd and the CUDA launch;
 # set on Qwen's LoRA profile at 256 tokens, where the launches bound the step).
 LAUNCH_SECONDS = 16e-6
+# One all-reduce of a few hundred kilobytes (tensor parallelism's per-layer reduce while decoding)
+# takes about this long whatever its size: NCCL's small-message latency, tens of microseconds.
+COLLECTIVE_LATENCY_SECONDS = 20e-6
 # Between machines: 400 Gb/s per GPU (InfiniBand / RoCE, as in the clusters of torchtitan's and
 # llm-foundry's published runs); one machine holds this many GPUs.
 NETWORK_BYTES_PER_S = 50e9
@@ -270,7 +281,7 @@ class _Model:
     weight_read_bytes: float  # bytes one pass reads from the weights (16-bit or packed)
     dequant_bytes: float  # QLoRA: bytes one pass's dequantization reads and writes
     cast_bytes: float  # mixed precision: bytes the per-forward cast of the weights moves
-    attention_flops: float  # forward score and value FLOPs per token (causal), on this GPU
+    trainable: float  # parameters that train, in the whole model
     elementwise_bytes: float  # forward elementwise bytes per token, on this GPU
     lora_bytes: float  # forward LoRA bytes per token, on this GPU
     loss_bytes: float  # loss bytes per token (forward and backward), on this GPU
@@ -328,9 +339,17 @@ def _mlp_width(spec: ModelSpec) -> float:
 
 
 def _model(spec: ModelSpec, w: Workload) -> _Model:
+    # Not the batch or the sequence: a slider over them reuses one model (attention, which
+    # grows with the sequence, is counted apart).
     key = ("speed_model", w.method, w.quant, w.dtype, w.precision, w.lora_rank, w.lora_targets,
-           w.tp, w.pp, w.seq, w.attention)  # fmt: skip
+           w.tp, w.pp)  # fmt: skip
     return spec.cached(key, lambda: _build_model(spec, w))
+
+
+def _attention_flops(spec: ModelSpec, w: Workload) -> float:
+    """Forward attention FLOPs per token on one GPU (its tensor and pipeline share)."""
+    causal_skip = w.attention != "eager"
+    return _attention_flops_per_token(spec, w.seq, causal_skip) / (w.tp * w.pp)
 
 
 def _build_model(spec: ModelSpec, w: Workload) -> _Model:
@@ -385,8 +404,13 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
         * act
         / 2
     )
-    causal_skip = w.attention != "eager"
-    attention = _attention_flops_per_token(spec, w.seq, causal_skip)
+    if w.method == "full":
+        trained_total = float(spec.parameters)
+    else:
+        trained_total = float(
+            sum(adapter_numel(t, w.lora_rank, 1) for t in spec.tensors if t.module in targets
+                and t.layer is not None and t.is_matrix)
+        )  # fmt: skip
     return _Model(
         block_matmul=block / split,
         head_matmul=head / w.tp,
@@ -395,7 +419,7 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
         weight_read_bytes=read / split,
         dequant_bytes=dequant / split,
         cast_bytes=cast / split,
-        attention_flops=attention / split,
+        trainable=trained_total,
         elementwise_bytes=elementwise / split,
         lora_bytes=lora_bytes / split,
         loss_bytes=LOSS_BYTES_PER_VOCAB * f.vocab_size / w.tp,
@@ -419,7 +443,7 @@ def model_flops_per_token(spec: ModelSpec, workload: Workload) -> float:
         + 4.0 * frozen
         + head
         + 6.0 * m.adapter_matmul * split
-        + (1.0 + backward) * m.attention_flops * split
+        + (1.0 + backward) * _attention_flops(spec, w) * split
     )
 
 
@@ -462,7 +486,7 @@ def training_speed(
             + 2.0 * m.adapter_matmul
         )
     )
-    attn_fwd = tokens * m.attention_flops
+    attn_fwd = tokens * _attention_flops(spec, w)
     matmul_rate = flops_rate * u.matmul
     attention_rate = flops_rate * u.attention
 
@@ -545,6 +569,12 @@ def training_speed(
         notes.append("linear-attention / state-space layers: their token mixing is not costed")
     if w.attention == "eager":
         notes.append("eager attention computes the whole score matrix and then masks it")
+    if u.source == "default" and hardware.name not in MEASURED_GPUS.get(u.detail, ()):
+        measured_on = ", ".join(MEASURED_GPUS.get(u.detail, ()))
+        notes.append(
+            f"no published training throughput on {hardware.name} was checked: it takes the "
+            f"{u.detail} default ({u.matmul:.0%} of the tensor peak, set on {measured_on})"
+        )
     if u.source == "unmeasured":
         notes.append(
             f"no published training throughput on {u.detail} was checked: the utilization "
@@ -568,15 +598,7 @@ def training_speed(
 def _trainable_on_gpu(spec: ModelSpec, w: Workload, plan: parallel.ParallelPlan) -> float:
     """Trainable parameters one GPU steps: its tensor / pipeline share, over the ranks ZeRO or
     FSDP divide the states over."""
-    if w.method == "full":
-        total = float(spec.parameters)
-    else:
-        targets = resolve_lora_targets(spec, w.lora_targets)
-        total = float(
-            sum(adapter_numel(t, w.lora_rank, 1) for t in spec.tensors if t.module in targets
-                and t.layer is not None and t.is_matrix)
-        )  # fmt: skip
-    return total / (plan.tp * plan.pp) / plan.state_shards
+    return _model(spec, w).trainable / (plan.tp * plan.pp) / plan.state_shards
 
 
 def _communication(
@@ -693,3 +715,76 @@ def run_cost(speed: TrainingSpeed, gpus: int, tokens: int, price: Price | None) 
     gpu_hours = gpus * seconds / 3600.0
     cost = None if price is None else gpu_hours * price.per_gpu_hour
     return RunCost(tokens, seconds, gpu_hours, cost, price)
+
+
+def cost_per_million_tokens(tokens_per_second: float, gpus: int, price: Price) -> float:
+    """The price of one million tokens at ``tokens_per_second`` over ``gpus`` GPUs."""
+    if tokens_per_second <= 0:
+        raise WorkloadError("a cost per token needs a positive throughput")
+    return gpus * price.per_gpu_hour / 3600.0 / tokens_per_second * 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSpeed:
+    """Decoding throughput of an inference setup at a concurrency.
+
+    Attributes:
+        concurrency: sequences decoded together (the workload's batch).
+        tokens_per_second: tokens generated per second over the setup's GPUs.
+        step_seconds: one decode step (one token for each sequence).
+        bound: "memory" (weights and KV cache reads) or "compute".
+    """
+
+    concurrency: int
+    tokens_per_second: float
+    step_seconds: float
+    bound: str
+
+
+def serving_speed(
+    spec: ModelSpec,
+    workload: Workload,
+    hardware: Hardware,
+    utilization: Utilization | None = None,
+) -> ServingSpeed:
+    """Decode speed of ``workload`` (inference, every weight on the GPUs) at full context.
+
+    A step reads each GPU's share of the weights (the routed experts some token of the batch
+    runs through) and of every sequence's KV cache, and computes 2 FLOPs per active weight and
+    the attention over the cache per sequence, at the memory and matrix-product shares of the
+    training model; tensor parallelism adds two all-reduces of the hidden states per block over
+    the link, each at least NCCL's small-message latency.
+
+    Raises:
+        WorkloadError: not an inference workload, or settings the model cannot take.
+    """
+    w = workload
+    if w.mode != "inference":
+        raise WorkloadError("a serving speed needs --mode inference")
+    u = utilization or Utilization.default_for(hardware.architecture)
+    concurrency = w.batch
+    read = flops = 0.0
+    for unit in model_units(spec, w):
+        params = float(unit.parameters - unit.expert_parameters)
+        if unit.index == 0 and not unit.read_bytes:
+            params = 0.0  # an embedding lookup
+        read += unit.read_bytes + unit.kv_cache_bytes
+        if unit.experts:
+            share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** concurrency
+            read += unit.expert_bytes * share
+            params += unit.expert_parameters * unit.experts_per_token / unit.experts
+        flops += 2.0 * concurrency * params + 4.0 * concurrency * w.seq * unit.attention_width
+    memory_s = read / w.tp / (hardware.memory_bytes_per_s * u.memory)
+    compute_s = flops / w.tp / (hardware.flops * u.matmul)
+    step = max(memory_s, compute_s)
+    if w.tp > 1:
+        reduces = 2.0 * spec.facts.num_layers
+        volume = 2.0 * (w.tp - 1) / w.tp * concurrency * spec.facts.hidden_size * 2
+        link = hardware.link_bytes_per_s * u.link
+        step += reduces * (COLLECTIVE_LATENCY_SECONDS + volume / link)
+    return ServingSpeed(
+        concurrency=concurrency,
+        tokens_per_second=concurrency / step,
+        step_seconds=step,
+        bound=MEMORY if memory_s >= compute_s else MATMUL,
+    )

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -17,8 +18,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.units import Unit, format_bytes
+from vramgui.core.units import Unit, format_bytes, format_count
 from vramgui.ui import palette
+from vramgui.ui.timing import price_sources, ranked_text
 
 MAX_SHOWN = 8
 MIN_TEXT_WIDTH = 100
@@ -47,11 +49,35 @@ class AdvisorPanel(QWidget):
         self._rows.setContentsMargins(0, 0, 0, 0)
         self._rows.setSpacing(4)
         self.suggestions_area.hide()
+        # The catalog GPUs that fit, ranked by what the work costs on them.
+        self.ranking = QLabel()
+        self.ranking.setWordWrap(True)
+        self.ranking.setTextFormat(Qt.TextFormat.RichText)
+        self.ranking.setSizePolicy(policy)
+        self.ranking.setAccessibleName("Rented GPUs ranked by cost")
+        self.ranking.hide()
+        self.rank_order = QComboBox()
+        self.rank_order.addItem("cheapest first", "cost")
+        self.rank_order.addItem("fastest first", "time")
+        self.rank_order.setToolTip("Order the GPUs to rent by the cost of the work or its speed")
+        self.rank_order.currentIndexChanged.connect(self._show_ranking)
+        self.rank_order.hide()
+        # The latest ranking in both orders, and what it is of (mode, tokens to train).
+        self._ranked: dict[str, Sequence[object]] = {"cost": (), "time": ()}
+        self._ranking_of: tuple[str, int] = ("inference", 0)
         content = QWidget()
         column = QVBoxLayout(content)
         column.setContentsMargins(0, 0, 0, 0)
         column.addWidget(self.summary)
         column.addWidget(self.suggestions_area)
+        self.ranking_title = QLabel()
+        self.ranking_title.setTextFormat(Qt.TextFormat.RichText)
+        self.ranking_title.setWordWrap(True)
+        self.ranking_title.setSizePolicy(policy)
+        self.ranking_title.hide()
+        column.addWidget(self.ranking_title)
+        column.addWidget(self.rank_order, 0, Qt.AlignmentFlag.AlignLeft)
+        column.addWidget(self.ranking)
         column.addStretch(1)
         # Summary and cards scroll together inside the panel. The scroll area also keeps a new
         # summary or card text from laying out (and repainting) the rest of the window.
@@ -132,6 +158,44 @@ class AdvisorPanel(QWidget):
                 + ("Changes that would make it fit:" if suggestions else "No single change fits.")
             )
         self._show_cards(list(suggestions)[:MAX_SHOWN], unit)
+
+    def show_ranking(
+        self,
+        by_cost: Sequence[object],
+        by_time: Sequence[object],
+        mode: str,
+        train_tokens: int,
+    ) -> None:
+        """The GPUs to rent that fit (``core.fit.RankedSetup``), in the order the user chose."""
+        self._ranked = {"cost": by_cost, "time": by_time}
+        self._ranking_of = (mode, train_tokens)
+        self._show_ranking()
+
+    def _show_ranking(self) -> None:
+        by = self.rank_order.currentData() or "cost"
+        ranked = self._ranked[by]
+        mode, train_tokens = self._ranking_of
+        rows = ranked_text(ranked, mode)
+        what = (
+            f"a run of {format_count(train_tokens)} tokens"
+            if mode == "training"
+            else "serving at this batch"
+        )
+        title = f"<b>GPUs to rent</b> for {what}:"
+        if self.ranking_title.text() != title:
+            self.ranking_title.setText(title)
+        text = rows
+        if self.ranking.text() != text:
+            self.ranking.setText(text)
+            sources = price_sources(ranked)
+            self.ranking.setToolTip(
+                "On-demand rental prices: "
+                + "; ".join(f"{src} ({date})" if date else src for src, date in sources.items())
+                if sources
+                else ""
+            )
+        for widget in (self.ranking_title, self.rank_order, self.ranking):
+            widget.setVisible(bool(rows))
 
     def _set_summary(self, text: str) -> None:
         # Only a new text is set: setting one lays the panel out again.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.text import printable
+from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
 from vramgui.core.units import parse_count as units_parse_count
@@ -15,6 +16,7 @@ from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
     ENGINES,
+    GPU_ARCH_CHOICES,
     KV_DTYPES,
     LOOPS,
     METHOD_RECIPES,
@@ -230,10 +232,14 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype", choices=DTYPES, default=d.dtype, help="dtype of unquantized weights and compute"
     )
+    named = ", ".join(n for n, s in SCHEMES.items() if s.family not in ("none", "gguf"))
     parser.add_argument(
         "--quant",
         default=d.quant,
-        help="none, int8, nf4, fp4, gptq-int4, awq-int4, fp8 or a GGUF type such as Q4_K_M",
+        help=f"weight quantization, as the libraries name it: none (a pre-quantized checkpoint: "
+        f"as it is stored), {named}, a GPTQ / AWQ / w4a16 group size (gptq-int4-g32), or a "
+        "GGUF type such as Q4_K_M; a scheme other than the checkpoint's own is estimated in its "
+        "place, with a note",
     )
     parser.add_argument(
         "--engine",
@@ -321,6 +327,18 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME|local",
         help="fit check against a catalog GPU or the local GPUs (repeatable)",
     )
+    parser.add_argument(
+        "--gpu-arch",
+        choices=GPU_ARCH_CHOICES,
+        default=None,
+        help="the GPU generation the engine runs on, which decides what it does with FP8, FP4 "
+        "and MXFP4 weights (default: the first --gpu's; auto: one that runs the format natively)",
+    )
+    parser.add_argument(
+        "--mtp",
+        action="store_true",
+        help="load the checkpoint's multi-token-prediction layers (vLLM MTP speculative decoding)",
+    )
 
 
 def workload_from_args(
@@ -350,6 +368,11 @@ def workload_from_args(
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
+    gpu_arch = args.gpu_arch
+    if gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        gpu_arch = architecture_of(args.gpu[0]) if args.gpu else "auto"
     return Workload(
         mode=args.mode,
         batch=args.batch,
@@ -379,6 +402,8 @@ def workload_from_args(
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
         loop=args.loop,
+        gpu_arch=gpu_arch,
+        mtp=args.mtp,
     )
 
 
@@ -474,6 +499,11 @@ def run(args: argparse.Namespace) -> int:
     loaded, workload = load_for(args)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
+    if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        # "local": the generation of the first GPU NVML names
+        workload = workload.with_(gpu_arch=architecture_of(capacities[0][0]))
     est = estimate(loaded.spec, workload, capacity)
     rows = fit_rows(est, capacities)
     extra: dict[str, Any] = {}
@@ -528,8 +558,11 @@ def format_table(doc: dict[str, Any]) -> str:
 
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
+    stored = model.get("stored_format")
     lines = [
-        f"{printable(model['name'])}  ({model['architecture']}, {model['parameters']:,} parameters)",
+        f"{printable(model['name'])}  ({model['architecture']}, {model['parameters']:,} parameters"
+        + (f"; stored as {stored}" if stored else "")
+        + ")",
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
         + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import inference, training
+from vramgui.core import inference, storage, training
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.workload import Workload
@@ -120,6 +120,7 @@ class Estimator:
         self._error: VramguiError | None = None
         self._plan: inference.InferencePlan | training.TrainingPlan | None = None
         try:
+            self._notes = (*spec.warnings, *override_notes(spec, workload))
             workload.check_checkpoint(spec.quantization)
             if workload.mode == "inference":
                 self._plan = inference.InferencePlan(spec, workload, capacity_bytes)
@@ -186,6 +187,17 @@ class Estimator:
             notes=tuple(notes),
             details=details,
         )
+
+
+def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
+    """What the user should know when ``--quant`` replaces the checkpoint's own format."""
+    if not storage.overridden(spec, workload.quant):
+        return ()
+    own = storage.format_label(spec, workload.dtype) or spec.quantization
+    return (
+        f"Estimated as --quant {workload.quant}, not as the checkpoint is stored ({own}): "
+        f"running it so means quantizing the original weights to {workload.quant}.",
+    )
 
 
 def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:

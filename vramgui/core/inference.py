@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, storage
+from vramgui.core import dtypes, serving
 from vramgui.core.activations import (
     LEARNED_POSITIONS,
     LLAMACPP_UBATCH,
@@ -212,6 +212,7 @@ class InferencePlan:
         "_error",
         "_error_first",
         "_facts",
+        "_format_notes",
         "_host",
         "_kv",
         "_max_seq",
@@ -246,6 +247,7 @@ class InferencePlan:
     def _prepare(self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
+        self._format_notes = serving.served_storage(spec, workload).notes
         if workload.engine == "transformers":
             weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
@@ -350,17 +352,19 @@ class InferencePlan:
             activations_bytes=activations,
             host_bytes=self._host,
             phase=self._phase,
-            notes=notes,
+            notes=(*self._format_notes, *notes),
             details=details,
         )
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP."""
+    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP,
+    as the engine holds them (``serving``: a format it dequantizes, kernels' padding, MTP
+    layers)."""
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
-        for st in storage.assign_storage(spec, w.dtype, w.quant):
+        for st in serving.served_storage(spec, w).storage:
             t = st.tensor
             if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
@@ -371,7 +375,9 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
             gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
         return gpu, host
 
-    return spec.cached(("resident_weights", w.dtype, w.quant, w.engine, w.tp), compute)
+    return spec.cached(
+        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+    )
 
 
 def vllm_non_torch_bytes(workload: Workload) -> int:

@@ -24,14 +24,30 @@ LOOPS = ("trainer", "custom")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
+# NVIDIA GPU generations by compute capability: what a checkpoint's format runs natively on
+# (FP8 tensor cores from Ada, FP4 from Blackwell). "auto": none given (the first --gpu's when one
+# is, else one that runs the format natively, the other cases said in the notes).
+GPU_ARCHS: dict[str, tuple[int, int]] = {
+    "volta": (7, 0),
+    "turing": (7, 5),
+    "ampere": (8, 0),
+    "ada": (8, 9),
+    "hopper": (9, 0),
+    "blackwell": (10, 0),
+}
+GPU_ARCH_CHOICES = ("auto", *GPU_ARCHS)
 
 # What each inference engine loads, by quantization family (``core.dtypes.Scheme.family``).
 # transformers dequantizes a GGUF file to 16 bits when it loads one (``from_pretrained(...,
 # gguf_file=...)``), so GGUF sizes hold for llama.cpp and vLLM only; llama.cpp runs GGUF files
 # only ("none" is then an F16 / BF16 / F32 GGUF).
+# transformers loads no NVFP4 or ModelOpt checkpoint (its NVFP4 quantizer quantizes on load, on
+# Blackwell only); vLLM loads them all.
 ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
-    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8"}),
-    "vllm": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "gguf"}),
+    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "int"}),
+    "vllm": frozenset(
+        {"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "nvfp4", "int", "modelopt", "gguf"}
+    ),
     "llamacpp": frozenset({"none", "gguf"}),
 }
 # KV cache dtypes each engine offers: fp8 is vLLM's, q8_0 / q4_0 are llama.cpp's cache types.
@@ -47,6 +63,10 @@ _ENGINES_FOR = {
     "bitsandbytes": ("transformers", "vllm"),
     "gptq-awq": ("transformers", "vllm"),
     "fp8": ("transformers", "vllm"),
+    "mxfp4": ("transformers", "vllm"),
+    "int": ("vllm", "transformers"),
+    "nvfp4": ("vllm",),
+    "modelopt": ("vllm",),
     "kv:fp8": ("vllm",),
     "kv:q8_0": ("llamacpp",),
     "kv:q4_0": ("llamacpp",),
@@ -101,6 +121,10 @@ class Workload:
         cpu_offload: offload optimizer states (and with ZeRO-3, parameters) to host RAM.
         loop: the training loop around the model: "trainer" (transformers' Trainer) or "custom"
             (``outputs = model(**batch); loss = outputs.loss; loss.backward()``).
+        gpu_arch: the GPU generation the engine runs on (``GPU_ARCHS``), which decides what it
+            does with a checkpoint's format; "auto" when no GPU says.
+        mtp: load the checkpoint's multi-token-prediction layers (vLLM's MTP speculative
+            decoding).
     """
 
     mode: str = "inference"
@@ -127,6 +151,8 @@ class Workload:
     gpu_memory_utilization: float = 0.9
     cpu_offload: bool = False
     loop: str = "trainer"
+    gpu_arch: str = "auto"
+    mtp: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -138,6 +164,7 @@ class Workload:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("loop", self.loop, LOOPS)
+        _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
         _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
@@ -303,6 +330,10 @@ def quant_family(name: str) -> str | None:
     A GGUF checkpoint may name its most common ggml type (``Q4_K``) rather than a file type.
     None: a scheme vramgui does not know, on which it has no opinion.
     """
+    if name.startswith("modelopt"):
+        return "modelopt"  # ModelOpt's FP8 layout (a stored format, not a --quant choice)
+    if dtypes.names_ggml_type(name):
+        return "gguf"
     try:
         return dtypes.get_scheme(name).family
     except WorkloadError:
@@ -446,7 +477,7 @@ _SIZE_SETTERS = {name: Workload.__dict__[name].__set__ for name in _SIZE_LIMITS}
 _settings = attrgetter(*(f.name for f in fields(Workload)))
 
 _INT_FIELDS = {"batch", "seq", "lora_rank", "grad_accum", "gpus", "zero", "tp", "pp"}
-_BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload"}
+_BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload", "mtp"}
 
 
 def _coerce(key: str, value: Any) -> Any:

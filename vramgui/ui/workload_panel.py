@@ -59,6 +59,8 @@ _HINTS = {
     "tp": "Tensor parallel: splits every layer's weights across GPUs.",
     "pp": "Pipeline parallel: splits the layers across GPUs.",
     "cpu_offload": "Keep optimizer states (and with ZeRO-3, weights) in host RAM.",
+    "mtp": "Load the multi-token-prediction layers the checkpoint stores, as vLLM does for MTP "
+    "speculative decoding; otherwise they stay on disk.",
     "loop": (
         "Trainer: transformers' Trainer.compute_loss keeps only the loss; the logits are freed "
         "before backward.\n"
@@ -103,6 +105,7 @@ class WorkloadPanel(QWidget):
         self.zero = ChoiceCombo(ZERO_STAGES)
         self.fsdp = QCheckBox("FSDP full shard")
         self.cpu_offload = QCheckBox("Offload optimizer to CPU")
+        self.mtp = QCheckBox("Load MTP layers")
         self._seq_label = QLabel("Context")
 
         common = QFormLayout()
@@ -115,6 +118,7 @@ class WorkloadPanel(QWidget):
         form = QFormLayout(self.inference_box)
         form.addRow("Engine", self.engine)
         form.addRow("vLLM share", self.gpu_memory_utilization)
+        form.addRow(self.mtp)
 
         self.training_box = QGroupBox("Training")
         form = QFormLayout(self.training_box)
@@ -173,6 +177,7 @@ class WorkloadPanel(QWidget):
             (self.grad_checkpointing, workload.grad_checkpointing),
             (self.fsdp, workload.fsdp),
             (self.cpu_offload, workload.cpu_offload),
+            (self.mtp, workload.mtp),
         ):
             _quietly(box.setChecked, box, checked)
         for spin, number in (
@@ -209,6 +214,7 @@ class WorkloadPanel(QWidget):
             "precision",
             "grad_accum",
             "loop",
+            "mtp",
         ):
             control = self._widget(name)
             reason = reasons.get(name)
@@ -229,7 +235,7 @@ class WorkloadPanel(QWidget):
                 lambda _i, n=name, c=combo: self._emit(**{n: c.value()})
             )
         self.zero.currentIndexChanged.connect(lambda: self._emit(zero=int(self.zero.value())))
-        for name in ("grad_checkpointing", "fsdp", "cpu_offload"):
+        for name in ("grad_checkpointing", "fsdp", "cpu_offload", "mtp"):
             box: QCheckBox = getattr(self, name)
             box.toggled.connect(lambda checked, n=name: self._emit(**{n: checked}))
         for name in ("gpus", "tp", "pp", "grad_accum", "gpu_memory_utilization"):

@@ -261,17 +261,17 @@ def run_in_process(fn: Callable[..., Any], *args: Any, seconds: float = LOAD_SEC
             if cancelled():
                 raise _Cancelled
             if not child.is_alive() and not receiving.poll(0):
-                raise Stopped(f"reading {_what(args)} stopped: {_death(child.exitcode)}")
+                raise Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}")
             if time.monotonic() > deadline:
                 raise Stopped(
-                    f"reading {_what(args)} took longer than {seconds:.0f} s; stopped "
-                    "(a folder on a slow or hung disk, or a network that does not answer?)"
+                    f"Stopped reading {_what(args)}: it took longer than {seconds:.0f} s (a "
+                    "folder on a slow or hung disk, or a network that does not answer?)"
                 )
         try:
             ok, value = receiving.recv()
         except (EOFError, OSError):
             child.join(1)
-            raise Stopped(f"reading {_what(args)} stopped: {_death(child.exitcode)}") from None
+            raise Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}") from None
     finally:
         receiving.close()
         if child.is_alive():
@@ -291,19 +291,17 @@ def _child(
     try:
         outcome: tuple[bool, Any] = (True, fn(*args))
     except MemoryError:
+        limit = CHILD_ADDRESS_SPACE_BYTES // 2**30
         outcome = (
             False,
-            Stopped(
-                f"reading {_what(args)} took more than "
-                f"{CHILD_ADDRESS_SPACE_BYTES // 2**30} GiB of memory; stopped"
-            ),
+            Stopped(f"Stopped reading {_what(args)}: it took more than {limit} GiB of memory"),
         )
     except Exception as exc:
         outcome = (False, exc)
     try:
         sending.send(outcome)
     except Exception as exc:  # a result or an exception that does not pickle
-        sending.send((False, Stopped(f"reading {_what(args)} failed: {type(exc).__name__}")))
+        sending.send((False, Stopped(f"Reading {_what(args)} failed: {type(exc).__name__}")))
 
 
 def _hold_memory(limit: int) -> None:

@@ -287,10 +287,18 @@ class InferencePlan:
                 "vllm_non_torch_bytes": non_torch,
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
             }
-            self._phase = "serving (pre-allocated KV pool)"
             if capacity_bytes is not None:
+                self._phase = "serving (pre-allocated KV pool)"
                 budget = capacity_bytes * workload.gpu_memory_utilization
                 self._pool = int(budget - weights - self._activations - non_torch)
+            else:
+                # No GPU to size the pool by: what the requested tokens need, said to be that.
+                self._phase = "serving (KV cache of the requested tokens; no GPU to size the pool)"
+                self._notes = (
+                    "No GPU named, so vLLM's KV pool is not sized: vLLM pre-allocates one to fill "
+                    f"{workload.gpu_memory_utilization:.0%} of the GPU; the KV cache here is only "
+                    "what the requested tokens need. Name a GPU to size the pool.",
+                )
         else:
             self._phase = "context allocated up front"
             self._details = {"host_embedding_bytes": host}

@@ -40,7 +40,7 @@ CHILD_ADDRESS_SPACE_BYTES = 4 * 2**30
 # How often a waiting worker looks at its child, its cancellation and the clock.
 _POLL_SECONDS = 0.05
 # What the children import before they fork: every reader a load may need.
-_PRELOAD = ["vramgui.sources.resolve", "vramgui.sources.on_disk"]
+_PRELOAD = ["vramgui.sources.resolve", "vramgui.sources.on_disk", __name__]
 
 # Workers stay referenced until their outcome reaches the GUI thread, so neither Python nor Qt
 # frees one mid-run.

@@ -20,7 +20,9 @@ from vramgui.sources.results import ResolvedModel
 def load(source: str) -> ResolvedModel:
     kind, _, rest = source.partition(":")
     if kind == "hang":
-        Path(rest).write_text(str(os.getpid()))
+        written = Path(f"{rest}.partial")
+        written.write_text(str(os.getpid()))
+        written.replace(rest)  # whole or absent, never empty
         while True:
             time.sleep(1)
     if kind == "memory":

@@ -119,7 +119,7 @@ def test_a_model_too_deep_for_a_fake_run_says_why_before_it_starts(
     qtbot.waitUntil(lambda: window.controller.analysis.spec.facts.num_layers == 4096, timeout=10000)
     window.verify_bar.fake_action.trigger()
     assert asked == [] and not window.verify_bar.running
-    assert "4,096 layers x 2 forward passes" in window.verify_bar.status.text()
+    assert "4,096 layers x 2 forward passes" in window.banner.text()
 
 
 def test_a_failed_run_shows_the_commands_message(make_window, scripted, qtbot):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bounded import run_bounded
 from tests.ui.slow_loads import load
 from vramgui.ui import workers
 from vramgui.ui.controller import EstimateController
@@ -150,3 +151,27 @@ def test_a_folder_named_like_a_catalog_model_is_read_as_the_folder(tmp_path, mon
     (tmp_path / "gpt2").mkdir()
     monkeypatch.chdir(tmp_path)
     assert not is_bundled("gpt2")
+
+
+def test_a_child_ends_when_the_window_dies_before_stopping_it(tmp_path):
+    """The window killed mid-load: its child once lived on for ever (and the process server
+    with it), a hung read holding both."""
+    pid_file = tmp_path / "pid"
+    run_bounded(
+        f"""
+        import os, threading, time
+        from pathlib import Path
+        from tests.ui.slow_loads import load
+        from vramgui.ui import workers
+        threading.Thread(target=workers.run_in_process, args=(load, "hang:{pid_file}"),
+                         daemon=True).start()
+        while not Path("{pid_file}").exists():
+            time.sleep(0.05)
+        os._exit(0)  # no cleanup: as a crash
+        """
+    )
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)

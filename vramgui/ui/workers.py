@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import select
 import sys
 import threading
 import time
@@ -288,6 +289,7 @@ def _child(
     os.environ.clear()
     os.environ.update(environment)
     _hold_memory(CHILD_ADDRESS_SPACE_BYTES)
+    _end_with_the_caller(sending)
     try:
         outcome: tuple[bool, Any] = (True, fn(*args))
     except MemoryError:
@@ -302,6 +304,22 @@ def _child(
         sending.send(outcome)
     except Exception as exc:  # a result or an exception that does not pickle
         sending.send((False, Stopped(f"Reading {_what(args)} failed: {type(exc).__name__}")))
+
+
+def _end_with_the_caller(sending: Connection) -> None:
+    """End this process as soon as nobody waits for its answer: the window closed or crashed
+    before it could stop the child (a hung disk would otherwise keep it, and the process
+    server it holds open, alive for ever). The pipe's far end closing is the sign."""
+    if not hasattr(select, "poll"):
+        return  # Windows: the child lives until its load ends
+    poller = select.poll()
+    poller.register(sending.fileno(), 0)  # only POLLERR and POLLHUP: the reader went away
+
+    def watch() -> None:
+        poller.poll()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="caller-watch", daemon=True).start()
 
 
 def _hold_memory(limit: int) -> None:

@@ -23,6 +23,7 @@ from vramgui.core.workload import (
     MODES,
     OPTIMIZERS,
     PRECISIONS,
+    VLLM_VERSIONS,
     Workload,
     default_engine,
 )
@@ -75,6 +76,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seq",
+        "--max-model-len",
         type=int,
         default=None,
         help=f"context (inference) or sequence length (training), at most the model's context "
@@ -96,6 +98,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kv-dtype",
+        "--kv-cache-dtype",
         choices=KV_DTYPES,
         default=d.kv_dtype,
         help="KV cache dtype; auto follows --dtype (llama.cpp: f16)",
@@ -148,19 +151,18 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         "--zero", type=int, choices=(0, 1, 2, 3), default=d.zero, help="DeepSpeed ZeRO stage"
     )
     parser.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full shard")
-    parser.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree")
-    parser.add_argument("--pp", type=int, default=d.pp, help="pipeline-parallel degree")
+    parser.add_argument(
+        "--tp", "--tensor-parallel-size", type=int, default=d.tp, help="tensor-parallel degree"
+    )
+    parser.add_argument(
+        "--pp", "--pipeline-parallel-size", type=int, default=d.pp, help="pipeline-parallel degree"
+    )
     parser.add_argument(
         "--cpu-offload",
         action="store_true",
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
-    parser.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=d.gpu_memory_utilization,
-        help="share of GPU memory vLLM takes",
-    )
+    add_vllm_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -173,6 +175,75 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME|local",
         help="fit check against a catalog GPU or the local GPUs (repeatable)",
+    )
+
+
+def add_vllm_options(parser: argparse.ArgumentParser) -> None:
+    """vLLM's own knobs, named as ``vllm serve`` names them (docs/cli.md)."""
+    d = _DEFAULTS
+    group = parser.add_argument_group("vLLM", "what `vllm serve` takes (with --engine vllm)")
+    group.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=d.gpu_memory_utilization,
+        help="share of GPU memory vLLM takes",
+    )
+    group.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=None,
+        help="requests vLLM runs at once (default: vLLM's for the GPU, 256 or 1024)",
+    )
+    group.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="tokens per scheduler step, the size vLLM profiles (default: vLLM's for the GPU, "
+        "2048 or 8192)",
+    )
+    group.add_argument(
+        "--enforce-eager", action="store_true", help="no CUDA graphs (saves their memory)"
+    )
+    group.add_argument(
+        "--enable-lora", action="store_true", help="reserve LoRA adapter slots on the GPU"
+    )
+    group.add_argument(
+        "--max-loras", type=int, default=d.max_loras, help="LoRA adapters held on the GPU at once"
+    )
+    group.add_argument(
+        "--max-lora-rank",
+        type=int,
+        default=d.max_lora_rank,
+        help="largest LoRA rank vLLM reserves room for (1, 8, 16, 32, 64, 128, 256, 320, 512)",
+    )
+    group.add_argument(
+        "--speculative-model",
+        default=None,
+        metavar="SOURCE",
+        help="speculative decoding with this draft model (catalog name, Hub id, folder)",
+    )
+    group.add_argument(
+        "--mtp",
+        action="store_true",
+        help="speculative decoding with the model's own multi-token-prediction layers",
+    )
+    group.add_argument(
+        "--num-speculative-tokens",
+        type=int,
+        default=d.num_speculative_tokens,
+        help="tokens proposed per step when speculating",
+    )
+    group.add_argument(
+        "--cpu-offload-gb",
+        type=float,
+        default=d.cpu_offload_gb,
+        help="GiB of weights per GPU vLLM keeps in host RAM and streams in",
+    )
+    group.add_argument(
+        "--vllm-version",
+        choices=VLLM_VERSIONS,
+        default=d.vllm_version,
+        help="the vLLM version whose start-up rules to follow (0.20: 0.20.2 and later)",
     )
 
 
@@ -203,6 +274,9 @@ def workload_from_args(
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
+    if args.mtp and args.speculative_model:
+        raise WorkloadError("choose --mtp or --speculative-model, not both")
+    speculative = "mtp" if args.mtp else "draft" if args.speculative_model else "none"
     return Workload(
         mode=args.mode,
         batch=args.batch,
@@ -232,6 +306,17 @@ def workload_from_args(
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
         loop=args.loop,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enforce_eager=args.enforce_eager,
+        enable_lora=args.enable_lora,
+        max_loras=args.max_loras,
+        max_lora_rank=args.max_lora_rank,
+        speculative=speculative,
+        num_speculative_tokens=args.num_speculative_tokens,
+        draft_model=args.speculative_model or "",
+        cpu_offload_gb=args.cpu_offload_gb,
+        vllm_version=args.vllm_version,
     )
 
 
@@ -268,39 +353,55 @@ def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
     return loaded, workload
 
 
-def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:
+def cheapest_catalog(
+    spec: ModelSpec, workload: Workload, top: int = 5, draft: ModelSpec | None = None
+) -> list[dict[str, Any]]:
     """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
     from vramgui.hardware.gpus import load_catalog
 
     offers = [(g.name, g.capacity_bytes(), g.typical_price_usd) for g in load_catalog()]
     return [
         {"gpu": name, "count": count, "total_price_usd": price}
-        for name, count, price in cheapest(spec, workload, offers)[:top]
+        for name, count, price in cheapest(spec, workload, offers, draft=draft)[:top]
     ]
+
+
+def load_draft(workload: Workload) -> ModelSpec | None:
+    """The draft model ``--speculative-model`` names, loaded like the model itself.
+
+    Raises:
+        VramguiError: a draft that cannot be read.
+    """
+    if workload.speculative != "draft" or not workload.draft_model:
+        return None
+    from vramgui.sources.resolve import load_model
+
+    return load_model(workload.draft_model).spec
 
 
 def run(args: argparse.Namespace) -> int:
     loaded, workload = load_for(args)
+    spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
-    capacity = capacities[0][1] if capacities else None
-    est = estimate(loaded.spec, workload, capacity)
+    first = capacities[0] if capacities else ("", None)
+    est = estimate(spec, workload, first[1], first[0], draft)
     rows = fit_rows(est, capacities)
     extra: dict[str, Any] = {}
-    if capacities and workload.mode == "inference" and workload.engine != "vllm":
+    if capacities and workload.mode == "inference":
         extra["largest_fitting"] = {
             name: {
-                "seq": largest_fitting(loaded.spec, workload, cap, "seq"),
-                "batch": largest_fitting(loaded.spec, workload, cap, "batch"),
+                "seq": largest_fitting(spec, workload, cap, "seq", gpu_name=name, draft=draft),
+                "batch": largest_fitting(spec, workload, cap, "batch", gpu_name=name, draft=draft),
             }
             for name, cap in capacities
         }
     if capacities:
         extra["gpus_needed"] = {
-            name: gpus_needed(loaded.spec, workload, cap) for name, cap in capacities
+            name: gpus_needed(spec, workload, cap, draft=draft) for name, cap in capacities
         }
     if args.cheapest:
-        extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
-    doc = estimate_document(loaded.spec, est, rows, extra)
+        extra["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
+    doc = estimate_document(spec, est, rows, extra)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
     if args.json:
@@ -338,15 +439,7 @@ def format_table(doc: dict[str, Any]) -> str:
     largest = doc.get("largest_fitting", {})
     needed = doc.get("gpus_needed", {})
     for row in doc["fit"]:
-        verdict = "fits" if row["fits"] else "does not fit"
-        best = largest.get(row["gpu"], {})
-        if best.get("seq"):
-            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
-        if not row["fits"] and needed.get(row["gpu"]):
-            verdict += f"; {needed[row['gpu']]} of them fit"
-        lines.append(
-            f"{row['gpu']}: {verdict} ({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
-        )
+        lines.append(_fit_line(row, largest.get(row["gpu"], {}), needed.get(row["gpu"])))
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -354,3 +447,32 @@ def format_table(doc: dict[str, Any]) -> str:
     for note in [*doc.get("notices", []), *doc["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> str:
+    """One GPU's verdict: fits or not, and under vLLM whether it starts and what its pool holds."""
+    size = (
+        f"({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
+    )
+    vllm = row.get("vllm")
+    if vllm is None:
+        verdict = "fits" if row["fits"] else "does not fit"
+        if best.get("seq"):
+            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
+    elif vllm["starts"] and row["fits"]:
+        verdict = (
+            f"vLLM starts; KV pool {vllm['kv_pool_tokens']:,} tokens, "
+            f"{vllm['max_concurrency']:.2f} requests at the context at once"
+        )
+        if best.get("seq"):
+            verdict += f"; largest --max-model-len {best['seq']:,}"
+    else:
+        verdict = "vLLM would not start" if not vllm["starts"] else "does not fit"
+        if vllm["largest_max_model_len"]:
+            verdict += f"; largest --max-model-len that starts {vllm['largest_max_model_len']:,}"
+    if not row["fits"] and needed:
+        verdict += f"; {needed} of them fit"
+    line = f"{row['gpu']}: {verdict} {size}"
+    if vllm is not None and vllm["error"]:
+        line += f"\n  vLLM: {vllm['error']}"
+    return line

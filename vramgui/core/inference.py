@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, storage
+from vramgui.core import dtypes, serving, storage
 from vramgui.core.activations import (
     LEARNED_POSITIONS,
     Prefill,
@@ -41,6 +41,7 @@ class InferenceBreakdown:
         phase: when the peak falls.
         notes: what the user should know about this estimate.
         details: engine-specific figures.
+        vllm: vLLM's start-up on any GPU (the vLLM engine only).
     """
 
     weights_bytes: int
@@ -49,7 +50,8 @@ class InferenceBreakdown:
     host_bytes: int
     phase: str
     notes: tuple[str, ...]
-    details: dict[str, int | float]
+    details: dict[str, int | float | bool | str]
+    vllm: serving.VllmEngine | None = None
 
 
 def kv_bytes_per_token(spec: ModelSpec, workload: Workload) -> float:
@@ -166,7 +168,11 @@ def _layer_types(spec: ModelSpec) -> tuple[LayerType, ...]:
 
 
 def inference_breakdown(
-    spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+    spec: ModelSpec,
+    workload: Workload,
+    capacity_bytes: int | None = None,
+    gpu_name: str = "",
+    draft: ModelSpec | None = None,
 ) -> InferenceBreakdown:
     """Inference memory on one GPU at the worst moment of serving.
 
@@ -174,11 +180,14 @@ def inference_breakdown(
         spec: the model.
         workload: inference settings.
         capacity_bytes: GPU memory, needed to size vLLM's pre-allocated KV pool.
+        gpu_name: the GPU's name (vLLM's defaults depend on it).
+        draft: the draft model of vLLM's speculative decoding, if any.
 
     Raises:
         WorkloadError: a setting the engine does not support.
     """
-    return InferencePlan(spec, workload, capacity_bytes).breakdown(workload.batch, workload.seq)
+    plan = InferencePlan(spec, workload, capacity_bytes, gpu_name, draft)
+    return plan.breakdown(workload.batch, workload.seq)
 
 
 class InferencePlan:
@@ -192,24 +201,30 @@ class InferencePlan:
     """
 
     __slots__ = (
-        "_activations",
+        "_capacity",
         "_details",
         "_error",
         "_error_first",
         "_facts",
+        "_gpu_name",
         "_host",
         "_kv",
         "_max_seq",
         "_notes",
         "_phase",
-        "_pool",
         "_prefill",
+        "_vllm",
         "_weights",
         "_workload",
     )
 
     def __init__(
-        self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+        self,
+        spec: ModelSpec,
+        workload: Workload,
+        capacity_bytes: int | None = None,
+        gpu_name: str = "",
+        draft: ModelSpec | None = None,
     ) -> None:
         facts = spec.facts
         self._workload = workload
@@ -223,12 +238,13 @@ class InferencePlan:
         except VramguiError as exc:
             self._error = exc
             return
+        self._capacity, self._gpu_name = capacity_bytes, gpu_name
         try:
-            self._prepare(spec, workload, capacity_bytes)
+            self._prepare(spec, workload, draft)
         except VramguiError as exc:
             self._error, self._error_first = exc, False
 
-    def _prepare(self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> None:
+    def _prepare(self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
         if workload.engine == "transformers":
@@ -236,10 +252,9 @@ class InferencePlan:
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
-        self._activations = 0  # vLLM's, whatever the sizes
-        self._details: dict[str, int | float] = {}
+        self._vllm: serving.VllmEngine | None = None
+        self._details: dict[str, int | float | bool | str] = {}
         self._notes: tuple[str, ...] = ()
-        self._pool: int | None = None
         if workload.engine == "transformers":
             self._prefill = spec.cached(
                 ("inference_prefill", workload.dtype, workload.attention, workload.tp),
@@ -262,18 +277,24 @@ class InferencePlan:
                 )
             self._notes = tuple(notes)
         elif workload.engine == "vllm":
-            self._activations = vllm_profile_peak(
-                spec, workload, _kv_heads_per_gpu(spec, workload.tp)
+            engine = serving.VllmEngine(
+                spec, workload, rank_tensor_bytes(spec, workload), _draft(draft, workload)
             )
-            non_torch = vllm_non_torch_bytes(workload)
+            plan = engine.plan(self._capacity, self._gpu_name)  # raises what vLLM refuses
+            self._vllm = engine
+            self._weights = plan.weights_bytes
+            self._phase = "serving (KV pool sized at start-up)"
             self._details = {
-                "vllm_non_torch_bytes": non_torch,
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
+                "vllm_version": workload.vllm_version,
+                "vllm_max_num_seqs": plan.scheduler.max_num_seqs,
+                "vllm_max_num_batched_tokens": plan.scheduler.max_num_batched_tokens,
+                "vllm_activation_bytes": max(s.activation_bytes for s in plan.stages),
+                "vllm_non_torch_bytes": max(s.non_torch_bytes for s in plan.stages),
+                "vllm_cuda_graph_bytes": max(s.cuda_graph_bytes for s in plan.stages),
+                "vllm_lora_bytes": max(s.lora_bytes for s in plan.stages),
+                "kv_block_size": plan.stages[-1].layout.block_size,
             }
-            self._phase = "serving (pre-allocated KV pool)"
-            if capacity_bytes is not None:
-                budget = capacity_bytes * workload.gpu_memory_utilization
-                self._pool = int(budget - weights - self._activations - non_torch)
         else:
             self._phase = "context allocated up front"
             self._details = {"host_embedding_bytes": host}
@@ -296,32 +317,10 @@ class InferencePlan:
         kv = self._kv.bytes(batch, seq) if self._kv is not None else 0
         notes = self._notes
         details = dict(self._details)
-        engine = self._workload.engine
         if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
-        elif engine == "vllm":
-            activations = self._activations
-            details["kv_needed_bytes"] = kv
-            pool = self._pool
-            if pool is not None:
-                details["kv_pool_bytes"] = max(pool, 0)
-                per_token = details["kv_bytes_per_token"]
-                tokens = int(max(pool, 0) // per_token) if per_token else 0
-                details["kv_pool_tokens"] = tokens
-                details["kv_pool_sequences"] = tokens // seq if seq else 0
-                if pool >= kv:
-                    kv = pool
-                    utilization = self._workload.gpu_memory_utilization
-                    notes = (
-                        f"vLLM pre-allocates {utilization:.0%} of the GPU; the KV "
-                        f"pool holds {tokens:,} tokens ({tokens // seq:,} sequences of "
-                        f"{seq:,}).",
-                    )
-                else:
-                    notes = (
-                        "vLLM's KV pool would be smaller than one batch of the requested context.",
-                    )
-            activations += int(details["vllm_non_torch_bytes"])
+        elif self._vllm is not None:
+            kv, activations, notes = self._vllm_breakdown(batch, seq, details)
         else:
             activations = llamacpp_compute_buffer(self._facts, batch, seq)
         return InferenceBreakdown(
@@ -332,7 +331,56 @@ class InferencePlan:
             phase=self._phase,
             notes=notes,
             details=details,
+            vllm=self._vllm,
         )
+
+    def _vllm_breakdown(
+        self, batch: int, seq: int, details: dict[str, int | float | bool | str]
+    ) -> tuple[int, int, tuple[str, ...]]:
+        """vLLM's KV cache, activations and notes at ``--max-model-len seq``: the pool it
+        allocates on the GPU given, or what ``batch`` requests need without one."""
+        assert self._vllm is not None
+        plan = self._vllm.plan(self._capacity, self._gpu_name)
+        activations = plan.activation_bytes
+        needed = plan.needed_bytes(seq)
+        details["kv_needed_bytes"] = needed
+        if self._capacity is None:
+            note = (
+                "vLLM sizes its KV pool to the GPU: choose a GPU to see the pool, whether vLLM "
+                "starts and how many requests it holds; the KV cache here is what "
+                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens need."
+            )
+            return plan.needed_bytes(seq, batch), activations, (note,)
+        up = plan.startup(self._capacity, self._workload.gpu_memory_utilization, seq)
+        details.update(
+            vllm_starts=up.starts,
+            vllm_requested_bytes=up.requested_bytes,
+            kv_pool_bytes=max(up.available_bytes, 0),
+            kv_pool_blocks=up.blocks,
+            kv_pool_tokens=up.pool_tokens,
+            max_concurrency=round(up.max_concurrency, 2),
+            largest_max_model_len=up.largest_model_len,
+        )
+        if not up.starts:
+            details["vllm_error"] = up.message
+            where = f" on {self._gpu_name}" if self._gpu_name else ""
+            return needed, activations, (f"vLLM would not start{where}: {up.message}",)
+        notes = [
+            f"vLLM takes {self._workload.gpu_memory_utilization:.0%} of the GPU; its KV pool "
+            f"holds {up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} "
+            "tokens at once."
+        ]
+        if up.max_concurrency < batch:
+            notes.append(
+                f"{batch:,} requests of {seq:,} tokens do not fit the pool at once; vLLM queues "
+                "or preempts the rest."
+            )
+        if batch > plan.scheduler.max_num_seqs:
+            notes.append(
+                f"--max-num-seqs {plan.scheduler.max_num_seqs} runs at most that many requests at "
+                f"once, fewer than the batch of {batch:,}."
+            )
+        return max(up.available_bytes, 0), activations, tuple(notes)
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
@@ -354,11 +402,33 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
     return spec.cached(("resident_weights", w.dtype, w.quant, w.engine, w.tp), compute)
 
 
-def vllm_non_torch_bytes(workload: Workload) -> int:
-    """vLLM's memory outside PyTorch's allocator (NCCL, CUDA graphs); measured 1.79 GiB at TP 1."""
-    base = round(1.79 * 1024**3)
-    # Measured 3.58 GiB per GPU at TP 2 (vllm pull request 10511): NCCL buffers grow with TP.
-    return base if workload.tp == 1 else base * 2
+def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, Role, int], ...]:
+    """Each weight tensor's bytes on one tensor-parallel rank, with its layer and role."""
+
+    def compute() -> tuple[tuple[int | None, Role, int], ...]:
+        return tuple(
+            (
+                st.tensor.layer,
+                st.tensor.role,
+                round(st.bytes * _tp_share(st.tensor.role, st.tensor.is_bias, st.tensor.module, w)),
+            )
+            for st in storage.assign_storage(spec, w.dtype, w.quant)
+        )
+
+    return spec.cached(("rank_tensors", w.dtype, w.quant, w.tp), compute)
+
+
+def _draft(draft: ModelSpec | None, w: Workload) -> serving.Draft | None:
+    """A draft model's share of one GPU, served in the target's dtype and tensor parallelism."""
+    if draft is None or w.speculative != "draft":
+        return None
+    plain = w.with_(quant="none", enable_lora=False, speculative="none")
+    weights = sum(size for _, _, size in rank_tensor_bytes(draft, plain))
+    layers = range(draft.facts.num_layers)
+    specs = tuple(serving.layer_specs(draft, plain, layers))
+    tokens = w.max_num_batched_tokens or serving.SERVE_BATCHED_TOKENS[0]
+    activation = vllm_profile_peak(draft, plain, tokens, 0)
+    return serving.Draft(draft.name, weights, specs, activation)
 
 
 def _check_kv_dtype(workload: Workload) -> None:

@@ -21,6 +21,12 @@ OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor", "lion")
 # trainer: transformers' Trainer drops the model's outputs once it has the loss; custom: the loop
 # of tutorials and accelerate's examples keeps ``outputs`` (the logits) through backward.
 LOOPS = ("trainer", "custom")
+# Speculative decoding under vLLM: none, the model's own multi-token-prediction layers, or a draft
+# model (``draft_model`` names it).
+SPECULATIVE = ("none", "mtp", "draft")
+# The vLLM versions whose start-up rules the estimate follows (core/serving.py): 0.20 stands for
+# 0.20.2 and later, the default.
+VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
@@ -101,6 +107,19 @@ class Workload:
         cpu_offload: offload optimizer states (and with ZeRO-3, parameters) to host RAM.
         loop: the training loop around the model: "trainer" (transformers' Trainer) or "custom"
             (``outputs = model(**batch); loss = outputs.loss; loss.backward()``).
+        max_num_seqs: vLLM's ``--max-num-seqs``; None takes vLLM's default for the GPU.
+        max_num_batched_tokens: vLLM's ``--max-num-batched-tokens``; None takes its default.
+        enforce_eager: vLLM's ``--enforce-eager`` (no CUDA graphs).
+        enable_lora: vLLM's ``--enable-lora``, with ``max_loras`` adapter slots of rank
+            ``max_lora_rank`` (``--max-loras``, ``--max-lora-rank``).
+        max_loras: LoRA adapters vLLM holds on the GPU at once.
+        max_lora_rank: the largest LoRA rank vLLM reserves room for.
+        speculative: speculative decoding under vLLM: "none", "mtp" (the model's own
+            multi-token-prediction layers) or "draft" (``draft_model``).
+        num_speculative_tokens: tokens proposed per step when speculating.
+        draft_model: the draft model's source (catalog name, Hub id, path) for "draft".
+        cpu_offload_gb: vLLM's ``--cpu-offload-gb``: GiB of weights per GPU kept in host RAM.
+        vllm_version: the vLLM version whose start-up rules to follow (``VLLM_VERSIONS``).
     """
 
     mode: str = "inference"
@@ -127,6 +146,17 @@ class Workload:
     gpu_memory_utilization: float = 0.9
     cpu_offload: bool = False
     loop: str = "trainer"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool = False
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    speculative: str = "none"
+    num_speculative_tokens: int = 1
+    draft_model: str = ""
+    cpu_offload_gb: float = 0.0
+    vllm_version: str = VLLM_VERSIONS[-1]
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -138,6 +168,8 @@ class Workload:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("loop", self.loop, LOOPS)
+        _check_choice("speculative", self.speculative, SPECULATIVE)
+        _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
         _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
@@ -148,6 +180,17 @@ class Workload:
         _check_range("pp", self.pp, 1, MAX_GPUS)
         if self.overhead_bytes is not None:
             _check_range("overhead", self.overhead_bytes, 0, 1 << 50)
+        if self.max_num_seqs is not None:
+            _check_range("max-num-seqs", self.max_num_seqs, 1, MAX_BATCH)
+        if self.max_num_batched_tokens is not None:
+            _check_range("max-num-batched-tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
+        _check_range("max-loras", self.max_loras, 1, 1 << 10)
+        _check_range("max-lora-rank", self.max_lora_rank, 1, 1 << 16)
+        _check_range("num-speculative-tokens", self.num_speculative_tokens, 1, 64)
+        if isinstance(self.cpu_offload_gb, bool) or not 0 <= self.cpu_offload_gb < 1 << 20:
+            raise WorkloadError(
+                f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
+            )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
                 f"gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
@@ -445,8 +488,22 @@ _SLOT_SETTERS = tuple(Workload.__dict__[f.name].__set__ for f in fields(Workload
 _SIZE_SETTERS = {name: Workload.__dict__[name].__set__ for name in _SIZE_LIMITS}
 _settings = attrgetter(*(f.name for f in fields(Workload)))
 
-_INT_FIELDS = {"batch", "seq", "lora_rank", "grad_accum", "gpus", "zero", "tp", "pp"}
-_BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload"}
+_INT_FIELDS = {
+    "batch",
+    "seq",
+    "lora_rank",
+    "grad_accum",
+    "gpus",
+    "zero",
+    "tp",
+    "pp",
+    "max_loras",
+    "max_lora_rank",
+    "num_speculative_tokens",
+}
+_OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens"}
+_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
+_BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload", "enforce_eager", "enable_lora"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -464,15 +521,15 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise WorkloadError(f"{key.replace('_', '-')} must be true or false, got {value!r}")
         return value
-    if key == "overhead_bytes":
+    if key in _OPTIONAL_INT_FIELDS:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"overhead-bytes must be an integer, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {value!r}")
         return value
-    if key == "gpu_memory_utilization":
+    if key in _FLOAT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorkloadError(f"gpu-memory-utilization must be a number, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {value!r}")
         return float(value)
     if not isinstance(value, str):
         raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {value!r}")

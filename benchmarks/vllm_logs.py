@@ -1,0 +1,134 @@
+"""vLLM start-up logs against the estimate: the KV pool in tokens, the memory behind it.
+
+Each published log (benchmarks/data/vllm_logs.json: URL, command line, GPU, vLLM version)
+printed what vLLM's start-up decided: the weights it loaded, the memory left for the KV cache,
+the pool in tokens and the concurrency at --max-model-len. The estimate rebuilds the same
+start-up from the model's inventory with the log's settings, the version's rules
+(core/serving.py) and the sampler the log says vLLM found, and the table puts the two side by
+side. Logs marked "tune" set the constants of the activation and non-torch model; the
+"held-out" ones never did, and are summarised apart.
+
+    .venv/bin/python -m benchmarks.vllm_logs            # the table
+    .venv/bin/python -m benchmarks.vllm_logs --json     # every row as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from vramgui.core import serving
+from vramgui.core.families import spec_from_config
+from vramgui.core.inference import rank_tensor_bytes
+from vramgui.core.model import ModelSpec
+from vramgui.core.units import GiB, MiB
+from vramgui.core.workload import Workload
+
+DATA = Path(__file__).resolve().parent / "data" / "vllm_logs.json"
+
+
+def load() -> dict[str, Any]:
+    return json.loads(DATA.read_text(encoding="utf-8"))
+
+
+def _spec(name: str, configs: dict[str, Any]) -> ModelSpec:
+    if name in configs:
+        return spec_from_config(configs[name]["config"], name)
+    from vramgui.sources.resolve import load_model
+
+    return load_model(name).spec
+
+
+def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """The estimate of one logged start-up, beside what the log printed."""
+    spec = _spec(log["model"], doc.get("configs", {}))
+    rules = dataclasses.replace(serving.rules_for(log["vllm"]), sampler=log["sampler"])
+    settings = {"engine": "vllm", "vllm-version": rules.version, **log["settings"]}
+    workload = Workload.from_dict(settings)
+    capacity = doc["gpus"][log["gpu"]]["memory_mib"] * MiB
+    total = serving.cuda_total_bytes(capacity)
+    plan = serving.build_plan(
+        spec, workload, rank_tensor_bytes(spec, workload), total, gpu_name=log["gpu"], rules=rules
+    )
+    up = plan.startup(capacity, workload.gpu_memory_utilization, workload.seq)
+    logged = log["logged"]
+    row: dict[str, Any] = {
+        "id": log["id"],
+        "kind": log["kind"],
+        "split": log["split"],
+        "vllm": log["vllm"],
+        "gpu": log["gpu"],
+        "tokens_logged": logged.get("kv_tokens"),
+        "tokens_estimate": up.pool_tokens,
+        "available_logged_gib": logged.get("available_gib"),
+        "available_estimate_gib": up.available_bytes / GiB,
+        "weights_logged_gib": logged.get("weights_gib"),
+        "weights_estimate_gib": plan.weights_bytes / GiB,
+        "concurrency_logged": logged.get("max_concurrency"),
+        "concurrency_estimate": up.max_concurrency,
+        "starts_logged": logged.get("starts", True),
+        "starts_estimate": up.starts,
+    }
+    if logged.get("kv_tokens"):
+        row["error"] = up.pool_tokens / logged["kv_tokens"] - 1
+    return row
+
+
+def rows() -> list[dict[str, Any]]:
+    doc = load()
+    return [estimate_log(log, doc) for log in doc["logs"]]
+
+
+def summary(table: list[dict[str, Any]], split: str | None = None) -> dict[str, float]:
+    errors = [abs(r["error"]) for r in table if "error" in r and split in (None, r["split"])]
+    if not errors:
+        return {}
+    return {
+        "logs": len(errors),
+        "median_abs_error": statistics.median(errors),
+        "max_abs_error": max(errors),
+        "within_10pct": sum(e <= 0.10 for e in errors),
+    }
+
+
+def format_table(table: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'log':<34}{'split':<9}{'vLLM':<10}{'weights GiB':>18}{'KV GiB':>16}"
+        f"{'pool tokens':>24}{'error':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in table:
+        weights = f"{r['weights_logged_gib'] or 0:.2f}/{r['weights_estimate_gib']:.2f}"
+        kv = f"{r['available_logged_gib'] or 0:.2f}/{r['available_estimate_gib']:.2f}"
+        tokens = f"{r['tokens_logged'] or 0:,}/{r['tokens_estimate']:,}"
+        error = f"{r['error']:+.1%}" if "error" in r else ""
+        lines.append(
+            f"{r['id']:<34}{r['split']:<9}{r['vllm']:<10}{weights:>18}{kv:>16}{tokens:>24}"
+            f"{error:>8}"
+        )
+    for split in ("tune", "held-out", None):
+        s = summary(table, split)
+        if s:
+            lines.append(
+                f"{split or 'all'}: {s['logs']} logs, median |error| {s['median_abs_error']:.1%}, "
+                f"max {s['max_abs_error']:.1%}, {s['within_10pct']} within 10 %"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print every row as JSON")
+    args = parser.parse_args(argv)
+    table = rows()
+    print(json.dumps(table, indent=2) if args.json else format_table(table))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -121,6 +121,70 @@ def format_table(table: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
+    """docs/accuracy.md's section: every log against the estimate, the summaries, the sources."""
+    table = rows() if table is None else table
+    doc = load()
+    logs = {log["id"]: log for log in doc["logs"]}
+    lines = [
+        "### vLLM's start-up against its own logs (benchmarks/vllm_logs.py)",
+        "",
+        "Each published start-up log printed vLLM's weights (`Model loading took`), its KV pool",
+        "(`Available KV cache memory`) and the pool in tokens (`GPU KV cache size`); the estimate",
+        "rebuilds that start-up from the model's inventory with the log's command line, GPU and",
+        "version (core/serving.py follows the version's rules, and the sampler the log names).",
+        "The pool in tokens is the figure compared; weights and pool in GiB show where a",
+        "difference comes from. *tune* logs set the profile and non-torch constants; *held-out*",
+        "logs never did.",
+        "",
+        "The estimate follows vLLM 0.20.2 and later by default (`--vllm-version` picks 0.10 or",
+        "0.11); the code read is vLLM 0.11.0, 0.20.2, 0.21.0, 0.23.0 and 0.34.0. What changed",
+        "between them: from 0.20.2 CUDA graph memory is profiled before the pool and taken out",
+        "of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), the `GPU KV cache size` line is the",
+        "concurrency times `max_model_len` instead of blocks per KV cache group times the block",
+        "size (the two differ for sliding-window and hybrid models), layers of different page",
+        "sizes are given larger blocks (0.11 refuses them) and FlashInfer, whose sampler needs",
+        "less memory than PyTorch's, is a dependency; from 0.11, CUDA graph sizes past 256 go in",
+        "steps of 16 up to twice `--max-num-seqs`, with whole-step decode graphs beside them;",
+        "0.11 sets `--max-num-seqs` 1024 and 8192 batched tokens on GPUs of 70 GiB and more other",
+        "than the A100 (256 and 2048 otherwise). Logs of the V0 engine (before 0.8, or",
+        "`VLLM_USE_V1=0`) profile differently and are not modelled.",
+        "",
+        "SGLang sizes its pool otherwise: it profiles nothing, and keeps",
+        "`--mem-fraction-static` of the memory free before loading for weights and KV pool",
+        "(pool = that share less the weights), the rest for activations and CUDA graphs. Its",
+        "default fraction is (GPU memory - reserved) / GPU memory with reserved = 1.5 MB per",
+        "token of `--chunked-prefill-size` + 2 MB per CUDA graph batch size (sglang 0.5.23,",
+        "arg_groups/memory_hook.py). vramgui does not model SGLang.",
+        "",
+        "| log | model | GPU | vLLM | weights GiB log / est. | KV pool GiB log / est. "
+        "| pool tokens log / est. | error | split |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        log = logs[r["id"]]
+        error = f"{r['error']:+.1%}" if "error" in r else ""
+        weights = f"{r['weights_logged_gib'] or 0:.2f} / {r['weights_estimate_gib']:.2f}"
+        pool = f"{r['available_logged_gib'] or 0:.2f} / {r['available_estimate_gib']:.2f}"
+        tokens = f"{r['tokens_logged'] or 0:,} / {r['tokens_estimate']:,}"
+        lines.append(
+            f"| [{r['id']}]({log['url']}) | {log['model']} ({r['kind']}) | {r['gpu']} | "
+            f"{r['vllm']} | {weights} | {pool} | {tokens} | {error} | {r['split']} |"
+        )
+    lines.append("")
+    for split, name in (("tune", "Tuned on"), ("held-out", "Held out"), (None, "All")):
+        s = summary(table, split)
+        if s:
+            lines.append(
+                f"- {name}: {s['logs']} logs, median |error| {s['median_abs_error']:.1%}, "
+                f"largest {s['max_abs_error']:.1%}, {s['within_10pct']} within 10 %."
+            )
+    lines += ["", "Commands of the logs:", ""]
+    lines += [f"- {log['id']}: `{log['what']}` ({log['gpu']})" for log in doc["logs"]]
+    lines.append("")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print every row as JSON")

@@ -165,6 +165,7 @@ class Estimator:
         notes: list[str] = list(self._notes)
         details: dict[str, Any] = {}
         vllm = None
+        engine_overhead = None
         if isinstance(plan, inference.InferencePlan):
             inf = plan.breakdown(workload.batch, workload.seq)
             components = {
@@ -177,7 +178,7 @@ class Estimator:
             phase, host, trainable = inf.phase, inf.host_bytes, 0
             notes.extend(inf.notes)
             details.update(inf.details)
-            vllm = inf.vllm
+            vllm, engine_overhead = inf.vllm, inf.overhead_bytes
         else:
             tr = plan.breakdown(workload.batch, workload.seq)
             components = {
@@ -192,7 +193,12 @@ class Estimator:
             phase, host, trainable = tr.phase, tr.host_bytes, tr.trainable_parameters
             notes.extend(tr.notes)
             details["phase_totals"] = dict(tr.phase_totals)
-        components[RUNTIME_OVERHEAD] = runtime_overhead_bytes(workload, sum(components.values()))
+        if engine_overhead is not None and workload.overhead_bytes is None:
+            components[RUNTIME_OVERHEAD] = engine_overhead
+        else:
+            components[RUNTIME_OVERHEAD] = runtime_overhead_bytes(
+                workload, sum(components.values())
+            )
         return Estimate(
             model_name=spec.name,
             architecture=spec.architecture or spec.facts.model_type,

@@ -291,12 +291,17 @@ def _parabola_root(
 
 
 def sweep(
-    spec: ModelSpec, workload: Workload, field: str, values: Sequence[int]
+    spec: ModelSpec,
+    workload: Workload,
+    field: str,
+    values: Sequence[int],
+    *,
+    draft: ModelSpec | None = None,
 ) -> list[Estimate | None]:
     """Estimates for each value of ``field`` (None where the settings are invalid)."""
     out: list[Estimate | None] = []
     if field in SIZE_FIELDS:
-        sized = Estimator(spec, workload)
+        sized = Estimator(spec, workload, draft=draft)
         for value in values:
             try:
                 out.append(sized.at(field, value))
@@ -305,7 +310,7 @@ def sweep(
         return out
     for value in values:
         try:
-            out.append(estimate(spec, workload.with_(**{field: value})))
+            out.append(estimate(spec, workload.with_(**{field: value}), draft=draft))
         except VramguiError:
             out.append(None)
     return out

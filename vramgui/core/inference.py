@@ -42,6 +42,9 @@ class InferenceBreakdown:
         notes: what the user should know about this estimate.
         details: engine-specific figures.
         vllm: vLLM's start-up on any GPU (the vLLM engine only).
+        overhead_bytes: the runtime overhead the engine itself decides (vLLM: its CUDA context,
+            or without a GPU the share --gpu-memory-utilization leaves free); None: the
+            default.
     """
 
     weights_bytes: int
@@ -52,6 +55,7 @@ class InferenceBreakdown:
     notes: tuple[str, ...]
     details: dict[str, int | float | bool | str]
     vllm: serving.VllmEngine | None = None
+    overhead_bytes: int | None = None
 
 
 def kv_bytes_per_token(spec: ModelSpec, workload: Workload) -> float:
@@ -284,6 +288,11 @@ class InferencePlan:
             self._vllm = engine
             self._weights = plan.weights_bytes
             self._phase = "serving (KV pool sized at start-up)"
+            if workload.speculative == "draft" and draft is None:
+                self._notes = (
+                    "No draft model read yet: its weights and KV cache are left out of this "
+                    "estimate.",
+                )
             self._details = {
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
                 "vllm_version": workload.vllm_version,
@@ -317,10 +326,17 @@ class InferencePlan:
         kv = self._kv.bytes(batch, seq) if self._kv is not None else 0
         notes = self._notes
         details = dict(self._details)
+        overhead = None
         if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
         elif self._vllm is not None:
             kv, activations, notes = self._vllm_breakdown(batch, seq, details)
+            overhead = serving.CUDA_CONTEXT_BYTES
+            if self._capacity is None:
+                # The GPU vLLM starts on: its share holds all of this, the rest stays free.
+                held = self._weights + kv + activations
+                utilization = self._workload.gpu_memory_utilization
+                overhead = round(held / utilization) - held + serving.CUDA_RESERVED_BYTES
         else:
             activations = llamacpp_compute_buffer(self._facts, batch, seq)
         return InferenceBreakdown(
@@ -332,6 +348,7 @@ class InferencePlan:
             notes=notes,
             details=details,
             vllm=self._vllm,
+            overhead_bytes=overhead,
         )
 
     def _vllm_breakdown(
@@ -344,13 +361,17 @@ class InferencePlan:
         activations = plan.activation_bytes
         needed = plan.needed_bytes(seq)
         details["kv_needed_bytes"] = needed
+        base_notes = self._notes
         if self._capacity is None:
             note = (
                 "vLLM sizes its KV pool to the GPU: choose a GPU to see the pool, whether vLLM "
-                "starts and how many requests it holds; the KV cache here is what "
-                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens need."
+                "starts and how many requests it holds. Here the KV cache is what "
+                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens need, and the "
+                "total the GPU vLLM needs for them: its share "
+                f"(--gpu-memory-utilization {self._workload.gpu_memory_utilization:g}) holds "
+                "the rest, the remainder stays free."
             )
-            return plan.needed_bytes(seq, batch), activations, (note,)
+            return plan.needed_bytes(seq, batch), activations, (*base_notes, note)
         up = plan.startup(self._capacity, self._workload.gpu_memory_utilization, seq)
         details.update(
             vllm_starts=up.starts,
@@ -364,7 +385,7 @@ class InferencePlan:
         if not up.starts:
             details["vllm_error"] = up.message
             where = f" on {self._gpu_name}" if self._gpu_name else ""
-            return needed, activations, (f"vLLM would not start{where}: {up.message}",)
+            return needed, activations, (*base_notes, f"vLLM would not start{where}: {up.message}")
         notes = [
             f"vLLM takes {self._workload.gpu_memory_utilization:.0%} of the GPU; its KV pool "
             f"holds {up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} "
@@ -380,7 +401,7 @@ class InferencePlan:
                 f"--max-num-seqs {plan.scheduler.max_num_seqs} runs at most that many requests at "
                 f"once, fewer than the batch of {batch:,}."
             )
-        return max(up.available_bytes, 0), activations, tuple(notes)
+        return max(up.available_bytes, 0), activations, (*base_notes, *notes)
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:

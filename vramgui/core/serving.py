@@ -748,7 +748,7 @@ def build_plan(
     facts = spec.facts
     rules = rules or RULES[workload.vllm_version]
     scheduler = scheduler_settings(workload, total_bytes, gpu_name)
-    _check(spec, workload, draft)
+    _check(spec, workload)
     stages_layers = pipeline_layers(facts.num_layers, workload.pp)
     e = dtypes.DTYPE_BYTES[workload.dtype]
     activation = vllm_profile_peak(
@@ -836,7 +836,7 @@ def _last_attention_layer(spec: ModelSpec) -> int:
     return max((i for i, k in enumerate(kinds) if k.has_kv), default=spec.facts.num_layers - 1)
 
 
-def _check(spec: ModelSpec, workload: Workload, draft: Draft | None) -> None:
+def _check(spec: ModelSpec, workload: Workload) -> None:
     """What vLLM refuses before it starts."""
     facts = spec.facts
     if workload.enable_lora and workload.max_lora_rank not in LORA_RANKS:
@@ -847,8 +847,6 @@ def _check(spec: ModelSpec, workload: Workload, draft: Draft | None) -> None:
             f"{facts.model_type} has no multi-token-prediction layers vLLM runs; speculate "
             "with a draft model (--speculative-model) instead"
         )
-    if workload.speculative == "draft" and draft is None:
-        raise WorkloadError("speculative decoding with a draft model needs --speculative-model")
     if facts.num_layers < workload.pp:
         raise WorkloadError(
             f"--pp {workload.pp} is more pipeline stages than the model's {facts.num_layers} layers"

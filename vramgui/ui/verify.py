@@ -50,6 +50,12 @@ def workload_arguments(workload: Workload) -> list[str]:
         if key == "overhead-bytes":
             if value is not None:
                 args += ["--overhead-gib", repr(value / GiB)]
+        elif value is None:
+            continue  # a default the command line leaves to the engine
+        elif key == "speculative":
+            args += ["--mtp"] if value == "mtp" else []  # a draft model names itself
+        elif key == "draft-model":
+            args += ["--speculative-model", value] if value else []
         elif isinstance(value, bool):
             args += [f"--{key}"] if value else []
         else:

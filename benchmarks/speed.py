@@ -6,6 +6,9 @@ Measured on the machine it runs on (Qt's offscreen platform, a temporary VRAMGUI
   it (``vramgui.ui.app``: logging, identity, real services, the default catalog model), median of
   several cold starts in fresh subprocesses; also which heavy modules were imported by then;
 - ``vramgui estimate`` process time (``python -m vramgui estimate MODEL --json``), median;
+- the command line's start: ``python -m vramgui --help`` and ``python -m vramgui COMMAND --help``
+  for each subcommand, median, as a multiple of a bare ``python -c pass``; both with the modules'
+  bytecode compiled, as an installed copy has it (written to a temporary folder);
 - core estimate latency (``vramgui.core.estimate.estimate``) for an inference and a training
   setup, median and p99;
 - a 256-point context sweep (``vramgui.core.fit.sweep``), median;
@@ -216,6 +219,46 @@ def measure_cli(model: str, runs: int) -> Figure:
         1.0,
         f"{runs} runs, catalog model {model}",
     )
+
+
+def measure_cli_start(runs: int) -> list[Figure]:
+    """The command line's start as a multiple of a bare interpreter's, median of ``runs``.
+
+    ``--help`` builds the parser of the subcommand named and prints it: what every run of that
+    subcommand pays before its work starts. Each round starts the bare interpreter and every
+    command once, so that a busy machine slows both alike.
+    """
+    from vramgui.cli import SUBCOMMANDS
+
+    bare = (sys.executable, "-c", "pass")
+    commands = [("--help",), *((name, "--help") for name in SUBCOMMANDS)]
+    argvs = [bare, *((sys.executable, "-m", "vramgui", *command) for command in commands)]
+    times: dict[tuple[str, ...], list[float]] = {argv: [] for argv in argvs}
+    with tempfile.TemporaryDirectory(prefix="vramgui-speed-") as home:
+        env = child_env(home)
+        # Python here may run without writing bytecode; an installed copy has its .pyc files.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(home) / "pycache")
+        for round_ in range(runs + 1):
+            for argv in argvs:
+                begin = time.perf_counter()
+                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=ROOT)
+                if round_:  # the first round writes the bytecode
+                    times[argv].append(time.perf_counter() - begin)
+    bare_s = statistics.median(times[bare])
+    figures = []
+    for command, argv in zip(commands, argvs[1:], strict=True):
+        seconds = statistics.median(times[argv])
+        figures.append(
+            Figure(
+                f"`vramgui {' '.join(command)}` start (median)",
+                seconds / bare_s,
+                "x",
+                3.0,
+                f"{seconds * 1000:.0f} ms; bare interpreter {bare_s * 1000:.0f} ms",
+            )
+        )
+    return figures
 
 
 # --- the core ---------------------------------------------------------------------------------
@@ -507,6 +550,7 @@ def main() -> int:
         figures.append(Figure("RSS at first paint (median)", start_rss, "MiB", None))
     if "cli" in parts:
         figures.append(measure_cli(args.model, 2 if args.quick else 5))
+        figures.extend(measure_cli_start(3 if args.quick else 11))
     if "core" in parts:
         figures.extend(measure_core(args.model, rounds))
     if "redraw" in parts:

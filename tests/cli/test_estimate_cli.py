@@ -284,7 +284,7 @@ def test_gguf_weights_default_to_llamacpp_and_methods_to_their_recipes(capsys, c
 
 @pytest.mark.parametrize("command", ["estimate", "plan"])
 def test_every_option_says_what_it_does_and_its_default(command):
-    parser = build_parser()
+    parser = build_parser([command])
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     chosen = sub.choices[command]
     text = " ".join(chosen.format_help().split())

@@ -10,13 +10,12 @@ import sys
 import pytest
 
 from vramgui.cli import main
-from vramgui.cli import profile as profile_cli
 from vramgui.core.model import ModelRef
 from vramgui.profiles import ProfileStore, source_of
 
 
 class ScriptedEstimate:
-    """Stands in for profile_cli.document_for: a document whose figures follow the workload."""
+    """Stands in for vramgui.core.report.document_for: a document whose figures follow the workload."""
 
     def __init__(self, scale=1000):
         self.scale = scale
@@ -49,7 +48,7 @@ class ScriptedEstimate:
 @pytest.fixture
 def scripted(monkeypatch):
     fake = ScriptedEstimate()
-    monkeypatch.setattr(profile_cli, "document_for", fake)
+    monkeypatch.setattr("vramgui.core.report.document_for", fake)
     return fake
 
 
@@ -89,7 +88,7 @@ def test_save_list_show(capsys, scripted):
 
 def test_show_reports_what_changed_since_saving(capsys, monkeypatch, scripted):
     assert run(capsys, "save", "Plan", "llama-3.2-1b", "--seq", "4096", "--gpu", "RTX 4090")[0] == 0
-    monkeypatch.setattr(profile_cli, "document_for", ScriptedEstimate(scale=3000))
+    monkeypatch.setattr("vramgui.core.report.document_for", ScriptedEstimate(scale=3000))
     code, out, _ = run(capsys, "show", "plan", "--json")
     assert code == 0
     changes = {c["figure"]: (c["saved"], c["now"]) for c in json.loads(out)["changes"]}

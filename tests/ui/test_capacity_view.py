@@ -65,7 +65,7 @@ def test_another_engine_offers_vllm(make_window, qtbot):
     window = make_window()
     window.controller.set_capacities((RTX_4090,))
     view = _serving(window, qtbot)
-    qtbot.waitUntil(lambda: view.use_vllm.isVisible(), timeout=10000)
+    qtbot.waitUntil(view.use_vllm.isVisible, timeout=10000)
     assert view.report is None and not view.table.isVisible()
     view.use_vllm.click()
     qtbot.waitUntil(lambda: view.report is not None, timeout=10000)

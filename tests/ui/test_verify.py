@@ -152,7 +152,7 @@ def test_the_command_line_gives_the_same_settings_back():
         overhead_bytes=GiB // 2,
     )
     argv = ["measure", "x", *verify.workload_arguments(workload)]
-    assert workload_from_args(build_parser().parse_args(argv)) == workload
+    assert workload_from_args(build_parser(argv).parse_args(argv)) == workload
     command = verify.measure_command("org/name", Workload(), "cuda")
     assert command[:5] == [sys.executable, "-m", "vramgui", "measure", "org/name"]
     assert command[-4:] == ["--device", "cuda", "--json", "--progress"]

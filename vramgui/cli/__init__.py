@@ -1,7 +1,10 @@
 """The headless front end: ``vramgui [estimate|gpus|search|local|profile|plan|measure] ...``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)`` and ``run(args) -> int``.
-User errors exit 2 with one line on stderr; no subcommand opens the window.
+Only the module of the subcommand that runs is imported, and each module imports what its work
+needs when it runs, not at import: the command line starts in about twice a bare interpreter's
+time (docs/performance.md). User errors exit 2 with one line on stderr; no subcommand opens the
+window.
 """
 
 from __future__ import annotations
@@ -14,7 +17,16 @@ from collections.abc import Sequence
 from vramgui import __version__
 from vramgui.core.errors import VramguiError
 
-SUBCOMMANDS = ("estimate", "gpus", "search", "local", "profile", "plan", "measure")
+# Each subcommand's one line in `vramgui --help`, there without importing its module.
+SUBCOMMANDS = {
+    "estimate": "GPU memory a model needs for a workload",
+    "gpus": "local NVIDIA GPUs (and why none, when none)",
+    "search": "search the Hub (the bundled catalog when offline)",
+    "local": "list the models downloaded to this machine (Hugging Face cache, Ollama, LM Studio)",
+    "profile": "save, list, show, compare, export and import estimate profiles",
+    "plan": "per-layer offload plan: GPU layers, host RAM, disk, tokens/s, launch settings",
+    "measure": "run the setup and compare what it used with the estimate",
+}
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -39,18 +51,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"vramgui: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser for the command line ``argv``.
+
+    The subcommand ``argv`` names gets its module's options; the others get their name and help
+    line only, enough for ``vramgui --help`` and for a mistyped name's error, without importing
+    their modules.
+    """
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     parser = _Parser(prog="vramgui", description="GPU memory estimates for LLMs.")
     parser.add_argument("--version", action="version", version=f"vramgui {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"vramgui.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"vramgui.cli.{name}":
-                raise
-            continue
-        module.add_parser(sub)
+    for name, summary in SUBCOMMANDS.items():
+        if name == chosen:
+            importlib.import_module(f"vramgui.cli.{name}").add_parser(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
 
 
@@ -61,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vramgui.ui.app import main as gui_main
 
         return gui_main()
-    parser = build_parser()
+    parser = build_parser(args_list)
     args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help()

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.core.errors import WorkloadError
-from vramgui.core.estimate import COMPONENTS, estimate
-from vramgui.core.fit import cheapest, fit_rows, gpus_needed, largest_fitting
-from vramgui.core.model import ModelSpec
-from vramgui.core.report import estimate_document
 from vramgui.core.units import GiB, format_bytes
 from vramgui.core.workload import (
     ATTENTIONS,
@@ -27,7 +24,13 @@ from vramgui.core.workload import (
     Workload,
     default_engine,
 )
-from vramgui.hardware.capacity import resolve_capacities
+
+if TYPE_CHECKING:
+    from vramgui.core.model import ModelSpec
+
+# The estimator, the sources and the GPUs are imported where they run (see vramgui.cli): the
+# options alone must not cost their import, as `vramgui plan --help` and `vramgui measure` build
+# them too.
 
 _DEFAULTS = Workload()
 
@@ -35,7 +38,7 @@ _DEFAULTS = Workload()
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "estimate",
-        help="GPU memory a model needs for a workload",
+        help=SUBCOMMANDS["estimate"],
         description="Estimate GPU memory per GPU at the peak of inference or training.",
     )
     parser.add_argument(
@@ -52,8 +55,140 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="rank catalog GPUs by the price of the fewest that fit (up to 8: one machine)",
     )
+    add_speed_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
+
+
+def add_speed_options(parser: argparse.ArgumentParser) -> None:
+    """Training time and cost: how much to train and at what price (docs/cli.md, "speed")."""
+    group = parser.add_argument_group(
+        "training time and cost (with --mode training and a --gpu the catalog knows)"
+    )
+    group.add_argument(
+        "--train-tokens",
+        type=parse_count,
+        default=None,
+        metavar="N",
+        help="tokens to train in all (200M, 1.5B, 2e9): gives wall time, GPU-hours and cost",
+    )
+    group.add_argument(
+        "--dataset-tokens",
+        type=parse_count,
+        default=None,
+        metavar="N",
+        help="tokens in one epoch of the dataset (with --epochs, instead of --train-tokens)",
+    )
+    group.add_argument(
+        "--epochs", type=float, default=None, help="passes over --dataset-tokens (default 1)"
+    )
+    group.add_argument(
+        "--price-per-hour",
+        type=float,
+        default=None,
+        metavar="PRICE",
+        help="price of one GPU for one hour (default: the catalog's on-demand rental price)",
+    )
+    group.add_argument(
+        "--currency", default="USD", help="currency of --price-per-hour (default USD)"
+    )
+    group.add_argument(
+        "--matmul-utilization",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="share of the GPU's 16-bit tensor peak the matrix products reach, 0-1 (default: "
+        "measured on this GPU by `vramgui measure --device cuda`, else the architecture's "
+        "published figure)",
+    )
+
+
+_COUNT_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_count(text: str) -> int:
+    """A token count as people write it: "200M", "1.5B", "500k", "2e9", "1,000,000".
+
+    Raises:
+        argparse.ArgumentTypeError: not a positive count.
+    """
+    cleaned = text.strip().replace(",", "").replace("_", "").lower()
+    factor = _COUNT_SUFFIXES.get(cleaned[-1:], 1.0)
+    if factor != 1.0:
+        cleaned = cleaned[:-1]
+    try:
+        value = float(cleaned) * factor
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a token count: {text!r} (e.g. 200M, 1.5B)") from None
+    if not 1 <= value < 1e18:
+        raise argparse.ArgumentTypeError(f"a token count must be at least 1, got {text!r}")
+    return round(value)
+
+
+def train_tokens_from_args(args: argparse.Namespace) -> int | None:
+    """The tokens to train: --train-tokens, or --epochs over --dataset-tokens.
+
+    Raises:
+        WorkloadError: both ways given, or --epochs without --dataset-tokens.
+    """
+    if args.dataset_tokens is None:
+        if args.epochs is not None:
+            raise WorkloadError("--epochs needs --dataset-tokens (the tokens in one epoch)")
+        return args.train_tokens
+    if args.train_tokens is not None:
+        raise WorkloadError("give --train-tokens or --dataset-tokens with --epochs, not both")
+    epochs = 1.0 if args.epochs is None else args.epochs
+    if not 0 < epochs < 1e6:
+        raise WorkloadError(f"--epochs must be positive, got {epochs}")
+    return max(1, round(epochs * args.dataset_tokens))
+
+
+def speed_for(
+    spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The ``speed`` block for training on ``gpu_name``, or None and why there is none."""
+    from vramgui.core.report import speed_block
+    from vramgui.core.speed import Price
+    from vramgui.hardware.errors import HardwareError
+    from vramgui.hardware.gpus import find_gpu
+    from vramgui.hardware.rates import rental_price, speed_hardware
+
+    try:
+        gpu = find_gpu(gpu_name)
+    except HardwareError:
+        return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
+    hardware = speed_hardware(gpu, workload.dtype)
+    utilization = utilization_for(hardware, args.matmul_utilization)
+    if args.price_per_hour is not None:
+        price: Price | None = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
+    else:
+        price = rental_price(gpu)
+    block = speed_block(
+        spec,
+        workload,
+        hardware,
+        utilization=utilization,
+        train_tokens=train_tokens_from_args(args),
+        price=price,
+    )
+    return block, None
+
+
+def utilization_for(hardware: Any, matmul: float | None) -> Any:
+    """The utilization to use on ``hardware``: the user's share, else the architecture's."""
+    from vramgui.core.speed import ATTENTION_SHARE, Utilization
+
+    default = Utilization.default_for(hardware.architecture)
+    if matmul is None:
+        return default
+    if not 0 < matmul <= 1:
+        raise WorkloadError(f"--matmul-utilization must be in (0, 1], got {matmul}")
+    return Utilization(
+        matmul=matmul,
+        attention=matmul * ATTENTION_SHARE,
+        source="set",
+        detail="--matmul-utilization",
+    )
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
@@ -357,6 +492,7 @@ def cheapest_catalog(
     spec: ModelSpec, workload: Workload, top: int = 5, draft: ModelSpec | None = None
 ) -> list[dict[str, Any]]:
     """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
+    from vramgui.core.fit import cheapest
     from vramgui.hardware.gpus import load_catalog
 
     offers = [(g.name, g.capacity_bytes(), g.typical_price_usd) for g in load_catalog()]
@@ -380,6 +516,11 @@ def load_draft(workload: Workload) -> ModelSpec | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vramgui.core.estimate import estimate
+    from vramgui.core.fit import fit_rows, gpus_needed, largest_fitting
+    from vramgui.core.report import estimate_document
+    from vramgui.hardware.capacity import resolve_capacities
+
     loaded, workload = load_for(args)
     spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
@@ -401,7 +542,16 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.cheapest:
         extra["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
+    speed_note = None
+    if workload.mode == "training" and capacities:
+        extra["speed"], speed_note = speed_for(spec, workload, capacities[0][0], args)
+    elif train_tokens_from_args(args) is not None:
+        raise WorkloadError(
+            "--train-tokens and --dataset-tokens need --mode training and a --gpu to time it on"
+        )
     doc = estimate_document(spec, est, rows, extra)
+    if speed_note:
+        doc["notes"].append(speed_note)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
     if args.json:
@@ -413,6 +563,8 @@ def run(args: argparse.Namespace) -> int:
 
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the document for people."""
+    from vramgui.core.estimate import COMPONENTS
+
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
     lines = [
@@ -440,6 +592,9 @@ def format_table(doc: dict[str, Any]) -> str:
     needed = doc.get("gpus_needed", {})
     for row in doc["fit"]:
         lines.append(_fit_line(row, largest.get(row["gpu"], {}), needed.get(row["gpu"])))
+    speed = doc.get("speed")
+    if speed:
+        lines.extend(speed_lines(speed, doc["gpus"]))
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -476,3 +631,55 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
     if vllm is not None and vllm["error"]:
         line += f"\n  vLLM: {vllm['error']}"
     return line
+
+
+def format_duration(seconds: float) -> str:
+    """3 s, 12 min, 5.2 h, 3.1 days."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def format_money(amount: float, currency: str | None) -> str:
+    """$1,234, $12.50, 85.00 EUR."""
+    if currency in (None, "USD"):
+        return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
+    return f"{amount:,.2f} {currency}"
+
+
+def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
+    """The table's lines for the ``speed`` block: throughput, and the run's time and cost."""
+    u = speed["utilization"]
+    where = f"{gpus} x {speed['gpu']}" if gpus > 1 else speed["gpu"]
+    basis = {
+        "default": f"default for {u.get('detail', 'this GPU')}",
+        "unmeasured": "a guess: no measurement on this architecture",
+        "measured": f"measured: {u.get('detail', '')}",
+        "set": "set with --matmul-utilization",
+    }.get(u["source"], u["source"])
+    lines = [
+        f"speed on {where}: {speed['tokens_per_second']:,.0f} tokens/s, "
+        f"{speed['step_seconds']:.2f} s a step (MFU {speed['mfu']:.0%}; matrix products at "
+        f"{u['matmul']:.0%} of peak, {basis})"
+    ]
+    if "time_seconds" in speed:
+        text = (
+            f"{speed['train_tokens']:,} tokens: {format_duration(speed['time_seconds'])}, "
+            f"{speed['gpu_hours']:,.1f} GPU-hours"
+        )
+        price = speed.get("price")
+        if speed["cost"] is not None and price:
+            dated = f", {price['date']}" if price.get("date") else ""
+            text += (
+                f", {format_money(speed['cost'], price['currency'])} at "
+                f"{format_money(price['per_gpu_hour'], price['currency'])} per GPU-hour "
+                f"({price['source']}{dated})"
+            )
+        else:
+            text += " (no price for this GPU: --price-per-hour sets one)"
+        lines.append(text)
+    return lines

@@ -5,25 +5,32 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.text import table
 from vramgui.core.units import format_bytes
-from vramgui.hardware.gpus import CatalogGpu, load_catalog
-from vramgui.hardware.nvml import GpuSnapshot, NvmlProbe
+
+if TYPE_CHECKING:
+    from vramgui.hardware.gpus import CatalogGpu
+    from vramgui.hardware.nvml import GpuSnapshot, NvmlProbe
 
 SCHEMA = "vramgui.gpus/1"
 CATALOG_SCHEMA = "vramgui.gpu-catalog/1"
 
-# The probe this command reads; tests replace it with one over a fake NVML module.
-probe_factory = NvmlProbe
+
+def probe_factory() -> NvmlProbe:
+    """The probe this command reads; tests replace it with one over a fake NVML module."""
+    from vramgui.hardware.nvml import NvmlProbe
+
+    return NvmlProbe()
 
 
 def add_parser(subparsers: Any) -> None:
     """Register ``vramgui gpus`` on the top-level subparsers."""
     parser = subparsers.add_parser(
         "gpus",
-        help="local NVIDIA GPUs (and why none, when none)",
+        help=SUBCOMMANDS["gpus"],
         description="List the NVIDIA GPUs of this machine with their memory, or the GPU catalog.",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -36,6 +43,8 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the local GPUs or the catalog; a machine without GPUs is not an error."""
     if args.catalog:
+        from vramgui.hardware.gpus import load_catalog
+
         gpus = load_catalog()
         if args.json:
             document = {"schema": CATALOG_SCHEMA, "gpus": [_catalog_dict(gpu) for gpu in gpus]}
@@ -127,8 +136,12 @@ def _catalogtable(gpus: tuple[CatalogGpu, ...]) -> str:
             f"{gpu.memory_bandwidth_gbps:,.0f} GB/s",
             _tflops(gpu.bf16_tflops or gpu.fp16_tflops),
             "-" if gpu.typical_price_usd is None else f"${gpu.typical_price_usd:,}",
+            "-" if gpu.rent_usd_per_hour is None else f"${gpu.rent_usd_per_hour:,.2f}",
             "yes" if gpu.nvml else "no",
         )
         for gpu in gpus
     ]
-    return table(("GPU", "vendor", "memory", "bandwidth", "16-bit TFLOPS", "price", "NVML"), rows)
+    return table(
+        ("GPU", "vendor", "memory", "bandwidth", "16-bit TFLOPS", "price", "rent/hour", "NVML"),
+        rows,
+    )

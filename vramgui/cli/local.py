@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
+from vramgui.cli.text import table
 from vramgui.core.units import format_bytes
-from vramgui.sources import on_disk
-from vramgui.sources.results import LocalModel
+
+if TYPE_CHECKING:
+    from vramgui.sources.results import LocalModel
 
 SCHEMA = "vramgui.local/1"
 
@@ -22,7 +25,7 @@ def add_parser(subparsers: Any) -> None:
     """Register ``vramgui local`` on the top-level subparsers."""
     parser = subparsers.add_parser(
         "local",
-        help="list the models downloaded to this machine (Hugging Face cache, Ollama, LM Studio)",
+        help=SUBCOMMANDS["local"],
         description="List the models in the Hugging Face cache (HF_HUB_CACHE or HF_HOME), "
         "Ollama's store (OLLAMA_MODELS) and LM Studio's models folder, with their sizes. Each "
         "SOURCE can be passed to `vramgui estimate`.",
@@ -33,6 +36,8 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print what the stores hold; an absent store is not an error."""
+    from vramgui.sources import on_disk
+
     found = on_disk.scan()
     if args.json:
         document = {
@@ -54,8 +59,4 @@ def run(args: argparse.Namespace) -> int:
 def _table(models: tuple[LocalModel, ...]) -> str:
     header = ("source", "where", "format", "size")
     rows = [(m.source, m.where, m.format, format_bytes(m.size_bytes, "GB")) for m in models]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    )
+    return table(header, rows)

@@ -15,19 +15,17 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
-from vramgui.core.estimate import estimate
-from vramgui.core.fit import fit_rows
-from vramgui.core.model import ModelSpec
-from vramgui.core.report import estimate_document
-from vramgui.core.training import training_estimate
 from vramgui.core.units import format_bytes
-from vramgui.core.workload import Workload
-from vramgui.hardware.capacity import resolve_capacities
-from vramgui.measure import compare, extra, request
+from vramgui.measure import extra, request
 from vramgui.measure.request import FAKE, MeasureError
+
+if TYPE_CHECKING:
+    from vramgui.core.model import ModelSpec
+    from vramgui.core.workload import Workload
 
 PROGRESS_KEY = "progress"
 
@@ -35,7 +33,7 @@ PROGRESS_KEY = "progress"
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "measure",
-        help="run the setup and compare what it used with the estimate",
+        help=SUBCOMMANDS["measure"],
         description="Run the setup with transformers and PyTorch (under FakeTensorMode on the "
         "CPU, or on the local GPU) and show the measured memory beside the estimate. "
         f"Needs the measure extra: {extra.INSTALL}.",
@@ -102,6 +100,8 @@ def cpu_kernels_bytes(spec: ModelSpec, workload: Workload) -> int | None:
     with CUDA autocast's float32 rules as the harness applies them; None for inference."""
     if workload.mode != "training":
         return None
+    from vramgui.core.training import training_estimate
+
     return training_estimate(spec, workload, device="cpu", autocast_rules="cuda").total_bytes
 
 
@@ -109,6 +109,11 @@ def run(args: argparse.Namespace) -> int:
     problems = extra.missing_packages()
     if problems:
         raise MeasureError(extra.install_hint(problems))
+    from vramgui.core.estimate import estimate
+    from vramgui.core.fit import fit_rows
+    from vramgui.core.report import estimate_document
+    from vramgui.hardware.capacity import resolve_capacities
+    from vramgui.measure import compare
     from vramgui.sources.configs import config_of
     from vramgui.sources.resolve import load_model
 
@@ -161,6 +166,8 @@ def _error(value: float | None) -> str:
 
 def format_table(doc: dict[str, Any]) -> str:
     """The estimate and the measurement side by side, for people."""
+    from vramgui.measure import compare
+
     model, measured = doc["model"], doc["measured"]
     s = doc["settings"]
     what = f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}, {s['attention']}" + (

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for
-from vramgui.core import launch, offload
+from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
-from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement
-from vramgui.core.report import model_summary
 from vramgui.core.units import GB, GiB, format_bytes
 from vramgui.core.workload import Workload, served_family
-from vramgui.hardware.capacity import resolve_capacities
+
+if TYPE_CHECKING:
+    from vramgui.core.model import ModelSpec
 
 SCHEMA = "vramgui.plan/1"
 # The GPU whose bandwidth and TFLOPS the speed model uses when no --gpu is named.
@@ -60,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``vramgui plan`` on the top-level subparsers."""
     parser = sub.add_parser(
         "plan",
-        help="per-layer offload plan: GPU layers, host RAM, disk, tokens/s, launch settings",
+        help=SUBCOMMANDS["plan"],
         description=(
             "Place a model's layers on the GPU, in host RAM and on disk the way llama.cpp, "
             "accelerate or layer streaming would, estimate its speed, and print engine settings."
@@ -109,6 +110,7 @@ def _margin(args: argparse.Namespace) -> int:
 
 def _gpu_and_budget(args: argparse.Namespace) -> tuple[Any, str, int]:
     """The catalog GPU for speeds (or None), its display name, and the VRAM budget in bytes."""
+    from vramgui.hardware.capacity import resolve_capacities
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
 
@@ -176,6 +178,9 @@ def plan_document(
     prompt_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The ``vramgui.plan/1`` document: layers with devices, memory, speed and launch settings."""
+    from vramgui.core import launch
+    from vramgui.core.report import model_summary
+
     speed = offload.decode_throughput(placement, bandwidths)
     curve = offload.throughput_curve(placement, bandwidths)
     return {
@@ -284,6 +289,9 @@ def run(args: argparse.Namespace) -> int:
 
 def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
     """The plan of a training setup: per-layer weights and the DeepSpeed configuration."""
+    from vramgui.core import launch
+    from vramgui.core.report import model_summary
+
     return {
         "schema": SCHEMA,
         "model": model_summary(spec),

@@ -13,14 +13,13 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
 from vramgui.cli.text import table
-from vramgui.core.report import document_for
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
-from vramgui.hardware.capacity import resolve_capacities
 from vramgui.profiles import (
     MAX_BUNDLE_BYTES,
     NameTaken,
@@ -29,9 +28,10 @@ from vramgui.profiles import (
     ProfileStore,
     source_of,
 )
-from vramgui.profiles.reopen import Reestimate, reestimate
-from vramgui.sources.resolve import load_model
-from vramgui.sources.results import ResolvedModel
+
+if TYPE_CHECKING:
+    from vramgui.profiles.reopen import Reestimate
+    from vramgui.sources.results import ResolvedModel
 
 LIST_SCHEMA = "vramgui.profiles/1"
 SHOW_SCHEMA = "vramgui.profile-show/1"
@@ -44,7 +44,7 @@ def add_parser(subparsers: Any) -> None:
     """Register ``vramgui profile`` and its actions on the top-level subparsers."""
     parser = subparsers.add_parser(
         "profile",
-        help="save, list, show, compare, export and import estimate profiles",
+        help=SUBCOMMANDS["profile"],
         description="Saved estimate setups: a model, a workload and the GPUs to fit against.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
@@ -132,12 +132,17 @@ def estimate_for(
     Raises:
         VramguiError: the workload does not apply to the model, or a GPU name is unknown.
     """
+    from vramgui.core.report import document_for
+    from vramgui.hardware.capacity import resolve_capacities
+
     document = document_for(loaded.spec, workload, resolve_capacities(list(gpus)))
     document["source"] = loaded.ref.to_dict()
     return document
 
 
 def _save(args: argparse.Namespace) -> int:
+    from vramgui.sources.resolve import load_model
+
     store = ProfileStore()
     loaded = load_model(args.source)
     workload = workload_from_args(args)
@@ -221,6 +226,11 @@ def _list(args: argparse.Namespace) -> int:
 
 def _reopen(profile: Profile) -> Reestimate:
     """Re-estimate a profile; a model that cannot be loaded now leaves only the saved estimate."""
+    from vramgui.core.report import document_for
+    from vramgui.hardware.capacity import resolve_capacities
+    from vramgui.profiles.reopen import reestimate
+    from vramgui.sources.resolve import load_model
+
     return reestimate(profile, load_model, resolve_capacities, document_for)
 
 

@@ -5,23 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vramgui.sources.hub import HubClient
-from vramgui.sources.resolve import search_models
-from vramgui.sources.results import HubModel
+from vramgui.cli import SUBCOMMANDS
+from vramgui.cli.text import table
+
+if TYPE_CHECKING:
+    from vramgui.sources.hub import HubClient
+    from vramgui.sources.results import HubModel
 
 SCHEMA = "vramgui.search/1"
 
-# The client this command uses; tests replace it with one pointed at a fake Hub.
-client_factory = HubClient
+
+def client_factory() -> HubClient:
+    """The client this command uses; tests replace it with one pointed at a fake Hub."""
+    from vramgui.sources.hub import HubClient
+
+    return HubClient()
 
 
 def add_parser(subparsers: Any) -> None:
     """Register ``vramgui search`` on the top-level subparsers."""
     parser = subparsers.add_parser(
         "search",
-        help="search the Hub (the bundled catalog when offline)",
+        help=SUBCOMMANDS["search"],
         description="Search Hugging Face Hub models, most downloaded first. Without a network, "
         "recent results saved earlier or the bundled catalog answer, with a notice.",
     )
@@ -43,6 +50,8 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Print the results; an unreachable Hub is a notice, not an error."""
+    from vramgui.sources.resolve import search_models
+
     found = search_models(args.query, hub=client_factory(), limit=args.limit)
     if args.json:
         document = {
@@ -86,8 +95,4 @@ def _table(models: tuple[HubModel, ...]) -> str:
         )
         for m in models
     ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    )
+    return table(header, rows)

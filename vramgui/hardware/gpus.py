@@ -44,6 +44,11 @@ class CatalogGpu:
     sources: tuple[str, ...] = ()
     usable_memory_bytes: int | None = None
     notes: str | None = None
+    interconnect_gbps: float | None = None
+    rent_usd_per_hour: float | None = None
+    rent_date: str | None = None
+    rent_source: str | None = None
+    architecture: str = ""
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> int:
@@ -77,6 +82,11 @@ _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "typical_price_usd": int,
     "usable_memory_bytes": int,
     "notes": str,
+    "interconnect_gbps": (int, float),
+    "rent_usd_per_hour": (int, float),
+    "rent_date": str,
+    "rent_source": str,
+    "architecture": str,
 }
 
 
@@ -113,6 +123,11 @@ def _entry(raw: Any) -> CatalogGpu:
         sources=tuple(lists["sources"]),
         usable_memory_bytes=raw.get("usable_memory_bytes"),
         notes=raw.get("notes"),
+        interconnect_gbps=_float_or_none(raw.get("interconnect_gbps")),
+        rent_usd_per_hour=_float_or_none(raw.get("rent_usd_per_hour")),
+        rent_date=raw.get("rent_date"),
+        rent_source=raw.get("rent_source"),
+        architecture=raw.get("architecture") or "",
     )
 
 

@@ -7,7 +7,6 @@ installed metadata), it imports none of them.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import re
 import sys
@@ -19,6 +18,9 @@ CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
 def _version(name: str) -> tuple[int, ...] | None:
+    # Here, not at the top: importlib.metadata costs `vramgui measure --help` a third of its start.
+    import importlib.metadata
+
     try:
         text = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

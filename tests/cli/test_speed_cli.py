@@ -1,0 +1,145 @@
+"""`vramgui estimate --mode training --gpu ... --train-tokens`: the speed block, time and cost."""
+
+import argparse
+import json
+
+import pytest
+
+from vramgui.cli import main
+from vramgui.cli.estimate import format_duration, parse_count
+from vramgui.hardware.gpus import find_gpu
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 22,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+}
+
+
+@pytest.fixture
+def config_path(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    return str(path)
+
+
+def _json(capsys, *args):
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_training_on_a_catalog_gpu_has_tokens_per_second_and_step_time(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--mode", "training", "--gpu", "A100 80GB")
+    speed = doc["speed"]
+    assert speed["gpu"] == "A100 SXM 80GB"
+    assert speed["tokens_per_second"] > 0
+    assert speed["step_seconds"] == pytest.approx(
+        speed["tokens_per_step"] / speed["tokens_per_second"], rel=1e-3
+    )
+    assert speed["utilization"]["source"] == "default"
+    assert "time_seconds" not in speed  # no tokens asked for
+
+
+def test_train_tokens_give_time_gpu_hours_and_cost_with_the_price_named(capsys, config_path):
+    doc = _json(
+        capsys, "estimate", config_path, "--mode", "training", "--gpu", "H100", "--gpus", "2",
+        "--train-tokens", "200M",
+    )  # fmt: skip
+    speed = doc["speed"]
+    gpu = find_gpu("H100")
+    assert speed["train_tokens"] == 200_000_000
+    assert speed["time_seconds"] == pytest.approx(2e8 / speed["tokens_per_second"], rel=1e-3)
+    assert speed["gpu_hours"] == pytest.approx(2 * speed["time_seconds"] / 3600, rel=1e-3)
+    assert speed["cost"] == pytest.approx(speed["gpu_hours"] * gpu.rent_usd_per_hour, rel=1e-3)
+    assert speed["currency"] == "USD"
+    assert speed["price_source"] == gpu.rent_source
+    assert speed["price"]["date"] == gpu.rent_date
+
+
+def test_epochs_over_a_dataset_and_a_price_of_ones_own(capsys, config_path):
+    doc = _json(
+        capsys, "estimate", config_path, "--mode", "training", "--gpu", "RTX 4090",
+        "--dataset-tokens", "50M", "--epochs", "3", "--price-per-hour", "0.4", "--currency", "EUR",
+    )  # fmt: skip
+    speed = doc["speed"]
+    assert speed["train_tokens"] == 150_000_000
+    assert speed["cost"] == pytest.approx(speed["gpu_hours"] * 0.4, rel=1e-2)
+    assert (speed["currency"], speed["price_source"]) == ("EUR", "set with --price-per-hour")
+
+
+def test_a_utilization_of_ones_own_is_used_and_said(capsys, config_path):
+    base = _json(capsys, "estimate", config_path, "--mode", "training", "--gpu", "L40S")
+    mine = _json(
+        capsys, "estimate", config_path, "--mode", "training", "--gpu", "L40S",
+        "--matmul-utilization", "0.3",
+    )  # fmt: skip
+    assert mine["speed"]["utilization"]["source"] == "set"
+    assert mine["speed"]["tokens_per_second"] < base["speed"]["tokens_per_second"]
+
+
+def test_the_table_shows_the_speed_and_the_run(capsys, config_path):
+    assert main(["estimate", config_path, "--mode", "training", "--gpu", "A100 80GB",
+                 "--train-tokens", "1B"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "speed on A100 SXM 80GB:" in out and "tokens/s" in out
+    assert "1,000,000,000 tokens:" in out and "GPU-hours" in out and "per GPU-hour" in out
+
+
+def test_a_gpu_without_a_rental_price_gives_time_but_no_cost(capsys, config_path):
+    doc = _json(
+        capsys, "estimate", config_path, "--mode", "training", "--gpu", "RTX 3060",
+        "--train-tokens", "10M",
+    )  # fmt: skip
+    assert doc["speed"]["cost"] is None and doc["speed"]["time_seconds"] > 0
+
+
+def test_inference_has_no_speed_block(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--gpu", "A100 80GB")
+    assert "speed" not in doc
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--epochs", "2"], "--epochs needs --dataset-tokens"),
+        (["--train-tokens", "1M", "--dataset-tokens", "1M"], "not both"),
+        (["--train-tokens", "1M", "--mode", "inference"], "need --mode training"),
+        (["--train-tokens", "lots"], "not a token count"),
+        (["--matmul-utilization", "1.5", "--mode", "training"], "must be in (0, 1]"),
+        (["--price-per-hour", "-2", "--mode", "training"], "price per GPU-hour"),
+    ],
+)
+def test_bad_speed_options_exit_2_with_one_line(capsys, config_path, args, message):
+    try:
+        code = main(["estimate", config_path, "--gpu", "A100 80GB", *args])
+    except SystemExit as exit_:  # argparse refuses a bad value itself
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [("200M", 200_000_000), ("1.5B", 1_500_000_000), ("500k", 500_000), ("2e9", 2_000_000_000),
+     ("1,000", 1000), ("7", 7)],
+)  # fmt: skip
+def test_token_counts_read_as_people_write_them(text, value):
+    assert parse_count(text) == value
+
+
+@pytest.mark.parametrize("text", ["0", "-5M", "M", "", "1e30"])
+def test_impossible_token_counts_are_refused(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_count(text)
+
+
+def test_durations_read_at_a_glance():
+    assert [format_duration(s) for s in (5, 600, 7200, 3 * 86400)] == [
+        "5 s", "10 min", "2.0 h", "3.0 days",
+    ]  # fmt: skip

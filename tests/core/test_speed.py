@@ -1,0 +1,201 @@
+"""The training speed model (core/speed.py): what it counts, how setups compare, time and cost.
+
+Accuracy against published measurements is benchmarks/throughput.py's job; these tests check the
+arithmetic and the directions every setting must move the figure in.
+"""
+
+import math
+
+import pytest
+
+from vramgui.core import speed
+from vramgui.core.errors import WorkloadError
+from vramgui.core.families import spec_from_config
+from vramgui.core.workload import Workload
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+}
+A100 = speed.Hardware(
+    name="A100", flops=312e12, memory_bytes_per_s=2039e9, link_bytes_per_s=300e9,
+    pcie_bytes_per_s=25e9, architecture="Ampere",
+)  # fmt: skip
+PCIE_A100 = speed.Hardware(
+    name="A100 on PCIe", flops=312e12, memory_bytes_per_s=2039e9, link_bytes_per_s=32e9,
+    pcie_bytes_per_s=25e9, architecture="Ampere",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return spec_from_config(LLAMA, "llama-7b")
+
+
+def training(**changes):
+    base = {"mode": "training", "batch": 4, "seq": 2048, "attention": "flash"}
+    return Workload(**{**base, **changes})
+
+
+def test_full_fine_tune_counts_six_flops_per_weight_and_lora_four(spec):
+    weights = sum(t.numel for t in spec.tensors if t.is_matrix)
+    full = speed.model_flops_per_token(spec, training(method="full"))
+    lora = speed.model_flops_per_token(spec, training(method="lora", precision="pure"))
+    attention = full - 6 * weights
+    # Causal attention at 2,048 tokens: ~3.5 forwards of 4 x layers x hidden x 1,024 FLOPs.
+    assert attention == pytest.approx(3.5 * 4 * 32 * 4096 * 1024.5, rel=1e-6)
+    adapters = lora - 4 * weights - attention
+    # rank 16 on q, k, v, o: A (16 x 4096) and B (4096 x 16), six FLOPs per weight
+    assert adapters == pytest.approx(6 * 16 * (4096 + 4096) * 4 * 32)
+
+
+def test_checkpointing_recomputes_the_forward_and_slows_the_step(spec):
+    plain = speed.training_speed(spec, training(), A100)
+    checkpointed = speed.training_speed(spec, training(grad_checkpointing=True), A100)
+    ratio = checkpointed.step_seconds / plain.step_seconds
+    assert 1.2 < ratio < 1.4  # one forward more on top of forward + backward (~3 forwards)
+    assert checkpointed.mfu < plain.mfu  # same model FLOPs, more time
+
+
+def test_lora_is_faster_than_a_full_fine_tune_and_qlora_slower_than_lora(spec):
+    full = speed.training_speed(spec, training(grad_checkpointing=True), A100)
+    lora = speed.training_speed(
+        spec, training(method="lora", precision="pure", grad_checkpointing=True), A100
+    )
+    qlora = speed.training_speed(
+        spec, training(method="qlora", quant="nf4", grad_checkpointing=True), A100
+    )
+    assert full.tokens_per_second < qlora.tokens_per_second < lora.tokens_per_second
+
+
+def test_dequantization_weighs_most_on_small_batches(spec):
+    def slowdown(batch):
+        w = training(batch=batch, seq=512, grad_checkpointing=True)
+        lora = speed.training_speed(spec, w.with_(method="lora", precision="pure"), A100)
+        qlora = speed.training_speed(spec, w.with_(method="qlora", quant="nf4"), A100)
+        return qlora.step_seconds / lora.step_seconds
+
+    assert slowdown(1) > slowdown(16) > 1.0
+
+
+def test_tokens_per_step_and_throughput_follow_the_data_parallel_ranks(spec):
+    lora = training(method="lora", precision="pure", grad_accum=2)
+    one = speed.training_speed(spec, lora, A100)
+    four = speed.training_speed(spec, lora.with_(gpus=4), A100)
+    assert one.tokens_per_step == 4 * 2048 * 2
+    assert four.tokens_per_step == 4 * one.tokens_per_step
+    # LoRA's gradients are small: the all-reduce hides behind the backward.
+    assert four.tokens_per_second == pytest.approx(4 * one.tokens_per_second, rel=0.01)
+    assert four.tokens_per_second_per_gpu == pytest.approx(four.tokens_per_second / 4)
+
+
+def test_fsdp_gathers_cost_time_over_pcie_not_over_nvlink(spec):
+    w = training(gpus=8, fsdp=True, batch=1, seq=1024)
+    nvlink = speed.training_speed(spec, w, A100)
+    pcie = speed.training_speed(spec, w, PCIE_A100)
+    assert speed.COMMUNICATION not in nvlink.seconds_by_part
+    assert pcie.seconds_by_part[speed.COMMUNICATION] > 0
+    assert pcie.tokens_per_second < nvlink.tokens_per_second
+
+
+def test_many_gpus_span_machines_and_say_so(spec):
+    w = training(gpus=16, zero=3, batch=1)
+    result = speed.training_speed(spec, w, A100)
+    assert any("span machines" in note for note in result.notes)
+
+
+def test_tensor_parallelism_adds_its_all_reduces(spec):
+    w = training(gpus=2, tp=2)
+    result = speed.training_speed(spec, w, A100)
+    assert result.seconds_by_part[speed.COMMUNICATION] > 0
+
+
+def test_pipeline_bubble_shrinks_with_more_micro_batches(spec):
+    few = speed.training_speed(spec, training(gpus=4, pp=4, grad_accum=4), A100)
+    many = speed.training_speed(spec, training(gpus=4, pp=4, grad_accum=32), A100)
+    assert few.seconds_by_part[speed.PIPELINE_BUBBLE] / few.step_seconds > (
+        many.seconds_by_part[speed.PIPELINE_BUBBLE] / many.step_seconds
+    )
+
+
+def test_tiny_batches_are_bound_by_kernel_launches(spec):
+    w = training(method="lora", precision="pure", lora_targets=("all-linear",), batch=1, seq=64)
+    assert speed.training_speed(spec, w, A100).bound == speed.LAUNCH
+
+
+def test_optimizer_step_of_a_full_fine_tune_is_memory_bound_work(spec):
+    adamw = speed.training_speed(spec, training(), A100)
+    fused = speed.training_speed(spec, training(optimizer="adamw-fused"), A100)
+    assert fused.seconds_by_part[speed.OPTIMIZER] < adamw.seconds_by_part[speed.OPTIMIZER]
+    trainable = spec.parameters
+    expected = trainable * 4 * (speed.OPTIMIZER_PASSES["adamw"] + speed.CLIPPING_PASSES)
+    assert adamw.seconds_by_part[speed.OPTIMIZER] == pytest.approx(
+        expected / (A100.memory_bytes_per_s * speed.MEMORY_UTILIZATION)
+    )
+
+
+def test_utilization_defaults_follow_the_architecture():
+    ampere = speed.Utilization.default_for("Ampere")
+    assert ampere.matmul == speed.MATMUL_UTILIZATION_BY_ARCHITECTURE["Ampere"]
+    assert ampere.source == "default"
+    unknown = speed.Utilization.default_for("CDNA 3")
+    assert unknown.source == "unmeasured"
+    assert unknown.matmul == speed.UNMEASURED_MATMUL_UTILIZATION
+
+
+def test_an_unmeasured_architecture_is_said_to_be_a_guess(spec):
+    other = speed.Hardware("MI300X", 1307e12, 5300e9, 64e9, 25e9, architecture="CDNA 3")
+    result = speed.training_speed(spec, training(), other)
+    assert any("is a guess" in note and "CDNA 3" in note for note in result.notes)
+
+
+def test_a_measured_utilization_scales_the_compute_shares_only():
+    base = speed.Utilization.default_for("Ampere")
+    faster = base.scaled(1.2, "measured", "A100 on 2026-01-02")
+    assert faster.matmul == pytest.approx(base.matmul * 1.2)
+    assert faster.attention == pytest.approx(base.attention * 1.2)
+    assert faster.memory == base.memory
+    assert base.scaled(5.0, "measured", "").matmul == 1.0  # never above the peak
+
+
+@pytest.mark.parametrize(
+    "field, value", [("matmul", 0.0), ("matmul", 1.5), ("attention", -0.1), ("link", 2.0)]
+)
+def test_utilizations_outside_zero_to_one_are_refused(field, value):
+    with pytest.raises(WorkloadError, match="utilization must be in"):
+        speed.Utilization(**{field: value})
+
+
+def test_inference_has_no_training_speed(spec):
+    with pytest.raises(WorkloadError, match="--mode training"):
+        speed.training_speed(spec, Workload(), A100)
+
+
+def test_a_run_costs_its_gpu_hours_at_the_price(spec):
+    result = speed.training_speed(spec, training(gpus=2), A100)
+    price = speed.Price(2.0, "USD", "test", "2026-01-01")
+    run = speed.run_cost(result, 2, 10**9, price)
+    assert run.time_seconds == pytest.approx(1e9 / result.tokens_per_second)
+    assert run.gpu_hours == pytest.approx(2 * run.time_seconds / 3600)
+    assert run.cost == pytest.approx(run.gpu_hours * 2.0)
+    assert speed.run_cost(result, 2, 10**9, None).cost is None
+    with pytest.raises(WorkloadError, match="at least 1"):
+        speed.run_cost(result, 2, 0, price)
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan])
+def test_a_price_must_be_a_finite_amount(bad):
+    with pytest.raises(WorkloadError, match="price per GPU-hour"):
+        speed.Price(bad)
+
+
+def test_the_speed_block_has_the_documented_keys(spec):
+    result = speed.training_speed(spec, training(), A100).to_dict()
+    assert {"tokens_per_second", "step_seconds", "mfu", "bound", "utilization"} <= set(result)
+    assert sum(result["seconds_by_part"].values()) == pytest.approx(result["step_seconds"], 1e-3)

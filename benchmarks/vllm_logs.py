@@ -50,13 +50,24 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     rules = dataclasses.replace(serving.rules_for(log["vllm"]), sampler=log["sampler"])
     settings = {"engine": "vllm", "vllm-version": rules.version, **log["settings"]}
     workload = Workload.from_dict(settings)
-    capacity = doc["gpus"][log["gpu"]]["memory_mib"] * MiB
+    if "cuda_total_gib" in log:
+        capacity = round(log["cuda_total_gib"] * GiB) + serving.CUDA_RESERVED_BYTES
+    else:
+        capacity = doc["gpus"][log["gpu"]]["memory_mib"] * MiB
     total = serving.cuda_total_bytes(capacity)
     plan = serving.build_plan(
         spec, workload, rank_tensor_bytes(spec, workload), total, gpu_name=log["gpu"], rules=rules
     )
     up = plan.startup(capacity, workload.gpu_memory_utilization, workload.seq)
-    logged = log["logged"]
+    logged = dict(log["logged"])
+    if "kv_tokens" not in logged and "available_gib" in logged:
+        # The pool vLLM printed, in the tokens its rules give it.
+        stage = plan.stages[0]
+        blocks = stage.layout.blocks(round(logged["available_gib"] * GiB))
+        logged["kv_tokens"] = stage.layout.reported_tokens(
+            blocks, workload.seq, plan.scheduler.max_num_batched_tokens, rules
+        )
+        logged["kv_tokens_derived"] = True
     row: dict[str, Any] = {
         "id": log["id"],
         "kind": log["kind"],
@@ -73,8 +84,11 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
         "concurrency_estimate": up.max_concurrency,
         "starts_logged": logged.get("starts", True),
         "starts_estimate": up.starts,
+        "tokens_derived": logged.get("kv_tokens_derived", False),
+        "activation_logged_gib": logged.get("activation_gib"),
+        "activation_estimate_gib": max(s.activation_bytes for s in plan.stages) / GiB,
     }
-    if logged.get("kv_tokens"):
+    if logged.get("kv_tokens") and row["starts_logged"]:
         row["error"] = up.pool_tokens / logged["kv_tokens"] - 1
     return row
 
@@ -82,6 +96,16 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
 def rows() -> list[dict[str, Any]]:
     doc = load()
     return [estimate_log(log, doc) for log in doc["logs"]]
+
+
+def _tokens_cell(r: dict[str, Any], sep: str) -> str:
+    """The pool in tokens, logged and estimated; a refused start reads as such."""
+    if not r["starts_logged"] or not r["starts_estimate"]:
+        logged = "refused" if not r["starts_logged"] else f"{r['tokens_logged'] or 0:,}"
+        estimate = "refused" if not r["starts_estimate"] else f"{r['tokens_estimate']:,}"
+        return f"{logged}{sep}{estimate}"
+    mark = "*" if r["tokens_derived"] else ""
+    return f"{r['tokens_logged'] or 0:,}{mark}{sep}{r['tokens_estimate']:,}"
 
 
 def summary(table: list[dict[str, Any]], split: str | None = None) -> dict[str, float]:
@@ -105,7 +129,7 @@ def format_table(table: list[dict[str, Any]]) -> str:
     for r in table:
         weights = f"{r['weights_logged_gib'] or 0:.2f}/{r['weights_estimate_gib']:.2f}"
         kv = f"{r['available_logged_gib'] or 0:.2f}/{r['available_estimate_gib']:.2f}"
-        tokens = f"{r['tokens_logged'] or 0:,}/{r['tokens_estimate']:,}"
+        tokens = _tokens_cell(r, "/")
         error = f"{r['error']:+.1%}" if "error" in r else ""
         lines.append(
             f"{r['id']:<34}{r['split']:<9}{r['vllm']:<10}{weights:>18}{kv:>16}{tokens:>24}"
@@ -166,11 +190,21 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         error = f"{r['error']:+.1%}" if "error" in r else ""
         weights = f"{r['weights_logged_gib'] or 0:.2f} / {r['weights_estimate_gib']:.2f}"
         pool = f"{r['available_logged_gib'] or 0:.2f} / {r['available_estimate_gib']:.2f}"
-        tokens = f"{r['tokens_logged'] or 0:,} / {r['tokens_estimate']:,}"
+        tokens = _tokens_cell(r, " / ")
         lines.append(
             f"| [{r['id']}]({log['url']}) | {log['model']} ({r['kind']}) | {r['gpu']} | "
             f"{r['vllm']} | {weights} | {pool} | {tokens} | {error} | {r['split']} |"
         )
+    lines.append("")
+    lines.append(
+        "\\* the log printed the pool in GiB only: the tokens are what vLLM's rules make of it."
+    )
+    refusals = [r for r in table if not r["starts_logged"]]
+    agree = sum(r["starts_logged"] == r["starts_estimate"] for r in table)
+    lines.append(
+        f"Start or refuse: the estimate agrees with {agree} of {len(table)} logs "
+        f"({len(refusals)} of them refusals)."
+    )
     lines.append("")
     for split, name in (("tune", "Tuned on"), ("held-out", "Held out"), (None, "All")):
         s = summary(table, split)

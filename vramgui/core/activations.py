@@ -12,11 +12,14 @@ from vramgui.core import dtypes
 from vramgui.core.model import ArchFacts, LayerType, ModelSpec, Role
 from vramgui.core.workload import Workload
 
-# vLLM's sampler warm-up (the end of its profiling run) holds per sequence and vocabulary entry:
-# the model's 16-bit logits, their fp32 copy, and PyTorch's top-k / top-p path's sort (fp32 values,
-# int64 indices), masks, cumulative probabilities and re-scattered logits: 27 bytes. FlashInfer's
-# sampling kernels work on the fp32 logits and probabilities: 12 bytes.
-VLLM_SAMPLER_BYTES = {"pytorch": 27, "flashinfer": 12}
+# vLLM's sampler warm-up (the end of its profiling run) holds, per sequence and vocabulary entry,
+# the model's 16-bit logits, their fp32 copy and what top-k / top-p sampling makes of them.
+# PyTorch's path sorts (fp32 values, int64 indices and the sort's own buffers), masks, sums and
+# re-scatters: 38.5-39.6 bytes in the logs of six models with vLLM 0.11 on an H100
+# (llm-d/llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md). FlashInfer's kernels
+# work on the fp32 logits and probabilities: 11-12 bytes (vLLM 0.10.1.1 on A100s,
+# dennislee22/vLLM-benchmarking).
+VLLM_SAMPLER_BYTES = {"pytorch": 39, "flashinfer": 12}
 # llama.cpp's physical micro-batch (n_ubatch) default: its compute buffer is sized for it.
 LLAMACPP_UBATCH = 512
 

@@ -52,8 +52,9 @@ CUDA_CONTEXT_BYTES = round(0.45 * GiB)
 # Memory that grows outside PyTorch's allocator from the snapshot to the profile's end (kernel
 # modules loaded by the profile, cuBLAS and attention workspaces), and with tensor parallelism
 # the communication buffers created at the first collective (custom all-reduce, NCCL).
-NON_TORCH_BYTES = round(0.15 * GiB)
-NON_TORCH_TP_BYTES = round(0.35 * GiB)
+# 0.13-0.14 GiB at TP 1 and 0.54-0.55 GiB at TP 2 in vLLM 0.11's logs on H100s (llm-d/llm-d-benchmark).
+NON_TORCH_BYTES = round(0.13 * GiB)
+NON_TORCH_TP_BYTES = round(0.55 * GiB)
 # CUDA graphs: each captured graph keeps its kernel nodes; vLLM captures one graph per batch size
 # and piece (the pieces between attention calls), and FULL decode graphs of whole steps.
 GRAPH_PIECE_BYTES = round(0.28 * MiB)

@@ -57,6 +57,17 @@ def test_kv_cache_gqa_is_smaller_by_the_group(real_spec):
     assert llama3 * 4 == llama2  # 8 KV heads instead of 32
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_llamacpp_caches_in_f16_whatever_the_weights(real_spec, dtype):
+    # llama-server's --cache-type-k / -v default to f16; the weights' type does not change it.
+    spec = real_spec(LLAMA3)
+    auto = kv_cache_bytes(spec, Workload(engine="llamacpp", seq=4096, dtype=dtype))
+    assert auto == kv_cache_bytes(spec, Workload(engine="llamacpp", seq=4096, kv_dtype="fp16"))
+    # The other engines cache in the compute dtype.
+    kept = kv_cache_bytes(spec, Workload(seq=4096, dtype=dtype))
+    assert kept == auto * (2 if dtype == "fp32" else 1)
+
+
 def test_sliding_window_kept_whole_by_transformers_and_windowed_by_engines(real_spec):
     spec = real_spec(MISTRAL)
     full = kv_cache_bytes(spec, Workload(seq=8192))

@@ -69,6 +69,8 @@ def test_unknown_name_says_what_was_tried():
     message = str(info.value)
     for tried in ("file or folder", "catalog", "Hub repo id", "vramgui search"):
         assert tried in message
+    # A hint to copy into a shell: the words quoted as one query.
+    assert "`vramgui search 'definitely not a model'`" in message
 
 
 def test_unreachable_hub_without_cache_says_nothing_is_cached():

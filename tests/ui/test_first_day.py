@@ -239,8 +239,12 @@ def test_back_to_training_the_quantization_follows_the_method(make_window, qtbot
         ("--tp 3 does not divide the model's 32 heads", "Tensor parallel “3” does not divide"),
         ("use --quant none (or awq-int4)", "use Quantization “None (16/32-bit)” (or awq-int4)"),
         ("add --gpus, or --cpu-offload to move states", "add GPUs, or Offload optimizer to CPU to"),
+        (
+            "(org/name); `vramgui search 'llama 3'` lists matching models",
+            "(org/name); the search box lists matching models",
+        ),
     ],
 )
 def test_core_messages_are_said_in_the_windows_words(core, window):
     text = wording.window_text(core)
-    assert text.startswith(window) and "--" not in text
+    assert text.startswith(window) and "--" not in text and "vramgui" not in text

@@ -91,7 +91,10 @@ class _KvShape:
     def of(cls, spec: ModelSpec, workload: Workload) -> _KvShape:
         facts = spec.facts
         tp = workload.tp
-        per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
+        # llama.cpp caches K and V in f16 unless told otherwise (--cache-type-k / -v), whatever
+        # the weights are stored or computed in.
+        cached = "fp16" if workload.engine == "llamacpp" else workload.dtype
+        per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, cached)
         widths = _kv_widths_per_gpu(spec, workload.engine, tp)
         sums = Counter[LayerType]()
         for kind, width in zip(_layer_types(spec), widths, strict=True):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 import time
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def load_model(source: str, *, hub: HubClient | None = None) -> ResolvedModel:
     if match is None:
         raise ModelNotFound(
             f"{_shown(text)!r} is not a file or folder, not in the bundled catalog, and not a Hub "
-            f"repo id (org/name); `vramgui search {_shown(text)}` lists matching models"
+            f"repo id (org/name); `vramgui search {shlex.quote(_shown(text))}` lists matching models"
         )
     try:
         return load_repo(match["repo"], match["rev"], match["file"], hub=hub)

@@ -7,7 +7,8 @@ Contract for the views that plug into the window (offloading, profiles): they re
 controller and use only
 - signals ``model_changed(ResolvedModel)``, ``workload_changed(Workload)``,
   ``estimate_changed(Analysis)``, ``outlook_changed(Outlook)``, ``capacities_changed(tuple)``;
-- properties ``model``, ``spec``, ``source``, ``workload``, ``capacities``, ``analysis``;
+- properties ``model``, ``spec``, ``source``, ``workload``, ``chosen_workload``, ``capacities``,
+  ``analysis``;
 - methods ``load_source(source)``, ``set_model(loaded)``, ``set_workload(workload)``,
   ``update(**changes)``, ``show_message(text)``.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -34,9 +35,11 @@ from vramgui.core.training import FOUR_BIT_SCHEMES
 from vramgui.core.workload import (
     ENGINE_KV_DTYPES,
     METHOD_RECIPES,
+    QLORA_QUANTS,
     EngineConflictError,
     Workload,
     adjusted,
+    quant_family,
 )
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, submit
@@ -84,11 +87,12 @@ class Outlook:
 
 
 SWEEP_FIELDS = ("seq", "batch")
+_SETTINGS = tuple(f.name for f in fields(Workload))
 OUTLOOK_DELAY_MS = 120
 # Checkpoint dtypes as the Weights box names them.
 _STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-# Where a model comes from a file or folder the user opened (its own dtype then wins).
+# Where a model comes from a file or folder the user opened (its own dtype then applies).
 _LOCAL_KINDS = ("local", "config")
 RECIPE_NOTES = {
     "lora": "LoRA starts from its usual recipe: the base frozen in 16 bits (Pure 16-bit), "
@@ -184,8 +188,12 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
 def stored_dtype(spec: ModelSpec) -> str | None:
     """The Weights choice the checkpoint itself is stored in ("bf16", "fp16", "fp32"), or None.
 
-    From the stored tensors' dtypes (most weights win), else the config's ``torch_dtype``.
+    From the stored tensors' dtypes (most weights win), else the config's ``torch_dtype``. None
+    for a GGUF file: its quantized types are its weights, and the F32 it keeps its norms in is
+    no dtype to compute in.
     """
+    if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
+        return None
     counts: dict[str, int] = {}
     for t in spec.tensors:
         name = _STORED_DTYPES.get(t.dtype or "")
@@ -229,6 +237,10 @@ class EstimateController(QObject):
         self._sweep_field = "seq"
         self._analysis: Analysis | None = None
         self._outlook: Outlook | None = None
+        # Settings the current model's own format set, with the user's value each replaced.
+        self._forced: dict[str, Any] = {}
+        # The quantization last served with: what inference returns to after QLoRA's base.
+        self._serving_quant = self._workload.quant if self._workload.mode == "inference" else "none"
         self._loading: Worker | None = None
         # vLLM's draft model (speculative decoding): what was asked for, and its spec once read.
         self._draft: tuple[str, ModelSpec] | None = None
@@ -299,24 +311,55 @@ class EstimateController(QObject):
     def set_model(self, loaded: ResolvedModel, source: str | None = None) -> None:
         """Make ``loaded`` the current model and re-estimate.
 
-        A file or folder the user opened is estimated as it is stored: its own dtype and
-        quantization replace the ones chosen for the previous model (QLoRA keeps its 4-bit
-        base), and a checkpoint only some engines run moves the engine to one of them.
+        The source's own format comes first, then the user's choice. A file or folder the user
+        opened is estimated as it is stored (its dtype, its own quantization; QLoRA keeps its
+        4-bit base), a checkpoint only some engines run moves the engine to one of them, and a
+        context longer than the model's is cut to it. These settings belong to this model only:
+        when the next one loads, each goes back to what the user had chosen, unless the user
+        changed it meanwhile (``chosen_workload``).
         """
+        previous = self.spec
         self._model = loaded
         self._source = source if source is not None else loaded.ref.id
         self.model_changed.emit(loaded)
         for notice in loaded.notices:
             self.notice.emit(notice)
-        changes = self._as_stored(loaded)
-        if self._workload.seq > self.max_seq:
+        mine = self.chosen_workload
+        if previous is not None and mine != self._workload:
+            back = ", ".join(
+                wording.setting_text(k, getattr(mine, k)) for k in self._forced if k != "seq"
+            )
+            if back:
+                self.notice.emit(f"Back to your settings after {previous.name}: {back}.")
+        self._forced = {}
+        changes = self._as_stored(loaded, mine)
+        if mine.seq > self.max_seq:
             changes["seq"] = self.max_seq
-        self._apply(changes)
-        self._schedule()
+        try:
+            workload, resets = adjusted(mine, changes, loaded.spec.quantization)
+        except VramguiError as exc:
+            self.message.emit(_describe(exc))
+            workload, resets = mine, ()
+        for reset in resets:
+            self.notice.emit(wording.reset_notice(reset, loaded.spec.name))
+        self._forced = {
+            name: getattr(mine, name)
+            for name in _SETTINGS
+            if getattr(workload, name) != getattr(mine, name)
+        }
+        self._set_workload(workload)
 
-    def _as_stored(self, loaded: ResolvedModel) -> dict[str, Any]:
-        """The dtype and quantization of an opened file, where they differ from the current ones."""
-        w, spec = self._workload, loaded.spec
+    @property
+    def chosen_workload(self) -> Workload:
+        """The settings as the user chose them: ``workload`` without what the current model's own
+        format set (the window saves these, and the next model starts from them)."""
+        if not self._forced:
+            return self._workload
+        return self._workload.with_(**self._forced)
+
+    def _as_stored(self, loaded: ResolvedModel, w: Workload) -> dict[str, Any]:
+        """The dtype and quantization of an opened file, where they differ from ``w``'s."""
+        spec = loaded.spec
         if loaded.ref.kind not in _LOCAL_KINDS or (w.mode, w.method) == ("training", "qlora"):
             return {}
         changes: dict[str, Any] = {}
@@ -328,12 +371,20 @@ class EstimateController(QObject):
         if changes:
             now = ", ".join(wording.setting_text(k, v) for k, v in changes.items())
             was = ", ".join(wording.setting_text(k, getattr(w, k)) for k in changes)
-            self.notice.emit(f"{spec.name} is estimated as it is stored: {now} (was {was}).")
+            self.notice.emit(
+                f"{spec.name} is estimated as it is stored: {now} (was {was}), for this model only."
+            )
         return changes
 
     def set_workload(self, workload: Workload) -> None:
-        """Replace every setting at once (a restored or loaded profile)."""
+        """Replace every setting at once (a restored or loaded profile): all the user's."""
+        self._forced = {}
+        self._set_workload(workload)
+
+    def _set_workload(self, workload: Workload) -> None:
         self._workload = workload
+        if workload.mode == "inference":
+            self._serving_quant = workload.quant
         self.workload_changed.emit(workload)
         self._load_draft(workload)
         self._schedule()
@@ -371,6 +422,17 @@ class EstimateController(QObject):
         Returns:
             Whether the change was taken.
         """
+        w = self._workload
+        leaving_qlora = (w.mode, w.method, changes.get("mode")) == (
+            "training",
+            "qlora",
+            "inference",
+        )
+        if leaving_qlora and w.quant in QLORA_QUANTS and self._serving_quant != w.quant:
+            # QLoRA's 4-bit base is a training recipe's: serving goes back to its own choice.
+            changes.setdefault("quant", self._serving_quant)
+            back = wording.setting_text("quant", self._serving_quant)
+            self.notice.emit(f"QLoRA's 4-bit base is for training: {back} again to serve.")
         method = changes.get("method")
         if method in METHOD_RECIPES and method != self._workload.method:
             for name, value in METHOD_RECIPES[method].items():
@@ -379,7 +441,13 @@ class EstimateController(QObject):
                 changes.setdefault("quant", "none")  # the 4-bit base was QLoRA's
             if method in RECIPE_NOTES and changes.get("mode", self._workload.mode) == "training":
                 self.notice.emit(RECIPE_NOTES[method])
-        return self._apply(changes)
+        before = self._workload
+        taken = self._apply(changes)
+        # What the user changed (and what changed with it) is theirs now, not the model's.
+        for name in list(self._forced):
+            if name in changes or getattr(before, name) != getattr(self._workload, name):
+                del self._forced[name]
+        return taken
 
     def _apply(self, changes: dict[str, Any]) -> bool:
         spec = self.spec
@@ -398,7 +466,7 @@ class EstimateController(QObject):
         for reset in resets:
             self.notice.emit(wording.reset_notice(reset, spec.name if spec else ""))
         if workload != self._workload:
-            self.set_workload(workload)
+            self._set_workload(workload)
         return True
 
     def apply_suggestion(self, suggestion: fit.Suggestion) -> bool:

@@ -389,7 +389,8 @@ def attach(panel: Any, controller: Any) -> LocalModelsView:
 
     def follow(_changed: object = None) -> None:
         capacities = controller.capacities
-        view.set_setup(controller.workload, capacities[0] if capacities else None)
+        # Each listed model at the user's settings (fits_of applies each one's own format).
+        view.set_setup(controller.chosen_workload, capacities[0] if capacities else None)
 
     controller.workload_changed.connect(follow)
     controller.capacities_changed.connect(follow)

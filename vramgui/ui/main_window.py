@@ -467,7 +467,7 @@ class MainWindow(QMainWindow):
             (self.action_training, "training"),
         ):
             view_menu.addAction(action)
-            action.triggered.connect(lambda _checked=False, m=mode: self.controller.update(mode=m))
+            action.triggered.connect(lambda _checked=False, m=mode: self.change({"mode": m}))
 
         help_menu = bar.addMenu("&Help")
         self.action_method = _action(self, "&How estimates are made", "F1")
@@ -487,10 +487,10 @@ class MainWindow(QMainWindow):
         c.message.connect(self.show_message)
         c.notice.connect(self.show_notice)
         self.model_panel.source_chosen.connect(c.load_source)
-        self.precision_panel.changed.connect(lambda changes: c.update(**changes))
-        self.workload_panel.changed.connect(lambda changes: c.update(**changes))
+        self.precision_panel.changed.connect(self.change)
+        self.workload_panel.changed.connect(self.change)
         self.gpu_panel.capacities_changed.connect(c.set_capacities)
-        self.advisor.apply_requested.connect(c.apply_suggestion)
+        self.advisor.apply_requested.connect(lambda s: self.change(s.changes))
         self.sweep_field.currentIndexChanged.connect(
             lambda: c.set_sweep_field(self.sweep_field.currentData())
         )
@@ -528,6 +528,14 @@ class MainWindow(QMainWindow):
             self._show_analysis(self.controller.analysis)
         if self.controller.outlook is not None:
             self._show_outlook(self.controller.outlook)
+
+    def change(self, changes: Mapping[str, Any]) -> None:
+        """The user changed settings: what the window said of the previous ones is stale (a
+        failed estimate's message stays until an estimate succeeds)."""
+        self._notices.clear()
+        if self.banner_kind in ("notice", "error"):
+            self._hide_banner()
+        self.controller.update(**changes)
 
     def show_message(self, text: str) -> None:
         """Show what went wrong (a source, the hardware or the core) in the banner, in red."""
@@ -586,6 +594,7 @@ class MainWindow(QMainWindow):
     def _hide_banner(self) -> None:
         self.banner_kind = ""
         self.message_area.setCurrentIndex(0)
+        self.statusBar().clearMessage()  # it showed the banner's text
 
     def _show_model(self, loaded: ResolvedModel) -> None:
         # What was said of the previous model (a failed load, an error, a notice) is stale now.
@@ -772,7 +781,8 @@ class MainWindow(QMainWindow):
 
     def _save_workload(self) -> None:
         self._save_inputs.stop()
-        workload = self.controller.workload
+        # The user's settings: a model's own format is its own, and comes back with the model.
+        workload = self.controller.chosen_workload
         self.settings.setValue("session/workload", json.dumps(workload.to_dict()))
 
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ RESULTS_HEIGHT_PX = 130
 MAX_RECENT = 10
 MODEL_FILE_SUFFIXES = (".safetensors", ".gguf", ".json")
 _Index = QModelIndex | QPersistentModelIndex
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # Plain ints: the view calls data() about ten times per cell, and enum members cost more there.
 _DISPLAY = int(Qt.ItemDataRole.DisplayRole.value)
 _TOOLTIP = int(Qt.ItemDataRole.ToolTipRole.value)
@@ -60,6 +62,14 @@ def droppable_path(urls: Iterable[QUrl]) -> str | None:
         if path.is_dir() or path.suffix.lower() in MODEL_FILE_SUFFIXES:
             return str(path)
     return None
+
+
+def _is_path(text: str) -> bool:
+    """Whether ``text`` names a file or folder here (typed or pasted into the search box)."""
+    try:
+        return Path(text).expanduser().exists()
+    except OSError:
+        return False
 
 
 def count_text(n: int | None, digits: int = 3) -> str:
@@ -170,6 +180,9 @@ class ModelPanel(QWidget):
         super().__init__(parent)
         self._search = search
         self._pending: Worker | None = None
+        self._shown_query = ""  # the query the results listed are for
+        self._pending_query = ""  # the query searched for now
+        self._pick_when_found = False  # Enter came before the results: take the best one
         self.query = QLineEdit()
         self.query.setPlaceholderText("Search the Hub or the catalog, or type a repo id…")
         self.query.setClearButtonEnabled(True)
@@ -302,30 +315,60 @@ class ModelPanel(QWidget):
             self._pending.cancel()
             self._pending = None
         if not query:
+            self._shown_query = ""
             self.results_model.set_results(())
             return
-        self._pending = submit(lambda: self._search(query), self._show_results, self._search_failed)
+        self._pending_query = query
+        self._pending = submit(
+            lambda: self._search(query),
+            lambda outcome: self._show_results(query, outcome),
+            self._search_failed,
+        )
 
-    def _show_results(self, outcome: Any) -> None:
+    def _show_results(self, query: str, outcome: Any) -> None:
         self._pending = None
+        self._shown_query = query
         self.results_model.set_results(outcome.results)
         notice = outcome.offline_notice
         if not outcome.results:
             notice = (notice + " " if notice else "") + "No models match."
         self.status.setText(notice or "")
         self.status.setVisible(bool(notice))
+        if self._pick_when_found:
+            self._pick_when_found = False
+            if outcome.results:
+                self._pick_best(query)
+            elif _HUB_ID.match(query):
+                # Not listed (a private repo, a search index behind): the Hub may still have it.
+                self.source_chosen.emit(query)
 
     def _search_failed(self, exc: Exception) -> None:
         self._pending = None
+        self._pick_when_found = False
         self.status.setText(f"Search failed: {exc}")
         self.status.show()
 
     def _return_pressed(self) -> None:
+        """Enter opens what was typed: the best result of its search (searching first if its
+        results are not listed yet), or a file or folder path."""
         text = self.query.text().strip()
-        if self.results_model.rowCount() and not self.searching:
-            self._picked(self.results_model.index(0, 0))
-        elif text:
+        if not text:
+            return
+        if _is_path(text):
             self.source_chosen.emit(text)
+        elif text == self._shown_query and not self.searching and self.results_model.rowCount():
+            self._pick_best(text)
+        else:
+            self._pick_when_found = True
+            self._debounce.stop()
+            if not (self.searching and self._pending_query == text):
+                self._start_search()
+
+    def _pick_best(self, query: str) -> None:
+        """The result named exactly as typed, else the first (the most downloaded)."""
+        rows = range(self.results_model.rowCount())
+        exact = [r for r in rows if self.results_model.result(r).id.lower() == query.lower()]
+        self._picked(self.results_model.index(exact[0] if exact else 0, 0))
 
     def _picked(self, index: QModelIndex) -> None:
         if index.isValid():

@@ -22,6 +22,7 @@ KV_DTYPES = (
     ("q4_0", "q4_0 (llama.cpp)"),
 )
 _KV_HINTS = {
+    "auto": "The weights' dtype; llama.cpp's own default, f16, on llama.cpp.",
     "fp8": "vLLM's FP8 KV cache.",
     "q8_0": "A llama.cpp block-quantized KV cache.",
     "q4_0": "A llama.cpp block-quantized KV cache.",

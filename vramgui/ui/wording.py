@@ -40,6 +40,8 @@ KV_LABELS = {"auto": "Same as weights", "q8_0": "q8_0", "q4_0": "q4_0"}
 # Options that are switches: the word after one is not its value.
 _SWITCHES = frozenset({"grad-checkpointing", "fsdp", "cpu-offload"})
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([A-Za-z0-9_.,-]+))?")
+# The command line's pointer to its search, said as the window's.
+_SEARCH_HINT = re.compile(r"`vramgui search [^`]*` lists matching models")
 
 
 def engine_label(engine: str) -> str:
@@ -86,6 +88,7 @@ def window_text(message: str) -> str:
         shown = value_label(flag.replace("-", "_"), value.rstrip(",."))
         return f"{label} “{shown}”{value[len(value.rstrip(',.')) :]}"
 
+    message = _SEARCH_HINT.sub("the search box lists matching models", message)
     return _FLAG.sub(say, message)
 
 

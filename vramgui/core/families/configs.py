@@ -9,25 +9,46 @@ as the table records it. Older names some published configs still use are mapped
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vramgui.core.errors import ConfigError
-from vramgui.core.families.expressions import MAX_RANGE, compile_expression
+from vramgui.core.errors import ConfigError, shown
+from vramgui.core.families.expressions import MAX_RANGE, MemberList, compile_expression
 from vramgui.core.families.table import Architecture
 
 # Published config.json files hold integers, but some write them as floats (4096.0).
 _MAX_INT = 1 << 62
+# A pattern (``block_types``) may be longer than a small test model's layers; any other list the
+# table reads has one entry per layer at most.
+_SHORT_LIST = 32
 
 
-def _clean(value: Any, key: str) -> Any:
+def _scalar(value: Any, key: str) -> Any:
     if isinstance(value, float) and value.is_integer() and abs(value) < _MAX_INT:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_INT:
         raise ConfigError(f"'{key}' = {value} is implausibly large")
-    if isinstance(value, list):
-        return [_clean(v, key) for v in value]
     return value
+
+
+def _clean(value: Any, key: str) -> Any:
+    """The value with its whole-number floats as ints, nested lists included (walked without
+    recursion: a config may nest lists hundreds deep)."""
+    if not isinstance(value, list):
+        return _scalar(value, key)
+    out: list[Any] = []
+    pending = [(value, out)]
+    while pending:
+        source, target = pending.pop()
+        for item in source:
+            if isinstance(item, list):
+                copy: list[Any] = []
+                target.append(copy)
+                pending.append((item, copy))
+            else:
+                target.append(_scalar(item, key))
+    return out
 
 
 def flatten(config: Mapping[str, Any], arch: Architecture) -> dict[str, Any]:
@@ -67,7 +88,9 @@ def _per_layer(flat: dict[str, Any], given: dict[str, Any]) -> None:
             try:
                 i = int(index)
             except (TypeError, ValueError):
-                raise ConfigError(f"'{key}' names a layer {index!r} that is not a number") from None
+                raise ConfigError(
+                    f"'{key}' names a layer {shown(index)} that is not a number"
+                ) from None
             if not 0 <= i < layers:
                 raise ConfigError(f"'{key}' names layer {i}, but the model has {layers}")
             for attr, value in values.items():
@@ -79,9 +102,13 @@ def _per_layer(flat: dict[str, Any], given: dict[str, Any]) -> None:
 
 
 def _common(value: Any) -> Any:
-    """The value most layers have, for a per-layer list; the value itself otherwise."""
+    """The value most layers have, for a per-layer list (the first of the most frequent); the
+    value itself otherwise."""
     if isinstance(value, list) and value:
-        return max(value, key=value.count)
+        try:
+            return Counter(value).most_common(1)[0][0]
+        except TypeError:  # unhashable entries: not a list of sizes
+            return value[0]
     return value
 
 
@@ -141,8 +168,9 @@ def _attention_indices(given: dict[str, Any]) -> None:
         return
     if not isinstance(layers, int) or isinstance(layers, bool):
         return
+    attention = {i for i in indices if isinstance(i, int)}
     given["layer_types"] = [
-        "full_attention" if i in indices else "conv" for i in range(min(layers, MAX_RANGE))
+        "full_attention" if i in attention else "conv" for i in range(min(layers, MAX_RANGE))
     ]
 
 
@@ -171,6 +199,38 @@ _RENAMED = {
     "lfm2": {"block_ff_dim": "intermediate_size", "tie_embedding": "tie_word_embeddings"},
     "lfm2_moe": {"tie_embedding": "tie_word_embeddings"},
 }
+
+
+def _check_lengths(arch: Architecture, given: Mapping[str, Any]) -> None:
+    """Refuse a layer count past ``MAX_RANGE`` and a list the table reads that is longer than
+    the layer count, before anything is built from them: per-layer work over such a list is
+    quadratic, and ``[x] * num_hidden_layers`` of a hostile count is gigabytes.
+
+    Raises:
+        ConfigError: naming the count or the list.
+    """
+    layers: dict[str, int] = {}
+    for key, value in {**arch.defaults, **given}.items():
+        prefix, _, attr = key.rpartition(".")
+        if attr != "num_hidden_layers" or not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if value > MAX_RANGE:
+            raise ConfigError(
+                f"'{key}' = {value:,} is implausibly large (at most {MAX_RANGE:,} layers)"
+            )
+        layers[prefix] = value
+    read = arch.names_read()
+    for key, value in given.items():
+        if not isinstance(value, list):
+            continue
+        if key not in read and not isinstance(arch.defaults.get(key), list):
+            continue
+        prefix = key.rpartition(".")[0]
+        count = layers.get(prefix, layers.get(""))
+        limit = MAX_RANGE if count is None else max(count, _SHORT_LIST)
+        if len(value) > limit:
+            what = f"the model's {count:,} layers" if count is not None else f"{limit:,}"
+            raise ConfigError(f"'{key}' lists {len(value):,} entries, more than {what}")
 
 
 def _unlearned_sizes(arch: Architecture, given: Mapping[str, Any]) -> list[str]:
@@ -209,6 +269,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
     read_given = _GIVEN.get(arch.model_type)
     if read_given is not None:
         read_given(given)
+    _check_lengths(arch, given)
     flat: dict[str, Any] = dict(arch.defaults)
     for key, value in given.items():
         if value is None and key in arch.derived:
@@ -220,7 +281,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
                 flat[key] = compile_expression(text)(flat, ())
             except KeyError as exc:
                 raise ConfigError(f"the config has no '{exc.args[0]}', needed for {key}") from None
-            except (TypeError, ValueError, ZeroDivisionError, IndexError):
+            except (TypeError, ValueError, ZeroDivisionError, IndexError, OverflowError):
                 raise ConfigError(f"the config's values do not give '{key}' ({text})") from None
     # A per-layer list the config leaves out, with no rule to derive it, is the default's
     # pattern stretched to the config's layer count: a guess, said as one.
@@ -251,4 +312,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         prefixes = {k.rpartition(".")[0] + "." for k in flat if "." in k} | {""}
         for prefix in prefixes:
             normalize(flat, given, prefix)
-    return flat, [*guesses, *unlearned]
+    return {k: MemberList(v) if type(v) is list else v for k, v in flat.items()}, [
+        *guesses,
+        *unlearned,
+    ]

@@ -228,7 +228,7 @@ def _moe_layers(cfg: ConfigReader, model_type: str, layers: int) -> tuple[bool, 
         return (True,) * layers
     if model_type in ("qwen2_moe", "qwen3_moe"):
         step = cfg.int("decoder_sparse_step", default=1, maximum=MAX_LAYERS)
-        dense = set(cfg.int_list("mlp_only_layers"))
+        dense = set(cfg.int_list("mlp_only_layers", layers))
         return tuple(i not in dense and (i + 1) % step == 0 for i in range(layers))
     if model_type in ("deepseek_v2", "deepseek_v3"):
         first = cfg.int(

@@ -7,11 +7,18 @@ Attributes of a sub-config are dotted (``text_config.hidden_size``); ``i`` and `
 indices of the tensor being sized. Only arithmetic, comparisons, boolean logic, conditionals,
 subscripts, ``len``, ``range``, ``int`` and literals are accepted: the table is data, never code
 to run.
+
+The values come from a config.json, which anyone can write, so every operation is held to what
+the table means by it: arithmetic on numbers, a list literal repeated a layer count of times
+(``['full_attention'] * num_hidden_layers``, bounded like ``range``), ``int`` of a finite number.
+A string multiplied or formatted (``'%0999999999d' % n``), or a list grown past the bound, is a
+``TypeError`` or ``ValueError`` the caller turns into a ConfigError, before any memory is taken.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -71,7 +78,70 @@ def _range(*args: int) -> range:
     return out
 
 
-_CALLS = {"len": len, "range": _range, "int": int}
+def _int(value: object) -> int:
+    if not isinstance(value, int | float):
+        raise TypeError(f"int() of {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"int() of {value}")
+    return int(value)
+
+
+_CALLS = {"len": len, "range": _range, "int": _int}
+_SEQUENCES = (str, bytes, list, tuple, dict)
+
+
+def _mul(a: Any, b: Any) -> Any:
+    if isinstance(a, _SEQUENCES) or isinstance(b, _SEQUENCES):
+        seq, times = (a, b) if isinstance(a, _SEQUENCES) else (b, a)
+        if not isinstance(seq, list) or not isinstance(times, int):
+            raise TypeError(f"{type(a).__name__} * {type(b).__name__}")
+        if len(seq) * times > MAX_RANGE:
+            raise ValueError(f"a list of {len(seq) * times:,} entries exceeds {MAX_RANGE:,}")
+    return a * b
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, _SEQUENCES) or isinstance(b, _SEQUENCES):
+        raise TypeError(f"{type(a).__name__} + {type(b).__name__}")
+    return a + b
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if isinstance(a, _SEQUENCES) or isinstance(b, _SEQUENCES):
+        raise TypeError(f"{type(a).__name__} % {type(b).__name__}")  # never string formatting
+    return a % b
+
+
+# The operators a config's values could turn into an allocation, as checked calls.
+_GUARDED_OPS: dict[type[ast.operator], str] = {ast.Mult: "_mul", ast.Add: "_add", ast.Mod: "_mod"}
+_GUARDS = {"_mul": _mul, "_add": _add, "_mod": _mod}
+
+
+class MemberList(list[Any]):
+    """A config's list whose ``in`` takes constant time: the table tests ``i in mlp_only_layers``
+    once per block, which over a plain list is quadratic in a hostile config's lengths.
+
+    Built once the config is resolved; never changed afterwards (the set is made on first use).
+    """
+
+    __slots__ = ("_members",)
+    _members: frozenset[Any] | None
+
+    def __contains__(self, item: object) -> bool:
+        try:
+            members = self._members
+        except AttributeError:
+            try:
+                members = frozenset(self)
+            except TypeError:  # an unhashable entry (a nested list): the plain scan
+                members = None
+            self._members = members
+        if members is None:
+            return list.__contains__(self, item)
+        try:
+            return item in members
+        except TypeError:
+            return False
 
 
 class ExpressionError(ValueError):
@@ -91,6 +161,13 @@ class _ToLookups(ast.NodeTransformer):
                 self.bound.add(gen.target.id)
         self.generic_visit(node)
         return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        guard = _GUARDED_OPS.get(type(node.op))
+        if guard is None:
+            return node
+        return ast.Call(ast.Name(guard, ast.Load()), [node.left, node.right], [])
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in self.bound or node.id in _CALLS:
@@ -156,9 +233,10 @@ def compile_expression(text: str) -> Compiled:
         )
     )
     ast.fix_missing_locations(lam)
-    # Safe: every node was checked above; names resolve only to the two arguments and _CALLS.
+    # Safe: every node was checked above; names resolve only to the two arguments, _CALLS and
+    # the operators' guards.
     fn: Callable[[Mapping[str, Any], tuple[int, ...]], Any] = eval(
-        compile(lam, "<architecture table>", "eval"), {"__builtins__": {}, **_CALLS}
+        compile(lam, "<architecture table>", "eval"), {"__builtins__": {}, **_CALLS, **_GUARDS}
     )
     return fn
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core.errors import ConfigError
+from vramgui.core.errors import ConfigError, shown
 from vramgui.core.model import LayerType, Role, Tensor
 
 # Sizes beyond these are typing mistakes, not models (the largest published ones are far below).
@@ -53,7 +53,7 @@ class ConfigReader:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ConfigError(f"'{key}' must be a whole number, not {value!r}")
+            raise ConfigError(f"'{key}' must be a whole number, not {shown(value)}")
         if value < minimum:
             raise ConfigError(f"'{key}' must be at least {minimum}, not {value}")
         if value > maximum:
@@ -77,29 +77,34 @@ class ConfigReader:
     def float(self, *keys: builtins.str, default: float = 0.0) -> float:
         key, value = self._raw(keys, default)
         if not isinstance(value, int | float) or isinstance(value, bool):
-            raise ConfigError(f"'{key}' must be a number, not {value!r}")
+            raise ConfigError(f"'{key}' must be a number, not {shown(value)}")
         return float(value)
 
     def bool(self, *keys: builtins.str, default: bool = False) -> bool:
         key, value = self._raw(keys, default)
         if not isinstance(value, bool):
-            raise ConfigError(f"'{key}' must be true or false, not {value!r}")
+            raise ConfigError(f"'{key}' must be true or false, not {shown(value)}")
         return value
 
     def str(self, *keys: builtins.str, default: builtins.str = "") -> builtins.str:
         key, value = self._raw(keys, default)
         if not isinstance(value, str):
-            raise ConfigError(f"'{key}' must be a string, not {value!r}")
+            raise ConfigError(f"'{key}' must be a string, not {shown(value)}")
         return value
 
-    def int_list(self, key: builtins.str) -> tuple[builtins.int, ...]:
+    def int_list(self, key: builtins.str, layers: builtins.int) -> tuple[builtins.int, ...]:
+        """A list of layer numbers, at most one per layer."""
         value = self.data.get(key)
         if value is None:
             return ()
+        if isinstance(value, list) and len(value) > layers:
+            raise ConfigError(
+                f"'{key}' lists {len(value):,} entries, more than the model's {layers} layers"
+            )
         if not isinstance(value, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in value
         ):
-            raise ConfigError(f"'{key}' must be a list of whole numbers, not {value!r}")
+            raise ConfigError(f"'{key}' must be a list of whole numbers, not {shown(value)}")
         return tuple(value)
 
     def str_list(self, key: builtins.str) -> tuple[builtins.str, ...] | None:
@@ -107,7 +112,7 @@ class ConfigReader:
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"'{key}' must be a list of strings, not {value!r}")
+            raise ConfigError(f"'{key}' must be a list of strings, not {shown(value)}")
         return tuple(value)
 
     def torch_dtype(self) -> builtins.str | None:

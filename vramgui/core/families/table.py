@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 from vramgui.core import naming
-from vramgui.core.errors import ConfigError
+from vramgui.core.errors import ConfigError, shown
 from vramgui.core.families.expressions import compile_expression, names_in
 from vramgui.core.model import Role, Tensor
 
@@ -150,15 +150,14 @@ def _value(text: str, flat: Mapping[str, Any], idx: tuple[int, ...], what: str) 
         raise ConfigError(
             f"a per-layer list of the config is shorter than its layers ({what}: {text})"
         ) from None
-    except (TypeError, ZeroDivisionError, ValueError):
+    except (TypeError, ZeroDivisionError, ValueError, OverflowError):
         raise ConfigError(f"the config's values do not give {what} ({text})") from None
 
 
 def _size(text: str, flat: Mapping[str, Any], idx: tuple[int, ...], what: str) -> int:
     value = _value(text, flat, idx, what)
     if isinstance(value, bool) or not isinstance(value, int):
-        shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
-        raise ConfigError(f"{what} is not a whole number ({text} = {shown})")
+        raise ConfigError(f"{what} is not a whole number ({text} = {shown(value)})")
     if value < 0 or value > MAX_DIM * MAX_DIM:
         raise ConfigError(f"{what} = {value} is not a possible size")
     return value

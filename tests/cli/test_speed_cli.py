@@ -6,7 +6,8 @@ import json
 import pytest
 
 from vramgui.cli import main
-from vramgui.cli.estimate import format_duration, parse_count
+from vramgui.cli.estimate import parse_count
+from vramgui.core.units import format_duration
 from vramgui.hardware.gpus import find_gpu
 
 LLAMA = {
@@ -143,3 +144,32 @@ def test_durations_read_at_a_glance():
     assert [format_duration(s) for s in (5, 600, 7200, 3 * 86400)] == [
         "5 s", "10 min", "2.0 h", "3.0 days",
     ]  # fmt: skip
+
+
+def test_rank_by_cost_lists_the_catalog_gpus_that_fit_cheapest_run_first(capsys, config_path):
+    doc = _json(
+        capsys, "estimate", config_path, "--mode", "training", "--method", "lora",
+        "--train-tokens", "100M", "--rank", "cost",
+    )  # fmt: skip
+    ranked = doc["ranked"]
+    priced = [r for r in ranked if r["cost"] is not None]
+    assert len(priced) >= 3
+    assert [r["cost"] for r in priced] == sorted(r["cost"] for r in priced)
+    assert ranked.index(priced[-1]) < len(ranked) - 1 or len(priced) == len(ranked)
+    assert all(r["price"]["source"] for r in priced)
+
+
+def test_rank_by_time_for_serving(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--batch", "16", "--rank", "time")
+    speeds = [r["tokens_per_second"] for r in doc["ranked"]]
+    assert speeds == sorted(speeds, reverse=True)
+    assert all(r["time_seconds"] is None for r in doc["ranked"])
+    assert main(["estimate", config_path, "--batch", "16", "--rank", "cost"]) == 0
+    assert "per million tokens generated" in capsys.readouterr().out
+
+
+def test_the_rank_choices_are_the_cores():
+    from vramgui.cli import estimate
+    from vramgui.core import fit
+
+    assert estimate.RANK_KEYS == fit.RANK_KEYS

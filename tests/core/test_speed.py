@@ -24,7 +24,7 @@ LLAMA = {
     "max_position_embeddings": 4096,
 }
 A100 = speed.Hardware(
-    name="A100", flops=312e12, memory_bytes_per_s=2039e9, link_bytes_per_s=300e9,
+    name="A100 SXM 80GB", flops=312e12, memory_bytes_per_s=2039e9, link_bytes_per_s=300e9,
     pcie_bytes_per_s=25e9, architecture="Ampere",
 )  # fmt: skip
 PCIE_A100 = speed.Hardware(
@@ -199,3 +199,41 @@ def test_the_speed_block_has_the_documented_keys(spec):
     result = speed.training_speed(spec, training(), A100).to_dict()
     assert {"tokens_per_second", "step_seconds", "mfu", "bound", "utilization"} <= set(result)
     assert sum(result["seconds_by_part"].values()) == pytest.approx(result["step_seconds"], 1e-3)
+
+
+def test_decoding_is_memory_bound_alone_and_compute_bound_at_high_concurrency(spec):
+    one = speed.serving_speed(spec, Workload(batch=1, seq=512), A100)
+    many = speed.serving_speed(spec, Workload(batch=512, seq=64), A100)
+    assert one.bound == speed.MEMORY and many.bound == speed.MATMUL
+    # Alone: one read of the 16-bit weights (and a little cache) per token.
+    weights = 2 * spec.parameters
+    assert one.tokens_per_second == pytest.approx(
+        A100.memory_bytes_per_s * speed.MEMORY_UTILIZATION / weights, rel=0.05
+    )
+    assert many.tokens_per_second > 50 * one.tokens_per_second
+
+
+def test_tensor_parallel_decoding_pays_its_all_reduces(spec):
+    w = Workload(batch=8, seq=1024, gpus=2, tp=2)
+    nvlink = speed.serving_speed(spec, w, A100)
+    pcie = speed.serving_speed(spec, w, PCIE_A100)
+    alone = speed.serving_speed(spec, Workload(batch=8, seq=1024), A100)
+    assert pcie.tokens_per_second < nvlink.tokens_per_second < 2 * alone.tokens_per_second
+
+
+def test_training_has_no_serving_speed(spec):
+    with pytest.raises(WorkloadError, match="--mode inference"):
+        speed.serving_speed(spec, training(), A100)
+
+
+def test_cost_per_million_tokens():
+    assert speed.cost_per_million_tokens(1000.0, 2, speed.Price(3.6)) == pytest.approx(2.0)
+    with pytest.raises(WorkloadError):
+        speed.cost_per_million_tokens(0.0, 1, speed.Price(1.0))
+
+
+def test_a_catalog_gpu_outside_the_measured_ones_says_its_default_is_unchecked(spec):
+    l40s = speed.Hardware("L40S", 362e12, 864e9, 32e9, 25e9, architecture="Ada Lovelace")
+    notes = speed.training_speed(spec, training(), l40s).notes
+    assert any("L40S was checked" in n and "set on RTX 4090" in n for n in notes)
+    assert not any("was checked" in n for n in speed.training_speed(spec, training(), A100).notes)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.core.errors import WorkloadError
-from vramgui.core.units import GiB, format_bytes
+from vramgui.core.units import GiB, format_bytes, format_duration, format_money
+from vramgui.core.units import parse_count as units_parse_count
 from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 # them too.
 
 _DEFAULTS = Workload()
+# What --rank ranks by: core.fit.RANK_KEYS (named here so that the options cost no estimator
+# import; tests/cli/test_speed_cli.py checks that they agree).
+RANK_KEYS = ("cost", "time")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +58,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--cheapest",
         action="store_true",
         help="rank catalog GPUs by the price of the fewest that fit (up to 8: one machine)",
+    )
+    parser.add_argument(
+        "--rank",
+        choices=RANK_KEYS,
+        default=None,
+        help="rank the catalog GPUs that fit (the fewest of each, up to 8) by the time or the "
+        "rental cost of the work: per million tokens trained (a whole run with --train-tokens) "
+        "or generated at --batch concurrent sequences",
     )
     add_speed_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -103,26 +115,18 @@ def add_speed_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_COUNT_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
 def parse_count(text: str) -> int:
-    """A token count as people write it: "200M", "1.5B", "500k", "2e9", "1,000,000".
+    """A token count as people write it (``core.units.parse_count``), for argparse.
 
     Raises:
         argparse.ArgumentTypeError: not a positive count.
     """
-    cleaned = text.strip().replace(",", "").replace("_", "").lower()
-    factor = _COUNT_SUFFIXES.get(cleaned[-1:], 1.0)
-    if factor != 1.0:
-        cleaned = cleaned[:-1]
     try:
-        value = float(cleaned) * factor
+        return units_parse_count(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a token count: {text!r} (e.g. 200M, 1.5B)") from None
-    if not 1 <= value < 1e18:
-        raise argparse.ArgumentTypeError(f"a token count must be at least 1, got {text!r}")
-    return round(value)
+        raise argparse.ArgumentTypeError(
+            f"not a token count: {text!r} (at least 1; e.g. 200M, 1.5B)"
+        ) from None
 
 
 def train_tokens_from_args(args: argparse.Namespace) -> int | None:
@@ -515,6 +519,40 @@ def load_draft(workload: Workload) -> ModelSpec | None:
     return load_model(workload.draft_model).spec
 
 
+def ranked_catalog(
+    spec: ModelSpec,
+    workload: Workload,
+    by: str,
+    *,
+    train_tokens: int | None,
+    price_per_hour: float | None = None,
+    currency: str = "USD",
+    draft: ModelSpec | None = None,
+) -> list[dict[str, Any]]:
+    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
+    from vramgui.core.fit import rank_setups
+    from vramgui.core.speed import Price
+    from vramgui.hardware.gpus import load_catalog
+    from vramgui.hardware.rates import rental_price, speed_hardware
+
+    offers = []
+    for gpu in load_catalog():
+        if not gpu.nvml:
+            continue
+        try:
+            hardware = speed_hardware(gpu, workload.dtype)
+        except WorkloadError:
+            continue
+        price = (
+            Price(price_per_hour, currency, "set with --price-per-hour")
+            if price_per_hour is not None
+            else rental_price(gpu)
+        )
+        offers.append((gpu.name, gpu.capacity_bytes(), hardware, price))
+    ranked = rank_setups(spec, workload, offers, by=by, train_tokens=train_tokens, draft=draft)
+    return [r.to_dict() for r in ranked]
+
+
 def run(args: argparse.Namespace) -> int:
     from vramgui.core.estimate import estimate
     from vramgui.core.fit import fit_rows, gpus_needed, largest_fitting
@@ -542,12 +580,25 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.cheapest:
         extra["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
+    if args.rank:
+        extra["ranked"] = ranked_catalog(
+            spec,
+            workload,
+            args.rank,
+            train_tokens=train_tokens_from_args(args),
+            price_per_hour=args.price_per_hour,
+            currency=args.currency,
+            draft=draft,
+        )
     speed_note = None
     if workload.mode == "training" and capacities:
         extra["speed"], speed_note = speed_for(spec, workload, capacities[0][0], args)
-    elif train_tokens_from_args(args) is not None:
+    elif train_tokens_from_args(args) is not None and (
+        workload.mode != "training" or not args.rank
+    ):
         raise WorkloadError(
-            "--train-tokens and --dataset-tokens need --mode training and a --gpu to time it on"
+            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
+            "to time the run on"
         )
     doc = estimate_document(spec, est, rows, extra)
     if speed_note:
@@ -595,6 +646,9 @@ def format_table(doc: dict[str, Any]) -> str:
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
+    ranked = doc.get("ranked")
+    if ranked is not None:
+        lines.extend(ranked_lines(ranked, doc["settings"]))
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -633,24 +687,6 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
     return line
 
 
-def format_duration(seconds: float) -> str:
-    """3 s, 12 min, 5.2 h, 3.1 days."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
-def format_money(amount: float, currency: str | None) -> str:
-    """$1,234, $12.50, 85.00 EUR."""
-    if currency in (None, "USD"):
-        return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
-    return f"{amount:,.2f} {currency}"
-
-
 def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
     """The table's lines for the ``speed`` block: throughput, and the run's time and cost."""
     u = speed["utilization"]
@@ -681,5 +717,27 @@ def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
             )
         else:
             text += " (no price for this GPU: --price-per-hour sets one)"
+        lines.append(text)
+    return lines
+
+
+def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
+    """The table's lines for ``--rank``: one setup a line, best first."""
+    if not ranked:
+        return ["ranked: no catalog GPU fits this setup (up to 8 of a kind)"]
+    made = "trained" if settings["mode"] == "training" else "generated"
+    lines = [f"ranked ({settings['mode']}):"]
+    for place, r in enumerate(ranked, 1):
+        text = f"  {place}. {r['count']} x {r['gpu']}: {r['tokens_per_second']:,.0f} tokens/s"
+        price = r["price"]
+        if r["time_seconds"] is not None:
+            text += f", {format_duration(r['time_seconds'])}"
+        if r["cost"] is not None and price:
+            text += f", {format_money(r['cost'], price['currency'])}"
+        if r["cost_per_million_tokens"] is not None and price:
+            per = format_money(r["cost_per_million_tokens"], price["currency"])
+            text += f" ({per} per million tokens {made})"
+        elif price is None:
+            text += " (no price)"
         lines.append(text)
     return lines

@@ -6,7 +6,7 @@ GPUs reach the core as plain ``(name, capacity_bytes)`` pairs; the hardware laye
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,14 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.serving import Startup
+from vramgui.core.speed import (
+    Hardware,
+    Price,
+    Utilization,
+    cost_per_million_tokens,
+    serving_speed,
+    training_speed,
+)
 from vramgui.core.workload import MAX_BATCH, Workload
 
 Capacity = tuple[str, int]
@@ -329,13 +337,7 @@ def gpus_needed(
     (under vLLM: the fewest on which vLLM starts).
     """
     for count in _powers_of_two(limit):
-        if workload.mode == "training":
-            trial = workload.with_(
-                gpus=count, zero=workload.zero or (3 if count > 1 and not workload.fsdp else 0)
-            )
-        else:
-            trial = workload.with_(gpus=count, tp=count, pp=1)
-        margin = _margin(spec, trial, capacity_bytes, draft)
+        margin = _margin(spec, _sharded(workload, count), capacity_bytes, draft)
         if margin is not None and margin[0] >= 0:
             return count
     return None
@@ -548,3 +550,120 @@ def _narrower_quants(w: Workload) -> list[str]:
     else:
         options = ["int8", "nf4"]
     return [q for q in options if dtypes.get_scheme(q).nominal_bits_per_weight < bits_now]
+
+
+# --- setups ranked by time and cost --------------------------------------------------------------
+
+RANK_KEYS = ("cost", "time")
+
+
+@dataclass(frozen=True, slots=True)
+class RankedSetup:
+    """The fewest GPUs of one kind that fit, with what the work takes on them.
+
+    Attributes:
+        gpu: the catalog GPU.
+        count: how many of them.
+        workload: the setup timed (sharded as ``gpus_needed`` shards it).
+        tokens_per_second: trained (training) or generated (inference) over the GPUs.
+        price: the price of one GPU-hour, or None where none is known.
+        cost_per_million: the price of a million tokens trained or generated, or None.
+        time_seconds: the run's wall time (training with tokens to train), else None.
+        gpu_hours: the run's GPU-hours, else None.
+        cost: the run's cost, else None.
+    """
+
+    gpu: str
+    count: int
+    workload: Workload
+    tokens_per_second: float
+    price: Price | None
+    cost_per_million: float | None
+    time_seconds: float | None = None
+    gpu_hours: float | None = None
+    cost: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "count": self.count,
+            "tokens_per_second": round(self.tokens_per_second, 1),
+            "cost_per_million_tokens": None
+            if self.cost_per_million is None
+            else round(self.cost_per_million, 4),
+            "time_seconds": None if self.time_seconds is None else round(self.time_seconds, 1),
+            "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 3),
+            "cost": None if self.cost is None else round(self.cost, 2),
+            "price": None if self.price is None else self.price.to_dict(),
+        }
+
+
+def rank_setups(
+    spec: ModelSpec,
+    workload: Workload,
+    offers: Iterable[tuple[str, int, Hardware, Price | None]],
+    *,
+    by: str = "cost",
+    train_tokens: int | None = None,
+    limit: int = MAX_GPUS_PER_MACHINE,
+    utilizations: Mapping[str, Utilization] | None = None,
+    draft: ModelSpec | None = None,
+) -> list[RankedSetup]:
+    """Catalog GPUs ranked by how long the work takes on the fewest of them that fit, or by
+    what it costs.
+
+    Training is timed with ``core.speed.training_speed`` (and, with ``train_tokens``, a whole
+    run); inference by its decode throughput at the workload's batch as concurrency. Cost is
+    per million tokens (trained or generated) and, for a training run, the run's. Setups without
+    a price rank after those with one when ranked by cost.
+
+    Args:
+        offers: (name, capacity_bytes, hardware, price) of each GPU to consider.
+        by: "cost" or "time".
+        train_tokens: tokens of a training run to time and price.
+        limit: the most GPUs of one kind (one machine).
+        utilizations: a utilization per GPU name (measured ones) instead of the defaults.
+        draft: the draft model of vLLM's speculative decoding, if any.
+    """
+    if by not in RANK_KEYS:
+        raise ValueError(f"rank by cost or time, not {by!r}")
+    ranked = []
+    for name, capacity, hardware, price in offers:
+        count = gpus_needed(spec, workload, capacity, limit, draft)
+        if count is None:
+            continue
+        trial = _sharded(workload, count)
+        u = (utilizations or {}).get(name)
+        try:
+            if trial.mode == "training":
+                per_second = training_speed(spec, trial, hardware, u).tokens_per_second
+            else:
+                per_second = serving_speed(spec, trial, hardware, u).tokens_per_second
+        except VramguiError:
+            continue
+        per_million = None if price is None else cost_per_million_tokens(per_second, count, price)
+        run: dict[str, float | None] = {}
+        if train_tokens is not None and trial.mode == "training":
+            seconds = train_tokens / per_second
+            hours = count * seconds / 3600.0
+            run = {
+                "time_seconds": seconds,
+                "gpu_hours": hours,
+                "cost": None if price is None else hours * price.per_gpu_hour,
+            }
+        ranked.append(RankedSetup(name, count, trial, per_second, price, per_million, **run))
+    if by == "time":
+        return sorted(ranked, key=lambda r: -r.tokens_per_second)
+    return sorted(
+        ranked,
+        key=lambda r: (r.cost_per_million is None, r.cost_per_million or 0.0, -r.tokens_per_second),
+    )
+
+
+def _sharded(workload: Workload, count: int) -> Workload:
+    """The workload on ``count`` GPUs, sharded as ``gpus_needed`` shards it."""
+    if workload.mode == "training":
+        return workload.with_(
+            gpus=count, zero=workload.zero or (3 if count > 1 and not workload.fsdp else 0)
+        )
+    return workload.with_(gpus=count, tp=count, pp=1)

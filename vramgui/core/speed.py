@@ -35,6 +35,7 @@ from typing import Any
 from vramgui.core import dtypes, parallel
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role, Tensor
+from vramgui.core.offload.placement import model_units
 from vramgui.core.training.weights import adapter_numel, resolve_lora_targets
 from vramgui.core.workload import Workload
 
@@ -49,6 +50,13 @@ from vramgui.core.workload import Workload
 # on a GeForce card whose clocks run above their rated boost. docs/performance.md, "Training
 # time", lists every case with the held-out ones.
 MATMUL_UTILIZATION_BY_ARCHITECTURE = {"Hopper": 0.55, "Ampere": 0.65, "Ada Lovelace": 0.85}
+# The GPUs those measurements ran on: another GPU of the architecture takes its default unchecked
+# (power-limited parts such as the L4 and L40S may reach less of their datasheet peak).
+MEASURED_GPUS = {
+    "Hopper": ("H100 SXM",),
+    "Ampere": ("A100 SXM 80GB", "A100 SXM 40GB", "RTX 3090"),
+    "Ada Lovelace": ("RTX 4090",),
+}
 # Architectures no published measurement was checked on take this share, and the estimate says so.
 UNMEASURED_MATMUL_UTILIZATION = 0.6
 # Flash attention reaches three quarters of the matrix products' share (set with them, on the
@@ -62,6 +70,9 @@ LINK_UTILIZATION = 0.75
 # Host time to launch one kernel in eager PyTorch (the dispatcher, autograd and the CUDA launch;
 # set on Qwen's LoRA profile at 256 tokens, where the launches bound the step).
 LAUNCH_SECONDS = 16e-6
+# One all-reduce of a few hundred kilobytes (tensor parallelism's per-layer reduce while decoding)
+# takes about this long whatever its size: NCCL's small-message latency, tens of microseconds.
+COLLECTIVE_LATENCY_SECONDS = 20e-6
 # Between machines: 400 Gb/s per GPU (InfiniBand / RoCE, as in the clusters of torchtitan's and
 # llm-foundry's published runs); one machine holds this many GPUs.
 NETWORK_BYTES_PER_S = 50e9
@@ -545,6 +556,12 @@ def training_speed(
         notes.append("linear-attention / state-space layers: their token mixing is not costed")
     if w.attention == "eager":
         notes.append("eager attention computes the whole score matrix and then masks it")
+    if u.source == "default" and hardware.name not in MEASURED_GPUS.get(u.detail, ()):
+        measured_on = ", ".join(MEASURED_GPUS.get(u.detail, ()))
+        notes.append(
+            f"no published training throughput on {hardware.name} was checked: it takes the "
+            f"{u.detail} default ({u.matmul:.0%} of the tensor peak, set on {measured_on})"
+        )
     if u.source == "unmeasured":
         notes.append(
             f"no published training throughput on {u.detail} was checked: the utilization "
@@ -693,3 +710,76 @@ def run_cost(speed: TrainingSpeed, gpus: int, tokens: int, price: Price | None) 
     gpu_hours = gpus * seconds / 3600.0
     cost = None if price is None else gpu_hours * price.per_gpu_hour
     return RunCost(tokens, seconds, gpu_hours, cost, price)
+
+
+def cost_per_million_tokens(tokens_per_second: float, gpus: int, price: Price) -> float:
+    """The price of one million tokens at ``tokens_per_second`` over ``gpus`` GPUs."""
+    if tokens_per_second <= 0:
+        raise WorkloadError("a cost per token needs a positive throughput")
+    return gpus * price.per_gpu_hour / 3600.0 / tokens_per_second * 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSpeed:
+    """Decoding throughput of an inference setup at a concurrency.
+
+    Attributes:
+        concurrency: sequences decoded together (the workload's batch).
+        tokens_per_second: tokens generated per second over the setup's GPUs.
+        step_seconds: one decode step (one token for each sequence).
+        bound: "memory" (weights and KV cache reads) or "compute".
+    """
+
+    concurrency: int
+    tokens_per_second: float
+    step_seconds: float
+    bound: str
+
+
+def serving_speed(
+    spec: ModelSpec,
+    workload: Workload,
+    hardware: Hardware,
+    utilization: Utilization | None = None,
+) -> ServingSpeed:
+    """Decode speed of ``workload`` (inference, every weight on the GPUs) at full context.
+
+    A step reads each GPU's share of the weights (the routed experts some token of the batch
+    runs through) and of every sequence's KV cache, and computes 2 FLOPs per active weight and
+    the attention over the cache per sequence, at the memory and matrix-product shares of the
+    training model; tensor parallelism adds two all-reduces of the hidden states per block over
+    the link, each at least NCCL's small-message latency.
+
+    Raises:
+        WorkloadError: not an inference workload, or settings the model cannot take.
+    """
+    w = workload
+    if w.mode != "inference":
+        raise WorkloadError("a serving speed needs --mode inference")
+    u = utilization or Utilization.default_for(hardware.architecture)
+    concurrency = w.batch
+    read = flops = 0.0
+    for unit in model_units(spec, w):
+        params = float(unit.parameters - unit.expert_parameters)
+        if unit.index == 0 and not unit.read_bytes:
+            params = 0.0  # an embedding lookup
+        read += unit.read_bytes + unit.kv_cache_bytes
+        if unit.experts:
+            share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** concurrency
+            read += unit.expert_bytes * share
+            params += unit.expert_parameters * unit.experts_per_token / unit.experts
+        flops += 2.0 * concurrency * params + 4.0 * concurrency * w.seq * unit.attention_width
+    memory_s = read / w.tp / (hardware.memory_bytes_per_s * u.memory)
+    compute_s = flops / w.tp / (hardware.flops * u.matmul)
+    step = max(memory_s, compute_s)
+    if w.tp > 1:
+        reduces = 2.0 * spec.facts.num_layers
+        volume = 2.0 * (w.tp - 1) / w.tp * concurrency * spec.facts.hidden_size * 2
+        link = hardware.link_bytes_per_s * u.link
+        step += reduces * (COLLECTIVE_LATENCY_SECONDS + volume / link)
+    return ServingSpeed(
+        concurrency=concurrency,
+        tokens_per_second=concurrency / step,
+        step_seconds=step,
+        bound=MEMORY if memory_s >= compute_s else MATMUL,
+    )

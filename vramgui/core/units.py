@@ -61,3 +61,52 @@ def format_bytes(n: int | float, unit: Unit = "GiB", digits: int = 2) -> str:
 def to_unit(n: int | float, unit: Unit = "GiB") -> float:
     """Bytes as a float in GiB or GB, for charts."""
     return n / (GiB if unit == "GiB" else GB)
+
+
+_COUNT_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+MAX_COUNT = 10**18
+
+
+def parse_count(text: str) -> int:
+    """A count as people write it: "200M", "1.5B", "500k", "2e9", "1,000,000".
+
+    Raises:
+        ValueError: not a count of at least 1 (and below 10^18).
+    """
+    cleaned = text.strip().replace(",", "").replace("_", "").lower()
+    factor = _COUNT_SUFFIXES.get(cleaned[-1:], 1.0)
+    if factor != 1.0:
+        cleaned = cleaned[:-1]
+    try:
+        value = float(cleaned) * factor
+    except ValueError:
+        raise ValueError(f"not a count: {text!r} (e.g. 200M, 1.5B)") from None
+    if not 1 <= value < MAX_COUNT:
+        raise ValueError(f"a count must be at least 1, got {text!r}")
+    return round(value)
+
+
+def format_count(value: int) -> str:
+    """200M, 1.5B, 12k, 950: a count short enough for a label (parse_count reads it back)."""
+    for suffix, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return str(value)
+
+
+def format_duration(seconds: float) -> str:
+    """A wall time at a glance: 3 s, 12 min, 5.2 h, 3.1 days."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def format_money(amount: float, currency: str | None = "USD") -> str:
+    """$1,234, $12.50, 85.00 EUR."""
+    if currency in (None, "USD"):
+        return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
+    return f"{amount:,.2f} {currency}"

@@ -17,8 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.units import Unit, format_bytes
+from vramgui.core.units import Unit, format_bytes, format_count
 from vramgui.ui import palette
+from vramgui.ui.timing import price_sources, ranked_text
 
 MAX_SHOWN = 8
 MIN_TEXT_WIDTH = 100
@@ -47,11 +48,19 @@ class AdvisorPanel(QWidget):
         self._rows.setContentsMargins(0, 0, 0, 0)
         self._rows.setSpacing(4)
         self.suggestions_area.hide()
+        # The catalog GPUs that fit, ranked by what the work costs on them.
+        self.ranking = QLabel()
+        self.ranking.setWordWrap(True)
+        self.ranking.setTextFormat(Qt.TextFormat.RichText)
+        self.ranking.setSizePolicy(policy)
+        self.ranking.setAccessibleName("Rented GPUs ranked by cost")
+        self.ranking.hide()
         content = QWidget()
         column = QVBoxLayout(content)
         column.setContentsMargins(0, 0, 0, 0)
         column.addWidget(self.summary)
         column.addWidget(self.suggestions_area)
+        column.addWidget(self.ranking)
         column.addStretch(1)
         # Summary and cards scroll together inside the panel. The scroll area also keeps a new
         # summary or card text from laying out (and repainting) the rest of the window.
@@ -132,6 +141,26 @@ class AdvisorPanel(QWidget):
                 + ("Changes that would make it fit:" if suggestions else "No single change fits.")
             )
         self._show_cards(list(suggestions)[:MAX_SHOWN], unit)
+
+    def show_ranking(self, ranked: Sequence[object], mode: str, train_tokens: int) -> None:
+        """The GPUs to rent that fit, the work's cheapest first (``core.fit.RankedSetup``)."""
+        rows = ranked_text(ranked, mode)
+        what = (
+            f"a run of {format_count(train_tokens)} tokens"
+            if mode == "training"
+            else "serving at this batch"
+        )
+        text = f"<b>To rent, cheapest first</b> ({what}):<br>{rows}" if rows else ""
+        if self.ranking.text() != text:
+            self.ranking.setText(text)
+            sources = price_sources(ranked)
+            self.ranking.setToolTip(
+                "On-demand rental prices: "
+                + "; ".join(f"{src} ({date})" if date else src for src, date in sources.items())
+                if sources
+                else ""
+            )
+        self.ranking.setVisible(bool(rows))
 
     def _set_summary(self, text: str) -> None:
         # Only a new text is set: setting one lays the panel out again.

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QTableView,
@@ -28,12 +29,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.units import Unit, format_bytes, to_unit
+from vramgui.core.units import (
+    Unit,
+    format_bytes,
+    format_count,
+    format_duration,
+    format_money,
+    to_unit,
+)
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
+from vramgui.hardware.gpus import load_catalog
 from vramgui.profiles import Profile, reopen, source_of
 from vramgui.profiles.reopen import Reestimate
-from vramgui.ui import palette
+from vramgui.ui import palette, timing
 from vramgui.ui.plot import capacities_in_words, capacity_text, components_in_words, sentences
 
 if TYPE_CHECKING:
@@ -88,7 +97,10 @@ def reestimate(profile: Profile, load_model: Callable[[str], ResolvedModel]) -> 
 
     Never raises: a model that cannot be loaded or a setup the core refuses becomes ``error``.
     """
-    return reopen.reestimate(profile, load_model, resolve_capacities)
+    rates = timing.catalog_rates(load_catalog())
+    return reopen.reestimate(
+        profile, load_model, resolve_capacities, timing.document_with_speed(rates)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +259,7 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
         _figure_row("Total per GPU", results, lambda doc: _per_gpu(doc).get("total_bytes"), unit)
     )
 
+    rows.extend(_timing_rows(results))
     gpus: list[str] = []
     for r in results:
         gpus.extend(g for g in _fits(r.shown) if g not in gpus)
@@ -277,6 +290,71 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
             )
         )
     return rows
+
+
+def _timing_rows(results: Sequence[Reestimate]) -> list[CompareRow]:
+    """Speed and cost on each profile's first GPU (today's estimate only: saved ones have none)."""
+    blocks = [timing.timed(r.document) if r.document is not None else None for r in results]
+    if not any(blocks):
+        return []
+
+    def row(label: str, cells: list[str], tips: Sequence[str] = ()) -> CompareRow:
+        return CompareRow(
+            label, tuple(cells), differs=len(set(cells)) > 1, tooltips=tuple(tips), figures=True
+        )
+
+    speeds, per_million, runs, tips = [], [], [], []
+    for result, block in zip(results, blocks, strict=True):
+        if block is None:
+            speeds.append("-")
+            per_million.append("-")
+            runs.append("-")
+            tips.append("No catalog GPU to time it on, or no estimate today")
+            continue
+        price = block.get("price") or {}
+        currency = price.get("currency", "USD")
+        count = result.profile.workload.gpus
+        where = f"{count} x {block['gpu']}" if count > 1 else block["gpu"]
+        if "concurrency" in block:
+            where += f", batch {block['concurrency']}"
+        speeds.append(f"{block['tokens_per_second']:,.0f} ({where})")
+        cost = block.get("cost_per_million_tokens")
+        per_million.append("-" if cost is None else format_money(cost, currency))
+        if block.get("time_seconds") is not None:
+            run = format_duration(block["time_seconds"])
+            if block.get("cost") is not None:
+                run += f", {format_money(block['cost'], currency)}"
+            runs.append(run)
+        else:
+            runs.append("-")
+        tips.append(
+            f"{format_money(price['per_gpu_hour'], currency)} per GPU-hour ({price['source']}"
+            + (f", {price['date']}" if price.get("date") else "")
+            + ")"
+            if price
+            else "No rental price for this GPU"
+        )
+    tokens = next((b["train_tokens"] for b in blocks if b and "train_tokens" in b), None)
+    out = [
+        CompareRow("Time and cost", ("",) * len(results), heading=True),
+        row("Tokens per second, all GPUs", speeds),
+        row("Cost per million tokens", per_million, tips),
+    ]
+    if tokens is not None:
+        out.append(row(f"Training {format_count(tokens)} tokens", runs, tips))
+    return out
+
+
+def cost_order(results: Sequence[Reestimate]) -> list[Reestimate]:
+    """``results`` cheapest per million tokens first; those without a cost keep their order last."""
+
+    def key(pair: tuple[int, Reestimate]) -> tuple[bool, float, int]:
+        index, r = pair
+        block = timing.timed(r.document) if r.document is not None else None
+        cost = block.get("cost_per_million_tokens") if block else None
+        return (cost is None, cost or 0.0, index)
+
+    return [r for _, r in sorted(enumerate(results), key=key)]
 
 
 class ComparisonModel(QAbstractTableModel):
@@ -579,7 +657,13 @@ class CompareView(QWidget):
         font = self.title.font()
         font.setBold(True)
         self.title.setFont(font)
+        # The title gives way to the check boxes on a narrow screen (its tooltip keeps it whole).
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.only_differences = QCheckBox("Only lines that differ")
+        self.cheapest_first = QCheckBox("Cheapest first")
+        self.cheapest_first.setToolTip(
+            "Order the profiles by the cost of a million tokens on their first GPU"
+        )
         self.model = ComparisonModel()
         self.table = QTableView()
         self.table.setModel(self.model)
@@ -595,6 +679,7 @@ class CompareView(QWidget):
 
         header = QHBoxLayout()
         header.addWidget(self.title, 1)
+        header.addWidget(self.cheapest_first)
         header.addWidget(self.only_differences)
         # Side by side where there is room, else one page each (see resizeEvent).
         self.split = QSplitter(Qt.Orientation.Horizontal)
@@ -612,6 +697,7 @@ class CompareView(QWidget):
         layout.addWidget(self.arrangement, 1)
         layout.addWidget(self.notes)
         self.only_differences.toggled.connect(self.model.set_only_differences)
+        self.cheapest_first.toggled.connect(lambda _checked: self._redraw())
         self.clear("Select 2 to 6 profiles and press Compare.")
 
     def clear(self, text: str) -> None:
@@ -670,12 +756,14 @@ class CompareView(QWidget):
             self.arrangement.setCurrentWidget(self.pages)
 
     def _redraw(self) -> None:
-        results = self._results
+        if not self._results:
+            return
+        results = cost_order(self._results) if self.cheapest_first.isChecked() else self._results
         rows = comparison_rows(results, self._unit)
         differing = sum(1 for r in rows if r.differs)
-        self.title.setText(
-            f"Comparing {len(results)} profiles: {differing} line(s) differ (highlighted)"
-        )
+        title = f"Comparing {len(results)} profiles: {differing} line(s) differ (highlighted)"
+        self.title.setText(title)
+        self.title.setToolTip(title)
         self.model.set_rows([r.profile.name for r in results], rows)
         # Fit the columns to their text, but keep one long name from pushing the others away;
         # figures are never cut (the table scrolls instead).

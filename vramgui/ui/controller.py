@@ -31,6 +31,15 @@ from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.report import rules_of_thumb
+from vramgui.core.speed import (
+    Hardware,
+    Price,
+    Utilization,
+    cost_per_million_tokens,
+    run_cost,
+    serving_speed,
+    training_speed,
+)
 from vramgui.core.training import FOUR_BIT_SCHEMES
 from vramgui.core.workload import (
     ENGINE_KV_DTYPES,
@@ -49,6 +58,66 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Rates:
+    """What timing and pricing work on one GPU model needs.
+
+    Attributes:
+        hardware: the GPU as ``core.speed`` sees it.
+        price: one GPU-hour's price (the catalog's, or the user's), or None.
+        utilization: the shares of peak to time with (a measured one where there is one).
+    """
+
+    hardware: Hardware
+    price: Price | None
+    utilization: Utilization
+
+
+# (GPU name, compute dtype) -> its rates, or None where the GPU cannot be timed.
+RatesFor = Callable[[str, str], "Rates | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedSummary:
+    """How fast the current setup runs on the target GPU, and what it costs.
+
+    Attributes:
+        gpu: the target GPU (every GPU of the setup is one).
+        gpus: GPUs of the setup.
+        mode: "training" or "inference".
+        tokens_per_second: trained or generated, over all GPUs.
+        step_seconds: an optimizer step (training) or a decode step (inference).
+        mfu: model FLOPs utilization (training), else None.
+        bound: the part of the step that takes longest.
+        utilization: the shares of peak used.
+        price: the price of a GPU-hour, or None.
+        cost_per_million: the price of a million tokens trained or generated, or None.
+        train_tokens: the tokens of the training run timed, or None.
+        time_seconds: the run's wall time, or None.
+        gpu_hours: the run's GPU-hours, or None.
+        cost: the run's cost, or None.
+        notes: what the figures assume.
+        concurrency: sequences decoded together (inference).
+    """
+
+    gpu: str
+    gpus: int
+    mode: str
+    tokens_per_second: float
+    step_seconds: float
+    mfu: float | None
+    bound: str
+    utilization: Utilization
+    price: Price | None
+    cost_per_million: float | None
+    train_tokens: int | None = None
+    time_seconds: float | None = None
+    gpu_hours: float | None = None
+    cost: float | None = None
+    notes: tuple[str, ...] = ()
+    concurrency: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     """The estimate of the current setup and how it sits on each chosen GPU.
 
@@ -56,11 +125,14 @@ class Analysis:
         spec: the model estimated.
         estimate: the estimate, per GPU.
         fit: one row per chosen GPU, the target first.
+        speed: how fast and at what cost it runs on the target GPU, or None where it cannot be
+            timed (no target, a GPU the catalog lacks).
     """
 
     spec: ModelSpec
     estimate: Estimate
     fit: tuple[fit.FitRow, ...]
+    speed: SpeedSummary | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +147,7 @@ class Outlook:
         largest: for "seq" and "batch", the largest value that fits the target (None: not even 1).
         suggestions: ranked changes that make the setup fit the target (or save memory).
         rules: the classic rules of thumb for the same setup, bytes by rule name.
+        ranked: the catalog GPUs that fit (the fewest of each), cheapest work first.
     """
 
     field: str
@@ -84,11 +157,14 @@ class Outlook:
     largest: dict[str, int | None]
     suggestions: tuple[fit.Suggestion, ...]
     rules: dict[str, int]
+    ranked: tuple[fit.RankedSetup, ...] = ()
 
 
 SWEEP_FIELDS = ("seq", "batch")
 _SETTINGS = tuple(f.name for f in fields(Workload))
 OUTLOOK_DELAY_MS = 120
+# The training run the window times until the user says otherwise.
+DEFAULT_TRAIN_TOKENS = 100_000_000
 # Checkpoint dtypes as the Weights box names them.
 _STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -227,9 +303,16 @@ class EstimateController(QObject):
         load_model: Callable[[str], ResolvedModel],
         workload: Workload | None = None,
         parent: QObject | None = None,
+        *,
+        rates: RatesFor | None = None,
+        catalog: tuple[tuple[str, int], ...] = (),
     ) -> None:
         super().__init__(parent)
         self._load_model = load_model
+        self._rates = rates
+        self._catalog = catalog
+        self._train_tokens = DEFAULT_TRAIN_TOKENS
+        self._price_per_hour: float | None = None
         self._model: ResolvedModel | None = None
         self._source: str | None = None
         self._workload = workload or Workload()
@@ -290,6 +373,39 @@ class EstimateController(QObject):
         if self._draft is None or w.speculative != "draft" or self._draft[0] != w.draft_model:
             return None
         return self._draft[1]
+
+    @property
+    def train_tokens(self) -> int:
+        """Tokens of the training run the window times and prices."""
+        return self._train_tokens
+
+    @property
+    def price_per_hour(self) -> float | None:
+        """The user's price of one GPU-hour, or None for the catalog's."""
+        return self._price_per_hour
+
+    def set_train_tokens(self, tokens: int) -> None:
+        """Time and price a training run of ``tokens`` tokens."""
+        if tokens < 1:
+            raise ValueError("a training run has at least one token")
+        if tokens != self._train_tokens:
+            self._train_tokens = tokens
+            self._schedule()
+
+    def set_price_per_hour(self, price: float | None) -> None:
+        """Price every GPU-hour at ``price`` (None: each GPU's catalog price)."""
+        if price != self._price_per_hour:
+            self._price_per_hour = price
+            self._schedule()
+
+    def rates_for(self, gpu: str, dtype: str) -> Rates | None:
+        """The rates the window times ``gpu`` with (the user's price where set)."""
+        rates = self._rates(gpu, dtype) if self._rates else None
+        if rates is None or self._price_per_hour is None:
+            return rates
+        currency = rates.price.currency if rates.price else "USD"
+        price = Price(self._price_per_hour, currency, "set in the window")
+        return Rates(rates.hardware, price, rates.utilization)
 
     @property
     def max_seq(self) -> int:
@@ -528,9 +644,22 @@ class EstimateController(QObject):
                 self._outlook_worker = None
             self.estimate_failed.emit(_describe(exc))
             return
-        self._analysis = Analysis(spec, result, rows)
+        self._analysis = Analysis(spec, result, rows, self._speed(spec, self._workload))
         self.estimate_changed.emit(self._analysis)
         self._outlook_timer.start()
+
+    def _speed(self, spec: ModelSpec, workload: Workload) -> SpeedSummary | None:
+        """The current setup timed and priced on the target GPU, or None where it cannot be."""
+        if not self._capacities:
+            return None
+        gpu = self._capacities[0][0]
+        rates = self.rates_for(gpu, workload.dtype)
+        if rates is None:
+            return None
+        try:
+            return summarize_speed(spec, workload, gpu, rates, self._train_tokens)
+        except VramguiError:
+            return None
 
     def _recompute_outlook(self) -> None:
         spec, analysis = self.spec, self._analysis
@@ -542,6 +671,12 @@ class EstimateController(QObject):
         target = self._capacities[0] if self._capacities else None
         draft = self.draft
         # Dozens of estimates: off the GUI thread, so that the breakdown stays live meanwhile.
+        offers = []
+        for name, capacity in self._catalog:
+            rates = self.rates_for(name, workload.dtype)
+            if rates is not None:
+                offers.append((name, capacity, rates))
+        tokens = self._train_tokens
         self._outlook_worker = submit(
             lambda: compute_outlook(
                 analysis.estimate,
@@ -551,6 +686,8 @@ class EstimateController(QObject):
                 target=target,
                 max_seq=max_seq,
                 draft=draft,
+                offers=offers,
+                train_tokens=tokens,
             ),
             self._outlook_done,
             self._outlook_failed,
@@ -575,9 +712,12 @@ def compute_outlook(
     target: tuple[str, int] | None,
     max_seq: int,
     draft: ModelSpec | None = None,
+    offers: list[tuple[str, int, Rates]] | None = None,
+    train_tokens: int | None = None,
 ) -> Outlook:
-    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice and
-    the rules of thumb around the ``current`` estimate.
+    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice,
+    the rules of thumb around the ``current`` estimate, and the GPUs of ``offers`` that fit
+    ranked by the cost of the work (a training run of ``train_tokens``).
 
     Pure: safe to run on a worker thread.
     """
@@ -598,6 +738,19 @@ def compute_outlook(
                 spec, workload, capacity, name, gpu_name=gpu, draft=draft
             )
         suggestions = tuple(fit.advise(spec, workload, capacity, draft))
+    ranked: tuple[fit.RankedSetup, ...] = ()
+    if offers:
+        ranked = tuple(
+            fit.rank_setups(
+                spec,
+                workload,
+                [(name, capacity, r.hardware, r.price) for name, capacity, r in offers],
+                by="cost",
+                draft=draft,
+                train_tokens=train_tokens if workload.mode == "training" else None,
+                utilizations={name: r.utilization for name, _, r in offers},
+            )
+        )
     return Outlook(
         field,
         tuple(v for v, _ in points),
@@ -606,7 +759,41 @@ def compute_outlook(
         largest,
         suggestions,
         rules_of_thumb(spec, current),
+        ranked,
     )
+
+
+def summarize_speed(
+    spec: ModelSpec, workload: Workload, gpu: str, rates: Rates, train_tokens: int
+) -> SpeedSummary:
+    """Time and price ``workload`` on GPUs like ``gpu``: a training run of ``train_tokens``, or
+    decoding at the batch as concurrency.
+
+    Raises:
+        VramguiError: the setup cannot be timed.
+    """
+    w, price = workload, rates.price
+    if w.mode == "training":
+        trained = training_speed(spec, w, rates.hardware, rates.utilization)
+        run = run_cost(trained, w.gpus, train_tokens, price)
+        per_million = (
+            None
+            if price is None
+            else cost_per_million_tokens(trained.tokens_per_second, w.gpus, price)
+        )
+        return SpeedSummary(
+            gpu, w.gpus, w.mode, trained.tokens_per_second, trained.step_seconds, trained.mfu,
+            trained.bound, trained.utilization, price, per_million, train_tokens,
+            run.time_seconds, run.gpu_hours, run.cost, trained.notes,
+        )  # fmt: skip
+    served = serving_speed(spec, w, rates.hardware, rates.utilization)
+    per_million = (
+        None if price is None else cost_per_million_tokens(served.tokens_per_second, w.gpus, price)
+    )
+    return SpeedSummary(
+        gpu, w.gpus, w.mode, served.tokens_per_second, served.step_seconds, None, served.bound,
+        rates.utilization, price, per_million, concurrency=served.concurrency,
+    )  # fmt: skip
 
 
 def _single_shot(parent: QObject, slot: Callable[[], None], interval_ms: int = 0) -> QTimer:

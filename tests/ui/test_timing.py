@@ -1,0 +1,126 @@
+"""The time / cost line under the headline, the advisor's ranking and the comparison's rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ui.waiting import settled
+from vramgui.core.model import ModelRef
+from vramgui.core.speed import Hardware, Price, Utilization
+from vramgui.core.workload import Workload
+from vramgui.hardware.gpus import load_catalog
+from vramgui.profiles import Profile
+from vramgui.sources.resolve import load_model
+from vramgui.ui import compare_view, timing
+from vramgui.ui.controller import Rates, compute_outlook, summarize_speed
+
+LORA = Workload(mode="training", method="lora", precision="pure", batch=2, seq=1024)
+
+
+def _rates(price=2.0):
+    hardware = Hardware("Test GPU", 312e12, 2e12, 300e9, 25e9, architecture="Ampere")
+    return Rates(hardware, None if price is None else Price(price, "USD", "test", "2026-01-01"),
+                 Utilization.default_for("Ampere"))  # fmt: skip
+
+
+def test_catalog_rates_know_catalog_and_nvml_names_and_nothing_else():
+    rates = timing.catalog_rates(load_catalog())
+    a100 = rates("NVIDIA A100-SXM4-80GB", "bf16") or rates("A100 80GB", "bf16")
+    assert a100 is not None and a100.hardware.architecture == "Ampere"
+    assert a100.price is not None and a100.price.date
+    assert rates("Some Unknown Accelerator", "bf16") is None
+    assert rates("Apple M2 Ultra 192GB", "bf16") is None  # no tensor rate: no speed
+    measured = Utilization(matmul=0.3, attention=0.2, source="measured", detail="here")
+    calibrated = timing.catalog_rates(load_catalog(), lambda name: measured)
+    assert calibrated("A100 80GB", "bf16").utilization is measured
+
+
+def test_a_training_line_says_time_cost_and_speed():
+    spec = load_model("llama-3.2-1b").spec
+    summary = summarize_speed(spec, LORA, "Test GPU", _rates(), 200_000_000)
+    text = timing.speed_text(summary)
+    assert "200M tokens in <b>" in text and "for <b>$" in text
+    assert f"{summary.tokens_per_second:,.0f} tokens/s on Test GPU" in text
+    assert summary.cost == pytest.approx(summary.gpu_hours * 2.0)
+    tip = timing.speed_tooltip(summary)
+    assert "65% of the GPU's 16-bit tensor peak" in tip and "test, 2026-01-01" in tip
+    assert "no rental price" in timing.speed_text(
+        summarize_speed(spec, LORA, "Test GPU", _rates(None), 10**8)
+    )
+
+
+def test_an_inference_line_says_the_cost_per_million_tokens_at_the_batch():
+    spec = load_model("llama-3.2-1b").spec
+    summary = summarize_speed(spec, Workload(batch=8), "Test GPU", _rates(), 10**8)
+    text = timing.speed_text(summary)
+    assert text.startswith("<b>$") and "per million tokens" in text and "at batch 8" in text
+
+
+def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_window):
+    window = make_window()
+    c = window.controller
+    c.set_workload(LORA)
+    settled(qtbot, window, mode="training")
+    qtbot.waitUntil(lambda: c.analysis is not None and c.analysis.speed is not None)
+    line = window.speed_line
+    assert "tokens/s on" in line.text.text() and line.tokens.isVisible()
+    first = c.analysis.speed
+    line.tokens.setText("1B")
+    line.tokens.editingFinished.emit()
+    qtbot.waitUntil(lambda: c.analysis.speed.train_tokens == 10**9)
+    assert c.analysis.speed.time_seconds == pytest.approx(10 * first.time_seconds, rel=1e-6)
+    line.tokens.setText("lots")
+    line.tokens.editingFinished.emit()
+    assert line.tokens.text() == "1B" and c.train_tokens == 10**9  # a bad figure goes back
+    line.price.setValue(1.0)
+    qtbot.waitUntil(lambda: c.analysis.speed.price.source == "set in the window")
+    assert c.analysis.speed.cost == pytest.approx(c.analysis.speed.gpu_hours * 1.0)
+    line.price.setValue(0.0)  # back to the catalog's
+    qtbot.waitUntil(lambda: c.analysis.speed.price.source != "set in the window")
+    qtbot.waitUntil(window.advisor.ranking.isVisible, timeout=15000)
+    assert "To rent, cheapest first" in window.advisor.ranking.text()
+
+
+def test_without_a_catalog_gpu_the_line_says_how_to_get_one(qtbot, make_window):
+    window = make_window()
+    window.controller.set_capacities(())
+    qtbot.waitUntil(lambda: window.controller.analysis.speed is None)
+    assert window.speed_line.text.text() == timing.NO_TARGET
+
+
+def test_the_outlook_ranks_the_offered_gpus_by_cost():
+    spec = load_model("llama-3.2-1b").spec
+    from vramgui.core.estimate import estimate
+
+    cheap, dear = _rates(1.0), _rates(3.0)
+    outlook = compute_outlook(
+        estimate(spec, LORA), spec, LORA, field="seq", target=None, max_seq=8192,
+        offers=[("dear", 80 * 2**30, dear), ("cheap", 80 * 2**30, cheap)], train_tokens=10**8,
+    )  # fmt: skip
+    assert [r.gpu for r in outlook.ranked] == ["cheap", "dear"]
+    text = timing.ranked_text(outlook.ranked, "training")
+    assert text.index("cheap") < text.index("dear") and "1. 1 x cheap" in text
+
+
+def test_the_comparison_times_each_profile_and_orders_them_by_cost(qtbot):
+    ref = ModelRef(kind="catalog", id="llama-3.2-1b")
+    profiles = [
+        Profile("on H100", ref, LORA, ("H100 SXM",)),
+        Profile("on A100", ref, LORA, ("A100 SXM 80GB",)),
+        Profile("on a 3060", ref, LORA, ("RTX 3060 12GB",)),  # no rental price
+    ]
+    results = [compare_view.reestimate(p, load_model) for p in profiles]
+    rows = {r.label: r for r in compare_view.comparison_rows(results)}
+    assert "Time and cost" in rows
+    assert all("tokens" not in c or c == "-" for c in rows["Cost per million tokens"].cells)
+    assert rows["Cost per million tokens"].cells[2] == "-"
+    assert rows["Training 100M tokens"].cells[0] != "-"
+    ordered = compare_view.cost_order(results)
+    costs = [timing.timed(r.document)["cost_per_million_tokens"] for r in ordered]
+    assert costs[-1] is None and costs[0] <= costs[1]
+    view = compare_view.CompareView()
+    qtbot.addWidget(view)
+    view.show_results(results)
+    view.cheapest_first.setChecked(True)
+    headers = [view.model.headerData(i, compare_view.Qt.Orientation.Horizontal) for i in range(3)]
+    assert headers == [r.profile.name for r in ordered]

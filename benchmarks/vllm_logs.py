@@ -60,14 +60,18 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     )
     up = plan.startup(capacity, workload.gpu_memory_utilization, workload.seq)
     logged = dict(log["logged"])
-    if "kv_tokens" not in logged and "available_gib" in logged:
-        # The pool vLLM printed, in the tokens its rules give it.
+    from_pool = None
+    if "available_gib" in logged:
+        # The pool vLLM printed, in the tokens the estimate's KV layout gives it: the layout's
+        # check apart from the memory model's.
         stage = plan.stages[0]
         blocks = stage.layout.blocks(round(logged["available_gib"] * GiB))
-        logged["kv_tokens"] = stage.layout.reported_tokens(
+        from_pool = stage.layout.reported_tokens(
             blocks, workload.seq, plan.scheduler.max_num_batched_tokens, rules
         )
-        logged["kv_tokens_derived"] = True
+        if "kv_tokens" not in logged:
+            logged["kv_tokens"] = from_pool
+            logged["kv_tokens_derived"] = True
     row: dict[str, Any] = {
         "id": log["id"],
         "kind": log["kind"],
@@ -79,17 +83,24 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
         "available_logged_gib": logged.get("available_gib"),
         "available_estimate_gib": up.available_bytes / GiB,
         "weights_logged_gib": logged.get("weights_gib"),
-        "weights_estimate_gib": plan.weights_bytes / GiB,
+        "weights_estimate_gib": (
+            plan.weights_bytes
+            + (plan.stages[0].non_torch_bytes if logged.get("weights_include_non_torch") else 0)
+        )
+        / GiB,
         "concurrency_logged": logged.get("max_concurrency"),
         "concurrency_estimate": up.max_concurrency,
         "starts_logged": logged.get("starts", True),
         "starts_estimate": up.starts,
         "tokens_derived": logged.get("kv_tokens_derived", False),
+        "tokens_from_logged_pool": from_pool,
         "activation_logged_gib": logged.get("activation_gib"),
         "activation_estimate_gib": max(s.activation_bytes for s in plan.stages) / GiB,
     }
     if logged.get("kv_tokens") and row["starts_logged"]:
         row["error"] = up.pool_tokens / logged["kv_tokens"] - 1
+        if from_pool is not None and not row["tokens_derived"]:
+            row["layout_error"] = from_pool / logged["kv_tokens"] - 1
     return row
 
 
@@ -108,8 +119,17 @@ def _tokens_cell(r: dict[str, Any], sep: str) -> str:
     return f"{r['tokens_logged'] or 0:,}{mark}{sep}{r['tokens_estimate']:,}"
 
 
-def summary(table: list[dict[str, Any]], split: str | None = None) -> dict[str, float]:
-    errors = [abs(r["error"]) for r in table if "error" in r and split in (None, r["split"])]
+def _gib(logged: float | None, estimate: float, sep: str) -> str:
+    """A logged / estimated pair in GiB; "-" where the log did not print the figure."""
+    return f"{'-' if logged is None else f'{logged:.2f}'}{sep}{estimate:.2f}"
+
+
+def summary(
+    table: list[dict[str, Any]], split: str | None = None, key: str = "error"
+) -> dict[str, float]:
+    """Median and largest error of ``key`` ("error": the whole start-up; "layout_error": the
+    tokens the estimate's KV layout makes of the pool the log printed) over one split."""
+    errors = [abs(r[key]) for r in table if key in r and split in (None, r["split"])]
     if not errors:
         return {}
     return {
@@ -122,26 +142,30 @@ def summary(table: list[dict[str, Any]], split: str | None = None) -> dict[str, 
 
 def format_table(table: list[dict[str, Any]]) -> str:
     head = (
-        f"{'log':<34}{'split':<9}{'vLLM':<10}{'weights GiB':>18}{'KV GiB':>16}"
-        f"{'pool tokens':>24}{'error':>8}"
+        f"{'log':<46}{'split':<9}{'vLLM':<8}{'weights GiB':>14}{'KV GiB':>14}"
+        f"{'pool tokens':>24}{'error':>8}{'layout':>8}"
     )
     lines = [head, "-" * len(head)]
     for r in table:
-        weights = f"{r['weights_logged_gib'] or 0:.2f}/{r['weights_estimate_gib']:.2f}"
-        kv = f"{r['available_logged_gib'] or 0:.2f}/{r['available_estimate_gib']:.2f}"
+        weights = _gib(r["weights_logged_gib"], r["weights_estimate_gib"], "/")
+        kv = _gib(r["available_logged_gib"], r["available_estimate_gib"], "/")
         tokens = _tokens_cell(r, "/")
         error = f"{r['error']:+.1%}" if "error" in r else ""
+        layout = f"{r['layout_error']:+.1%}" if "layout_error" in r else ""
+        version = r["vllm"].split()[0]
         lines.append(
-            f"{r['id']:<34}{r['split']:<9}{r['vllm']:<10}{weights:>18}{kv:>16}{tokens:>24}"
-            f"{error:>8}"
+            f"{r['id']:<46}{r['split']:<9}{version:<8}{weights:>14}{kv:>14}{tokens:>24}"
+            f"{error:>8}{layout:>8}"
         )
-    for split in ("tune", "held-out", None):
-        s = summary(table, split)
-        if s:
-            lines.append(
-                f"{split or 'all'}: {s['logs']} logs, median |error| {s['median_abs_error']:.1%}, "
-                f"max {s['max_abs_error']:.1%}, {s['within_10pct']} within 10 %"
-            )
+    for key, what in (("error", "start-up"), ("layout_error", "layout (logged pool)")):
+        for split in ("tune", "held-out", None):
+            s = summary(table, split, key)
+            if s:
+                lines.append(
+                    f"{what}, {split or 'all'}: {s['logs']} logs, median |error| "
+                    f"{s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%}, "
+                    f"{s['within_10pct']} within 10 %"
+                )
     return "\n".join(lines)
 
 
@@ -159,20 +183,31 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "version (core/serving.py follows the version's rules, and the sampler the log names).",
         "The pool in tokens is the figure compared; weights and pool in GiB show where a",
         "difference comes from. *tune* logs set the profile and non-torch constants; *held-out*",
-        "logs never did.",
+        "logs never did. The *layout* column takes the pool the log printed and cuts it into",
+        "blocks with the estimate's KV layout alone: it checks the layout rules (windows, MLA,",
+        "state layers, KV dtypes, TP and PP) apart from the memory model.",
         "",
         "The estimate follows vLLM 0.20.2 and later by default (`--vllm-version` picks 0.10 or",
         "0.11); the code read is vLLM 0.11.0, 0.20.2, 0.21.0, 0.23.0 and 0.34.0. What changed",
         "between them: from 0.20.2 CUDA graph memory is profiled before the pool and taken out",
-        "of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), the `GPU KV cache size` line is the",
-        "concurrency times `max_model_len` instead of blocks per KV cache group times the block",
-        "size (the two differ for sliding-window and hybrid models), layers of different page",
-        "sizes are given larger blocks (0.11 refuses them) and FlashInfer, whose sampler needs",
-        "less memory than PyTorch's, is a dependency; from 0.11, CUDA graph sizes past 256 go in",
-        "steps of 16 up to twice `--max-num-seqs`, with whole-step decode graphs beside them;",
-        "0.11 sets `--max-num-seqs` 1024 and 8192 batched tokens on GPUs of 70 GiB and more other",
-        "than the A100 (256 and 2048 otherwise). Logs of the V0 engine (before 0.8, or",
-        "`VLLM_USE_V1=0`) profile differently and are not modelled.",
+        "of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; vLLM's own message dates the default",
+        "to 0.21.0), the `GPU KV cache size` line is the concurrency times `max_model_len`",
+        "instead of blocks per KV cache group times the block size (the two differ for",
+        "sliding-window and hybrid models), layers of different page sizes are given larger",
+        "blocks (0.11 refuses them), a model with state layers refuses to start when",
+        "`--max-num-seqs` exceeds its pool's blocks while full decode CUDA graphs are captured,",
+        "and FlashInfer, whose sampler needs less memory than PyTorch's, is a dependency; from",
+        "0.11, CUDA graph sizes past 256 go in steps of 16 up to twice `--max-num-seqs`, with",
+        "whole-step decode graphs beside them; 0.11 sets `--max-num-seqs` 1024 and 8192 batched",
+        "tokens on GPUs of 70 GiB and more other than the A100 (256 and 2048 otherwise). State",
+        "layers (Mamba, Gated DeltaNet) keep their convolution's last kernel - 1 inputs (one more",
+        "per speculative token) and a recurrent state (float32 for Qwen3.5 and Nemotron-H); with",
+        "prefix caching they keep one more state per request (two per request plus speculative",
+        "ones, `align`) or, for the pure Mamba families, one per block of tokens (`all`). Up to",
+        "0.24 prefix caching is off for such models unless asked for; 0.34 turns it on",
+        "(`--enable-prefix-caching` / `--no-enable-prefix-caching` set it either way). Logs of",
+        "the V0 engine (before 0.8, or `VLLM_USE_V1=0`) profile differently and are not",
+        "modelled.",
         "",
         "SGLang sizes its pool otherwise: it profiles nothing, and keeps",
         "`--mem-fraction-static` of the memory free before loading for weights and KV pool",
@@ -182,18 +217,19 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "arg_groups/memory_hook.py). vramgui does not model SGLang.",
         "",
         "| log | model | GPU | vLLM | weights GiB log / est. | KV pool GiB log / est. "
-        "| pool tokens log / est. | error | split |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| pool tokens log / est. | error | layout | split |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         log = logs[r["id"]]
         error = f"{r['error']:+.1%}" if "error" in r else ""
-        weights = f"{r['weights_logged_gib'] or 0:.2f} / {r['weights_estimate_gib']:.2f}"
-        pool = f"{r['available_logged_gib'] or 0:.2f} / {r['available_estimate_gib']:.2f}"
+        layout = f"{r['layout_error']:+.1%}" if "layout_error" in r else ""
+        weights = _gib(r["weights_logged_gib"], r["weights_estimate_gib"], " / ")
+        pool = _gib(r["available_logged_gib"], r["available_estimate_gib"], " / ")
         tokens = _tokens_cell(r, " / ")
         lines.append(
             f"| [{r['id']}]({log['url']}) | {log['model']} ({r['kind']}) | {r['gpu']} | "
-            f"{r['vllm']} | {weights} | {pool} | {tokens} | {error} | {r['split']} |"
+            f"{r['vllm']} | {weights} | {pool} | {tokens} | {error} | {layout} | {r['split']} |"
         )
     lines.append("")
     lines.append(
@@ -213,6 +249,16 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
                 f"- {name}: {s['logs']} logs, median |error| {s['median_abs_error']:.1%}, "
                 f"largest {s['max_abs_error']:.1%}, {s['within_10pct']} within 10 %."
             )
+    s = summary(table, None, "layout_error")
+    if s:
+        lines.append(
+            f"- The KV layout alone (the logged pool in tokens): {s['logs']} logs, median "
+            f"|error| {s['median_abs_error']:.1%}, largest {s['max_abs_error']:.1%}."
+        )
+    gaps = [(log["id"], log["gap"]) for log in doc["logs"] if log.get("gap")]
+    if gaps:
+        lines += ["", "Where the estimate is known to miss:", ""]
+        lines += [f"- {name}: {gap}." for name, gap in gaps]
     lines += ["", "Commands of the logs:", ""]
     lines += [f"- {log['id']}: `{log['what']}` ({log['gpu']})" for log in doc["logs"]]
     lines.append("")

@@ -29,3 +29,17 @@ def test_the_section_lists_every_log_with_its_estimate_and_the_summaries():
         assert f"[{row['id']}](" in text
     assert "- Held out:" in text and "- Tuned on:" in text
     assert "Start or refuse: the estimate agrees with" in text
+
+
+def test_the_kv_layout_turns_each_logged_pool_into_the_logged_tokens():
+    # Apart from the memory model: the pool each log printed, cut into blocks by the estimate's
+    # KV layout (sliding windows, MLA, Gated DeltaNet states, FP8 caches, TP and PP), gives the
+    # tokens the log printed.
+    table = vllm_logs.rows()
+    checked = [r for r in table if "layout_error" in r]
+    assert len(checked) >= 8
+    kinds = " ".join(r["kind"] for r in checked)
+    for kind in ("hybrid", "MLA", "MoE", "AWQ", "FP8"):
+        assert kind in kinds
+    assert max(abs(r["layout_error"]) for r in checked) < 0.02
+    assert len(table) >= 20

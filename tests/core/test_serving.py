@@ -83,6 +83,52 @@ def test_state_pages_and_attention_blocks_are_made_equal(catalog):
     assert mamba.blocks_per_request(1_000_000, 2048) == 1
 
 
+def test_gated_deltanet_states_as_vllm_sizes_them(catalog):
+    # noonghunna/club-3090 issue 652 (vLLM 0.24.0, RTX 5090): Qwen3.6-35B-A3B, fp8 KV cache,
+    # --max-model-len 131072, prefix caching on. "Available KV cache memory: 6.01 GiB",
+    # "GPU KV cache size: 569,878 tokens", "Maximum concurrency ...: 4.35x". The recurrent
+    # state is float32 (the config's mamba_ssm_dtype), the convolution keeps kernel - 1 inputs,
+    # attention blocks grow to 2096 tokens to hold a state, and prefix caching keeps one more
+    # state per request ("align"): 300 blocks, 63 + 3 x 2 per request.
+    spec = catalog("qwen3.6-35b-a3b-nvfp4")
+    w = Workload(engine="vllm", seq=131072, kv_dtype="fp8", enable_prefix_caching=True)
+    layout = _layout(spec, w)
+    attention = next(g.spec for g in layout.groups if g.spec.kind == "full")
+    assert attention.block_size == 2096
+    assert layout.blocks(round(6.01 * GiB)) == 300
+    assert layout.blocks_per_request(131072, 8192) == 69
+    assert layout.reported_tokens(300, 131072, 8192, serving.RULES["0.20"]) == 569878
+    # Without prefix caching (0.24's default for hybrid models) one state per request.
+    plain = _layout(spec, w.with_(enable_prefix_caching=None))
+    assert plain.blocks_per_request(131072, 8192) == 66
+    # Each speculative token keeps one more state and one more convolution input.
+    mtp = _layout(spec, w.with_(speculative="mtp", num_speculative_tokens=3))
+    state = next(g.spec for g in mtp.groups if g.spec.kind == "state")
+    assert state.state_blocks == 1 + 3 + 1
+
+
+def test_more_sequences_than_state_blocks_is_refused(catalog):
+    # vLLM 0.20.2 and later refuse a hybrid model whose pool has fewer blocks than
+    # --max-num-seqs when it captures full decode graphs (resolve_cudagraph_mode_and_sizes):
+    # Qwen3.5-27B in 16 bits on an H100 at its default 1024 sequences.
+    spec = catalog("qwen3.5-27b")
+    w = Workload(engine="vllm", seq=32768)
+    _, plan = _plan(spec, w, H100)
+    assert plan.scheduler.max_num_seqs == 1024
+    up = plan.startup(H100, 0.9, 32768)
+    assert not up.starts and "exceeds available Mamba cache blocks" in up.message
+    assert f"at most {up.blocks}" in up.message
+    assert up.blocks < 1024
+    # No CUDA graphs, or fewer sequences, and it starts.
+    _, eager = _plan(spec, w.with_(enforce_eager=True), H100)
+    assert eager.startup(H100, 0.9, 32768).starts
+    _, fewer = _plan(spec, w.with_(max_num_seqs=256), H100)
+    assert fewer.startup(H100, 0.9, 32768).starts
+    # 0.11 has no such check.
+    _, old = _plan(spec, w.with_(vllm_version="0.11"), H100)
+    assert "Mamba" not in old.startup(H100, 0.9, 32768).message
+
+
 def test_mla_keeps_one_latent_per_token_on_every_rank(catalog):
     spec = catalog("deepseek-v2-lite")
     for tp in (1, 2):
@@ -258,6 +304,7 @@ def test_the_launch_line_reproduces_every_knob(catalog):
         num_speculative_tokens=4,
         cpu_offload_gb=2.5,
         gpu_memory_utilization=0.85,
+        enable_prefix_caching=False,
     )
     text = vllm_settings(catalog("llama-3.1-8b"), w).text
     for flag in (
@@ -271,11 +318,18 @@ def test_the_launch_line_reproduces_every_knob(catalog):
         "--enable-lora --max-loras 2 --max-lora-rank 32",
         "--cpu-offload-gb 2.5",
         "--gpu-memory-utilization 0.85",
+        "--no-enable-prefix-caching",
     ):
         assert flag in text
     assert '"model":"llama-3.2-1b","num_speculative_tokens":4' in text
     plain = vllm_settings(catalog("llama-3.1-8b"), Workload(engine="vllm")).text
-    for flag in ("--max-num-seqs", "--enforce-eager", "--enable-lora", "--speculative-config"):
+    for flag in (
+        "--max-num-seqs",
+        "--enforce-eager",
+        "--enable-lora",
+        "--speculative-config",
+        "prefix-caching",
+    ):
         assert flag not in plain
 
 

@@ -117,3 +117,20 @@ def test_the_report_and_chart_without_a_window(qtbot):
     chart.set_report(report)
     assert chart.grab().width() == 800
     assert "H100 SXM:" in chart.accessibleDescription()
+
+
+def test_the_prefix_caching_choice_reaches_the_workload(qtbot):
+    from vramgui.core.workload import Workload
+    from vramgui.ui.workload_panel import WorkloadPanel
+
+    panel = WorkloadPanel()
+    qtbot.addWidget(panel)
+    panel.set_workload(Workload(engine="vllm", enable_prefix_caching=False), {}, 4096)
+    assert panel.enable_prefix_caching.value() == "off"
+    combo = panel.enable_prefix_caching
+    with qtbot.waitSignal(panel.changed) as signal:
+        combo.setCurrentIndex(combo.findData("on"))
+    assert signal.args == [{"enable_prefix_caching": True}]
+    with qtbot.waitSignal(panel.changed) as signal:
+        combo.setCurrentIndex(combo.findData("default"))
+    assert signal.args == [{"enable_prefix_caching": None}]

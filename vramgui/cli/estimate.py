@@ -344,6 +344,14 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
         "--enforce-eager", action="store_true", help="no CUDA graphs (saves their memory)"
     )
     group.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="prefix caching on or off (default: the version's: off for models with state "
+        "layers up to 0.24); with state layers (Mamba, linear attention) it keeps more states "
+        "per request",
+    )
+    group.add_argument(
         "--enable-lora", action="store_true", help="reserve LoRA adapter slots on the GPU"
     )
     group.add_argument(
@@ -455,6 +463,7 @@ def workload_from_args(
         num_speculative_tokens=args.num_speculative_tokens,
         draft_model=args.speculative_model or "",
         cpu_offload_gb=args.cpu_offload_gb,
+        enable_prefix_caching=args.enable_prefix_caching,
         vllm_version=args.vllm_version,
     )
 
@@ -664,6 +673,9 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
         f"({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
     )
     vllm = row.get("vllm")
+    if vllm is not None and not vllm["starts"] and row["headroom_bytes"] >= -1:
+        # Refused for a reason other than memory (more sequences than state blocks).
+        size = f"({format_bytes(row['capacity_bytes'])})"
     if vllm is None:
         verdict = "fits" if row["fits"] else "does not fit"
         if best.get("seq"):

@@ -181,6 +181,10 @@ def vllm_settings(
         args += ["--max-num-batched-tokens", str(w.max_num_batched_tokens)]
     if w.enforce_eager:
         args.append("--enforce-eager")
+    if w.enable_prefix_caching is not None:
+        args.append(
+            "--enable-prefix-caching" if w.enable_prefix_caching else "--no-enable-prefix-caching"
+        )
     if w.enable_lora:
         args += ["--enable-lora", "--max-loras", str(w.max_loras)]
         args += ["--max-lora-rank", str(w.max_lora_rank)]

@@ -76,6 +76,11 @@ class Rules:
         capture_step16: CUDA graph sizes past 256 go in steps of 16 and stop at twice
             max_num_seqs (0.11); before, steps of 8 up to 512.
         full_decode_graphs: FULL graphs of whole decode steps besides the piecewise ones (0.11).
+        state_blocks_check: models with state layers refuse to start when --max-num-seqs
+            exceeds the pool's blocks and FULL decode graphs are captured (0.20.2: each decoding
+            sequence needs one state block).
+        hybrid_prefix_caching: prefix caching is on by default for models with state layers
+            (off in 0.10 to 0.24; on in 0.34).
         sampler: the top-k / top-p sampler vLLM finds: "flashinfer" where the FlashInfer
             package is installed (a dependency of vLLM from 0.20; in the Docker images
             before), else "pytorch".
@@ -87,13 +92,15 @@ class Rules:
     unify_page_sizes: bool
     capture_step16: bool
     full_decode_graphs: bool
+    state_blocks_check: bool
+    hybrid_prefix_caching: bool
     sampler: str
 
 
 RULES = {
-    "0.10": Rules("0.10", False, False, False, False, False, "pytorch"),
-    "0.11": Rules("0.11", False, False, False, True, True, "pytorch"),
-    "0.20": Rules("0.20", True, True, True, True, True, "flashinfer"),
+    "0.10": Rules("0.10", False, False, False, False, False, False, False, "pytorch"),
+    "0.11": Rules("0.11", False, False, False, True, True, False, False, "pytorch"),
+    "0.20": Rules("0.20", True, True, True, True, True, True, False, "flashinfer"),
 }
 LATEST = "0.20"
 if set(RULES) != set(VLLM_VERSIONS):  # pragma: no cover - a table kept in step with workload.py
@@ -144,6 +151,10 @@ class LayerKv:
         window: the sliding window or attention chunk, in tokens.
         block_size: tokens per block.
         padded_page: the page the allocator pads this layer's page to (0: none).
+        state_blocks: blocks one request's state takes (state layers): 1 and one per
+            speculative token; under prefix caching one more ("align"), or one per block of
+            the request's tokens when ``state_per_block`` ("all").
+        state_per_block: the state is kept for every block of tokens (mamba_cache_mode "all").
     """
 
     kind: str
@@ -152,6 +163,8 @@ class LayerKv:
     window: int = 0
     block_size: int = BLOCK_SIZE
     padded_page: int = 0
+    state_blocks: int = 1
+    state_per_block: bool = False
 
     @property
     def page_bytes(self) -> int:
@@ -164,7 +177,9 @@ class LayerKv:
     def blocks_per_request(self, max_model_len: int, batched_tokens: int) -> int:
         """Blocks one request of ``max_model_len`` tokens takes (max_memory_usage_bytes / page)."""
         if self.kind == Kind.STATE:
-            return 1
+            if self.state_per_block:
+                return -(-max_model_len // self.block_size)
+            return self.state_blocks
         if self.kind == Kind.SLIDING:
             tokens = min(self.window - 1 + batched_tokens, max_model_len)
             return -(-tokens // self.block_size) + 1
@@ -258,7 +273,9 @@ class KvLayout:
         return low
 
 
-def layer_specs(spec: ModelSpec, workload: Workload, layers: Sequence[int]) -> list[LayerKv]:
+def layer_specs(
+    spec: ModelSpec, workload: Workload, layers: Sequence[int], rules: Rules | None = None
+) -> list[LayerKv]:
     """vLLM's KV cache spec of each of ``layers`` on one tensor-parallel rank.
 
     Attention layers keep ``max(1, kv_heads // tp)`` heads per rank (vLLM replicates heads when
@@ -271,7 +288,7 @@ def layer_specs(spec: ModelSpec, workload: Workload, layers: Sequence[int]) -> l
     facts = spec.facts
     tp = workload.tp
     element = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
-    state_element = dtypes.DTYPE_BYTES[workload.dtype]
+    rules = rules or RULES[workload.vllm_version]
     kinds = facts.layer_types or (LayerType.FULL,) * facts.num_layers
     widths, heads, states = facts.layer_kv_widths, facts.layer_kv_heads, facts.layer_state_elements
     out = []
@@ -294,8 +311,63 @@ def layer_specs(spec: ModelSpec, workload: Workload, layers: Sequence[int]) -> l
             else:
                 out.append(LayerKv(Kind.FULL, token_bytes))
         elif states and states[i]:
-            out.append(LayerKv(Kind.STATE, state_bytes=-(-states[i] // tp) * state_element))
+            out.append(_state_spec(spec, workload, i, states[i], rules))
     return out
+
+
+# Architectures whose recurrent (SSM) state vLLM keeps in float32 while the convolution state
+# stays in the model dtype: Qwen3.5's config asks for it (mamba_ssm_dtype, applied by
+# Qwen3_5ForConditionalGenerationConfig); Nemotron-H's default (NemotronHForCausalLMConfig).
+SSM_FP32_TYPES = frozenset(
+    {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h"}
+)
+# Architectures that keep a state per block of tokens under prefix caching (0.20's
+# SupportsMambaPrefixCaching: mamba_cache_mode "all"); others keep two per request ("align").
+STATE_PER_BLOCK_TYPES = frozenset(
+    {"mamba", "mamba2", "jamba", "bamba", "zamba2", "nemotron_h", "granitemoehybrid", "falcon_h1"}
+)
+
+
+def prefix_caching(workload: Workload, rules: Rules) -> bool:
+    """Prefix caching is on for a model with state layers: as set, else the version's
+    default."""
+    if workload.enable_prefix_caching is not None:
+        return workload.enable_prefix_caching
+    return rules.hybrid_prefix_caching
+
+
+def _state_spec(
+    spec: ModelSpec, workload: Workload, layer: int, elements: int, rules: Rules
+) -> LayerKv:
+    """One state layer's spec as vLLM sizes it (MambaStateShapeCalculator): the convolution
+    keeps ``kernel - 1`` inputs per channel, and one more per speculative token, in the model
+    dtype; the recurrent state is split over the tensor-parallel ranks, in float32 where the
+    architecture asks for it."""
+    tp = workload.tp
+    conv = next(
+        (
+            t
+            for t in spec.layer_tensors(layer)
+            if len(t.shape) == 3
+            and (t.name.endswith("conv1d.weight") or t.name.endswith("conv.weight"))
+        ),
+        None,
+    )
+    channels, kernel = (conv.shape[0], conv.shape[-1]) if conv is not None else (0, 0)
+    speculative = workload.num_speculative_tokens if workload.speculative != "none" else 0
+    recurrent = max(0, elements - channels * kernel)  # the facts count kernel inputs per channel
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    e_state = 4 if spec.facts.model_type in SSM_FP32_TYPES else e
+    state = -(-channels // tp) * max(0, kernel - 1 + speculative) * e
+    state += -(-recurrent // tp) * e_state
+    cached = prefix_caching(workload, rules)
+    per_block = cached and spec.facts.model_type in STATE_PER_BLOCK_TYPES
+    return LayerKv(
+        Kind.STATE,
+        state_bytes=state,
+        state_blocks=1 + speculative + (1 if cached and not per_block else 0),
+        state_per_block=per_block,
+    )
 
 
 def kv_layout(specs: Sequence[LayerKv], rules: Rules, hybrid: bool = True) -> KvLayout:
@@ -353,7 +425,9 @@ def _align_state_pages(specs: list[LayerKv]) -> list[LayerKv]:
     block = max(BLOCK_SIZE, BLOCK_SIZE * -(-state // (BLOCK_SIZE * per_token)))
     page = block * per_token
     return [
-        replace(s, padded_page=page) if s.kind == Kind.STATE else replace(s, block_size=block)
+        replace(s, padded_page=page, block_size=block)
+        if s.kind == Kind.STATE
+        else replace(s, block_size=block)
         for s in specs
     ]
 
@@ -570,12 +644,14 @@ class VllmPlan:
         context_len: the model's own context (the largest-length search looks up to it).
         scheduler: the scheduler settings in effect.
         rules: the version's rules.
+        cuda_graphs: CUDA graphs are captured (no --enforce-eager).
     """
 
     stages: tuple[Stage, ...]
     context_len: int
     scheduler: Scheduler
     rules: Rules
+    cuda_graphs: bool = True
 
     @property
     def weights_bytes(self) -> int:
@@ -642,8 +718,22 @@ class VllmPlan:
                 "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
                 "engine."
             )
+        elif (
+            rules.state_blocks_check
+            and self.cuda_graphs
+            and any(g.spec.kind == Kind.STATE for s in self.stages for g in s.layout.groups)
+            and self.scheduler.max_num_seqs > blocks
+        ):
+            seqs = self.scheduler.max_num_seqs
+            message = (
+                f"max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each "
+                "decode sequence requires one Mamba cache block, so CUDA graph capture cannot "
+                f"proceed. Please lower max_num_seqs to at most {blocks} or increase "
+                "gpu_memory_utilization."
+            )
+        state_refusal = message.startswith("max_num_seqs")
         largest = 0
-        if requested <= free and layout.groups:
+        if requested <= free and layout.groups and not state_refusal:
             upper = max(length, self.context_len)
             largest = min(
                 s.layout.largest_model_len(p, upper, tokens)
@@ -764,7 +854,7 @@ def build_plan(
         for layer, role, size in tensor_bytes:
             if layer in wanted or (layer is None and _on_stage(role, first, last)):
                 weights += size
-        specs = layer_specs(spec, workload, layers)
+        specs = layer_specs(spec, workload, layers, rules)
         weights += _rotary_cache_bytes(spec, workload)
         stage_activation = (
             activation if last else activation - _sampler_share(spec, workload, scheduler, rules)
@@ -774,7 +864,7 @@ def build_plan(
             # token and hidden state (2h -> h) and norms; embeddings and head are shared.
             weights += sum(size for layer, _, size in tensor_bytes if layer == facts.num_layers - 1)
             weights += 2 * facts.hidden_size * facts.hidden_size * e // workload.tp
-            specs += layer_specs(spec, workload, (_last_attention_layer(spec),))
+            specs += layer_specs(spec, workload, (_last_attention_layer(spec),), rules)
         if last and draft is not None:
             weights += draft.weights_bytes
             specs += draft.specs
@@ -791,7 +881,13 @@ def build_plan(
                 layout=kv_layout(specs, rules),
             )
         )
-    return VllmPlan(tuple(stages), facts.max_position_embeddings, scheduler, rules)
+    return VllmPlan(
+        tuple(stages),
+        facts.max_position_embeddings,
+        scheduler,
+        rules,
+        cuda_graphs=not workload.enforce_eager,
+    )
 
 
 # Architectures without rotary position embeddings (learned positions or ALiBi).

@@ -119,6 +119,10 @@ class Workload:
         num_speculative_tokens: tokens proposed per step when speculating.
         draft_model: the draft model's source (catalog name, Hub id, path) for "draft".
         cpu_offload_gb: vLLM's ``--cpu-offload-gb``: GiB of weights per GPU kept in host RAM.
+        enable_prefix_caching: vLLM's ``--enable-prefix-caching`` (True) or
+            ``--no-enable-prefix-caching`` (False); None takes the version's default. It
+            changes the pool only for models with state layers (Mamba, linear attention),
+            whose states it keeps per block.
         vllm_version: the vLLM version whose start-up rules to follow (``VLLM_VERSIONS``).
     """
 
@@ -156,6 +160,7 @@ class Workload:
     num_speculative_tokens: int = 1
     draft_model: str = ""
     cpu_offload_gb: float = 0.0
+    enable_prefix_caching: bool | None = None
     vllm_version: str = VLLM_VERSIONS[-1]
 
     def __post_init__(self) -> None:
@@ -504,6 +509,7 @@ _INT_FIELDS = {
 _OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens"}
 _FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
 _BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload", "enforce_eager", "enable_lora"}
+_OPTIONAL_BOOL_FIELDS = {"enable_prefix_caching"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -520,6 +526,12 @@ def _coerce(key: str, value: Any) -> Any:
     if key in _BOOL_FIELDS:
         if not isinstance(value, bool):
             raise WorkloadError(f"{key.replace('_', '-')} must be true or false, got {value!r}")
+        return value
+    if key in _OPTIONAL_BOOL_FIELDS:
+        if value is not None and not isinstance(value, bool):
+            raise WorkloadError(
+                f"{key.replace('_', '-')} must be true, false or null, got {value!r}"
+            )
         return value
     if key in _OPTIONAL_INT_FIELDS:
         if value is None:

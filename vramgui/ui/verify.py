@@ -56,6 +56,8 @@ def workload_arguments(workload: Workload) -> list[str]:
             args += ["--mtp"] if value == "mtp" else []  # a draft model names itself
         elif key == "draft-model":
             args += ["--speculative-model", value] if value else []
+        elif key == "enable-prefix-caching":
+            args += ["--enable-prefix-caching" if value else "--no-enable-prefix-caching"]
         elif isinstance(value, bool):
             args += [f"--{key}"] if value else []
         else:

@@ -48,6 +48,8 @@ SHORT_LABELS = {
 LOOPS = (("trainer", "Trainer"), ("custom", "Custom loop"))
 SPECULATIVE = (("none", "Off"), ("mtp", "The model's MTP layers"), ("draft", "A draft model"))
 VLLM_VERSIONS = (("0.20", "0.20.2 and later"), ("0.11", "0.11"), ("0.10", "0.10"))
+PREFIX_CACHING = (("default", "vLLM's default"), ("on", "On"), ("off", "Off"))
+_PREFIX_VALUES = {"default": None, "on": True, "off": False}
 LORA_RANK_CHOICES = tuple((str(r), str(r)) for r in LORA_RANKS)
 # The spin boxes of vLLM's scheduler show vLLM's own default at 0.
 VLLM_DEFAULT = "vLLM's default"
@@ -76,6 +78,9 @@ _HINTS = {
     "cpu_offload_gb": "--cpu-offload-gb: GiB of weights per GPU kept in host RAM and streamed in "
     "on every step; their room goes to the KV pool.",
     "vllm_version": "The vLLM version whose start-up rules the estimate follows.",
+    "enable_prefix_caching": "--enable-prefix-caching: for models with state layers (Mamba, "
+    "linear attention) vLLM then keeps one more state per request, or one per block of tokens; "
+    "up to 0.24 it is off for them unless asked for.",
     "lora_targets": "Module names LoRA adapts, comma-separated, or all-linear.",
     "grad_accum": "Gradient accumulation: micro-batches per optimizer step; does not change "
     "peak memory per step.",
@@ -125,6 +130,7 @@ class WorkloadPanel(QWidget):
         self.cpu_offload_gb.setSingleStep(1.0)
         self.cpu_offload_gb.setSuffix(" GiB")
         self.vllm_version = ChoiceCombo(VLLM_VERSIONS)
+        self.enable_prefix_caching = ChoiceCombo(PREFIX_CACHING)
         self.method = ChoiceCombo(METHODS)
         self.lora_rank = SliderSpin(1, 1024)
         self.lora_targets = QLineEdit()
@@ -168,6 +174,7 @@ class WorkloadPanel(QWidget):
         form.addRow("Draft model", self.draft_model)
         form.addRow("Draft tokens", self.num_speculative_tokens)
         form.addRow("CPU offload", self.cpu_offload_gb)
+        form.addRow("Prefix caching", self.enable_prefix_caching)
         form.addRow("Rules of vLLM", self.vllm_version)
 
         self.training_box = QGroupBox("Training")
@@ -225,6 +232,10 @@ class WorkloadPanel(QWidget):
             (self.max_lora_rank, str(workload.max_lora_rank)),
             (self.speculative, workload.speculative),
             (self.vllm_version, workload.vllm_version),
+            (
+                self.enable_prefix_caching,
+                {None: "default", True: "on", False: "off"}[workload.enable_prefix_caching],
+            ),
         ):
             combo.set_value(choice)
         for box, checked in (
@@ -313,6 +324,11 @@ class WorkloadPanel(QWidget):
             lambda: self._emit(max_lora_rank=int(self.max_lora_rank.value()))
         )
         self.zero.currentIndexChanged.connect(lambda: self._emit(zero=int(self.zero.value())))
+        self.enable_prefix_caching.currentIndexChanged.connect(
+            lambda: self._emit(
+                enable_prefix_caching=_PREFIX_VALUES[self.enable_prefix_caching.value()]
+            )
+        )
         for name in ("grad_checkpointing", "fsdp", "cpu_offload", "enforce_eager", "enable_lora"):
             box: QCheckBox = getattr(self, name)
             box.toggled.connect(lambda checked, n=name: self._emit(**{n: checked}))

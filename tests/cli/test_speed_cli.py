@@ -173,3 +173,35 @@ def test_the_rank_choices_are_the_cores():
     from vramgui.core import fit
 
     assert estimate.RANK_KEYS == fit.RANK_KEYS
+
+
+def test_a_calibration_measured_on_the_gpu_replaces_the_default_and_says_so(capsys, config_path):
+    import datetime as dt
+
+    from vramgui.core.families import spec_from_config
+    from vramgui.core.workload import Workload
+    from vramgui.hardware import calibration
+    from vramgui.hardware.rates import speed_hardware
+
+    hardware = speed_hardware(find_gpu("A100 80GB"), "bf16")
+    spec = spec_from_config(LLAMA, "tiny")
+    work = Workload(mode="training", batch=8, seq=2048)
+    from vramgui.core.speed import Utilization, training_speed
+
+    slow = training_speed(spec, work, hardware, Utilization(matmul=0.3, attention=0.225))
+    stored = calibration.calibrate(
+        spec, work, hardware, tokens_per_second=slow.tokens_per_second, device="NVIDIA A100",
+        now=dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+    )  # fmt: skip
+    calibration.save(stored)
+    args = ("estimate", config_path, "--mode", "training", "--gpu", "A100 80GB")
+    doc = _json(capsys, *args)
+    u = doc["speed"]["utilization"]
+    assert (u["source"], u["matmul"]) == ("measured", pytest.approx(0.3, abs=1e-3))
+    assert "NVIDIA A100" in u["detail"] and "2026-12-01" in u["detail"]
+    assert main([*args]) == 0
+    assert "measured: NVIDIA A100" in capsys.readouterr().out
+    mine = _json(capsys, *args, "--matmul-utilization", "0.5")
+    assert mine["speed"]["utilization"]["source"] == "set"
+    other = _json(capsys, "estimate", config_path, "--mode", "training", "--gpu", "H100")
+    assert other["speed"]["utilization"]["source"] == "default"  # only the GPU measured

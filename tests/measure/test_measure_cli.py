@@ -89,3 +89,20 @@ def test_cuda_without_a_gpu_says_so(capsys):
     code, _, err = _run(capsys, "measure", "smollm-135m", "--device", "cuda")
     assert code == 2
     assert "sees no CUDA device" in err and "--device fake" in err
+
+
+def test_the_table_says_how_the_timed_steps_calibrated_the_estimate():
+    from vramgui.cli.measure import speed_lines
+
+    block = {"step_seconds": 2.0, "steps_seconds": [2.0] * 5, "tokens_per_step": 8192,
+             "tokens_per_second": 4096.0, "device": "NVIDIA A100-SXM4-80GB",
+             "default_tokens_per_second": 5000.0, "gpu": "A100 SXM 80GB", "matmul": 0.52,
+             "stored": "/home/u/.local/share/vramgui/calibration.json"}  # fmt: skip
+    text = "\n".join(speed_lines(block))
+    assert "4,096 tokens/s over 5 timed steps (median 2 s) on NVIDIA A100-SXM4-80GB" in text
+    assert "default for this GPU: 5,000 tokens/s" in text
+    assert "matrix products at 52% of A100 SXM 80GB's peak" in text
+    refused = "\n".join(speed_lines({**block, "stored": None, "reason": "bound by launch"}))
+    assert "not calibrated: bound by launch" in refused
+    failed = "\n".join(speed_lines({"stored": None, "reason": "the timed steps failed: x"}))
+    assert "speed: the timed steps failed: x" in failed

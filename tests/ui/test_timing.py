@@ -78,7 +78,20 @@ def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_wind
     line.price.setValue(0.0)  # back to the catalog's
     qtbot.waitUntil(lambda: c.analysis.speed.price.source != "set in the window")
     qtbot.waitUntil(window.advisor.ranking.isVisible, timeout=15000)
-    assert "To rent, cheapest first" in window.advisor.ranking.text()
+    advisor = window.advisor
+    cheapest = advisor.ranking.text()
+    assert "GPUs to rent" in advisor.ranking_title.text()
+    assert advisor.rank_order.currentData() == "cost"
+    advisor.rank_order.setCurrentIndex(advisor.rank_order.findData("time"))
+    fastest = advisor.ranking.text()
+    outlook = c.outlook
+    assert fastest != cheapest
+    assert fastest.index(outlook.ranked_by_time[0].gpu) < fastest.index(
+        outlook.ranked_by_time[1].gpu
+    )
+    speeds = [r.tokens_per_second for r in outlook.ranked_by_time]
+    assert speeds == sorted(speeds, reverse=True)
+    assert {r.gpu for r in outlook.ranked} == {r.gpu for r in outlook.ranked_by_time}
 
 
 def test_without_a_catalog_gpu_the_line_says_how_to_get_one(qtbot, make_window):
@@ -124,3 +137,38 @@ def test_the_comparison_times_each_profile_and_orders_them_by_cost(qtbot):
     view.cheapest_first.setChecked(True)
     headers = [view.model.headerData(i, compare_view.Qt.Orientation.Horizontal) for i in range(3)]
     assert headers == [r.profile.name for r in ordered]
+
+
+def test_the_application_reads_the_stored_calibrations_at_start():
+    import datetime as dt
+
+    from vramgui.hardware import calibration
+    from vramgui.hardware.gpus import find_gpu
+    from vramgui.hardware.rates import speed_hardware
+    from vramgui.ui import app
+
+    spec = load_model("llama-3.2-1b").spec
+    hardware = speed_hardware(find_gpu("A100 80GB"), "bf16")
+    from vramgui.core.speed import training_speed
+
+    work = LORA.with_(batch=8, seq=2048)
+    speed = training_speed(spec, work, hardware, Utilization(matmul=0.4, attention=0.3))
+    calibration.save(
+        calibration.calibrate(
+            spec,
+            work,
+            hardware,
+            tokens_per_second=speed.tokens_per_second,
+            device="NVIDIA A100",
+            now=dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+        )
+    )
+    services = app.real_services()
+    measured = services.measured_utilization("A100 SXM 80GB")
+    assert measured is not None and measured.source == "measured"
+    assert measured.matmul == pytest.approx(0.4, abs=1e-3)
+    assert services.measured_utilization("H100 SXM") is None
+    rates = timing.catalog_rates(services.gpu_catalog, services.measured_utilization)
+    assert rates("A100 80GB", "bf16").utilization is measured
+    summary = summarize_speed(spec, work, "A100 SXM 80GB", rates("A100 80GB", "bf16"), 10**8)
+    assert "measured on this GPU model (NVIDIA A100" in timing.speed_tooltip(summary)

@@ -179,12 +179,14 @@ def speed_for(
 
 
 def utilization_for(hardware: Any, matmul: float | None) -> Any:
-    """The utilization to use on ``hardware``: the user's share, else the architecture's."""
+    """The utilization to use on ``hardware``: the user's share, else the one measured on this
+    GPU model by `vramgui measure --device cuda`, else the architecture's default."""
     from vramgui.core.speed import ATTENTION_SHARE, Utilization
+    from vramgui.hardware.calibration import measured_utilization
 
-    default = Utilization.default_for(hardware.architecture)
     if matmul is None:
-        return default
+        measured = measured_utilization(hardware.name)
+        return measured or Utilization.default_for(hardware.architecture)
     if not 0 < matmul <= 1:
         raise WorkloadError(f"--matmul-utilization must be in (0, 1], got {matmul}")
     return Utilization(
@@ -558,7 +560,18 @@ def ranked_catalog(
             else rental_price(gpu)
         )
         offers.append((gpu.name, gpu.capacity_bytes(), hardware, price))
-    ranked = rank_setups(spec, workload, offers, by=by, train_tokens=train_tokens, draft=draft)
+    from vramgui.hardware.calibration import load
+
+    measured = {name: c.utilization() for name, c in load().items()}
+    ranked = rank_setups(
+        spec,
+        workload,
+        offers,
+        by=by,
+        train_tokens=train_tokens,
+        utilizations=measured,
+        draft=draft,
+    )
     return [r.to_dict() for r in ranked]
 
 

@@ -21,7 +21,7 @@ from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
 from vramgui.core.units import format_bytes
 from vramgui.measure import extra, request
-from vramgui.measure.request import FAKE, MeasureError
+from vramgui.measure.request import CUDA, FAKE, MeasureError
 
 if TYPE_CHECKING:
     from vramgui.core.model import ModelSpec
@@ -51,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--force",
         action="store_true",
         help="run on the GPU even where the estimate says it does not fit",
+    )
+    parser.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="on a GPU, skip timing a few training steps (which calibrates the speed estimate "
+        "for this GPU model and stores it)",
     )
     parser.add_argument(
         "--progress",
@@ -149,10 +155,17 @@ def run(args: argparse.Namespace) -> int:
             required_bytes=est.total_bytes,
             force=args.force,
         )
+        speed = None
+        if device == CUDA and workload.mode == "training" and not args.no_timing:
+            from vramgui.measure import timing
+
+            speed = timing.calibrate_from_run(loaded.spec, workload, config, settings)
     cpu = cpu_kernels_bytes(loaded.spec, workload) if device == FAKE else None
     doc["measured"] = compare.measured_block(
         doc, result, device, config=config, cpu_kernels_bytes=cpu
     )
+    if speed is not None:
+        doc["measured"]["speed"] = speed
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))
     return 0
 
@@ -210,6 +223,32 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append(
             f"  parameters: estimate {params['estimate']:,}, model built {params['measured']:,}"
         )
+    if "speed" in measured:
+        lines.extend(speed_lines(measured["speed"]))
     for note in [*doc.get("notices", []), *measured["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def speed_lines(speed: dict[str, Any]) -> list[str]:
+    """The timed steps and what became of the calibration."""
+    if "tokens_per_second" not in speed:
+        return ["", f"speed: {speed.get('reason', 'not timed')}"]
+    lines = [
+        "",
+        f"speed: {speed['tokens_per_second']:,.0f} tokens/s over {len(speed['steps_seconds'])} "
+        f"timed steps (median {speed['step_seconds']:.3g} s) on {speed['device']}",
+    ]
+    if "default_tokens_per_second" in speed:
+        lines.append(
+            f"  the estimate's default for this GPU: {speed['default_tokens_per_second']:,.0f} "
+            "tokens/s"
+        )
+    if speed["stored"]:
+        lines.append(
+            f"  calibrated: matrix products at {speed['matmul']:.0%} of {speed['gpu']}'s peak; "
+            f"estimates for this GPU use it from now on ({speed['stored']})"
+        )
+    else:
+        lines.append(f"  not calibrated: {speed.get('reason', '')}")
+    return lines

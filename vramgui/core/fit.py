@@ -652,6 +652,12 @@ def rank_setups(
                 "cost": None if price is None else hours * price.per_gpu_hour,
             }
         ranked.append(RankedSetup(name, count, trial, per_second, price, per_million, **run))
+    return order_setups(ranked, by)
+
+
+def order_setups(ranked: Iterable[RankedSetup], by: str) -> list[RankedSetup]:
+    """``ranked`` fastest first ("time"), or cheapest per million tokens first ("cost"; those
+    without a price last, faster first among equals)."""
     if by == "time":
         return sorted(ranked, key=lambda r: -r.tokens_per_second)
     return sorted(

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -55,11 +56,27 @@ class AdvisorPanel(QWidget):
         self.ranking.setSizePolicy(policy)
         self.ranking.setAccessibleName("Rented GPUs ranked by cost")
         self.ranking.hide()
+        self.rank_order = QComboBox()
+        self.rank_order.addItem("cheapest first", "cost")
+        self.rank_order.addItem("fastest first", "time")
+        self.rank_order.setToolTip("Order the GPUs to rent by the cost of the work or its speed")
+        self.rank_order.currentIndexChanged.connect(self._show_ranking)
+        self.rank_order.hide()
+        # The latest ranking in both orders, and what it is of (mode, tokens to train).
+        self._ranked: dict[str, Sequence[object]] = {"cost": (), "time": ()}
+        self._ranking_of: tuple[str, int] = ("inference", 0)
         content = QWidget()
         column = QVBoxLayout(content)
         column.setContentsMargins(0, 0, 0, 0)
         column.addWidget(self.summary)
         column.addWidget(self.suggestions_area)
+        self.ranking_title = QLabel()
+        self.ranking_title.setTextFormat(Qt.TextFormat.RichText)
+        self.ranking_title.setWordWrap(True)
+        self.ranking_title.setSizePolicy(policy)
+        self.ranking_title.hide()
+        column.addWidget(self.ranking_title)
+        column.addWidget(self.rank_order, 0, Qt.AlignmentFlag.AlignLeft)
         column.addWidget(self.ranking)
         column.addStretch(1)
         # Summary and cards scroll together inside the panel. The scroll area also keeps a new
@@ -142,15 +159,32 @@ class AdvisorPanel(QWidget):
             )
         self._show_cards(list(suggestions)[:MAX_SHOWN], unit)
 
-    def show_ranking(self, ranked: Sequence[object], mode: str, train_tokens: int) -> None:
-        """The GPUs to rent that fit, the work's cheapest first (``core.fit.RankedSetup``)."""
+    def show_ranking(
+        self,
+        by_cost: Sequence[object],
+        by_time: Sequence[object],
+        mode: str,
+        train_tokens: int,
+    ) -> None:
+        """The GPUs to rent that fit (``core.fit.RankedSetup``), in the order the user chose."""
+        self._ranked = {"cost": by_cost, "time": by_time}
+        self._ranking_of = (mode, train_tokens)
+        self._show_ranking()
+
+    def _show_ranking(self) -> None:
+        by = self.rank_order.currentData() or "cost"
+        ranked = self._ranked[by]
+        mode, train_tokens = self._ranking_of
         rows = ranked_text(ranked, mode)
         what = (
             f"a run of {format_count(train_tokens)} tokens"
             if mode == "training"
             else "serving at this batch"
         )
-        text = f"<b>To rent, cheapest first</b> ({what}):<br>{rows}" if rows else ""
+        title = f"<b>GPUs to rent</b> for {what}:"
+        if self.ranking_title.text() != title:
+            self.ranking_title.setText(title)
+        text = rows
         if self.ranking.text() != text:
             self.ranking.setText(text)
             sources = price_sources(ranked)
@@ -160,7 +194,8 @@ class AdvisorPanel(QWidget):
                 if sources
                 else ""
             )
-        self.ranking.setVisible(bool(rows))
+        for widget in (self.ranking_title, self.rank_order, self.ranking):
+            widget.setVisible(bool(rows))
 
     def _set_summary(self, text: str) -> None:
         # Only a new text is set: setting one lays the panel out again.

@@ -154,7 +154,7 @@ def search_everywhere(query: str) -> SearchResult:
 
 def real_services() -> Services:
     """The services of the installed application: the Hub, the catalog, NVML."""
-    from vramgui.hardware import NvmlProbe, load_catalog, read_host_info
+    from vramgui.hardware import NvmlProbe, calibration, load_catalog, read_host_info
     from vramgui.sources import catalog, resolve
 
     probe = NvmlProbe()
@@ -172,6 +172,8 @@ def real_services() -> Services:
         default_source=default_source,
         default_gpus=(DEFAULT_GPU,) if any(g.name == DEFAULT_GPU for g in gpus) else (),
         host_ram_bytes=read_host_info().ram_available_bytes,
+        # Read once at start: `vramgui measure --device cuda` stores a new one for the next.
+        measured_utilization={n: c.utilization() for n, c in calibration.load().items()}.get,
     )
 
 

@@ -148,6 +148,7 @@ class Outlook:
         suggestions: ranked changes that make the setup fit the target (or save memory).
         rules: the classic rules of thumb for the same setup, bytes by rule name.
         ranked: the catalog GPUs that fit (the fewest of each), cheapest work first.
+        ranked_by_time: the same, fastest first.
     """
 
     field: str
@@ -158,6 +159,7 @@ class Outlook:
     suggestions: tuple[fit.Suggestion, ...]
     rules: dict[str, int]
     ranked: tuple[fit.RankedSetup, ...] = ()
+    ranked_by_time: tuple[fit.RankedSetup, ...] = ()
 
 
 SWEEP_FIELDS = ("seq", "batch")
@@ -760,6 +762,7 @@ def compute_outlook(
         suggestions,
         rules_of_thumb(spec, current),
         ranked,
+        tuple(fit.order_setups(ranked, "time")),
     )
 
 

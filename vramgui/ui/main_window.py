@@ -48,6 +48,7 @@ from vramgui import __version__
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import Inventory, ModelSpec
+from vramgui.core.speed import Utilization
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
@@ -113,6 +114,8 @@ class Services:
         gpu_refresh_ms: how often the local GPUs are read; 0 reads them once.
         schemes: quantization schemes by name, in display order.
         host_ram_bytes: RAM available for offloaded layers (None: unknown).
+        measured_utilization: catalog GPU name -> the speed model's utilization measured on it
+            by `vramgui measure --device cuda`, or None (the default then applies).
     """
 
     load_model: Callable[[str], ResolvedModel]
@@ -124,6 +127,7 @@ class Services:
     gpu_refresh_ms: int = REFRESH_MS
     schemes: Mapping[str, Scheme] = field(default_factory=lambda: SCHEMES)
     host_ram_bytes: int | None = None
+    measured_utilization: Callable[[str], Utilization | None] = lambda _name: None
 
 
 def build_window(services: Services, settings: QSettings) -> MainWindow:
@@ -132,7 +136,7 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     controller = EstimateController(
         services.load_model,
         workload,
-        rates=timing.catalog_rates(services.gpu_catalog),
+        rates=timing.catalog_rates(services.gpu_catalog, services.measured_utilization),
         catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
     )
     checked = settings.value("gpus/catalog")
@@ -736,7 +740,9 @@ class MainWindow(QMainWindow):
             unit=self.unit,
             seq_word="context" if workload.mode == "inference" else "sequence length",
         )
-        self.advisor.show_ranking(outlook.ranked, workload.mode, self.controller.train_tokens)
+        self.advisor.show_ranking(
+            outlook.ranked, outlook.ranked_by_time, workload.mode, self.controller.train_tokens
+        )
 
     def _show_badge(self, spec: ModelSpec, notes: Sequence[str]) -> None:
         """The badge of how the estimate was built, with what is uncertain in its tooltip."""

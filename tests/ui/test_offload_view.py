@@ -65,7 +65,7 @@ def test_bars_are_coloured_by_device_and_explain_themselves_on_hover(view):
     assert view.layer_chart.legend() == ["GPU 0", "CPU RAM", "KV cache (lighter: same device)"]
     text = view.layer_chart.text_at(1.0)
     assert text.startswith("block 0: CPU RAM") and "KV cache" in text
-    assert view.layer_chart.text_at(33.1).startswith("output: CPU RAM")
+    assert view.layer_chart.text_at(33.1).startswith("output: GPU 0")  # offloaded first
     assert view.layer_chart.text_at(1.5) == ""
 
 

@@ -150,8 +150,9 @@ def train_tokens_from_args(args: argparse.Namespace) -> int | None:
 def speed_for(
     spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``speed`` block for training on ``gpu_name``, or None and why there is none."""
-    from vramgui.core.report import speed_block
+    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name``, or None
+    and why there is none."""
+    from vramgui.core.report import serving_block, speed_block
     from vramgui.core.speed import Price
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
@@ -159,14 +160,18 @@ def speed_for(
 
     try:
         gpu = find_gpu(gpu_name)
+        hardware = speed_hardware(gpu, workload.dtype)
     except HardwareError:
         return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
-    hardware = speed_hardware(gpu, workload.dtype)
+    except WorkloadError as exc:
+        return None, f"no speed: {exc}"
     utilization = utilization_for(hardware, args.matmul_utilization)
     if args.price_per_hour is not None:
         price: Price | None = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
     else:
         price = rental_price(gpu)
+    if workload.mode == "inference":
+        return serving_block(spec, workload, hardware, utilization=utilization, price=price), None
     block = speed_block(
         spec,
         workload,
@@ -602,28 +607,28 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.cheapest:
         extra["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
+    train_tokens = train_tokens_from_args(args)
+    if train_tokens is not None and (workload.mode != "training" or not (capacities or args.rank)):
+        raise WorkloadError(
+            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
+            "to time the run on"
+        )
     if args.rank:
         extra["ranked"] = ranked_catalog(
             spec,
             workload,
             args.rank,
-            train_tokens=train_tokens_from_args(args),
+            train_tokens=train_tokens,
             price_per_hour=args.price_per_hour,
             currency=args.currency,
             draft=draft,
         )
     speed_note = None
-    if workload.mode == "training" and capacities:
-        extra["speed"], speed_note = speed_for(spec, workload, capacities[0][0], args)
-    elif train_tokens_from_args(args) is not None and (
-        workload.mode != "training" or not args.rank
-    ):
-        raise WorkloadError(
-            "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
-            "to time the run on"
-        )
+    if capacities:
+        key = "speed" if workload.mode == "training" else "serving"
+        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args)
     doc = estimate_document(spec, est, rows, extra)
-    if speed_note:
+    if speed_note and workload.mode == "training":
         doc["notes"].append(speed_note)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
@@ -668,6 +673,9 @@ def format_table(doc: dict[str, Any]) -> str:
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
+    serving = doc.get("serving")
+    if serving:
+        lines.append(serving_line(serving, doc["gpus"]))
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))
@@ -766,3 +774,19 @@ def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list
             text += " (no price)"
         lines.append(text)
     return lines
+
+
+def serving_line(serving: dict[str, Any], gpus: int) -> str:
+    """The table's line for the ``serving`` block: decode speed and cost per million tokens."""
+    where = f"{gpus} x {serving['gpu']}" if gpus > 1 else serving["gpu"]
+    text = (
+        f"serving on {where}: {serving['tokens_per_second']:,.0f} tokens/s generated at batch "
+        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context)"
+    )
+    price = serving.get("price")
+    if serving["cost_per_million_tokens"] is not None and price:
+        text += (
+            f", {format_money(serving['cost_per_million_tokens'], price['currency'])} per million "
+            f"tokens at {format_money(price['per_gpu_hour'], price['currency'])} per GPU-hour"
+        )
+    return text

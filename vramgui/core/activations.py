@@ -359,16 +359,82 @@ def vllm_profile_peak(
     return max(forward, warm_up)
 
 
-def llamacpp_compute_buffer(facts: ArchFacts, batch: int, seq: int) -> int:
-    """llama.cpp's CUDA compute buffer: the graph of one micro-batch of n_ubatch tokens.
+def llamacpp_flash_attention(workload: Workload) -> bool:
+    """Whether llama.cpp runs flash attention for the workload: ``--attention eager`` is
+    ``-fa off``; flash and the default are ``-fa on`` / ``-fa auto``, which turns it on on every
+    backend that has the kernel (CUDA, Metal, Vulkan, the CPU)."""
+    return workload.attention != "eager"
 
-    Its peak holds one layer's KQ scores in fp32 (flash attention off, the default of the
-    published logs), the f16 KQ mask and the micro-batch's hidden and MLP activations in fp32.
+
+def llamacpp_compute_buffer(
+    facts: ArchFacts,
+    batch: int,
+    seq: int,
+    *,
+    flash_attention: bool = True,
+    ubatch: int = LLAMACPP_UBATCH,
+    output: bool = True,
+    layers: bool = True,
+    pipeline_copies: int = 0,
+) -> int:
+    """llama.cpp's compute buffer on one GPU: its part of the graph of one micro-batch of
+    ``n_ubatch`` tokens.
+
+    ggml's allocator reuses the memory of dead tensors, so the buffer is the largest of three
+    moments of the graph, measured on llama.cpp's own allocator (docs/offload.md, "llama.cpp's
+    own accounting"): on the GPU with the output layer, the logits of every token of the
+    micro-batch (f32) beside a hidden state (two without flash attention); on a GPU with blocks,
+    a feed-forward block (the f16 KQ mask, two hidden states, three with the output layer, and
+    three MLP-wide tensors, or for
+    routed experts three per used expert, or the expert outputs before they are summed) and,
+    without flash attention, the f32 scores of every head against the whole context with two
+    masks and the block's projections. Token embeddings are looked up on the CPU.
+
+    Args:
+        facts: the architecture.
+        batch: parallel sequences (llama.cpp's slots share one context of batch x seq cells).
+        seq: context per sequence.
+        flash_attention: ``-fa on`` (and the default ``auto``) or ``-fa off``.
+        ubatch: ``-ub``.
+        output: the GPU holds the output layer.
+        layers: the GPU runs blocks.
+        pipeline_copies: with several GPUs holding every layer, llama.cpp's scheduler keeps this
+            many copies of each GPU's inputs (the masks, the hidden state it receives) to
+            pipeline micro-batches (``GGML_SCHED_MAX_COPIES``, 4); 0 when it does not.
     """
-    ub = min(LLAMACPP_UBATCH, seq * batch)
+    ub = min(ubatch, seq * batch)
     ctx = seq * batch
-    kq = ub * ctx * facts.num_heads * 4
+    f32 = 4
+    h = facts.hidden_size
+    if facts.is_mla:
+        # The absorbed query attends the cached latent and its rotary key, per head.
+        kv = (facts.kv_lora_rank or 0) + (facts.qk_rope_head_dim or 0)
+        q = facts.num_heads * kv
+    else:
+        q = facts.num_heads * facts.head_dim
+        kv = facts.num_kv_heads * facts.head_dim
+    state = ub * h * f32
     mask = ub * ctx * 2
-    side = ub * (facts.hidden_size + facts.intermediate_size) * 4
-    logits = ub * facts.vocab_size * 4
-    return max(kq + mask, logits) + side
+    masks = 1 if flash_attention else 2
+    widths = []
+    if not facts.is_moe or not all(facts.moe_layers):
+        widths.append(2 * h + 3 * facts.intermediate_size)
+    if facts.is_moe:
+        k = facts.experts_per_token
+        widths += [2 * h + 3 * k * facts.moe_intermediate_size, 2 * h * k + 2 * facts.num_experts]
+    # The moments without the masks, which stay alive through every block (and which the
+    # pipeline copies).
+    logits = ub * facts.vocab_size * f32 + (1 if flash_attention else 2) * state
+    blocks = []
+    if layers:
+        # Where the output layer runs too, one more hidden state outlives the feed-forward block.
+        extra = state if output and not pipeline_copies else 0
+        blocks.append(ub * f32 * max(widths) + extra)
+        if not flash_attention:
+            scores = ub * ctx * facts.num_heads * f32
+            blocks.append(scores + ub * f32 * (2 * h + 2 * q + 2 * kv))
+    if pipeline_copies:
+        peak = max([*blocks, logits] if output else blocks, default=0)
+        return peak + pipeline_copies * masks * mask + (pipeline_copies + 1) * state
+    peak = max(blocks) + masks * mask if blocks else 0
+    return max(peak, logits) if output else peak

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from vramgui.core import dtypes, serving, storage
 from vramgui.core.activations import (
     LEARNED_POSITIONS,
+    LLAMACPP_UBATCH,
     Prefill,
     attention_used,
     buffer_bytes,
     llamacpp_compute_buffer,
+    llamacpp_flash_attention,
     vllm_profile_peak,
 )
 from vramgui.core.errors import VramguiError, WorkloadError
@@ -86,6 +88,9 @@ class _KvShape:
     state_bytes: int  # bytes per state element (the compute dtype)
     window: int | None  # the most tokens a sliding-window layer keeps; None: every token
     chunk: int | None  # the most tokens a chunked-attention layer keeps; None: every token
+    # llama.cpp sizes its sliding-window cache to the window of every sequence plus one
+    # micro-batch, in whole 256-cell pages (llama_kv_cache_iswa); 0 for the other engines.
+    window_ubatch: int = 0
 
     @classmethod
     def of(cls, spec: ModelSpec, workload: Workload) -> _KvShape:
@@ -113,6 +118,7 @@ class _KvShape:
             state_bytes=dtypes.DTYPE_BYTES[workload.dtype],
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
+            window_ubatch=LLAMACPP_UBATCH if workload.engine == "llamacpp" else 0,
         )
 
     @property
@@ -123,8 +129,14 @@ class _KvShape:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
         total: float = batch * self.state * self.state_bytes
         total += batch * tokens * self.full * self.per_elem
-        kept = tokens if self.window is None else min(tokens, self.window)
-        total += batch * kept * self.sliding * self.per_elem
+        if self.window is None:
+            cells = batch * tokens
+        elif self.window_ubatch:
+            pages = -(-(self.window * batch + self.window_ubatch) // 256) * 256
+            cells = min(batch * tokens, pages)
+        else:
+            cells = batch * min(tokens, self.window)
+        total += cells * self.sliding * self.per_elem
         kept = tokens if self.chunk is None else min(tokens, self.chunk)
         total += batch * kept * self.chunked * self.per_elem
         return round(total)
@@ -341,7 +353,12 @@ class InferencePlan:
                 utilization = self._workload.gpu_memory_utilization
                 overhead = round(held / utilization) - held + serving.CUDA_RESERVED_BYTES
         else:
-            activations = llamacpp_compute_buffer(self._facts, batch, seq)
+            activations = llamacpp_compute_buffer(
+                self._facts,
+                batch,
+                seq,
+                flash_attention=llamacpp_flash_attention(self._workload),
+            )
         return InferenceBreakdown(
             weights_bytes=self._weights,
             kv_cache_bytes=kv,

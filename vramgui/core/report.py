@@ -13,7 +13,15 @@ from vramgui.core.estimate import Estimate, estimate, parameters_without_embeddi
 from vramgui.core.fit import FitRow, fit_rows
 from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.offload import layer_weights
-from vramgui.core.speed import Hardware, Price, Utilization, run_cost, training_speed
+from vramgui.core.speed import (
+    Hardware,
+    Price,
+    Utilization,
+    cost_per_million_tokens,
+    run_cost,
+    serving_speed,
+    training_speed,
+)
 from vramgui.core.workload import Workload
 
 SCHEMA = "vramgui.estimate/1"
@@ -131,3 +139,35 @@ def speed_block(
             }
         )
     return block
+
+
+def serving_block(
+    spec: ModelSpec,
+    workload: Workload,
+    hardware: Hardware,
+    *,
+    utilization: Utilization | None = None,
+    price: Price | None = None,
+) -> dict[str, Any]:
+    """The document's ``serving`` object for an inference workload on GPUs like ``hardware``:
+    decode throughput at the batch as concurrency and the cost of a million generated tokens
+    (docs/cli.md lists the keys).
+
+    Raises:
+        WorkloadError: not an inference workload, or settings the model cannot take.
+    """
+    served = serving_speed(spec, workload, hardware, utilization)
+    per_million = (
+        None
+        if price is None
+        else cost_per_million_tokens(served.tokens_per_second, workload.gpus, price)
+    )
+    return {
+        "gpu": hardware.name,
+        "concurrency": served.concurrency,
+        "tokens_per_second": round(served.tokens_per_second, 1),
+        "step_seconds": round(served.step_seconds, 6),
+        "bound": served.bound,
+        "cost_per_million_tokens": None if per_million is None else round(per_million, 4),
+        "price": None if price is None else price.to_dict(),
+    }

@@ -44,6 +44,7 @@ RESOURCE_LABELS = {
     offload.CPU_COMPUTE: "CPU compute",
     offload.PCIE: "PCIe",
     offload.DISK_READ: "disk reads",
+    offload.SYNC: "hand-overs between devices",
 }
 BAR_WIDTH = 0.8  # of a unit's slot
 _NAME_PX = 48.0  # at least this many pixels between unit names under the bars

@@ -7,6 +7,7 @@ It receives plain inputs through setters (``set_model``, ``set_gpus``, ``set_bud
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -486,7 +487,19 @@ class OffloadView(QWidget):
             for key, spin in self.spins.items()
         }
         values["gpu_flops"] = values["gpu_flops"] or math.inf
-        self._bandwidths = Bandwidths(**values)
+        # The other GPUs' speeds (several GPUs) are the catalog's; the boxes edit GPU 0's.
+        others = self._bandwidths.other_gpus if self._bandwidths is not None else ()
+        self._bandwidths = dataclasses.replace(
+            Bandwidths(
+                values["gpu_bytes_per_s"],
+                values["pcie_bytes_per_s"],
+                values["cpu_ram_bytes_per_s"],
+                values["disk_bytes_per_s"],
+                values["gpu_flops"],
+                values["cpu_flops"],
+            ),
+            other_gpus=others,
+        )
         self._refresh()
 
     # --- drawing ------------------------------------------------------------------------------

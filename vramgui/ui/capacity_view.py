@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from vramgui.core import fit
 from vramgui.core.errors import VramguiError
@@ -422,6 +423,12 @@ class _Feed(QObject):
         ):
             signal.connect(self._changed)
         view.installEventFilter(self)
+        view.destroyed.connect(self._cancel)
+
+    def _cancel(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            self._worker = None
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self._view and event.type() == QEvent.Type.Show and self._stale:
@@ -451,8 +458,11 @@ class _Feed(QObject):
 
     def _done(self, report: ServingReport) -> None:
         self._worker = None
-        self._view.show_report(report)
+        if isValid(self._view):  # a report may arrive after the window closed
+            self._view.show_report(report)
 
     def _failed(self, exc: Exception) -> None:
         self._worker = None
+        if not isValid(self._view):
+            return
         self._controller.show_message(f"vLLM's serving capacity could not be computed: {exc}")

@@ -1,10 +1,12 @@
 """Accuracy benchmark: the estimator against measured memory, case by case, rules of thumb beside.
 
-Three sources of measurements:
+Four sources of measurements:
 - the harness (vramgui/measure): peak live tensor bytes of real transformers models, run under
   FakeTensorMode on this machine (benchmarks/data/measured_*.json);
 - published GPU figures (benchmarks/data/published.json): engine logs and reports;
-- published file sizes of GGUF quantizations.
+- published file sizes of GGUF quantizations;
+- pre-quantized checkpoints' stored bytes: published totals, and the checkpoints the libraries
+  write, built from their own definitions (benchmarks/stored_formats.py).
 
     .venv/bin/python -m benchmarks.accuracy            # print the tables
     .venv/bin/python -m benchmarks.accuracy --markdown # and write docs/accuracy.md
@@ -18,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks import architectures, training_accuracy, vllm_logs
+from benchmarks import architectures, stored_formats, training_accuracy, vllm_logs
 from benchmarks.harness.cases import PUBLISHED, load_config
 from vramgui.core import rules, storage
 from vramgui.core.estimate import estimate
@@ -339,6 +341,7 @@ def document() -> str:
         *table(published_component_rows(), "Inference components (published engine figures)"),
         *vllm_logs.markdown_section(),
         *gguf_table(gguf_rows()),
+        *stored_formats.section(),
         *training_tables(),
         *measure_section(),
     ]

@@ -1,354 +1,201 @@
-"""vLLM's start-up (core/serving.py): the KV layout rules against vLLM's own logs, start or refuse,
-and every knob moving the answer the way vLLM moves it."""
+"""What each engine does with a checkpoint's format on the GPU picked, and MTP layers."""
 
-import json
-from dataclasses import replace
+from __future__ import annotations
+
+import copy
 
 import pytest
 
-from vramgui.core import serving
+from vramgui.core import dtypes, serving, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
-from vramgui.core.fit import advise, fit_rows, gpus_needed, largest_fitting
-from vramgui.core.inference import rank_tensor_bytes
-from vramgui.core.launch import vllm_settings
-from vramgui.core.report import document_for
-from vramgui.core.units import GiB, MiB
-from vramgui.core.workload import Workload
-from vramgui.sources.catalog import load_catalog
+from vramgui.core.families import spec_from_config
+from vramgui.core.model import Inventory, Role
+from vramgui.core.units import GiB
+from vramgui.core.workload import Workload, engine_conflicts
+from vramgui.sources.catalog import find
+from vramgui.sources.checkpoint import as_shipped
 
-RTX_4090 = 24564 * MiB  # what nvidia-smi reports
-H100 = 81559 * MiB
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    entries = {e.name: e for e in load_catalog()}
-    return lambda name: entries[name].spec()
+GPT_OSS_120B = find("gpt-oss-120b").spec()
+STORED_120B = 65_248_815_744  # its model.safetensors.index.json total_size
 
 
-def _plan(spec, workload, capacity=RTX_4090):
-    engine = serving.VllmEngine(spec, workload, rank_tensor_bytes(spec, workload))
-    return engine, engine.plan(capacity)
+def _weights(spec, **settings) -> int:
+    return estimate(spec, Workload(**settings)).components["weights"]
 
 
-def _layout(spec, workload):
-    layers = range(spec.facts.num_layers)
-    return serving.kv_layout(
-        serving.layer_specs(spec, workload, layers), serving.RULES[workload.vllm_version]
+def _notes(spec, **settings) -> str:
+    return " ".join(estimate(spec, Workload(**settings)).notes)
+
+
+def test_gpt_oss_120b_fits_one_h100_in_vllm_at_8k():
+    w = Workload(engine="vllm", seq=8192, gpu_arch="hopper")
+    est = estimate(GPT_OSS_120B, w, 80 * GiB)
+    assert est.components["weights"] == STORED_120B  # Hopper's Triton kernels pad nothing
+    assert est.total_bytes <= 80 * GiB
+    assert est.details["kv_pool_tokens"] >= 8192
+
+
+def test_vllm_pads_mxfp4_experts_to_its_kernels_tile():
+    hopper = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="hopper")
+    ampere = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="ampere")
+    blackwell = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="blackwell")
+    assert hopper == STORED_120B
+    # Marlin: intermediate 2880 -> 2944, hidden 2880 -> 3072; FlashInfer: both to 3072. The
+    # expert weights and scales grow by the product, their biases by one factor.
+    experts = [
+        s
+        for s in serving.served_storage(GPT_OSS_120B, Workload(engine="vllm")).storage
+        if s.tensor.role is Role.EXPERT
+    ]
+    weights = sum(s.bytes for s in experts if not s.tensor.is_bias)
+    up = sum(s.bytes for s in experts if s.tensor.is_bias and s.tensor.module == "gate_up_proj")
+    down = sum(s.bytes for s in experts if s.tensor.is_bias and s.tensor.module == "down_proj")
+    marlin = weights * (2944 * 3072) / (2880 * 2880) + up * 2944 / 2880 + down * 3072 / 2880
+    assert ampere - hopper == pytest.approx(marlin - weights - up - down, abs=2000)
+    flashinfer = (weights * 3072**2 / 2880**2) + (up + down) * 3072 / 2880
+    assert blackwell - hopper == pytest.approx(flashinfer - weights - up - down, abs=2000)
+    assert "2944 x 3072" in _notes(GPT_OSS_120B, engine="vllm", gpu_arch="ampere")
+    assert "3072 x 3072" in _notes(GPT_OSS_120B, engine="vllm", gpu_arch="blackwell")
+
+
+def test_transformers_keeps_mxfp4_for_gpt_oss_and_says_what_it_needs():
+    kept = _weights(GPT_OSS_120B, engine="transformers", gpu_arch="hopper")
+    assert kept - STORED_120B < 0.001 * STORED_120B  # + transformers' buffers only
+    notes = _notes(GPT_OSS_120B, engine="transformers", gpu_arch="auto")
+    assert "triton >= 3.4" in notes and "dequantizes them to bf16" in notes
+    # before compute capability 7.5 it dequantizes
+    volta = _weights(GPT_OSS_120B, engine="transformers", gpu_arch="volta")
+    assert volta > 3 * kept
+    assert "7.5" in _notes(GPT_OSS_120B, engine="transformers", gpu_arch="volta")
+
+
+def _deepseek_fp8():
+    entry = find("deepseek-v3")
+    config = copy.deepcopy(entry.config)
+    config["quantization_config"] = {
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "weight_block_size": [128, 128],
+    }
+    return as_shipped(spec_from_config(config), config)
+
+
+DEEPSEEK = _deepseek_fp8()
+
+
+@pytest.mark.parametrize(
+    ("arch", "kept"),
+    [("ampere", False), ("ada", True), ("hopper", True), ("blackwell", True), ("auto", True)],
+)
+def test_transformers_keeps_fp8_from_compute_capability_8_9(arch, kept):
+    weights = _weights(DEEPSEEK, engine="transformers", gpu_arch=arch)
+    stored = storage.weight_bytes(DEEPSEEK, "bf16", "none")
+    assert (weights < 1.01 * stored) is kept
+    notes = _notes(DEEPSEEK, engine="transformers", gpu_arch=arch)
+    assert "8.9" in notes or arch != "ampere"
+
+
+def test_vllm_keeps_fp8_everywhere_from_ampere_with_marlin_before_ada():
+    stored = storage.weight_bytes(DEEPSEEK, "bf16", "none")
+    for arch in ("ampere", "ada", "hopper"):
+        assert _weights(DEEPSEEK, engine="vllm", gpu_arch=arch) == stored
+    assert "Marlin" in _notes(DEEPSEEK, engine="vllm", gpu_arch="ampere")
+    assert "Marlin" not in _notes(DEEPSEEK, engine="vllm", gpu_arch="hopper")
+    with pytest.raises(WorkloadError, match=r"compute capability 8\.0"):
+        estimate(DEEPSEEK, Workload(engine="vllm", gpu_arch="turing"))
+
+
+def test_nvfp4_checkpoints_are_vllms():
+    qwen = find("qwen3.6-27b-nvfp4").spec()
+    assert qwen.quantization == "nvfp4"
+    conflicts = engine_conflicts("inference", "transformers", "none", "auto", qwen.quantization)
+    assert conflicts and conflicts[0].engines == ("vllm",)
+    assert "Marlin" in _notes(qwen, engine="vllm", gpu_arch="hopper")
+    assert "Marlin" not in _notes(qwen, engine="vllm", gpu_arch="blackwell")
+
+
+def test_compressed_tensors_weights_are_decompressed_by_transformers():
+    config = copy.deepcopy(find("llama-3.1-8b").config)
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "g": {
+                "weights": {"num_bits": 4, "type": "int", "group_size": 128},
+                "targets": ["Linear"],
+            }
+        },
+        "ignore": ["lm_head"],
+    }
+    spec = as_shipped(spec_from_config(config), config)
+    vllm = _weights(spec, engine="vllm")
+    transformers = _weights(spec, engine="transformers")
+    assert vllm == storage.weight_bytes(spec, "bf16", "none")
+    assert transformers > 2.5 * vllm
+    assert "first forward" in _notes(spec, engine="transformers")
+
+
+def test_another_quant_replaces_the_stored_format_with_a_note():
+    nvfp4 = estimate(GPT_OSS_120B, Workload(engine="vllm", quant="nvfp4", gpu_arch="hopper"))
+    assert nvfp4.components["weights"] != STORED_120B
+    assert any("not as the checkpoint is stored (MXFP4 experts" in n for n in nvfp4.notes)
+    same = estimate(GPT_OSS_120B, Workload(engine="vllm", quant="mxfp4", gpu_arch="hopper"))
+    assert same.components["weights"] == STORED_120B
+    assert not any("not as the checkpoint is stored" in n for n in same.notes)
+
+
+@pytest.mark.parametrize("quant", ["mxfp4", "nvfp4", "fp8-block", "w4a16", "w8a8", "fp8-tensor"])
+def test_the_new_schemes_quantize_a_16_bit_model(quant):
+    llama = find("llama-3.1-8b").spec()
+    quantized = [s for s in storage.assign_storage(llama, "bf16", quant) if s.storage == quant]
+    bits = 8 * sum(s.bytes for s in quantized) / sum(s.tensor.numel for s in quantized)
+    assert bits == pytest.approx(dtypes.get_scheme(quant).nominal_bits_per_weight, rel=0.01)
+    assert {s.tensor.role for s in quantized} == {Role.ATTENTION, Role.MLP}
+    est = estimate(llama, Workload(engine="vllm", quant=quant))
+    assert est.components["weights"] < 0.6 * _weights(llama, engine="vllm")
+
+
+def test_mtp_layers_are_counted_only_when_vllm_loads_them():
+    spec = find("deepseek-v3.2").spec()
+    assert spec.quantization == "fp8-block"
+    layers = {t.layer for t in spec.mtp_tensors}
+    assert layers == {61}
+    assert not any(t.layer == 61 for t in spec.tensors)
+    plain = _weights(spec, engine="vllm", gpu_arch="hopper")
+    loaded = _weights(spec, engine="vllm", gpu_arch="hopper", mtp=True)
+    # one MoE block of DeepSeek-V3, about 11.5B parameters, in FP8
+    assert 10.5e9 < loaded - plain < 12.5e9
+    assert "not counted" in _notes(spec, engine="vllm", gpu_arch="hopper")
+    assert "are loaded for MTP" in _notes(spec, engine="vllm", gpu_arch="hopper", mtp=True)
+    assert "does not load" in _notes(spec, engine="transformers", mtp=True)
+    assert _weights(spec, engine="transformers", mtp=True) == _weights(spec, engine="transformers")
+
+
+def test_a_nested_text_config_quantization_is_read():
+    config = {"model_type": "x", "text_config": {**find("llama-3.1-8b").config}}
+    config["text_config"]["quantization_config"] = {"quant_method": "fp8"}
+    from vramgui.core.formats import read_format
+
+    found = read_format(config)
+    assert found is not None and found.name == "fp8-block"
+
+
+def test_an_unknown_method_is_counted_in_16_bits_and_said_approximate():
+    config = copy.deepcopy(find("llama-3.1-8b").config)
+    config["quantization_config"] = {"quant_method": "hqq", "nbits": 4}
+    spec = as_shipped(spec_from_config(config), config)
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert any("'hqq' is not modelled" in w for w in spec.warnings)
+    assert storage.weight_bytes(spec, "bf16", "none") == storage.weight_bytes(
+        find("llama-3.1-8b").spec(), "bf16", "none"
     )
 
 
-def test_sliding_and_full_groups_count_tokens_as_vllm_logs_them(catalog):
-    # dennislee22/vLLM-benchmarking, vllm-120B-4gpuA10080GB-0.8GRAM-diff-nodes.log (vLLM
-    # 0.10.1.1): gpt-oss-120b at TP 4, --max-model-len 16384, 2048 batched tokens.
-    # "GPU KV cache size: 2,640,144 tokens", "Maximum concurrency ... 284.25x": 330,018 blocks.
-    w = Workload(engine="vllm", tp=4, gpus=4, seq=16384, vllm_version="0.10")
-    layout = _layout(catalog("gpt-oss-120b"), w)
-    assert [(g.spec.kind, g.layers) for g in layout.groups] == [("sliding", 18), ("full", 18)]
-    assert layout.groups[0].spec.page_bytes == 16 * 2 * 64 * 2 * 2  # 2 K/V heads of 64 per rank
-    # A request: 1024 full blocks, and the window (128 - 1 + 2048 tokens) plus one.
-    assert layout.blocks_per_request(16384, 2048) == 1024 + 137
-    assert layout.reported_tokens(330018, 16384, 2048, serving.RULES["0.10"]) == 2640144
-    assert round(layout.concurrency(330018, 16384, 2048), 2) == 284.25
-    # From 0.20 the log line is the concurrency times the length: the window's saving shows.
-    tokens = layout.reported_tokens(330018, 16384, 2048, serving.RULES["0.20"])
-    assert tokens == int(330018 / 1161 * 16384) > 2640144
-
-
-def test_a_rare_kind_sets_the_group_size_and_the_others_are_padded(catalog):
-    # Gemma 3 27B: 52 sliding-window layers and 10 full ones -> groups of 10, the sliding
-    # layers in 6 of them (the last padded with 8 layers, as vLLM warns).
-    layout = _layout(catalog("gemma-3-27b"), Workload(engine="vllm"))
-    assert [g.layers for g in layout.groups] == [10] * 7
-    assert sum(g.spec.kind == "sliding" for g in layout.groups) == 6
-    assert layout.block_bytes == 10 * layout.groups[0].spec.page_bytes
-
-
-def test_state_pages_and_attention_blocks_are_made_equal(catalog):
-    # Nemotron-H: Mamba layers' state and attention blocks share one page size; the attention
-    # block grows in steps of 16 tokens until it holds a state.
-    specs = serving.layer_specs(
-        catalog("nemotron-3-nano-30b-a3b"), Workload(engine="vllm"), range(52)
-    )
-    state = max(s.state_bytes for s in specs)
-    layout = serving.kv_layout(specs, serving.RULES["0.20"])
-    pages = {s.page_bytes for s in layout.specs}
-    assert len(pages) == 1 and pages.pop() >= state
-    attention = next(s for s in layout.specs if s.kind == "full")
-    assert attention.block_size % 16 == 0 and attention.block_size > 16
-    assert (attention.block_size - 16) * attention.token_bytes < state
-    # One state block per request, whatever the length.
-    mamba = next(s for s in layout.specs if s.kind == "state")
-    assert mamba.blocks_per_request(1_000_000, 2048) == 1
-
-
-def test_gated_deltanet_states_as_vllm_sizes_them(catalog):
-    # noonghunna/club-3090 issue 652 (vLLM 0.24.0, RTX 5090): Qwen3.6-35B-A3B, fp8 KV cache,
-    # --max-model-len 131072, prefix caching on. "Available KV cache memory: 6.01 GiB",
-    # "GPU KV cache size: 569,878 tokens", "Maximum concurrency ...: 4.35x". The recurrent
-    # state is float32 (the config's mamba_ssm_dtype), the convolution keeps kernel - 1 inputs,
-    # attention blocks grow to 2096 tokens to hold a state, and prefix caching keeps one more
-    # state per request ("align"): 300 blocks, 63 + 3 x 2 per request.
-    spec = catalog("qwen3.6-35b-a3b-nvfp4")
-    w = Workload(engine="vllm", seq=131072, kv_dtype="fp8", enable_prefix_caching=True)
-    layout = _layout(spec, w)
-    attention = next(g.spec for g in layout.groups if g.spec.kind == "full")
-    assert attention.block_size == 2096
-    assert layout.blocks(round(6.01 * GiB)) == 300
-    assert layout.blocks_per_request(131072, 8192) == 69
-    assert layout.reported_tokens(300, 131072, 8192, serving.RULES["0.20"]) == 569878
-    # Without prefix caching (0.24's default for hybrid models) one state per request.
-    plain = _layout(spec, w.with_(enable_prefix_caching=None))
-    assert plain.blocks_per_request(131072, 8192) == 66
-    # Each speculative token keeps one more state and one more convolution input.
-    mtp = _layout(spec, w.with_(speculative="mtp", num_speculative_tokens=3))
-    state = next(g.spec for g in mtp.groups if g.spec.kind == "state")
-    assert state.state_blocks == 1 + 3 + 1
-
-
-def test_more_sequences_than_state_blocks_is_refused(catalog):
-    # vLLM 0.20.2 and later refuse a hybrid model whose pool has fewer blocks than
-    # --max-num-seqs when it captures full decode graphs (resolve_cudagraph_mode_and_sizes):
-    # Qwen3.5-27B in 16 bits on an H100 at its default 1024 sequences.
-    spec = catalog("qwen3.5-27b")
-    w = Workload(engine="vllm", seq=32768)
-    _, plan = _plan(spec, w, H100)
-    assert plan.scheduler.max_num_seqs == 1024
-    up = plan.startup(H100, 0.9, 32768)
-    assert not up.starts and "exceeds available Mamba cache blocks" in up.message
-    assert f"at most {up.blocks}" in up.message
-    assert up.blocks < 1024
-    # No CUDA graphs, or fewer sequences, and it starts.
-    _, eager = _plan(spec, w.with_(enforce_eager=True), H100)
-    assert eager.startup(H100, 0.9, 32768).starts
-    _, fewer = _plan(spec, w.with_(max_num_seqs=256), H100)
-    assert fewer.startup(H100, 0.9, 32768).starts
-    # 0.11 has no such check.
-    _, old = _plan(spec, w.with_(vllm_version="0.11"), H100)
-    assert "Mamba" not in old.startup(H100, 0.9, 32768).message
-
-
-def test_mla_keeps_one_latent_per_token_on_every_rank(catalog):
-    spec = catalog("deepseek-v2-lite")
-    for tp in (1, 2):
-        specs = serving.layer_specs(spec, Workload(engine="vllm", tp=tp, gpus=tp), range(27))
-        assert {s.token_bytes for s in specs} == {(512 + 64) * 2}
-
-
-def test_pages_of_different_sizes_need_a_newer_vllm():
-    specs = [serving.LayerKv("full", 512), serving.LayerKv("sliding", 1024, window=512)] * 4
-    with pytest.raises(WorkloadError, match=r"0\.11 cannot allocate"):
-        serving.kv_layout(specs, serving.RULES["0.11"])
-    layout = serving.kv_layout(specs, serving.RULES["0.20"])
-    assert {s.page_bytes for s in layout.specs} == {16 * 1024}
-    assert {s.block_size for s in layout.specs if s.kind == "full"} == {32}
-
-
-def test_a_refused_start_names_the_longest_length_that_starts(catalog):
-    spec = catalog("llama-3.1-8b")
-    w = Workload(engine="vllm", seq=131072)
-    engine, _ = _plan(spec, w)
-    up = engine.startup(RTX_4090)
-    assert not up.starts
-    assert up.message.startswith("To serve at least one request with the models's max seq len")
-    assert f"the estimated maximum model length is {up.largest_model_len}." in up.message
-    longest = up.largest_model_len
-    assert 0 < longest < 131072
-    assert engine.startup(RTX_4090, max_model_len=longest).starts
-    assert not engine.startup(RTX_4090, max_model_len=longest + 1).starts
-    # The estimate says so: it does not fit, and the JSON carries vLLM's figures.
-    est = estimate(spec, w, RTX_4090, "RTX 4090")
-    (row,) = fit_rows(est, [("RTX 4090", RTX_4090)])
-    assert not row.fits and row.headroom_bytes == -(up.needed_bytes - up.available_bytes)
-    assert est.details["vllm_starts"] is False and "estimated maximum" in est.details["vllm_error"]
-    assert largest_fitting(spec, w, RTX_4090, "seq") == longest
-    # The cheapest change that makes it start comes first.
-    first = advise(spec, w, RTX_4090)[0]
-    assert first.fits
-    assert estimate(spec, w.with_(**first.changes), RTX_4090).details["vllm_starts"]
-
-
-def test_utilization_beyond_free_memory_is_refused_as_vllm_refuses_it(catalog):
-    engine, _ = _plan(catalog("llama-3.2-1b"), Workload(engine="vllm", gpu_memory_utilization=1.0))
-    up = engine.startup(RTX_4090)
-    assert not up.starts and up.message.startswith("Free memory on device")
-    assert up.largest_model_len == 0
-
-
-def test_the_document_gives_the_pool_in_tokens_and_the_concurrency(catalog):
-    doc = document_for(
-        catalog("qwen3-8b"),
-        Workload(engine="vllm", seq=8192),
-        [("RTX 4090", RTX_4090), ("H100 SXM", H100)],
-    )
-    details = doc["details"]
-    assert details["kv_pool_tokens"] > 0
-    assert details["max_concurrency"] == pytest.approx(
-        details["kv_pool_blocks"] / (8192 // details["kv_block_size"]), abs=0.01
-    )
-    h100 = doc["fit"][1]["vllm"]
-    assert h100["starts"] and h100["kv_pool_tokens"] > 4 * details["kv_pool_tokens"]
-    json.dumps(doc)  # plain JSON
-
-
-def _pool(spec, capacity=RTX_4090, **settings):
-    w = Workload(engine="vllm", seq=4096, **settings)
-    engine, _ = _plan(spec, w, capacity)
-    return engine.startup(capacity)
-
-
-def test_each_knob_moves_the_pool_the_way_vllm_does(catalog):
-    spec = catalog("qwen3-8b")
-    base = _pool(spec)
-    # FP8 halves every token's bytes: twice the blocks from the same memory.
-    fp8 = _pool(spec, kv_dtype="fp8")
-    assert fp8.available_bytes == base.available_bytes
-    assert fp8.blocks in (2 * base.blocks, 2 * base.blocks + 1)
-    # More of the GPU, more pool; the difference is the extra share, byte for byte.
-    more = _pool(spec, gpu_memory_utilization=0.95)
-    assert more.available_bytes - base.available_bytes == more.requested_bytes - (
-        base.requested_bytes
-    )
-    # Fewer sequences to warm the sampler up, fewer batched tokens to profile: a smaller peak.
-    assert _pool(spec, max_num_seqs=16).available_bytes > base.available_bytes
-    assert _pool(spec, max_num_batched_tokens=8192).available_bytes < base.available_bytes
-    # CUDA graphs come out of the pool from 0.20; before, out of the margin.
-    eager = _pool(spec, enforce_eager=True)
-    assert eager.available_bytes > base.available_bytes
-    old, old_eager = (
-        _pool(spec, vllm_version="0.11"),
-        _pool(spec, vllm_version="0.11", enforce_eager=True),
-    )
-    assert old.available_bytes == old_eager.available_bytes
-    assert old.used_bytes > old_eager.used_bytes
-    # LoRA slots: rank x (in + out) of every linear module, per adapter, in bf16.
-    lora = _pool(spec, enable_lora=True, max_loras=4, max_lora_rank=64)
-    slots = serving.lora_slot_bytes(
-        spec, Workload(engine="vllm", enable_lora=True, max_loras=4, max_lora_rank=64), range(36)
-    )
-    assert slots == 4 * 64 * 2 * sum(
-        sum(t.shape)
-        for t in spec.tensors
-        if t.layer is not None and len(t.shape) == 2 and t.role.value in ("attention", "mlp")
-    )
-    assert base.available_bytes - lora.available_bytes == slots
-    # Weights kept in host RAM leave their room to the pool.
-    offload = _pool(spec, cpu_offload_gb=4)
-    assert offload.available_bytes - base.available_bytes == 4 * GiB
-
-
-def test_parallelism_shards_weights_and_heads(catalog):
-    spec = catalog("qwen3-8b")
-    one = _plan(spec, Workload(engine="vllm"))[1]
-    two = _plan(spec, Workload(engine="vllm", tp=2, gpus=2))[1]
-    assert two.weights_bytes == pytest.approx(one.weights_bytes / 2, rel=0.05)
-    assert two.stages[0].layout.token_bytes * 2 == one.stages[0].layout.token_bytes
-    pp = _plan(spec, Workload(engine="vllm", pp=2, gpus=2))[1]
-    assert len(pp.stages) == 2
-    assert [len(s.layout.specs) for s in pp.stages] == [18, 18]
-    assert serving.pipeline_layers(7, 3) == ((0, 1), (2, 3, 4), (5, 6))
-    with pytest.raises(WorkloadError, match="KV heads"):
-        _plan(spec, Workload(engine="vllm", tp=3, gpus=3))
-
-
-def test_speculative_decoding_adds_its_layers(catalog):
-    spec = catalog("deepseek-v2-lite")
-    with pytest.raises(WorkloadError, match="multi-token-prediction"):
-        _plan(spec, Workload(engine="vllm", speculative="mtp"))
-    v3 = catalog("deepseek-v3")
-    w = Workload(engine="vllm", gpus=8, tp=8)
-    plain = _plan(v3, w, H100)[1]
-    mtp = _plan(v3, w.with_(speculative="mtp"), H100)[1]
-    assert len(mtp.stages[0].layout.specs) == len(plain.stages[0].layout.specs) + 1
-    assert mtp.weights_bytes > plain.weights_bytes
-    target, draft = catalog("llama-3.1-8b"), catalog("llama-3.2-1b")
-    w = Workload(engine="vllm", speculative="draft", draft_model="llama-3.2-1b")
-    unread = estimate(target, w, RTX_4090)
-    assert "No draft model read yet" in unread.notes[0]
-    with_draft = estimate(target, w, RTX_4090, draft=draft)
-    without = estimate(target, w.with_(speculative="none"), RTX_4090)
-    # Llama 3.2 1B in bf16, its tied embedding counted once.
-    assert with_draft.components["weights"] - without.components["weights"] == 2 * draft.parameters
-    assert with_draft.details["kv_pool_tokens"] < without.details["kv_pool_tokens"]
-
-
-def test_more_gpus_are_needed_until_vllm_starts(catalog):
-    spec = catalog("llama-3.1-70b")
-    w = Workload(engine="vllm", seq=32768)
-    count = gpus_needed(spec, w, H100)
-    assert count is not None and count > 1
-
-    def starts(n):
-        return estimate(spec, w.with_(gpus=n, tp=n), H100, "H100 SXM").details["vllm_starts"]
-
-    assert starts(count) and not starts(count // 2)
-
-
-def test_the_launch_line_reproduces_every_knob(catalog):
-    w = Workload(
-        engine="vllm",
-        seq=16384,
-        tp=2,
-        pp=2,
-        gpus=4,
-        kv_dtype="fp8",
-        max_num_seqs=64,
-        max_num_batched_tokens=4096,
-        enforce_eager=True,
-        enable_lora=True,
-        max_loras=2,
-        max_lora_rank=32,
-        speculative="draft",
-        draft_model="llama-3.2-1b",
-        num_speculative_tokens=4,
-        cpu_offload_gb=2.5,
-        gpu_memory_utilization=0.85,
-        enable_prefix_caching=False,
-    )
-    text = vllm_settings(catalog("llama-3.1-8b"), w).text
-    for flag in (
-        "--max-model-len 16384",
-        "--tensor-parallel-size 2",
-        "--pipeline-parallel-size 2",
-        "--kv-cache-dtype fp8",
-        "--max-num-seqs 64",
-        "--max-num-batched-tokens 4096",
-        "--enforce-eager",
-        "--enable-lora --max-loras 2 --max-lora-rank 32",
-        "--cpu-offload-gb 2.5",
-        "--gpu-memory-utilization 0.85",
-        "--no-enable-prefix-caching",
-    ):
-        assert flag in text
-    assert '"model":"llama-3.2-1b","num_speculative_tokens":4' in text
-    plain = vllm_settings(catalog("llama-3.1-8b"), Workload(engine="vllm")).text
-    for flag in (
-        "--max-num-seqs",
-        "--enforce-eager",
-        "--enable-lora",
-        "--speculative-config",
-        "prefix-caching",
-    ):
-        assert flag not in plain
-
-
-def test_scheduler_defaults_follow_the_gpu():
-    w = Workload(engine="vllm")
-    small = serving.scheduler_settings(w, 23 * GiB)
-    large = serving.scheduler_settings(w, 79 * GiB, "H100 SXM")
-    a100 = serving.scheduler_settings(w, 79 * GiB, "A100 SXM 80GB")
-    assert (small.max_num_seqs, small.max_num_batched_tokens) == (256, 2048)
-    assert (large.max_num_seqs, large.max_num_batched_tokens) == (1024, 8192)
-    assert a100 == small
-    with pytest.raises(WorkloadError, match="at least --max-num-seqs"):
-        serving.scheduler_settings(w.with_(max_num_seqs=512, max_num_batched_tokens=256), None)
-
-
-def test_versions_map_to_the_rules_read():
-    assert serving.rules_for("0.10.1.1") is serving.RULES["0.10"]
-    assert serving.rules_for("0.11.0") is serving.RULES["0.11"]
-    assert serving.rules_for("0.20.2rc1.dev9") is serving.RULES["0.20"]
-    assert serving.rules_for("0.34.0") is serving.RULES["0.20"]
-    assert serving.rules_for("0.9.2") is serving.RULES["0.10"]
-    assert replace(serving.RULES["0.20"], sampler="pytorch").cuda_graphs_in_pool
+def test_served_storage_keeps_roles_and_routers_unquantized():
+    served = serving.served_storage(DEEPSEEK, Workload(engine="vllm", gpu_arch="hopper"))
+    routers = [s for s in served.storage if s.tensor.role is Role.ROUTER]
+    assert routers and all(s.storage in ("F32", "BF16") for s in routers)
+    experts = [s for s in served.storage if s.tensor.role is Role.EXPERT]
+    assert experts and {s.storage for s in experts} == {"fp8-block"}

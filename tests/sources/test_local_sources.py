@@ -119,7 +119,7 @@ def test_gptq_checkpoint_is_estimated_as_stored(tmp_path):
     tensors["model.layers.0.self_attn.q_proj.qzeros"] = ("I32", (2, 8))
     folder = write_model_folder(tmp_path / "gptq", config, tensors)
     spec = load_model(str(folder)).spec
-    assert spec.quantization == "gptq-int4"
+    assert spec.quantization == "gptq-int4-g32"
     qweight = next(t for t in spec.tensors if t.name.endswith("q_proj.qweight"))
     assert (qweight.dtype, qweight.module, qweight.role) == ("I32", "q_proj", Role.ATTENTION)
     assert _stored_bytes(spec) == header_totals(tensors)[1]
@@ -129,18 +129,27 @@ def test_gptq_checkpoint_is_estimated_as_stored(tmp_path):
     ("qc", "expected"),
     [
         ({"quant_method": "awq", "bits": 4}, "awq-int4"),
-        (
+        (  # bnb_4bit_use_double_quant defaults to False
             {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+            "nf4-nodq",
+        ),
+        (
+            {
+                "quant_method": "bitsandbytes",
+                "load_in_4bit": True,
+                "bnb_4bit_quant_type": "nf4",
+                "bnb_4bit_use_double_quant": True,
+            },
             "nf4",
         ),
         ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "int8"),
-        ({"quant_method": "fp8"}, "fp8"),
+        ({"quant_method": "fp8"}, "fp8-block"),  # FineGrainedFP8Config's default blocks
         (
             {
                 "quant_method": "compressed-tensors",
                 "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}},
             },
-            "fp8",
+            "fp8-tensor",  # no strategy nor group size: QuantizationArgs infers "tensor"
         ),
     ],
 )

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
+from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
 from vramgui.core.units import parse_count as units_parse_count
@@ -14,6 +15,7 @@ from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
     ENGINES,
+    GPU_ARCH_CHOICES,
     KV_DTYPES,
     LOOPS,
     METHOD_RECIPES,
@@ -231,10 +233,14 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype", choices=DTYPES, default=d.dtype, help="dtype of unquantized weights and compute"
     )
+    named = ", ".join(n for n, s in SCHEMES.items() if s.family not in ("none", "gguf"))
     parser.add_argument(
         "--quant",
         default=d.quant,
-        help="none, int8, nf4, fp4, gptq-int4, awq-int4, fp8 or a GGUF type such as Q4_K_M",
+        help=f"weight quantization, as the libraries name it: none (a pre-quantized checkpoint: "
+        f"as it is stored), {named}, a GPTQ / AWQ / w4a16 group size (gptq-int4-g32), or a "
+        "GGUF type such as Q4_K_M; a scheme other than the checkpoint's own is estimated in its "
+        "place, with a note",
     )
     parser.add_argument(
         "--engine",
@@ -322,6 +328,18 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME|local",
         help="fit check against a catalog GPU or the local GPUs (repeatable)",
     )
+    parser.add_argument(
+        "--gpu-arch",
+        choices=GPU_ARCH_CHOICES,
+        default=None,
+        help="the GPU generation the engine runs on, which decides what it does with FP8, FP4 "
+        "and MXFP4 weights (default: the first --gpu's; auto: one that runs the format natively)",
+    )
+    parser.add_argument(
+        "--mtp",
+        action="store_true",
+        help="load the checkpoint's multi-token-prediction layers (vLLM MTP speculative decoding)",
+    )
 
 
 def add_vllm_options(parser: argparse.ArgumentParser) -> None:
@@ -377,11 +395,6 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
         help="speculative decoding with this draft model (catalog name, Hub id, folder)",
     )
     group.add_argument(
-        "--mtp",
-        action="store_true",
-        help="speculative decoding with the model's own multi-token-prediction layers",
-    )
-    group.add_argument(
         "--num-speculative-tokens",
         type=int,
         default=d.num_speculative_tokens,
@@ -428,9 +441,12 @@ def workload_from_args(
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
-    if args.mtp and args.speculative_model:
-        raise WorkloadError("choose --mtp or --speculative-model, not both")
-    speculative = "mtp" if args.mtp else "draft" if args.speculative_model else "none"
+    speculative = "draft" if args.speculative_model else "none"
+    gpu_arch = args.gpu_arch
+    if gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        gpu_arch = architecture_of(args.gpu[0]) if args.gpu else "auto"
     return Workload(
         mode=args.mode,
         batch=args.batch,
@@ -472,6 +488,8 @@ def workload_from_args(
         cpu_offload_gb=args.cpu_offload_gb,
         enable_prefix_caching=args.enable_prefix_caching,
         vllm_version=args.vllm_version,
+        gpu_arch=gpu_arch,
+        mtp=args.mtp,
     )
 
 
@@ -589,8 +607,14 @@ def run(args: argparse.Namespace) -> int:
     loaded, workload = load_for(args)
     spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
-    first = capacities[0] if capacities else ("", None)
-    est = estimate(spec, workload, first[1], first[0], draft)
+    capacity = capacities[0][1] if capacities else None
+    if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        # "local": the generation of the first GPU NVML names
+        workload = workload.with_(gpu_arch=architecture_of(capacities[0][0]))
+    first = capacities[0][0] if capacities else ""
+    est = estimate(spec, workload, capacity, first, draft)
     rows = fit_rows(est, capacities)
     extra: dict[str, Any] = {}
     if capacities and workload.mode == "inference":
@@ -645,8 +669,11 @@ def format_table(doc: dict[str, Any]) -> str:
 
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
+    stored = model.get("stored_format")
     lines = [
-        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters)",
+        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters"
+        + (f"; stored as {stored}" if stored else "")
+        + ")",
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
         + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")

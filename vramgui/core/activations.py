@@ -2,7 +2,7 @@
 prefill followed op by op inside the last decoder block (attention kernels, MLP widths, the
 mask, the last position's logits), the peak of vLLM's profiling forward, and llama.cpp's
 compute buffer. The KV cache and the weights are inference.py's; vLLM's start-up, which this
-profile peak feeds, is serving.py's."""
+profile peak feeds, is vllm_startup.py's."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import inference, serving, training
+from vramgui.core import inference, storage, training, vllm_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.workload import Workload
@@ -72,7 +72,7 @@ class Estimate:
     host_bytes: int = 0
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
-    vllm: serving.VllmEngine | None = field(default=None, compare=False, repr=False)
+    vllm: vllm_startup.VllmEngine | None = field(default=None, compare=False, repr=False)
 
     @property
     def total_bytes(self) -> int:
@@ -136,6 +136,7 @@ class Estimator:
         self._error: VramguiError | None = None
         self._plan: inference.InferencePlan | training.TrainingPlan | None = None
         try:
+            self._notes = (*spec.warnings, *override_notes(spec, workload))
             workload.check_checkpoint(spec.quantization)
             if workload.mode == "inference":
                 self._plan = inference.InferencePlan(
@@ -215,6 +216,17 @@ class Estimator:
         )
 
 
+def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
+    """What the user should know when ``--quant`` replaces the checkpoint's own format."""
+    if not storage.overridden(spec, workload.quant):
+        return ()
+    own = storage.format_label(spec, workload.dtype) or spec.quantization
+    return (
+        f"Estimated as --quant {workload.quant}, not as the checkpoint is stored ({own}): "
+        f"running it so means quantizing the original weights to {workload.quant}.",
+    )
+
+
 def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:
     """CUDA context plus the caching allocator's slack, unless the user set the overhead."""
     if workload.overhead_bytes is not None:
@@ -224,7 +236,7 @@ def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:
     if workload.engine == "vllm":
         # The context and NCCL's set-up, outside vLLM's share; its own non-torch memory is
         # counted in its activations.
-        return serving.CUDA_CONTEXT_BYTES
+        return vllm_startup.CUDA_CONTEXT_BYTES
     if workload.engine == "llamacpp":
         return LLAMACPP_CONTEXT_BYTES
     return CUDA_CONTEXT_BYTES + round(INFERENCE_ALLOCATOR_SLACK * tensor_bytes)

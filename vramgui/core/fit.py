@@ -14,7 +14,6 @@ from vramgui.core import dtypes
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.model import ModelSpec
-from vramgui.core.serving import Startup
 from vramgui.core.speed import (
     Hardware,
     Price,
@@ -23,6 +22,7 @@ from vramgui.core.speed import (
     serving_speed,
     training_speed,
 )
+from vramgui.core.vllm_startup import Startup
 from vramgui.core.workload import MAX_BATCH, Workload
 
 Capacity = tuple[str, int]

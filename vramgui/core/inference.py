@@ -12,10 +12,11 @@ Sweeps and solvers estimate one setup at many batch sizes and context lengths, s
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, serving, storage
+from vramgui.core import dtypes, serving, vllm_startup
 from vramgui.core.activations import (
     LEARNED_POSITIONS,
     LLAMACPP_UBATCH,
@@ -56,7 +57,7 @@ class InferenceBreakdown:
     phase: str
     notes: tuple[str, ...]
     details: dict[str, int | float | bool | str]
-    vllm: serving.VllmEngine | None = None
+    vllm: vllm_startup.VllmEngine | None = None
     overhead_bytes: int | None = None
 
 
@@ -225,6 +226,7 @@ class InferencePlan:
         "_error",
         "_error_first",
         "_facts",
+        "_format_notes",
         "_gpu_name",
         "_host",
         "_kv",
@@ -232,6 +234,7 @@ class InferencePlan:
         "_notes",
         "_phase",
         "_prefill",
+        "_rotary",
         "_vllm",
         "_weights",
         "_workload",
@@ -266,12 +269,14 @@ class InferencePlan:
     def _prepare(self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
+        self._format_notes = serving.served_storage(spec, workload).notes
         if workload.engine == "transformers":
             weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
-        self._vllm: serving.VllmEngine | None = None
+        self._vllm: vllm_startup.VllmEngine | None = None
+        self._rotary = 0
         self._details: dict[str, int | float | bool | str] = {}
         self._notes: tuple[str, ...] = ()
         if workload.engine == "transformers":
@@ -296,12 +301,15 @@ class InferencePlan:
                 )
             self._notes = tuple(notes)
         elif workload.engine == "vllm":
-            engine = serving.VllmEngine(
+            engine = vllm_startup.VllmEngine(
                 spec, workload, rank_tensor_bytes(spec, workload), _draft(draft, workload)
             )
             plan = engine.plan(self._capacity, self._gpu_name)  # raises what vLLM refuses
             self._vllm = engine
-            self._weights = plan.weights_bytes
+            # vLLM counts its rotary cos / sin table in "Model loading took"; here it is a
+            # buffer beside the weights, in the runtime overhead.
+            self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
+            self._weights = plan.weights_bytes - self._rotary
             self._phase = "serving (KV pool sized at start-up)"
             if workload.speculative == "draft" and draft is None:
                 self._notes = (
@@ -345,13 +353,11 @@ class InferencePlan:
         if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
         elif self._vllm is not None:
-            kv, activations, notes = self._vllm_breakdown(batch, seq, details)
-            overhead = serving.CUDA_CONTEXT_BYTES
-            if self._capacity is None:
-                # The GPU vLLM starts on: its share holds all of this, the rest stays free.
-                held = self._weights + kv + activations
-                utilization = self._workload.gpu_memory_utilization
-                overhead = round(held / utilization) - held + serving.CUDA_RESERVED_BYTES
+            kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
+            overhead = vllm_startup.CUDA_CONTEXT_BYTES + self._rotary
+            if needs is not None:
+                # No GPU, or one vLLM refuses: the total is the GPU vLLM needs to start.
+                overhead = needs - (self._weights + kv + activations)
         else:
             activations = llamacpp_compute_buffer(
                 self._facts,
@@ -365,17 +371,29 @@ class InferencePlan:
             activations_bytes=activations,
             host_bytes=self._host,
             phase=self._phase,
-            notes=notes,
+            notes=(*self._format_notes, *notes),
             details=details,
             vllm=self._vllm,
             overhead_bytes=overhead,
         )
 
+    def _vllm_needs(self, plan: vllm_startup.VllmPlan, kv: int) -> int:
+        """The GPU (as nvidia-smi counts it) on which vLLM holds ``kv`` of KV pool besides the
+        rest of ``plan``: its share (--gpu-memory-utilization) holds them, and what it leaves
+        free holds the CUDA context."""
+        utilization = self._workload.gpu_memory_utilization
+        held = self._weights + self._rotary + kv + plan.activation_bytes
+        share = math.ceil(held / utilization)
+        if utilization < 1:
+            share = max(share, math.ceil(vllm_startup.CUDA_CONTEXT_BYTES / (1 - utilization)))
+        return share + vllm_startup.CUDA_RESERVED_BYTES
+
     def _vllm_breakdown(
         self, batch: int, seq: int, details: dict[str, int | float | bool | str]
-    ) -> tuple[int, int, tuple[str, ...]]:
+    ) -> tuple[int, int, tuple[str, ...], int | None]:
         """vLLM's KV cache, activations and notes at ``--max-model-len seq``: the pool it
-        allocates on the GPU given, or what ``batch`` requests need without one."""
+        allocates on the GPU given, or what ``batch`` requests need without one; and the GPU
+        vLLM needs to start when there is none or it refuses the one given (else None)."""
         assert self._vllm is not None
         plan = self._vllm.plan(self._capacity, self._gpu_name)
         activations = plan.activation_bytes
@@ -391,7 +409,15 @@ class InferencePlan:
                 f"(--gpu-memory-utilization {self._workload.gpu_memory_utilization:g}) holds "
                 "the rest, the remainder stays free."
             )
-            return plan.needed_bytes(seq, batch), activations, (*base_notes, note)
+            kv = plan.needed_bytes(seq, batch)
+            needs = self._vllm_needs(plan, kv)
+            large = self._vllm.plan(needs, self._gpu_name)
+            if large is not plan:
+                # A GPU that large takes vLLM's larger scheduler defaults: size for them.
+                plan, activations = large, large.activation_bytes
+                kv = plan.needed_bytes(seq, batch)
+                needs = self._vllm_needs(plan, kv)
+            return kv, activations, (*base_notes, note), needs
         up = plan.startup(self._capacity, self._workload.gpu_memory_utilization, seq)
         details.update(
             vllm_starts=up.starts,
@@ -405,7 +431,16 @@ class InferencePlan:
         if not up.starts:
             details["vllm_error"] = up.message
             where = f" on {self._gpu_name}" if self._gpu_name else ""
-            return needed, activations, (*base_notes, f"vLLM would not start{where}: {up.message}")
+            kv = needed
+            if up.message.startswith("max_num_seqs"):
+                # Enough for one request but too few blocks for --max-num-seqs states.
+                blocks = plan.scheduler.max_num_seqs * max(
+                    s.layout.block_bytes for s in plan.stages
+                )
+                kv = max(needed, blocks)
+            needs = max(self._vllm_needs(plan, kv), self._capacity + 1)
+            note = f"vLLM would not start{where}: {up.message}"
+            return needed, activations, (*base_notes, note), needs
         notes = [
             f"vLLM takes {self._workload.gpu_memory_utilization:.0%} of the GPU; its KV pool "
             f"holds {up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} "
@@ -421,15 +456,17 @@ class InferencePlan:
                 f"--max-num-seqs {plan.scheduler.max_num_seqs} runs at most that many requests at "
                 f"once, fewer than the batch of {batch:,}."
             )
-        return max(up.available_bytes, 0), activations, (*base_notes, *notes)
+        return max(up.available_bytes, 0), activations, (*base_notes, *notes), None
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP."""
+    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP,
+    as the engine holds them (``serving``: a format it dequantizes, kernels' padding, MTP
+    layers)."""
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
-        for st in storage.assign_storage(spec, w.dtype, w.quant):
+        for st in serving.served_storage(spec, w).storage:
             t = st.tensor
             if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
@@ -440,11 +477,14 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
             gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
         return gpu, host
 
-    return spec.cached(("resident_weights", w.dtype, w.quant, w.engine, w.tp), compute)
+    return spec.cached(
+        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+    )
 
 
 def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, Role, int], ...]:
-    """Each weight tensor's bytes on one tensor-parallel rank, with its layer and role."""
+    """Each weight tensor's bytes on one tensor-parallel rank, with its layer and role, as the
+    engine holds them (``serving.served_storage``: kernels' padding, MTP layers when loaded)."""
 
     def compute() -> tuple[tuple[int | None, Role, int], ...]:
         return tuple(
@@ -453,23 +493,25 @@ def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, R
                 st.tensor.role,
                 round(st.bytes * _tp_share(st.tensor.role, st.tensor.is_bias, st.tensor.module, w)),
             )
-            for st in storage.assign_storage(spec, w.dtype, w.quant)
+            for st in serving.served_storage(spec, w).storage
         )
 
-    return spec.cached(("rank_tensors", w.dtype, w.quant, w.tp), compute)
+    return spec.cached(
+        ("rank_tensors", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+    )
 
 
-def _draft(draft: ModelSpec | None, w: Workload) -> serving.Draft | None:
+def _draft(draft: ModelSpec | None, w: Workload) -> vllm_startup.Draft | None:
     """A draft model's share of one GPU, served in the target's dtype and tensor parallelism."""
     if draft is None or w.speculative != "draft":
         return None
-    plain = w.with_(quant="none", enable_lora=False, speculative="none")
+    plain = w.with_(quant="none", enable_lora=False, speculative="none", mtp=False)
     weights = sum(size for _, _, size in rank_tensor_bytes(draft, plain))
     layers = range(draft.facts.num_layers)
-    specs = tuple(serving.layer_specs(draft, plain, layers))
-    tokens = w.max_num_batched_tokens or serving.SERVE_BATCHED_TOKENS[0]
+    specs = tuple(vllm_startup.layer_specs(draft, plain, layers))
+    tokens = w.max_num_batched_tokens or vllm_startup.SERVE_BATCHED_TOKENS[0]
     activation = vllm_profile_peak(draft, plain, tokens, 0)
-    return serving.Draft(draft.name, weights, specs, activation)
+    return vllm_startup.Draft(draft.name, weights, specs, activation)
 
 
 def _check_kv_dtype(workload: Workload) -> None:

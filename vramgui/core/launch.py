@@ -414,7 +414,7 @@ def vllm_settings(
 
 def _speculative_config(w: Workload) -> str:
     """vLLM's ``--speculative-config`` JSON for the workload's speculative decoding, or ""."""
-    if w.speculative == "mtp":
+    if w.mtp:
         config: dict[str, Any] = {"method": "mtp"}
     elif w.speculative == "draft":
         config = {"model": w.draft_model or "DRAFT_MODEL"}

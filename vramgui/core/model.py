@@ -11,7 +11,10 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+if TYPE_CHECKING:
+    from vramgui.core.formats import StoredFormat
 
 _T = TypeVar("_T")
 
@@ -201,10 +204,19 @@ class ModelSpec:
         tensors: every weight tensor, tied tensors listed once.
         architecture: the transformers class name, e.g. ``LlamaForCausalLM``.
         quantization: the checkpoint's own quantization scheme when it is stored quantized
-            (``gptq-int4``, ``awq-int4``, ``fp8``, ``nf4``, a GGUF file type...), else None.
+            (``gptq-int4``, ``awq-int4``, ``fp8-block``, ``mxfp4``, ``nvfp4``, ``nf4``, a GGUF
+            file type...), else None.
         warnings: things the user should know about how this spec was obtained.
         source: a short description of where the facts came from.
         inventory: how exact the tensors and facts are (see Inventory).
+        stored_format: how a pre-quantized checkpoint stores each weight, read from its
+            ``quantization_config`` (None for GGUF files and unquantized checkpoints).
+        logical_tensors: for a checkpoint whose ``tensors`` are its stored (quantized) ones, the
+            tensors the model holds unquantized, synthesized from config.json; empty when
+            ``tensors`` are those already, or when they could not be built.
+        mtp_tensors: multi-token-prediction layers the checkpoint stores beside the model
+            (DeepSeek, GLM, MiMo, Qwen3-Next...): loaded for speculative decoding only, so not
+            part of ``tensors``.
     """
 
     name: str
@@ -215,6 +227,9 @@ class ModelSpec:
     warnings: tuple[str, ...] = ()
     source: str = ""
     inventory: Inventory = Inventory.EXACT
+    stored_format: StoredFormat | None = None
+    logical_tensors: tuple[Tensor, ...] = ()
+    mtp_tensors: tuple[Tensor, ...] = ()
     _by_layer: dict[int | None, tuple[Tensor, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -241,7 +256,9 @@ class ModelSpec:
 
     @property
     def parameters(self) -> int:
-        return self.cached("parameters", lambda: sum(t.numel for t in self.tensors))
+        """Parameters of the model, counted unquantized (a packed checkpoint's logical ones)."""
+        tensors = self.logical_tensors or self.tensors
+        return self.cached("parameters", lambda: sum(t.numel for t in tensors))
 
     def layer_tensors(self, layer: int | None) -> tuple[Tensor, ...]:
         """Tensors of one block (or, for None, those outside every block)."""

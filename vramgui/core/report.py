@@ -28,16 +28,25 @@ SCHEMA = "vramgui.estimate/1"
 
 
 def model_summary(spec: ModelSpec) -> dict[str, Any]:
-    """The "model" object of the documents: name, architecture, parameters, layers, inventory."""
+    """The "model" object of the documents: name, architecture, parameters, layers, inventory,
+    and the format the checkpoint is stored in."""
     return {
         "name": spec.name,
         "architecture": spec.architecture or spec.facts.model_type,
         "parameters": spec.parameters,
         "layers": spec.facts.num_layers,
         "inventory": spec.inventory.value,
+        # The checkpoint's own format ("MXFP4 experts, bf16 elsewhere"), "" when unquantized.
+        "stored_format": storage.format_label(spec, spec_dtype(spec)),
+        "stored_quantization": spec.quantization,
         # What the figures rest on beyond the model's own tensors and config (empty when exact).
         "uncertainties": list(spec.warnings) if spec.inventory is Inventory.APPROXIMATE else [],
     }
+
+
+def spec_dtype(spec: ModelSpec) -> str:
+    """The 16-bit dtype a checkpoint keeps what it does not quantize in ("bf16" by default)."""
+    return spec.stored_format.dtype if spec.stored_format is not None else "bf16"
 
 
 def document_for(

@@ -23,21 +23,37 @@ OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor", "lion")
 LOOPS = ("trainer", "custom")
 # Speculative decoding under vLLM: none, the model's own multi-token-prediction layers, or a draft
 # model (``draft_model`` names it).
-SPECULATIVE = ("none", "mtp", "draft")
-# The vLLM versions whose start-up rules the estimate follows (core/serving.py): 0.20 stands for
+SPECULATIVE = ("none", "draft")
+# The vLLM versions whose start-up rules the estimate follows (core/vllm_startup.py): 0.20 stands for
 # 0.20.2 and later, the default.
 VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
+# NVIDIA GPU generations by compute capability: what a checkpoint's format runs natively on
+# (FP8 tensor cores from Ada, FP4 from Blackwell). "auto": none given (the first --gpu's when one
+# is, else one that runs the format natively, the other cases said in the notes).
+GPU_ARCHS: dict[str, tuple[int, int]] = {
+    "volta": (7, 0),
+    "turing": (7, 5),
+    "ampere": (8, 0),
+    "ada": (8, 9),
+    "hopper": (9, 0),
+    "blackwell": (10, 0),
+}
+GPU_ARCH_CHOICES = ("auto", *GPU_ARCHS)
 
 # What each inference engine loads, by quantization family (``core.dtypes.Scheme.family``).
 # transformers dequantizes a GGUF file to 16 bits when it loads one (``from_pretrained(...,
 # gguf_file=...)``), so GGUF sizes hold for llama.cpp and vLLM only; llama.cpp runs GGUF files
 # only ("none" is then an F16 / BF16 / F32 GGUF).
+# transformers loads no NVFP4 or ModelOpt checkpoint (its NVFP4 quantizer quantizes on load, on
+# Blackwell only); vLLM loads them all.
 ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
-    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8"}),
-    "vllm": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "gguf"}),
+    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "int"}),
+    "vllm": frozenset(
+        {"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "nvfp4", "int", "modelopt", "gguf"}
+    ),
     "llamacpp": frozenset({"none", "gguf"}),
 }
 # KV cache dtypes each engine offers: fp8 is vLLM's, q8_0 / q4_0 are llama.cpp's cache types.
@@ -53,6 +69,10 @@ _ENGINES_FOR = {
     "bitsandbytes": ("transformers", "vllm"),
     "gptq-awq": ("transformers", "vllm"),
     "fp8": ("transformers", "vllm"),
+    "mxfp4": ("transformers", "vllm"),
+    "int": ("vllm", "transformers"),
+    "nvfp4": ("vllm",),
+    "modelopt": ("vllm",),
     "kv:fp8": ("vllm",),
     "kv:q8_0": ("llamacpp",),
     "kv:q4_0": ("llamacpp",),
@@ -114,9 +134,10 @@ class Workload:
             ``max_lora_rank`` (``--max-loras``, ``--max-lora-rank``).
         max_loras: LoRA adapters vLLM holds on the GPU at once.
         max_lora_rank: the largest LoRA rank vLLM reserves room for.
-        speculative: speculative decoding under vLLM: "none", "mtp" (the model's own
-            multi-token-prediction layers) or "draft" (``draft_model``).
-        num_speculative_tokens: tokens proposed per step when speculating.
+        speculative: speculative decoding with a separate draft model under vLLM: "none" or
+            "draft" (``draft_model``); the model's own multi-token-prediction layers are
+            ``mtp``.
+        num_speculative_tokens: tokens proposed per step when speculating (MTP or draft).
         draft_model: the draft model's source (catalog name, Hub id, path) for "draft".
         cpu_offload_gb: vLLM's ``--cpu-offload-gb``: GiB of weights per GPU kept in host RAM.
         enable_prefix_caching: vLLM's ``--enable-prefix-caching`` (True) or
@@ -124,6 +145,10 @@ class Workload:
             changes the pool only for models with state layers (Mamba, linear attention),
             whose states it keeps per block.
         vllm_version: the vLLM version whose start-up rules to follow (``VLLM_VERSIONS``).
+        gpu_arch: the GPU generation the engine runs on (``GPU_ARCHS``), which decides what it
+            does with a checkpoint's format; "auto" when no GPU says.
+        mtp: load the checkpoint's multi-token-prediction layers (vLLM's MTP speculative
+            decoding).
     """
 
     mode: str = "inference"
@@ -162,6 +187,8 @@ class Workload:
     cpu_offload_gb: float = 0.0
     enable_prefix_caching: bool | None = None
     vllm_version: str = VLLM_VERSIONS[-1]
+    gpu_arch: str = "auto"
+    mtp: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -175,6 +202,7 @@ class Workload:
         _check_choice("loop", self.loop, LOOPS)
         _check_choice("speculative", self.speculative, SPECULATIVE)
         _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
+        _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
         _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
@@ -192,6 +220,11 @@ class Workload:
         _check_range("max-loras", self.max_loras, 1, 1 << 10)
         _check_range("max-lora-rank", self.max_lora_rank, 1, 1 << 16)
         _check_range("num-speculative-tokens", self.num_speculative_tokens, 1, 64)
+        if self.mtp and self.speculative == "draft":
+            raise WorkloadError(
+                "speculate with the model's MTP layers (--mtp) or a draft model "
+                "(--speculative-model), not both"
+            )
         if isinstance(self.cpu_offload_gb, bool) or not 0 <= self.cpu_offload_gb < 1 << 20:
             raise WorkloadError(
                 f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
@@ -233,6 +266,11 @@ class Workload:
         conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype, stored)
         if conflicts:
             raise EngineConflictError(conflicts[0])
+
+    @property
+    def speculative_tokens(self) -> int:
+        """Tokens vLLM proposes per step (0: no speculative decoding)."""
+        return self.num_speculative_tokens if self.mtp or self.speculative == "draft" else 0
 
     @property
     def data_parallel(self) -> int:
@@ -351,6 +389,10 @@ def quant_family(name: str) -> str | None:
     A GGUF checkpoint may name its most common ggml type (``Q4_K``) rather than a file type.
     None: a scheme vramgui does not know, on which it has no opinion.
     """
+    if name.startswith("modelopt"):
+        return "modelopt"  # ModelOpt's FP8 layout (a stored format, not a --quant choice)
+    if dtypes.names_ggml_type(name):
+        return "gguf"
     try:
         return dtypes.get_scheme(name).family
     except WorkloadError:
@@ -508,7 +550,14 @@ _INT_FIELDS = {
 }
 _OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens"}
 _FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
-_BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload", "enforce_eager", "enable_lora"}
+_BOOL_FIELDS = {
+    "grad_checkpointing",
+    "fsdp",
+    "cpu_offload",
+    "enforce_eager",
+    "enable_lora",
+    "mtp",
+}
 _OPTIONAL_BOOL_FIELDS = {"enable_prefix_caching"}
 
 

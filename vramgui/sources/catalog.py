@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import ModelRef, ModelSpec
+from vramgui.sources.checkpoint import as_shipped
 from vramgui.sources.errors import SourceError
 
 CATALOG_FORMAT = "vramgui.catalog"
@@ -55,6 +56,12 @@ class CatalogEntry:
         parameters_text: the language model's share of ``parameters`` (all of it for a text model).
         parameters_by_part: ``parameters`` split by top-level module (``language_model``,
             ``vision_tower``, ``multi_modal_projector``, ...), as transformers names them.
+        hf_quant_config: the repo's ``hf_quant_config.json`` (NVIDIA ModelOpt checkpoints
+            whose config.json does not say how they are quantized), else empty.
+        hf_quant_config_source: where ``hf_quant_config`` was read.
+        stored_bytes: the checkpoint's published size (``total_size`` of its
+            model.safetensors.index.json), 0 where none was found.
+        stored_bytes_source: where ``stored_bytes`` was read.
     """
 
     name: str
@@ -73,6 +80,10 @@ class CatalogEntry:
     config_source: str = ""
     parameters_text: int = 0
     parameters_by_part: dict[str, int] = dataclasses.field(default_factory=dict)
+    hf_quant_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hf_quant_config_source: str = ""
+    stored_bytes: int = 0
+    stored_bytes_source: str = ""
 
     @property
     def model_type(self) -> str:
@@ -93,7 +104,11 @@ class CatalogEntry:
         Raises:
             ConfigError: the family is not supported by ``core.families``.
         """
-        spec = spec_from_config(self.config, name=self.hub_id or self.name)
+        spec = as_shipped(
+            spec_from_config(self.config, name=self.hub_id or self.name),
+            self.config,
+            self.hf_quant_config or None,
+        )
         source = f"bundled catalog ({self.name})"
         if self.config_origin:
             source += f", config from {self.config_origin}"
@@ -126,6 +141,10 @@ def _entry(raw: dict[str, Any]) -> CatalogEntry:
             str(k): int(v)
             for k, v in (raw.get("parameters_by_part") or {"language_model": parameters}).items()
         },
+        hf_quant_config=dict(raw.get("hf_quant_config") or {}),
+        hf_quant_config_source=raw.get("hf_quant_config_source", ""),
+        stored_bytes=int(raw.get("stored_bytes") or 0),
+        stored_bytes_source=raw.get("stored_bytes_source", ""),
     )
 
 

@@ -29,6 +29,7 @@ from vramgui.core.families import spec_from_config
 from vramgui.core.model import ModelSpec
 from vramgui.sources.checkpoint import (
     HeaderTensor,
+    as_shipped,
     describe_os_error,
     open_regular,
     read_regular,
@@ -50,6 +51,8 @@ MAX_INT_DIGITS = 24
 MAX_DIMS = 8
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SAFETENSORS_SINGLE = "model.safetensors"
+# NVIDIA ModelOpt writes its quantization here rather than in config.json.
+HF_QUANT_CONFIG = "hf_quant_config.json"
 
 # Bits per element of each safetensors dtype.
 SAFETENSORS_DTYPE_BITS: dict[str, int] = {
@@ -287,13 +290,25 @@ def parse_config(text: str | bytes, origin: str) -> dict[str, Any]:
 
 
 def load_config_file(path: Path) -> ModelSpec:
-    """A spec synthesized from a config.json alone (no checkpoint headers)."""
+    """A spec synthesized from a config.json alone (no checkpoint headers), in the format its
+    ``quantization_config`` (or an ``hf_quant_config.json`` beside it) declares."""
     config = read_config(path)
     # A config.json is its folder's model; any other .json names the model itself.
-    spec = spec_from_config(
-        config, _model_name(path.parent) if path.name == "config.json" else path.stem
-    )
-    return _with_source(spec, f"config.json at {path}")
+    is_folder_config = path.name == "config.json"
+    spec = spec_from_config(config, _model_name(path.parent) if is_folder_config else path.stem)
+    quant = read_hf_quant_config(path.parent) if is_folder_config else None
+    return _with_source(as_shipped(spec, config, quant), f"config.json at {path}")
+
+
+def read_hf_quant_config(folder: Path) -> dict[str, Any] | None:
+    """ModelOpt's ``hf_quant_config.json`` of a model folder, when it has one."""
+    try:
+        names = folder_names(folder)
+    except BadModelFile:
+        return None
+    if HF_QUANT_CONFIG not in names:
+        return None
+    return read_config(folder / HF_QUANT_CONFIG)
 
 
 def _with_source(spec: ModelSpec, source: str, warnings: tuple[str, ...] = ()) -> ModelSpec:
@@ -337,9 +352,10 @@ def load_folder(path: Path, name: str | None = None) -> ModelSpec:
     config_path = path / "config.json"
     config = read_config(config_path)
     name = name or _model_name(path)
+    quant = read_config(path / HF_QUANT_CONFIG) if HF_QUANT_CONFIG in names else None
     if not shards:
         return _with_source(
-            spec_from_config(config, name),
+            as_shipped(spec_from_config(config, name), config, quant),
             f"config.json at {config_path}",
             ("no .safetensors files in the folder: tensors synthesized from config.json",),
         )
@@ -351,7 +367,11 @@ def load_folder(path: Path, name: str | None = None) -> ModelSpec:
                 seen.add(t.name)
                 stored.append(t)
     return spec_from_checkpoint(
-        config, stored, name, f"config.json and safetensors headers in {path}"
+        config,
+        stored,
+        name,
+        f"config.json and safetensors headers in {path}",
+        hf_quant_config=quant,
     )
 
 
@@ -408,7 +428,13 @@ def load_safetensors_file(path: Path) -> ModelSpec:
     source = f"safetensors header of {path}"
     if "config.json" in folder_names(path.parent):
         config = read_config(config_path)
-        return spec_from_checkpoint(config, stored, name, f"{source} with {config_path}")
+        return spec_from_checkpoint(
+            config,
+            stored,
+            name,
+            f"{source} with {config_path}",
+            hf_quant_config=read_hf_quant_config(path.parent),
+        )
     config, warnings = infer_config(stored, path.name)
     return spec_from_checkpoint(config, stored, name, source, warnings=warnings)
 

@@ -1,7 +1,7 @@
 """The Serving tab: what vLLM does with each chosen GPU.
 
 For every GPU of the GPU panel it shows vLLM's start-up as vLLM works it out
-(``core/serving.py``): whether ``vllm serve`` starts, its KV pool in bytes and tokens, how many
+(``core/vllm_startup.py``): whether ``vllm serve`` starts, its KV pool in bytes and tokens, how many
 requests of the current context it holds at once, the longest ``--max-model-len`` that starts
 and, where it does not start, the cheapest change that makes it start. The chart draws the
 concurrency against ``--max-model-len`` for every GPU, with the band where vLLM refuses to start.
@@ -35,8 +35,8 @@ from vramgui.core import fit
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
-from vramgui.core.serving import Startup
 from vramgui.core.units import Unit, format_bytes
+from vramgui.core.vllm_startup import Startup
 from vramgui.core.workload import Workload
 from vramgui.ui import palette
 from vramgui.ui.axes import short_count

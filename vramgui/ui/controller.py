@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.core import fit
+from vramgui.core import fit, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
@@ -50,6 +50,7 @@ from vramgui.core.workload import (
     adjusted,
     quant_family,
 )
+from vramgui.hardware.gpus import architecture_of
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, submit
 
@@ -237,7 +238,7 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
         if not workload.enable_lora:
             for name in ("max_loras", "max_lora_rank"):
                 reasons[name] = "Applies once LoRA adapters are on."
-        if workload.speculative == "none":
+        if not workload.speculative_tokens:
             reasons["num_speculative_tokens"] = "Applies to speculative decoding."
         if workload.speculative != "draft":
             reasons["draft_model"] = "Applies to speculative decoding with a draft model."
@@ -258,9 +259,42 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
         if training:
             reasons.setdefault("zero", "Sharding needs more than one GPU.")
             reasons.setdefault("fsdp", "Sharding needs more than one GPU.")
-    if spec is not None and spec.quantization and workload.mode == "inference":
-        reasons["quant"] = f"The checkpoint is stored quantized ({spec.quantization})."
+    if not training:
+        reasons.update(_stored_reasons(workload, spec))
     return reasons
+
+
+def _stored_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str]:
+    """What a pre-quantized checkpoint leaves to choose: another scheme is estimated from its
+    unquantized tensors (a GGUF file takes GGUF types only); MTP layers load in vLLM only."""
+    reasons: dict[str, str] = {}
+    if spec is None or not spec.mtp_tensors:
+        reasons["mtp"] = "This checkpoint stores no multi-token-prediction layers."
+    elif workload.engine != "vllm":
+        reasons["mtp"] = "Only vLLM loads multi-token-prediction layers (MTP speculative decoding)."
+    if spec is None or spec.quantization is None:
+        return reasons
+    if storage.logical_tensors(spec) is None:
+        reasons["quant"] = (
+            f"The checkpoint is stored quantized ({spec.quantization}) and the tensors it was "
+            "made from are not known: it is estimated as stored."
+        )
+        return reasons
+    if storage.from_gguf(spec):
+        for name, scheme in SCHEMES.items():
+            if scheme.family not in ("none", "gguf"):
+                reasons[f"quant:{name}"] = (
+                    f"A GGUF file ({spec.quantization}) is estimated as stored or as another "
+                    "GGUF type."
+                )
+    return reasons
+
+
+def stored_format(spec: ModelSpec | None, dtype: str) -> str:
+    """The checkpoint's own format in words ("MXFP4 experts, bf16 elsewhere"), "" if unquantized."""
+    if spec is None or spec.quantization is None:
+        return ""
+    return storage.format_label(spec, dtype) or spec.quantization
 
 
 def stored_dtype(spec: ModelSpec) -> str | None:
@@ -592,12 +626,19 @@ class EstimateController(QObject):
         return self.update(**suggestion.changes)
 
     def set_capacities(self, capacities: tuple[tuple[str, int], ...]) -> None:
-        """The GPUs to hold the estimate against, as ``(name, capacity_bytes)``; first is the target."""
+        """The GPUs to hold the estimate against, as ``(name, capacity_bytes)``; first is the target.
+
+        The target's generation decides what the engine does with a checkpoint's format (FP8
+        kept from Ada, dequantized before): the workload follows it.
+        """
         capacities = tuple(capacities)
         if capacities == self._capacities:
             return
         self._capacities = capacities
         self.capacities_changed.emit(capacities)
+        arch = architecture_of(capacities[0][0]) if capacities else "auto"
+        if arch != self._workload.gpu_arch:
+            self._apply({"gpu_arch": arch})
         self._schedule()
 
     def set_sweep_field(self, field: str) -> None:

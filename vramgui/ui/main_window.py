@@ -61,6 +61,7 @@ from vramgui.ui.controller import (
     EstimateController,
     Outlook,
     disabled_reasons,
+    stored_format,
 )
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.help import ONLINE_DOCS, HelpWindow, docs_folder
@@ -632,7 +633,13 @@ class MainWindow(QMainWindow):
     def _show_workload(self, workload: Workload) -> None:
         reasons = disabled_reasons(workload, self.controller.spec)
         self.workload_panel.set_workload(workload, reasons, self.controller.max_seq)
-        self.precision_panel.set_values(workload.dtype, workload.quant, workload.kv_dtype, reasons)
+        self.precision_panel.set_values(
+            workload.dtype,
+            workload.quant,
+            workload.kv_dtype,
+            reasons,
+            stored_format(self.controller.spec, workload.dtype),
+        )
         # Saved once the inputs rest: writing the settings file on every step of a slider
         # would cost the redraw more than the estimate does.
         self._save_inputs.start()

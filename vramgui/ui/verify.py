@@ -53,7 +53,7 @@ def workload_arguments(workload: Workload) -> list[str]:
         elif value is None:
             continue  # a default the command line leaves to the engine
         elif key == "speculative":
-            args += ["--mtp"] if value == "mtp" else []  # a draft model names itself
+            continue  # a draft model names itself (--speculative-model)
         elif key == "draft-model":
             args += ["--speculative-model", value] if value else []
         elif key == "enable-prefix-caching":

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.serving import LORA_RANKS
+from vramgui.core.vllm_startup import LORA_RANKS
 from vramgui.core.workload import MAX_BATCH, Workload
 from vramgui.ui.widgets import ChoiceCombo, SliderSpin, set_tooltip
 
@@ -46,7 +46,7 @@ SHORT_LABELS = {
     "pure": "Pure 16-bit",
 }
 LOOPS = (("trainer", "Trainer"), ("custom", "Custom loop"))
-SPECULATIVE = (("none", "Off"), ("mtp", "The model's MTP layers"), ("draft", "A draft model"))
+SPECULATIVE = (("none", "Off"), ("draft", "A draft model"))
 VLLM_VERSIONS = (("0.20", "0.20.2 and later"), ("0.11", "0.11"), ("0.10", "0.10"))
 PREFIX_CACHING = (("default", "vLLM's default"), ("on", "On"), ("off", "Off"))
 _PREFIX_VALUES = {"default": None, "on": True, "off": False}
@@ -71,10 +71,10 @@ _HINTS = {
     "enable_lora": "--enable-lora: vLLM reserves room for LoRA adapters on the GPU.",
     "max_loras": "--max-loras: adapters held on the GPU at once.",
     "max_lora_rank": "--max-lora-rank: the largest adapter rank vLLM reserves room for.",
-    "speculative": "Speculative decoding: the model's own multi-token-prediction layers "
-    "(DeepSeek V3, Qwen3-Next, GLM...) or a draft model, whose weights and KV cache share the GPU.",
+    "speculative": "Speculative decoding with a draft model, whose weights and KV cache share "
+    "the GPU (the model's own multi-token-prediction layers: Load MTP layers).",
     "draft_model": "The draft model: a catalog name, a Hub id or a folder.",
-    "num_speculative_tokens": "Tokens the draft proposes per step.",
+    "num_speculative_tokens": "Tokens the MTP layers or the draft propose per step.",
     "cpu_offload_gb": "--cpu-offload-gb: GiB of weights per GPU kept in host RAM and streamed in "
     "on every step; their room goes to the KV pool.",
     "vllm_version": "The vLLM version whose start-up rules the estimate follows.",
@@ -87,6 +87,8 @@ _HINTS = {
     "tp": "Tensor parallel: splits every layer's weights across GPUs.",
     "pp": "Pipeline parallel: splits the layers across GPUs.",
     "cpu_offload": "Keep optimizer states (and with ZeRO-3, weights) in host RAM.",
+    "mtp": "Load the multi-token-prediction layers the checkpoint stores, as vLLM does for MTP "
+    "speculative decoding; otherwise they stay on disk.",
     "loop": (
         "Trainer: transformers' Trainer.compute_loss keeps only the loss; the logits are freed "
         "before backward.\n"
@@ -149,6 +151,7 @@ class WorkloadPanel(QWidget):
         self.zero = ChoiceCombo(ZERO_STAGES)
         self.fsdp = QCheckBox("FSDP full shard")
         self.cpu_offload = QCheckBox("Offload optimizer to CPU")
+        self.mtp = QCheckBox("Load MTP layers")
         self._seq_label = QLabel("Context")
 
         common = QFormLayout()
@@ -160,6 +163,7 @@ class WorkloadPanel(QWidget):
         self.inference_box = QGroupBox("Inference")
         form = QFormLayout(self.inference_box)
         form.addRow("Engine", self.engine)
+        form.addRow(self.mtp)
 
         self.vllm_box = QGroupBox("vLLM")
         form = QFormLayout(self.vllm_box)
@@ -244,6 +248,7 @@ class WorkloadPanel(QWidget):
             (self.cpu_offload, workload.cpu_offload),
             (self.enforce_eager, workload.enforce_eager),
             (self.enable_lora, workload.enable_lora),
+            (self.mtp, workload.mtp),
         ):
             _quietly(box.setChecked, box, checked)
         for spin, number in (
@@ -292,6 +297,7 @@ class WorkloadPanel(QWidget):
             "max_lora_rank",
             "draft_model",
             "num_speculative_tokens",
+            "mtp",
         ):
             control = self._widget(name)
             reason = reasons.get(name)
@@ -329,7 +335,14 @@ class WorkloadPanel(QWidget):
                 enable_prefix_caching=_PREFIX_VALUES[self.enable_prefix_caching.value()]
             )
         )
-        for name in ("grad_checkpointing", "fsdp", "cpu_offload", "enforce_eager", "enable_lora"):
+        for name in (
+            "grad_checkpointing",
+            "fsdp",
+            "cpu_offload",
+            "enforce_eager",
+            "enable_lora",
+            "mtp",
+        ):
             box: QCheckBox = getattr(self, name)
             box.toggled.connect(lambda checked, n=name: self._emit(**{n: checked}))
         for name in (

@@ -199,3 +199,25 @@ def test_served_storage_keeps_roles_and_routers_unquantized():
     assert routers and all(s.storage in ("F32", "BF16") for s in routers)
     experts = [s for s in served.storage if s.tensor.role is Role.EXPERT]
     assert experts and {s.storage for s in experts} == {"fp8-block"}
+
+
+def test_transformers_bitsandbytes_leaves_stacked_experts_in_16_bits():
+    # replace_with_bnb_linear swaps nn.Linear modules; transformers 5 holds a MoE's experts as
+    # stacked parameters (MixtralExperts.gate_up_proj), which it does not touch. vLLM quantizes
+    # its fused MoE layers.
+    mixtral = find("mixtral-8x7b").spec()
+    experts = sum(t.numel for t in mixtral.tensors if t.role is Role.EXPERT)
+    vllm = _weights(mixtral, engine="vllm", quant="nf4")
+    transformers = _weights(mixtral, engine="transformers", quant="nf4")
+    stored = storage.weight_bytes(mixtral, "bf16", "nf4")
+    assert vllm == stored
+    expert_nf4 = sum(
+        s.bytes
+        for s in storage.assign_storage(mixtral, "bf16", "nf4")
+        if s.tensor.role is Role.EXPERT
+    )
+    assert transformers - stored == pytest.approx(2 * experts - expert_nf4, rel=0.01)
+    assert "stacked parameters" in _notes(mixtral, engine="transformers", quant="nf4")
+    # a dense model is quantized whole
+    llama = find("llama-3.1-8b").spec()
+    assert _weights(llama, engine="transformers", quant="nf4") < 0.4 * _weights(llama)

@@ -290,3 +290,25 @@ def test_stored_copies_of_hf_quant_config_are_cited():
     for e in ENTRIES:
         if e.stored_bytes:
             assert e.stored_bytes_source.startswith("https://huggingface.co/"), e.name
+
+
+def test_the_refused_entries_formats_are_read_already():
+    # What their checkpoints store is known now; the table builds their tensors later.
+    from vramgui.core.formats import read_format
+
+    expected = {
+        "deepseek-v4-flash": ("fp8", {"mxfp4", "fp8-block"}),  # FP4 experts, FP8 blocks
+        "deepseek-v4-pro": ("fp8", {"mxfp4", "fp8-block"}),
+        "gemma-4-31b-it-nvfp4": ("modelopt", {"nvfp4"}),
+        "kimi-k2.5": ("compressed-tensors", {"w4a16-g32"}),
+        "kimi-k2.6-nvfp4": ("modelopt", {"nvfp4"}),
+        "devstral-small-2-24b": ("fp8", {"fp8-tensor"}),
+    }
+    for name, (method, schemes) in expected.items():
+        entry = find(name)
+        found = read_format(entry.config, entry.hf_quant_config or None)
+        assert found is not None and found.known, name
+        assert found.method == method, name
+        assert {r.scheme.name for r in found.rules} == schemes, name
+    for name in ("gemma-4-26b-a4b", "lfm2.5-vl-1.6b"):
+        assert read_format(find(name).config) is None

@@ -7,7 +7,8 @@ The weights an engine holds are not always the weights a checkpoint stores:
   gpt-oss's MXFP4 experts to the tile its MoE kernels need (Marlin: rows to 128, columns to 256
   on Ampere and Ada; FlashInfer: both to 256 on Blackwell; Triton: rows to 64 on Hopper), and it
   needs compute capability 8.0 for FP8, FP4 and MXFP4 weights.
-- transformers keeps MXFP4 only for gpt-oss's experts, on compute capability 7.5 and later, with
+- transformers' bitsandbytes quantizes ``nn.Linear`` layers only, so the experts a MoE class
+  holds as stacked parameters stay 16-bit. transformers keeps MXFP4 only for gpt-oss's experts, on compute capability 7.5 and later, with
   its Triton kernels installed (``triton`` >= 3.4 and ``kernels``); otherwise it dequantizes them
   to bf16 (``Mxfp4HfQuantizer.validate_environment``). It keeps fine-grained FP8 on compute
   capability 8.9 and later and dequantizes it below (``FineGrainedFP8HfQuantizer``); fbgemm FP8
@@ -101,6 +102,9 @@ def _served(spec: ModelSpec, w: Workload) -> Served:
         notes += said
         if dequantize:
             stored = _dequantized(spec, w, stored, notes)
+        elif kind == "bitsandbytes":
+            stored, said = _bnb_experts(spec, w, stored)
+            notes += said
     elif w.engine == "vllm":
         stored, said = _vllm(spec, w, kind, stored)
         notes += said
@@ -136,6 +140,32 @@ def _dequantized(
         spec, tensors=logical, quantization=None, stored_format=None, logical_tensors=()
     )
     return storage.assign_storage(plain, w.dtype, "none")
+
+
+def _bnb_experts(
+    spec: ModelSpec, w: Workload, stored: tuple[TensorStorage, ...]
+) -> tuple[tuple[TensorStorage, ...], list[str]]:
+    """transformers' bitsandbytes replaces ``nn.Linear`` layers only (``replace_with_bnb_linear``,
+    ``param_needs_quantization``): the experts a MoE class holds as stacked parameters stay in the
+    model dtype."""
+    stacked = [
+        i
+        for i, st in enumerate(stored)
+        if st.tensor.role is Role.EXPERT and len(st.tensor.shape) == 3 and st.tensor.dtype is None
+    ]
+    if not stacked:
+        return stored, []
+    out = list(stored)
+    base = dtypes.WORKLOAD_TYPES[w.dtype]
+    for i in stacked:
+        t = out[i].tensor
+        out[i] = TensorStorage(t, base, dtypes.storage_bytes(t.shape, base))
+    added = sum(out[i].bytes - stored[i].bytes for i in stacked)
+    return tuple(out), [
+        f"transformers' bitsandbytes quantizes nn.Linear layers only: "
+        f"{spec.facts.model_type}'s experts are stacked parameters and stay in {w.dtype} "
+        f"({_gib(added)} more than quantized)."
+    ]
 
 
 def _transformers(
@@ -212,7 +242,7 @@ def _vllm(
             f"{gpu} has no FP4 tensor cores: vLLM runs the 4-bit weights through Marlin's "
             "weight-only kernels, and they stay 4-bit."
         )
-    if mxfp4:
+    if kind == "mxfp4":  # Mxfp4MoEMethod's layers (not DeepSeek-V4's FP4 experts in FP8 blocks)
         stored, said = _mxfp4_padding(spec, w, stored, cc)
         notes += said
     return stored, notes

@@ -71,6 +71,48 @@ def test_table_for_people(capsys, config_path):
     assert "total per GPU" in out and "Rules of thumb" in out
 
 
+def test_the_table_says_an_approximate_estimate_is_one(capsys, tmp_path, config_path):
+    unknown = tmp_path / "nova" / "config.json"
+    unknown.parent.mkdir()
+    unknown.write_text(
+        json.dumps(dict(LLAMA, model_type="nova", architectures=["NovaForCausalLM"]))
+    )
+    code, out, _ = _run(capsys, "estimate", unknown)
+    assert code == 0
+    first, *rest = out.splitlines()
+    assert first.endswith("parameters, approximate)") and "about 6,738,415,616" in first
+    total = next(line for line in rest if "total per GPU" in line)
+    assert "≈ " in total
+    assert any(
+        line.strip().startswith("approximate: part of this model was guessed") for line in rest
+    )
+    # An exact one claims no more than it is.
+    code, out, _ = _run(capsys, "estimate", config_path)
+    assert "approximate" not in out and "≈" not in out and "about" not in out.splitlines()[0]
+    code, out, _ = _run(capsys, "plan", unknown, "--vram-gib", "8")
+    assert code == 0 and "approximate: part of this model was guessed" in out
+
+
+def test_vllm_without_a_gpu_says_its_pool_is_not_sized(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path, "--engine", "vllm")
+    assert code == 0
+    total = next(line for line in out.splitlines() if "total per GPU" in line)
+    assert "pre-allocated" not in total and "no GPU to size the pool" in total
+    assert "note: No GPU named, so vLLM's KV pool is not sized" in out
+    code, out, _ = _run(capsys, "estimate", config_path, "--engine", "vllm", "--gpu", "H100")
+    total = next(line for line in out.splitlines() if "total per GPU" in line)
+    assert "(peak: serving (pre-allocated KV pool))" in total and "not sized" not in out
+
+
+def test_rules_of_thumb_say_they_are_whole_model_beside_per_gpu_figures(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path, "--gpus", 2, "--tp", 2)
+    assert (
+        code == 0 and "Rules of thumb (the whole model; the figures above are per GPU of 2):" in out
+    )
+    code, out, _ = _run(capsys, "estimate", config_path)
+    assert "Rules of thumb:" in out
+
+
 def test_fit_against_rtx_4090_and_largest_context(capsys, config_path):
     code, out, _ = _run(
         capsys, "estimate", config_path, "--gpu", "RTX 4090", "--batch", 8, "--json"

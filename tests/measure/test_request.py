@@ -62,6 +62,15 @@ def test_settings_carry_the_estimate_option_names():
     assert training["fake"] is False
 
 
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_a_model_transformers_runs_eager_only_is_built_eager_as_estimated(mode):
+    # gpt-oss: transformers refuses SDPA for it; the estimate says so and counts eager.
+    eager_only = dataclasses.replace(SPEC, facts=dataclasses.replace(SPEC.facts, sdpa=False))
+    settings = request.harness_settings(eager_only, Workload(mode=mode), "fake")
+    assert settings["attention"] == "eager"
+    assert request.harness_settings(SPEC, Workload(mode=mode), "fake")["attention"] == "sdpa"
+
+
 def test_an_unknown_device_is_refused():
     with pytest.raises(MeasureError, match="--device"):
         request.harness_settings(SPEC, Workload(), "tpu")

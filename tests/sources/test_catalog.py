@@ -216,6 +216,15 @@ def test_search_matches_every_token_most_popular_first():
     }
 
 
+def test_a_number_in_the_query_matches_a_whole_number():
+    # "llama 4" is no Llama 3.1 405B; the catalog has no Llama 4, so nothing.
+    assert search("llama 4") == []
+    assert {"llama-3.1-405b", "llama-3.1-8b"} <= {e.name for e in search("llama 3")}
+    assert "llama-3.1-405b" in {e.name for e in search("llama 405")}
+    assert {"qwen2.5-7b"} <= {e.name for e in search("qwen 2")}
+    assert all("27b" not in e.name for e in search("gemma 7b"))
+
+
 def test_search_limit_and_empty_query():
     assert len(search("", limit=5)) == 5
     assert search("", limit=1)[0] == max(ENTRIES, key=lambda e: e.popularity)

@@ -441,3 +441,30 @@ def test_damaged_safetensors_header_never_crashes(header, junk, claimed):
     with contextlib.suppress(BadModelFile):
         for tensor in local.parse_safetensors_header(raw, claimed, "x.safetensors"):
             assert tensor.nbytes >= 0 and all(d >= 0 for d in tensor.shape)
+
+
+def test_the_files_of_a_hugging_face_cache_snapshot_open_by_their_own_names(tmp_path):
+    from tests.fakehub.stores import hf_cache_repo
+    from vramgui.sources.resolve import load_ref
+
+    files = {
+        "config.json": json.dumps(TINY_LLAMA_CONFIG).encode(),
+        "model.safetensors": safetensors_bytes(llama_tensors(TINY_LLAMA_CONFIG)),
+    }
+    # Deep enough that the path is long, as copied from a file manager.
+    snapshot = hf_cache_repo(tmp_path / ("deep-" * 30) / "hub", "acme/tiny-llama", files)
+    config = load_model(str(snapshot / "config.json"))  # a link to a blob without a suffix
+    assert config.spec.name == "acme/tiny-llama"  # the repo, not the commit naming the folder
+    weights = load_model(str(snapshot / "model.safetensors"))
+    assert weights.spec.name == "acme/tiny-llama/model.safetensors"
+    assert weights.spec.parameters == header_totals(llama_tensors(TINY_LLAMA_CONFIG))[0]
+    assert load_model(str(snapshot)).spec.name == "acme/tiny-llama"
+    # Found again by the link's name (a profile), not by the blob's.
+    assert load_ref(weights.ref).spec.parameters == weights.spec.parameters
+    assert load_ref(config.ref).spec.name == "acme/tiny-llama"
+    # A file that is no model says so with its whole name, however long its folder.
+    other = snapshot / "notes.txt"
+    other.write_text("hello")
+    with pytest.raises(BadModelFile) as info:
+        load_model(str(other))
+    assert len(str(other)) > 200 and "notes.txt is not a model" in str(info.value)

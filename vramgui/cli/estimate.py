@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
+from vramgui.cli.text import APPROXIMATE, is_approximate, model_line
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
@@ -669,11 +670,9 @@ def format_table(doc: dict[str, Any]) -> str:
 
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
-    stored = model.get("stored_format")
+    approximate = is_approximate(doc)
     lines = [
-        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters"
-        + (f"; stored as {stored}" if stored else "")
-        + ")",
+        model_line(model),
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
         + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")
@@ -684,13 +683,16 @@ def format_table(doc: dict[str, Any]) -> str:
         value = per_gpu["components"].get(name)
         if value:
             lines.append(f"  {name.replace('_', ' '):<22}{format_bytes(value):>14}")
-    lines.append(
-        f"  {'total per GPU':<22}{format_bytes(per_gpu['total_bytes']):>14}   (peak: {per_gpu['phase']})"
-    )
+    total = ("≈ " if approximate else "") + format_bytes(per_gpu["total_bytes"])
+    lines.append(f"  {'total per GPU':<22}{total:>14}   (peak: {per_gpu['phase']})")
+    if approximate:
+        lines.append(f"  {APPROXIMATE}")
     if doc["host_bytes"]:
         lines.append(f"  {'host RAM':<22}{format_bytes(doc['host_bytes']):>14}")
     lines.append("")
-    lines.append("Rules of thumb:")
+    # The classic rules size the whole model; beside per-GPU figures they must say so.
+    whole = f" (the whole model; the figures above are per GPU of {doc['gpus']})"
+    lines.append("Rules of thumb" + (whole if doc["gpus"] > 1 else "") + ":")
     for name, value in doc["rules_of_thumb"].items():
         lines.append(f"  {name:<22}{format_bytes(value):>14}")
     largest = doc.get("largest_fitting", {})

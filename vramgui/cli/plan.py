@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for
+from vramgui.cli.text import APPROXIMATE, is_approximate
 from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
 from vramgui.core.offload import Bandwidths, Placement, curves
@@ -552,9 +553,13 @@ def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
     }
 
 
+def _approximate(doc: dict[str, Any]) -> list[str]:
+    return [APPROXIMATE] if is_approximate(doc) else []
+
+
 def format_training(doc: dict[str, Any]) -> str:
     """A plain-text view of a training plan."""
-    lines = [f"{doc['model']['name']}: training setup", ""]
+    lines = [f"{doc['model']['name']}: training setup", *_approximate(doc), ""]
     for settings in doc["launch"]:
         lines += [f"{settings['engine']}:", settings["text"], *settings["notes"]]
     return "\n".join(lines)
@@ -602,6 +607,7 @@ def format_table(doc: dict[str, Any]) -> str:
         f"({', '.join(gpus)} speeds), {s['dtype']}"
         + (f" {s['quant']}" if s["quant"] != "none" else "")
         + f", batch {s['batch']}, seq {s['seq']:,}",
+        *_approximate(doc),
         "",
     ]
     for names, device, size, kv in _runs(doc["layers"]):

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+# What an approximate estimate says of itself, after its figures.
+APPROXIMATE = (
+    "approximate: part of this model was guessed (the notes below say which part); its figures "
+    "may be off by more than they show"
+)
 
 
 def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
@@ -13,3 +20,19 @@ def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
         for row in [header, *rows]
     ]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def model_line(model: dict[str, Any]) -> str:
+    """A document's model as a heading: name, architecture, parameters (an approximate count is
+    said to be one) and the format its checkpoint is stored in, if it is quantized."""
+    count = f"{model['parameters']:,} parameters"
+    if model.get("inventory") == "approximate":
+        count = f"about {count}, approximate"
+    stored = model.get("stored_format")
+    return f"{model['name']}  ({model['architecture']}, {count}" + (
+        f"; stored as {stored})" if stored else ")"
+    )
+
+
+def is_approximate(doc: dict[str, Any]) -> bool:
+    return bool(doc.get("model", {}).get("inventory") == "approximate")

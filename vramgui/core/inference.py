@@ -310,7 +310,11 @@ class InferencePlan:
             # buffer beside the weights, in the runtime overhead.
             self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
             self._weights = plan.weights_bytes - self._rotary
-            self._phase = "serving (KV pool sized at start-up)"
+            self._phase = (
+                "serving (pre-allocated KV pool)"
+                if self._capacity is not None
+                else "serving (KV cache of the requested tokens; no GPU to size the pool)"
+            )
             if workload.speculative == "draft" and draft is None:
                 self._notes = (
                     "No draft model read yet: its weights and KV cache are left out of this "
@@ -402,8 +406,9 @@ class InferencePlan:
         base_notes = self._notes
         if self._capacity is None:
             note = (
-                "vLLM sizes its KV pool to the GPU: choose a GPU to see the pool, whether vLLM "
-                "starts and how many requests it holds. Here the KV cache is what "
+                "No GPU named, so vLLM's KV pool is not sized: name a GPU to see the pool vLLM "
+                "pre-allocates, whether it starts and how many requests it holds. Here the KV "
+                "cache is what "
                 f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens need, and the "
                 "total the GPU vLLM needs for them: its share "
                 f"(--gpu-memory-utilization {self._workload.gpu_memory_utilization:g}) holds "

@@ -274,8 +274,8 @@ class ModelRef:
     """Where a ModelSpec came from, enough to find it again (stored in profiles).
 
     Attributes:
-        kind: "hub", "catalog", "local" or "config".
-        id: Hub repo id, catalog name, or absolute path.
+        kind: "hub", "catalog", "local", "config" or "ollama".
+        id: Hub repo id, catalog name, absolute path, or Ollama model name (``llama3.1:8b``).
         revision: Hub commit the facts were read at, if known.
         file: for a Hub GGUF repo, the chosen file inside it.
         size_bytes: local file or folder size when read, to notice a changed file.

@@ -91,6 +91,23 @@ METHOD_RECIPES: dict[str, dict[str, Any]] = {
     "qlora": {"precision": "mixed", "quant": "nf4", "grad_checkpointing": True},
 }
 
+# Settings that apply to one mode only (``Workload.unused``), and LoRA's to its methods only.
+INFERENCE_SETTINGS = frozenset({"engine", "kv_dtype", "gpu_memory_utilization"})
+LORA_SETTINGS = frozenset({"lora_rank", "lora_targets"})
+TRAINING_SETTINGS = LORA_SETTINGS | frozenset(
+    {
+        "method",
+        "precision",
+        "optimizer",
+        "grad_checkpointing",
+        "grad_accum",
+        "zero",
+        "fsdp",
+        "cpu_offload",
+        "loop",
+    }
+)
+
 # Sizes above these are typing mistakes, not workloads; they would only make the arithmetic absurd.
 MAX_BATCH = 1 << 20
 MAX_SEQ = 1 << 24
@@ -299,6 +316,15 @@ class Workload:
             set_slot(clone, setting)
         _SIZE_SETTERS[field](clone, value)
         return clone
+
+    def unused(self) -> frozenset[str]:
+        """The settings this workload carries that do not apply to it: the training settings
+        when serving, the engine's when training, LoRA's for a full fine-tune."""
+        if self.mode == "inference":
+            return TRAINING_SETTINGS
+        if self.method == "full":
+            return INFERENCE_SETTINGS | LORA_SETTINGS
+        return INFERENCE_SETTINGS
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict, with the CLI's option names (dashes)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramgui.core.activations import attention_used
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
 from vramgui.core.workload import Workload
@@ -80,6 +81,8 @@ def harness_settings(spec: ModelSpec, workload: Workload, device: str) -> dict[s
     values = workload.to_dict()
     names = _SHARED + (_TRAINING if workload.mode == "training" else ())
     settings: dict[str, Any] = {name: values[name] for name in names}
+    # What the estimate ran: a model transformers runs with eager attention only is built so.
+    settings["attention"] = attention_used(spec, workload)
     settings["fake"] = device == FAKE
     return settings
 

@@ -172,6 +172,8 @@ class Profile:
 
 def source_of(ref: ModelRef) -> str:
     """The SOURCE text (CLI argument, window input) that loads the model ``ref`` points to."""
+    if ref.kind == "ollama":
+        return f"ollama:{ref.id}"
     if ref.kind != "hub":
         return ref.id
     source = ref.id

@@ -217,18 +217,26 @@ def search(query: str, limit: int = 20) -> list[CatalogEntry]:
 
     A query token matches when it starts a token of the entry's name, Hub id, aliases, display
     name, family or model type: "llama 3" finds Llama 3, 3.1, 3.2 and 3.3, "7b" finds 7B models
-    but not 27B ones, "Qwen/Qwen2.5" finds the Qwen2.5 repos. An empty query lists the most popular
-    entries.
+    but not 27B ones, "Qwen/Qwen2.5" finds the Qwen2.5 repos. A number matches a whole number:
+    "llama 4" finds Llama 4, not Llama 3.1 405B. An empty query lists the most popular entries.
     """
     wanted = _tokens(query)
     hits = [
         e
         for e, have in _entry_tokens()
-        if all(any(token.startswith(w) for token in have) for w in wanted)
+        if all(any(_starts(token, w) for token in have) for w in wanted)
     ]
     # Popularity first, then smaller models (more people can run them), then name for stability.
     hits.sort(key=lambda e: (-e.popularity, e.parameters, e.name))
     return hits[: max(limit, 0)]
+
+
+def _starts(token: str, wanted: str) -> bool:
+    """Whether ``token`` starts with ``wanted``, a number only where its digits end there."""
+    if not token.startswith(wanted):
+        return False
+    rest = token[len(wanted) :]
+    return not (wanted[-1].isdigit() and rest[:1].isdigit())
 
 
 def popular_default() -> CatalogEntry:

@@ -494,4 +494,18 @@ _GENERIC_STEMS = ("model", "pytorch_model", "consolidated", "adapter_model")
 
 
 def _model_name(folder: Path) -> str:
-    return folder.resolve().name or str(folder)
+    """A folder's model name: its own, or for a snapshot of the Hugging Face cache (a folder
+    named by its commit) its repo's."""
+    resolved = folder.resolve()
+    if resolved.parent.name == "snapshots":
+        repo = hf_cache_repo_id(resolved.parent.parent.name)
+        if repo is not None:
+            return repo
+    return resolved.name or str(folder)
+
+
+def hf_cache_repo_id(folder_name: str) -> str | None:
+    """The repo id a Hugging Face cache folder holds (``models--org--name``), or None."""
+    if not folder_name.startswith("models--"):
+        return None
+    return folder_name.removeprefix("models--").replace("--", "/", 1)

@@ -202,7 +202,10 @@ def _ollama_model(name: str, blob: Path) -> ResolvedModel:
     loaded = _opened_path(blob, name)
     digest = blob.name.removeprefix("sha256-")[:12]
     spec = dataclasses.replace(loaded.spec, source=f"Ollama, {name} (GGUF blob {digest})")
-    return ResolvedModel(spec=spec, ref=loaded.ref)
+    # Found again by its name (a new pull of the same tag is a new blob), the blob's size and
+    # time kept to notice that it changed.
+    ref = dataclasses.replace(loaded.ref, kind="ollama", id=name)
+    return ResolvedModel(spec=spec, ref=ref)
 
 
 # ---------------------------------------------------------------------- LM Studio

@@ -172,7 +172,7 @@ DEFAULT_TRAIN_TOKENS = 100_000_000
 _STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # Where a model comes from a file or folder the user opened (its own dtype then applies).
-_LOCAL_KINDS = ("local", "config")
+_LOCAL_KINDS = ("local", "config", "ollama")
 RECIPE_NOTES = {
     "lora": "LoRA starts from its usual recipe: the base frozen in 16 bits (Pure 16-bit), "
     "gradient checkpointing on. Change either to compare.",

@@ -409,7 +409,7 @@ class InferencePlan:
                 "No GPU named, so vLLM's KV pool is not sized: name a GPU to see the pool vLLM "
                 "pre-allocates, whether it starts and how many requests it holds. Here the KV "
                 "cache is what "
-                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens need, and the "
+                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens {'need' if batch > 1 else 'needs'}, and the "
                 "total the GPU vLLM needs for them: its share "
                 f"(--gpu-memory-utilization {self._workload.gpu_memory_utilization:g}) holds "
                 "the rest, the remainder stays free."

@@ -315,3 +315,14 @@ def test_several_gpus_and_fit_like_llamacpp(qtbot, qwen3moe):
     assert "-ot " in view.launch_text.toPlainText()
     view.experts_slider.setValue(48)  # a control moved: the fit no longer holds
     assert view._fit is None and view.placement.layout.cpu_moe
+
+
+def test_an_ollama_model_gets_its_ollama_settings_first(qtbot, llama7b):
+    from dataclasses import replace
+
+    view = OffloadView()
+    qtbot.addWidget(view)
+    spec = replace(llama7b, name="llama2:7b", source="Ollama, llama2:7b (GGUF blob 0123456789ab)")
+    view.set_inputs(spec, Q4, gpus=[_choice("RTX 3060 12GB")], host_ram_bytes=16 * GiB)
+    assert view.engine.itemText(0) == "Ollama"
+    assert "FROM llama2:7b" in view.launch_text.toPlainText()

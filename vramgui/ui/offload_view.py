@@ -915,7 +915,12 @@ class OffloadView(QWidget):
         if placement is None or self._spec is None:
             self._settings = ()
         else:
-            self._settings = launch.launch_settings(self._spec, placement.workload, placement)
+            # An Ollama model's own settings come first, under its Ollama name.
+            spec = self._spec
+            ollama = spec.name if spec.source.startswith("Ollama") else None
+            self._settings = launch.launch_settings(
+                spec, placement.workload, placement, ollama=ollama
+            )
         chosen = self.engine.currentText()
         blocked = self.engine.blockSignals(True)
         self.engine.clear()

@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import Any
 
 from vramgui.core import dtypes
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import WorkloadError, shown
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
@@ -596,36 +596,38 @@ def _coerce(key: str, value: Any) -> Any:
         raise WorkloadError("lora-targets must be a comma-separated string or a list of names")
     if key in _INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
         return value
     if key in _BOOL_FIELDS:
         if not isinstance(value, bool):
-            raise WorkloadError(f"{key.replace('_', '-')} must be true or false, got {value!r}")
+            raise WorkloadError(
+                f"{key.replace('_', '-')} must be true or false, got {shown(value)}"
+            )
         return value
     if key in _OPTIONAL_BOOL_FIELDS:
         if value is not None and not isinstance(value, bool):
             raise WorkloadError(
-                f"{key.replace('_', '-')} must be true, false or null, got {value!r}"
+                f"{key.replace('_', '-')} must be true, false or null, got {shown(value)}"
             )
         return value
     if key in _OPTIONAL_INT_FIELDS:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
         return value
     if key in _FLOAT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {shown(value)}")
         return float(value)
     if not isinstance(value, str):
-        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {value!r}")
+        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {shown(value)}")
     return value
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {shown(value)}")
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

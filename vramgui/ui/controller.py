@@ -52,7 +52,7 @@ from vramgui.core.workload import (
 )
 from vramgui.hardware.gpus import architecture_of
 from vramgui.ui import wording
-from vramgui.ui.workers import Worker, submit
+from vramgui.ui.workers import Worker, loads, submit
 
 if TYPE_CHECKING:
     from vramgui.sources.results import ResolvedModel
@@ -450,7 +450,9 @@ class EstimateController(QObject):
         return spec.facts.max_position_embeddings if spec else 131072
 
     def load_source(self, source: str) -> None:
-        """Read a model off the GUI thread; a newer request cancels an older one."""
+        """Read a model off the GUI thread; a newer request cancels an older one (a load in a
+        child process, as the application's is, is then stopped). Loads wait on their own pool,
+        so that a slow one never holds the threads the outlook and the searches need."""
         if self._loading is not None:
             self._loading.cancel()
         self.loading_changed.emit(True)
@@ -458,6 +460,7 @@ class EstimateController(QObject):
             lambda: self._load_model(source),
             lambda loaded: self._loaded(source, loaded),
             self._load_failed,
+            pool=loads(),
         )
 
     def set_model(self, loaded: ResolvedModel, source: str | None = None) -> None:

@@ -268,7 +268,7 @@ class VerifyBar(QWidget):
                 "\n\n".join(filter(None, (extra.install_hint(problems), _this_python()))),
             )
             return
-        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload)
+        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload, device)
         if reason:
             self._tell(f"Verify cannot run this setup: {reason}.", "warning")
             return
@@ -281,6 +281,8 @@ class VerifyBar(QWidget):
         self._buffer = b""
         argv = self._command(source, workload, device)
         process = QProcess(self)
+        # Nothing the run does may wait for an answer on standard input.
+        process.setStandardInputFile(QProcess.nullDevice())
         process.readyReadStandardError.connect(self._read_stderr)
         process.finished.connect(self._finished)
         process.errorOccurred.connect(self._error)

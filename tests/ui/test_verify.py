@@ -191,6 +191,10 @@ def test_the_command_line_gives_the_same_settings_back():
     )
     argv = ["measure", "x", *verify.workload_arguments(workload)]
     assert workload_from_args(build_parser(argv).parse_args(argv)) == workload
+    for caching in (True, False, None):
+        served = Workload(engine="vllm", enforce_eager=True, enable_prefix_caching=caching)
+        argv = ["measure", "x", *verify.workload_arguments(served)]
+        assert workload_from_args(build_parser(argv).parse_args(argv)) == served
     command = verify.measure_command("org/name", Workload(), "cuda")
     assert command[:5] == [sys.executable, "-m", "vramgui", "measure", "org/name"]
     assert command[-4:] == ["--device", "cuda", "--json", "--progress"]

@@ -62,6 +62,14 @@ def workload_arguments(workload: Workload) -> list[str]:
         if key == "overhead-bytes":
             if value is not None:
                 args += ["--overhead-gib", repr(value / GiB)]
+        elif value is None:
+            continue  # a default the command line leaves to the engine
+        elif key == "speculative":
+            continue  # a draft model names itself (--speculative-model)
+        elif key == "draft-model":
+            args += ["--speculative-model", value] if value else []
+        elif key == "enable-prefix-caching":
+            args += ["--enable-prefix-caching" if value else "--no-enable-prefix-caching"]
         elif isinstance(value, bool):
             args += [f"--{key}"] if value else []
         else:

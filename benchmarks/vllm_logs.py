@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramgui.core import vllm_startup
+from vramgui.core import storage, vllm_startup
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import rank_tensor_bytes
-from vramgui.core.model import ModelSpec
+from vramgui.core.model import ModelSpec, Role
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
 
@@ -97,11 +97,22 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
         "activation_logged_gib": logged.get("activation_gib"),
         "activation_estimate_gib": max(s.activation_bytes for s in plan.stages) / GiB,
     }
+    if "checkpoint_gib" in logged:
+        row["checkpoint_logged_gib"] = logged["checkpoint_gib"]
+        row["checkpoint_estimate_gib"] = checkpoint_bytes(spec, workload) / GiB
     if logged.get("kv_tokens") and row["starts_logged"]:
         row["error"] = up.pool_tokens / logged["kv_tokens"] - 1
         if from_pool is not None and not row["tokens_derived"]:
             row["layout_error"] = from_pool / logged["kv_tokens"] - 1
     return row
+
+
+def checkpoint_bytes(spec: ModelSpec, workload: Workload) -> int:
+    """What the checkpoint's files hold under the log's settings: every tensor as the scheme
+    stores it, the MTP layers' own included (vLLM's ``Checkpoint size`` line)."""
+    own = tuple(t for t in spec.mtp_tensors if t.role not in (Role.EMBEDDING, Role.HEAD))
+    whole = dataclasses.replace(spec, tensors=(*spec.tensors, *own), mtp_tensors=())
+    return storage.weight_bytes(whole, workload.dtype, workload.quant)
 
 
 def rows() -> list[dict[str, Any]]:
@@ -140,6 +151,14 @@ def summary(
     }
 
 
+def _checkpoint_line(r: dict[str, Any]) -> str:
+    logged, estimate = r["checkpoint_logged_gib"], r["checkpoint_estimate_gib"]
+    return (
+        f"checkpoint size, {r['id']}: logged {logged:.2f} GiB, estimate {estimate:.2f} GiB "
+        f"({estimate / logged - 1:+.1%})"
+    )
+
+
 def format_table(table: list[dict[str, Any]]) -> str:
     head = (
         f"{'log':<46}{'split':<9}{'vLLM':<8}{'weights GiB':>14}{'KV GiB':>14}"
@@ -157,6 +176,9 @@ def format_table(table: list[dict[str, Any]]) -> str:
             f"{r['id']:<46}{r['split']:<9}{version:<8}{weights:>14}{kv:>14}{tokens:>24}"
             f"{error:>8}{layout:>8}"
         )
+    for r in table:
+        if "checkpoint_logged_gib" in r:
+            lines.append(_checkpoint_line(r))
     for key, what in (("error", "start-up"), ("layout_error", "layout (logged pool)")):
         for split in ("tune", "held-out", None):
             s = summary(table, split, key)
@@ -255,6 +277,12 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
             f"- The KV layout alone (the logged pool in tokens): {s['logs']} logs, median "
             f"|error| {s['median_abs_error']:.1%}, largest {s['max_abs_error']:.1%}."
         )
+    sized = [r for r in table if "checkpoint_logged_gib" in r]
+    if sized:
+        lines += ["", "What the checkpoint's files hold (vLLM's `Checkpoint size` line):", ""]
+        for r in sized:
+            source = logs[r["id"]].get("checkpoint_source", logs[r["id"]]["url"])
+            lines.append(f"- {_checkpoint_line(r).removeprefix('checkpoint size, ')}; {source}.")
     gaps = [(log["id"], log["gap"]) for log in doc["logs"] if log.get("gap")]
     if gaps:
         lines += ["", "Where the estimate is known to miss:", ""]

@@ -377,7 +377,7 @@ def test_gpt_oss_120b_is_estimated_as_stored_and_fits_one_h100_in_vllm(capsys):
     assert doc["fit"][0]["fits"]
     code, out, _ = _run(capsys, *args, "--seq", 8192)
     assert "stored as MXFP4 experts, bf16 elsewhere" in out
-    assert "H100 SXM: fits" in out
+    assert "H100 SXM: vLLM starts" in out
 
 
 @pytest.mark.parametrize(("quant", "bits"), [("mxfp4", 4.25), ("nvfp4", 4.5), ("w4a16", 4.125)])

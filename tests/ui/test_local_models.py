@@ -21,6 +21,8 @@ def stores(tmp_path, monkeypatch):
     found = sample_stores(tmp_path / "stores")
     monkeypatch.setattr(on_disk, "default_stores", lambda: found)
     monkeypatch.setenv("HF_HUB_CACHE", str(found.hf_cache))
+    # The window reads a model in a child process, which finds the stores as vramgui does.
+    monkeypatch.setenv("OLLAMA_MODELS", str(found.ollama[0]))
     return found
 
 

@@ -95,6 +95,33 @@ def test_cancel_stops_the_process(make_window, scripted, qtbot):
     assert bar.button.isEnabled()
 
 
+def test_the_measuring_process_can_never_wait_for_an_answer(make_window, scripted, qtbot):
+    """Its standard input is at its end from the start: a library asking "run this model's code?
+    [y/N]" gets no answer, instead of holding the run until Cancel."""
+    scripted("stdin")
+    window = make_window()
+    bar = window.verify_bar
+    with qtbot.waitSignal(bar.finished, timeout=20000) as done:
+        bar.fake_action.trigger()
+    assert done.args[0] is not None and done.args[0]["device"] == "fake"
+
+
+def test_a_model_too_deep_for_a_fake_run_says_why_before_it_starts(
+    make_window, scripted, qtbot, tmp_path
+):
+    asked = scripted("ok")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 4096,
+                                  "num_attention_heads": 4, "intermediate_size": 128,
+                                  "vocab_size": 100}))  # fmt: skip
+    window = make_window()
+    window.controller.load_source(str(config))
+    qtbot.waitUntil(lambda: window.controller.analysis.spec.facts.num_layers == 4096, timeout=10000)
+    window.verify_bar.fake_action.trigger()
+    assert asked == [] and not window.verify_bar.running
+    assert "4,096 layers x 2 forward passes" in window.banner.text()
+
+
 def test_a_failed_run_shows_the_commands_message(make_window, scripted, qtbot):
     scripted("fail")
     window = make_window()
@@ -164,6 +191,10 @@ def test_the_command_line_gives_the_same_settings_back():
     )
     argv = ["measure", "x", *verify.workload_arguments(workload)]
     assert workload_from_args(build_parser(argv).parse_args(argv)) == workload
+    for caching in (True, False, None):
+        served = Workload(engine="vllm", enforce_eager=True, enable_prefix_caching=caching)
+        argv = ["measure", "x", *verify.workload_arguments(served)]
+        assert workload_from_args(build_parser(argv).parse_args(argv)) == served
     command = verify.measure_command("org/name", Workload(), "cuda")
     assert command[:5] == [sys.executable, "-m", "vramgui", "measure", "org/name"]
     assert command[-4:] == ["--device", "cuda", "--json", "--progress"]

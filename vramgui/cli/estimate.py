@@ -24,6 +24,7 @@ from vramgui.core.workload import (
     MODES,
     OPTIMIZERS,
     PRECISIONS,
+    VLLM_VERSIONS,
     Workload,
     default_engine,
 )
@@ -224,6 +225,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seq",
+        "--max-model-len",
         type=int,
         default=None,
         help=f"context (inference) or sequence length (training), at most the model's context "
@@ -249,6 +251,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kv-dtype",
+        "--kv-cache-dtype",
         choices=KV_DTYPES,
         default=d.kv_dtype,
         help="KV cache dtype; auto follows --dtype (llama.cpp: f16)",
@@ -301,19 +304,18 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         "--zero", type=int, choices=(0, 1, 2, 3), default=d.zero, help="DeepSpeed ZeRO stage"
     )
     parser.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full shard")
-    parser.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree")
-    parser.add_argument("--pp", type=int, default=d.pp, help="pipeline-parallel degree")
+    parser.add_argument(
+        "--tp", "--tensor-parallel-size", type=int, default=d.tp, help="tensor-parallel degree"
+    )
+    parser.add_argument(
+        "--pp", "--pipeline-parallel-size", type=int, default=d.pp, help="pipeline-parallel degree"
+    )
     parser.add_argument(
         "--cpu-offload",
         action="store_true",
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
-    parser.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=d.gpu_memory_utilization,
-        help="share of GPU memory vLLM takes",
-    )
+    add_vllm_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -338,6 +340,78 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         "--mtp",
         action="store_true",
         help="load the checkpoint's multi-token-prediction layers (vLLM MTP speculative decoding)",
+    )
+
+
+def add_vllm_options(parser: argparse.ArgumentParser) -> None:
+    """vLLM's own knobs, named as ``vllm serve`` names them (docs/cli.md)."""
+    d = _DEFAULTS
+    group = parser.add_argument_group("vLLM", "what `vllm serve` takes (with --engine vllm)")
+    group.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=d.gpu_memory_utilization,
+        help="share of GPU memory vLLM takes",
+    )
+    group.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=None,
+        help="requests vLLM runs at once (default: vLLM's for the GPU, 256 or 1024)",
+    )
+    group.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="tokens per scheduler step, the size vLLM profiles (default: vLLM's for the GPU, "
+        "2048 or 8192)",
+    )
+    group.add_argument(
+        "--enforce-eager", action="store_true", help="no CUDA graphs (saves their memory)"
+    )
+    group.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="prefix caching on or off (default: the version's: off for models with state "
+        "layers up to 0.24); with state layers (Mamba, linear attention) it keeps more states "
+        "per request",
+    )
+    group.add_argument(
+        "--enable-lora", action="store_true", help="reserve LoRA adapter slots on the GPU"
+    )
+    group.add_argument(
+        "--max-loras", type=int, default=d.max_loras, help="LoRA adapters held on the GPU at once"
+    )
+    group.add_argument(
+        "--max-lora-rank",
+        type=int,
+        default=d.max_lora_rank,
+        help="largest LoRA rank vLLM reserves room for (1, 8, 16, 32, 64, 128, 256, 320, 512)",
+    )
+    group.add_argument(
+        "--speculative-model",
+        default=None,
+        metavar="SOURCE",
+        help="speculative decoding with this draft model (catalog name, Hub id, folder)",
+    )
+    group.add_argument(
+        "--num-speculative-tokens",
+        type=int,
+        default=d.num_speculative_tokens,
+        help="tokens proposed per step when speculating",
+    )
+    group.add_argument(
+        "--cpu-offload-gb",
+        type=float,
+        default=d.cpu_offload_gb,
+        help="GiB of weights per GPU vLLM keeps in host RAM and streams in",
+    )
+    group.add_argument(
+        "--vllm-version",
+        choices=VLLM_VERSIONS,
+        default=d.vllm_version,
+        help="the vLLM version whose start-up rules to follow (0.20: 0.20.2 and later)",
     )
 
 
@@ -368,6 +442,7 @@ def workload_from_args(
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
+    speculative = "draft" if args.speculative_model else "none"
     gpu_arch = args.gpu_arch
     if gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
@@ -402,6 +477,18 @@ def workload_from_args(
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
         loop=args.loop,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enforce_eager=args.enforce_eager,
+        enable_lora=args.enable_lora,
+        max_loras=args.max_loras,
+        max_lora_rank=args.max_lora_rank,
+        speculative=speculative,
+        num_speculative_tokens=args.num_speculative_tokens,
+        draft_model=args.speculative_model or "",
+        cpu_offload_gb=args.cpu_offload_gb,
+        enable_prefix_caching=args.enable_prefix_caching,
+        vllm_version=args.vllm_version,
         gpu_arch=gpu_arch,
         mtp=args.mtp,
     )
@@ -440,7 +527,9 @@ def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
     return loaded, workload
 
 
-def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:
+def cheapest_catalog(
+    spec: ModelSpec, workload: Workload, top: int = 5, draft: ModelSpec | None = None
+) -> list[dict[str, Any]]:
     """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
     from vramgui.core.fit import cheapest
     from vramgui.hardware.gpus import load_catalog
@@ -448,8 +537,21 @@ def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[
     offers = [(g.name, g.capacity_bytes(), g.typical_price_usd) for g in load_catalog()]
     return [
         {"gpu": name, "count": count, "total_price_usd": price}
-        for name, count, price in cheapest(spec, workload, offers)[:top]
+        for name, count, price in cheapest(spec, workload, offers, draft=draft)[:top]
     ]
+
+
+def load_draft(workload: Workload) -> ModelSpec | None:
+    """The draft model ``--speculative-model`` names, loaded like the model itself.
+
+    Raises:
+        VramguiError: a draft that cannot be read.
+    """
+    if workload.speculative != "draft" or not workload.draft_model:
+        return None
+    from vramgui.sources.resolve import load_model
+
+    return load_model(workload.draft_model).spec
 
 
 def ranked_catalog(
@@ -460,6 +562,7 @@ def ranked_catalog(
     train_tokens: int | None,
     price_per_hour: float | None = None,
     currency: str = "USD",
+    draft: ModelSpec | None = None,
 ) -> list[dict[str, Any]]:
     """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
     from vramgui.core.fit import rank_setups
@@ -485,7 +588,13 @@ def ranked_catalog(
 
     measured = {name: c.utilization() for name, c in load().items()}
     ranked = rank_setups(
-        spec, workload, offers, by=by, train_tokens=train_tokens, utilizations=measured
+        spec,
+        workload,
+        offers,
+        by=by,
+        train_tokens=train_tokens,
+        utilizations=measured,
+        draft=draft,
     )
     return [r.to_dict() for r in ranked]
 
@@ -497,6 +606,7 @@ def run(args: argparse.Namespace) -> int:
     from vramgui.hardware.capacity import resolve_capacities
 
     loaded, workload = load_for(args)
+    spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
     if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
@@ -504,23 +614,24 @@ def run(args: argparse.Namespace) -> int:
 
         # "local": the generation of the first GPU NVML names
         workload = workload.with_(gpu_arch=architecture_of(capacities[0][0]))
-    est = estimate(loaded.spec, workload, capacity)
+    first = capacities[0][0] if capacities else ""
+    est = estimate(spec, workload, capacity, first, draft)
     rows = fit_rows(est, capacities)
     extra: dict[str, Any] = {}
-    if capacities and workload.mode == "inference" and workload.engine != "vllm":
+    if capacities and workload.mode == "inference":
         extra["largest_fitting"] = {
             name: {
-                "seq": largest_fitting(loaded.spec, workload, cap, "seq"),
-                "batch": largest_fitting(loaded.spec, workload, cap, "batch"),
+                "seq": largest_fitting(spec, workload, cap, "seq", gpu_name=name, draft=draft),
+                "batch": largest_fitting(spec, workload, cap, "batch", gpu_name=name, draft=draft),
             }
             for name, cap in capacities
         }
     if capacities:
         extra["gpus_needed"] = {
-            name: gpus_needed(loaded.spec, workload, cap) for name, cap in capacities
+            name: gpus_needed(spec, workload, cap, draft=draft) for name, cap in capacities
         }
     if args.cheapest:
-        extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
+        extra["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
     train_tokens = train_tokens_from_args(args)
     if train_tokens is not None and (workload.mode != "training" or not (capacities or args.rank)):
         raise WorkloadError(
@@ -529,18 +640,19 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.rank:
         extra["ranked"] = ranked_catalog(
-            loaded.spec,
+            spec,
             workload,
             args.rank,
             train_tokens=train_tokens,
             price_per_hour=args.price_per_hour,
             currency=args.currency,
+            draft=draft,
         )
     speed_note = None
     if capacities:
         key = "speed" if workload.mode == "training" else "serving"
-        extra[key], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
-    doc = estimate_document(loaded.spec, est, rows, extra)
+        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args)
+    doc = estimate_document(spec, est, rows, extra)
     if speed_note and workload.mode == "training":
         doc["notes"].append(speed_note)
     doc["source"] = loaded.ref.to_dict()
@@ -586,15 +698,7 @@ def format_table(doc: dict[str, Any]) -> str:
     largest = doc.get("largest_fitting", {})
     needed = doc.get("gpus_needed", {})
     for row in doc["fit"]:
-        verdict = "fits" if row["fits"] else "does not fit"
-        best = largest.get(row["gpu"], {})
-        if best.get("seq"):
-            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
-        if not row["fits"] and needed.get(row["gpu"]):
-            verdict += f"; {needed[row['gpu']]} of them fit"
-        lines.append(
-            f"{row['gpu']}: {verdict} ({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
-        )
+        lines.append(_fit_line(row, largest.get(row["gpu"], {}), needed.get(row["gpu"])))
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
@@ -611,6 +715,38 @@ def format_table(doc: dict[str, Any]) -> str:
     for note in [*doc.get("notices", []), *doc["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> str:
+    """One GPU's verdict: fits or not, and under vLLM whether it starts and what its pool holds."""
+    size = (
+        f"({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
+    )
+    vllm = row.get("vllm")
+    if vllm is not None and not vllm["starts"] and row["headroom_bytes"] >= -1:
+        # Refused for a reason other than memory (more sequences than state blocks).
+        size = f"({format_bytes(row['capacity_bytes'])})"
+    if vllm is None:
+        verdict = "fits" if row["fits"] else "does not fit"
+        if best.get("seq"):
+            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
+    elif vllm["starts"] and row["fits"]:
+        verdict = (
+            f"vLLM starts; KV pool {vllm['kv_pool_tokens']:,} tokens, "
+            f"{vllm['max_concurrency']:.2f} requests at the context at once"
+        )
+        if best.get("seq"):
+            verdict += f"; largest --max-model-len {best['seq']:,}"
+    else:
+        verdict = "vLLM would not start" if not vllm["starts"] else "does not fit"
+        if vllm["largest_max_model_len"]:
+            verdict += f"; largest --max-model-len that starts {vllm['largest_max_model_len']:,}"
+    if not row["fits"] and needed:
+        verdict += f"; {needed} of them fit"
+    line = f"{row['gpu']}: {verdict} {size}"
+    if vllm is not None and vllm["error"]:
+        line += f"\n  vLLM: {vllm['error']}"
+    return line
 
 
 def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:

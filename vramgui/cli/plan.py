@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for
-from vramgui.cli.text import APPROXIMATE, is_approximate
+from vramgui.cli.text import APPROXIMATE, is_approximate, printable
 from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
 from vramgui.core.offload import Bandwidths, Placement, curves
@@ -559,7 +559,7 @@ def _approximate(doc: dict[str, Any]) -> list[str]:
 
 def format_training(doc: dict[str, Any]) -> str:
     """A plain-text view of a training plan."""
-    lines = [f"{doc['model']['name']}: training setup", *_approximate(doc), ""]
+    lines = [f"{printable(doc['model']['name'])}: training setup", *_approximate(doc), ""]
     for settings in doc["launch"]:
         lines += [f"{settings['engine']}:", settings["text"], *settings["notes"]]
     return "\n".join(lines)
@@ -603,7 +603,7 @@ def format_table(doc: dict[str, Any]) -> str:
     gpus = doc.get("gpus") or [doc["gpu"]]
     budgets = " + ".join(format_bytes(b) for b in doc["vram_budget_bytes"])
     lines = [
-        f"{doc['model']['name']}: {doc['planner']} plan, GPU budget {budgets} "
+        f"{printable(doc['model']['name'])}: {doc['planner']} plan, GPU budget {budgets} "
         f"({', '.join(gpus)} speeds), {s['dtype']}"
         + (f" {s['quant']}" if s["quant"] != "none" else "")
         + f", batch {s['batch']}, seq {s['seq']:,}",

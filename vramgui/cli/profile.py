@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for
-from vramgui.cli.text import table
+from vramgui.cli.text import printable, table
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import (
@@ -254,7 +254,7 @@ def _show(args: argparse.Namespace) -> int:
         }
         print(json.dumps(document, indent=2))
         return 0
-    print(f"{profile.name}")
+    print(printable(profile.name))
     if profile.notes:
         print(f"  {profile.notes}")
     print(f"model: {source_of(profile.model)} ({profile.model.kind})")
@@ -343,7 +343,7 @@ def _compare(args: argparse.Namespace) -> int:
         print("* settings that differ")
     for r in reopened:
         for line in _notices(r):
-            print(f"note ({r.profile.name}): {line}")
+            print(f"note ({printable(r.profile.name)}): {printable(line)}")
     return 0
 
 

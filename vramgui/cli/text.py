@@ -1,7 +1,9 @@
-"""Plain-text tables for the command line's human output."""
+"""Plain-text tables for the command line's human output, and text from files made safe to
+print."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,8 +14,22 @@ APPROXIMATE = (
 )
 
 
+def printable(text: str) -> str:
+    """``text`` with its control and format characters escaped (``\\x1b``, ``\\n``,
+    ``\\u202e``): a name read from a file or a folder (an Ollama model, a config's name) never
+    moves the cursor, recolours or clears the terminal, or starts a line of its own."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c
+        for c in text
+    )
+
+
 def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
-    """Left-aligned columns two spaces apart, as wide as their widest cell."""
+    """Left-aligned columns two spaces apart, as wide as their widest cell; every cell printable."""
+    header = tuple(printable(cell) for cell in header)
+    rows = [tuple(printable(cell) for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
@@ -29,7 +45,7 @@ def model_line(model: dict[str, Any]) -> str:
     if model.get("inventory") == "approximate":
         count = f"about {count}, approximate"
     stored = model.get("stored_format")
-    return f"{model['name']}  ({model['architecture']}, {count}" + (
+    return f"{printable(model['name'])}  ({model['architecture']}, {count}" + (
         f"; stored as {stored})" if stored else ")"
     )
 

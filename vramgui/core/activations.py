@@ -1,6 +1,7 @@
 """Activations and compute buffers while serving, per GPU: the peak of vLLM's profiling forward
 and llama.cpp's compute buffer (transformers' prefill is core/prefill's). The KV cache and the
-weights are inference.py's."""
+weights are inference.py's; vLLM's start-up, which this profile peak feeds, is
+vllm_startup.py's."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from vramgui.core import dtypes
 from vramgui.core.model import ArchFacts, ModelSpec, Role
 from vramgui.core.workload import Workload
 
-# vLLM's profiling forward runs this many tokens (its default max_num_batched_tokens with chunked
-# prefill) and samples this many sequences; both bound its activation peak.
-VLLM_PROFILE_TOKENS = 8192
-VLLM_PROFILE_SEQS = 256
-# Its sampler holds fp32 logits, probabilities and log-probabilities of those sequences at once.
-VLLM_SAMPLER_COPIES = 3
+# vLLM's sampler warm-up (the end of its profiling run) holds, per sequence and vocabulary entry,
+# the model's 16-bit logits, their fp32 copy and what top-k / top-p sampling makes of them.
+# PyTorch's path sorts (fp32 values, int64 indices and the sort's own buffers), masks, sums and
+# re-scatters: 38.5-39.6 bytes in the logs of six models with vLLM 0.11 on an H100
+# (llm-d/llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md). FlashInfer's kernels
+# work on the fp32 logits and probabilities: 11-12 bytes (vLLM 0.10.1.1 on A100s,
+# dennislee22/vLLM-benchmarking).
+VLLM_SAMPLER_BYTES = {"pytorch": 39, "flashinfer": 12}
 # llama.cpp's physical micro-batch (n_ubatch) default: its compute buffer is sized for it.
 LLAMACPP_UBATCH = 512
 
@@ -39,34 +42,42 @@ def _shared_expert_width(spec: ModelSpec) -> int:
     return spec.cached("shared_expert_width", compute)
 
 
-def _mlp_width(spec: ModelSpec, tokens: int) -> int:
-    """MLP intermediate elements computed for ``tokens`` tokens (MoE: top-k experts plus shared)."""
-    facts = spec.facts
-    if not facts.is_moe:
-        return tokens * facts.intermediate_size
-    routed = tokens * facts.experts_per_token * facts.moe_intermediate_size
-    shared = tokens * _shared_expert_width(spec)
-    dense = tokens * facts.intermediate_size if not all(facts.moe_layers) else 0
-    return max(routed + shared, dense)
-
-
 # --- vLLM and llama.cpp -------------------------------------------------------------------------
 
 
-def vllm_profile_peak(spec: ModelSpec, w: Workload, kv_heads: int) -> int:
-    """Activation peak of vLLM's profiling forward (chunked prefill of max_num_batched_tokens)."""
+def vllm_profile_peak(
+    spec: ModelSpec, w: Workload, tokens: int, seqs: int, sampler: str = "flashinfer"
+) -> int:
+    """Activation peak of vLLM's profiling run on one tensor-parallel rank.
+
+    vLLM (V1 engine) profiles one forward of ``tokens`` tokens (max_num_batched_tokens, split
+    over ``seqs`` dummy requests), then warms its sampler on the last position of each request,
+    while the forward's hidden states are still alive. The forward's peak inside a block is the
+    residual and normed stream beside the widest transient: the fused qkv output and the
+    attention output, the merged gate/up projection and its activation, or the fused MoE
+    kernel's caches for every (token, expert) pair (its gate/up and down outputs share one
+    buffer).
+    """
     facts = spec.facts
     e = dtypes.DTYPE_BYTES[w.dtype]
-    t = VLLM_PROFILE_TOKENS
     tp = w.tp
-    q_dim = facts.num_heads * facts.head_dim // tp
-    kv_dim = kv_heads * facts.head_dim
-    inter = _mlp_width(spec, t) // tp
-    # Merged gate_up output (2x), the activation, the fused qkv output, residual + normed input.
-    per_token = (q_dim + 2 * kv_dim) * e + 2 * facts.hidden_size * e
-    mlp = inter * e * (3 if facts.gated_mlp else 2)
-    logits = VLLM_PROFILE_SEQS * facts.vocab_size * 4 * VLLM_SAMPLER_COPIES
-    return t * per_token + mlp + logits
+    h = facts.hidden_size
+    heads = max(1, facts.num_heads // tp)
+    if facts.is_mla:
+        qk = (facts.qk_nope_head_dim or 0) + (facts.qk_rope_head_dim or 0)
+        v = facts.v_head_dim or facts.head_dim
+        attention = heads * (2 * qk + 2 * v)  # q, k (latent expanded), v and the output
+    else:
+        kv = max(1, facts.num_kv_heads // tp)
+        attention = (2 * heads + 2 * kv) * facts.head_dim
+    mlp = 3 * facts.intermediate_size // tp if not all(facts.moe_layers) or not facts.is_moe else 0
+    if facts.is_moe:
+        inter = facts.moe_intermediate_size // tp
+        routed = facts.experts_per_token * (max(2 * inter, h) + inter)
+        mlp = max(mlp, routed + 3 * _shared_expert_width(spec) // tp)
+    forward = tokens * (2 * h + max(attention, mlp)) * e
+    warm_up = seqs * facts.vocab_size * VLLM_SAMPLER_BYTES[sampler] + tokens * h * e
+    return max(forward, warm_up)
 
 
 def llamacpp_flash_attention(workload: Workload) -> bool:

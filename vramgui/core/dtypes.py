@@ -556,7 +556,22 @@ def get_scheme(name: str) -> Scheme:
 
 # Roles whose linear layers the bitsandbytes / GPTQ / AWQ / FP8 schemes quantize; embeddings,
 # norms, biases, heads (lm_head) and MoE routers stay in the workload dtype, as transformers'
-# quantizers and the published GPTQ / AWQ / FP8 checkpoints leave them.
-QUANTIZED_ROLES = frozenset({Role.ATTENTION, Role.MLP, Role.EXPERT, Role.SHARED_EXPERT})
+# quantizers and the published GPTQ / AWQ / FP8 checkpoints leave them. The projections of
+# linear-attention, Mamba and short-convolution mixers are nn.Linear layers like attention's:
+# transformers' bitsandbytes and FP8 replace every nn.Linear but the head, vLLM builds them with
+# the model's quant_config (GatedDeltaNetAttention, MambaMixer2; ShortConv since vLLM PR 48917),
+# GPTQModel's and ModelOpt's default recipes quantize them.
+QUANTIZED_ROLES = frozenset({Role.ATTENTION, Role.MLP, Role.EXPERT, Role.SHARED_EXPERT, Role.MIXER})
 # Qwen-MoE's gate of the shared expert is a router too (GGUF's ffn_gate_inp_shexp).
 ROUTER_MODULES = frozenset({"shared_expert_gate"})
+# Linear layers no scheme quantizes: the routers above, and the indexer's weights_proj of
+# DeepSeek-V3.2-style sparse attention (transformers' _keep_in_fp32_modules; vLLM builds its
+# wk_weights_proj with quant_config=None).
+UNQUANTIZED_MODULES = ROUTER_MODULES | {"weights_proj"}
+# Gated DeltaNet's per-head gate projections (one output row per value head): the weight-only
+# integer schemes keep them 16-bit. GPTQModel's module trees mark them unquantized (qwen3_next:
+# in_proj_ba, qwen3_5: in_proj_a / in_proj_b, commit f4c327a), llm-compressor's W4A16 GPTQ / AWQ
+# recipes for Qwen 3.5+ ignore them, and AutoRound keeps every layer whose sides are not
+# multiples of 32 (48 heads) in 16 bits.
+GATE_PROJECTIONS = frozenset({"in_proj_a", "in_proj_b", "in_proj_ba"})
+WEIGHT_ONLY_INT_LAYOUTS = frozenset({"gptq", "awq", "packed-int"})

@@ -47,14 +47,18 @@ _LINEAR_ROLES = frozenset(
         Role.MLP,
         Role.EXPERT,
         Role.SHARED_EXPERT,
+        Role.MIXER,
         Role.HEAD,
         Role.ENCODER,
         Role.OTHER,
     }
 )
 # Module names that are not quantized linear layers even where their role says "other" or
-# "encoder"; an MTP module's eh_proj is a plain nn.Linear in vLLM, stored in 16 bits.
-_NOT_LINEAR = re.compile(r"embed|conv|norm|sinks|router|gate$|eh_proj")
+# "encoder": embeddings, convolutions, norms, attention sinks, routers (a MoE block's ``gate``,
+# Qwen-MoE's ``shared_expert_gate``); an MTP module's eh_proj is a plain nn.Linear in vLLM, stored
+# in 16 bits. Other ``*_gate`` layers are linear (MiniMax's output_gate, Gemma 3n's
+# per_layer_input_gate).
+_NOT_LINEAR = re.compile(r"embed|conv|norm|sinks|router|^gate$|shared_expert_gate$|eh_proj")
 # Leading containers a checkpoint name may or may not carry: "model.language_model.layers.0" and
 # "language_model.model.layers.0" both name the module "layers.0".
 _CONTAINERS = ("model.", "language_model.", "text_model.", "backbone.", "transformer.")
@@ -136,6 +140,8 @@ class StoredFormat:
             return None
         if self.decoder_only and (tensor.layer is None or tensor.role is Role.ENCODER):
             return None
+        if self.decoder_only and tensor.module in dtypes.GATE_PROJECTIONS:
+            return None  # GPTQModel / AutoAWQ leave Gated DeltaNet's per-head gates unquantized
         if self.matching == "transformers" and tensor.role is Role.HEAD:
             return None  # transformers' quantizers always keep the output head
         if self.matching == "modelopt" and tensor.role is Role.ENCODER:

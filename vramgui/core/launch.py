@@ -346,7 +346,8 @@ def _vllm_quantization(quant: str) -> str | None:
 def vllm_settings(
     spec: ModelSpec, workload: Workload, placement: Placement | None = None
 ) -> LaunchSettings:
-    """``vllm serve`` flags for the workload; ``--cpu-offload-gb`` when a placement offloads.
+    """``vllm serve`` flags that reproduce the workload: every vLLM knob set away from vLLM's
+    default, and ``--cpu-offload-gb`` for what the setting or a placement keeps in host RAM.
 
     Raises:
         WorkloadError: an unknown quantization scheme.
@@ -357,8 +358,6 @@ def vllm_settings(
         _TORCH_DTYPES[w.dtype],
         "--max-model-len",
         str(w.seq),
-        "--max-num-seqs",
-        str(w.batch),
         "--gpu-memory-utilization",
         f"{w.gpu_memory_utilization:g}",
         "--tensor-parallel-size",
@@ -371,6 +370,22 @@ def vllm_settings(
         args += ["--kv-cache-dtype", "fp8"]
     elif w.kv_dtype in ("q8_0", "q4_0"):
         notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is fp8.")
+    if w.max_num_seqs is not None:
+        args += ["--max-num-seqs", str(w.max_num_seqs)]
+    if w.max_num_batched_tokens is not None:
+        args += ["--max-num-batched-tokens", str(w.max_num_batched_tokens)]
+    if w.enforce_eager:
+        args.append("--enforce-eager")
+    if w.enable_prefix_caching is not None:
+        args.append(
+            "--enable-prefix-caching" if w.enable_prefix_caching else "--no-enable-prefix-caching"
+        )
+    if w.enable_lora:
+        args += ["--enable-lora", "--max-loras", str(w.max_loras)]
+        args += ["--max-lora-rank", str(w.max_lora_rank)]
+    speculative = _speculative_config(w)
+    if speculative:
+        args += ["--speculative-config", speculative]
     quantization = _vllm_quantization(w.quant)
     if quantization:
         args += ["--quantization", quantization]
@@ -385,16 +400,28 @@ def vllm_settings(
         )
         if model == _GGUF_PLACEHOLDER:
             notes.append(_convert_note(spec, w))
-    offloaded = _offloaded_bytes(placement)
+    # vLLM streams this many GiB of weights from host memory on every forward.
+    offloaded = max(w.cpu_offload_gb, math.ceil(_offloaded_bytes(placement) / 1024**3))
     if offloaded:
-        # vLLM streams this many GiB of weights from host memory on every forward.
-        args += ["--cpu-offload-gb", str(math.ceil(offloaded / 1024**3))]
+        args += ["--cpu-offload-gb", f"{offloaded:g}"]
     return LaunchSettings(
         engine="vLLM",
         args=tuple(args),
         text=_command(["vllm", "serve", model], args),
         notes=tuple(notes),
     )
+
+
+def _speculative_config(w: Workload) -> str:
+    """vLLM's ``--speculative-config`` JSON for the workload's speculative decoding, or ""."""
+    if w.mtp:
+        config: dict[str, Any] = {"method": "mtp"}
+    elif w.speculative == "draft":
+        config = {"model": w.draft_model or "DRAFT_MODEL"}
+    else:
+        return ""
+    config["num_speculative_tokens"] = w.num_speculative_tokens
+    return json.dumps(config, separators=(",", ":"))
 
 
 def _offloaded_bytes(placement: Placement | None) -> int:

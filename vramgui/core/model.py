@@ -28,11 +28,15 @@ class Role(StrEnum):
     MLP = "mlp"  # dense feed-forward
     EXPERT = "expert"  # routed MoE experts (only top-k run per token)
     SHARED_EXPERT = "shared_expert"  # MoE experts every token runs through
+    # projections of the token mixers that are not softmax attention: Gated DeltaNet's
+    # linear_attn.in_proj_* / out_proj, Mamba's in_proj / x_proj / dt_proj / out_proj, LFM2's
+    # short-convolution in / out projections, RecurrentGemma's RG-LRU linears
+    MIXER = "mixer"
     ROUTER = "router"  # MoE gate
     NORM = "norm"  # layer / RMS norms
     HEAD = "head"  # LM head, pooler, task heads
     ENCODER = "encoder"  # vision / audio towers and multimodal projectors, outside the decoder
-    OTHER = "other"  # anything else (SSM state params, ...)
+    OTHER = "other"  # anything else (SSM state params, convolutions, ...)
 
 
 class Inventory(StrEnum):

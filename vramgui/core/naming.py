@@ -69,7 +69,9 @@ _POSITION = frozenset(
     {"wpe", "position_embeddings", "embed_positions", "token_type_embeddings", "rel_pos_bias"}
 )
 _HEAD = frozenset({"lm_head", "embed_out", "score", "classifier", "pooler", "cls", "qa_outputs"})
-_ATTENTION_SCOPES = frozenset({"self_attn", "attn", "attention", "self_attention", "cross_attn"})
+_ATTENTION_SCOPES = frozenset(
+    {"self_attn", "attn", "attention", "self_attention", "cross_attn", "encoder_attn"}
+)
 _ATTENTION_MODULES = frozenset(
     {
         "q_proj",
@@ -88,7 +90,8 @@ _ATTENTION_MODULES = frozenset(
         "wo",
     }
 )
-_MLP_SCOPES = frozenset({"mlp", "feed_forward", "ffn", "intermediate", "output"})
+# Granite 4's hybrids run a dense ``shared_mlp`` in every block beside (or instead of) the experts.
+_MLP_SCOPES = frozenset({"mlp", "feed_forward", "ffn", "intermediate", "output", "shared_mlp"})
 _MLP_MODULES = frozenset(
     {
         "gate_proj",
@@ -105,6 +108,13 @@ _MLP_MODULES = frozenset(
 # Names that are the MLP inside a block once attention scopes are ruled out (Mistral's w1/w2/w3).
 _BLOCK_MLP_MODULES = frozenset({"w1", "w2", "w3", "c_proj", "dense"})
 _ROUTER_MODULES = frozenset({"gate", "router", "e_score_correction_bias"})
+# Token mixers other than softmax attention, by the attribute transformers gives them in a block:
+# Gated DeltaNet (``linear_attn``), Mamba / Mamba 2 (``mixer``, Jamba's / Granite's / Falcon-H1's
+# ``mamba``), LFM2's short convolution (``conv``), RecurrentGemma's RG-LRU (``temporal_block``).
+# Their linear projections are MIXER; their convolutions and state parameters (conv1d, A_log, D,
+# dt_bias, norms) are not linear layers and stay OTHER (or NORM).
+_MIXER_SCOPES = frozenset({"linear_attn", "mixer", "mamba", "conv", "temporal_block"})
+_MIXER_PROJECTION = re.compile(r"\w+_proj|in_proj\w*|linear_\w+")
 # Scopes of multimodal checkpoints that sit outside the language model: vision and audio towers and
 # the projectors that map their outputs into it.
 _ENCODER_SCOPES = frozenset(
@@ -236,6 +246,8 @@ def _classify_transformers(name: str) -> TensorName:
         layer is not None and (scopes & _MLP_SCOPES or module in _BLOCK_MLP_MODULES)
     ):
         role = Role.MLP
+    elif layer is not None and scopes & _MIXER_SCOPES and _MIXER_PROJECTION.fullmatch(module):
+        role = Role.MIXER
     else:
         role = Role.OTHER
     return TensorName(role, layer, module, is_bias)

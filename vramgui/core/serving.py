@@ -6,7 +6,8 @@ The weights an engine holds are not always the weights a checkpoint stores:
   Ada, FP4 before Blackwell) it runs weight-only Marlin kernels on the same bytes; it pads
   gpt-oss's MXFP4 experts to the tile its MoE kernels need (Marlin: rows to 128, columns to 256
   on Ampere and Ada; FlashInfer: both to 256 on Blackwell; Triton: rows to 64 on Hopper), and it
-  needs compute capability 8.0 for FP8, FP4 and MXFP4 weights.
+  needs compute capability 8.0 for FP8, FP4 and MXFP4 weights. A scheme it applies at load
+  leaves Mamba (1)'s mixers in 16 bits: its MambaMixer takes no quant_config.
 - transformers' bitsandbytes quantizes ``nn.Linear`` layers only, so the experts a MoE class
   holds as stacked parameters stay 16-bit. transformers keeps MXFP4 only for gpt-oss's experts, on compute capability 7.5 and later, with
   its Triton kernels installed (``triton`` >= 3.4 and ``kernels``); otherwise it dequantizes them
@@ -245,7 +246,46 @@ def _vllm(
     if kind == "mxfp4":  # Mxfp4MoEMethod's layers (not DeepSeek-V4's FP4 experts in FP8 blocks)
         stored, said = _mxfp4_padding(spec, w, stored, cc)
         notes += said
-    return stored, notes
+    stored, said = _mamba1_mixers(spec, w, stored)
+    return stored, notes + said
+
+
+# Mamba (1)'s projections: x_proj and dt_proj exist in its mixer only (Mamba 2 fuses them into
+# in_proj).
+_MAMBA1_PROJECTIONS = frozenset({"x_proj", "dt_proj"})
+
+
+def _mamba1_mixers(
+    spec: ModelSpec, w: Workload, stored: tuple[TensorStorage, ...]
+) -> tuple[tuple[TensorStorage, ...], list[str]]:
+    """vLLM builds Mamba (1)'s mixer (``MambaMixer``: Mamba, Falcon-Mamba, Jamba) without the
+    model's quant_config, so a scheme applied at load leaves its projections in the model dtype
+    (vLLM 0.8.5 to 0.34; Mamba 2's and Gated DeltaNet's projections are quantized)."""
+    if w.quant == "none" or (
+        spec.quantization is not None and not storage.overridden(spec, w.quant)
+    ):
+        return stored, []
+    if not any(
+        st.tensor.role is Role.MIXER and st.tensor.module in _MAMBA1_PROJECTIONS for st in stored
+    ):
+        return stored, []
+    base = dtypes.WORKLOAD_TYPES[w.dtype]
+    out = list(stored)
+    changed = [
+        i
+        for i, st in enumerate(stored)
+        if st.tensor.role is Role.MIXER and not st.tensor.is_bias and st.storage != base
+    ]
+    for i in changed:
+        t = out[i].tensor
+        out[i] = TensorStorage(t, base, dtypes.storage_bytes(t.shape, base))
+    if not changed:
+        return stored, []
+    added = sum(out[i].bytes - stored[i].bytes for i in changed)
+    return tuple(out), [
+        f"vLLM builds Mamba's mixer layers without quantization: their projections stay in "
+        f"{w.dtype} ({_gib(added)} more than quantized)."
+    ]
 
 
 def _round_up(n: int, m: int) -> int:

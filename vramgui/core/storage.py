@@ -320,11 +320,7 @@ def _assign_storage(
         )
     out: list[TensorStorage] = []
     for t in tensors:
-        if (
-            t.is_matrix
-            and t.role in dtypes.QUANTIZED_ROLES
-            and t.module not in dtypes.ROUTER_MODULES
-        ):
+        if quantized_by(scheme, t):
             shape = _in_out_shape(spec, t)
             out.append(
                 TensorStorage(t, scheme.name, matrix_bytes(scheme, shape, _stored_halves(spec, t)))
@@ -332,6 +328,19 @@ def _assign_storage(
         else:
             out.append(_unquantized(t, base))
     return tuple(out)
+
+
+def quantized_by(scheme: dtypes.Scheme, t: Tensor) -> bool:
+    """Whether the library that applies ``scheme`` (at load, or writing a checkpoint) quantizes
+    ``t``: the linear layers of the quantized roles but routers and the indexer's weights_proj;
+    the weight-only integer schemes also keep Gated DeltaNet's per-head gates."""
+    if t.role not in dtypes.QUANTIZED_ROLES or not formats.is_linear(t):
+        return False
+    if t.module in dtypes.UNQUANTIZED_MODULES:
+        return False
+    return not (
+        scheme.layout in dtypes.WEIGHT_ONLY_INT_LAYOUTS and t.module in dtypes.GATE_PROJECTIONS
+    )
 
 
 def _formatted(spec: ModelSpec, t: Tensor, base: str) -> TensorStorage:
@@ -393,7 +402,8 @@ _PART_NAMES = {
     Role.SHARED_EXPERT: "shared experts",
     Role.HEAD: "head",
     Role.ENCODER: "vision",
-    Role.OTHER: "mixers",
+    Role.MIXER: "mixers",
+    Role.OTHER: "other layers",
 }
 
 

@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import Any
 
 from vramgui.core import dtypes
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import WorkloadError, shown
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
@@ -21,6 +21,12 @@ OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor", "lion")
 # trainer: transformers' Trainer drops the model's outputs once it has the loss; custom: the loop
 # of tutorials and accelerate's examples keeps ``outputs`` (the logits) through backward.
 LOOPS = ("trainer", "custom")
+# Speculative decoding under vLLM: none, the model's own multi-token-prediction layers, or a draft
+# model (``draft_model`` names it).
+SPECULATIVE = ("none", "draft")
+# The vLLM versions whose start-up rules the estimate follows (core/vllm_startup.py): 0.20 stands for
+# 0.20.2 and later, the default.
+VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
@@ -138,6 +144,24 @@ class Workload:
         cpu_offload: offload optimizer states (and with ZeRO-3, parameters) to host RAM.
         loop: the training loop around the model: "trainer" (transformers' Trainer) or "custom"
             (``outputs = model(**batch); loss = outputs.loss; loss.backward()``).
+        max_num_seqs: vLLM's ``--max-num-seqs``; None takes vLLM's default for the GPU.
+        max_num_batched_tokens: vLLM's ``--max-num-batched-tokens``; None takes its default.
+        enforce_eager: vLLM's ``--enforce-eager`` (no CUDA graphs).
+        enable_lora: vLLM's ``--enable-lora``, with ``max_loras`` adapter slots of rank
+            ``max_lora_rank`` (``--max-loras``, ``--max-lora-rank``).
+        max_loras: LoRA adapters vLLM holds on the GPU at once.
+        max_lora_rank: the largest LoRA rank vLLM reserves room for.
+        speculative: speculative decoding with a separate draft model under vLLM: "none" or
+            "draft" (``draft_model``); the model's own multi-token-prediction layers are
+            ``mtp``.
+        num_speculative_tokens: tokens proposed per step when speculating (MTP or draft).
+        draft_model: the draft model's source (catalog name, Hub id, path) for "draft".
+        cpu_offload_gb: vLLM's ``--cpu-offload-gb``: GiB of weights per GPU kept in host RAM.
+        enable_prefix_caching: vLLM's ``--enable-prefix-caching`` (True) or
+            ``--no-enable-prefix-caching`` (False); None takes the version's default. It
+            changes the pool only for models with state layers (Mamba, linear attention),
+            whose states it keeps per block.
+        vllm_version: the vLLM version whose start-up rules to follow (``VLLM_VERSIONS``).
         gpu_arch: the GPU generation the engine runs on (``GPU_ARCHS``), which decides what it
             does with a checkpoint's format; "auto" when no GPU says.
         mtp: load the checkpoint's multi-token-prediction layers (vLLM's MTP speculative
@@ -168,6 +192,18 @@ class Workload:
     gpu_memory_utilization: float = 0.9
     cpu_offload: bool = False
     loop: str = "trainer"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool = False
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    speculative: str = "none"
+    num_speculative_tokens: int = 1
+    draft_model: str = ""
+    cpu_offload_gb: float = 0.0
+    enable_prefix_caching: bool | None = None
+    vllm_version: str = VLLM_VERSIONS[-1]
     gpu_arch: str = "auto"
     mtp: bool = False
 
@@ -181,6 +217,8 @@ class Workload:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("loop", self.loop, LOOPS)
+        _check_choice("speculative", self.speculative, SPECULATIVE)
+        _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
         _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
@@ -192,6 +230,22 @@ class Workload:
         _check_range("pp", self.pp, 1, MAX_GPUS)
         if self.overhead_bytes is not None:
             _check_range("overhead", self.overhead_bytes, 0, 1 << 50)
+        if self.max_num_seqs is not None:
+            _check_range("max-num-seqs", self.max_num_seqs, 1, MAX_BATCH)
+        if self.max_num_batched_tokens is not None:
+            _check_range("max-num-batched-tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
+        _check_range("max-loras", self.max_loras, 1, 1 << 10)
+        _check_range("max-lora-rank", self.max_lora_rank, 1, 1 << 16)
+        _check_range("num-speculative-tokens", self.num_speculative_tokens, 1, 64)
+        if self.mtp and self.speculative == "draft":
+            raise WorkloadError(
+                "speculate with the model's MTP layers (--mtp) or a draft model "
+                "(--speculative-model), not both"
+            )
+        if isinstance(self.cpu_offload_gb, bool) or not 0 <= self.cpu_offload_gb < 1 << 20:
+            raise WorkloadError(
+                f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
+            )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
                 f"gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
@@ -229,6 +283,11 @@ class Workload:
         conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype, stored)
         if conflicts:
             raise EngineConflictError(conflicts[0])
+
+    @property
+    def speculative_tokens(self) -> int:
+        """Tokens vLLM proposes per step (0: no speculative decoding)."""
+        return self.num_speculative_tokens if self.mtp or self.speculative == "draft" else 0
 
     @property
     def data_parallel(self) -> int:
@@ -502,8 +561,30 @@ _SLOT_SETTERS = tuple(Workload.__dict__[f.name].__set__ for f in fields(Workload
 _SIZE_SETTERS = {name: Workload.__dict__[name].__set__ for name in _SIZE_LIMITS}
 _settings = attrgetter(*(f.name for f in fields(Workload)))
 
-_INT_FIELDS = {"batch", "seq", "lora_rank", "grad_accum", "gpus", "zero", "tp", "pp"}
-_BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload", "mtp"}
+_INT_FIELDS = {
+    "batch",
+    "seq",
+    "lora_rank",
+    "grad_accum",
+    "gpus",
+    "zero",
+    "tp",
+    "pp",
+    "max_loras",
+    "max_lora_rank",
+    "num_speculative_tokens",
+}
+_OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens"}
+_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
+_BOOL_FIELDS = {
+    "grad_checkpointing",
+    "fsdp",
+    "cpu_offload",
+    "enforce_eager",
+    "enable_lora",
+    "mtp",
+}
+_OPTIONAL_BOOL_FIELDS = {"enable_prefix_caching"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -515,30 +596,38 @@ def _coerce(key: str, value: Any) -> Any:
         raise WorkloadError("lora-targets must be a comma-separated string or a list of names")
     if key in _INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
         return value
     if key in _BOOL_FIELDS:
         if not isinstance(value, bool):
-            raise WorkloadError(f"{key.replace('_', '-')} must be true or false, got {value!r}")
+            raise WorkloadError(
+                f"{key.replace('_', '-')} must be true or false, got {shown(value)}"
+            )
         return value
-    if key == "overhead_bytes":
+    if key in _OPTIONAL_BOOL_FIELDS:
+        if value is not None and not isinstance(value, bool):
+            raise WorkloadError(
+                f"{key.replace('_', '-')} must be true, false or null, got {shown(value)}"
+            )
+        return value
+    if key in _OPTIONAL_INT_FIELDS:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"overhead-bytes must be an integer, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
         return value
-    if key == "gpu_memory_utilization":
+    if key in _FLOAT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorkloadError(f"gpu-memory-utilization must be a number, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {shown(value)}")
         return float(value)
     if not isinstance(value, str):
-        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {value!r}")
+        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {shown(value)}")
     return value
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {shown(value)}")
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

@@ -45,6 +45,8 @@ MAX_HEADER_BYTES = 32 * 2**20
 MAX_TENSORS = 2**18
 MAX_CONFIG_BYTES = 4 * 2**20
 MAX_INDEX_BYTES = 32 * 2**20
+# A model folder holds its config, tokenizer and shards: a few hundred names at most.
+MAX_FOLDER_ENTRIES = 65_536
 # Integers in config.json: none is longer (a 2^64 byte count has 20 digits).
 MAX_INT_DIGITS = 24
 # Dimensions of a tensor in a header; values of dimensions and offsets are below 2^64.
@@ -321,11 +323,19 @@ def folder_names(folder: Path) -> set[str]:
     Raises:
         BadModelFile: the folder cannot be listed (permission denied, ...).
     """
+    names: set[str] = set()
     try:
         with os.scandir(folder) as entries:
-            return {entry.name for entry in entries}
+            for entry in entries:
+                names.add(entry.name)
+                if len(names) > MAX_FOLDER_ENTRIES:
+                    raise BadModelFile(
+                        f"{folder} holds over {MAX_FOLDER_ENTRIES:,} entries, more than any "
+                        "model folder"
+                    )
     except OSError as exc:
         raise BadModelFile(f"cannot read the folder {folder}: {describe_os_error(exc)}") from None
+    return names
 
 
 def load_folder(path: Path, name: str | None = None) -> ModelSpec:

@@ -72,6 +72,24 @@ def load_model(source: str, *, hub: HubClient | None = None) -> ResolvedModel:
         ) from None
 
 
+def is_bundled(source: str) -> bool:
+    """Whether ``load_model(source)`` takes the model from the bundled catalog, vramgui's own
+    data: not a file or folder, not a Hub repo id (whose download may be in the Hugging Face
+    cache), not an Ollama model. The window reads these at once and anything else in a child
+    process."""
+    text = source.strip()
+    if not text or _looks_like_path(text) or text.startswith(OLLAMA_PREFIX):
+        return False
+    if _HUB_SOURCE.match(text) and "/" in text:
+        return False
+    try:
+        if _exists(_user_path(text)):
+            return False
+    except SourceError:
+        return False
+    return _catalog_entry(text) is not None
+
+
 def load_repo(
     repo_id: str,
     revision: str | None = None,

@@ -62,6 +62,14 @@ def workload_arguments(workload: Workload) -> list[str]:
         if key == "overhead-bytes":
             if value is not None:
                 args += ["--overhead-gib", repr(value / GiB)]
+        elif value is None:
+            continue  # a default the command line leaves to the engine
+        elif key == "speculative":
+            continue  # a draft model names itself (--speculative-model)
+        elif key == "draft-model":
+            args += ["--speculative-model", value] if value else []
+        elif key == "enable-prefix-caching":
+            args += ["--enable-prefix-caching" if value else "--no-enable-prefix-caching"]
         elif isinstance(value, bool):
             args += [f"--{key}"] if value else []
         else:
@@ -260,7 +268,7 @@ class VerifyBar(QWidget):
                 "\n\n".join(filter(None, (extra.install_hint(problems), _this_python()))),
             )
             return
-        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload)
+        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload, device)
         if reason:
             self._tell(f"Verify cannot run this setup: {reason}.", "warning")
             return
@@ -273,6 +281,8 @@ class VerifyBar(QWidget):
         self._buffer = b""
         argv = self._command(source, workload, device)
         process = QProcess(self)
+        # Nothing the run does may wait for an answer on standard input.
+        process.setStandardInputFile(QProcess.nullDevice())
         process.readyReadStandardError.connect(self._read_stderr)
         process.finished.connect(self._finished)
         process.errorOccurred.connect(self._error)

@@ -21,7 +21,7 @@ slow one):
 
     python -m benchmarks.architectures                  # every type
     python -m benchmarks.architectures --only gpt_oss qwen3_next
-    python -m benchmarks.architectures --reuse          # re-estimate the stored measurements
+    python -m benchmarks.architectures --reuse          # re-estimate the stored ones
     python -m benchmarks.architectures --held-out       # the held-out shapes (HEADLINE types)
 """
 
@@ -49,6 +49,9 @@ VALIDATION = ROOT / "vramgui" / "core" / "families" / "validation.json"
 
 # (batch, prompt tokens): the shapes every type is measured at on its default config.
 SHAPES = ((4, 512), (3, 1500), (1, 4000), (1, 8192), (4, 32768))
+# The fewest shapes a default config is measured at (prompts cut to its learned positions
+# collapse some of SHAPES; shorter ones make up the count).
+MIN_SHAPES = 4
 # The shape the configs of other sizes are measured at.
 SIZE_SHAPE = (1, 4000)
 # Shapes no estimator rule was written or tuned from, measured on the HEADLINE types only.
@@ -170,16 +173,35 @@ def _longest(config: dict) -> int | None:
     return spec.facts.max_position_embeddings if learned else None
 
 
-def run_type(
-    configs: list[dict], plan: list[tuple[int, int, int]], stored: dict | None
-) -> dict[str, Any]:
-    """The ``plan``'s (config, batch, seq) points: measured now, or taken from ``stored``."""
-    old = {(p["config"], p["batch"], p["seq"]): p for p in (stored or {}).get("points", [])}
+def shaped_plan(
+    configs: list[dict], plan: list[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
+    """The ``plan``'s (config, batch, seq) points as measured: prompts cut to a config's learned
+    positions, and where that leaves the default config fewer than ``MIN_SHAPES`` shapes, batch
+    2 at a half, a quarter and an eighth of its positions until it has them."""
     shaped = []
     for index, batch, wanted in plan:
         longest = _longest(configs[index])
         shaped.append((index, batch, min(wanted, longest) if longest else wanted))
     shaped = list(dict.fromkeys(shaped))
+    longest = _longest(configs[0])
+    default = [s for s in shaped if s[0] == 0]
+    for fraction in (2, 4, 8):
+        if len(default) >= MIN_SHAPES or longest is None:
+            break
+        extra = (0, 2, longest // fraction)
+        if extra not in default:
+            shaped.append(extra)
+            default.append(extra)
+    return shaped
+
+
+def run_type(
+    configs: list[dict], plan: list[tuple[int, int, int]], stored: dict | None
+) -> dict[str, Any]:
+    """The ``plan``'s (config, batch, seq) points: measured now, or taken from ``stored``."""
+    old = {(p["config"], p["batch"], p["seq"]): p for p in (stored or {}).get("points", [])}
+    shaped = shaped_plan(configs, plan)
     todo = [
         (configs[index], settings_of(configs[index], batch, seq))
         for index, batch, seq in shaped
@@ -299,7 +321,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*")
     parser.add_argument(
-        "--reuse", action="store_true", help="re-estimate the stored measurements, measure none"
+        "--reuse",
+        action="store_true",
+        help="re-estimate the stored measurements (measuring only the shapes not stored)",
     )
     parser.add_argument("--held-out", action="store_true", help="the held-out shapes")
     args = parser.parse_args()
@@ -314,7 +338,8 @@ def main() -> int:
             results = stored["types"]
     # The instrument builds a config's causal-LM class: a multimodal class's entry
     # ("qwen3_5:Qwen3_5ForConditionalGeneration") is not what it would measure.
-    for model_type in args.only or sorted(t for t in cases if ":" not in t):
+    every = results if args.reuse else (t for t in cases if ":" not in t)
+    for model_type in args.only or sorted(every):
         started = time.perf_counter()
         configs = [c["config"] for c in cases[model_type]]
         plan = [(0, b, s) for b, s in SHAPES]

@@ -1,5 +1,7 @@
 """benchmarks/architectures.py's verdict on each type (no torch needed)."""
 
+import json
+
 from benchmarks import architectures
 
 
@@ -33,3 +35,18 @@ def test_the_range_checked_covers_the_default_shapes_and_every_size():
 
 def test_a_type_with_no_measurement_has_no_verdict():
     assert architectures.verdict([{"config": 0, "batch": 1, "seq": 8, "measure_error": "x"}]) == {}
+
+
+def test_every_default_config_gets_four_shapes_within_its_learned_positions():
+    """A type whose learned positions cut the benchmark's prompts (bert's 512, blenderbot's 128)
+    is measured at shorter prompts instead, never at fewer than four shapes."""
+    cases = json.loads(architectures.CASES.read_text())["types"]
+    plan = [(0, b, s) for b, s in architectures.SHAPES]
+    for model_type in ("bert", "blenderbot", "bart", "llama"):
+        configs = [c["config"] for c in cases[model_type]]
+        default = [(b, s) for i, b, s in architectures.shaped_plan(configs, plan) if i == 0]
+        longest = architectures._longest(configs[0]) or max(s for _, s in architectures.SHAPES)
+        assert len(set(default)) >= architectures.MIN_SHAPES, model_type
+        assert all(s <= longest for _, s in default), model_type
+    llama = [c["config"] for c in cases["llama"]]
+    assert architectures.shaped_plan(llama, plan) == plan  # nothing cut, nothing added

@@ -388,8 +388,7 @@ class InferencePlan:
         overhead = None
         if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
-            if self._checked is not None:
-                notes = (*notes, *self._outside(batch, seq))
+            notes = (*notes, *self._outside(batch, seq))
         elif self._vllm is not None:
             kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
             overhead = vllm_startup.CUDA_CONTEXT_BYTES + self._rotary
@@ -417,9 +416,14 @@ class InferencePlan:
 
     def _outside(self, batch: int, seq: int) -> tuple[str, ...]:
         """A note where the workload lies outside the shapes and sizes this architecture's
-        prefill was measured at."""
+        prefill was measured at, or where it was never measured."""
         checked = self._checked
-        assert checked is not None
+        if checked is None:
+            return (
+                f"{self._facts.model_type}'s prefill has not been measured against "
+                "transformers (benchmarks/architectures.py), so these activations are "
+                "approximate.",
+            )
         outside = checked.outside(batch, seq, self._facts.hidden_size)
         if not outside:
             return ()

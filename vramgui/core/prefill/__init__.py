@@ -274,6 +274,7 @@ def _block(
                 gated=facts.gated_mlp,
                 fused=_has_module(spec, index, "gate_up_proj"),
                 act=facts.hidden_act,
+                normed=plan.mlp_norm,
             )
         if y is not None:
             p.free(y)

@@ -78,7 +78,13 @@ def attention(
         if a.head_norms:
             key = _replace(p, key, rms_norm(p, d, a.kv))
         value = p.new(d.tok(a.kv))
-    if a.rotary and a.fp32_rotary:
+    if a.rotary and a.upcast_rotary:
+        upcast = [p.new(d.fp32(width)) for width in (a.q, a.kv)] if d.e != FP32 else []
+        rotated = [_rope_upcast(p, d, width) for width in (a.q, a.kv)]
+        query = _replace(p, query, p.new(d.tok(a.q)))
+        key = _replace(p, key, p.new(d.tok(a.kv)))
+        p.free(*upcast, *rotated)
+    elif a.rotary and a.fp32_rotary:
         q32 = _rope32(p, d, a.q)
         k32 = _rope32(p, d, a.kv)
         query = _replace(p, query, p.new(d.tok(a.q)))
@@ -116,6 +122,20 @@ def _rope32(p: Program, d: Dtype, width: int) -> int:
     times_sin = p.new(TOKENS * (width * FP32))
     p.free(rotated_half)
     out = p.new(TOKENS * (width * FP32))
+    p.free(times_cos, times_sin)
+    return out
+
+
+def _rope_upcast(p: Program, d: Dtype, width: int) -> int:
+    """Cohere's rotary embedding of an fp32 copy: ``x * cos + rotate_half(x) * sin``, where
+    rotate_half stacks ``-x2`` beside ``x1`` into a new tensor (the caller casts it back)."""
+    times_cos = p.new(d.fp32(width))
+    negated = p.new(d.fp32(width // 2))
+    rotated_half = p.new(d.fp32(width))
+    p.free(negated)
+    times_sin = p.new(d.fp32(width))
+    p.free(rotated_half)
+    out = p.new(d.fp32(width))
     p.free(times_cos, times_sin)
     return out
 

@@ -17,6 +17,8 @@ _FUSED_QKV = frozenset({"qkv_proj", "query_key_value", "c_attn", "Wqkv", "qkv"})
 _OUT = ("o_proj", "out_proj", "dense", "c_proj", "wo", "o")
 # Per-head norms of q and k.
 _HEAD_NORMS = frozenset({"q_norm", "k_norm", "q_layernorm", "k_layernorm"})
+# Norms of a dense MLP's product, before its down projection.
+_MLP_NORMS = frozenset({"ffn_sub_norm"})
 # Submodules whose norms are their own, not the block's.
 _INNER = ("self_attn", "attn", "attention", "mixer", "linear_attn", "indexer", "mamba")
 # Families whose experts run every token through every expert (one batched matmul per
@@ -52,6 +54,11 @@ FP32_ROTARY = frozenset(
         "olmo_hybrid",
     }
 )
+# Families whose rotary embedding upcasts q and k (``q.float()``) and rotates them in fp32,
+# rotate_half stacking the interleaved pairs.
+UPCAST_ROTARY = frozenset({"cohere", "cohere2", "cohere2_moe"})
+# Families whose sliding-window layers alone rotate q and k (the others have no positions).
+SLIDING_ROTARY_ONLY = frozenset({"cohere2"})
 # Families that make one rotary table per attention kind (its own head size and base).
 ROTARY_PER_KIND = frozenset(
     {
@@ -108,6 +115,7 @@ class Attention:
     alibi: bool = False  # BLOOM: baddbmm scores kept, probabilities held into the next block
     own_mask: bool = False  # Falcon: an additive mask per layer; SDPA then takes its math kernel
     fp32_rotary: bool = False  # rotated in fp32 (fp32 cos / sin), cast back
+    upcast_rotary: bool = False  # q and k upcast to fp32, rotated there, cast back (Cohere)
     v_norm: bool = False  # the values RMS-normed
 
     @property
@@ -151,6 +159,7 @@ class Block:
     layer_norm: bool = False  # the block's norms are LayerNorms (biased), not RMSNorms
     per_layer_input: int = 0  # width of the per-layer input the block gates in (Gemma 3n / 4)
     norms: str = "pre"  # "pre": on each branch's input; "post": on its output; "sandwich": both
+    mlp_norm: bool = False  # the MLP's product RMS-normed before its down projection (BitNet)
 
 
 def block(spec: ModelSpec, layer: int, tp: int) -> Block:
@@ -173,6 +182,7 @@ def block(spec: ModelSpec, layer: int, tp: int) -> Block:
         layer_norm=_biased_norm(tensors),
         norms=_placement(tensors),
         per_layer_input=gate.shape[0] if gate is not None else 0,
+        mlp_norm=dense and any(t.module in _MLP_NORMS for t in tensors),
     )
 
 
@@ -281,7 +291,8 @@ def _attention(
         (t for t in tensors if t.module in ("q_norm", "q_layernorm") and not t.is_bias), None
     )
     head_norms = 0 if norm is None else heads * head_dim
-    rotary = head_dim if _rotary(spec) else 0
+    nope = kind is not LayerType.SLIDING and facts.model_type in SLIDING_ROTARY_ONLY
+    rotary = head_dim if _rotary(spec) and not nope else 0
     model_type = facts.model_type
     return Attention(
         heads=heads,
@@ -298,6 +309,7 @@ def _attention(
         alibi=model_type == "bloom",
         own_mask=model_type == "falcon",
         fp32_rotary=model_type in FP32_ROTARY,
+        upcast_rotary=model_type in UPCAST_ROTARY,
         v_norm=model_type in V_NORM,
     )
 

@@ -109,10 +109,19 @@ def _xielu(p: Program, d: Dtype, width: int) -> int:
 
 
 def dense_mlp(
-    p: Program, d: Dtype, width: int, hidden: int, *, gated: bool, fused: bool, act: str
+    p: Program,
+    d: Dtype,
+    width: int,
+    hidden: int,
+    *,
+    gated: bool,
+    fused: bool,
+    act: str,
+    normed: bool = False,
 ) -> int:
     """A dense MLP over every token: ``down(act(gate(x)) * up(x))`` (fused: one gate_up linear
-    whose output lives until the product is made) or ``down(act(up(x)))``."""
+    whose output lives until the product is made) or ``down(act(up(x)))``; ``normed``: the
+    product RMS-normed before the down projection (BitNet's ``ffn_sub_norm``)."""
     inner = d.tok(width)
     if gated and fused:
         gate_up = p.new(d.tok(2 * width))
@@ -143,6 +152,10 @@ def dense_mlp(
         else:
             product = p.new(inner)
         p.free(up)
+    if normed:
+        norm = rms_norm(p, d, width)
+        p.free(product)
+        product = norm
     out = p.new(d.tok(hidden))
     p.free(product)
     return out

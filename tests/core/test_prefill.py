@@ -277,3 +277,16 @@ def test_out_of_range_workloads_are_said_to_be_approximate():
     notes = inference_breakdown(spec, Workload(mode="inference", batch=16, seq=2048)).notes
     assert any("batch 16" in n and "approximate" in n for n in notes)
     assert not inference_breakdown(spec, Workload(mode="inference", batch=2, seq=2048)).notes
+    # a type the benchmark never measured says so at every shape
+    nova = spec_from_config(
+        {
+            "model_type": "nova",
+            "hidden_size": 512,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 8,
+            "intermediate_size": 1024,
+            "vocab_size": 1000,
+        }
+    )
+    notes = inference_breakdown(nova, Workload(mode="inference", batch=1, seq=512)).notes
+    assert any("nova's prefill has not been measured" in n and "approximate" in n for n in notes)

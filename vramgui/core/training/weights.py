@@ -75,7 +75,9 @@ def lora_rank_of(spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int)
     return rank if t.module in targets else 0
 
 
-def adapter_shapes(spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int) -> tuple:
+def adapter_shapes(
+    spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int
+) -> tuple[tuple[int, int], ...]:
     """The LoRA A and B matrices peft gives ``t`` (none when it is not adapted): a stack of
     experts gets one pair for all of them, A (rank x experts, in) and B (out, rank x experts)."""
     r = lora_rank_of(spec, t, targets, rank)

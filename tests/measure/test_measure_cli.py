@@ -121,3 +121,18 @@ def test_mla_on_the_cpu_is_compared_with_the_estimate_for_the_cpus_kernels(capsy
     assert measured["attention"]["math_kernel_calls"] > 0
     assert abs(measured["cpu_kernels"]["error"]) <= 0.03
     assert measured["cpu_kernels"]["estimate"] > measured["tensor_bytes"]["estimate"]
+
+
+def test_the_table_shows_the_attention_the_run_built(capsys, tiny):
+    # BLOOM: transformers runs it with eager attention only, whatever --attention asks.
+    bloom = tiny("bloom-tied")
+    code, out, err = _run(capsys, "measure", bloom, "--device", "fake", "--seq", 16)
+    assert code == 0, err
+    settings_line = out.splitlines()[1]
+    assert "eager attention (transformers runs" in settings_line
+    assert "with eager only, not sdpa)" in settings_line
+    code, out, _ = _run(capsys, "measure", bloom, "--device", "fake", "--seq", 16, "--json")
+    assert json.loads(out)["measured"]["attention_used"] == "eager"
+    # a model that runs what was asked says it plainly
+    code, out, _ = _run(capsys, "measure", tiny("llama-gqa"), "--device", "fake", "--seq", 16)
+    assert out.splitlines()[1].endswith(", sdpa")

@@ -185,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     doc["measured"] = compare.measured_block(
         doc, result, device, config=config, cpu_kernels_bytes=cpu
     )
+    # What the run built: eager for a model transformers runs eager only, whatever was asked.
+    doc["measured"]["attention_used"] = settings["attention"]
     if speed is not None:
         doc["measured"]["speed"] = speed
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))
@@ -204,7 +206,15 @@ def format_table(doc: dict[str, Any]) -> str:
 
     model, measured = doc["model"], doc["measured"]
     s = doc["settings"]
-    what = f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}, {s['attention']}" + (
+    asked = s["attention"]
+    used = measured.get("attention_used", asked)
+    attention = (
+        used
+        if used == asked
+        else f"{used} attention (transformers runs {model['architecture']} with {used} only, "
+        f"not {asked})"
+    )
+    what = f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}, {attention}" + (
         "" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}"
     )
     lines = [

@@ -243,7 +243,8 @@ def architectures_section() -> list[str]:
     far = sorted((t for t in done if worst[t] > 0.03), key=lambda t: -worst[t])
     heads = [f"{b} x {s:,}" for b, s in shapes] + ["double size", "half size"]
     lines = [
-        "### Every causal-LM architecture at five shapes and three sizes (harness, transformers)",
+        "### Every causal-LM architecture at four or more shapes and three sizes (harness, "
+        "transformers)",
         "",
         "`python -m benchmarks.architectures`: each type transformers 5.24 builds, on its "
         "default config at batch x prompt "
@@ -251,11 +252,14 @@ def architectures_section() -> list[str]:
         + f" and on configs of half and double its widths at {architectures.SIZE_SHAPE[0]} x "
         f"{architectures.SIZE_SHAPE[1]:,} (bf16, SDPA, eager where the class has no other); "
         "the estimate for the kernels the run executes (PyTorch's CPU kernels) against the "
-        "measured peak. Prompts longer than a model's learned positions are cut to them. "
-        f"{len(done)} of {len(results)} types measured: {len(within)} within 1 % at every shape "
+        "measured peak. Prompts longer than a model's learned positions are cut to them (batch 2 "
+        "at a half, a quarter and an eighth of them make up four shapes). "
+        f"{len(results)} of the {len(json.loads(architectures.CASES.read_text())['types'])} "
+        f"types run, {len(done)} measured: {len(within)} within 1 % at every shape "
         f"and size, {len(close)} within 3 %, {len(far)} beyond (each estimate of those says it "
         "is approximate and by how much; every estimate says so outside the shapes and sizes "
-        "measured: vramgui/core/families/validation.json). \\* marks a shape where CUDA's "
+        "measured, and every estimate of a type not run says it is approximate: "
+        "vramgui/core/families/validation.json). \\* marks a shape where CUDA's "
         "kernels hold less than the CPU's the run executes (SDPA's math kernel for MLA's "
         "unequal head sizes): the estimate a user sees is CUDA's.",
         "",

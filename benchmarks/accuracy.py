@@ -274,9 +274,8 @@ def architectures_section() -> list[str]:
         # prompts cut to a model's learned positions are shown under the shape asked for
         cells = []
         for b, s in shapes:
-            row = by_shape.get((b, s)) or next(
-                (r for (rb, rs), r in by_shape.items() if rb == b and rs < s), None
-            )
+            cut = [(rs, r) for (rb, rs), r in by_shape.items() if rb == b and rs < s]
+            row = by_shape.get((b, s)) or (max(cut, key=lambda c: c[0])[1] if cut else None)
             cells.append(_cell(row))
         for index in (1, 2):
             cells.append(_cell(next((r for r in rows if r["config"] == index), None)))

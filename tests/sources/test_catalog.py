@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vramgui.core.errors import ConfigError
 from vramgui.core.families import spec_from_config
-from vramgui.core.model import Inventory
 from vramgui.sources import catalog
 from vramgui.sources.catalog import CatalogEntry, find, load_catalog, popular_default, search
 
@@ -42,21 +40,11 @@ GENERATED = ("architecture", "parameters_transformers", "parameters_text", "para
 PINNED_COPY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+\.json")
 
 
-# Settings the architecture table was learned without (Nemotron 3's latent MoE): the count is
-# known to be off, and the estimate must say it is approximate, never exact.
-UNLEARNED = {"nemotron-3-super-120b-a12b-fp8": "moe_latent_size", "nemotron-3-ultra-550b-a55b": "moe_latent_size"}  # fmt: skip
-
-
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_families_count_equals_transformers_count(entry: CatalogEntry):
-    try:
-        spec = spec_from_config(entry.config, name=entry.hub_id)
-    except ConfigError as exc:
-        pytest.skip(f"core.families does not support {entry.model_type} yet: {exc}")
-    if entry.name in UNLEARNED:
-        assert spec.inventory is Inventory.APPROXIMATE
-        assert any(f"'{UNLEARNED[entry.name]}'" in w for w in spec.warnings)
-        return
+    # Every entry estimates (DeepSeek V4, Gemma 4 with its own full-attention K/V heads, Kimi
+    # K2.5, Devstral Small 2, LFM2.5-VL, Nemotron 3's latent experts included), to the parameter.
+    spec = spec_from_config(entry.config, name=entry.hub_id)
     assert spec.parameters == entry.parameters
 
 

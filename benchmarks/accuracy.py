@@ -1,10 +1,12 @@
 """Accuracy benchmark: the estimator against measured memory, case by case, rules of thumb beside.
 
-Three sources of measurements:
+Four sources of measurements:
 - the harness (vramgui/measure): peak live tensor bytes of real transformers models, run under
   FakeTensorMode on this machine (benchmarks/data/measured_*.json);
 - published GPU figures (benchmarks/data/published.json): engine logs and reports;
-- published file sizes of GGUF quantizations.
+- published file sizes of GGUF quantizations;
+- pre-quantized checkpoints' stored bytes: published totals, and the checkpoints the libraries
+  write, built from their own definitions (benchmarks/stored_formats.py).
 
     .venv/bin/python -m benchmarks.accuracy            # print the tables
     .venv/bin/python -m benchmarks.accuracy --markdown # and write docs/accuracy.md
@@ -18,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks import architectures, training_accuracy
+from benchmarks import architectures, stored_formats, training_accuracy, vllm_logs
 from benchmarks.harness.cases import PUBLISHED, load_config
 from vramgui.core import rules, storage
 from vramgui.core.estimate import estimate
@@ -77,13 +79,16 @@ def published_component_rows() -> list[dict]:
     llama3 = _spec("meta-llama/Meta-Llama-3-8B")
     llama2 = _spec("meta-llama/Llama-2-7b-hf")
     bert = _spec("google-bert/bert-base-cased")
-    vllm = inference_breakdown(llama3, Workload(engine="vllm"), round(79.22 * GiB))
+    # vLLM's start-up (activation peak, KV pool) is checked against its V1 logs in
+    # benchmarks/vllm_logs.py; these figures come from its V0 engine, whose weights are the same.
+    vllm = inference_breakdown(llama3, Workload(engine="vllm"))
     vllm_tp2 = inference_breakdown(llama3, Workload(engine="vllm", gpus=2, tp=2))
+    # The log ran without flash attention (the default of llama.cpp then).
     cpp = inference_breakdown(
-        llama2, Workload(engine="llamacpp", quant="Q4_K_M", seq=2048, kv_dtype="fp16")
+        llama2,
+        Workload(engine="llamacpp", quant="Q4_K_M", seq=2048, kv_dtype="fp16", attention="eager"),
     )
     bert_est = estimate(bert, Workload(dtype="fp32", seq=512))
-    vllm_act = vllm.activations_bytes - vllm.details["vllm_non_torch_bytes"]
     rows = [
         (
             "vLLM Llama-3-8B weights",
@@ -91,12 +96,6 @@ def published_component_rows() -> list[dict]:
             vllm.weights_bytes,
         ),
         ("vLLM Llama-3-8B weights per GPU, TP 2", round(7.48 * GiB), vllm_tp2.weights_bytes),
-        ("vLLM Llama-3-8B profiled activation peak", round(1.26 * GiB), vllm_act),
-        (
-            "vLLM Llama-3-8B KV pool on 79.22 GiB at 0.90",
-            round(53.29 * GiB),
-            vllm.details["kv_pool_bytes"],
-        ),
         ("llama.cpp Llama-2-7B Q4_K_M weights on GPU", round(3820.94 * MiB), cpp.weights_bytes),
         ("llama.cpp token embeddings on host", round(70.31 * MiB), cpp.host_bytes),
         ("llama.cpp KV cache, n_ctx 2048, f16", 1024 * MiB, cpp.kv_cache_bytes),
@@ -107,8 +106,19 @@ def published_component_rows() -> list[dict]:
             bert_est.components["weights"],
         ),
     ]
+    notes = {
+        "llama.cpp CUDA compute buffer": "llama.cpp of early 2024, its inputs in a buffer of "
+        "their own; today's buffers: docs/offload.md"
+    }
     return [
-        {"id": name, "measured": m, "estimate": e, "error": e / m - 1, "rules": {}, "note": ""}
+        {
+            "id": name,
+            "measured": m,
+            "estimate": e,
+            "error": e / m - 1,
+            "rules": {},
+            "note": notes.get(name, ""),
+        }
         for name, m, e in rows
     ]
 
@@ -377,7 +387,9 @@ def document() -> str:
         *architectures_section(),
         *parameter_counts_section(),
         *table(published_component_rows(), "Inference components (published engine figures)"),
+        *vllm_logs.markdown_section(),
         *gguf_table(gguf_rows()),
+        *stored_formats.section(),
         *training_tables(),
         *measure_section(),
     ]

@@ -5,6 +5,7 @@ windowed bundle has no console to print to; the CLI is for installs made with pi
 ``vramgui --smoke-test [options]`` starts the real window, waits for it and quits (see smoke.py).
 """
 
+import multiprocessing
 import sys
 
 SMOKE_FLAG = "--smoke-test"
@@ -12,6 +13,9 @@ SMOKE_FLAG = "--smoke-test"
 
 def main() -> int:
     """Run the smoke check when asked to, the ``vramgui`` command otherwise."""
+    # The window reads models in child processes (vramgui.ui.workers): in the bundle, the
+    # executable started as multiprocessing's server runs that, not the window.
+    multiprocessing.freeze_support()
     if sys.argv[1:2] == [SMOKE_FLAG]:
         import smoke
 

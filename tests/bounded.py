@@ -34,24 +34,39 @@ _LIMIT = (
 
 
 def run_bounded(
-    code: str, *, seconds: float = SECONDS, env: dict[str, str] | None = None
+    code: str,
+    *,
+    seconds: float = SECONDS,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    codes: tuple[int, ...] = (0,),
 ) -> Outcome:
-    """Run ``code`` (dedented) in a fresh interpreter from the repository root, standard input
-    closed; fail the test on a timeout, a traceback or a non-zero exit."""
+    """Run ``code`` (dedented) in a fresh interpreter from the repository root; fail the test on
+    a timeout, a traceback, or an exit status not in ``codes``.
+
+    Args:
+        stdin: text written to its standard input (then closed); None: standard input closed.
+    """
     try:
         done = subprocess.run(
             [sys.executable, "-c", _LIMIT + textwrap.dedent(code)],
             cwd=ROOT,
             check=False,
             env={**os.environ, **(env or {})},
-            stdin=subprocess.DEVNULL,
+            input=stdin,
+            stdin=subprocess.DEVNULL if stdin is None else None,
             capture_output=True,
             text=True,
             timeout=seconds,
         )
     except subprocess.TimeoutExpired:
         raise AssertionError(f"still running after {seconds:.0f} s") from None
-    outcome = Outcome(done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert done.returncode == 0, done.stderr[-3000:]
-    return outcome
+    assert done.returncode in codes, f"exit {done.returncode}: {done.stderr[-3000:]}"
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
+def command(*argv: object) -> str:
+    """Code that runs ``vramgui ARGV...`` as the installed command does."""
+    args = ["vramgui", *(str(a) for a in argv)]
+    return f"import runpy, sys\nsys.argv = {args!r}\nrunpy.run_module('vramgui', run_name='__main__')\n"

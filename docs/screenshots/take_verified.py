@@ -35,7 +35,7 @@ def main() -> int:
 
     def save(measured: object) -> None:
         if measured is None:
-            print(f"Verify failed: {window.verify_bar.status.text()}", file=sys.stderr)
+            print(f"Verify failed: {window.verify_bar.message[0]}", file=sys.stderr)
             qapp.exit(1)
             return
 

@@ -71,6 +71,48 @@ def test_table_for_people(capsys, config_path):
     assert "total per GPU" in out and "Rules of thumb" in out
 
 
+def test_the_table_says_an_approximate_estimate_is_one(capsys, tmp_path, config_path):
+    unknown = tmp_path / "nova" / "config.json"
+    unknown.parent.mkdir()
+    unknown.write_text(
+        json.dumps(dict(LLAMA, model_type="nova", architectures=["NovaForCausalLM"]))
+    )
+    code, out, _ = _run(capsys, "estimate", unknown)
+    assert code == 0
+    first, *rest = out.splitlines()
+    assert first.endswith("parameters, approximate)") and "about 6,738,415,616" in first
+    total = next(line for line in rest if "total per GPU" in line)
+    assert "≈ " in total
+    assert any(
+        line.strip().startswith("approximate: part of this model was guessed") for line in rest
+    )
+    # An exact one claims no more than it is.
+    code, out, _ = _run(capsys, "estimate", config_path)
+    assert "approximate" not in out and "≈" not in out and "about" not in out.splitlines()[0]
+    code, out, _ = _run(capsys, "plan", unknown, "--vram-gib", "8")
+    assert code == 0 and "approximate: part of this model was guessed" in out
+
+
+def test_vllm_without_a_gpu_says_its_pool_is_not_sized(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path, "--engine", "vllm")
+    assert code == 0
+    total = next(line for line in out.splitlines() if "total per GPU" in line)
+    assert "pre-allocated" not in total and "no GPU to size the pool" in total
+    assert "note: No GPU named, so vLLM's KV pool is not sized" in out
+    code, out, _ = _run(capsys, "estimate", config_path, "--engine", "vllm", "--gpu", "H100")
+    total = next(line for line in out.splitlines() if "total per GPU" in line)
+    assert "(peak: serving (pre-allocated KV pool))" in total and "not sized" not in out
+
+
+def test_rules_of_thumb_say_they_are_whole_model_beside_per_gpu_figures(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path, "--gpus", 2, "--tp", 2)
+    assert (
+        code == 0 and "Rules of thumb (the whole model; the figures above are per GPU of 2):" in out
+    )
+    code, out, _ = _run(capsys, "estimate", config_path)
+    assert "Rules of thumb:" in out
+
+
 def test_fit_against_rtx_4090_and_largest_context(capsys, config_path):
     code, out, _ = _run(
         capsys, "estimate", config_path, "--gpu", "RTX 4090", "--batch", 8, "--json"
@@ -318,3 +360,73 @@ def test_unknown_loop_exits_2_with_one_line(capsys, config_path):
     assert exited.value.code == 2
     assert out == ""
     assert err.count("\n") == 1 and "--loop" in err and "trainer" in err
+
+
+# --- checkpoints as they ship ---------------------------------------------------------------------
+
+
+def test_gpt_oss_120b_is_estimated_as_stored_and_fits_one_h100_in_vllm(capsys):
+    args = ("estimate", "openai/gpt-oss-120b", "--engine", "vllm", "--gpu", "H100 SXM")
+    code, out, _ = _run(capsys, *args, "--seq", 8192, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["model"]["stored_format"] == "MXFP4 experts, bf16 elsewhere"
+    assert doc["model"]["stored_quantization"] == "mxfp4"
+    assert doc["settings"]["gpu-arch"] == "hopper"  # from the GPU named
+    assert doc["per_gpu"]["components"]["weights"] == 65_248_815_744
+    assert doc["fit"][0]["fits"]
+    code, out, _ = _run(capsys, *args, "--seq", 8192)
+    assert "stored as MXFP4 experts, bf16 elsewhere" in out
+    assert "H100 SXM: vLLM starts" in out
+
+
+@pytest.mark.parametrize(("quant", "bits"), [("mxfp4", 4.25), ("nvfp4", 4.5), ("w4a16", 4.125)])
+def test_new_quant_names_work_on_a_16_bit_model(capsys, config_path, quant, bits):
+    code, out, _ = _run(
+        capsys, "estimate", config_path, "--quant", quant, "--engine", "vllm", "--json"
+    )
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["settings"]["quant"] == quant
+    plain = json.loads(_run(capsys, "estimate", config_path, "--engine", "vllm", "--json")[1])
+    ratio = doc["per_gpu"]["components"]["weights"] / plain["per_gpu"]["components"]["weights"]
+    assert ratio < bits / 16 + 0.05
+
+
+def test_nvfp4_goes_to_vllm_and_transformers_keeps_mxfp4_for_gpt_oss_only(capsys, config_path):
+    doc = json.loads(_run(capsys, "estimate", config_path, "--quant", "nvfp4", "--json")[1])
+    assert doc["settings"]["engine"] == "vllm"  # transformers loads no NVFP4 checkpoint
+    args = ("estimate", config_path, "--quant", "mxfp4", "--json")
+    doc = json.loads(_run(capsys, *args, "--engine", "transformers")[1])
+    assert any("gpt-oss's experts only" in n for n in doc["notes"])
+
+
+def test_quant_help_lists_every_scheme(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "2000")  # no line wrapped inside a name
+    with pytest.raises(SystemExit):
+        main(["estimate", "--help"])
+    out = " ".join(capsys.readouterr()[0].split())
+    for name in ("mxfp4", "nvfp4", "fp8-block", "fp8-tensor", "w4a16", "w8a8", "awq-int4"):
+        assert name in out
+    for name in ("gptq-int4", "nf4", "int8", "--gpu-arch", "--mtp"):
+        assert name in out
+
+
+def test_an_older_gpu_makes_transformers_dequantize_and_says_why(capsys):
+    args = ("estimate", "deepseek-v3.2", "--engine", "transformers", "--json")
+    hopper = json.loads(_run(capsys, *args, "--gpu", "H100 SXM")[1])
+    ampere = json.loads(_run(capsys, *args, "--gpu", "A100 SXM 80GB")[1])
+    w_h = hopper["per_gpu"]["components"]["weights"]
+    w_a = ampere["per_gpu"]["components"]["weights"]
+    assert w_a > 1.8 * w_h
+    assert any("8.9" in n and "dequantizes" in n for n in ampere["notes"])
+
+
+def test_mtp_layers_are_said_and_counted_on_request(capsys):
+    args = ("estimate", "deepseek-v3.2", "--engine", "vllm", "--gpu-arch", "hopper", "--json")
+    plain = json.loads(_run(capsys, *args)[1])
+    loaded = json.loads(_run(capsys, *args, "--mtp")[1])
+    assert any("not counted" in n for n in plain["notes"])
+    assert loaded["settings"]["mtp"] is True
+    grown = loaded["per_gpu"]["components"]["weights"] - plain["per_gpu"]["components"]["weights"]
+    assert grown > 10e9

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from vramgui.cli import main
+from vramgui.core import offload
 from vramgui.core.units import GiB
 
 
@@ -87,4 +88,60 @@ def test_default_speeds_are_the_measured_share_of_the_peaks(capsys):
     assert doc["bandwidths"]["gpu_bytes_per_s"] == 800e9
     peak = _plan(capsys, *argv, "--gpu-efficiency", "1", "--ram-efficiency", "1")
     assert peak["bandwidths"]["gpu_bytes_per_s"] == 1000e9
-    assert peak["tokens_per_second"] == pytest.approx(doc["tokens_per_second"] / 0.8)
+    # The GPU's share of the step shrinks by 0.8; the two hand-overs (host to GPU and back)
+    # stay what they are.
+    sync = 2 * offload.LLAMACPP_SPLIT_SECONDS
+    step = 1 / doc["tokens_per_second"]
+    assert 1 / peak["tokens_per_second"] == pytest.approx((step - sync) * 0.8 + sync)
+
+
+def test_cpu_moe_plan_on_a_12_gb_card(capsys):
+    common = ("qwen3-30b-a3b", "--quant", "Q4_K_M", "--seq", "32768",
+              "--gpu", "RTX 3060 12GB", "--ram-gib", "64")  # fmt: skip
+    doc = _plan(capsys, *common, "--cpu-moe")
+    assert doc["fits"] and doc["gpu_layers"] == 49 and doc["gpu_bytes"][0] < 6 * GiB
+    assert doc["llamacpp"]["cpu_moe"] and "--cpu-moe" in doc["launch"][0]["args"]
+    block = doc["layers"][3]
+    assert {p["device"] for p in block["pieces"]} == {"gpu:0", "cpu"}
+    # the curves beside each other: experts in host RAM beat the best whole-layer split
+    best = doc["best"]
+    assert best["experts"]["tokens_per_second"] > best["layers"]["tokens_per_second"]
+    assert doc["tokens_per_second"] > best["layers"]["tokens_per_second"]
+    assert len(doc["curves"]["layers"]) == 50 and len(doc["curves"]["experts"]) == 49
+    engines = [s["engine"] for s in doc["launch"]]
+    assert engines == ["llama.cpp", "Ollama", "LM Studio", "vLLM"]
+    between = _plan(capsys, *common, "--n-cpu-moe", "24")
+    assert doc["gpu_bytes"][0] < between["gpu_bytes"][0] < 20 * GiB
+    assert "--n-cpu-moe" in between["launch"][0]["args"]
+    text_run = main(["plan", *common, "--override-tensor", "exps=CPU"])
+    assert text_run == 0
+    out = capsys.readouterr().out
+    assert "gpu:0+cpu" in out and "-ot exps=CPU" in out
+
+
+def test_two_gpus_of_different_sizes(capsys):
+    doc = _plan(capsys, "llama-3.1-70b", "--quant", "Q4_K_M", "--seq", "8192",
+                "--gpu", "RTX 4090", "--gpu", "RTX 3060 12GB", "--ram-gib", "64")  # fmt: skip
+    assert doc["gpus"] == ["RTX 4090", "RTX 3060 12GB"]
+    assert len(doc["gpu_bytes"]) == len(doc["per_gpu"]) == 2
+    for used, budget in zip(doc["gpu_bytes"], doc["vram_budget_bytes"], strict=True):
+        assert used <= budget - doc["margin_bytes"]
+    assert "-ts" in doc["launch"][0]["args"]
+    fitted = _plan(capsys, "llama-3.1-70b", "--quant", "Q4_K_M", "--seq", "8192",
+                   "--vram-gib", "24,12", "--fit")  # fmt: skip
+    assert fitted["fit"]["layers_per_gpu"][0] > fitted["fit"]["layers_per_gpu"][1] > 0
+
+
+def test_llamacpp_flags_are_refused_elsewhere_and_checked(capsys):
+    assert main(["plan", "llama-2-7b", "--vram-gib", "8", "--planner", "accelerate",
+                 "--cpu-moe"]) == 2  # fmt: skip
+    assert "--planner llamacpp" in capsys.readouterr().err
+    assert main(["plan", "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "8",
+                 "-ot", "exps=TPU0"]) == 2  # fmt: skip
+    assert "unknown buffer type" in capsys.readouterr().err
+    assert main(["plan", "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "8,8,8",
+                 "--gpu", "RTX 4090"]) == 2  # fmt: skip
+    assert "3 figures for 1 GPUs" in capsys.readouterr().err
+    assert main(["plan", "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "8",
+                 "--fit", "--cpu-moe"]) == 2  # fmt: skip
+    assert "fits only what is not set" in capsys.readouterr().err

@@ -99,9 +99,23 @@ def test_a_gpu_without_a_rental_price_gives_time_but_no_cost(capsys, config_path
     assert doc["speed"]["cost"] is None and doc["speed"]["time_seconds"] > 0
 
 
-def test_inference_has_no_speed_block(capsys, config_path):
-    doc = _json(capsys, "estimate", config_path, "--gpu", "A100 80GB")
+def test_inference_has_a_serving_block_instead(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--gpu", "A100 80GB", "--batch", "16")
     assert "speed" not in doc
+    serving = doc["serving"]
+    assert serving["concurrency"] == 16 and serving["tokens_per_second"] > 0
+    price = serving["price"]["per_gpu_hour"]
+    assert serving["cost_per_million_tokens"] == pytest.approx(
+        price / 3600 / serving["tokens_per_second"] * 1e6, rel=1e-3
+    )
+    assert main(["estimate", config_path, "--gpu", "A100 80GB", "--batch", "16"]) == 0
+    assert "serving on A100 SXM 80GB:" in capsys.readouterr().out
+
+
+def test_a_gpu_without_a_tensor_rate_gets_a_note_not_an_error(capsys, config_path):
+    doc = _json(capsys, "estimate", config_path, "--mode", "training", "--gpu", "M2 Ultra")
+    assert doc["speed"] is None
+    assert any("no speed" in note and "tensor rate" in note for note in doc["notes"])
 
 
 @pytest.mark.parametrize(

@@ -490,10 +490,22 @@ def test_a_quantized_config_without_stored_tensors_takes_its_own_scheme():
     assert weight_bytes(gptq, "fp16", "gptq-int4") == weight_bytes(LLAMA2_7B, "fp16", "gptq-int4")
 
 
-def test_other_schemes_on_a_quantized_checkpoint_are_refused():
+def test_another_scheme_replaces_a_quantized_checkpoints_own():
+    # synthesized from config.json: the scheme applies to the model's unquantized tensors
     gptq = replace(LLAMA2_7B, quantization="gptq-int4")
+    assert weight_bytes(gptq, "fp16", "nf4") == weight_bytes(LLAMA2_7B, "fp16", "nf4")
+    # stored tensors only (headers, no config to build the unquantized ones from): refused
+    packed = Tensor("model.layers.0.mlp.down_proj.qweight", (1376, 4096), Role.MLP, 0, dtype="I32")
+    headers = replace(LLAMA2_7B, tensors=(packed,), quantization="gptq-int4")
     with pytest.raises(WorkloadError, match="already quantized as gptq-int4"):
-        assign_storage(gptq, "fp16", "nf4")
+        assign_storage(headers, "fp16", "nf4")
+    # ... unless the config built them: then they take the scheme
+    known = replace(headers, logical_tensors=LLAMA2_7B.tensors)
+    assert weight_bytes(known, "fp16", "nf4") == weight_bytes(LLAMA2_7B, "fp16", "nf4")
+    assert known.parameters == LLAMA2_7B.parameters
+    # a GGUF file takes another GGUF type only
+    with pytest.raises(WorkloadError, match="GGUF file"):
+        assign_storage(_as_gguf_file(LLAMA2_7B, "Q4_K_M"), "fp16", "nf4")
 
 
 # --- properties ----------------------------------------------------------------------------------

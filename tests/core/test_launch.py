@@ -49,7 +49,11 @@ def test_llamacpp_shares_the_context_between_parallel_slots(llama7b):
     assert _flag(s.args, "-c") == str(4 * 4096)
     assert _flag(s.args, "-np") == "4"
     assert _flag(s.args, "--cache-type-k") == "f16"
-    assert "--no-kv-offload" in s.args and "-fa" not in s.args
+    assert "--no-kv-offload" in s.args
+    # Flash attention is said, not left to llama.cpp's "auto": the compute buffer depends on it.
+    assert _flag(s.args, "-fa") == "on"
+    eager = offload.plan_llamacpp(llama7b, w.with_(attention="eager"), 24 * GiB)
+    assert _flag(launch.llamacpp_settings(llama7b, eager).args, "-fa") == "off"
 
 
 def test_vllm_flags(llama7b):
@@ -147,7 +151,8 @@ def test_vllm_serves_a_gguf_file_and_offloads_only_what_does_not_fit(llama7b):
     # Every block fits: llama.cpp still keeps the token embeddings in host memory, vLLM does not.
     p = offload.plan_llamacpp(llama7b, w, 24 * GiB)
     assert p.fits and p.units[0].device == "cpu"
-    llamacpp, vllm = launch.launch_settings(llama7b, w, p)
+    llamacpp, ollama, lmstudio, vllm = launch.launch_settings(llama7b, w, p)
+    assert (ollama.engine, lmstudio.engine) == ("Ollama", "LM Studio")
     assert vllm.text.startswith("vllm serve MODEL.gguf ")
     assert "--tokenizer" in vllm.args and "--cpu-offload-gb" not in vllm.args
     assert any(
@@ -159,8 +164,9 @@ def test_vllm_serves_a_gguf_file_and_offloads_only_what_does_not_fit(llama7b):
     # Half the blocks on the host: vLLM offloads them, not the embeddings beside them.
     half = offload.plan_llamacpp(llama7b, w, 24 * GiB, n_gpu_layers=16)
     blocks = sum(u.unit.bytes for u in half.units[1:-1] if u.device == "cpu")
+    assert half.units[-1].device == "gpu:0"
     offloaded = int(_flag(launch.vllm_settings(llama7b, w, half).args, "--cpu-offload-gb"))
-    assert offloaded == -(-(blocks + half.units[-1].unit.bytes) // GiB)
+    assert offloaded == -(-blocks // GiB)
 
 
 def test_accelerate_loads_with_the_bitsandbytes_config_the_estimate_assumes(llama7b):

@@ -62,7 +62,9 @@ def test_sliding_window_layers_keep_less_kv_where_the_engine_saves_it():
     spec = _spec("gemma-2-9b")
     w = Workload(seq=8192, engine="llamacpp")
     kv = [u.kv_cache_bytes for u in offload.model_units(spec, w)[1:-1]]
-    assert kv[0] * 2 == kv[1]  # local layer: 4k window of 8k; global layer: all 8k
+    # llama.cpp keeps a local layer's 4k window plus one 512-token micro-batch, in 256-cell
+    # pages (llama_kv_cache_iswa); a global layer keeps all 8k
+    assert kv[0] * 8192 == kv[1] * (4096 + 512)
     assert sum(kv) == inference.kv_cache_bytes(spec, w)
 
 
@@ -141,31 +143,35 @@ def test_llama7b_q4_k_m_on_4_gib_takes_layers_until_one_more_would_not_fit(llama
     assert offload.llamacpp_gpu_bytes(llama7b, w, ngl + 1) > budget
     assert offload.max_gpu_layers(llama7b, w, budget) == ngl
 
-    # the VRAM is the sum of the last ngl blocks with their KV, the compute buffer and overhead
+    # the VRAM is the output layer and the last ngl - 1 blocks with their KV, the compute buffer
+    # and overhead: llama.cpp offloads the output layer first (pull request 18148)
     layers = offload.layer_weights(llama7b, w)
     blocks = layers[1:-1]
-    expected = sum(b.bytes + b.kv_cache_bytes for b in blocks[32 - ngl :])
+    expected = layers[-1].bytes + sum(b.bytes + b.kv_cache_bytes for b in blocks[33 - ngl :])
     assert p.gpu_bytes[0] == expected + p.buffers_bytes + p.overhead_bytes
     assert p.buffers_bytes == inference.inference_breakdown(llama7b, w).activations_bytes
     # one more block (the next one down) would go over
-    nxt = blocks[32 - ngl - 1]
+    nxt = blocks[33 - ngl - 1]
     assert p.gpu_bytes[0] + nxt.bytes + nxt.kv_cache_bytes > budget
 
     devices = [u.device for u in p.units]
     assert devices[0] == CPU  # token embeddings stay in host memory
-    assert devices[1 : 33 - ngl] == [CPU] * (32 - ngl)
-    assert devices[33 - ngl : 33] == ["gpu:0"] * ngl
-    assert devices[-1] == CPU  # the output layer joins only at -ngl 33
+    assert devices[1 : 34 - ngl] == [CPU] * (33 - ngl)
+    assert devices[34 - ngl : 33] == ["gpu:0"] * (ngl - 1)
+    assert devices[-1] == "gpu:0"  # the output layer goes first
 
 
-def test_llamacpp_output_layer_joins_when_every_block_fits(llama7b):
+def test_llamacpp_offloads_the_output_layer_first(llama7b):
     w = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
     p = offload.plan_llamacpp(llama7b, w, 24 * GiB)
     assert p.gpu_layers == 33
     assert [u.device for u in p.units] == [CPU] + ["gpu:0"] * 33
     at_32 = offload.plan_llamacpp(llama7b, w, 24 * GiB, n_gpu_layers=32)
-    assert at_32.units[-1].device == CPU
-    assert p.gpu_bytes[0] - at_32.gpu_bytes[0] == p.units[-1].unit.bytes
+    assert at_32.units[-1].device == "gpu:0" and at_32.units[1].device == CPU
+    first = at_32.units[1].unit
+    assert p.gpu_bytes[0] - at_32.gpu_bytes[0] == first.bytes + first.kv_cache_bytes
+    one = offload.plan_llamacpp(llama7b, w, 24 * GiB, n_gpu_layers=1)
+    assert [u.device for u in one.units] == [CPU] * 33 + ["gpu:0"]
 
 
 def test_llamacpp_duplicates_tied_embeddings_as_the_output_on_the_gpu():

@@ -113,6 +113,25 @@ def test_more_gpus_never_need_more_per_gpu(settings: dict) -> None:
     assert totals[-1] < totals[0]
 
 
+@pytest.mark.parametrize(("model", "gpus"), [(MISTRAL, 2), (MISTRAL, 8), (LLAMA, 4)])
+def test_fsdp_mixed_precision_gathers_16_bit_weights_and_keeps_no_copies(model, gpus) -> None:
+    # Measured (benchmarks/fsdp_weight_copies.py): FSDP with a 16-bit param_dtype holds no 16-bit
+    # copy of the model to backward; torch.autocast without FSDP holds all of it.
+    the_spec = spec(model)
+    long = {"batch": 4, "seq": 4096}  # the backward is the peak, where the copies would be
+    fsdp = training_estimate(the_spec, train(gpus=gpus, fsdp=True, **long))
+    assert fsdp.phase == "backward" and "autocast_weight_copies" not in fsdp.components
+    assert "autocast_weight_copies" in training_estimate(the_spec, train(**long)).components
+    fsdp = training_estimate(the_spec, train(gpus=gpus, fsdp=True))
+    # fp32 shards, fp32 sharded gradients and AdamW's two fp32 states: 16 bytes a parameter.
+    stored = the_spec.parameters * 4
+    assert fsdp.components["weights"] == pytest.approx(stored / gpus, rel=1e-3)
+    assert any("torch.autocast alone keeps" in note for note in fsdp.notes)
+    assert (
+        fsdp.total_bytes < training_estimate(the_spec, train(gpus=gpus, zero=3)).total_bytes * 1.2
+    )
+
+
 def test_zero3_divides_weights() -> None:
     one = training_estimate(spec(MISTRAL), train(gpus=2, zero=2))
     three = training_estimate(spec(MISTRAL), train(gpus=2, zero=3))

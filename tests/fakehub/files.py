@@ -10,7 +10,17 @@ from pathlib import Path
 import numpy as np
 
 # Bytes per element of the safetensors dtypes the tests use.
-SAFETENSORS_ITEMSIZE = {"F32": 4, "F16": 2, "BF16": 2, "I32": 4, "U8": 1, "I8": 1, "F8_E4M3": 1}
+SAFETENSORS_ITEMSIZE = {
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "I64": 8,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E8M0": 1,
+}
 
 TINY_LLAMA_CONFIG = {
     "model_type": "llama",

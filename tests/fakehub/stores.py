@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, repo_files, write_gguf
-from vramgui.sources.on_disk import Stores
+from vramgui.sources.on_disk import OLLAMA_MODEL_LAYER, Stores
 
 
 def hf_cache_repo(
@@ -128,3 +128,64 @@ def sample_stores(root: Path) -> Stores:
     )
     lm_studio_model(studio, "mlx-community", "Tiny-4bit", files)
     return Stores(hf, (ollama,), (studio,))
+
+
+# The probe's local stores: each a home folder whose Ollama store (OLLAMA_MODELS) or LM Studio
+# folder (~/.lmstudio) holds one hostile entry beside a good model.
+HOSTILE_STORES = (
+    "ollama-40-links-to-itself",
+    "ollama-60-links-to-itself",
+    "ollama-manifests-link-to-root",
+    "ollama-manifest-nested-200k-deep",
+    "ollama-digest-with-nul",
+    "ollama-names-with-escapes",
+    "lm-studio-400-links-to-itself",
+    "lm-studio-repo-link-out-of-the-store",
+    "lm-studio-settings-nested-200k-deep",
+)
+ESCAPES = "\x1b[2J\x1b[31mred\nsecond line\x07"
+
+
+def hostile_store(home: Path, case: str) -> dict[str, str]:
+    """Build ``case`` of ``HOSTILE_STORES`` under ``home``; the environment that points vramgui's
+    stores at it (HOME, OLLAMA_MODELS, an empty Hugging Face cache)."""
+    write_gguf(home / "tiny.gguf")
+    gguf = (home / "tiny.gguf").read_bytes()
+    ollama = home / "ollama"
+    ollama_model(ollama, "good", "latest", gguf)
+    studio = home / ".lmstudio" / "models"
+    lm_studio_model(studio, "someone", "Good-GGUF", {"Good-Q4_K_M.gguf": gguf})
+    manifests = ollama / "manifests"
+    deep = "[" * 200_000 + "]" * 200_000
+    if case.startswith("ollama-") and "links-to-itself" in case:
+        count = int(case.split("-")[1])
+        for i in range(count):
+            (manifests / f"loop{i:02d}").symlink_to(".")
+    elif case == "ollama-manifests-link-to-root":
+        (manifests / "registry.ollama.ai").rename(home / "elsewhere")
+        manifests.rmdir()
+        manifests.symlink_to("/")
+    elif case == "ollama-manifest-nested-200k-deep":
+        path = manifests / "registry.ollama.ai" / "library" / "deep" / "latest"
+        path.parent.mkdir(parents=True)
+        path.write_text(deep)
+    elif case == "ollama-digest-with-nul":
+        path = manifests / "registry.ollama.ai" / "library" / "nul" / "latest"
+        path.parent.mkdir(parents=True)
+        layer = {"mediaType": OLLAMA_MODEL_LAYER, "digest": "sha256:ab\x00cd", "size": 1}
+        path.write_text(json.dumps({"layers": [layer]}))
+    elif case == "ollama-names-with-escapes":
+        ollama_model(ollama, f"evil{ESCAPES}", f"tag{ESCAPES}", gguf)
+    elif case == "lm-studio-400-links-to-itself":
+        for i in range(400):
+            (studio / f"loop{i:03d}").symlink_to(".")
+    elif case == "lm-studio-repo-link-out-of-the-store":
+        outside = lm_studio_model(home / "elsewhere", "other", "Outside-GGUF", {"O.gguf": gguf})
+        (studio / "someone" / "Outside-GGUF").symlink_to(outside)
+    elif case == "lm-studio-settings-nested-200k-deep":
+        (home / ".lmstudio" / "settings.json").write_text(deep)
+    else:
+        raise ValueError(case)
+    cache = home / "hf"
+    cache.mkdir()
+    return {"HOME": str(home), "OLLAMA_MODELS": str(ollama), "HF_HUB_CACHE": str(cache)}

@@ -156,3 +156,26 @@ def test_parse_rejects_a_name_used_twice():
     twin = {**entry, "name": "Other GPU", "aliases": ["test gpu"]}
     with pytest.raises(HardwareError, match="names both"):
         parse_catalog(json.dumps({"gpus": [entry, twin]}))
+
+
+def test_each_nvidia_gpu_has_a_generation_the_estimate_knows():
+    from vramgui.core.workload import GPU_ARCHS
+    from vramgui.hardware.gpus import _ARCHITECTURES, architecture_of
+
+    for gpu in load_catalog():
+        arch = architecture_of(gpu.name)
+        if gpu.vendor != "NVIDIA":
+            assert arch == "auto", gpu.name
+            continue
+        assert arch in GPU_ARCHS, gpu.name
+        # the product patterns, used for names the catalog lacks, agree with the catalog
+        assert next(a for a, p in _ARCHITECTURES if p.search(gpu.name)) == arch, gpu.name
+    for nvml_name, arch in (
+        ("NVIDIA H100 80GB HBM3", "hopper"),
+        ("NVIDIA A100-SXM4-80GB", "ampere"),
+        ("NVIDIA GeForce RTX 4090", "ada"),
+        ("Tesla V100-SXM2-16GB", "volta"),
+        ("NVIDIA B200", "blackwell"),
+        ("GPU 0: NVIDIA GeForce RTX 3090", "ampere"),
+    ):
+        assert architecture_of(nvml_name) == arch, nvml_name

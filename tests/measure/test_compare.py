@@ -82,6 +82,18 @@ def test_training_groups_fold_the_estimate_finer_components():
     assert block["parameters"]["measured"] == SPEC.parameters
 
 
+def test_trainable_parameters_are_compared_for_training_only():
+    # A model built to serve has requires_grad on every weight: no figure to hold 0 against.
+    serve = document_for(SPEC, Workload(seq=512), [])
+    record = _record(serve, trainable_parameters=SPEC.parameters)
+    assert "trainable_parameters" not in compare.measured_block(serve, record, "fake")
+    train = document_for(SPEC, Workload(mode="training", seq=256, method="lora"), [])
+    adapters = train["model"]["trainable_parameters"]
+    record = _record(train, parameters=SPEC.parameters + adapters)
+    block = compare.measured_block(train, record, "fake")
+    assert block["trainable_parameters"]["error"] == 0
+
+
 def test_a_cuda_run_measures_the_overhead_and_the_total():
     doc = document_for(SPEC, Workload(seq=512), [])
     allocated = doc["per_gpu"]["tensor_bytes"]

@@ -81,7 +81,8 @@ def test_a_model_transformers_cannot_build_is_one_line(capsys, tmp_path):
     config.write_text(json.dumps({**TINY["llama-gqa"], "model_type": "no_such_type"}))
     code, out, err = _run(capsys, "measure", config, "--device", "fake", "--seq", 8)
     assert code == 2 and out == ""
-    assert err.startswith("vramgui: transformers could not run this model")
+    assert err.startswith("vramgui: cannot measure this setup: transformers ")
+    assert "has no model type 'no_such_type'" in err
     assert len(err.strip().splitlines()) == 1
 
 

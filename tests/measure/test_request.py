@@ -62,6 +62,42 @@ def test_settings_carry_the_estimate_option_names():
     assert training["fake"] is False
 
 
+def _deep(layers: int):
+    return spec_from_config({**TINY_LLAMA_CONFIG, "num_hidden_layers": layers}, "deep")
+
+
+@pytest.mark.parametrize(
+    ("layers", "changes", "refused"),
+    [
+        (4096, {}, True),  # 165 s before the bound
+        (513, {}, True),
+        (512, {}, False),
+        (126, {"mode": "training", "grad_accum": 4}, False),  # the deepest published model
+        (126, {"mode": "training", "grad_accum": 5}, True),
+    ],
+)
+def test_a_fake_run_is_held_to_its_layer_passes(layers, changes, refused):
+    spec, workload = _deep(layers), Workload(**changes)
+    reason = request.unmeasurable_reason(spec, workload, "fake")
+    assert (reason is not None) == refused
+    if refused:
+        assert f"{layers:,} layers x {request.forward_passes(workload)} forward passes" in reason
+        with pytest.raises(MeasureError, match="would take minutes"):
+            request.harness_settings(spec, workload, "fake")
+    # On the GPU, and before the device is chosen, the bound does not apply.
+    assert request.unmeasurable_reason(spec, workload, "cuda") is None
+    assert request.harness_settings(spec, workload, None)["fake"] is True
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_a_model_transformers_runs_eager_only_is_built_eager_as_estimated(mode):
+    # gpt-oss: transformers refuses SDPA for it; the estimate says so and counts eager.
+    eager_only = dataclasses.replace(SPEC, facts=dataclasses.replace(SPEC.facts, sdpa=False))
+    settings = request.harness_settings(eager_only, Workload(mode=mode), "fake")
+    assert settings["attention"] == "eager"
+    assert request.harness_settings(SPEC, Workload(mode=mode), "fake")["attention"] == "sdpa"
+
+
 def test_an_unknown_device_is_refused():
     with pytest.raises(MeasureError, match="--device"):
         request.harness_settings(SPEC, Workload(), "tpu")

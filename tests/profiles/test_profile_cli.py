@@ -296,3 +296,47 @@ def test_real_estimate_reopens_identically(capsys):
     assert saved["schema"] == "vramgui.estimate/1" and saved["per_gpu"]["total_bytes"] > 0
     doc = json.loads(run(capsys, "show", "Real", "--json")[1])
     assert doc["changes"] == [] and doc["estimate"] == saved
+
+
+def test_gguf_files_and_ollama_models_are_saved_as_estimate_reads_them(
+    capsys, tmp_path, monkeypatch
+):
+    from tests.fakehub.files import write_gguf
+    from tests.fakehub.stores import ollama_model
+
+    gguf = tmp_path / "tiny.Q4_K_M.gguf"
+    write_gguf(gguf)
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
+    ollama_model(tmp_path / "ollama", "tiny", "q4", gguf)
+    for name, source in (("file", str(gguf)), ("ollama", "ollama:tiny:q4")):
+        code, _, err = run(capsys, "save", name, source)
+        assert code == 0, err  # served by llama.cpp, as `estimate` serves it
+        assert ProfileStore().get(name).workload.engine == "llamacpp"
+        code, _, err = run(capsys, "save", f"{name} again", source, "--engine", "llamacpp")
+        assert code == 0, err
+    # An Ollama model is kept by its name, not by the blob it was pulled into.
+    saved = ProfileStore().get("ollama again")
+    assert (saved.model.kind, saved.model.id) == ("ollama", "tiny:q4")
+    assert source_of(saved.model) == "ollama:tiny:q4"
+    code, out, _ = run(capsys, "show", "ollama again")
+    assert code == 0 and "model: ollama:tiny:q4" in out
+    assert "Same figures as when saved." in out
+    doc = json.loads(run(capsys, "show", "ollama again", "--json")[1])
+    assert doc["changes"] == []
+    code, out, _ = run(capsys, "list")
+    assert "tiny:q4" in out and "sha256-" not in out
+
+
+def test_compare_leaves_out_settings_that_do_not_apply(capsys):
+    run(capsys, "save", "serve", "qwen2.5-0.5b", "--lora-rank", "8", "--seq", "1024")
+    run(capsys, "save", "serve more", "qwen2.5-0.5b", "--lora-rank", "64", "--seq", "2048")
+    doc = json.loads(run(capsys, "compare", "serve", "serve more", "--json")[1])
+    assert doc["differences"] == ["seq"]  # a LoRA rank does nothing when serving
+    run(capsys, "save", "tune", "qwen2.5-0.5b", "--mode", "training", "--engine", "vllm")
+    run(capsys, "save", "tune more", "qwen2.5-0.5b", "--mode", "training", "--batch", "2")
+    doc = json.loads(run(capsys, "compare", "tune", "tune more", "--json")[1])
+    assert doc["differences"] == ["batch"]  # nor an engine when training
+    code, out, _ = run(capsys, "compare", "serve", "tune")
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("* optimizer"))
+    assert row.split()[2:] == ["-", "adamw"]  # not a setting of the inference profile

@@ -267,9 +267,12 @@ def test_more_tensor_parallel_gpus_never_need_more_per_gpu(
 
 
 def _sharded_bytes(result: Estimate) -> int:
-    # vLLM's NCCL buffers grow with the tensor-parallel degree (measured 1.79 GiB per GPU at TP 1,
-    # 3.58 at TP 2): on a small model they outweigh what sharding saves.
-    return result.total_bytes - result.details.get("vllm_non_torch_bytes", 0)
+    # vLLM's non-torch memory (NCCL, custom all-reduce) grows with the tensor-parallel degree
+    # (0.13 GiB per GPU at TP 1, 0.55 at TP 2 in vLLM 0.11's logs): on a small model it outweighs
+    # what sharding saves. Without a GPU, the total is the GPU vLLM needs, which holds it over
+    # --gpu-memory-utilization.
+    non_torch = result.details.get("vllm_non_torch_bytes", 0)
+    return result.total_bytes - round(non_torch / result.workload.gpu_memory_utilization)
 
 
 QUANTIZED = [name for name in dtypes.SCHEMES if name not in ("none", "F16", "BF16")]

@@ -332,3 +332,39 @@ def test_fake_hub_answers_huggingface_hub_itself(fake_hub):
     assert not api.file_exists("org/sharded", "nothing.json")
     path = hf_hub_download("org/sharded", "config.json", endpoint=fake_hub.url)
     assert json.loads(Path(path).read_text(encoding="utf-8")) == TINY_LLAMA_CONFIG
+
+
+def test_a_modelopt_repo_reads_its_hf_quant_config(fake_hub, client):
+    # NVIDIA's ModelOpt exports state their quantization beside config.json, not in it.
+    quant = {
+        "quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}
+    }
+    tensors = {}
+    for name, (dtype, shape) in TENSORS.items():
+        module = name.removesuffix(".weight")
+        if len(shape) == 2 and ".layers." in name:
+            out, inp = shape
+            tensors[f"{module}.weight"] = ("U8", (out, inp // 2))
+            tensors[f"{module}.weight_scale"] = ("F8_E4M3", (out, inp // 16))
+            tensors[f"{module}.weight_scale_2"] = ("F32", ())
+            tensors[f"{module}.input_scale"] = ("F32", ())
+        else:
+            tensors[name] = (dtype, shape)
+    fake_hub.add(
+        "org/tiny-NVFP4",
+        {
+            "config.json": CONFIG,
+            "hf_quant_config.json": json.dumps(quant).encode(),
+            "model.safetensors": safetensors_bytes(tensors),
+        },
+    )
+    spec = load_model("org/tiny-NVFP4", hub=client).spec
+    assert spec.quantization == "nvfp4"
+    assert spec.stored_format is not None and spec.stored_format.method == "modelopt"
+    assert _stored_bytes(spec) == header_totals(tensors)[1]
+    # the packed weights count as the parameters the model holds
+    assert spec.parameters == header_totals(TENSORS)[0]
+    # only vLLM loads ModelOpt checkpoints
+    from vramgui.core.workload import default_engine
+
+    assert default_engine("none", spec.quantization) == "vllm"

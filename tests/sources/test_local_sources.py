@@ -119,7 +119,7 @@ def test_gptq_checkpoint_is_estimated_as_stored(tmp_path):
     tensors["model.layers.0.self_attn.q_proj.qzeros"] = ("I32", (2, 8))
     folder = write_model_folder(tmp_path / "gptq", config, tensors)
     spec = load_model(str(folder)).spec
-    assert spec.quantization == "gptq-int4"
+    assert spec.quantization == "gptq-int4-g32"
     qweight = next(t for t in spec.tensors if t.name.endswith("q_proj.qweight"))
     assert (qweight.dtype, qweight.module, qweight.role) == ("I32", "q_proj", Role.ATTENTION)
     assert _stored_bytes(spec) == header_totals(tensors)[1]
@@ -129,18 +129,27 @@ def test_gptq_checkpoint_is_estimated_as_stored(tmp_path):
     ("qc", "expected"),
     [
         ({"quant_method": "awq", "bits": 4}, "awq-int4"),
-        (
+        (  # bnb_4bit_use_double_quant defaults to False
             {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+            "nf4-nodq",
+        ),
+        (
+            {
+                "quant_method": "bitsandbytes",
+                "load_in_4bit": True,
+                "bnb_4bit_quant_type": "nf4",
+                "bnb_4bit_use_double_quant": True,
+            },
             "nf4",
         ),
         ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "int8"),
-        ({"quant_method": "fp8"}, "fp8"),
+        ({"quant_method": "fp8"}, "fp8-block"),  # FineGrainedFP8Config's default blocks
         (
             {
                 "quant_method": "compressed-tensors",
                 "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}},
             },
-            "fp8",
+            "fp8-tensor",  # no strategy nor group size: QuantizationArgs infers "tensor"
         ),
     ],
 )
@@ -432,3 +441,30 @@ def test_damaged_safetensors_header_never_crashes(header, junk, claimed):
     with contextlib.suppress(BadModelFile):
         for tensor in local.parse_safetensors_header(raw, claimed, "x.safetensors"):
             assert tensor.nbytes >= 0 and all(d >= 0 for d in tensor.shape)
+
+
+def test_the_files_of_a_hugging_face_cache_snapshot_open_by_their_own_names(tmp_path):
+    from tests.fakehub.stores import hf_cache_repo
+    from vramgui.sources.resolve import load_ref
+
+    files = {
+        "config.json": json.dumps(TINY_LLAMA_CONFIG).encode(),
+        "model.safetensors": safetensors_bytes(llama_tensors(TINY_LLAMA_CONFIG)),
+    }
+    # Deep enough that the path is long, as copied from a file manager.
+    snapshot = hf_cache_repo(tmp_path / ("deep-" * 30) / "hub", "acme/tiny-llama", files)
+    config = load_model(str(snapshot / "config.json"))  # a link to a blob without a suffix
+    assert config.spec.name == "acme/tiny-llama"  # the repo, not the commit naming the folder
+    weights = load_model(str(snapshot / "model.safetensors"))
+    assert weights.spec.name == "acme/tiny-llama/model.safetensors"
+    assert weights.spec.parameters == header_totals(llama_tensors(TINY_LLAMA_CONFIG))[0]
+    assert load_model(str(snapshot)).spec.name == "acme/tiny-llama"
+    # Found again by the link's name (a profile), not by the blob's.
+    assert load_ref(weights.ref).spec.parameters == weights.spec.parameters
+    assert load_ref(config.ref).spec.name == "acme/tiny-llama"
+    # A file that is no model says so with its whole name, however long its folder.
+    other = snapshot / "notes.txt"
+    other.write_text("hello")
+    with pytest.raises(BadModelFile) as info:
+        load_model(str(other))
+    assert len(str(other)) > 200 and "notes.txt is not a model" in str(info.value)

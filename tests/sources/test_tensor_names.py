@@ -93,6 +93,23 @@ CASES = [
     ("model.layers.1.mlp.experts.gate_up_proj", Role.EXPERT, 1, "gate_up_proj", False),
     ("model.layers.1.mlp.experts.gate_up_proj_bias", Role.EXPERT, 1, "gate_up_proj", True),
     ("model.layers.1.mlp.router.weight", Role.ROUTER, 1, "router", False),
+    # Token mixers other than attention: their projections are MIXER, their convolutions and
+    # state parameters are not linear layers
+    ("model.layers.0.linear_attn.in_proj_qkvz.weight", Role.MIXER, 0, "in_proj_qkvz", False),
+    ("model.layers.0.linear_attn.out_proj.weight", Role.MIXER, 0, "out_proj", False),
+    ("model.layers.0.linear_attn.conv1d.weight", Role.OTHER, 0, "conv1d", False),
+    ("model.layers.0.linear_attn.A_log", Role.OTHER, 0, "A_log", False),
+    ("model.layers.0.linear_attn.norm.weight", Role.NORM, 0, "norm", False),
+    ("backbone.layers.3.mixer.in_proj.weight", Role.MIXER, 3, "in_proj", False),
+    ("backbone.layers.3.mixer.dt_proj.bias", Role.MIXER, 3, "dt_proj", True),
+    ("model.layers.3.mixer.o_proj.weight", Role.ATTENTION, 3, "o_proj", False),
+    ("model.layers.3.mixer.up_proj.weight", Role.MLP, 3, "up_proj", False),
+    ("model.layers.2.conv.in_proj.weight", Role.MIXER, 2, "in_proj", False),
+    ("model.layers.2.conv.conv.weight", Role.OTHER, 2, "conv", False),
+    ("model.layers.1.temporal_block.linear_x.weight", Role.MIXER, 1, "linear_x", False),
+    ("model.layers.4.shared_mlp.input_linear.weight", Role.MLP, 4, "input_linear", False),
+    # cross-attention of encoder-decoder models
+    ("model.decoder.layers.1.encoder_attn.out_proj.weight", Role.ATTENTION, 1, "out_proj", False),
     # MLA
     (
         "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",

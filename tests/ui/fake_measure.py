@@ -3,7 +3,8 @@
     python fake_measure.py SCENARIO SOURCE DEVICE
 
 ok: three progress lines, then a document whose measured block says what it was asked;
-slow: one progress line, then waits to be stopped; fail: the command's one-line error, exit 2.
+slow: one progress line, then waits to be stopped; fail: the command's one-line error, exit 2;
+stdin: reads its standard input to the end (a question a library might ask), then as ok.
 """
 
 import json
@@ -30,6 +31,8 @@ def main() -> int:
         )
         return 2
     progress("starting", 0, 3)
+    if scenario == "stdin":
+        sys.stdin.read()
     if scenario == "slow":
         progress("load", 1, 3)
         time.sleep(60)

@@ -221,6 +221,32 @@ def test_the_window_fits_a_laptop_screen(make_window, qtbot, size):
     assert window.width() <= size[0]
 
 
+@pytest.mark.parametrize("size", [(1280, 720), (1366, 768), (1920, 1080)])
+def test_a_laptop_screen_shows_the_total_and_the_table_s_total_row(make_window, qtbot, size):
+    window = make_window()
+    window.resize(*size)
+    window.change({"mode": "training"})
+    window.change({"method": "qlora"})
+    settled(qtbot, window, method="qlora")
+    qtbot.wait(100)
+    # The headline's figure always shows whole; a narrow window drops the organisation first.
+    total = window.headline.text().split(" · ")[0]
+    shown = window.headline.shown_text()
+    assert shown.startswith(total + " · ") and "…" not in shown
+    assert shown.endswith("Llama-3.1-8B")
+    metrics = window.headline.fontMetrics()
+    assert metrics.horizontalAdvance(shown) <= window.headline.contentsRect().width()
+    # The breakdown's total row is in view without scrolling the tab.
+    table = window.breakdown_table
+    last = window.breakdown_model.rowCount() - 1
+    bottom = table.viewport().mapTo(
+        window, QPoint(0, table.rowViewportPosition(last) + table.rowHeight(last))
+    )
+    viewport = window.tabs.widget(0).viewport()
+    assert bottom.y() <= viewport.mapTo(window, QPoint(0, viewport.height())).y()
+    assert window.tabs.widget(0).verticalScrollBar().value() == 0
+
+
 def test_back_to_training_the_quantization_follows_the_method(make_window, qtbot):
     window = make_window()
     window.controller.update(mode="training", method="qlora")
@@ -248,3 +274,24 @@ def test_back_to_training_the_quantization_follows_the_method(make_window, qtbot
 def test_core_messages_are_said_in_the_windows_words(core, window):
     text = wording.window_text(core)
     assert text.startswith(window) and "--" not in text and "vramgui" not in text
+
+
+def test_whole_model_figures_are_labelled_beside_per_gpu_ones(make_window, qtbot):
+    window = make_window()
+    qtbot.waitUntil(lambda: window.rules.text().startswith("Rules of thumb: "), timeout=5000)
+    window.change({"gpus": 2, "tp": 2})
+    settled(qtbot, window, gpus=2, tp=2)
+    qtbot.waitUntil(
+        lambda: window.rules.text().startswith("Rules of thumb (whole model, not per GPU of 2): "),
+        timeout=5000,
+    )
+
+
+def test_fsdp_mixed_precision_is_explained_in_the_window(make_window, qtbot):
+    window = make_window()
+    window.change({"mode": "training"})
+    window.change({"gpus": 8, "fsdp": True})
+    settled(qtbot, window, mode="training", gpus=8, fsdp=True, precision="mixed")
+    est = window.controller.analysis.estimate
+    assert "autocast_weight_copies" not in est.components
+    assert "torch.autocast alone keeps" in window.notes.text()

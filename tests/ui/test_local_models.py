@@ -21,6 +21,8 @@ def stores(tmp_path, monkeypatch):
     found = sample_stores(tmp_path / "stores")
     monkeypatch.setattr(on_disk, "default_stores", lambda: found)
     monkeypatch.setenv("HF_HUB_CACHE", str(found.hf_cache))
+    # The window reads a model in a child process, which finds the stores as vramgui does.
+    monkeypatch.setenv("OLLAMA_MODELS", str(found.ollama[0]))
     return found
 
 
@@ -76,13 +78,16 @@ def test_the_stores_are_read_when_the_list_is_first_shown_on_a_worker(qtbot, vie
         "org/tiny-GGUF:tiny-Q4_K_M.gguf",
         "llama3.2:3b",
         "someone/tiny:latest",
-        "lmstudio-community/Tiny-GGUF/Tiny-Q4_K_M.gguf",
+        "Tiny-Q4_K_M.gguf",  # in lmstudio-community/Tiny-GGUF/ (the tooltip's path)
         "mlx-community/Tiny-4bit",
     }
     assert rows["llama3.2:3b"][0] == "In Ollama"
     assert rows["org/tiny"][0] == "In Hugging Face cache"
     assert rows["mlx-community/Tiny-4bit"][0] == "In LM Studio"
-    assert all(size.endswith("KB") for _, size, _ in rows.values())
+    # In GiB like every other figure of the window (and in GB when the window is).
+    assert all(size.endswith("KiB") for _, size, _ in rows.values())
+    view.set_unit("GB")
+    assert all(size.endswith("KB") for _, size, _ in _rows(view).values())
     header = view.table_model.headerData(0, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)
     assert header == "On this machine (6)"
     assert view.status.isHidden()
@@ -102,7 +107,7 @@ def test_each_model_says_whether_it_fits_at_the_current_settings(qtbot, view):
     assert model.index(0, 2).data(Qt.ItemDataRole.ForegroundRole).name() == "#c62828"
 
     before = _rows(view)["org/tiny"][2]
-    view.set_setup(Workload(seq=256, batch=64), ("tiny GPU", 1000))
+    view.set_setup(Workload(seq=256, batch=1024), ("tiny GPU", 1000))
     qtbot.waitUntil(lambda: _rows(view)["org/tiny"][2] != before, timeout=5000)
 
 
@@ -116,7 +121,7 @@ def test_a_context_longer_than_a_model_is_cut_to_its_own(qtbot, view):
     )
     tip = view.table_model.index(row, 0).data(Qt.ItemDataRole.ToolTipRole)
     assert "at its longest context, 512 tokens" in tip
-    assert view.table_model.index(row, 2).data().endswith(" GB")  # a figure, no verdict
+    assert view.table_model.index(row, 2).data().endswith(" GiB")  # a figure, no verdict
 
 
 def test_an_unreadable_model_is_listed_with_the_reason(qtbot, view, stores):

@@ -81,3 +81,26 @@ def test_reading_a_model_keeps_the_description_height(column, qtbot):
     assert not panel.open_file.isEnabled()
     panel.show_loading(False)
     assert panel.open_file.isEnabled()
+
+
+def test_results_of_one_search_stay_told_apart_in_a_narrow_panel(qtbot):
+    same = "Meta-Llama-3.1-8B-Instruct-GGUF"
+    hits = tuple(HubModel(f"{org}/{same}", downloads=9) for org in ("bartowski", "unsloth"))
+    panel = ModelPanel(lambda _query: SearchResult(hits))
+    qtbot.addWidget(panel)
+    panel.resize(260, 400)
+    panel.show()
+    qtbot.keyClicks(panel.query, "llama")
+    qtbot.waitUntil(lambda: panel.results_model.rowCount() == 2, timeout=5000)
+    # What the view paints: the start (the organisation) and the end of each id.
+    width = panel.results.columnWidth(0) - 8
+    metrics = panel.results.fontMetrics()
+    shown = [
+        metrics.elidedText(
+            panel.results_model.index(r, 0).data(), panel.results.textElideMode(), width
+        )
+        for r in range(2)
+    ]
+    assert shown[0] != shown[1]
+    assert shown[0].startswith("bartow") and shown[1].startswith("unslot")
+    assert all(text.endswith("GGUF") for text in shown)

@@ -80,7 +80,7 @@ def test_layer_chart_hover_names_the_bar_under_the_pointer(qtbot, placement):
     plot = chart.plot_rect(top_rows=1, bottom_rows=1)
     last = len(placement.units) - 1
     hover(chart, QPointF(chart._x(last, plot), plot.bottom() - 5))
-    assert chart.hover_text.startswith("output: CPU RAM")
+    assert chart.hover_text.startswith("output: GPU 0")  # llama.cpp offloads it first
     hover(chart, QPointF((chart._x(0, plot) + chart._x(1, plot)) / 2, plot.bottom() - 5))
     assert chart.hover_text == ""  # the gap between two bars
 

@@ -65,7 +65,7 @@ def test_bars_are_coloured_by_device_and_explain_themselves_on_hover(view):
     assert view.layer_chart.legend() == ["GPU 0", "CPU RAM", "KV cache (lighter: same device)"]
     text = view.layer_chart.text_at(1.0)
     assert text.startswith("block 0: CPU RAM") and "KV cache" in text
-    assert view.layer_chart.text_at(33.1).startswith("output: CPU RAM")
+    assert view.layer_chart.text_at(33.1).startswith("output: GPU 0")  # offloaded first
     assert view.layer_chart.text_at(1.5) == ""
 
 
@@ -230,3 +230,99 @@ def test_what_the_planners_engine_does_not_run_is_reset_and_said(view, llama7b):
     assert view.planner.currentData() == "accelerate"
     assert view.placement is not None and view.placement.workload.kv_dtype == "auto"
     assert "Transformers has no fp8 KV cache" in view.summary.text()
+
+
+@pytest.fixture(scope="module")
+def qwen3moe():
+    entry = find("qwen3-30b-a3b")
+    return spec_from_config(entry.config, "qwen3-30b-a3b")
+
+
+def _choice(name):
+    gpu = find_gpu(name)
+    return GpuChoice(gpu.name, gpu.capacity_bytes(), bandwidths_for(gpu))
+
+
+def test_experts_slider_keeps_the_experts_in_host_ram(qtbot, qwen3moe):
+    view = OffloadView()
+    qtbot.addWidget(view)
+    q4 = Workload(quant="Q4_K_M", engine="llamacpp", seq=32768)
+    view.set_inputs(qwen3moe, q4, gpus=[_choice("RTX 3060 12GB")], host_ram_bytes=64 * GiB)
+    view.show()
+    assert view.experts_slider.isVisible() and view.experts_slider.maximum() == 48
+    whole = view.placement
+    view.set_gpu_layers(49)
+    view.experts_slider.setValue(48)
+    p = view.placement
+    assert p.layout.cpu_moe and p.gpu_bytes[0] < 6 * GiB and p.fits
+    assert view.experts_label.text() == "--cpu-moe (all)"
+    assert "--cpu-moe" in view.launch_text.toPlainText()
+    # the bars stack the layer's GPU part, its KV cache and its experts in host RAM
+    hover = view.layer_chart.text_at(5.0)
+    assert "CPU RAM" in hover and "routed experts" in hover
+    assert "CPU RAM" in view.layer_chart.legend()
+    view.experts_slider.setValue(20)
+    assert view.placement.layout.n_cpu_moe == 20
+    assert "--n-cpu-moe 20" in view.launch_text.toPlainText()
+    # the curves arrive from a worker: experts in host RAM above whole layers
+    qtbot.waitUntil(lambda: bool(view.curves[1]), timeout=20000)
+    layers, experts = view.curves
+    assert len(layers) == 50 and len(experts) == 49
+    assert curves_best(experts).tokens_per_second > curves_best(layers).tokens_per_second
+    assert "fastest that fits" in view.memory_chart.accessibleDescription()
+    assert whole.layout is not None and not whole.layout.moves_experts
+
+
+def curves_best(points):
+    best = offload.curves.best(points)
+    assert best is not None
+    return best
+
+
+def test_several_gpus_and_fit_like_llamacpp(qtbot, qwen3moe):
+    view = OffloadView()
+    qtbot.addWidget(view)
+    q4 = Workload(quant="Q4_K_M", engine="llamacpp", seq=32768)
+    gpus = [_choice("RTX 4090"), _choice("RTX 3060 12GB")]
+    view.set_inputs(qwen3moe, q4, gpus=gpus, host_ram_bytes=64 * GiB)
+    view.show()
+    assert len(view.chosen_gpus) == 1 and not view.split_mode.isVisible()
+    menu = view.more_gpus.menu()
+    actions = menu.actions()
+    assert [a.text().split(" (")[0] for a in actions] == ["another RTX 4090", "RTX 3060 12GB"]
+    actions[1].setChecked(True)
+    assert [g.name for g in view.chosen_gpus] == ["RTX 4090", "RTX 3060 12GB"]
+    assert view.split_mode.isVisible() and view.more_gpus.text() == "+ 1 GPU"
+    p = view.placement
+    assert len(p.gpu_bytes) == 2 and p.fits
+    assert all(u <= b - GiB for u, b in zip(p.gpu_bytes, (24 * GiB, 12 * GiB), strict=True))
+    assert "RTX 4090:" in view.summary.text() and "RTX 3060 12GB:" in view.summary.text()
+    assert "GPU 1" in view.layer_chart.legend()
+    assert "-ts 24,12" in view.launch_text.toPlainText()
+    # a second RTX 4090 instead of the 3060
+    actions[1].setChecked(False)
+    view.more_gpus.menu().actions()[0].setChecked(True)
+    assert [g.name for g in view.chosen_gpus] == ["RTX 4090", "RTX 4090"]
+    # llama.cpp's --fit on the RTX 3060 alone, on a worker
+    view.gpu.setCurrentIndex(1)
+    view.more_gpus.menu().actions()[0].setChecked(False)
+    assert [g.name for g in view.chosen_gpus] == ["RTX 3060 12GB"]
+    view.fit_like_llamacpp()
+    qtbot.waitUntil(lambda: view._fit is not None, timeout=20000)
+    p = view.placement
+    assert p.gpu_layers == 49 and p.gpu_bytes[0] <= 11 * GiB
+    assert "(fitted)" in view.experts_label.text()
+    assert "-ot " in view.launch_text.toPlainText()
+    view.experts_slider.setValue(48)  # a control moved: the fit no longer holds
+    assert view._fit is None and view.placement.layout.cpu_moe
+
+
+def test_an_ollama_model_gets_its_ollama_settings_first(qtbot, llama7b):
+    from dataclasses import replace
+
+    view = OffloadView()
+    qtbot.addWidget(view)
+    spec = replace(llama7b, name="llama2:7b", source="Ollama, llama2:7b (GGUF blob 0123456789ab)")
+    view.set_inputs(spec, Q4, gpus=[_choice("RTX 3060 12GB")], host_ram_bytes=16 * GiB)
+    assert view.engine.itemText(0) == "Ollama"
+    assert "FROM llama2:7b" in view.launch_text.toPlainText()

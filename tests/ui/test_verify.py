@@ -58,9 +58,13 @@ def test_verify_runs_shows_progress_and_draws_the_measured_peak(make_window, scr
     assert not bar.running and not bar.progress.isVisible() and bar.button.isEnabled()
     assert [name for name, _ in window.breakdown_chart.measured_positions()] == ["Measured tensors"]
     assert "Measured tensors" in window.breakdown_chart.legend_text()
-    assert bar.status.text() == "Verified by a fake run: estimate -4.8%"
-    assert "tensors peak at 2.10 GiB (prefill)" in bar.status.toolTip()
-    assert "a note" in bar.status.toolTip()
+    # Told where the window's messages go, the figures first, the notes in the tooltip.
+    assert window.banner_kind == "verify" and window.banner.isVisibleTo(window)
+    assert window.banner.text().startswith("Verified by a fake run: estimate -4.8%: ")
+    assert "tensors peak at 2.10 GiB (prefill), the estimate's 2.00 GiB" in window.banner.text()
+    assert "a note" in window.banner.toolTip()
+    assert window.banner.styleSheet() == palette.WARNING_STYLE  # further off than 3 %
+    assert window.statusBar().currentMessage() == window.banner.text()
 
 
 def test_a_change_of_settings_clears_the_measurement(make_window, scripted, qtbot):
@@ -86,9 +90,36 @@ def test_cancel_stops_the_process(make_window, scripted, qtbot):
         bar.cancel_button.click()
     assert done.args == [None]
     assert process is None or process.state() == QProcess.ProcessState.NotRunning
-    assert bar.status.text() == "Verification stopped."
+    assert window.banner.text() == "Verification stopped."
     assert not window.breakdown_chart.measured_positions()
     assert bar.button.isEnabled()
+
+
+def test_the_measuring_process_can_never_wait_for_an_answer(make_window, scripted, qtbot):
+    """Its standard input is at its end from the start: a library asking "run this model's code?
+    [y/N]" gets no answer, instead of holding the run until Cancel."""
+    scripted("stdin")
+    window = make_window()
+    bar = window.verify_bar
+    with qtbot.waitSignal(bar.finished, timeout=20000) as done:
+        bar.fake_action.trigger()
+    assert done.args[0] is not None and done.args[0]["device"] == "fake"
+
+
+def test_a_model_too_deep_for_a_fake_run_says_why_before_it_starts(
+    make_window, scripted, qtbot, tmp_path
+):
+    asked = scripted("ok")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 4096,
+                                  "num_attention_heads": 4, "intermediate_size": 128,
+                                  "vocab_size": 100}))  # fmt: skip
+    window = make_window()
+    window.controller.load_source(str(config))
+    qtbot.waitUntil(lambda: window.controller.analysis.spec.facts.num_layers == 4096, timeout=10000)
+    window.verify_bar.fake_action.trigger()
+    assert asked == [] and not window.verify_bar.running
+    assert "4,096 layers x 2 forward passes" in window.banner.text()
 
 
 def test_a_failed_run_shows_the_commands_message(make_window, scripted, qtbot):
@@ -97,8 +128,10 @@ def test_a_failed_run_shows_the_commands_message(make_window, scripted, qtbot):
     bar = window.verify_bar
     with qtbot.waitSignal(bar.finished, timeout=20000):
         bar.fake_action.trigger()
-    assert bar.status.text() == "transformers could not run this model (load): ValueError: no"
-    assert bar.status.styleSheet() == palette.ERROR_STYLE
+    assert window.banner.text() == (
+        "Verify failed: transformers could not run this model (load): ValueError: no"
+    )
+    assert window.banner.styleSheet() == palette.ERROR_STYLE
 
 
 def test_without_the_extra_it_explains_how_to_get_it(make_window, monkeypatch):
@@ -107,8 +140,15 @@ def test_without_the_extra_it_explains_how_to_get_it(make_window, monkeypatch):
     bar = window.verify_bar
     bar.fake_action.trigger()
     assert not bar.running
-    assert 'pip install "vramgui[measure]"' in bar.status.text()
-    assert "torch is not installed" in bar.status.toolTip()
+    # Where the user looks, not in a corner: the message area under the total, and the status bar.
+    assert window.banner_kind == "verify" and window.banner.isVisibleTo(window)
+    assert window.banner.height() > 2 * window.banner.fontMetrics().height()
+    assert 'pip install "vramgui[measure]"' in window.banner.text()
+    assert "torch is not installed" in window.banner.toolTip()
+    assert window.statusBar().currentMessage() != "Ready"
+    # The commands for the Python this window runs on, in full, one click away.
+    assert window.banner_details.isVisibleTo(window)
+    assert f'"{sys.executable}" -m pip install "vramgui[measure]"' in window.banner.toolTip()
 
 
 def test_a_setup_a_run_cannot_reproduce_says_why(make_window, scripted, qtbot):
@@ -118,7 +158,7 @@ def test_a_setup_a_run_cannot_reproduce_says_why(make_window, scripted, qtbot):
     qtbot.waitUntil(lambda: window.controller.analysis.estimate.workload.quant == "nf4")
     window.verify_bar.fake_action.trigger()
     assert asked == [] and not window.verify_bar.running
-    assert "quantized weights" in window.verify_bar.status.text()
+    assert "quantized weights" in window.banner.text()
 
 
 def test_an_approximate_estimate_offers_verify(make_window, scripted, qtbot, tmp_path):
@@ -130,10 +170,8 @@ def test_an_approximate_estimate_offers_verify(make_window, scripted, qtbot, tmp
                     "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100})
     )  # fmt: skip
     window.controller.load_source(str(config))
-    qtbot.waitUntil(
-        lambda: window.verify_bar.status.text().startswith("Approximate"), timeout=10000
-    )
-    assert "exact figure" in window.verify_bar.status.toolTip()
+    qtbot.waitUntil(lambda: "exact figure" in window.verify_bar.button.toolTip(), timeout=10000)
+    assert "Verify runs the model's own code" in window.badge.toolTip()
     assert window.controller.spec.inventory == "approximate"
 
 
@@ -153,6 +191,10 @@ def test_the_command_line_gives_the_same_settings_back():
     )
     argv = ["measure", "x", *verify.workload_arguments(workload)]
     assert workload_from_args(build_parser(argv).parse_args(argv)) == workload
+    for caching in (True, False, None):
+        served = Workload(engine="vllm", enforce_eager=True, enable_prefix_caching=caching)
+        argv = ["measure", "x", *verify.workload_arguments(served)]
+        assert workload_from_args(build_parser(argv).parse_args(argv)) == served
     command = verify.measure_command("org/name", Workload(), "cuda")
     assert command[:5] == [sys.executable, "-m", "vramgui", "measure", "org/name"]
     assert command[-4:] == ["--device", "cuda", "--json", "--progress"]
@@ -177,7 +219,7 @@ result = {}
 
 def done(measured):
     result["measured"] = measured is not None
-    result["status"] = window.verify_bar.status.text()
+    result["status"] = window.verify_bar.message[0]
     result["torch"] = sorted(m for m in ("torch", "transformers", "peft") if m in sys.modules)
     qapp.quit()
 

@@ -58,3 +58,28 @@ def test_delivered_and_cancelled_work_is_freed(qtbot):
     gc.collect()
     assert all(ref() is None for ref in done)  # no worker is kept by Qt or by its signals
     assert held() is None  # nor what the work returned
+
+
+def test_what_the_handlers_hold_is_let_go_on_the_gui_thread(qtbot):
+    """Delivered or cancelled, a handler's captures are freed at delivery, on the GUI thread.
+
+    A controller captured by a load's handler was once freed inside a later emit on a pool
+    thread (the binding lets go of disconnected slots there): a QObject deleted off its thread,
+    and a crash at its next timer (tests/ui/test_loads.py crashed about one run in five). The
+    handlers are now dropped at delivery, so whatever the binding frees later holds nothing."""
+
+    class Holder:
+        pass
+
+    freed_on: list[threading.Thread] = []
+    got: list[object] = []
+    for count, cancel in enumerate((False, True), start=1):
+        holder = Holder()
+        weakref.finalize(holder, lambda: freed_on.append(threading.current_thread()))
+        worker = workers.submit(lambda: 1, lambda r, h=holder: got.append(r), got.append)
+        if cancel:
+            worker.cancel()
+        del holder
+        qtbot.waitUntil(lambda c=count: len(freed_on) == c, timeout=5000)
+    assert freed_on == [threading.main_thread()] * 2
+    assert got == [1]

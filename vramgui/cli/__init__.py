@@ -85,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except VramguiError as exc:
-        print(f"vramgui: {exc}", file=sys.stderr)
+        from vramgui.cli.text import printable  # a message may quote a name read from a file
+
+        print(f"vramgui: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

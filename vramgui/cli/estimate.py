@@ -7,6 +7,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
+from vramgui.cli.text import APPROXIMATE, is_approximate, model_line
+from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
 from vramgui.core.units import parse_count as units_parse_count
@@ -14,6 +16,7 @@ from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
     ENGINES,
+    GPU_ARCH_CHOICES,
     KV_DTYPES,
     LOOPS,
     METHOD_RECIPES,
@@ -21,6 +24,7 @@ from vramgui.core.workload import (
     MODES,
     OPTIMIZERS,
     PRECISIONS,
+    VLLM_VERSIONS,
     Workload,
     default_engine,
 )
@@ -149,8 +153,9 @@ def train_tokens_from_args(args: argparse.Namespace) -> int | None:
 def speed_for(
     spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``speed`` block for training on ``gpu_name``, or None and why there is none."""
-    from vramgui.core.report import speed_block
+    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name``, or None
+    and why there is none."""
+    from vramgui.core.report import serving_block, speed_block
     from vramgui.core.speed import Price
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
@@ -158,14 +163,18 @@ def speed_for(
 
     try:
         gpu = find_gpu(gpu_name)
+        hardware = speed_hardware(gpu, workload.dtype)
     except HardwareError:
         return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
-    hardware = speed_hardware(gpu, workload.dtype)
+    except WorkloadError as exc:
+        return None, f"no speed: {exc}"
     utilization = utilization_for(hardware, args.matmul_utilization)
     if args.price_per_hour is not None:
         price: Price | None = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
     else:
         price = rental_price(gpu)
+    if workload.mode == "inference":
+        return serving_block(spec, workload, hardware, utilization=utilization, price=price), None
     block = speed_block(
         spec,
         workload,
@@ -216,6 +225,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seq",
+        "--max-model-len",
         type=int,
         default=None,
         help=f"context (inference) or sequence length (training), at most the model's context "
@@ -224,10 +234,14 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype", choices=DTYPES, default=d.dtype, help="dtype of unquantized weights and compute"
     )
+    named = ", ".join(n for n, s in SCHEMES.items() if s.family not in ("none", "gguf"))
     parser.add_argument(
         "--quant",
         default=d.quant,
-        help="none, int8, nf4, fp4, gptq-int4, awq-int4, fp8 or a GGUF type such as Q4_K_M",
+        help=f"weight quantization, as the libraries name it: none (a pre-quantized checkpoint: "
+        f"as it is stored), {named}, a GPTQ / AWQ / w4a16 group size (gptq-int4-g32), or a "
+        "GGUF type such as Q4_K_M; a scheme other than the checkpoint's own is estimated in its "
+        "place, with a note",
     )
     parser.add_argument(
         "--engine",
@@ -237,6 +251,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kv-dtype",
+        "--kv-cache-dtype",
         choices=KV_DTYPES,
         default=d.kv_dtype,
         help="KV cache dtype; auto follows --dtype (llama.cpp: f16)",
@@ -289,19 +304,18 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         "--zero", type=int, choices=(0, 1, 2, 3), default=d.zero, help="DeepSpeed ZeRO stage"
     )
     parser.add_argument("--fsdp", action="store_true", help="PyTorch FSDP full shard")
-    parser.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree")
-    parser.add_argument("--pp", type=int, default=d.pp, help="pipeline-parallel degree")
+    parser.add_argument(
+        "--tp", "--tensor-parallel-size", type=int, default=d.tp, help="tensor-parallel degree"
+    )
+    parser.add_argument(
+        "--pp", "--pipeline-parallel-size", type=int, default=d.pp, help="pipeline-parallel degree"
+    )
     parser.add_argument(
         "--cpu-offload",
         action="store_true",
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
-    parser.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=d.gpu_memory_utilization,
-        help="share of GPU memory vLLM takes",
-    )
+    add_vllm_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -314,6 +328,90 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME|local",
         help="fit check against a catalog GPU or the local GPUs (repeatable)",
+    )
+    parser.add_argument(
+        "--gpu-arch",
+        choices=GPU_ARCH_CHOICES,
+        default=None,
+        help="the GPU generation the engine runs on, which decides what it does with FP8, FP4 "
+        "and MXFP4 weights (default: the first --gpu's; auto: one that runs the format natively)",
+    )
+    parser.add_argument(
+        "--mtp",
+        action="store_true",
+        help="load the checkpoint's multi-token-prediction layers (vLLM MTP speculative decoding)",
+    )
+
+
+def add_vllm_options(parser: argparse.ArgumentParser) -> None:
+    """vLLM's own knobs, named as ``vllm serve`` names them (docs/cli.md)."""
+    d = _DEFAULTS
+    group = parser.add_argument_group("vLLM", "what `vllm serve` takes (with --engine vllm)")
+    group.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=d.gpu_memory_utilization,
+        help="share of GPU memory vLLM takes",
+    )
+    group.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=None,
+        help="requests vLLM runs at once (default: vLLM's for the GPU, 256 or 1024)",
+    )
+    group.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="tokens per scheduler step, the size vLLM profiles (default: vLLM's for the GPU, "
+        "2048 or 8192)",
+    )
+    group.add_argument(
+        "--enforce-eager", action="store_true", help="no CUDA graphs (saves their memory)"
+    )
+    group.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="prefix caching on or off (default: the version's: off for models with state "
+        "layers up to 0.24); with state layers (Mamba, linear attention) it keeps more states "
+        "per request",
+    )
+    group.add_argument(
+        "--enable-lora", action="store_true", help="reserve LoRA adapter slots on the GPU"
+    )
+    group.add_argument(
+        "--max-loras", type=int, default=d.max_loras, help="LoRA adapters held on the GPU at once"
+    )
+    group.add_argument(
+        "--max-lora-rank",
+        type=int,
+        default=d.max_lora_rank,
+        help="largest LoRA rank vLLM reserves room for (1, 8, 16, 32, 64, 128, 256, 320, 512)",
+    )
+    group.add_argument(
+        "--speculative-model",
+        default=None,
+        metavar="SOURCE",
+        help="speculative decoding with this draft model (catalog name, Hub id, folder)",
+    )
+    group.add_argument(
+        "--num-speculative-tokens",
+        type=int,
+        default=d.num_speculative_tokens,
+        help="tokens proposed per step when speculating",
+    )
+    group.add_argument(
+        "--cpu-offload-gb",
+        type=float,
+        default=d.cpu_offload_gb,
+        help="GiB of weights per GPU vLLM keeps in host RAM and streams in",
+    )
+    group.add_argument(
+        "--vllm-version",
+        choices=VLLM_VERSIONS,
+        default=d.vllm_version,
+        help="the vLLM version whose start-up rules to follow (0.20: 0.20.2 and later)",
     )
 
 
@@ -344,6 +442,12 @@ def workload_from_args(
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
+    speculative = "draft" if args.speculative_model else "none"
+    gpu_arch = args.gpu_arch
+    if gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        gpu_arch = architecture_of(args.gpu[0]) if args.gpu else "auto"
     return Workload(
         mode=args.mode,
         batch=args.batch,
@@ -373,6 +477,20 @@ def workload_from_args(
         gpu_memory_utilization=args.gpu_memory_utilization,
         cpu_offload=args.cpu_offload,
         loop=args.loop,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enforce_eager=args.enforce_eager,
+        enable_lora=args.enable_lora,
+        max_loras=args.max_loras,
+        max_lora_rank=args.max_lora_rank,
+        speculative=speculative,
+        num_speculative_tokens=args.num_speculative_tokens,
+        draft_model=args.speculative_model or "",
+        cpu_offload_gb=args.cpu_offload_gb,
+        enable_prefix_caching=args.enable_prefix_caching,
+        vllm_version=args.vllm_version,
+        gpu_arch=gpu_arch,
+        mtp=args.mtp,
     )
 
 
@@ -409,7 +527,9 @@ def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
     return loaded, workload
 
 
-def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[dict[str, Any]]:
+def cheapest_catalog(
+    spec: ModelSpec, workload: Workload, top: int = 5, draft: ModelSpec | None = None
+) -> list[dict[str, Any]]:
     """The catalog GPUs whose fewest-that-fit cost least (NVIDIA-queryable and priced ones)."""
     from vramgui.core.fit import cheapest
     from vramgui.hardware.gpus import load_catalog
@@ -417,8 +537,21 @@ def cheapest_catalog(spec: ModelSpec, workload: Workload, top: int = 5) -> list[
     offers = [(g.name, g.capacity_bytes(), g.typical_price_usd) for g in load_catalog()]
     return [
         {"gpu": name, "count": count, "total_price_usd": price}
-        for name, count, price in cheapest(spec, workload, offers)[:top]
+        for name, count, price in cheapest(spec, workload, offers, draft=draft)[:top]
     ]
+
+
+def load_draft(workload: Workload) -> ModelSpec | None:
+    """The draft model ``--speculative-model`` names, loaded like the model itself.
+
+    Raises:
+        VramguiError: a draft that cannot be read.
+    """
+    if workload.speculative != "draft" or not workload.draft_model:
+        return None
+    from vramgui.sources.resolve import load_model
+
+    return load_model(workload.draft_model).spec
 
 
 def ranked_catalog(
@@ -429,6 +562,7 @@ def ranked_catalog(
     train_tokens: int | None,
     price_per_hour: float | None = None,
     currency: str = "USD",
+    draft: ModelSpec | None = None,
 ) -> list[dict[str, Any]]:
     """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
     from vramgui.core.fit import rank_setups
@@ -454,7 +588,13 @@ def ranked_catalog(
 
     measured = {name: c.utilization() for name, c in load().items()}
     ranked = rank_setups(
-        spec, workload, offers, by=by, train_tokens=train_tokens, utilizations=measured
+        spec,
+        workload,
+        offers,
+        by=by,
+        train_tokens=train_tokens,
+        utilizations=measured,
+        draft=draft,
     )
     return [r.to_dict() for r in ranked]
 
@@ -466,46 +606,54 @@ def run(args: argparse.Namespace) -> int:
     from vramgui.hardware.capacity import resolve_capacities
 
     loaded, workload = load_for(args)
+    spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacity = capacities[0][1] if capacities else None
-    est = estimate(loaded.spec, workload, capacity)
+    if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
+        from vramgui.hardware.gpus import architecture_of
+
+        # "local": the generation of the first GPU NVML names
+        workload = workload.with_(gpu_arch=architecture_of(capacities[0][0]))
+    first = capacities[0][0] if capacities else ""
+    est = estimate(spec, workload, capacity, first, draft)
     rows = fit_rows(est, capacities)
     extra: dict[str, Any] = {}
-    if capacities and workload.mode == "inference" and workload.engine != "vllm":
+    if capacities and workload.mode == "inference":
         extra["largest_fitting"] = {
             name: {
-                "seq": largest_fitting(loaded.spec, workload, cap, "seq"),
-                "batch": largest_fitting(loaded.spec, workload, cap, "batch"),
+                "seq": largest_fitting(spec, workload, cap, "seq", gpu_name=name, draft=draft),
+                "batch": largest_fitting(spec, workload, cap, "batch", gpu_name=name, draft=draft),
             }
             for name, cap in capacities
         }
     if capacities:
         extra["gpus_needed"] = {
-            name: gpus_needed(loaded.spec, workload, cap) for name, cap in capacities
+            name: gpus_needed(spec, workload, cap, draft=draft) for name, cap in capacities
         }
     if args.cheapest:
-        extra["cheapest"] = cheapest_catalog(loaded.spec, workload)
-    if args.rank:
-        extra["ranked"] = ranked_catalog(
-            loaded.spec,
-            workload,
-            args.rank,
-            train_tokens=train_tokens_from_args(args),
-            price_per_hour=args.price_per_hour,
-            currency=args.currency,
-        )
-    speed_note = None
-    if workload.mode == "training" and capacities:
-        extra["speed"], speed_note = speed_for(loaded.spec, workload, capacities[0][0], args)
-    elif train_tokens_from_args(args) is not None and (
-        workload.mode != "training" or not args.rank
-    ):
+        extra["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
+    train_tokens = train_tokens_from_args(args)
+    if train_tokens is not None and (workload.mode != "training" or not (capacities or args.rank)):
         raise WorkloadError(
             "--train-tokens and --dataset-tokens need --mode training and a --gpu (or --rank) "
             "to time the run on"
         )
-    doc = estimate_document(loaded.spec, est, rows, extra)
-    if speed_note:
+    if args.rank:
+        extra["ranked"] = ranked_catalog(
+            spec,
+            workload,
+            args.rank,
+            train_tokens=train_tokens,
+            price_per_hour=args.price_per_hour,
+            currency=args.currency,
+            draft=draft,
+        )
+    speed_note = None
+    if capacities:
+        key = "speed" if workload.mode == "training" else "serving"
+        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args)
+    doc = estimate_document(spec, est, rows, extra)
+    if speed_note and workload.mode == "training":
         doc["notes"].append(speed_note)
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
@@ -522,8 +670,9 @@ def format_table(doc: dict[str, Any]) -> str:
 
     model, per_gpu = doc["model"], doc["per_gpu"]
     s = doc["settings"]
+    approximate = is_approximate(doc)
     lines = [
-        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters)",
+        model_line(model),
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
         + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")
@@ -534,30 +683,28 @@ def format_table(doc: dict[str, Any]) -> str:
         value = per_gpu["components"].get(name)
         if value:
             lines.append(f"  {name.replace('_', ' '):<22}{format_bytes(value):>14}")
-    lines.append(
-        f"  {'total per GPU':<22}{format_bytes(per_gpu['total_bytes']):>14}   (peak: {per_gpu['phase']})"
-    )
+    total = ("≈ " if approximate else "") + format_bytes(per_gpu["total_bytes"])
+    lines.append(f"  {'total per GPU':<22}{total:>14}   (peak: {per_gpu['phase']})")
+    if approximate:
+        lines.append(f"  {APPROXIMATE}")
     if doc["host_bytes"]:
         lines.append(f"  {'host RAM':<22}{format_bytes(doc['host_bytes']):>14}")
     lines.append("")
-    lines.append("Rules of thumb:")
+    # The classic rules size the whole model; beside per-GPU figures they must say so.
+    whole = f" (the whole model; the figures above are per GPU of {doc['gpus']})"
+    lines.append("Rules of thumb" + (whole if doc["gpus"] > 1 else "") + ":")
     for name, value in doc["rules_of_thumb"].items():
         lines.append(f"  {name:<22}{format_bytes(value):>14}")
     largest = doc.get("largest_fitting", {})
     needed = doc.get("gpus_needed", {})
     for row in doc["fit"]:
-        verdict = "fits" if row["fits"] else "does not fit"
-        best = largest.get(row["gpu"], {})
-        if best.get("seq"):
-            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
-        if not row["fits"] and needed.get(row["gpu"]):
-            verdict += f"; {needed[row['gpu']]} of them fit"
-        lines.append(
-            f"{row['gpu']}: {verdict} ({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
-        )
+        lines.append(_fit_line(row, largest.get(row["gpu"], {}), needed.get(row["gpu"])))
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
+    serving = doc.get("serving")
+    if serving:
+        lines.append(serving_line(serving, doc["gpus"]))
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))
@@ -568,6 +715,38 @@ def format_table(doc: dict[str, Any]) -> str:
     for note in [*doc.get("notices", []), *doc["notes"]]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> str:
+    """One GPU's verdict: fits or not, and under vLLM whether it starts and what its pool holds."""
+    size = (
+        f"({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
+    )
+    vllm = row.get("vllm")
+    if vllm is not None and not vllm["starts"] and row["headroom_bytes"] >= -1:
+        # Refused for a reason other than memory (more sequences than state blocks).
+        size = f"({format_bytes(row['capacity_bytes'])})"
+    if vllm is None:
+        verdict = "fits" if row["fits"] else "does not fit"
+        if best.get("seq"):
+            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
+    elif vllm["starts"] and row["fits"]:
+        verdict = (
+            f"vLLM starts; KV pool {vllm['kv_pool_tokens']:,} tokens, "
+            f"{vllm['max_concurrency']:.2f} requests at the context at once"
+        )
+        if best.get("seq"):
+            verdict += f"; largest --max-model-len {best['seq']:,}"
+    else:
+        verdict = "vLLM would not start" if not vllm["starts"] else "does not fit"
+        if vllm["largest_max_model_len"]:
+            verdict += f"; largest --max-model-len that starts {vllm['largest_max_model_len']:,}"
+    if not row["fits"] and needed:
+        verdict += f"; {needed} of them fit"
+    line = f"{row['gpu']}: {verdict} {size}"
+    if vllm is not None and vllm["error"]:
+        line += f"\n  vLLM: {vllm['error']}"
+    return line
 
 
 def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
@@ -624,3 +803,19 @@ def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list
             text += " (no price)"
         lines.append(text)
     return lines
+
+
+def serving_line(serving: dict[str, Any], gpus: int) -> str:
+    """The table's line for the ``serving`` block: decode speed and cost per million tokens."""
+    where = f"{gpus} x {serving['gpu']}" if gpus > 1 else serving["gpu"]
+    text = (
+        f"serving on {where}: {serving['tokens_per_second']:,.0f} tokens/s generated at batch "
+        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context)"
+    )
+    price = serving.get("price")
+    if serving["cost_per_million_tokens"] is not None and price:
+        text += (
+            f", {format_money(serving['cost_per_million_tokens'], price['currency'])} per million "
+            f"tokens at {format_money(price['per_gpu_hour'], price['currency'])} per GPU-hour"
+        )
+    return text

@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
-from vramgui.cli.text import table
+from vramgui.cli.text import printable, table
 from vramgui.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     for problem in found.problems:
-        print(f"note: {problem}", file=sys.stderr)
+        print(f"note: {printable(problem)}", file=sys.stderr)
     if not found.models:
         print("No models found in the Hugging Face cache, Ollama or LM Studio.")
         return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import signal
 import sys
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
+from vramgui.cli.text import printable
 from vramgui.core.units import format_bytes
 from vramgui.measure import extra, request
 from vramgui.measure.request import CUDA, FAKE, MeasureError
@@ -88,6 +90,19 @@ class _Progress:
 
 
 @contextlib.contextmanager
+def _no_questions() -> Iterator[None]:
+    """Standard input at its end while the run goes: nothing a library runs can ask a question
+    and wait for the answer (transformers asks whether to run a model's own code; the harness
+    never lets it, and this is the second lock)."""
+    previous = sys.stdin
+    sys.stdin = io.StringIO()
+    try:
+        yield
+    finally:
+        sys.stdin = previous
+
+
+@contextlib.contextmanager
 def _terminated_as_interrupt() -> Iterator[None]:
     """SIGTERM (the window's Cancel) unwinds like Ctrl-C, so the run frees the GPU on its way out."""
 
@@ -126,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
     loaded = load_model(args.source)
     # Refused before anything is fetched or imported.
-    settings_for_steps = request.harness_settings(loaded.spec, workload, args.device or FAKE)
+    settings_for_steps = request.harness_settings(loaded.spec, workload, args.device)
     config = config_of(loaded.ref)
     capacities = resolve_capacities(args.gpu, False)
     est = estimate(loaded.spec, workload, capacities[0][1] if capacities else None)
@@ -146,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if progress is not None:
         progress.step("load")
         listeners = (progress,)
-    with _terminated_as_interrupt():
+    with _terminated_as_interrupt(), _no_questions():
         result = runner.run(
             config,
             settings,
@@ -187,7 +202,7 @@ def format_table(doc: dict[str, Any]) -> str:
         "" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}"
     )
     lines = [
-        f"{model['name']}  ({model['architecture']}, {model['parameters']:,} parameters, "
+        f"{printable(model['name'])}  ({model['architecture']}, {model['parameters']:,} parameters, "
         f"inventory {model['inventory']})",
         what,
         f"measured {_DEVICE_WORDS.get(measured['device'], 'on ' + measured['device'])} "

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for
+from vramgui.cli.text import APPROXIMATE, is_approximate, printable
 from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
-from vramgui.core.offload import Bandwidths, Placement
+from vramgui.core.offload import Bandwidths, Placement, curves
+from vramgui.core.offload.fit import DEFAULT_FIT_MIN_CONTEXT, FitResult, fit_llamacpp
+from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.units import GB, GiB, format_bytes
 from vramgui.core.workload import Workload, served_family
 
@@ -23,7 +29,6 @@ DEFAULT_GPU = "RTX 4090"
 
 # The budget and the speed model's figures, all floats: (option, default, help).
 _NUMBER_OPTIONS: tuple[tuple[str, float | None, str], ...] = (
-    ("--vram-gib", None, "GPU memory (default: the first --gpu's)"),
     (
         "--margin-gib",
         offload.DEFAULT_MARGIN_BYTES / GiB,
@@ -77,14 +82,81 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="placement rule (default: llamacpp when llama.cpp serves the model, else accelerate)",
     )
+    parser.add_argument(
+        "--vram-gib",
+        default=None,
+        help="GPU memory, one figure or one per GPU (24,12) (default: each --gpu's)",
+    )
     for flag, default, help_text in _NUMBER_OPTIONS:
         parser.add_argument(flag, type=float, default=default, help=help_text)
     parser.add_argument(
         "--ngl",
         type=int,
         default=None,
-        help="llama.cpp -ngl; more than the model's layers puts them all on the GPU "
-        "(default: the most that fit)",
+        help="llama.cpp -ngl: the output layer and the last N - 1 blocks on the GPUs; more than "
+        "the model's layers puts them all there (default: the most that fit)",
+    )
+    experts = parser.add_argument_group(
+        "llama.cpp tensor placement and several GPUs (its own flags)"
+    )
+    experts.add_argument(
+        "--cpu-moe",
+        "-cmoe",
+        action="store_true",
+        help="keep every layer's routed experts in host RAM",
+    )
+    experts.add_argument(
+        "--n-cpu-moe",
+        "-ncmoe",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep the routed experts of the first N layers in host RAM",
+    )
+    experts.add_argument(
+        "--override-tensor",
+        "-ot",
+        action="append",
+        default=[],
+        metavar="PATTERN=DEVICE",
+        help="put the tensors whose GGUF name the regular expression finds on CPU, CUDA0, "
+        "CUDA1... (exps=CPU); comma-separated pairs, repeatable",
+    )
+    experts.add_argument(
+        "--tensor-split",
+        "-ts",
+        default=None,
+        metavar="N0,N1,...",
+        help="share of the GPU layers per GPU, in the order of --gpu (default: by memory)",
+    )
+    experts.add_argument(
+        "--split-mode",
+        "-sm",
+        choices=("layer", "row", "none"),
+        default="layer",
+        help="layer: whole layers per GPU; row: every matrix split by rows, the KV cache and "
+        "buffers on the main GPU; none: the main GPU only",
+    )
+    experts.add_argument(
+        "--main-gpu", "-mg", type=int, default=0, help="the main GPU for row and none"
+    )
+    experts.add_argument(
+        "--no-kv-offload", "-nkvo", action="store_true", help="keep the KV cache in host RAM"
+    )
+    fit = parser.add_argument_group("fitting like llama.cpp's --fit")
+    fit.add_argument(
+        "--fit",
+        action="store_true",
+        help="choose -ngl, the tensor split and the layers whose experts stay in host RAM "
+        "the way llama.cpp's --fit does, keeping --margin-gib (--fit-target) free per GPU",
+    )
+    fit.add_argument(
+        "--fit-ctx",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --fit: the context is not set (llama.cpp's -c 0): start from the model's "
+        "trained context and shrink it, no lower than N (llama.cpp's default 4096)",
     )
     parser.add_argument(
         "--prompt",
@@ -108,32 +180,62 @@ def _margin(args: argparse.Namespace) -> int:
     return round(args.margin_gib * GiB)
 
 
-def _gpu_and_budget(args: argparse.Namespace) -> tuple[Any, str, int]:
-    """The catalog GPU for speeds (or None), its display name, and the VRAM budget in bytes."""
+@dataclass(frozen=True)
+class _Gpu:
+    name: str
+    budget_bytes: int
+    catalog: Any  # the catalog entry whose speeds the roofline uses, or None
+
+
+def _gpus(args: argparse.Namespace) -> list[_Gpu]:
+    """The GPUs the model spans: each --gpu (``local``: every local GPU), in order, with the
+    --vram-gib budgets when given (one figure for all, or one per GPU)."""
     from vramgui.hardware.capacity import resolve_capacities
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
 
-    capacities = resolve_capacities(args.gpu[:1]) if args.gpu else []
-    name = capacities[0][0] if capacities else DEFAULT_GPU
-    try:
-        gpu = find_gpu(name)
-    except HardwareError:
-        gpu = None
-    vram_gib = _positive("vram-gib", args.vram_gib)
-    if vram_gib is not None:
-        budget = round(vram_gib * GiB)
-    elif capacities:
-        budget = capacities[0][1]
-    else:
+    capacities = resolve_capacities(args.gpu) if args.gpu else []
+    budgets: list[int] = []
+    if args.vram_gib is not None:
+        try:
+            figures = [float(v) for v in str(args.vram_gib).split(",")]
+        except ValueError:
+            raise WorkloadError(
+                f"--vram-gib takes GiB, one figure or one per GPU (24,12); got {args.vram_gib!r}"
+            ) from None
+        budgets = [round(_positive("vram-gib", v) * GiB) for v in figures]  # type: ignore[operator]
+    if not capacities and not budgets:
         raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
-    return gpu, name, budget
+    count = max(len(capacities), len(budgets))
+    if len(budgets) == 1:
+        budgets *= count
+    elif budgets and capacities and len(budgets) != len(capacities):
+        raise WorkloadError(
+            f"--vram-gib gives {len(budgets)} figures for {len(capacities)} GPUs (--gpu)"
+        )
+    out = []
+    for i in range(count):
+        name = (
+            capacities[i][0]
+            if i < len(capacities)
+            else (capacities[0][0] if capacities else DEFAULT_GPU)
+        )
+        budget = budgets[i] if budgets else capacities[i][1]
+        try:
+            gpu = find_gpu(name.split(": ", 1)[-1])
+        except HardwareError:
+            gpu = None
+        out.append(_Gpu(name, budget, gpu))
+    return out
 
 
-def bandwidths_from_args(args: argparse.Namespace, gpu: Any) -> Bandwidths:
+def bandwidths_from_args(
+    args: argparse.Namespace, gpu: Any, others: Sequence[Any] = ()
+) -> Bandwidths:
     """The speed model's bandwidths: the GPU's catalog peaks and host defaults, as overridden,
     with the memory bandwidths at the share decoding reaches (``--gpu-efficiency``,
-    ``--ram-efficiency``)."""
+    ``--ram-efficiency``); ``others`` are the catalog entries of GPU 1, 2... when the model
+    spans several (their own peaks at the same share)."""
     from vramgui.hardware.gpus import find_gpu
     from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
 
@@ -147,7 +249,7 @@ def bandwidths_from_args(args: argparse.Namespace, gpu: Any) -> Bandwidths:
     gpu_gbps = _positive("gpu-gbps", args.gpu_gbps)
     pcie_gbps = _positive("pcie-gbps", args.pcie_gbps)
     disk_gbps = _positive("disk-gbps", args.disk_gbps)
-    return offload.expected_bandwidths(
+    bandwidths = offload.expected_bandwidths(
         gpu_peak_bytes_per_s=gpu_gbps * GB if gpu_gbps else source.memory_bandwidth_bytes_per_s,
         pcie_bytes_per_s=pcie_gbps * GB if pcie_gbps else pcie_bytes_per_s(source.pcie_gen or 4),
         cpu_ram_peak_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
@@ -157,6 +259,34 @@ def bandwidths_from_args(args: argparse.Namespace, gpu: Any) -> Bandwidths:
         gpu_efficiency=args.gpu_efficiency,
         host_efficiency=args.ram_efficiency,
     )
+    if not others:
+        return bandwidths
+    speeds = []
+    for other in others:
+        entry = other if other is not None else source
+        flops = (entry.bf16_tflops or entry.fp16_tflops or tflops) * 1e12
+        speeds.append((entry.memory_bandwidth_bytes_per_s * args.gpu_efficiency, flops))
+    return dataclasses.replace(bandwidths, other_gpus=tuple(speeds))
+
+
+def _layout(args: argparse.Namespace, planner: str) -> LlamaCppLayout:
+    """llama.cpp's tensor placement and split flags as given."""
+    overrides = tuple(o for text in args.override_tensor for o in parse_overrides(text))
+    layout = LlamaCppLayout(
+        overrides=overrides,
+        cpu_moe=args.cpu_moe,
+        n_cpu_moe=args.n_cpu_moe,
+        tensor_split=parse_tensor_split(args.tensor_split) if args.tensor_split else (),
+        split_mode=args.split_mode,
+        main_gpu=args.main_gpu,
+        kv_offload=not args.no_kv_offload,
+    )
+    if planner != "llamacpp" and layout != LlamaCppLayout():
+        raise WorkloadError(
+            "--cpu-moe, --n-cpu-moe, --override-tensor, --tensor-split, --split-mode, "
+            "--main-gpu and --no-kv-offload are llama.cpp's: use --planner llamacpp"
+        )
+    return layout
 
 
 def _host_ram(args: argparse.Namespace) -> int | None:
@@ -168,6 +298,43 @@ def _host_ram(args: argparse.Namespace) -> int | None:
     return read_host_info().ram_available_bytes
 
 
+def _layer_entry(p: offload.PlacedUnit) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "index": p.unit.index,
+        "name": p.unit.name,
+        "device": p.device,
+        "bytes": p.unit.bytes,
+        "kv_cache_bytes": p.unit.kv_cache_bytes,
+        "kv_device": p.kv_device,
+        "gpu_bytes": p.gpu_bytes,
+    }
+    if p.pieces:
+        entry["pieces"] = [
+            {
+                "device": piece.device,
+                "bytes": piece.bytes,
+                "expert_bytes": piece.expert_bytes,
+                "tensors": list(piece.names),
+            }
+            for piece in p.pieces
+        ]
+    return entry
+
+
+def _curve(points: Sequence[curves.CurvePoint]) -> list[dict[str, Any]]:
+    return [
+        {
+            "flag": point.flag,
+            "value": point.value,
+            "gpu_bytes": list(point.gpu_bytes),
+            "host_bytes": point.host_bytes,
+            "tokens_per_second": point.tokens_per_second,
+            "fits": point.fits,
+        }
+        for point in points
+    ]
+
+
 def plan_document(
     spec: ModelSpec,
     workload: Workload,
@@ -176,6 +343,10 @@ def plan_document(
     *,
     gpu_name: str,
     prompt_tokens: int | None = None,
+    gpu_names: Sequence[str] = (),
+    host_ram_bytes: int | None = None,
+    fit: FitResult | None = None,
+    ollama: str | None = None,
 ) -> dict[str, Any]:
     """The ``vramgui.plan/1`` document: layers with devices, memory, speed and launch settings."""
     from vramgui.core import launch
@@ -183,12 +354,13 @@ def plan_document(
 
     speed = offload.decode_throughput(placement, bandwidths)
     curve = offload.throughput_curve(placement, bandwidths)
-    return {
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "model": model_summary(spec),
         "settings": workload.to_dict(),
         "planner": placement.planner,
         "gpu": gpu_name,
+        "gpus": list(gpu_names) or [gpu_name],
         "bandwidths": {
             "gpu_bytes_per_s": bandwidths.gpu_bytes_per_s,
             "pcie_bytes_per_s": bandwidths.pcie_bytes_per_s,
@@ -208,18 +380,7 @@ def plan_document(
         "stream_bytes": placement.stream_bytes,
         "buffers_bytes": placement.buffers_bytes,
         "overhead_bytes": placement.overhead_bytes,
-        "layers": [
-            {
-                "index": p.unit.index,
-                "name": p.unit.name,
-                "device": p.device,
-                "bytes": p.unit.bytes,
-                "kv_cache_bytes": p.unit.kv_cache_bytes,
-                "kv_device": p.kv_device,
-                "gpu_bytes": p.gpu_bytes,
-            }
-            for p in placement.units
-        ],
+        "layers": [_layer_entry(p) for p in placement.units],
         "tokens_per_second": speed.tokens_per_second,
         "bound": speed.bound,
         "prefill_seconds": offload.prefill_seconds(placement, bandwidths, prompt_tokens),
@@ -228,57 +389,144 @@ def plan_document(
             {"batch": t.batch, "tokens_per_second": t.tokens_per_second, "bound": t.bound}
             for t in curve
         ],
-        "launch": [s.to_dict() for s in launch.launch_settings(spec, workload, placement)],
+        "launch": [
+            s.to_dict() for s in launch.launch_settings(spec, workload, placement, ollama=ollama)
+        ],
         "notes": list(placement.notes),
     }
+    if placement.shares:
+        doc["per_gpu"] = [
+            {
+                "weights_bytes": share.weights_bytes,
+                "kv_cache_bytes": share.kv_cache_bytes,
+                "buffers_bytes": share.buffers_bytes,
+            }
+            for share in placement.shares
+        ]
+    if placement.layout is not None:
+        layout = placement.layout
+        doc["llamacpp"] = {
+            "cpu_moe": layout.cpu_moe,
+            "n_cpu_moe": layout.n_cpu_moe,
+            "override_tensor": [o.text for o in layout.overrides],
+            "tensor_split": list(layout.tensor_split),
+            "split_mode": layout.split_mode,
+            "main_gpu": layout.main_gpu,
+        }
+        model = offload.llamacpp_model(spec, workload)
+        budgets = placement.vram_budget_bytes
+        kwargs = {
+            "layout": layout,
+            "host_ram_bytes": host_ram_bytes,
+            "margin_bytes": placement.margin_bytes,
+        }
+        layers = curves.layer_curve(model, budgets, bandwidths, **kwargs)  # type: ignore[arg-type]
+        by_experts = curves.expert_curve(model, budgets, bandwidths, **kwargs)  # type: ignore[arg-type]
+        doc["curves"] = {"layers": _curve(layers), "experts": _curve(by_experts)}
+        fastest = {
+            kind: curves.best(points)
+            for kind, points in (("layers", layers), ("experts", by_experts))
+        }
+        doc["best"] = {
+            kind: _curve([point])[0] if point is not None else None
+            for kind, point in fastest.items()
+        }
+    if fit is not None:
+        doc["fit"] = {
+            "context": fit.context,
+            "layers_per_gpu": list(fit.layers_per_gpu),
+            "expert_layers_on_cpu": fit.expert_layers_on_cpu,
+            "changed": fit.changed,
+        }
+        doc["notes"] = [*fit.notes, *doc["notes"]]
+    return doc
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan as a table or as JSON."""
+    from vramgui.core import launch
+    from vramgui.sources.results import OLLAMA_PREFIX
+
+    seq_given = args.seq is not None
     loaded, workload = load_for(args)
+    spec = loaded.spec
     if workload.mode == "training":
         # Training keeps every layer on the GPUs; what the plan can give is the DeepSpeed setup.
-        doc = training_document(loaded.spec, workload)
+        doc = training_document(spec, workload)
         print(json.dumps(doc, indent=2) if args.json else format_training(doc))
         return 0
-    gpu, gpu_name, budget = _gpu_and_budget(args)
-    bandwidths = bandwidths_from_args(args, gpu)
+    gpus = _gpus(args)
+    budgets = [g.budget_bytes for g in gpus]
+    bandwidths = bandwidths_from_args(args, gpus[0].catalog, [g.catalog for g in gpus[1:]])
     planner = args.planner or ("llamacpp" if workload.engine == "llamacpp" else "accelerate")
     if args.ngl is not None and planner != "llamacpp":
         raise WorkloadError("--ngl applies to --planner llamacpp")
-    if planner != "llamacpp" and served_family(workload.quant, loaded.spec.quantization) == "gguf":
+    if planner != "llamacpp" and served_family(workload.quant, spec.quantization) == "gguf":
         raise WorkloadError(
             f"--planner {planner} loads the model with transformers, which dequantizes GGUF to "
             "--dtype: use --planner llamacpp for GGUF weights, or --quant none"
         )
-    most = loaded.spec.facts.num_layers + 1
+    layout = _layout(args, planner)
+    most = spec.facts.num_layers + 1
     if args.ngl is not None and args.ngl < 0:
         raise WorkloadError(f"--ngl must be 0 or more, got {args.ngl}")
     if args.prompt is not None and args.prompt < 1:
         raise WorkloadError(f"--prompt must be at least 1, got {args.prompt}")
-    placement = offload.plan(
-        planner,
-        loaded.spec,
-        workload,
-        budget,
-        host_ram_bytes=_host_ram(args),
-        n_gpu_layers=args.ngl,
-        margin_bytes=_margin(args),
-    )
+    notices = list(loaded.notices)
+    ollama = None
+    if args.source.startswith(OLLAMA_PREFIX) or spec.source.startswith("Ollama"):
+        ollama = spec.name.removeprefix(OLLAMA_PREFIX)
+        if planner == "llamacpp":
+            workload, said = launch.ollama_workload(spec, workload, budgets, seq_given=seq_given)
+            notices += said
+    host_ram = _host_ram(args)
+    margin = _margin(args)
+    fit = None
+    if args.fit:
+        if planner != "llamacpp" or args.ngl is not None:
+            raise WorkloadError("--fit is llama.cpp's: use --planner llamacpp, without --ngl")
+        if args.fit_ctx is not None and args.fit_ctx < 1:
+            raise WorkloadError(f"--fit-ctx must be at least 1, got {args.fit_ctx}")
+        fit = fit_llamacpp(
+            spec,
+            workload,
+            budgets,
+            margin_bytes=margin,
+            context_auto=args.fit_ctx is not None or not seq_given,
+            min_context=args.fit_ctx or DEFAULT_FIT_MIN_CONTEXT,
+            host_ram_bytes=host_ram,
+            layout=layout,
+        )
+        placement = dataclasses.replace(fit.placement, margin_bytes=margin)
+    else:
+        placement = offload.plan(
+            planner,
+            spec,
+            workload,
+            budgets,
+            host_ram_bytes=host_ram,
+            n_gpu_layers=args.ngl,
+            margin_bytes=margin,
+            layout=layout if planner == "llamacpp" else None,
+        )
     doc = plan_document(
-        loaded.spec,
+        spec,
         placement.workload,
         placement,
         bandwidths,
-        gpu_name=gpu_name,
+        gpu_name=gpus[0].name,
         prompt_tokens=args.prompt,
+        gpu_names=[g.name for g in gpus],
+        host_ram_bytes=host_ram,
+        fit=fit,
+        ollama=ollama,
     )
     doc["source"] = loaded.ref.to_dict()
-    doc["notices"] = list(loaded.notices)
+    doc["notices"] = notices
     if args.ngl is not None and args.ngl > most:
         # llama.cpp's own reading of a large -ngl (-ngl 99 is the usual "all of them").
         doc["notices"].append(
-            f"--ngl {args.ngl} is more than {loaded.spec.name}'s {most} layers ({most - 1} blocks "
+            f"--ngl {args.ngl} is more than {spec.name}'s {most} layers ({most - 1} blocks "
             f"and the output): all {most} go to the GPU, as llama.cpp does."
         )
     if not args.gpu:
@@ -305,19 +553,32 @@ def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
     }
 
 
+def _approximate(doc: dict[str, Any]) -> list[str]:
+    return [APPROXIMATE] if is_approximate(doc) else []
+
+
 def format_training(doc: dict[str, Any]) -> str:
     """A plain-text view of a training plan."""
-    lines = [f"{doc['model']['name']}: training setup", ""]
+    lines = [f"{printable(doc['model']['name'])}: training setup", *_approximate(doc), ""]
     for settings in doc["launch"]:
         lines += [f"{settings['engine']}:", settings["text"], *settings["notes"]]
     return "\n".join(lines)
+
+
+def _where(layer: dict[str, Any]) -> str:
+    """A layer's device, with where the parts an override moved live (``gpu:0+cpu``)."""
+    pieces = layer.get("pieces")
+    if not pieces:
+        return layer["device"]
+    others = sorted({p["device"] for p in pieces} - {layer["device"]})
+    return "+".join([layer["device"], *others])
 
 
 def _runs(layers: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
     """Consecutive units on the same device, as (names, device, weight bytes, KV bytes)."""
     runs: list[tuple[str, str, int, int, str]] = []
     for layer in layers:
-        key = layer["device"]
+        key = _where(layer)
         if runs and runs[-1][1] == key and layer["name"].startswith("block"):
             first, _, size, kv, last = runs[-1]
             if last.startswith("block"):
@@ -339,23 +600,30 @@ def _runs(layers: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the plan for people."""
     s = doc["settings"]
+    gpus = doc.get("gpus") or [doc["gpu"]]
+    budgets = " + ".join(format_bytes(b) for b in doc["vram_budget_bytes"])
     lines = [
-        f"{doc['model']['name']}: {doc['planner']} plan, GPU budget "
-        f"{format_bytes(doc['vram_budget_bytes'][0])} ({doc['gpu']} speeds), {s['dtype']}"
+        f"{printable(doc['model']['name'])}: {doc['planner']} plan, GPU budget {budgets} "
+        f"({', '.join(gpus)} speeds), {s['dtype']}"
         + (f" {s['quant']}" if s["quant"] != "none" else "")
         + f", batch {s['batch']}, seq {s['seq']:,}",
+        *_approximate(doc),
         "",
     ]
     for names, device, size, kv in _runs(doc["layers"]):
         kv_text = f"  + KV {format_bytes(kv)}" if kv else ""
-        lines.append(f"  {names:<18}{device:<7}{format_bytes(size):>12}{kv_text}")
+        lines.append(f"  {names:<18}{device:<11}{format_bytes(size):>12}{kv_text}")
     lines.append("")
     verdict = "fits" if doc["fits"] else "does NOT fit"
     margin = f", {format_bytes(doc['margin_bytes'])} kept free" if doc["margin_bytes"] else ""
-    lines.append(
-        f"GPU layers: {doc['gpu_layers']}   GPU memory: {format_bytes(doc['gpu_bytes'][0])} "
-        f"({verdict}{margin})"
-    )
+    used = " + ".join(format_bytes(b) for b in doc["gpu_bytes"])
+    lines.append(f"GPU layers: {doc['gpu_layers']}   GPU memory: {used} ({verdict}{margin})")
+    for i, share in enumerate(doc.get("per_gpu", []) if len(doc["gpu_bytes"]) > 1 else []):
+        lines.append(
+            f"  GPU {i}: weights {format_bytes(share['weights_bytes'])}, KV "
+            f"{format_bytes(share['kv_cache_bytes'])}, compute buffer "
+            f"{format_bytes(share['buffers_bytes'])}"
+        )
     lines.append(
         f"host RAM: {format_bytes(doc['host_bytes'])}   disk: {format_bytes(doc['disk_bytes'])}   "
         f"one-layer floor: {format_bytes(doc['min_vram_bytes'])}"
@@ -367,6 +635,14 @@ def format_table(doc: dict[str, Any]) -> str:
     turn = doc["compute_bound_batch"]
     if turn:
         lines.append(f"compute-bound from batch {turn:,}")
+    for kind, label in (("layers", "whole layers"), ("experts", "experts in host RAM")):
+        point = (doc.get("best") or {}).get(kind)
+        if point:
+            memory = " + ".join(format_bytes(b) for b in point["gpu_bytes"])
+            lines.append(
+                f"fastest that fits, {label}: {point['flag']}, {memory}, "
+                f"{point['tokens_per_second']:,.1f} tokens/s"
+            )
     for settings in doc["launch"]:
         lines += ["", f"{settings['engine']}:", settings["text"]]
     for note in [*doc.get("notices", []), *doc["notes"]]:

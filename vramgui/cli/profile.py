@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
-from vramgui.cli.estimate import add_estimate_options, workload_from_args
-from vramgui.cli.text import table
+from vramgui.cli.estimate import add_estimate_options, load_for
+from vramgui.cli.text import printable, table
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import (
@@ -141,11 +141,10 @@ def estimate_for(
 
 
 def _save(args: argparse.Namespace) -> int:
-    from vramgui.sources.resolve import load_model
-
     store = ProfileStore()
-    loaded = load_model(args.source)
-    workload = workload_from_args(args)
+    # As `estimate` reads it: a GGUF file or an Ollama model is served by llama.cpp unless
+    # --engine says otherwise, and a longer context than the model's is refused.
+    loaded, workload = load_for(args)
     gpus = _gpu_names(args)
     document = estimate_for(loaded, workload, gpus)
     previous = store.find(args.name) if args.update else None
@@ -255,7 +254,7 @@ def _show(args: argparse.Namespace) -> int:
         }
         print(json.dumps(document, indent=2))
         return 0
-    print(f"{profile.name}")
+    print(printable(profile.name))
     if profile.notes:
         print(f"  {profile.notes}")
     print(f"model: {source_of(profile.model)} ({profile.model.kind})")
@@ -344,7 +343,7 @@ def _compare(args: argparse.Namespace) -> int:
         print("* settings that differ")
     for r in reopened:
         for line in _notices(r):
-            print(f"note ({r.profile.name}): {line}")
+            print(f"note ({printable(r.profile.name)}): {printable(line)}")
     return 0
 
 
@@ -450,7 +449,10 @@ def _profile_summary(profile: Profile) -> dict[str, Any]:
 
 
 def _settings(profile: Profile) -> dict[str, Any]:
-    settings = dict(profile.workload.to_dict())
+    """The profile's settings by option name, without those that do not apply to it (a LoRA rank
+    when serving, an engine when training): they cannot make two profiles differ."""
+    unused = {name.replace("_", "-") for name in profile.workload.unused()}
+    settings = {k: v for k, v in profile.workload.to_dict().items() if k not in unused}
     settings["gpu"] = ", ".join(profile.gpus) or "-"
     return settings
 

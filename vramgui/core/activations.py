@@ -1,7 +1,8 @@
 """Activations and compute buffers while serving, per GPU: the transient peak of transformers'
 prefill followed op by op inside the last decoder block (attention kernels, MLP widths, the
 mask, the last position's logits), the peak of vLLM's profiling forward, and llama.cpp's
-compute buffer. The KV cache and the weights are inference.py's."""
+compute buffer. The KV cache and the weights are inference.py's; vLLM's start-up, which this
+profile peak feeds, is vllm_startup.py's."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from vramgui.core import dtypes
 from vramgui.core.model import ArchFacts, LayerType, ModelSpec, Role
 from vramgui.core.workload import Workload
 
-# vLLM's profiling forward runs this many tokens (its default max_num_batched_tokens with chunked
-# prefill) and samples this many sequences; both bound its activation peak.
-VLLM_PROFILE_TOKENS = 8192
-VLLM_PROFILE_SEQS = 256
-# Its sampler holds fp32 logits, probabilities and log-probabilities of those sequences at once.
-VLLM_SAMPLER_COPIES = 3
+# vLLM's sampler warm-up (the end of its profiling run) holds, per sequence and vocabulary entry,
+# the model's 16-bit logits, their fp32 copy and what top-k / top-p sampling makes of them.
+# PyTorch's path sorts (fp32 values, int64 indices and the sort's own buffers), masks, sums and
+# re-scatters: 38.5-39.6 bytes in the logs of six models with vLLM 0.11 on an H100
+# (llm-d/llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md). FlashInfer's kernels
+# work on the fp32 logits and probabilities: 11-12 bytes (vLLM 0.10.1.1 on A100s,
+# dennislee22/vLLM-benchmarking).
+VLLM_SAMPLER_BYTES = {"pytorch": 39, "flashinfer": 12}
 # llama.cpp's physical micro-batch (n_ubatch) default: its compute buffer is sized for it.
 LLAMACPP_UBATCH = 512
 
@@ -318,46 +321,120 @@ def _shared_expert_width(spec: ModelSpec) -> int:
     return spec.cached("shared_expert_width", compute)
 
 
-def _mlp_width(spec: ModelSpec, tokens: int) -> int:
-    """MLP intermediate elements computed for ``tokens`` tokens (MoE: top-k experts plus shared)."""
-    facts = spec.facts
-    if not facts.is_moe:
-        return tokens * facts.intermediate_size
-    routed = tokens * facts.experts_per_token * facts.moe_intermediate_size
-    shared = tokens * _shared_expert_width(spec)
-    dense = tokens * facts.intermediate_size if not all(facts.moe_layers) else 0
-    return max(routed + shared, dense)
-
-
 # --- vLLM and llama.cpp -------------------------------------------------------------------------
 
 
-def vllm_profile_peak(spec: ModelSpec, w: Workload, kv_heads: int) -> int:
-    """Activation peak of vLLM's profiling forward (chunked prefill of max_num_batched_tokens)."""
+def vllm_profile_peak(
+    spec: ModelSpec, w: Workload, tokens: int, seqs: int, sampler: str = "flashinfer"
+) -> int:
+    """Activation peak of vLLM's profiling run on one tensor-parallel rank.
+
+    vLLM (V1 engine) profiles one forward of ``tokens`` tokens (max_num_batched_tokens, split
+    over ``seqs`` dummy requests), then warms its sampler on the last position of each request,
+    while the forward's hidden states are still alive. The forward's peak inside a block is the
+    residual and normed stream beside the widest transient: the fused qkv output and the
+    attention output, the merged gate/up projection and its activation, or the fused MoE
+    kernel's caches for every (token, expert) pair (its gate/up and down outputs share one
+    buffer).
+    """
     facts = spec.facts
     e = dtypes.DTYPE_BYTES[w.dtype]
-    t = VLLM_PROFILE_TOKENS
     tp = w.tp
-    q_dim = facts.num_heads * facts.head_dim // tp
-    kv_dim = kv_heads * facts.head_dim
-    inter = _mlp_width(spec, t) // tp
-    # Merged gate_up output (2x), the activation, the fused qkv output, residual + normed input.
-    per_token = (q_dim + 2 * kv_dim) * e + 2 * facts.hidden_size * e
-    mlp = inter * e * (3 if facts.gated_mlp else 2)
-    logits = VLLM_PROFILE_SEQS * facts.vocab_size * 4 * VLLM_SAMPLER_COPIES
-    return t * per_token + mlp + logits
+    h = facts.hidden_size
+    heads = max(1, facts.num_heads // tp)
+    if facts.is_mla:
+        qk = (facts.qk_nope_head_dim or 0) + (facts.qk_rope_head_dim or 0)
+        v = facts.v_head_dim or facts.head_dim
+        attention = heads * (2 * qk + 2 * v)  # q, k (latent expanded), v and the output
+    else:
+        kv = max(1, facts.num_kv_heads // tp)
+        attention = (2 * heads + 2 * kv) * facts.head_dim
+    mlp = 3 * facts.intermediate_size // tp if not all(facts.moe_layers) or not facts.is_moe else 0
+    if facts.is_moe:
+        inter = facts.moe_intermediate_size // tp
+        routed = facts.experts_per_token * (max(2 * inter, h) + inter)
+        mlp = max(mlp, routed + 3 * _shared_expert_width(spec) // tp)
+    forward = tokens * (2 * h + max(attention, mlp)) * e
+    warm_up = seqs * facts.vocab_size * VLLM_SAMPLER_BYTES[sampler] + tokens * h * e
+    return max(forward, warm_up)
 
 
-def llamacpp_compute_buffer(facts: ArchFacts, batch: int, seq: int) -> int:
-    """llama.cpp's CUDA compute buffer: the graph of one micro-batch of n_ubatch tokens.
+def llamacpp_flash_attention(workload: Workload) -> bool:
+    """Whether llama.cpp runs flash attention for the workload: ``--attention eager`` is
+    ``-fa off``; flash and the default are ``-fa on`` / ``-fa auto``, which turns it on on every
+    backend that has the kernel (CUDA, Metal, Vulkan, the CPU)."""
+    return workload.attention != "eager"
 
-    Its peak holds one layer's KQ scores in fp32 (flash attention off, the default of the
-    published logs), the f16 KQ mask and the micro-batch's hidden and MLP activations in fp32.
+
+def llamacpp_compute_buffer(
+    facts: ArchFacts,
+    batch: int,
+    seq: int,
+    *,
+    flash_attention: bool = True,
+    ubatch: int = LLAMACPP_UBATCH,
+    output: bool = True,
+    layers: bool = True,
+    pipeline_copies: int = 0,
+) -> int:
+    """llama.cpp's compute buffer on one GPU: its part of the graph of one micro-batch of
+    ``n_ubatch`` tokens.
+
+    ggml's allocator reuses the memory of dead tensors, so the buffer is the largest of three
+    moments of the graph, measured on llama.cpp's own allocator (docs/offload.md, "llama.cpp's
+    own accounting"): on the GPU with the output layer, the logits of every token of the
+    micro-batch (f32) beside a hidden state (two without flash attention); on a GPU with blocks,
+    a feed-forward block (the f16 KQ mask, two hidden states, three with the output layer, and
+    three MLP-wide tensors, or for
+    routed experts three per used expert, or the expert outputs before they are summed) and,
+    without flash attention, the f32 scores of every head against the whole context with two
+    masks and the block's projections. Token embeddings are looked up on the CPU.
+
+    Args:
+        facts: the architecture.
+        batch: parallel sequences (llama.cpp's slots share one context of batch x seq cells).
+        seq: context per sequence.
+        flash_attention: ``-fa on`` (and the default ``auto``) or ``-fa off``.
+        ubatch: ``-ub``.
+        output: the GPU holds the output layer.
+        layers: the GPU runs blocks.
+        pipeline_copies: with several GPUs holding every layer, llama.cpp's scheduler keeps this
+            many copies of each GPU's inputs (the masks, the hidden state it receives) to
+            pipeline micro-batches (``GGML_SCHED_MAX_COPIES``, 4); 0 when it does not.
     """
-    ub = min(LLAMACPP_UBATCH, seq * batch)
+    ub = min(ubatch, seq * batch)
     ctx = seq * batch
-    kq = ub * ctx * facts.num_heads * 4
+    f32 = 4
+    h = facts.hidden_size
+    if facts.is_mla:
+        # The absorbed query attends the cached latent and its rotary key, per head.
+        kv = (facts.kv_lora_rank or 0) + (facts.qk_rope_head_dim or 0)
+        q = facts.num_heads * kv
+    else:
+        q = facts.num_heads * facts.head_dim
+        kv = facts.num_kv_heads * facts.head_dim
+    state = ub * h * f32
     mask = ub * ctx * 2
-    side = ub * (facts.hidden_size + facts.intermediate_size) * 4
-    logits = ub * facts.vocab_size * 4
-    return max(kq + mask, logits) + side
+    masks = 1 if flash_attention else 2
+    widths = []
+    if not facts.is_moe or not all(facts.moe_layers):
+        widths.append(2 * h + 3 * facts.intermediate_size)
+    if facts.is_moe:
+        k = facts.experts_per_token
+        widths += [2 * h + 3 * k * facts.moe_intermediate_size, 2 * h * k + 2 * facts.num_experts]
+    # The moments without the masks, which stay alive through every block (and which the
+    # pipeline copies).
+    logits = ub * facts.vocab_size * f32 + (1 if flash_attention else 2) * state
+    blocks = []
+    if layers:
+        # Where the output layer runs too, one more hidden state outlives the feed-forward block.
+        extra = state if output and not pipeline_copies else 0
+        blocks.append(ub * f32 * max(widths) + extra)
+        if not flash_attention:
+            scores = ub * ctx * facts.num_heads * f32
+            blocks.append(scores + ub * f32 * (2 * h + 2 * q + 2 * kv))
+    if pipeline_copies:
+        peak = max([*blocks, logits] if output else blocks, default=0)
+        return peak + pipeline_copies * masks * mask + (pipeline_copies + 1) * state
+    peak = max(blocks) + masks * mask if blocks else 0
+    return max(peak, logits) if output else peak

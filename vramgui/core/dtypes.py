@@ -3,9 +3,11 @@
 Two vocabularies meet here. *Storage types* say how one tensor's numbers are laid out: the
 workload dtypes (``fp32``, ``fp16``, ``bf16``), the safetensors dtype names (``BF16``, ``I32``,
 ``F8_E4M3``...) and every ggml type (``Q4_K`` = 144 bytes per block of 256 values, ...).
-*Schemes* are what ``--quant`` chooses: a rule that gives every tensor of a model its storage,
-metadata included (row scales, group scales and zeros, absmax, ``g_idx``), and decides which
-tensors stay unquantized. What each tensor of a model stores under a scheme is worked out in
+*Schemes* are what ``--quant`` chooses, named as the libraries name them: a rule that gives
+every tensor of a model its storage, metadata included (row, group and block scales, zeros,
+absmax, ``g_idx``, global scales), and decides which tensors stay unquantized. The same schemes
+describe how a pre-quantized checkpoint stores its weights (formats.py reads them from its
+``quantization_config``). What each tensor of a model stores under a scheme is worked out in
 storage.py, the GGUF mixes in gguf_mix.py.
 """
 
@@ -194,19 +196,31 @@ def kv_bytes_per_element(kv_dtype: str, dtype: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Scheme:
-    """A ``--quant`` choice.
+    """A ``--quant`` choice, or how one checkpoint format stores a weight matrix.
 
     Attributes:
         name: the ``--quant`` value.
-        family: "none", "bitsandbytes", "gptq-awq", "fp8" or "gguf".
+        family: what the engines see: "none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4",
+            "nvfp4", "int" (compressed-tensors integer weights) or "gguf".
         label: short text for the UI.
         nominal_bits_per_weight: bits per quantized weight, metadata included, for display; the
             real figure for a model is ``bits_per_weight``.
         description: one line on what it stores.
         bits: bits of a quantized weight (0 where not applicable).
-        group_size: values sharing one scale (bitsandbytes block, GPTQ / AWQ group), 0 if none.
+        group_size: values sharing one scale (bitsandbytes block, GPTQ / AWQ / compressed-tensors
+            group, MXFP4's 32, NVFP4's 16), 0 if none.
         double_quant: bitsandbytes 4-bit with quantized absmax (QLoRA's default).
         gguf_type: for GGUF, the ggml type most tensors get (llama.cpp's default type).
+        layout: how a matrix is laid out in storage (``storage.matrix_bytes``): "bnb4", "bnb8",
+            "gptq", "awq", "float8", "mxfp4", "nvfp4", "packed-int", "int8", "fp4-experts" or
+            "" (GGUF and none).
+        scale: what one scale covers: "tensor", "channel", "group" or "block".
+        block: for block scales, the (rows, columns) each scale covers.
+        scale_bytes: bytes of one scale.
+        zero_points: zero points stored beside the scales (asymmetric integer weights).
+        g_idx: a group index per input column (activation ordering).
+        extra_bytes: bytes stored once per matrix beside it (per-tensor input and global scales,
+            compressed-tensors' ``weight_shape``).
     """
 
     name: str
@@ -218,6 +232,13 @@ class Scheme:
     group_size: int = 0
     double_quant: bool = False
     gguf_type: str = ""
+    layout: str = ""
+    scale: str = ""
+    block: tuple[int, int] = (0, 0)
+    scale_bytes: int = 0
+    zero_points: bool = False
+    g_idx: bool = False
+    extra_bytes: int = 0
 
 
 def _type_bits(ggml_type: str) -> float:
@@ -226,6 +247,7 @@ def _type_bits(ggml_type: str) -> float:
 
 
 def _gptq(name: str, family: str, *, bits: int, group: int, label: str, what: str) -> Scheme:
+    awq = name.startswith("awq")
     return Scheme(
         name=name,
         family=family,
@@ -235,6 +257,11 @@ def _gptq(name: str, family: str, *, bits: int, group: int, label: str, what: st
         description=what,
         bits=bits,
         group_size=group,
+        layout="awq" if awq else "gptq",
+        scale="group",
+        scale_bytes=2,
+        zero_points=True,
+        g_idx=not awq,
     )
 
 
@@ -261,6 +288,92 @@ def _bnb4(name: str, code: str, double_quant: bool) -> Scheme:
         bits=4,
         group_size=64,
         double_quant=double_quant,
+        layout="bnb4",
+    )
+
+
+def int_scheme(
+    name: str,
+    *,
+    bits: int,
+    group: int,
+    activations: bool = False,
+    symmetric: bool = True,
+    actorder: bool = False,
+    scale_bytes: int = 2,
+) -> Scheme:
+    """compressed-tensors integer weights (llm-compressor's W4A16 / W8A16 / W8A8 presets).
+
+    Weight-only schemes pack their values into int32 (``pack-quantized``: eight 4-bit or four
+    8-bit values each) and store each weight's original shape; W8A8 stores one int8 per value
+    (``int-quantized``). Scales take the model's dtype (``scale_bytes``), one per output channel
+    (``group`` 0) or per group of input columns. ``name`` gains the group (``w4a16-g32``) where
+    it is not the preset's.
+    """
+    if group and name == "w4a16" and group != 128:
+        name = f"w4a16-g{group}"
+    per = f"per group of {group}" if group else "per output channel"
+    packed = "" if activations else "int32-packed "
+    weights = f"{packed}{bits}-bit integer weights"
+    acts = ", int8 activations quantized per token at run time" if activations else ""
+    return Scheme(
+        name=name,
+        family="int",
+        label=f"{name.split('-')[0].upper()}{f' g{group}' if group else ''} (compressed-tensors)",
+        nominal_bits_per_weight=round(bits + (8 * scale_bytes / group if group else 0), 3),
+        description=f"{weights}, a {8 * scale_bytes}-bit scale {per}{acts}",
+        bits=bits,
+        group_size=group,
+        layout="int8" if activations else "packed-int",
+        scale="group" if group else "channel",
+        scale_bytes=scale_bytes,
+        zero_points=not symmetric,
+        g_idx=actorder,
+        # pack-quantized stores each weight's original shape (two int64)
+        extra_bytes=0 if activations else 16,
+    )
+
+
+def fp8_block_scheme(rows: int, cols: int, *, scale_bytes: int) -> Scheme:
+    """Fine-grained FP8 (DeepSeek-V3 style): a scale per ``rows`` x ``cols`` block.
+
+    ``scale_bytes`` is 4 for fp32 scales (``weight_scale_inv``), 1 for E8M0 (``ue8m0``).
+    """
+    kind = "E8M0" if scale_bytes == 1 else f"fp{8 * scale_bytes}"
+    return Scheme(
+        name="fp8-block",
+        family="fp8",
+        label=f"FP8 blocks {rows}x{cols}",
+        nominal_bits_per_weight=round(8 + 8 * scale_bytes / (rows * cols), 4),
+        description=f"FP8 E4M3 weights with an {kind} scale per {rows}x{cols} block "
+        "(DeepSeek-V3, Qwen3-FP8; transformers' FineGrainedFP8Config)",
+        bits=8,
+        layout="float8",
+        scale="block",
+        block=(rows, cols),
+        scale_bytes=scale_bytes,
+    )
+
+
+def nvfp4_scheme(*, extra_bytes: int) -> Scheme:
+    """NVFP4: FP4 values, an FP8 (E4M3) scale per 16 and fp32 per-tensor scales.
+
+    ``extra_bytes`` counts those per-tensor scales: 8 in ModelOpt's W4A4 checkpoints
+    (``weight_scale_2``, ``input_scale``), 4 in its W4A16 ones.
+    """
+    return Scheme(
+        name="nvfp4",
+        family="nvfp4",
+        label="NVFP4",
+        nominal_bits_per_weight=4.5,
+        description="NVIDIA FP4 (E2M1) values, 2 per byte, an FP8 scale per block of 16 and "
+        "fp32 per-tensor scales (ModelOpt, compressed-tensors NVFP4)",
+        bits=4,
+        group_size=16,
+        layout="nvfp4",
+        scale="group",
+        scale_bytes=1,
+        extra_bytes=extra_bytes,
     )
 
 
@@ -312,6 +425,7 @@ SCHEMES: dict[str, Scheme] = {
             8.0,
             "int8 weights with an fp32 scale per output row (SCB)",
             bits=8,
+            layout="bnb8",
         ),
         _bnb4("nf4", "nf4", double_quant=True),
         _bnb4("nf4-nodq", "nf4", double_quant=False),
@@ -341,14 +455,49 @@ SCHEMES: dict[str, Scheme] = {
             label="AWQ int4 (g128)",
             what="int32-packed 4-bit weights, fp16 scales and packed zeros per group of 128",
         ),
+        int_scheme("w4a16", bits=4, group=128),
+        int_scheme("w8a16", bits=8, group=0),
+        int_scheme("w8a8", bits=8, group=0, activations=True),
         Scheme(
             "fp8",
             "fp8",
             "FP8 (E4M3)",
             8.0,
-            "FP8 E4M3 weights with an fp32 scale per output channel (compressed-tensors FP8_DYNAMIC)",
+            "FP8 E4M3 weights with an fp32 scale per output channel (fbgemm FP8, "
+            "compressed-tensors FP8_DYNAMIC)",
             bits=8,
+            layout="float8",
+            scale="channel",
+            scale_bytes=4,
         ),
+        fp8_block_scheme(128, 128, scale_bytes=4),
+        Scheme(
+            "fp8-tensor",
+            "fp8",
+            "FP8 per tensor",
+            8.0,
+            "FP8 E4M3 weights with one fp32 scale per tensor and a static input scale "
+            "(ModelOpt FP8, vLLM's --quantization fp8)",
+            bits=8,
+            layout="float8",
+            scale="tensor",
+            scale_bytes=4,
+            extra_bytes=4,
+        ),
+        Scheme(
+            "mxfp4",
+            "mxfp4",
+            "MXFP4",
+            4.25,
+            "OCP MX FP4 (E2M1) values, 2 per byte, and an E8M0 scale per block of 32 "
+            "(gpt-oss's experts, transformers' Mxfp4Config; compressed-tensors MXFP4)",
+            bits=4,
+            group_size=32,
+            layout="mxfp4",
+            scale="group",
+            scale_bytes=1,
+        ),
+        nvfp4_scheme(extra_bytes=8),
         *(
             Scheme(
                 name,
@@ -365,7 +514,14 @@ SCHEMES: dict[str, Scheme] = {
 }
 """Every scheme in display order, grouped by family; GGUF file types from large to small."""
 
-_GROUP_SUFFIX = re.compile(r"^(gptq-int4|gptq-int8|awq-int4)-g(\d+)$")
+_GROUP_SUFFIX = re.compile(r"^(gptq-int4|gptq-int8|awq-int4|w4a16)-g(\d+)$")
+
+
+def names_ggml_type(name: str) -> bool:
+    """Whether a checkpoint's stated quantization is a ggml type as GGUF writes it (upper case:
+    a GGUF file without a file type names its most common one). ``MXFP4`` is then GGUF's block
+    type, where ``mxfp4`` is the safetensors format."""
+    return name in GGML_TYPE_SIZES
 
 
 def get_scheme(name: str) -> Scheme:
@@ -382,6 +538,8 @@ def get_scheme(name: str) -> Scheme:
     match = _GROUP_SUFFIX.match(key.lower())
     if match and int(match.group(2)) > 0:
         base, group = SCHEMES[match.group(1)], int(match.group(2))
+        if base.family == "int":
+            return int_scheme(base.name, bits=base.bits, group=group)
         return _gptq(
             key.lower(),
             base.family,
@@ -392,13 +550,28 @@ def get_scheme(name: str) -> Scheme:
         )
     raise WorkloadError(
         f"unknown quantization {name!r}; known: {', '.join(SCHEMES)} "
-        "(GPTQ / AWQ also take a group size, e.g. gptq-int4-g32)"
+        "(GPTQ, AWQ and w4a16 also take a group size, e.g. gptq-int4-g32)"
     )
 
 
 # Roles whose linear layers the bitsandbytes / GPTQ / AWQ / FP8 schemes quantize; embeddings,
 # norms, biases, heads (lm_head) and MoE routers stay in the workload dtype, as transformers'
-# quantizers and the published GPTQ / AWQ / FP8 checkpoints leave them.
-QUANTIZED_ROLES = frozenset({Role.ATTENTION, Role.MLP, Role.EXPERT, Role.SHARED_EXPERT})
+# quantizers and the published GPTQ / AWQ / FP8 checkpoints leave them. The projections of
+# linear-attention, Mamba and short-convolution mixers are nn.Linear layers like attention's:
+# transformers' bitsandbytes and FP8 replace every nn.Linear but the head, vLLM builds them with
+# the model's quant_config (GatedDeltaNetAttention, MambaMixer2; ShortConv since vLLM PR 48917),
+# GPTQModel's and ModelOpt's default recipes quantize them.
+QUANTIZED_ROLES = frozenset({Role.ATTENTION, Role.MLP, Role.EXPERT, Role.SHARED_EXPERT, Role.MIXER})
 # Qwen-MoE's gate of the shared expert is a router too (GGUF's ffn_gate_inp_shexp).
 ROUTER_MODULES = frozenset({"shared_expert_gate"})
+# Linear layers no scheme quantizes: the routers above, and the indexer's weights_proj of
+# DeepSeek-V3.2-style sparse attention (transformers' _keep_in_fp32_modules; vLLM builds its
+# wk_weights_proj with quant_config=None).
+UNQUANTIZED_MODULES = ROUTER_MODULES | {"weights_proj"}
+# Gated DeltaNet's per-head gate projections (one output row per value head): the weight-only
+# integer schemes keep them 16-bit. GPTQModel's module trees mark them unquantized (qwen3_next:
+# in_proj_ba, qwen3_5: in_proj_a / in_proj_b, commit f4c327a), llm-compressor's W4A16 GPTQ / AWQ
+# recipes for Qwen 3.5+ ignore them, and AutoRound keeps every layer whose sides are not
+# multiples of 32 (48 heads) in 16 bits.
+GATE_PROJECTIONS = frozenset({"in_proj_a", "in_proj_b", "in_proj_ba"})
+WEIGHT_ONLY_INT_LAYOUTS = frozenset({"gptq", "awq", "packed-int"})

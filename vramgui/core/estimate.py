@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import inference, training
+from vramgui.core import inference, storage, training, vllm_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.workload import Workload
@@ -57,6 +57,8 @@ class Estimate:
         host_bytes: host RAM the setup needs beside the GPU (offloaded states, host embeddings).
         notes: explanations and warnings for the user.
         details: engine-specific figures (e.g. vLLM pool tokens) and sub-components.
+        vllm: vLLM's start-up on any GPU, for fits against GPUs other than the one the
+            estimate was sized for (the vLLM engine only).
     """
 
     model_name: str
@@ -70,6 +72,7 @@ class Estimate:
     host_bytes: int = 0
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    vllm: vllm_startup.VllmEngine | None = field(default=None, compare=False, repr=False)
 
     @property
     def total_bytes(self) -> int:
@@ -81,18 +84,26 @@ class Estimate:
         return self.total_bytes - self.components.get(RUNTIME_OVERHEAD, 0)
 
 
-def estimate(spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None) -> Estimate:
+def estimate(
+    spec: ModelSpec,
+    workload: Workload,
+    capacity_bytes: int | None = None,
+    gpu_name: str = "",
+    draft: ModelSpec | None = None,
+) -> Estimate:
     """Memory per GPU for running ``workload`` on ``spec``.
 
     Args:
         spec: the model.
         workload: the settings.
         capacity_bytes: the GPU's memory where the engine sizes itself to it (vLLM's KV pool).
+        gpu_name: the GPU's name, where the engine's defaults depend on it (vLLM).
+        draft: the draft model of vLLM's speculative decoding (``speculative="draft"``).
 
     Raises:
         WorkloadError: the settings do not apply to this model.
     """
-    return Estimator(spec, workload, capacity_bytes)._sized(workload)
+    return Estimator(spec, workload, capacity_bytes, gpu_name, draft)._sized(workload)
 
 
 class Estimator:
@@ -106,13 +117,18 @@ class Estimator:
     Args:
         spec: the model.
         workload: the settings; ``batch`` and ``seq`` are the ones :meth:`at` changes.
-        capacity_bytes: as for :func:`estimate`.
+        capacity_bytes, gpu_name, draft: as for :func:`estimate`.
     """
 
     __slots__ = ("_error", "_notes", "_plan", "_spec", "_workload")
 
     def __init__(
-        self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+        self,
+        spec: ModelSpec,
+        workload: Workload,
+        capacity_bytes: int | None = None,
+        gpu_name: str = "",
+        draft: ModelSpec | None = None,
     ) -> None:
         self._spec = spec
         self._workload = workload
@@ -120,9 +136,12 @@ class Estimator:
         self._error: VramguiError | None = None
         self._plan: inference.InferencePlan | training.TrainingPlan | None = None
         try:
+            self._notes = (*spec.warnings, *override_notes(spec, workload))
             workload.check_checkpoint(spec.quantization)
             if workload.mode == "inference":
-                self._plan = inference.InferencePlan(spec, workload, capacity_bytes)
+                self._plan = inference.InferencePlan(
+                    spec, workload, capacity_bytes, gpu_name, draft
+                )
             else:
                 self._plan = training.TrainingPlan(spec, workload)
         except VramguiError as exc:
@@ -146,6 +165,8 @@ class Estimator:
         spec = self._spec
         notes: list[str] = list(self._notes)
         details: dict[str, Any] = {}
+        vllm = None
+        engine_overhead = None
         if isinstance(plan, inference.InferencePlan):
             inf = plan.breakdown(workload.batch, workload.seq)
             components = {
@@ -158,6 +179,7 @@ class Estimator:
             phase, host, trainable = inf.phase, inf.host_bytes, 0
             notes.extend(inf.notes)
             details.update(inf.details)
+            vllm, engine_overhead = inf.vllm, inf.overhead_bytes
         else:
             tr = plan.breakdown(workload.batch, workload.seq)
             components = {
@@ -172,7 +194,12 @@ class Estimator:
             phase, host, trainable = tr.phase, tr.host_bytes, tr.trainable_parameters
             notes.extend(tr.notes)
             details["phase_totals"] = dict(tr.phase_totals)
-        components[RUNTIME_OVERHEAD] = runtime_overhead_bytes(workload, sum(components.values()))
+        if engine_overhead is not None and workload.overhead_bytes is None:
+            components[RUNTIME_OVERHEAD] = engine_overhead
+        else:
+            components[RUNTIME_OVERHEAD] = runtime_overhead_bytes(
+                workload, sum(components.values())
+            )
         return Estimate(
             model_name=spec.name,
             architecture=spec.architecture or spec.facts.model_type,
@@ -185,7 +212,19 @@ class Estimator:
             host_bytes=host,
             notes=tuple(notes),
             details=details,
+            vllm=vllm,
         )
+
+
+def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
+    """What the user should know when ``--quant`` replaces the checkpoint's own format."""
+    if not storage.overridden(spec, workload.quant):
+        return ()
+    own = storage.format_label(spec, workload.dtype) or spec.quantization
+    return (
+        f"Estimated as --quant {workload.quant}, not as the checkpoint is stored ({own}): "
+        f"running it so means quantizing the original weights to {workload.quant}.",
+    )
 
 
 def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:
@@ -195,7 +234,9 @@ def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:
     if workload.mode == "training":
         return CUDA_CONTEXT_BYTES + round(TRAINING_ALLOCATOR_SLACK * tensor_bytes)
     if workload.engine == "vllm":
-        return CUDA_CONTEXT_BYTES  # vLLM's own non-torch memory is counted in its activations
+        # The context and NCCL's set-up, outside vLLM's share; its own non-torch memory is
+        # counted in its activations.
+        return vllm_startup.CUDA_CONTEXT_BYTES
     if workload.engine == "llamacpp":
         return LLAMACPP_CONTEXT_BYTES
     return CUDA_CONTEXT_BYTES + round(INFERENCE_ALLOCATOR_SLACK * tensor_bytes)

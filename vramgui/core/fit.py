@@ -22,6 +22,7 @@ from vramgui.core.speed import (
     serving_speed,
     training_speed,
 )
+from vramgui.core.vllm_startup import Startup
 from vramgui.core.workload import MAX_BATCH, Workload
 
 Capacity = tuple[str, int]
@@ -36,20 +37,41 @@ SIZE_FIELDS = ("seq", "batch")
 
 @dataclass(frozen=True, slots=True)
 class FitRow:
-    """One GPU against one estimate."""
+    """One GPU against one estimate.
+
+    Attributes:
+        gpu: the GPU's name.
+        capacity_bytes: its memory.
+        fits: the setup fits (under vLLM: vLLM starts on it).
+        headroom_bytes: memory left (negative: missing). Under vLLM, what is left beside what
+            vLLM takes, or, when it does not start, minus what its KV pool lacks.
+        vllm: vLLM's start-up on this GPU (the vLLM engine only).
+    """
 
     gpu: str
     capacity_bytes: int
     fits: bool
     headroom_bytes: int
+    vllm: Startup | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "gpu": self.gpu,
             "capacity_bytes": self.capacity_bytes,
             "fits": self.fits,
             "headroom_bytes": self.headroom_bytes,
         }
+        if self.vllm is not None:
+            up = self.vllm
+            out["vllm"] = {
+                "starts": up.starts,
+                "error": up.message,
+                "kv_pool_bytes": max(up.available_bytes, 0),
+                "kv_pool_tokens": up.pool_tokens,
+                "max_concurrency": round(up.max_concurrency, 2),
+                "largest_max_model_len": up.largest_model_len,
+            }
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,31 +96,65 @@ class Suggestion:
 
 
 def fit_rows(est: Estimate, capacities: Iterable[Capacity]) -> list[FitRow]:
-    """Fit and headroom of ``est`` on each GPU (headroom is negative when it does not fit)."""
+    """Fit and headroom of ``est`` on each GPU (headroom is negative when it does not fit).
+
+    Under vLLM the fit is vLLM's own start-up on each GPU: its pool, whether it starts.
+    """
     rows = []
     for name, capacity in capacities:
+        if est.vllm is not None:
+            try:
+                up = est.vllm.startup(capacity, name)
+            except VramguiError:
+                rows.append(FitRow(name, capacity, False, capacity - est.total_bytes))
+                continue
+            rows.append(FitRow(name, capacity, *_vllm_fit(up, capacity), up))
+            continue
         headroom = capacity - est.total_bytes
         rows.append(FitRow(name, capacity, headroom >= 0, headroom))
     return rows
 
 
-def _total(spec: ModelSpec, workload: Workload, capacity: int | None) -> int | None:
+def _vllm_fit(up: Startup, capacity: int) -> tuple[bool, int]:
+    """Whether vLLM starts and stays within the GPU, and the headroom (negative: missing)."""
+    if not up.starts:
+        return False, -max(up.shortfall_bytes, 1)
+    headroom = capacity - up.used_bytes
+    return headroom >= 0, headroom
+
+
+def _margin(
+    spec: ModelSpec, workload: Workload, capacity: int, draft: ModelSpec | None = None
+) -> tuple[int, int] | None:
+    """(memory left on a GPU of ``capacity`` once the setup runs there, the estimate's total);
+    the margin is negative when it does not fit. None: settings invalid for the model."""
     try:
-        return estimate(spec, workload, capacity).total_bytes
+        est = estimate(spec, workload, capacity, draft=draft)
     except VramguiError:
         return None
+    return fit_rows(est, [("", capacity)])[0].headroom_bytes, est.total_bytes
 
 
 def largest_fitting(
-    spec: ModelSpec, workload: Workload, capacity_bytes: int, field: str = "seq"
+    spec: ModelSpec,
+    workload: Workload,
+    capacity_bytes: int,
+    field: str = "seq",
+    *,
+    gpu_name: str = "",
+    draft: ModelSpec | None = None,
 ) -> int | None:
     """The largest ``seq`` (in token blocks) or ``batch`` that fits ``capacity_bytes``.
 
     Memory grows monotonically with both, so the boundary is one value, found with a few
     estimates (see :func:`_boundary`). Returns None when even the smallest value does not fit.
+    Under vLLM, the context is the longest ``--max-model-len`` vLLM starts with (its own
+    estimate_max_model_len) and the batch the requests of ``seq`` tokens its pool holds at once.
     """
     if field not in SIZE_FIELDS:
         raise ValueError(f"field must be seq or batch, got {field!r}")
+    if workload.mode == "inference" and workload.engine == "vllm":
+        return _vllm_largest(spec, workload, capacity_bytes, field, gpu_name=gpu_name, draft=draft)
     step = TOKEN_BLOCK if field == "seq" else 1
     upper = max(spec.facts.max_position_embeddings, workload.seq) if field == "seq" else MAX_BATCH
     sized = Estimator(spec, workload, capacity_bytes)
@@ -110,6 +166,31 @@ def largest_fitting(
             return None
 
     return _boundary(total, capacity_bytes, step, upper)
+
+
+def _vllm_largest(
+    spec: ModelSpec,
+    workload: Workload,
+    capacity: int,
+    field: str,
+    *,
+    gpu_name: str,
+    draft: ModelSpec | None,
+) -> int | None:
+    try:
+        est = estimate(spec, workload, capacity, gpu_name, draft)
+    except VramguiError:
+        return None
+    if est.vllm is None:
+        return None
+    up = est.vllm.startup(capacity, gpu_name)
+    if field == "seq":
+        if not up.largest_model_len or up.used_bytes > capacity:
+            return None
+        return min(up.largest_model_len, max(spec.facts.max_position_embeddings, workload.seq))
+    if not up.starts or up.used_bytes > capacity:
+        return None
+    return max(1, math.floor(up.max_concurrency)) if up.max_concurrency >= 1 else None
 
 
 def _boundary(
@@ -218,12 +299,17 @@ def _parabola_root(
 
 
 def sweep(
-    spec: ModelSpec, workload: Workload, field: str, values: Sequence[int]
+    spec: ModelSpec,
+    workload: Workload,
+    field: str,
+    values: Sequence[int],
+    *,
+    draft: ModelSpec | None = None,
 ) -> list[Estimate | None]:
     """Estimates for each value of ``field`` (None where the settings are invalid)."""
     out: list[Estimate | None] = []
     if field in SIZE_FIELDS:
-        sized = Estimator(spec, workload)
+        sized = Estimator(spec, workload, draft=draft)
         for value in values:
             try:
                 out.append(sized.at(field, value))
@@ -232,22 +318,27 @@ def sweep(
         return out
     for value in values:
         try:
-            out.append(estimate(spec, workload.with_(**{field: value})))
+            out.append(estimate(spec, workload.with_(**{field: value}), draft=draft))
         except VramguiError:
             out.append(None)
     return out
 
 
 def gpus_needed(
-    spec: ModelSpec, workload: Workload, capacity_bytes: int, limit: int = 64
+    spec: ModelSpec,
+    workload: Workload,
+    capacity_bytes: int,
+    limit: int = 64,
+    draft: ModelSpec | None = None,
 ) -> int | None:
     """Fewest GPUs of one kind that fit the workload, sharding the way the workload says.
 
-    Training shards with ZeRO-3 when no sharding is chosen; inference with tensor parallelism.
+    Training shards with ZeRO-3 when no sharding is chosen; inference with tensor parallelism
+    (under vLLM: the fewest on which vLLM starts).
     """
     for count in _powers_of_two(limit):
-        total = _total(spec, _sharded(workload, count), capacity_bytes)
-        if total is not None and total <= capacity_bytes:
+        margin = _margin(spec, _sharded(workload, count), capacity_bytes, draft)
+        if margin is not None and margin[0] >= 0:
             return count
     return None
 
@@ -257,6 +348,7 @@ def cheapest(
     workload: Workload,
     gpus: Iterable[tuple[str, int, float | None]],
     limit: int = MAX_GPUS_PER_MACHINE,
+    draft: ModelSpec | None = None,
 ) -> list[tuple[str, int, float]]:
     """Catalog GPUs ranked by the total price of the fewest of them that fit.
 
@@ -267,12 +359,13 @@ def cheapest(
     Args:
         gpus: (name, capacity_bytes, price_usd) triples; entries without a price are skipped.
         limit: the most GPUs of one kind to consider.
+        draft: the draft model of vLLM's speculative decoding, if any.
     """
     ranked = []
     for name, capacity, price in gpus:
         if price is None:
             continue
-        count = gpus_needed(spec, workload, capacity, limit)
+        count = gpus_needed(spec, workload, capacity, limit, draft)
         if count is not None:
             ranked.append((name, count, count * price))
     return sorted(ranked, key=lambda r: r[2])
@@ -290,14 +383,18 @@ def _powers_of_two(limit: int) -> Iterable[int]:
 _Candidate = tuple[str, dict[str, Any], str]
 
 
-def advise(spec: ModelSpec, workload: Workload, capacity_bytes: int) -> list[Suggestion]:
+def advise(
+    spec: ModelSpec, workload: Workload, capacity_bytes: int, draft: ModelSpec | None = None
+) -> list[Suggestion]:
     """Changes that make the setup fit ``capacity_bytes``, those that fit first, then by saving.
 
     Each candidate is re-estimated with the core; a candidate that is invalid for this model is
-    left out. When the setup already fits, nothing is suggested.
+    left out. When the setup already fits, nothing is suggested. Under vLLM a change "fits"
+    when vLLM starts with it; what it saves is what it adds to the KV pool or takes off
+    what the pool lacks.
     """
-    base = _total(spec, workload, capacity_bytes)
-    if base is None or base <= capacity_bytes:
+    base = _margin(spec, workload, capacity_bytes, draft)
+    if base is None or base[0] >= 0:
         return []
     out = []
     for title, changes, cost in _candidates(spec, workload, capacity_bytes):
@@ -305,10 +402,10 @@ def advise(spec: ModelSpec, workload: Workload, capacity_bytes: int) -> list[Sug
             trial = workload.with_(**changes)
         except VramguiError:
             continue
-        total = _total(spec, trial, capacity_bytes)
-        if total is None or total >= base:
+        after = _margin(spec, trial, capacity_bytes, draft)
+        if after is None or after[0] <= base[0]:
             continue
-        out.append(Suggestion(title, changes, base - total, cost, total <= capacity_bytes, total))
+        out.append(Suggestion(title, changes, after[0] - base[0], cost, after[0] >= 0, after[1]))
     out.sort(key=lambda s: (not s.fits, -s.saves_bytes if not s.fits else _cost_rank(s)))
     return out
 
@@ -319,7 +416,11 @@ def _cost_rank(s: Suggestion) -> int:
 
 
 _COST_ORDER = {
+    "gpu_memory_utilization": 0,
+    "max_num_seqs": 0,
+    "max_num_batched_tokens": 0,
     "kv_dtype": 0,
+    "enforce_eager": 1,
     "grad_checkpointing": 1,
     "optimizer": 2,
     "attention": 3,
@@ -341,6 +442,8 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
         return out.append((t, c, cost))
 
     if w.mode == "inference":
+        if w.engine == "vllm":
+            _vllm_candidates(w, add)
         if w.engine == "vllm" and w.kv_dtype != "fp8":
             add("FP8 KV cache", {"kv_dtype": "fp8"}, "slightly less accurate attention")
         if w.engine == "llamacpp" and w.kv_dtype not in ("q8_0", "q4_0"):
@@ -407,6 +510,34 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
                     f"{count} GPUs",
                 )
     return out
+
+
+# The share of the GPU vLLM is offered when the setting leaves more to spare.
+VLLM_HIGH_UTILIZATION = 0.95
+
+
+def _vllm_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], None]) -> None:
+    """vLLM's own knobs that leave more room for its KV pool."""
+    if w.gpu_memory_utilization < VLLM_HIGH_UTILIZATION:
+        add(
+            f"--gpu-memory-utilization {VLLM_HIGH_UTILIZATION:g}",
+            {"gpu_memory_utilization": VLLM_HIGH_UTILIZATION},
+            "less room for other processes on the GPU",
+        )
+    if w.max_num_seqs is None or w.max_num_seqs > 64:
+        add(
+            "--max-num-seqs 64",
+            {"max_num_seqs": 64},
+            "at most 64 requests at once (a smaller sampler warm-up)",
+        )
+    if w.max_num_batched_tokens is None or w.max_num_batched_tokens > 2048:
+        add(
+            "--max-num-batched-tokens 2048",
+            {"max_num_batched_tokens": 2048},
+            "slower prefill of long prompts (a smaller profiling forward)",
+        )
+    if not w.enforce_eager:
+        add("--enforce-eager", {"enforce_eager": True}, "slower decoding without CUDA graphs")
 
 
 def _narrower_quants(w: Workload) -> list[str]:
@@ -476,6 +607,7 @@ def rank_setups(
     train_tokens: int | None = None,
     limit: int = MAX_GPUS_PER_MACHINE,
     utilizations: Mapping[str, Utilization] | None = None,
+    draft: ModelSpec | None = None,
 ) -> list[RankedSetup]:
     """Catalog GPUs ranked by how long the work takes on the fewest of them that fit, or by
     what it costs.
@@ -491,12 +623,13 @@ def rank_setups(
         train_tokens: tokens of a training run to time and price.
         limit: the most GPUs of one kind (one machine).
         utilizations: a utilization per GPU name (measured ones) instead of the defaults.
+        draft: the draft model of vLLM's speculative decoding, if any.
     """
     if by not in RANK_KEYS:
         raise ValueError(f"rank by cost or time, not {by!r}")
     ranked = []
     for name, capacity, hardware, price in offers:
-        count = gpus_needed(spec, workload, capacity, limit)
+        count = gpus_needed(spec, workload, capacity, limit, draft)
         if count is None:
             continue
         trial = _sharded(workload, count)

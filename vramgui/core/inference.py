@@ -12,16 +12,19 @@ Sweeps and solvers estimate one setup at many batch sizes and context lengths, s
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, storage
+from vramgui.core import dtypes, serving, vllm_startup
 from vramgui.core.activations import (
     LEARNED_POSITIONS,
+    LLAMACPP_UBATCH,
     Prefill,
     attention_used,
     buffer_bytes,
     llamacpp_compute_buffer,
+    llamacpp_flash_attention,
     vllm_profile_peak,
 )
 from vramgui.core.errors import VramguiError, WorkloadError
@@ -41,6 +44,10 @@ class InferenceBreakdown:
         phase: when the peak falls.
         notes: what the user should know about this estimate.
         details: engine-specific figures.
+        vllm: vLLM's start-up on any GPU (the vLLM engine only).
+        overhead_bytes: the runtime overhead the engine itself decides (vLLM: its CUDA context,
+            or without a GPU the share --gpu-memory-utilization leaves free); None: the
+            default.
     """
 
     weights_bytes: int
@@ -49,7 +56,9 @@ class InferenceBreakdown:
     host_bytes: int
     phase: str
     notes: tuple[str, ...]
-    details: dict[str, int | float]
+    details: dict[str, int | float | bool | str]
+    vllm: vllm_startup.VllmEngine | None = None
+    overhead_bytes: int | None = None
 
 
 def kv_bytes_per_token(spec: ModelSpec, workload: Workload) -> float:
@@ -80,6 +89,9 @@ class _KvShape:
     state_bytes: int  # bytes per state element (the compute dtype)
     window: int | None  # the most tokens a sliding-window layer keeps; None: every token
     chunk: int | None  # the most tokens a chunked-attention layer keeps; None: every token
+    # llama.cpp sizes its sliding-window cache to the window of every sequence plus one
+    # micro-batch, in whole 256-cell pages (llama_kv_cache_iswa); 0 for the other engines.
+    window_ubatch: int = 0
 
     @classmethod
     def of(cls, spec: ModelSpec, workload: Workload) -> _KvShape:
@@ -107,6 +119,7 @@ class _KvShape:
             state_bytes=dtypes.DTYPE_BYTES[workload.dtype],
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
+            window_ubatch=LLAMACPP_UBATCH if workload.engine == "llamacpp" else 0,
         )
 
     @property
@@ -117,8 +130,14 @@ class _KvShape:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
         total: float = batch * self.state * self.state_bytes
         total += batch * tokens * self.full * self.per_elem
-        kept = tokens if self.window is None else min(tokens, self.window)
-        total += batch * kept * self.sliding * self.per_elem
+        if self.window is None:
+            cells = batch * tokens
+        elif self.window_ubatch:
+            pages = -(-(self.window * batch + self.window_ubatch) // 256) * 256
+            cells = min(batch * tokens, pages)
+        else:
+            cells = batch * min(tokens, self.window)
+        total += cells * self.sliding * self.per_elem
         kept = tokens if self.chunk is None else min(tokens, self.chunk)
         total += batch * kept * self.chunked * self.per_elem
         return round(total)
@@ -169,7 +188,11 @@ def _layer_types(spec: ModelSpec) -> tuple[LayerType, ...]:
 
 
 def inference_breakdown(
-    spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+    spec: ModelSpec,
+    workload: Workload,
+    capacity_bytes: int | None = None,
+    gpu_name: str = "",
+    draft: ModelSpec | None = None,
 ) -> InferenceBreakdown:
     """Inference memory on one GPU at the worst moment of serving.
 
@@ -177,11 +200,14 @@ def inference_breakdown(
         spec: the model.
         workload: inference settings.
         capacity_bytes: GPU memory, needed to size vLLM's pre-allocated KV pool.
+        gpu_name: the GPU's name (vLLM's defaults depend on it).
+        draft: the draft model of vLLM's speculative decoding, if any.
 
     Raises:
         WorkloadError: a setting the engine does not support.
     """
-    return InferencePlan(spec, workload, capacity_bytes).breakdown(workload.batch, workload.seq)
+    plan = InferencePlan(spec, workload, capacity_bytes, gpu_name, draft)
+    return plan.breakdown(workload.batch, workload.seq)
 
 
 class InferencePlan:
@@ -195,24 +221,32 @@ class InferencePlan:
     """
 
     __slots__ = (
-        "_activations",
+        "_capacity",
         "_details",
         "_error",
         "_error_first",
         "_facts",
+        "_format_notes",
+        "_gpu_name",
         "_host",
         "_kv",
         "_max_seq",
         "_notes",
         "_phase",
-        "_pool",
         "_prefill",
+        "_rotary",
+        "_vllm",
         "_weights",
         "_workload",
     )
 
     def __init__(
-        self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None = None
+        self,
+        spec: ModelSpec,
+        workload: Workload,
+        capacity_bytes: int | None = None,
+        gpu_name: str = "",
+        draft: ModelSpec | None = None,
     ) -> None:
         facts = spec.facts
         self._workload = workload
@@ -226,23 +260,25 @@ class InferencePlan:
         except VramguiError as exc:
             self._error = exc
             return
+        self._capacity, self._gpu_name = capacity_bytes, gpu_name
         try:
-            self._prepare(spec, workload, capacity_bytes)
+            self._prepare(spec, workload, draft)
         except VramguiError as exc:
             self._error, self._error_first = exc, False
 
-    def _prepare(self, spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> None:
+    def _prepare(self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
+        self._format_notes = serving.served_storage(spec, workload).notes
         if workload.engine == "transformers":
             weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
-        self._activations = 0  # vLLM's, whatever the sizes
-        self._details: dict[str, int | float] = {}
+        self._vllm: vllm_startup.VllmEngine | None = None
+        self._rotary = 0
+        self._details: dict[str, int | float | bool | str] = {}
         self._notes: tuple[str, ...] = ()
-        self._pool: int | None = None
         if workload.engine == "transformers":
             self._prefill = spec.cached(
                 ("inference_prefill", workload.dtype, workload.attention, workload.tp),
@@ -265,18 +301,36 @@ class InferencePlan:
                 )
             self._notes = tuple(notes)
         elif workload.engine == "vllm":
-            self._activations = vllm_profile_peak(
-                spec, workload, _kv_heads_per_gpu(spec, workload.tp)
+            engine = vllm_startup.VllmEngine(
+                spec, workload, rank_tensor_bytes(spec, workload), _draft(draft, workload)
             )
-            non_torch = vllm_non_torch_bytes(workload)
+            plan = engine.plan(self._capacity, self._gpu_name)  # raises what vLLM refuses
+            self._vllm = engine
+            # vLLM counts its rotary cos / sin table in "Model loading took"; here it is a
+            # buffer beside the weights, in the runtime overhead.
+            self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
+            self._weights = plan.weights_bytes - self._rotary
+            self._phase = (
+                "serving (pre-allocated KV pool)"
+                if self._capacity is not None
+                else "serving (KV cache of the requested tokens; no GPU to size the pool)"
+            )
+            if workload.speculative == "draft" and draft is None:
+                self._notes = (
+                    "No draft model read yet: its weights and KV cache are left out of this "
+                    "estimate.",
+                )
             self._details = {
-                "vllm_non_torch_bytes": non_torch,
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
+                "vllm_version": workload.vllm_version,
+                "vllm_max_num_seqs": plan.scheduler.max_num_seqs,
+                "vllm_max_num_batched_tokens": plan.scheduler.max_num_batched_tokens,
+                "vllm_activation_bytes": max(s.activation_bytes for s in plan.stages),
+                "vllm_non_torch_bytes": max(s.non_torch_bytes for s in plan.stages),
+                "vllm_cuda_graph_bytes": max(s.cuda_graph_bytes for s in plan.stages),
+                "vllm_lora_bytes": max(s.lora_bytes for s in plan.stages),
+                "kv_block_size": plan.stages[-1].layout.block_size,
             }
-            self._phase = "serving (pre-allocated KV pool)"
-            if capacity_bytes is not None:
-                budget = capacity_bytes * workload.gpu_memory_utilization
-                self._pool = int(budget - weights - self._activations - non_torch)
         else:
             self._phase = "context allocated up front"
             self._details = {"host_embedding_bytes": host}
@@ -299,51 +353,125 @@ class InferencePlan:
         kv = self._kv.bytes(batch, seq) if self._kv is not None else 0
         notes = self._notes
         details = dict(self._details)
-        engine = self._workload.engine
+        overhead = None
         if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
-        elif engine == "vllm":
-            activations = self._activations
-            details["kv_needed_bytes"] = kv
-            pool = self._pool
-            if pool is not None:
-                details["kv_pool_bytes"] = max(pool, 0)
-                per_token = details["kv_bytes_per_token"]
-                tokens = int(max(pool, 0) // per_token) if per_token else 0
-                details["kv_pool_tokens"] = tokens
-                details["kv_pool_sequences"] = tokens // seq if seq else 0
-                if pool >= kv:
-                    kv = pool
-                    utilization = self._workload.gpu_memory_utilization
-                    notes = (
-                        f"vLLM pre-allocates {utilization:.0%} of the GPU; the KV "
-                        f"pool holds {tokens:,} tokens ({tokens // seq:,} sequences of "
-                        f"{seq:,}).",
-                    )
-                else:
-                    notes = (
-                        "vLLM's KV pool would be smaller than one batch of the requested context.",
-                    )
-            activations += int(details["vllm_non_torch_bytes"])
+        elif self._vllm is not None:
+            kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
+            overhead = vllm_startup.CUDA_CONTEXT_BYTES + self._rotary
+            if needs is not None:
+                # No GPU, or one vLLM refuses: the total is the GPU vLLM needs to start.
+                overhead = needs - (self._weights + kv + activations)
         else:
-            activations = llamacpp_compute_buffer(self._facts, batch, seq)
+            activations = llamacpp_compute_buffer(
+                self._facts,
+                batch,
+                seq,
+                flash_attention=llamacpp_flash_attention(self._workload),
+            )
         return InferenceBreakdown(
             weights_bytes=self._weights,
             kv_cache_bytes=kv,
             activations_bytes=activations,
             host_bytes=self._host,
             phase=self._phase,
-            notes=notes,
+            notes=(*self._format_notes, *notes),
             details=details,
+            vllm=self._vllm,
+            overhead_bytes=overhead,
         )
+
+    def _vllm_needs(self, plan: vllm_startup.VllmPlan, kv: int) -> int:
+        """The GPU (as nvidia-smi counts it) on which vLLM holds ``kv`` of KV pool besides the
+        rest of ``plan``: its share (--gpu-memory-utilization) holds them, and what it leaves
+        free holds the CUDA context."""
+        utilization = self._workload.gpu_memory_utilization
+        held = self._weights + self._rotary + kv + plan.activation_bytes
+        share = math.ceil(held / utilization)
+        if utilization < 1:
+            share = max(share, math.ceil(vllm_startup.CUDA_CONTEXT_BYTES / (1 - utilization)))
+        return share + vllm_startup.CUDA_RESERVED_BYTES
+
+    def _vllm_breakdown(
+        self, batch: int, seq: int, details: dict[str, int | float | bool | str]
+    ) -> tuple[int, int, tuple[str, ...], int | None]:
+        """vLLM's KV cache, activations and notes at ``--max-model-len seq``: the pool it
+        allocates on the GPU given, or what ``batch`` requests need without one; and the GPU
+        vLLM needs to start when there is none or it refuses the one given (else None)."""
+        assert self._vllm is not None
+        plan = self._vllm.plan(self._capacity, self._gpu_name)
+        activations = plan.activation_bytes
+        needed = plan.needed_bytes(seq)
+        details["kv_needed_bytes"] = needed
+        base_notes = self._notes
+        if self._capacity is None:
+            note = (
+                "No GPU named, so vLLM's KV pool is not sized: name a GPU to see the pool vLLM "
+                "pre-allocates, whether it starts and how many requests it holds. Here the KV "
+                "cache is what "
+                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens {'need' if batch > 1 else 'needs'}, and the "
+                "total the GPU vLLM needs for them: its share "
+                f"(--gpu-memory-utilization {self._workload.gpu_memory_utilization:g}) holds "
+                "the rest, the remainder stays free."
+            )
+            kv = plan.needed_bytes(seq, batch)
+            needs = self._vllm_needs(plan, kv)
+            large = self._vllm.plan(needs, self._gpu_name)
+            if large is not plan:
+                # A GPU that large takes vLLM's larger scheduler defaults: size for them.
+                plan, activations = large, large.activation_bytes
+                kv = plan.needed_bytes(seq, batch)
+                needs = self._vllm_needs(plan, kv)
+            return kv, activations, (*base_notes, note), needs
+        up = plan.startup(self._capacity, self._workload.gpu_memory_utilization, seq)
+        details.update(
+            vllm_starts=up.starts,
+            vllm_requested_bytes=up.requested_bytes,
+            kv_pool_bytes=max(up.available_bytes, 0),
+            kv_pool_blocks=up.blocks,
+            kv_pool_tokens=up.pool_tokens,
+            max_concurrency=round(up.max_concurrency, 2),
+            largest_max_model_len=up.largest_model_len,
+        )
+        if not up.starts:
+            details["vllm_error"] = up.message
+            where = f" on {self._gpu_name}" if self._gpu_name else ""
+            kv = needed
+            if up.message.startswith("max_num_seqs"):
+                # Enough for one request but too few blocks for --max-num-seqs states.
+                blocks = plan.scheduler.max_num_seqs * max(
+                    s.layout.block_bytes for s in plan.stages
+                )
+                kv = max(needed, blocks)
+            needs = max(self._vllm_needs(plan, kv), self._capacity + 1)
+            note = f"vLLM would not start{where}: {up.message}"
+            return needed, activations, (*base_notes, note), needs
+        notes = [
+            f"vLLM takes {self._workload.gpu_memory_utilization:.0%} of the GPU; its KV pool "
+            f"holds {up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} "
+            "tokens at once."
+        ]
+        if up.max_concurrency < batch:
+            notes.append(
+                f"{batch:,} requests of {seq:,} tokens do not fit the pool at once; vLLM queues "
+                "or preempts the rest."
+            )
+        if batch > plan.scheduler.max_num_seqs:
+            notes.append(
+                f"--max-num-seqs {plan.scheduler.max_num_seqs} runs at most that many requests at "
+                f"once, fewer than the batch of {batch:,}."
+            )
+        return max(up.available_bytes, 0), activations, (*base_notes, *notes), None
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP."""
+    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP,
+    as the engine holds them (``serving``: a format it dequantizes, kernels' padding, MTP
+    layers)."""
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
-        for st in storage.assign_storage(spec, w.dtype, w.quant):
+        for st in serving.served_storage(spec, w).storage:
             t = st.tensor
             if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
@@ -354,14 +482,41 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
             gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
         return gpu, host
 
-    return spec.cached(("resident_weights", w.dtype, w.quant, w.engine, w.tp), compute)
+    return spec.cached(
+        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+    )
 
 
-def vllm_non_torch_bytes(workload: Workload) -> int:
-    """vLLM's memory outside PyTorch's allocator (NCCL, CUDA graphs); measured 1.79 GiB at TP 1."""
-    base = round(1.79 * 1024**3)
-    # Measured 3.58 GiB per GPU at TP 2 (vllm pull request 10511): NCCL buffers grow with TP.
-    return base if workload.tp == 1 else base * 2
+def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, Role, int], ...]:
+    """Each weight tensor's bytes on one tensor-parallel rank, with its layer and role, as the
+    engine holds them (``serving.served_storage``: kernels' padding, MTP layers when loaded)."""
+
+    def compute() -> tuple[tuple[int | None, Role, int], ...]:
+        return tuple(
+            (
+                st.tensor.layer,
+                st.tensor.role,
+                round(st.bytes * _tp_share(st.tensor.role, st.tensor.is_bias, st.tensor.module, w)),
+            )
+            for st in serving.served_storage(spec, w).storage
+        )
+
+    return spec.cached(
+        ("rank_tensors", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+    )
+
+
+def _draft(draft: ModelSpec | None, w: Workload) -> vllm_startup.Draft | None:
+    """A draft model's share of one GPU, served in the target's dtype and tensor parallelism."""
+    if draft is None or w.speculative != "draft":
+        return None
+    plain = w.with_(quant="none", enable_lora=False, speculative="none", mtp=False)
+    weights = sum(size for _, _, size in rank_tensor_bytes(draft, plain))
+    layers = range(draft.facts.num_layers)
+    specs = tuple(vllm_startup.layer_specs(draft, plain, layers))
+    tokens = w.max_num_batched_tokens or vllm_startup.SERVE_BATCHED_TOKENS[0]
+    activation = vllm_profile_peak(draft, plain, tokens, 0)
+    return vllm_startup.Draft(draft.name, weights, specs, activation)
 
 
 def _check_kv_dtype(workload: Workload) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from typing import Any
 
 from vramgui.core import activations, dtypes
 from vramgui.core.model import ModelSpec
-from vramgui.core.offload import CPU, DISK, Placement, is_gpu
+from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
+from vramgui.core.offload.overrides import TensorOverride
 from vramgui.core.units import MiB
 from vramgui.core.workload import Workload, served_family
 
@@ -74,8 +76,39 @@ def _json(document: dict[str, Any]) -> str:
 # --- llama.cpp -----------------------------------------------------------------------------------
 
 
+def _layer_set(indices: Sequence[int]) -> str:
+    """A regular expression for these block numbers (``(3|4|5)``), or the one number."""
+    return str(indices[0]) if len(indices) == 1 else "(" + "|".join(map(str, indices)) + ")"
+
+
+def _compact_overrides(overrides: Sequence[TensorOverride]) -> list[str]:
+    """``PATTERN=BUFFER`` pairs, the per-layer patterns of one kind joined into one pattern
+    (``blk\\.(20|21|22)\\.ffn_..._exps=CPU``) so that a fitted placement stays one line."""
+    out: list[str] = []
+    grouped: dict[tuple[str, str], list[int]] = {}
+    order: list[tuple[str, str] | str] = []
+    for o in overrides:
+        match = re.fullmatch(r"blk\\\.(\d+)(.*)", o.pattern)
+        if match is None:
+            order.append(o.text)
+            continue
+        key = (match.group(2), o.buffer)
+        if key not in grouped:
+            grouped[key] = []
+            order.append(key)
+        grouped[key].append(int(match.group(1)))
+    for item in order:
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            rest, buffer = item
+            out.append(f"blk\\.{_layer_set(grouped[item])}{rest}={buffer}")
+    return out
+
+
 def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
-    """``llama-server`` flags for a llama.cpp placement: ``-ngl``, ``-c``, cache types, batches."""
+    """``llama-server`` flags for a llama.cpp placement: ``-ngl``, ``-c``, cache types, batches,
+    flash attention, and the tensor overrides and split across GPUs of its layout."""
     w = placement.workload
     cache = _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16")
     args = [
@@ -91,14 +124,39 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         cache,
         "--cache-type-v",
         cache,
+        # The compute buffer of the estimate depends on it: said rather than left to "auto".
+        "-fa",
+        "on" if activations.llamacpp_flash_attention(w) else "off",
     ]
     notes = []
     if w.batch > 1:
         # The context is shared: each of the -np slots gets -c / -np tokens.
         args += ["-np", str(w.batch)]
-    if cache.startswith("q"):
-        args += ["-fa", "on"]
-        notes.append("A quantized V cache needs flash attention (-fa on).")
+    if cache.startswith("q") and not activations.llamacpp_flash_attention(w):
+        notes.append("A quantized V cache needs flash attention: leave --attention at its default.")
+    layout = placement.layout
+    if layout is not None:
+        if layout.cpu_moe:
+            args.append("--cpu-moe")
+        elif layout.n_cpu_moe:
+            args += ["--n-cpu-moe", str(layout.n_cpu_moe)]
+        pairs = _compact_overrides(layout.overrides)
+        if pairs:
+            args += ["-ot", ",".join(pairs)]
+        gpus = len(placement.vram_budget_bytes)
+        if gpus > 1 and layout.split_mode != "none":
+            shares = layout.tensor_split or tuple(
+                round(b / 1024**3, 1) for b in placement.vram_budget_bytes
+            )
+            args += ["-ts", ",".join(f"{x:g}" for x in shares)]
+        if layout.split_mode != "layer" and gpus > 1:
+            args += ["-sm", layout.split_mode]
+        if layout.main_gpu:
+            args += ["-mg", str(layout.main_gpu)]
+        if gpus > 1:
+            notes.append(
+                "GPUs in the order given (CUDA0, CUDA1...): set CUDA_VISIBLE_DEVICES to that order."
+            )
     if any(is_gpu(p.device) and not is_gpu(p.kv_device) for p in placement.units):
         args.append("--no-kv-offload")
     model = _gguf_path(spec)
@@ -112,7 +170,144 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
     )
 
 
+# --- Ollama and LM Studio ------------------------------------------------------------------------
+
+# Ollama's default context by the GPU memory it finds (docs/context-length.mdx): under 24 GiB,
+# 24 to 48 GiB, and more.
+OLLAMA_CONTEXTS = ((24 * 1024**3, 4096), (48 * 1024**3, 32768), (None, 262144))
+_OLLAMA_CACHE_TYPES = {"q8_0": "q8_0", "q4_0": "q4_0"}
+
+
+def ollama_context(total_vram_bytes: int) -> int:
+    """The context Ollama gives a model when nothing sets ``num_ctx``."""
+    for below, context in OLLAMA_CONTEXTS:
+        if below is None or total_vram_bytes < below:
+            return context
+    raise AssertionError("unreachable: the last bracket has no bound")
+
+
+def ollama_workload(
+    spec: ModelSpec, workload: Workload, budgets: Sequence[int], *, seq_given: bool
+) -> tuple[Workload, list[str]]:
+    """The settings Ollama runs an Ollama model with when nothing overrides them: its context by
+    GPU memory (when ``--seq`` was not given), one request at a time (OLLAMA_NUM_PARALLEL=1), an
+    f16 KV cache."""
+    notes = []
+    changes: dict[str, object] = {}
+    total = sum(budgets)
+    if not seq_given:
+        context = ollama_context(total)
+        longest = spec.facts.max_position_embeddings
+        if longest:
+            context = min(context, longest)
+        changes["seq"] = context
+        notes.append(
+            f"Ollama's default context for {total / 1024**3:.0f} GiB of GPU memory: "
+            f"{context:,} tokens (num_ctx; --seq sets another)."
+        )
+    if workload.batch != 1:
+        notes.append(
+            f"{workload.batch} requests at once: OLLAMA_NUM_PARALLEL={workload.batch} "
+            "(Ollama's default is 1)."
+        )
+    return (workload.with_(**changes) if changes else workload), notes
+
+
+def ollama_settings(spec: ModelSpec, name: str, placement: Placement) -> LaunchSettings:
+    """A Modelfile and the server's environment for Ollama: ``num_ctx``, ``num_gpu`` (layers on
+    the GPUs), flash attention and the KV cache type, parallel requests.
+
+    Ollama places whole layers: where the placement keeps tensors of GPU layers in host RAM,
+    ``num_gpu`` is the most whole layers that fit instead.
+    """
+    w = placement.workload
+    layout = placement.layout
+    moved = layout is not None and (layout.moves_experts or bool(layout.overrides))
+    layers = placement.gpu_layers
+    notes = []
+    if moved:
+        room = [b - placement.margin_bytes for b in placement.vram_budget_bytes]
+        layers = llamacpp_model(spec, w).max_gpu_layers(room)
+        notes.append(
+            "Ollama places whole layers only: it has no setting that keeps experts in host RAM, "
+            f"so num_gpu is the most whole layers that fit ({layers}), slower than llama.cpp's "
+            "line."
+        )
+    modelfile = [
+        f"FROM {name}",
+        f"PARAMETER num_ctx {w.seq}",
+        f"PARAMETER num_gpu {layers}",
+    ]
+    env = [f"OLLAMA_FLASH_ATTENTION={1 if activations.llamacpp_flash_attention(w) else 0}"]
+    if w.kv_dtype in _OLLAMA_CACHE_TYPES:
+        env.append(f"OLLAMA_KV_CACHE_TYPE={_OLLAMA_CACHE_TYPES[w.kv_dtype]}")
+    if w.batch > 1:
+        env.append(f"OLLAMA_NUM_PARALLEL={w.batch}")
+    custom = re.sub(
+        r"[^a-z0-9._-]+", "-", name.rsplit("/", 1)[-1].split(":", maxsplit=1)[0].lower()
+    )
+    custom = f"{custom.removesuffix('.gguf').strip('-.') or 'model'}-planned"
+    text = "\n".join(
+        [
+            "# Modelfile",
+            *modelfile,
+            "",
+            "# then",
+            f"{' '.join(env)} ollama serve",
+            f"ollama create {custom} -f Modelfile && ollama run {custom}",
+        ]
+    )
+    return LaunchSettings(
+        engine="Ollama",
+        config={"modelfile": modelfile, "environment": env},
+        text=text,
+        notes=tuple(notes),
+    )
+
+
+def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
+    """LM Studio's load settings (its llama.cpp engine) and the ``lms load`` line."""
+    w = placement.workload
+    n = placement.blocks + 1
+    ratio = "max" if placement.gpu_layers >= n else f"{placement.gpu_layers / n:.2f}"
+    layout = placement.layout
+    experts = 0
+    if layout is not None:
+        experts = placement.blocks if layout.cpu_moe else layout.n_cpu_moe
+    settings = {
+        "Context Length": w.seq * w.batch,
+        "GPU Offload": f"{placement.gpu_layers} of {n} layers",
+        "Flash Attention": "On" if activations.llamacpp_flash_attention(w) else "Off",
+        "K Cache Quantization Type": _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16"),
+        "V Cache Quantization Type": _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16"),
+    }
+    if experts:
+        settings["Number of layers for which to force MoE weights onto CPU"] = experts
+    model = spec.name if spec.name.endswith(".gguf") else "MODEL"
+    command = _command(
+        ["lms", "load", model], ["--gpu", ratio, "--context-length", str(w.seq * w.batch)]
+    )
+    notes = ["In the app: the model's load settings, as listed here; the line loads from the CLI."]
+    if experts:
+        notes.append("lms load has no expert setting: set it in the app's load settings.")
+    if layout is not None and layout.overrides:
+        notes.append("LM Studio takes no --override-tensor: llama.cpp's line above does.")
+    return LaunchSettings(
+        engine="LM Studio",
+        config=settings,
+        text=command + "\n\n" + "\n".join(f"{k}: {v}" for k, v in settings.items()),
+        notes=tuple(notes),
+    )
+
+
 _GGUF_PLACEHOLDER = "MODEL.gguf"
+
+
+def _ollama_name(spec: ModelSpec) -> str:
+    """What a Modelfile's FROM names: the GGUF file, or a placeholder for one to make."""
+    return f"./{spec.name}" if spec.name.endswith(".gguf") else f"./{_GGUF_PLACEHOLDER}"
+
+
 _GGUF_OUTTYPES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 
 
@@ -151,7 +346,8 @@ def _vllm_quantization(quant: str) -> str | None:
 def vllm_settings(
     spec: ModelSpec, workload: Workload, placement: Placement | None = None
 ) -> LaunchSettings:
-    """``vllm serve`` flags for the workload; ``--cpu-offload-gb`` when a placement offloads.
+    """``vllm serve`` flags that reproduce the workload: every vLLM knob set away from vLLM's
+    default, and ``--cpu-offload-gb`` for what the setting or a placement keeps in host RAM.
 
     Raises:
         WorkloadError: an unknown quantization scheme.
@@ -162,8 +358,6 @@ def vllm_settings(
         _TORCH_DTYPES[w.dtype],
         "--max-model-len",
         str(w.seq),
-        "--max-num-seqs",
-        str(w.batch),
         "--gpu-memory-utilization",
         f"{w.gpu_memory_utilization:g}",
         "--tensor-parallel-size",
@@ -176,6 +370,22 @@ def vllm_settings(
         args += ["--kv-cache-dtype", "fp8"]
     elif w.kv_dtype in ("q8_0", "q4_0"):
         notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is fp8.")
+    if w.max_num_seqs is not None:
+        args += ["--max-num-seqs", str(w.max_num_seqs)]
+    if w.max_num_batched_tokens is not None:
+        args += ["--max-num-batched-tokens", str(w.max_num_batched_tokens)]
+    if w.enforce_eager:
+        args.append("--enforce-eager")
+    if w.enable_prefix_caching is not None:
+        args.append(
+            "--enable-prefix-caching" if w.enable_prefix_caching else "--no-enable-prefix-caching"
+        )
+    if w.enable_lora:
+        args += ["--enable-lora", "--max-loras", str(w.max_loras)]
+        args += ["--max-lora-rank", str(w.max_lora_rank)]
+    speculative = _speculative_config(w)
+    if speculative:
+        args += ["--speculative-config", speculative]
     quantization = _vllm_quantization(w.quant)
     if quantization:
         args += ["--quantization", quantization]
@@ -190,16 +400,28 @@ def vllm_settings(
         )
         if model == _GGUF_PLACEHOLDER:
             notes.append(_convert_note(spec, w))
-    offloaded = _offloaded_bytes(placement)
+    # vLLM streams this many GiB of weights from host memory on every forward.
+    offloaded = max(w.cpu_offload_gb, math.ceil(_offloaded_bytes(placement) / 1024**3))
     if offloaded:
-        # vLLM streams this many GiB of weights from host memory on every forward.
-        args += ["--cpu-offload-gb", str(math.ceil(offloaded / 1024**3))]
+        args += ["--cpu-offload-gb", f"{offloaded:g}"]
     return LaunchSettings(
         engine="vLLM",
         args=tuple(args),
         text=_command(["vllm", "serve", model], args),
         notes=tuple(notes),
     )
+
+
+def _speculative_config(w: Workload) -> str:
+    """vLLM's ``--speculative-config`` JSON for the workload's speculative decoding, or ""."""
+    if w.mtp:
+        config: dict[str, Any] = {"method": "mtp"}
+    elif w.speculative == "draft":
+        config = {"model": w.draft_model or "DRAFT_MODEL"}
+    else:
+        return ""
+    config["num_speculative_tokens"] = w.num_speculative_tokens
+    return json.dumps(config, separators=(",", ":"))
 
 
 def _offloaded_bytes(placement: Placement | None) -> int:
@@ -363,11 +585,22 @@ def deepspeed_settings(workload: Workload) -> LaunchSettings:
 
 
 def launch_settings(
-    spec: ModelSpec, workload: Workload, placement: Placement | None = None
+    spec: ModelSpec,
+    workload: Workload,
+    placement: Placement | None = None,
+    *,
+    ollama: str | None = None,
 ) -> tuple[LaunchSettings, ...]:
-    """Settings for every engine that applies: the placement's own engine first, then vLLM.
+    """Settings for every engine that applies: the placement's own engine first (for llama.cpp,
+    then Ollama and LM Studio, which run it), then vLLM.
 
     Training workloads get the DeepSpeed configuration only.
+
+    Args:
+        spec: the model.
+        workload: the settings.
+        placement: the placement the settings reproduce, if any.
+        ollama: the Ollama name of a model Ollama serves (its settings come first).
 
     Raises:
         WorkloadError: an unknown quantization scheme.
@@ -377,7 +610,12 @@ def launch_settings(
     out: list[LaunchSettings] = []
     if placement is not None:
         if placement.planner == "llamacpp":
-            out.append(llamacpp_settings(spec, placement))
+            local = [
+                ollama_settings(spec, ollama or _ollama_name(spec), placement),
+                lmstudio_settings(spec, placement),
+            ]
+            cpp = llamacpp_settings(spec, placement)
+            out += [local[0], cpp, local[1]] if ollama else [cpp, *local]
         elif placement.planner == "accelerate":
             out.append(accelerate_settings(spec, placement))
         else:

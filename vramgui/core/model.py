@@ -11,7 +11,10 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+if TYPE_CHECKING:
+    from vramgui.core.formats import StoredFormat
 
 _T = TypeVar("_T")
 
@@ -25,11 +28,15 @@ class Role(StrEnum):
     MLP = "mlp"  # dense feed-forward
     EXPERT = "expert"  # routed MoE experts (only top-k run per token)
     SHARED_EXPERT = "shared_expert"  # MoE experts every token runs through
+    # projections of the token mixers that are not softmax attention: Gated DeltaNet's
+    # linear_attn.in_proj_* / out_proj, Mamba's in_proj / x_proj / dt_proj / out_proj, LFM2's
+    # short-convolution in / out projections, RecurrentGemma's RG-LRU linears
+    MIXER = "mixer"
     ROUTER = "router"  # MoE gate
     NORM = "norm"  # layer / RMS norms
     HEAD = "head"  # LM head, pooler, task heads
     ENCODER = "encoder"  # vision / audio towers and multimodal projectors, outside the decoder
-    OTHER = "other"  # anything else (SSM state params, ...)
+    OTHER = "other"  # anything else (SSM state params, convolutions, ...)
 
 
 class Inventory(StrEnum):
@@ -201,10 +208,19 @@ class ModelSpec:
         tensors: every weight tensor, tied tensors listed once.
         architecture: the transformers class name, e.g. ``LlamaForCausalLM``.
         quantization: the checkpoint's own quantization scheme when it is stored quantized
-            (``gptq-int4``, ``awq-int4``, ``fp8``, ``nf4``, a GGUF file type...), else None.
+            (``gptq-int4``, ``awq-int4``, ``fp8-block``, ``mxfp4``, ``nvfp4``, ``nf4``, a GGUF
+            file type...), else None.
         warnings: things the user should know about how this spec was obtained.
         source: a short description of where the facts came from.
         inventory: how exact the tensors and facts are (see Inventory).
+        stored_format: how a pre-quantized checkpoint stores each weight, read from its
+            ``quantization_config`` (None for GGUF files and unquantized checkpoints).
+        logical_tensors: for a checkpoint whose ``tensors`` are its stored (quantized) ones, the
+            tensors the model holds unquantized, synthesized from config.json; empty when
+            ``tensors`` are those already, or when they could not be built.
+        mtp_tensors: multi-token-prediction layers the checkpoint stores beside the model
+            (DeepSeek, GLM, MiMo, Qwen3-Next...): loaded for speculative decoding only, so not
+            part of ``tensors``.
     """
 
     name: str
@@ -215,6 +231,9 @@ class ModelSpec:
     warnings: tuple[str, ...] = ()
     source: str = ""
     inventory: Inventory = Inventory.EXACT
+    stored_format: StoredFormat | None = None
+    logical_tensors: tuple[Tensor, ...] = ()
+    mtp_tensors: tuple[Tensor, ...] = ()
     _by_layer: dict[int | None, tuple[Tensor, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -241,7 +260,9 @@ class ModelSpec:
 
     @property
     def parameters(self) -> int:
-        return self.cached("parameters", lambda: sum(t.numel for t in self.tensors))
+        """Parameters of the model, counted unquantized (a packed checkpoint's logical ones)."""
+        tensors = self.logical_tensors or self.tensors
+        return self.cached("parameters", lambda: sum(t.numel for t in tensors))
 
     def layer_tensors(self, layer: int | None) -> tuple[Tensor, ...]:
         """Tensors of one block (or, for None, those outside every block)."""
@@ -257,8 +278,8 @@ class ModelRef:
     """Where a ModelSpec came from, enough to find it again (stored in profiles).
 
     Attributes:
-        kind: "hub", "catalog", "local" or "config".
-        id: Hub repo id, catalog name, or absolute path.
+        kind: "hub", "catalog", "local", "config" or "ollama".
+        id: Hub repo id, catalog name, absolute path, or Ollama model name (``llama3.1:8b``).
         revision: Hub commit the facts were read at, if known.
         file: for a Hub GGUF repo, the chosen file inside it.
         size_bytes: local file or folder size when read, to notice a changed file.

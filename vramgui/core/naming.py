@@ -69,7 +69,9 @@ _POSITION = frozenset(
     {"wpe", "position_embeddings", "embed_positions", "token_type_embeddings", "rel_pos_bias"}
 )
 _HEAD = frozenset({"lm_head", "embed_out", "score", "classifier", "pooler", "cls", "qa_outputs"})
-_ATTENTION_SCOPES = frozenset({"self_attn", "attn", "attention", "self_attention", "cross_attn"})
+_ATTENTION_SCOPES = frozenset(
+    {"self_attn", "attn", "attention", "self_attention", "cross_attn", "encoder_attn"}
+)
 _ATTENTION_MODULES = frozenset(
     {
         "q_proj",
@@ -88,7 +90,8 @@ _ATTENTION_MODULES = frozenset(
         "wo",
     }
 )
-_MLP_SCOPES = frozenset({"mlp", "feed_forward", "ffn", "intermediate", "output"})
+# Granite 4's hybrids run a dense ``shared_mlp`` in every block beside (or instead of) the experts.
+_MLP_SCOPES = frozenset({"mlp", "feed_forward", "ffn", "intermediate", "output", "shared_mlp"})
 _MLP_MODULES = frozenset(
     {
         "gate_proj",
@@ -105,6 +108,13 @@ _MLP_MODULES = frozenset(
 # Names that are the MLP inside a block once attention scopes are ruled out (Mistral's w1/w2/w3).
 _BLOCK_MLP_MODULES = frozenset({"w1", "w2", "w3", "c_proj", "dense"})
 _ROUTER_MODULES = frozenset({"gate", "router", "e_score_correction_bias"})
+# Token mixers other than softmax attention, by the attribute transformers gives them in a block:
+# Gated DeltaNet (``linear_attn``), Mamba / Mamba 2 (``mixer``, Jamba's / Granite's / Falcon-H1's
+# ``mamba``), LFM2's short convolution (``conv``), RecurrentGemma's RG-LRU (``temporal_block``).
+# Their linear projections are MIXER; their convolutions and state parameters (conv1d, A_log, D,
+# dt_bias, norms) are not linear layers and stay OTHER (or NORM).
+_MIXER_SCOPES = frozenset({"linear_attn", "mixer", "mamba", "conv", "temporal_block"})
+_MIXER_PROJECTION = re.compile(r"\w+_proj|in_proj\w*|linear_\w+")
 # Scopes of multimodal checkpoints that sit outside the language model: vision and audio towers and
 # the projectors that map their outputs into it.
 _ENCODER_SCOPES = frozenset(
@@ -236,6 +246,8 @@ def _classify_transformers(name: str) -> TensorName:
         layer is not None and (scopes & _MLP_SCOPES or module in _BLOCK_MLP_MODULES)
     ):
         role = Role.MLP
+    elif layer is not None and scopes & _MIXER_SCOPES and _MIXER_PROJECTION.fullmatch(module):
+        role = Role.MIXER
     else:
         role = Role.OTHER
     return TensorName(role, layer, module, is_bias)
@@ -263,3 +275,64 @@ def _classify_gguf(name: str) -> TensorName:
                 module = "shared_expert_gate"
             return TensorName(group_role, layer, module, is_bias)
     return TensorName(Role.OTHER, layer, kind, is_bias)
+
+
+# transformers attribute name -> GGUF module, for tensors a config.json inventory names the
+# transformers way; the first GGUF module of each attribute wins (``post_attention_layernorm`` is
+# Llama's ``ffn_norm``). Mistral's and Mixtral's w1 / w2 / w3 and GPT-2's fused names are added.
+_GGUF_OF_MODULE: dict[str, str] = {
+    **{
+        module: kind
+        for kind, (_role, module) in reversed(list(_GGUF_MODULES.items()))
+        if kind != "attn_post_norm"
+    },
+    "w1": "ffn_gate",
+    "w3": "ffn_up",
+    "w2": "ffn_down",
+    "c_fc": "ffn_up",
+    "fc1": "ffn_up",
+    "fc2": "ffn_down",
+    "dense_h_to_4h": "ffn_up",
+    "dense_4h_to_h": "ffn_down",
+    "c_attn": "attn_qkv",
+    "query_key_value": "attn_qkv",
+    "W_pack": "attn_qkv",
+    "pre_feedforward_layernorm": "ffn_norm",
+    # A dense fused gate_up is ffn_up in GGUF (Phi-3); routed experts' is split by the caller.
+    "gate_up_proj": "ffn_up",
+}
+_GGUF_OF_TOP = {role: kind for kind, (role, _module) in reversed(list(_GGUF_TOP.items()))}
+
+
+def gguf_name(name: str) -> str:
+    """The name llama.cpp gives a tensor in a GGUF file (``blk.3.ffn_up_exps.weight``).
+
+    A GGUF name is returned as it is. A transformers name is translated by its role and module:
+    routed experts, stored one tensor per expert by transformers, share their stacked GGUF name
+    (``blk.L.ffn_up_exps``), shared experts end in ``_shexp``. What a ``--override-tensor`` pattern
+    matches depends on this name; modules without a GGUF counterpart keep their attribute name
+    (``blk.L.<module>``).
+    """
+    info = classify(name)
+    if name.startswith("blk.") or name.split(".", 1)[0] in _GGUF_TOP:
+        return name
+    suffix = ".bias" if info.is_bias else ".weight"
+    if info.layer is None:
+        if info.role is Role.NORM:
+            return "output_norm" + suffix
+        return _GGUF_OF_TOP.get(info.role, info.module) + suffix
+    if info.role is Role.ROUTER:
+        kind = "exp_probs_b" if info.module == "e_score_correction_bias" else "ffn_gate_inp"
+    elif info.module == "shared_expert_gate":
+        kind = "ffn_gate_inp_shexp"
+    else:
+        kind = _GGUF_OF_MODULE.get(info.module, info.module)
+        if info.role is Role.EXPERT and info.module == "gate_up_proj":
+            kind = "ffn_gate_up"
+        if info.role is Role.EXPERT:
+            kind = f"{kind}_exps" if kind.startswith("ffn_") else f"ffn_{kind}_exps"
+        elif info.role is Role.SHARED_EXPERT:
+            kind = f"{kind}_shexp" if kind.startswith("ffn_") else f"ffn_{kind}_shexp"
+        elif info.role is Role.ATTENTION and info.module == "dense":
+            kind = "attn_output"
+    return f"blk.{info.layer}.{kind}{suffix}"

@@ -13,23 +13,40 @@ from vramgui.core.estimate import Estimate, estimate, parameters_without_embeddi
 from vramgui.core.fit import FitRow, fit_rows
 from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.offload import layer_weights
-from vramgui.core.speed import Hardware, Price, Utilization, run_cost, training_speed
+from vramgui.core.speed import (
+    Hardware,
+    Price,
+    Utilization,
+    cost_per_million_tokens,
+    run_cost,
+    serving_speed,
+    training_speed,
+)
 from vramgui.core.workload import Workload
 
 SCHEMA = "vramgui.estimate/1"
 
 
 def model_summary(spec: ModelSpec) -> dict[str, Any]:
-    """The "model" object of the documents: name, architecture, parameters, layers, inventory."""
+    """The "model" object of the documents: name, architecture, parameters, layers, inventory,
+    and the format the checkpoint is stored in."""
     return {
         "name": spec.name,
         "architecture": spec.architecture or spec.facts.model_type,
         "parameters": spec.parameters,
         "layers": spec.facts.num_layers,
         "inventory": spec.inventory.value,
+        # The checkpoint's own format ("MXFP4 experts, bf16 elsewhere"), "" when unquantized.
+        "stored_format": storage.format_label(spec, spec_dtype(spec)),
+        "stored_quantization": spec.quantization,
         # What the figures rest on beyond the model's own tensors and config (empty when exact).
         "uncertainties": list(spec.warnings) if spec.inventory is Inventory.APPROXIMATE else [],
     }
+
+
+def spec_dtype(spec: ModelSpec) -> str:
+    """The 16-bit dtype a checkpoint keeps what it does not quantize in ("bf16" by default)."""
+    return spec.stored_format.dtype if spec.stored_format is not None else "bf16"
 
 
 def document_for(
@@ -131,3 +148,35 @@ def speed_block(
             }
         )
     return block
+
+
+def serving_block(
+    spec: ModelSpec,
+    workload: Workload,
+    hardware: Hardware,
+    *,
+    utilization: Utilization | None = None,
+    price: Price | None = None,
+) -> dict[str, Any]:
+    """The document's ``serving`` object for an inference workload on GPUs like ``hardware``:
+    decode throughput at the batch as concurrency and the cost of a million generated tokens
+    (docs/cli.md lists the keys).
+
+    Raises:
+        WorkloadError: not an inference workload, or settings the model cannot take.
+    """
+    served = serving_speed(spec, workload, hardware, utilization)
+    per_million = (
+        None
+        if price is None
+        else cost_per_million_tokens(served.tokens_per_second, workload.gpus, price)
+    )
+    return {
+        "gpu": hardware.name,
+        "concurrency": served.concurrency,
+        "tokens_per_second": round(served.tokens_per_second, 1),
+        "step_seconds": round(served.step_seconds, 6),
+        "bound": served.bound,
+        "cost_per_million_tokens": None if per_million is None else round(per_million, 4),
+        "price": None if price is None else price.to_dict(),
+    }

@@ -281,7 +281,7 @@ class _Model:
     weight_read_bytes: float  # bytes one pass reads from the weights (16-bit or packed)
     dequant_bytes: float  # QLoRA: bytes one pass's dequantization reads and writes
     cast_bytes: float  # mixed precision: bytes the per-forward cast of the weights moves
-    attention_flops: float  # forward score and value FLOPs per token (causal), on this GPU
+    trainable: float  # parameters that train, in the whole model
     elementwise_bytes: float  # forward elementwise bytes per token, on this GPU
     lora_bytes: float  # forward LoRA bytes per token, on this GPU
     loss_bytes: float  # loss bytes per token (forward and backward), on this GPU
@@ -339,9 +339,17 @@ def _mlp_width(spec: ModelSpec) -> float:
 
 
 def _model(spec: ModelSpec, w: Workload) -> _Model:
+    # Not the batch or the sequence: a slider over them reuses one model (attention, which
+    # grows with the sequence, is counted apart).
     key = ("speed_model", w.method, w.quant, w.dtype, w.precision, w.lora_rank, w.lora_targets,
-           w.tp, w.pp, w.seq, w.attention)  # fmt: skip
+           w.tp, w.pp)  # fmt: skip
     return spec.cached(key, lambda: _build_model(spec, w))
+
+
+def _attention_flops(spec: ModelSpec, w: Workload) -> float:
+    """Forward attention FLOPs per token on one GPU (its tensor and pipeline share)."""
+    causal_skip = w.attention != "eager"
+    return _attention_flops_per_token(spec, w.seq, causal_skip) / (w.tp * w.pp)
 
 
 def _build_model(spec: ModelSpec, w: Workload) -> _Model:
@@ -396,8 +404,13 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
         * act
         / 2
     )
-    causal_skip = w.attention != "eager"
-    attention = _attention_flops_per_token(spec, w.seq, causal_skip)
+    if w.method == "full":
+        trained_total = float(spec.parameters)
+    else:
+        trained_total = float(
+            sum(adapter_numel(t, w.lora_rank, 1) for t in spec.tensors if t.module in targets
+                and t.layer is not None and t.is_matrix)
+        )  # fmt: skip
     return _Model(
         block_matmul=block / split,
         head_matmul=head / w.tp,
@@ -406,7 +419,7 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
         weight_read_bytes=read / split,
         dequant_bytes=dequant / split,
         cast_bytes=cast / split,
-        attention_flops=attention / split,
+        trainable=trained_total,
         elementwise_bytes=elementwise / split,
         lora_bytes=lora_bytes / split,
         loss_bytes=LOSS_BYTES_PER_VOCAB * f.vocab_size / w.tp,
@@ -430,7 +443,7 @@ def model_flops_per_token(spec: ModelSpec, workload: Workload) -> float:
         + 4.0 * frozen
         + head
         + 6.0 * m.adapter_matmul * split
-        + (1.0 + backward) * m.attention_flops * split
+        + (1.0 + backward) * _attention_flops(spec, w) * split
     )
 
 
@@ -473,7 +486,7 @@ def training_speed(
             + 2.0 * m.adapter_matmul
         )
     )
-    attn_fwd = tokens * m.attention_flops
+    attn_fwd = tokens * _attention_flops(spec, w)
     matmul_rate = flops_rate * u.matmul
     attention_rate = flops_rate * u.attention
 
@@ -585,15 +598,7 @@ def training_speed(
 def _trainable_on_gpu(spec: ModelSpec, w: Workload, plan: parallel.ParallelPlan) -> float:
     """Trainable parameters one GPU steps: its tensor / pipeline share, over the ranks ZeRO or
     FSDP divide the states over."""
-    if w.method == "full":
-        total = float(spec.parameters)
-    else:
-        targets = resolve_lora_targets(spec, w.lora_targets)
-        total = float(
-            sum(adapter_numel(t, w.lora_rank, 1) for t in spec.tensors if t.module in targets
-                and t.layer is not None and t.is_matrix)
-        )  # fmt: skip
-    return total / (plan.tp * plan.pp) / plan.state_shards
+    return _model(spec, w).trainable / (plan.tp * plan.pp) / plan.state_shards
 
 
 def _communication(

@@ -1,17 +1,20 @@
 """What each tensor of a model stores under a workload dtype and a ``--quant`` scheme, exactly:
-the scheme's metadata (row scales, group scales and zeros, absmax, ``g_idx``) included, the
-tensors it leaves unquantized in the workload dtype, and a pre-quantized checkpoint's own
-storage kept."""
+the scheme's metadata (row, group and block scales, zeros, absmax, ``g_idx``, global scales)
+included, the tensors it leaves unquantized in the workload dtype, and a pre-quantized
+checkpoint's own storage: its stored tensors when headers were read, else its format
+(``formats.StoredFormat``) applied to the tensors synthesized from config.json, tensor by tensor.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
+from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, gguf_mix
+from vramgui.core import dtypes, formats, gguf_mix
 from vramgui.core.errors import WorkloadError
-from vramgui.core.model import ModelSpec, Tensor
+from vramgui.core.model import ModelSpec, Role, Tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +34,37 @@ class TensorStorage:
 
 # transformers' GPT-2 uses Conv1D, whose weight is stored (in, out), not (out, in).
 _CONV1D_MODULES = {"gpt2": frozenset({"c_attn", "c_proj", "c_fc"})}
+# MoE classes that hold their stacked experts (experts, in, out): transformers' experts
+# implementations with ``is_transposed=True`` and Llama 4's.
+_TRANSPOSED_EXPERTS = frozenset({"gpt_oss", "llama4", "llama4_text", "aria", "aria_text"})
 
 
 def _in_out_shape(spec: ModelSpec, t: Tensor) -> tuple[int, ...]:
     """The tensor's shape with the input features innermost (ggml's ne0 last)."""
     if len(t.shape) == 2 and t.module in _CONV1D_MODULES.get(spec.facts.model_type, ()):
         return (t.shape[1], t.shape[0])
+    if (
+        len(t.shape) == 3
+        and t.role is Role.EXPERT
+        and not t.is_bias
+        and spec.facts.model_type in _TRANSPOSED_EXPERTS
+    ):
+        return (t.shape[0], t.shape[2], t.shape[1])
     return t.shape
+
+
+def _stored_halves(spec: ModelSpec, t: Tensor) -> int:
+    """How many matrices a checkpoint stores per expert for a stacked expert projection: the
+    fused gate and up projections are two (each quantized with its own scales), except where
+    the checkpoint stores them fused."""
+    if (
+        t.role is Role.EXPERT
+        and len(t.shape) == 3
+        and t.module == "gate_up_proj"
+        and spec.facts.model_type not in formats.FUSED_EXPERT_CHECKPOINTS
+    ):
+        return 2
+    return 1
 
 
 def _quantized_layout(shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -80,7 +107,7 @@ def bnb_4bit_packed_bytes(shape: tuple[int, ...]) -> int:
 
 def _gptq_bytes(shape: tuple[int, ...], bits: int, group: int, awq: bool) -> int:
     matrices, out, inp = _quantized_layout(shape)
-    groups = _ceil_div(inp, group)
+    groups = _ceil_div(inp, group) if group else 1
     per_int32 = 32 // bits
     if awq:
         # AutoAWQ GEMM: qweight int32 (in, out / 8), qzeros int32 (in / g, out / 8), scales fp16.
@@ -96,20 +123,53 @@ def _gptq_bytes(shape: tuple[int, ...], bits: int, group: int, awq: bool) -> int
     return matrices * (qweight + qzeros + scales + g_idx)
 
 
-def _fp8_bytes(shape: tuple[int, ...]) -> int:
-    # E4M3 weight plus weight_scale, fp32 per output channel (shape (out, 1)).
-    return math.prod(shape) + 4 * math.prod(shape[:-1])
+def matrix_bytes(scheme: dtypes.Scheme, shape: tuple[int, ...], halves: int = 1) -> int:
+    """Exact bytes of a weight of ``shape`` (input features innermost; a leading dimension stacks
+    matrices) stored under ``scheme``, every side tensor its library writes included.
+
+    ``halves`` splits each matrix's rows into that many matrices stored apart (a checkpoint's
+    separate gate and up projections of a fused expert stack).
+    """
+    if scheme.layout == "bnb8":
+        return _bnb_int8_bytes(shape)
+    if scheme.layout == "bnb4":
+        return _bnb_4bit_bytes(shape, scheme.double_quant)
+    matrices, out, inp = _quantized_layout(shape)
+    if halves > 1 and out % halves == 0:
+        matrices, out = matrices * halves, out // halves
+    if scheme.layout in ("gptq", "awq"):
+        return matrices * _gptq_bytes(
+            (out, inp), scheme.bits, scheme.group_size, scheme.layout == "awq"
+        )
+    return matrices * _one_matrix(scheme, out, inp)
 
 
-def _scheme_matrix_bytes(scheme: dtypes.Scheme) -> Callable[[tuple[int, ...]], int]:
-    if scheme.name == "int8":
-        return _bnb_int8_bytes
-    if scheme.family == "bitsandbytes":
-        return lambda shape: _bnb_4bit_bytes(shape, scheme.double_quant)
-    if scheme.family == "gptq-awq":
-        awq = scheme.name.startswith("awq")
-        return lambda shape: _gptq_bytes(shape, scheme.bits, scheme.group_size, awq)
-    return _fp8_bytes
+def _one_matrix(scheme: dtypes.Scheme, out: int, inp: int) -> int:
+    """One (out, in) matrix: its values, scales, zero points, group index and per-tensor extras."""
+    per_int32 = 32 // scheme.bits if scheme.bits else 1
+    if scheme.layout == "packed-int":
+        # compressed-tensors' pack_to_int32 along the input: int32 (out, in / pack factor)
+        values = out * _ceil_div(inp, per_int32) * 4
+    elif scheme.layout in ("mxfp4", "nvfp4"):
+        values = out * _ceil_div(inp, 2)  # two FP4 values per byte
+    else:  # float8, int8: a byte per value
+        values = out * inp
+    groups = _ceil_div(inp, scheme.group_size) if scheme.group_size else 1
+    if scheme.scale == "tensor":
+        scales = 1
+    elif scheme.scale == "block":
+        rows, cols = scheme.block
+        scales = _ceil_div(out, rows) * _ceil_div(inp, cols)
+    elif scheme.scale == "group":
+        scales = out * groups
+    else:  # channel
+        scales = out
+    zeros = 0
+    if scheme.zero_points:
+        # packed along the output (pack_to_int32(packed_dim=0)), or one int8 per scale
+        zeros = _ceil_div(out, per_int32) * groups * 4 if scheme.layout == "packed-int" else scales
+    g_idx = 4 * inp if scheme.g_idx else 0
+    return values + scales * scheme.scale_bytes + zeros + g_idx + scheme.extra_bytes
 
 
 def _plain(t: Tensor, type_name: str, shape: tuple[int, ...] | None = None) -> TensorStorage:
@@ -139,28 +199,67 @@ def _same_scheme(a: str, b: str) -> bool:
     return known_a.name == known_b.name
 
 
-def _scheme_for_checkpoint(spec: ModelSpec, chosen: dtypes.Scheme) -> dtypes.Scheme | None:
-    """The scheme to apply to a quantized checkpoint's logical shapes, or None to keep the
-    storage its source states.
+def logical_tensors(spec: ModelSpec) -> tuple[Tensor, ...] | None:
+    """The model's tensors as it holds them unquantized, or None where they are not known (a
+    quantized safetensors checkpoint whose config could not be read)."""
+    if spec.logical_tensors:
+        return spec.logical_tensors
+    if _synthesized(spec) or from_gguf(spec):
+        return spec.tensors  # synthesized from config.json, or GGUF's own logical shapes
+    return None
+
+
+def _synthesized(spec: ModelSpec) -> bool:
+    """Whether the tensors were built from config.json (where only a few buffers, fp32 routers,
+    state their dtype), not read from a checkpoint's headers (where every tensor does)."""
+    return any(t.dtype is None for t in spec.tensors)
+
+
+def from_gguf(spec: ModelSpec) -> bool:
+    """Whether the spec is a GGUF file's: it names its file type, or (without one) its most
+    common ggml type."""
+    stated = spec.quantization or ""
+    own = _known_scheme(stated)
+    return dtypes.names_ggml_type(stated) or (own is not None and own.family == "gguf")
+
+
+def overridden(spec: ModelSpec, quant: str) -> bool:
+    """Whether ``quant`` replaces the format a pre-quantized checkpoint is stored in."""
+    if spec.quantization is None:
+        return False
+    chosen = dtypes.get_scheme(quant)
+    return chosen.family != "none" and not _same_scheme(chosen.name, spec.quantization)
+
+
+def _checkpoint_plan(spec: ModelSpec, chosen: dtypes.Scheme) -> str:
+    """How a quantized checkpoint's tensors are stored under the chosen scheme: "stored" (its
+    stored tensors as they are), "format" (its own format applied to tensors synthesized from
+    config.json), "own" (a checkpoint named by a scheme alone), or "override" (the chosen
+    scheme applied to its unquantized tensors).
 
     Raises:
         WorkloadError: the chosen scheme cannot apply to this checkpoint.
     """
     stated = spec.quantization or ""
-    own = _known_scheme(stated)
-    if chosen.family == "none" or _same_scheme(chosen.name, stated):
-        synthesized = not any(t.dtype for t in spec.tensors)
-        return own if own is not None and own.family != "none" and synthesized else None
-    # a GGUF source names its file type, or (without one) its most common ggml type
-    from_gguf = stated.upper() in dtypes.GGML_TYPE_SIZES or (
-        own is not None and own.family == "gguf"
-    )
-    if from_gguf and chosen.family == "gguf":
-        return chosen
-    raise WorkloadError(
-        f"{spec.name or 'this model'} is already quantized as {stated}; "
-        f"use --quant none (or {stated})"
-    )
+    synthesized = _synthesized(spec)
+    if not overridden(spec, chosen.name):
+        if not synthesized:
+            return "stored"
+        if spec.stored_format is not None:
+            return "format"
+        own = _known_scheme(stated)
+        return "own" if own is not None and own.family != "none" else "stored"
+    if from_gguf(spec) and chosen.family != "gguf":
+        raise WorkloadError(
+            f"{spec.name or 'this model'} is a GGUF file ({stated}); only another GGUF type "
+            f"can be estimated from it: use --quant none (or {stated}), or a GGUF type"
+        )
+    if logical_tensors(spec) is None:
+        raise WorkloadError(
+            f"{spec.name or 'this model'} is already quantized as {stated} and its unquantized "
+            f"tensors are not known; use --quant none (or {stated})"
+        )
+    return "override"
 
 
 def assign_storage(
@@ -168,12 +267,13 @@ def assign_storage(
 ) -> tuple[TensorStorage, ...]:
     """The storage of every tensor of ``spec`` under the workload's dtype and ``--quant``.
 
-    A pre-quantized checkpoint (``spec.quantization`` set) keeps the storage its source states
-    under ``none`` or its own scheme; when its tensors were synthesized from config.json (no
-    stored dtypes), its own scheme is applied to them. A GGUF model can be re-typed to another
-    GGUF file type from its logical shapes; other schemes on a quantized checkpoint are refused.
-    ``imatrix`` says a GGUF file was made with an importance matrix (some mixes then differ);
-    the types llama.cpp cannot make without one always assume one.
+    A pre-quantized checkpoint (``spec.quantization`` set) keeps its own storage under ``none``
+    or its own scheme: its stored tensors when headers were read, else its format
+    (``spec.stored_format``) applied to the tensors synthesized from config.json. Another
+    scheme replaces its format: it is applied to the model's unquantized tensors (for a GGUF
+    file, another GGUF type only). ``imatrix`` says a GGUF file was made with an importance
+    matrix (some mixes then differ); the types llama.cpp cannot make without one always assume
+    one.
 
     Raises:
         WorkloadError: unknown dtype or scheme, a scheme that cannot apply to this checkpoint, or a
@@ -194,35 +294,117 @@ def _assign_storage(
         )
     base = dtypes.WORKLOAD_TYPES[dtype]
     scheme = dtypes.get_scheme(quant)
+    tensors = spec.tensors
     if spec.quantization is not None:
-        applied = _scheme_for_checkpoint(spec, scheme)
-        if applied is None:
+        plan = _checkpoint_plan(spec, scheme)
+        if plan == "stored":
             return tuple(
                 _plain(t, dtypes.canonical_type(t.dtype)) if t.dtype else _plain(t, base)
-                for t in spec.tensors
+                for t in tensors
             )
-        scheme = applied
+        if plan == "format":
+            return tuple(_formatted(spec, t, base) for t in tensors)
+        if plan == "own":
+            scheme = dtypes.get_scheme(spec.quantization)
+        else:
+            tensors = logical_tensors(spec) or tensors
+            spec = dataclasses.replace(spec, tensors=tensors)
     if scheme.family == "none":
-        return tuple(_unquantized(t, base) for t in spec.tensors)
+        return tuple(_unquantized(t, base) for t in tensors)
     if scheme.family == "gguf":
-        shapes = [_in_out_shape(spec, t) for t in spec.tensors]
+        shapes = [_in_out_shape(spec, t) for t in tensors]
         types = gguf_mix.gguf_types(spec, scheme, shapes, imatrix=imatrix)
         return tuple(
             _plain(t, type_name, shape)
-            for t, type_name, shape in zip(spec.tensors, types, shapes, strict=True)
+            for t, type_name, shape in zip(tensors, types, shapes, strict=True)
         )
-    matrix_bytes = _scheme_matrix_bytes(scheme)
     out: list[TensorStorage] = []
-    for t in spec.tensors:
-        if (
-            t.is_matrix
-            and t.role in dtypes.QUANTIZED_ROLES
-            and t.module not in dtypes.ROUTER_MODULES
-        ):
-            out.append(TensorStorage(t, scheme.name, matrix_bytes(_in_out_shape(spec, t))))
+    for t in tensors:
+        if quantized_by(scheme, t):
+            shape = _in_out_shape(spec, t)
+            out.append(
+                TensorStorage(t, scheme.name, matrix_bytes(scheme, shape, _stored_halves(spec, t)))
+            )
         else:
             out.append(_unquantized(t, base))
     return tuple(out)
+
+
+def quantized_by(scheme: dtypes.Scheme, t: Tensor) -> bool:
+    """Whether the library that applies ``scheme`` (at load, or writing a checkpoint) quantizes
+    ``t``: the linear layers of the quantized roles but routers and the indexer's weights_proj;
+    the weight-only integer schemes also keep Gated DeltaNet's per-head gates."""
+    if t.role not in dtypes.QUANTIZED_ROLES or not formats.is_linear(t):
+        return False
+    if t.module in dtypes.UNQUANTIZED_MODULES:
+        return False
+    return not (
+        scheme.layout in dtypes.WEIGHT_ONLY_INT_LAYOUTS and t.module in dtypes.GATE_PROJECTIONS
+    )
+
+
+def _formatted(spec: ModelSpec, t: Tensor, base: str) -> TensorStorage:
+    """One synthesized tensor as the checkpoint's format stores it."""
+    fmt = spec.stored_format
+    assert fmt is not None
+    scheme = fmt.scheme_for(t, spec.facts.model_type)
+    if scheme is None:
+        if fmt.known and t.dtype is None:
+            # what the checkpoint keeps unquantized is stored in its own dtype
+            return _plain(t, dtypes.WORKLOAD_TYPES.get(fmt.dtype, base))
+        return _unquantized(t, base)
+    shape = _in_out_shape(spec, t)
+    return TensorStorage(t, scheme.name, matrix_bytes(scheme, shape, _stored_halves(spec, t)))
+
+
+def format_label(spec: ModelSpec, dtype: str) -> str:
+    """The checkpoint's own format in words: "MXFP4 experts, bf16 elsewhere", "FP8 blocks
+    128x128, bf16 elsewhere"; "" for a checkpoint stored unquantized."""
+    fmt = spec.stored_format
+    if fmt is None or spec.quantization is None:
+        return ""
+    rest = fmt.dtype if fmt.known else dtype
+    if not fmt.known:
+        return f"{fmt.method} (not modelled: counted in {rest})"
+    logical = logical_tensors(spec)
+    if logical is None:
+        return fmt.scheme.label if fmt.scheme else fmt.method
+    covered: dict[str, Counter[str]] = {}
+    quantizable: Counter[str] = Counter()
+    for t in logical:
+        if not formats.is_linear(t):
+            continue
+        part = _PART_NAMES.get(t.role, "other layers")
+        quantizable[part] += t.numel
+        scheme = fmt.scheme_for(t, spec.facts.model_type)
+        if scheme is not None:
+            covered.setdefault(scheme.label, Counter())[part] += t.numel
+    if not covered:
+        return f"{fmt.method}, nothing quantized"
+    parts = []
+    ranked = sorted(covered.items(), key=lambda kv: -sum(kv[1].values()))
+    for label, by_part in ranked:
+        whole = len(covered) == 1 and all(
+            by_part[p] == n for p, n in quantizable.items() if p not in ("head", "vision")
+        )
+        if whole:
+            parts.append(label)
+        else:
+            main = [p for p, _ in by_part.most_common(3)]
+            parts.append(f"{label} {' and '.join(main)}")
+    return f"{', '.join(parts)}, {rest} elsewhere"
+
+
+_PART_NAMES = {
+    Role.ATTENTION: "attention",
+    Role.MLP: "MLP",
+    Role.EXPERT: "experts",
+    Role.SHARED_EXPERT: "shared experts",
+    Role.HEAD: "head",
+    Role.ENCODER: "vision",
+    Role.MIXER: "mixers",
+    Role.OTHER: "other layers",
+}
 
 
 def weight_bytes(spec: ModelSpec, dtype: str, quant: str) -> int:

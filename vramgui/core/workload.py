@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import Any
 
 from vramgui.core import dtypes
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import WorkloadError, shown
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
@@ -21,17 +21,39 @@ OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor", "lion")
 # trainer: transformers' Trainer drops the model's outputs once it has the loss; custom: the loop
 # of tutorials and accelerate's examples keeps ``outputs`` (the logits) through backward.
 LOOPS = ("trainer", "custom")
+# Speculative decoding under vLLM: none, the model's own multi-token-prediction layers, or a draft
+# model (``draft_model`` names it).
+SPECULATIVE = ("none", "draft")
+# The vLLM versions whose start-up rules the estimate follows (core/vllm_startup.py): 0.20 stands for
+# 0.20.2 and later, the default.
+VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
+# NVIDIA GPU generations by compute capability: what a checkpoint's format runs natively on
+# (FP8 tensor cores from Ada, FP4 from Blackwell). "auto": none given (the first --gpu's when one
+# is, else one that runs the format natively, the other cases said in the notes).
+GPU_ARCHS: dict[str, tuple[int, int]] = {
+    "volta": (7, 0),
+    "turing": (7, 5),
+    "ampere": (8, 0),
+    "ada": (8, 9),
+    "hopper": (9, 0),
+    "blackwell": (10, 0),
+}
+GPU_ARCH_CHOICES = ("auto", *GPU_ARCHS)
 
 # What each inference engine loads, by quantization family (``core.dtypes.Scheme.family``).
 # transformers dequantizes a GGUF file to 16 bits when it loads one (``from_pretrained(...,
 # gguf_file=...)``), so GGUF sizes hold for llama.cpp and vLLM only; llama.cpp runs GGUF files
 # only ("none" is then an F16 / BF16 / F32 GGUF).
+# transformers loads no NVFP4 or ModelOpt checkpoint (its NVFP4 quantizer quantizes on load, on
+# Blackwell only); vLLM loads them all.
 ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
-    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8"}),
-    "vllm": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "gguf"}),
+    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "int"}),
+    "vllm": frozenset(
+        {"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "nvfp4", "int", "modelopt", "gguf"}
+    ),
     "llamacpp": frozenset({"none", "gguf"}),
 }
 # KV cache dtypes each engine offers: fp8 is vLLM's, q8_0 / q4_0 are llama.cpp's cache types.
@@ -47,6 +69,10 @@ _ENGINES_FOR = {
     "bitsandbytes": ("transformers", "vllm"),
     "gptq-awq": ("transformers", "vllm"),
     "fp8": ("transformers", "vllm"),
+    "mxfp4": ("transformers", "vllm"),
+    "int": ("vllm", "transformers"),
+    "nvfp4": ("vllm",),
+    "modelopt": ("vllm",),
     "kv:fp8": ("vllm",),
     "kv:q8_0": ("llamacpp",),
     "kv:q4_0": ("llamacpp",),
@@ -64,6 +90,23 @@ METHOD_RECIPES: dict[str, dict[str, Any]] = {
     "lora": {"precision": "pure", "grad_checkpointing": True},
     "qlora": {"precision": "mixed", "quant": "nf4", "grad_checkpointing": True},
 }
+
+# Settings that apply to one mode only (``Workload.unused``), and LoRA's to its methods only.
+INFERENCE_SETTINGS = frozenset({"engine", "kv_dtype", "gpu_memory_utilization"})
+LORA_SETTINGS = frozenset({"lora_rank", "lora_targets"})
+TRAINING_SETTINGS = LORA_SETTINGS | frozenset(
+    {
+        "method",
+        "precision",
+        "optimizer",
+        "grad_checkpointing",
+        "grad_accum",
+        "zero",
+        "fsdp",
+        "cpu_offload",
+        "loop",
+    }
+)
 
 # Sizes above these are typing mistakes, not workloads; they would only make the arithmetic absurd.
 MAX_BATCH = 1 << 20
@@ -101,6 +144,28 @@ class Workload:
         cpu_offload: offload optimizer states (and with ZeRO-3, parameters) to host RAM.
         loop: the training loop around the model: "trainer" (transformers' Trainer) or "custom"
             (``outputs = model(**batch); loss = outputs.loss; loss.backward()``).
+        max_num_seqs: vLLM's ``--max-num-seqs``; None takes vLLM's default for the GPU.
+        max_num_batched_tokens: vLLM's ``--max-num-batched-tokens``; None takes its default.
+        enforce_eager: vLLM's ``--enforce-eager`` (no CUDA graphs).
+        enable_lora: vLLM's ``--enable-lora``, with ``max_loras`` adapter slots of rank
+            ``max_lora_rank`` (``--max-loras``, ``--max-lora-rank``).
+        max_loras: LoRA adapters vLLM holds on the GPU at once.
+        max_lora_rank: the largest LoRA rank vLLM reserves room for.
+        speculative: speculative decoding with a separate draft model under vLLM: "none" or
+            "draft" (``draft_model``); the model's own multi-token-prediction layers are
+            ``mtp``.
+        num_speculative_tokens: tokens proposed per step when speculating (MTP or draft).
+        draft_model: the draft model's source (catalog name, Hub id, path) for "draft".
+        cpu_offload_gb: vLLM's ``--cpu-offload-gb``: GiB of weights per GPU kept in host RAM.
+        enable_prefix_caching: vLLM's ``--enable-prefix-caching`` (True) or
+            ``--no-enable-prefix-caching`` (False); None takes the version's default. It
+            changes the pool only for models with state layers (Mamba, linear attention),
+            whose states it keeps per block.
+        vllm_version: the vLLM version whose start-up rules to follow (``VLLM_VERSIONS``).
+        gpu_arch: the GPU generation the engine runs on (``GPU_ARCHS``), which decides what it
+            does with a checkpoint's format; "auto" when no GPU says.
+        mtp: load the checkpoint's multi-token-prediction layers (vLLM's MTP speculative
+            decoding).
     """
 
     mode: str = "inference"
@@ -127,6 +192,20 @@ class Workload:
     gpu_memory_utilization: float = 0.9
     cpu_offload: bool = False
     loop: str = "trainer"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool = False
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    speculative: str = "none"
+    num_speculative_tokens: int = 1
+    draft_model: str = ""
+    cpu_offload_gb: float = 0.0
+    enable_prefix_caching: bool | None = None
+    vllm_version: str = VLLM_VERSIONS[-1]
+    gpu_arch: str = "auto"
+    mtp: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -138,6 +217,9 @@ class Workload:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("loop", self.loop, LOOPS)
+        _check_choice("speculative", self.speculative, SPECULATIVE)
+        _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
+        _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
         _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
@@ -148,6 +230,22 @@ class Workload:
         _check_range("pp", self.pp, 1, MAX_GPUS)
         if self.overhead_bytes is not None:
             _check_range("overhead", self.overhead_bytes, 0, 1 << 50)
+        if self.max_num_seqs is not None:
+            _check_range("max-num-seqs", self.max_num_seqs, 1, MAX_BATCH)
+        if self.max_num_batched_tokens is not None:
+            _check_range("max-num-batched-tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
+        _check_range("max-loras", self.max_loras, 1, 1 << 10)
+        _check_range("max-lora-rank", self.max_lora_rank, 1, 1 << 16)
+        _check_range("num-speculative-tokens", self.num_speculative_tokens, 1, 64)
+        if self.mtp and self.speculative == "draft":
+            raise WorkloadError(
+                "speculate with the model's MTP layers (--mtp) or a draft model "
+                "(--speculative-model), not both"
+            )
+        if isinstance(self.cpu_offload_gb, bool) or not 0 <= self.cpu_offload_gb < 1 << 20:
+            raise WorkloadError(
+                f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
+            )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
                 f"gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
@@ -187,6 +285,11 @@ class Workload:
             raise EngineConflictError(conflicts[0])
 
     @property
+    def speculative_tokens(self) -> int:
+        """Tokens vLLM proposes per step (0: no speculative decoding)."""
+        return self.num_speculative_tokens if self.mtp or self.speculative == "draft" else 0
+
+    @property
     def data_parallel(self) -> int:
         """Data-parallel replicas: GPUs not used by tensor or pipeline parallelism."""
         return self.gpus // (self.tp * self.pp)
@@ -213,6 +316,15 @@ class Workload:
             set_slot(clone, setting)
         _SIZE_SETTERS[field](clone, value)
         return clone
+
+    def unused(self) -> frozenset[str]:
+        """The settings this workload carries that do not apply to it: the training settings
+        when serving, the engine's when training, LoRA's for a full fine-tune."""
+        if self.mode == "inference":
+            return TRAINING_SETTINGS
+        if self.method == "full":
+            return INFERENCE_SETTINGS | LORA_SETTINGS
+        return INFERENCE_SETTINGS
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict, with the CLI's option names (dashes)."""
@@ -303,6 +415,10 @@ def quant_family(name: str) -> str | None:
     A GGUF checkpoint may name its most common ggml type (``Q4_K``) rather than a file type.
     None: a scheme vramgui does not know, on which it has no opinion.
     """
+    if name.startswith("modelopt"):
+        return "modelopt"  # ModelOpt's FP8 layout (a stored format, not a --quant choice)
+    if dtypes.names_ggml_type(name):
+        return "gguf"
     try:
         return dtypes.get_scheme(name).family
     except WorkloadError:
@@ -445,8 +561,30 @@ _SLOT_SETTERS = tuple(Workload.__dict__[f.name].__set__ for f in fields(Workload
 _SIZE_SETTERS = {name: Workload.__dict__[name].__set__ for name in _SIZE_LIMITS}
 _settings = attrgetter(*(f.name for f in fields(Workload)))
 
-_INT_FIELDS = {"batch", "seq", "lora_rank", "grad_accum", "gpus", "zero", "tp", "pp"}
-_BOOL_FIELDS = {"grad_checkpointing", "fsdp", "cpu_offload"}
+_INT_FIELDS = {
+    "batch",
+    "seq",
+    "lora_rank",
+    "grad_accum",
+    "gpus",
+    "zero",
+    "tp",
+    "pp",
+    "max_loras",
+    "max_lora_rank",
+    "num_speculative_tokens",
+}
+_OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens"}
+_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
+_BOOL_FIELDS = {
+    "grad_checkpointing",
+    "fsdp",
+    "cpu_offload",
+    "enforce_eager",
+    "enable_lora",
+    "mtp",
+}
+_OPTIONAL_BOOL_FIELDS = {"enable_prefix_caching"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -458,30 +596,38 @@ def _coerce(key: str, value: Any) -> Any:
         raise WorkloadError("lora-targets must be a comma-separated string or a list of names")
     if key in _INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
         return value
     if key in _BOOL_FIELDS:
         if not isinstance(value, bool):
-            raise WorkloadError(f"{key.replace('_', '-')} must be true or false, got {value!r}")
+            raise WorkloadError(
+                f"{key.replace('_', '-')} must be true or false, got {shown(value)}"
+            )
         return value
-    if key == "overhead_bytes":
+    if key in _OPTIONAL_BOOL_FIELDS:
+        if value is not None and not isinstance(value, bool):
+            raise WorkloadError(
+                f"{key.replace('_', '-')} must be true, false or null, got {shown(value)}"
+            )
+        return value
+    if key in _OPTIONAL_INT_FIELDS:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"overhead-bytes must be an integer, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
         return value
-    if key == "gpu_memory_utilization":
+    if key in _FLOAT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorkloadError(f"gpu-memory-utilization must be a number, got {value!r}")
+            raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {shown(value)}")
         return float(value)
     if not isinstance(value, str):
-        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {value!r}")
+        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {shown(value)}")
     return value
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {shown(value)}")
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

@@ -227,3 +227,39 @@ def find_gpu(name: str, catalog: tuple[CatalogGpu, ...] | None = None) -> Catalo
     raise HardwareError(
         f"unknown GPU {name!r}.{hint} `vramgui gpus --catalog` lists the known GPUs."
     )
+
+
+# NVIDIA product names (catalog or NVML) to their generation, as ``core.workload.GPU_ARCHS``
+# names them; the first pattern that matches wins.
+_ARCHITECTURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "blackwell",
+        re.compile(
+            r"\b(?:gb?[12]\d0|b[12]\d0a?|rtx\s*50\d0|rtx pro \d+ blackwell|blackwell)\b", re.I
+        ),
+    ),
+    ("hopper", re.compile(r"\b(?:gh200|h[12]00|h[28]00|h20|hopper)\b", re.I)),
+    ("ada", re.compile(r"\b(?:rtx\s*40\d0|l40s?|l4|l20|rtx\s*\d+\s*ada|ada)\b", re.I)),
+    ("ampere", re.compile(r"\b(?:a100|a800|a40|a30|a16|a10g?|a2|rtx\s*a\d+|rtx\s*30\d0)\b", re.I)),
+    ("turing", re.compile(r"\b(?:t4|rtx\s*20\d0|quadro rtx|titan rtx|gtx\s*16\d0)\b", re.I)),
+    ("volta", re.compile(r"\b(?:v100|titan v)\b", re.I)),
+)
+
+
+def architecture_of(name: str) -> str:
+    """The NVIDIA generation a GPU name belongs to ("hopper" for "H100 SXM" or NVML's "NVIDIA
+    H100 80GB HBM3"), or "auto" where the name says none (another vendor, an unknown card).
+
+    A catalog GPU's own ``architecture`` decides; a name the catalog does not know is read by
+    the product patterns above.
+    """
+    try:
+        gpu = find_gpu(name)
+    except HardwareError:
+        gpu = None
+    if gpu is not None and gpu.vendor == "NVIDIA" and gpu.architecture:
+        return gpu.architecture.split()[0].lower()
+    for arch, pattern in _ARCHITECTURES:
+        if pattern.search(name):
+            return arch
+    return "auto"

@@ -154,7 +154,6 @@ def measured_block(
         "phase": result["phase"],
         "estimate_phase": per_gpu["phase"],
         "parameters": count_figure(doc["model"]["parameters"], result["parameters"] - adapters),
-        "trainable_parameters": count_figure(doc["model"]["trainable_parameters"], trainable),
         "tensor_bytes": figure(per_gpu["tensor_bytes"], result["peak_bytes"]),
         "components": components,
         "phases": {name: peak["peak_bytes"] for name, peak in result["phase_peaks"].items()},
@@ -163,6 +162,11 @@ def measured_block(
         "versions": result["versions"],
         "notes": [],
     }
+    if doc["settings"]["mode"] == "training":
+        # Serving trains nothing: the built model's requires_grad flags say nothing there.
+        block["trainable_parameters"] = count_figure(
+            doc["model"]["trainable_parameters"], trainable
+        )
     if cuda is not None:
         _add_cuda(block, per_gpu, result, cuda)
     else:

@@ -30,7 +30,13 @@ import torch
 import transformers
 from accelerate.utils import convert_to_fp32
 from torch._subclasses.fake_tensor import FakeTensorMode
-from transformers import AutoConfig, AutoModelForCausalLM, BertForMaskedLM, DynamicCache
+from transformers import (
+    CONFIG_MAPPING,
+    AutoConfig,
+    AutoModelForCausalLM,
+    BertForMaskedLM,
+    DynamicCache,
+)
 from transformers.initialization import no_init_weights
 from transformers.integrations import moe
 
@@ -41,6 +47,8 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 OPTIMIZERS = ("adamw", "adamw-fused", "sgd", "adafactor", "lion")
 LOOPS = ("trainer", "custom")
 ENCODER_MODEL_TYPES = frozenset({"bert"})
+# Keys of a config.json that point transformers at code outside it.
+_CODE_KEYS = frozenset({"auto_map", "custom_pipelines"})
 LEARNING_RATE = 1e-5
 MAX_GRAD_NORM = 1.0  # transformers' TrainingArguments default
 # A transformers model (or peft's wrapper of one) built from a config: the harness reaches its
@@ -140,17 +148,59 @@ class Settings:
         return DTYPES[self.dtype]
 
 
+def _named_class(config: dict) -> type[transformers.PreTrainedModel] | None:
+    """The model class the config names (``architectures``), where transformers ships it as a
+    generating model of the config's own type: a multimodal checkpoint is built whole, vision
+    tower included, as the estimate counts it. None otherwise."""
+    named = config.get("architectures")
+    name = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else ""
+    if not name.endswith(("ForCausalLM", "ForConditionalGeneration")):
+        return None
+    cls = getattr(transformers, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+        return None
+    own_type = getattr(getattr(cls, "config_class", None), "model_type", None)
+    known = config.get("model_type") in CONFIG_MAPPING
+    return cls if own_type == config.get("model_type") or (own_type and not known) else None
+
+
 def _config_object(config: dict) -> transformers.PreTrainedConfig:
-    values = dict(config)
-    model_type = values.pop("model_type")
+    """The config as transformers' own config class of its type holds it.
+
+    ``auto_map`` (code in the model's folder or repo) is dropped: a model's own code is never
+    imported or offered, only the classes transformers ships are built.
+
+    Raises:
+        UnsupportedSettingError: transformers ships no class for this type.
+    """
+    values = {k: v for k, v in config.items() if k not in _CODE_KEYS}
+    model_type = values.pop("model_type", None)
+    cls = _named_class(config)
+    config_class = cls.config_class if cls is not None else None
+    if config_class is not None and model_type not in CONFIG_MAPPING:
+        # A type of its own that names a class transformers ships (Kimi K2: DeepseekV3ForCausalLM),
+        # read through that class as the estimate reads it.
+        return config_class(**values)
+    if model_type not in CONFIG_MAPPING:
+        where = " (its code is in the model's folder: auto_map)" if "auto_map" in config else ""
+        raise UnsupportedSettingError(
+            f"transformers {transformers.__version__} has no model type {model_type!r}{where}; "
+            "vramgui runs only the models transformers ships, never a model's own code"
+        )
     return AutoConfig.for_model(model_type, **values)
 
 
-def _instantiate(cfg: transformers.PreTrainedConfig, settings: Settings) -> Model:
+def _instantiate(
+    cfg: transformers.PreTrainedConfig,
+    settings: Settings,
+    named: type[transformers.PreTrainedModel] | None = None,
+) -> Model:
     kwargs = {"dtype": settings.weight_dtype, "attn_implementation": settings.attention}
     if cfg.model_type in ENCODER_MODEL_TYPES:
         return BertForMaskedLM._from_config(cfg, **kwargs)
-    return AutoModelForCausalLM.from_config(cfg, **kwargs)
+    if named is not None:
+        return named._from_config(cfg, **kwargs)
+    return AutoModelForCausalLM.from_config(cfg, trust_remote_code=False, **kwargs)
 
 
 def _prepare(model: Model, settings: Settings) -> Model:
@@ -203,10 +253,11 @@ def build_model(config: dict, settings: Settings, fake_mode: FakeTensorMode | No
     CPU for checks on small models, a GPU under `torch.device("cuda")`).
     """
     cfg = _config_object(config)
+    named = _named_class(config)
     if fake_mode is None:
-        return _prepare(_instantiate(cfg, settings), settings)
+        return _prepare(_instantiate(cfg, settings, named), settings)
     with torch.device("meta"), no_init_weights():
-        model = _instantiate(cfg, settings)
+        model = _instantiate(cfg, settings, named)
     # no_init_weights() skips tying; untied, a tied model would count its embedding twice.
     model.tie_weights()
     model = _prepare(model, settings)

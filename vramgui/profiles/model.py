@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramgui import __version__
-from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.errors import VramguiError, WorkloadError, shown
 from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
 
@@ -172,6 +172,8 @@ class Profile:
 
 def source_of(ref: ModelRef) -> str:
     """The SOURCE text (CLI argument, window input) that loads the model ``ref`` points to."""
+    if ref.kind == "ollama":
+        return f"ollama:{ref.id}"
     if ref.kind != "hub":
         return ref.id
     source = ref.id
@@ -259,7 +261,7 @@ def _short(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
         # str() of an int past 4,300 digits raises; the bit length says how big it is.
         return f"a number of about {int(value.bit_length() * math.log10(2)) + 1} digits"
-    text = repr(value)
+    text = shown(value)  # bounded in depth too: a list nested 900 deep has no repr
     return text if len(text) <= 40 else text[:37] + "..."
 
 

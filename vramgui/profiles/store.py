@@ -250,7 +250,7 @@ class ProfileStore:
             saved = dataclasses.replace(
                 profile, name=name, created=created, modified=now(), format_version=FORMAT_VERSION
             )
-            data = _encode(saved.to_dict())
+            data = _encoded(saved)
             if existing is not None:
                 self._replace_keeping_previous(existing, data, what=f"save profile {name!r}")
             else:
@@ -272,7 +272,7 @@ class ProfileStore:
             if listing.profile is None:
                 raise ProfileError(f"cannot restore {version.path.name}: {listing.error}")
             restored = dataclasses.replace(listing.profile, modified=now())
-            data = _encode(restored.to_dict())
+            data = _encoded(restored)
             what = f"restore profile {restored.name!r}"
             current = self._find(restored.name)
             if current is not None:
@@ -294,7 +294,7 @@ class ProfileStore:
             if clash is not None and clash.path != listing.path:
                 raise NameTaken(clash.name)
             renamed = dataclasses.replace(profile, name=new, modified=now())
-            data = _encode(renamed.to_dict())
+            data = _encoded(renamed)
             if slugify(new) == slugify(listing.name):
                 self._write(listing.path, data, replace=True, what=f"rename profile {old!r}")
             else:
@@ -349,7 +349,7 @@ class ProfileStore:
                 raise ProfileError(
                     f"cannot restore {profile.name!r}: a profile with that name exists now"
                 )
-            self._create(profile.name, _encode(profile.to_dict()))
+            self._create(profile.name, _encoded(profile))
             _remove(trashed.trash_path, what=f"remove the trashed copy of {profile.name!r}")
         return profile
 
@@ -377,7 +377,14 @@ class ProfileStore:
             "format_version": FORMAT_VERSION,
             "profiles": [p.to_dict() for p in profiles],
         }
-        return _encode(doc), [p.name for p in profiles]
+        data = _encode(doc)
+        if len(data) > MAX_BUNDLE_BYTES:
+            # An import reads at most this much: a larger export could never come back.
+            raise ProfileError(
+                f"the export would take {len(data) / MiB:.1f} MiB, more than the "
+                f"{MAX_BUNDLE_BYTES // MiB} MiB an import reads; export fewer profiles"
+            )
+        return data, [p.name for p in profiles]
 
     def export(self, names: Iterable[str], path: Path, replace: bool = False) -> Names:
         """Write the named profiles (all readable ones if ``names`` is empty) to one file.
@@ -457,15 +464,20 @@ class ProfileStore:
         for index, profile in enumerate(profiles, start=1):
             try:
                 check_notes(profile.notes)
+                # Saved, it must list as readable: a file past MAX_PROFILE_BYTES would be listed
+                # as unreadable forever, and each import would add another.
+                _encoded(profile)
             except ProfileError as exc:
-                raise ProfileError(f"{label}: profile {index}: {exc}") from exc
+                raise ProfileError(
+                    f"{label}: profile {index}: {exc}; nothing was imported"
+                ) from exc
         imported = []
         with self._locked():
             taken = {i.name.casefold() for i in self.list() if i.readable}
             for profile in profiles:
                 name = unique_name(profile.name, taken)
                 taken.add(name.casefold())
-                self._create(name, _encode(dataclasses.replace(profile, name=name).to_dict()))
+                self._create(name, _encoded(dataclasses.replace(profile, name=name)))
                 imported.append(name)
         return imported
 
@@ -617,6 +629,11 @@ def _read_listing(path: Path) -> ProfileListing:
         raw = files.read_regular(path, MAX_PROFILE_BYTES)
     except OSError as exc:
         return ProfileListing(path, path.stem, error=f"cannot be read: {exc.strerror or exc}")
+    return _listing_of(path, raw)
+
+
+def _listing_of(path: Path, raw: bytes) -> ProfileListing:
+    """The listing of a profile file's bytes, as ``_read_listing`` reads them."""
     try:
         doc = json.loads(raw)
     except RecursionError:
@@ -645,6 +662,24 @@ def _read_listing(path: Path) -> ProfileListing:
 
 def _encode(doc: dict[str, Any]) -> bytes:
     return (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _encoded(profile: Profile) -> bytes:
+    """The file of ``profile``, once it is known to list as readable when read back.
+
+    Raises:
+        ProfileError: it would be larger than ``MAX_PROFILE_BYTES``, or would not read back.
+    """
+    data = _encode(profile.to_dict())
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ProfileError(
+            f"{profile.name!r} would take {len(data) / MiB:.1f} MiB on disk, more than the "
+            f"{MAX_PROFILE_BYTES // MiB} MiB a profile file may hold"
+        )
+    listing = _listing_of(Path(f"{slugify(profile.name)}{SUFFIX}"), data)
+    if listing.profile is None:
+        raise ProfileError(f"{profile.name!r} would not read back: {listing.error}")
+    return data
 
 
 def _stamp() -> str:

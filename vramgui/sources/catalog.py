@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import ModelRef, ModelSpec
+from vramgui.sources.checkpoint import as_shipped
 from vramgui.sources.errors import SourceError
 
 CATALOG_FORMAT = "vramgui.catalog"
@@ -55,6 +56,12 @@ class CatalogEntry:
         parameters_text: the language model's share of ``parameters`` (all of it for a text model).
         parameters_by_part: ``parameters`` split by top-level module (``language_model``,
             ``vision_tower``, ``multi_modal_projector``, ...), as transformers names them.
+        hf_quant_config: the repo's ``hf_quant_config.json`` (NVIDIA ModelOpt checkpoints
+            whose config.json does not say how they are quantized), else empty.
+        hf_quant_config_source: where ``hf_quant_config`` was read.
+        stored_bytes: the checkpoint's published size (``total_size`` of its
+            model.safetensors.index.json), 0 where none was found.
+        stored_bytes_source: where ``stored_bytes`` was read.
     """
 
     name: str
@@ -73,6 +80,10 @@ class CatalogEntry:
     config_source: str = ""
     parameters_text: int = 0
     parameters_by_part: dict[str, int] = dataclasses.field(default_factory=dict)
+    hf_quant_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hf_quant_config_source: str = ""
+    stored_bytes: int = 0
+    stored_bytes_source: str = ""
 
     @property
     def model_type(self) -> str:
@@ -93,7 +104,11 @@ class CatalogEntry:
         Raises:
             ConfigError: the family is not supported by ``core.families``.
         """
-        spec = spec_from_config(self.config, name=self.hub_id or self.name)
+        spec = as_shipped(
+            spec_from_config(self.config, name=self.hub_id or self.name),
+            self.config,
+            self.hf_quant_config or None,
+        )
         source = f"bundled catalog ({self.name})"
         if self.config_origin:
             source += f", config from {self.config_origin}"
@@ -126,6 +141,10 @@ def _entry(raw: dict[str, Any]) -> CatalogEntry:
             str(k): int(v)
             for k, v in (raw.get("parameters_by_part") or {"language_model": parameters}).items()
         },
+        hf_quant_config=dict(raw.get("hf_quant_config") or {}),
+        hf_quant_config_source=raw.get("hf_quant_config_source", ""),
+        stored_bytes=int(raw.get("stored_bytes") or 0),
+        stored_bytes_source=raw.get("stored_bytes_source", ""),
     )
 
 
@@ -198,18 +217,26 @@ def search(query: str, limit: int = 20) -> list[CatalogEntry]:
 
     A query token matches when it starts a token of the entry's name, Hub id, aliases, display
     name, family or model type: "llama 3" finds Llama 3, 3.1, 3.2 and 3.3, "7b" finds 7B models
-    but not 27B ones, "Qwen/Qwen2.5" finds the Qwen2.5 repos. An empty query lists the most popular
-    entries.
+    but not 27B ones, "Qwen/Qwen2.5" finds the Qwen2.5 repos. A number matches a whole number:
+    "llama 4" finds Llama 4, not Llama 3.1 405B. An empty query lists the most popular entries.
     """
     wanted = _tokens(query)
     hits = [
         e
         for e, have in _entry_tokens()
-        if all(any(token.startswith(w) for token in have) for w in wanted)
+        if all(any(_starts(token, w) for token in have) for w in wanted)
     ]
     # Popularity first, then smaller models (more people can run them), then name for stability.
     hits.sort(key=lambda e: (-e.popularity, e.parameters, e.name))
     return hits[: max(limit, 0)]
+
+
+def _starts(token: str, wanted: str) -> bool:
+    """Whether ``token`` starts with ``wanted``, a number only where its digits end there."""
+    if not token.startswith(wanted):
+        return False
+    rest = token[len(wanted) :]
+    return not (wanted[-1].isdigit() and rest[:1].isdigit())
 
 
 def popular_default() -> CatalogEntry:

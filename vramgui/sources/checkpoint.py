@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from vramgui.core import naming
+from vramgui.core import formats, mtp, naming
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import Inventory, ModelRef, ModelSpec, Tensor
@@ -162,29 +162,35 @@ def inventory(stored: Iterable[HeaderTensor]) -> tuple[Tensor, ...]:
     return tuple(result)
 
 
-def quantization_of(config: Mapping[str, Any]) -> str | None:
-    """The stored quantization scheme a config's ``quantization_config`` declares, if any."""
-    qc = config.get("quantization_config")
-    if not isinstance(qc, dict):
-        return None
-    method = str(qc.get("quant_method", "")).lower()
-    bits = qc.get("bits", 4)
-    if method in ("gptq", "awq"):
-        return f"{method}-int{bits}"
-    if method == "bitsandbytes":
-        if qc.get("load_in_8bit"):
-            return "int8"
-        return str(qc.get("bnb_4bit_quant_type", "nf4")).lower()
-    if method in ("fp8", "fbgemm_fp8"):
-        return "fp8"
-    if method == "compressed-tensors":
-        for group in (qc.get("config_groups") or {}).values():
-            weights = group.get("weights") if isinstance(group, dict) else None
-            if isinstance(weights, dict):
-                num_bits = weights.get("num_bits", 8)
-                return "fp8" if weights.get("type") == "float" else f"gptq-int{num_bits}"
-        return "compressed-tensors"
-    return method or None
+def quantization_of(
+    config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | None = None
+) -> str | None:
+    """The stored format a config's ``quantization_config`` (or a nested text config's, or
+    ModelOpt's ``hf_quant_config.json``) declares, as ``ModelSpec.quantization`` names it."""
+    fmt = formats.read_format(config, hf_quant_config)
+    return fmt.name if fmt is not None else None
+
+
+def as_shipped(
+    spec: ModelSpec, config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | None = None
+) -> ModelSpec:
+    """A spec synthesized from ``config`` with what the checkpoint ships: its stored format
+    (the catalog, config-only and Hub paths without headers) and its MTP layers."""
+    fmt = formats.read_format(config, hf_quant_config)
+    extra: dict[str, Any] = {
+        "mtp_tensors": mtp.synthesized_mtp(spec, mtp.mtp_layer_count(config)),
+    }
+    if fmt is not None:
+        extra["stored_format"] = fmt
+        extra["quantization"] = fmt.name
+        if not fmt.known:
+            extra["warnings"] = (
+                *spec.warnings,
+                f"quant_method {fmt.method!r} is not modelled: its weights are counted in "
+                f"{fmt.dtype}, more than the checkpoint stores",
+            )
+            extra["inventory"] = Inventory.APPROXIMATE
+    return dataclasses.replace(spec, **extra)
 
 
 def _sizes_from_tensors(
@@ -229,12 +235,17 @@ def spec_from_checkpoint(
     *,
     warnings: Iterable[str] = (),
     quantization: str | None = None,
+    hf_quant_config: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
     """A ModelSpec whose facts come from ``config`` and whose tensors are the checkpoint's own.
 
     ``warnings`` name guesses made for the config (an architecture inferred from tensor shapes,
-    GGUF metadata read as another family's): the spec is then approximate.
+    GGUF metadata read as another family's): the spec is then approximate. Stored tensors of
+    multi-token-prediction layers are set apart (``ModelSpec.mtp_tensors``); a quantized
+    checkpoint keeps the tensors its config builds as its unquantized ones
+    (``ModelSpec.logical_tensors``).
     """
+    read_config = True
     try:
         spec = spec_from_config(dict(config), name)
     except ConfigError:
@@ -243,16 +254,44 @@ def spec_from_checkpoint(
         config, guessed = _sizes_from_tensors(config, stored)
         spec = spec_from_config(config, name)
         warnings = (*warnings, guessed)
+        read_config = False
     warnings = tuple(warnings)
     exactness = spec.inventory
     if warnings:
         exactness = Inventory.APPROXIMATE
     elif stored and exactness is Inventory.EXACT:
         exactness = Inventory.FROM_HEADERS
+    shipped = as_shipped(spec, config, hf_quant_config)
+    own = quantization or shipped.quantization or spec.quantization
+    if not stored:
+        return dataclasses.replace(
+            shipped,
+            quantization=own,
+            warnings=(*shipped.warnings, *warnings),
+            source=source,
+            inventory=Inventory.APPROXIMATE if warnings else shipped.inventory,
+        )
+    tensors = inventory(stored)
+    layers = spec.facts.num_layers
+    model = tuple(t for t in tensors if not mtp.is_mtp_tensor(t.name, t.layer, layers))
+    extra = tuple(t for t in tensors if mtp.is_mtp_tensor(t.name, t.layer, layers))
+    if not model:  # nothing but "MTP" names: the names mislead, keep every tensor
+        model, extra = tensors, ()
+    # A safetensors checkpoint stored quantized: the tensors its config builds are the model's
+    # unquantized ones (a GGUF file's own shapes are those already).
+    packed = (
+        quantization is None
+        and shipped.stored_format is not None
+        and read_config
+        and any(t.dtype and t.dtype.upper() not in ("BF16", "F16", "F32") for t in model)
+    )
     return dataclasses.replace(
         spec,
-        tensors=inventory(stored) if stored else spec.tensors,
-        quantization=quantization or quantization_of(config) or spec.quantization,
+        tensors=model,
+        mtp_tensors=extra,
+        logical_tensors=spec.tensors if packed else (),
+        quantization=own,
+        stored_format=shipped.stored_format,
         warnings=(*spec.warnings, *warnings),
         source=source,
         inventory=exactness,

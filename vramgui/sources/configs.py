@@ -30,6 +30,8 @@ def config_of(ref: ModelRef) -> dict[str, Any]:
         if entry is None:
             raise ModelNotFound(f"{ref.id} is not in the bundled catalog")
         return dict(entry.config)
+    if ref.kind == "ollama":
+        raise IncompleteModel(f"Ollama's {ref.id} is a GGUF file, which has no config.json")
     if ref.kind == "hub":
         if ref.file:
             raise IncompleteModel(f"{ref.id}:{ref.file} is a GGUF file, which has no config.json")

@@ -476,6 +476,12 @@ def gguf_config(
         value = get(meta)
         if value is not None:
             config[key] = value
+    if get("attention.key_length_mla") is not None:
+        # MLA as convert_hf_to_gguf writes it since 2025: key_length / value_length describe the
+        # cached latent (kv_lora_rank + rotary, kv_lora_rank); the heads' sizes have keys of their own.
+        config["head_dim"] = int(get("attention.key_length_mla"))
+        config["v_head_dim"] = int(get("attention.value_length_mla", config["head_dim"]))
+        config["num_key_value_heads"] = heads
     if model_type.startswith("deepseek") and "qk_rope_head_dim" in config:
         # MLA: GGUF's key_length is the whole q/k head, the rotary part included.
         config["qk_nope_head_dim"] = config["head_dim"] - config["qk_rope_head_dim"]

@@ -91,9 +91,9 @@ def cached_snapshots(cache: Path | None = None) -> list[Snapshot]:
     root = cache or hub_cache_dir()
     found = []
     for folder in sorted(_subfolders(root)):
-        if not folder.name.startswith("models--"):
+        repo_id = local.hf_cache_repo_id(folder.name)
+        if repo_id is None:
             continue
-        repo_id = folder.name.removeprefix("models--").replace("--", "/", 1)
         commit = _ref(folder, "main") or _newest(folder / "snapshots")
         if commit is None:
             continue

@@ -65,6 +65,11 @@ class RepoReader:
         if (filename or "").endswith(".gguf") or only_gguf:
             return {**base, **self._gguf_payload(repo_id, sha, ggufs, filename)}
         config = local.read_config(self._download(repo_id, revision, sha, "config.json", siblings))
+        quant = None
+        if local.HF_QUANT_CONFIG in siblings:  # ModelOpt's quantization, beside config.json
+            quant = local.read_config(
+                self._download(repo_id, revision, sha, local.HF_QUANT_CONFIG, siblings)
+            )
         notices: list[str] = []
         sharded = local.SAFETENSORS_INDEX in siblings and local.SAFETENSORS_SINGLE not in siblings
         if sharded:
@@ -92,6 +97,7 @@ class RepoReader:
             **base,
             "kind": "safetensors",
             "config": config,
+            "hf_quant_config": quant,
             "tensors": [[t.name, t.dtype, list(t.shape), t.nbytes] for t in stored],
             "notices": notices,
         }
@@ -305,7 +311,14 @@ def resolved(payload: dict[str, Any], notices: tuple[str, ...]) -> ResolvedModel
             )
             spec = gguf_reader.spec_from_gguf(contents, repo_id, f"{source} {payload['file']}")
         else:
-            spec = spec_from_checkpoint(payload["config"], stored, repo_id, source)
+            quant = payload.get("hf_quant_config")
+            spec = spec_from_checkpoint(
+                payload["config"],
+                stored,
+                repo_id,
+                source,
+                hf_quant_config=quant if isinstance(quant, dict) else None,
+            )
     except (KeyError, TypeError, ValueError) as exc:
         raise BadModelFile(f"the stored facts of {repo_id} are damaged ({exc})") from None
     ref = ModelRef(kind="hub", id=repo_id, revision=sha, file=payload.get("file"))

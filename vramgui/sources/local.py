@@ -29,6 +29,7 @@ from vramgui.core.families import spec_from_config
 from vramgui.core.model import ModelSpec
 from vramgui.sources.checkpoint import (
     HeaderTensor,
+    as_shipped,
     describe_os_error,
     open_regular,
     read_regular,
@@ -44,12 +45,16 @@ MAX_HEADER_BYTES = 32 * 2**20
 MAX_TENSORS = 2**18
 MAX_CONFIG_BYTES = 4 * 2**20
 MAX_INDEX_BYTES = 32 * 2**20
+# A model folder holds its config, tokenizer and shards: a few hundred names at most.
+MAX_FOLDER_ENTRIES = 65_536
 # Integers in config.json: none is longer (a 2^64 byte count has 20 digits).
 MAX_INT_DIGITS = 24
 # Dimensions of a tensor in a header; values of dimensions and offsets are below 2^64.
 MAX_DIMS = 8
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SAFETENSORS_SINGLE = "model.safetensors"
+# NVIDIA ModelOpt writes its quantization here rather than in config.json.
+HF_QUANT_CONFIG = "hf_quant_config.json"
 
 # Bits per element of each safetensors dtype.
 SAFETENSORS_DTYPE_BITS: dict[str, int] = {
@@ -287,13 +292,25 @@ def parse_config(text: str | bytes, origin: str) -> dict[str, Any]:
 
 
 def load_config_file(path: Path) -> ModelSpec:
-    """A spec synthesized from a config.json alone (no checkpoint headers)."""
+    """A spec synthesized from a config.json alone (no checkpoint headers), in the format its
+    ``quantization_config`` (or an ``hf_quant_config.json`` beside it) declares."""
     config = read_config(path)
     # A config.json is its folder's model; any other .json names the model itself.
-    spec = spec_from_config(
-        config, _model_name(path.parent) if path.name == "config.json" else path.stem
-    )
-    return _with_source(spec, f"config.json at {path}")
+    is_folder_config = path.name == "config.json"
+    spec = spec_from_config(config, _model_name(path.parent) if is_folder_config else path.stem)
+    quant = read_hf_quant_config(path.parent) if is_folder_config else None
+    return _with_source(as_shipped(spec, config, quant), f"config.json at {path}")
+
+
+def read_hf_quant_config(folder: Path) -> dict[str, Any] | None:
+    """ModelOpt's ``hf_quant_config.json`` of a model folder, when it has one."""
+    try:
+        names = folder_names(folder)
+    except BadModelFile:
+        return None
+    if HF_QUANT_CONFIG not in names:
+        return None
+    return read_config(folder / HF_QUANT_CONFIG)
 
 
 def _with_source(spec: ModelSpec, source: str, warnings: tuple[str, ...] = ()) -> ModelSpec:
@@ -306,11 +323,19 @@ def folder_names(folder: Path) -> set[str]:
     Raises:
         BadModelFile: the folder cannot be listed (permission denied, ...).
     """
+    names: set[str] = set()
     try:
         with os.scandir(folder) as entries:
-            return {entry.name for entry in entries}
+            for entry in entries:
+                names.add(entry.name)
+                if len(names) > MAX_FOLDER_ENTRIES:
+                    raise BadModelFile(
+                        f"{folder} holds over {MAX_FOLDER_ENTRIES:,} entries, more than any "
+                        "model folder"
+                    )
     except OSError as exc:
         raise BadModelFile(f"cannot read the folder {folder}: {describe_os_error(exc)}") from None
+    return names
 
 
 def load_folder(path: Path, name: str | None = None) -> ModelSpec:
@@ -337,9 +362,10 @@ def load_folder(path: Path, name: str | None = None) -> ModelSpec:
     config_path = path / "config.json"
     config = read_config(config_path)
     name = name or _model_name(path)
+    quant = read_config(path / HF_QUANT_CONFIG) if HF_QUANT_CONFIG in names else None
     if not shards:
         return _with_source(
-            spec_from_config(config, name),
+            as_shipped(spec_from_config(config, name), config, quant),
             f"config.json at {config_path}",
             ("no .safetensors files in the folder: tensors synthesized from config.json",),
         )
@@ -351,7 +377,11 @@ def load_folder(path: Path, name: str | None = None) -> ModelSpec:
                 seen.add(t.name)
                 stored.append(t)
     return spec_from_checkpoint(
-        config, stored, name, f"config.json and safetensors headers in {path}"
+        config,
+        stored,
+        name,
+        f"config.json and safetensors headers in {path}",
+        hf_quant_config=quant,
     )
 
 
@@ -408,7 +438,13 @@ def load_safetensors_file(path: Path) -> ModelSpec:
     source = f"safetensors header of {path}"
     if "config.json" in folder_names(path.parent):
         config = read_config(config_path)
-        return spec_from_checkpoint(config, stored, name, f"{source} with {config_path}")
+        return spec_from_checkpoint(
+            config,
+            stored,
+            name,
+            f"{source} with {config_path}",
+            hf_quant_config=read_hf_quant_config(path.parent),
+        )
     config, warnings = infer_config(stored, path.name)
     return spec_from_checkpoint(config, stored, name, source, warnings=warnings)
 
@@ -468,4 +504,18 @@ _GENERIC_STEMS = ("model", "pytorch_model", "consolidated", "adapter_model")
 
 
 def _model_name(folder: Path) -> str:
-    return folder.resolve().name or str(folder)
+    """A folder's model name: its own, or for a snapshot of the Hugging Face cache (a folder
+    named by its commit) its repo's."""
+    resolved = folder.resolve()
+    if resolved.parent.name == "snapshots":
+        repo = hf_cache_repo_id(resolved.parent.parent.name)
+        if repo is not None:
+            return repo
+    return resolved.name or str(folder)
+
+
+def hf_cache_repo_id(folder_name: str) -> str | None:
+    """The repo id a Hugging Face cache folder holds (``models--org--name``), or None."""
+    if not folder_name.startswith("models--"):
+        return None
+    return folder_name.removeprefix("models--").replace("--", "/", 1)

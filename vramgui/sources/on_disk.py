@@ -1,7 +1,11 @@
 """Models other tools downloaded to this machine: the Hugging Face cache, Ollama, LM Studio.
 
 Each store is read as its tool lays it out, and only read: nothing here creates, changes or
-locks a file in them.
+locks a file in them. Anyone can put anything in them, so a walk is bounded: no recursion, each
+folder once, ``MAX_ENTRIES`` entries, and links followed only to places inside the store; an
+entry that cannot be read (a link out of the store or in a loop, a manifest that is not JSON or
+nests too deep, a digest that is not sha256) costs only itself and is listed, with why, among
+the scan's problems.
 
 - Hugging Face cache (``hf_cache``): every model repo whose snapshot holds all its weights.
 - Ollama (``OLLAMA_MODELS``, else ``~/.ollama/models``, or the Linux service's
@@ -15,17 +19,18 @@ locks a file in them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramgui.sources import hf_cache, local
-from vramgui.sources.checkpoint import local_ref, open_regular, read_regular
-from vramgui.sources.errors import ModelNotFound, SourceError
+from vramgui.sources.checkpoint import describe_os_error, local_ref, open_regular, read_regular
+from vramgui.sources.errors import BadModelFile, ModelNotFound, SourceError
 from vramgui.sources.gguf_reader import GGUF_MAGIC, is_projector, load_gguf
 from vramgui.sources.hub_http import hub_cache_dir
+from vramgui.sources.local import parse_json
 from vramgui.sources.results import OLLAMA_PREFIX, LocalModel, ResolvedModel
 
 HF_CACHE = "Hugging Face cache"
@@ -35,6 +40,11 @@ OLLAMA_REGISTRY = "registry.ollama.ai"
 OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 _MANIFEST_BYTES = 1024 * 1024
 _SETTINGS_BYTES = 1024 * 1024
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A store's walk reads at most this many entries (Ollama's manifests of thousands of models are
+# far below), and lists at most this many of the entries it passed over, with why.
+MAX_ENTRIES = 100_000
+MAX_PROBLEMS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +55,13 @@ class Stores:
         hf_cache: the Hugging Face hub cache folder.
         ollama: Ollama model folders (each with ``manifests/`` and ``blobs/``).
         lm_studio: LM Studio models folders.
+        problems: what could not be read while finding them (LM Studio's settings).
     """
 
     hf_cache: Path
     ollama: tuple[Path, ...] = ()
     lm_studio: tuple[Path, ...] = ()
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,22 +78,24 @@ def default_stores() -> Stores:
     ollama = [Path(os.environ["OLLAMA_MODELS"])] if os.environ.get("OLLAMA_MODELS") else []
     ollama += [home / ".ollama" / "models", Path("/usr/share/ollama/.ollama/models")]
     studio = [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]
-    chosen = _lm_studio_setting(home / ".lmstudio" / "settings.json")
+    problems: list[str] = []
+    chosen = _lm_studio_setting(home / ".lmstudio" / "settings.json", problems)
     if chosen is not None:
         studio.insert(0, chosen)
-    return Stores(hub_cache_dir(), _unique_dirs(ollama), _unique_dirs(studio))
+    return Stores(hub_cache_dir(), _unique_dirs(ollama), _unique_dirs(studio), tuple(problems))
 
 
 def scan(stores: Stores | None = None) -> Scan:
     """Every model found in the stores, largest first within each store."""
     stores = stores or default_stores()
     found: list[LocalModel] = []
-    problems: list[str] = []
-    for finder in (_hf_models(stores.hf_cache), *map(_ollama_models, stores.ollama)):
-        found.extend(_collect(finder, problems))
+    problems = list(stores.problems)
+    found.extend(_collect(_hf_models(stores.hf_cache), problems))
+    for root in stores.ollama:
+        found.extend(_collect(_ollama_models(root, problems), problems))
     for folder in stores.lm_studio:
-        found.extend(_collect(_lm_studio_models(folder), problems))
-    return Scan(tuple(found), tuple(problems))
+        found.extend(_collect(_lm_studio_models(folder, problems), problems))
+    return Scan(tuple(found), tuple(_bounded(problems)))
 
 
 def open_model(model: LocalModel) -> ResolvedModel:
@@ -114,7 +128,7 @@ def open_ollama(name: str, stores: Stores | None = None) -> ResolvedModel:
     stores = stores or default_stores()
     wanted = _ollama_key(name)
     for root in stores.ollama:
-        for model in _collect(_ollama_models(root), []):
+        for model in _collect(_ollama_models(root, []), []):
             if _ollama_key(model.name) == wanted:
                 return _ollama_model(model.name, model.path)
     where = ", ".join(str(p) for p in stores.ollama) or "nowhere"
@@ -153,18 +167,20 @@ def _hf_models(cache: Path) -> Iterator[LocalModel]:
 # ---------------------------------------------------------------------- Ollama
 
 
-def _ollama_models(root: Path) -> Iterator[LocalModel]:
+def _ollama_models(root: Path, problems: list[str]) -> Iterator[LocalModel]:
+    """Each model a manifest names; a manifest that cannot be read costs only itself, and says
+    why in ``problems``."""
     manifests = root / "manifests"
-    for path in _files_at_depth(manifests, 4):
+    for path in _entries_at_depth(manifests, 4, root, problems):
         host, namespace, model, tag = path.relative_to(manifests).parts
         try:
-            manifest = json.loads(read_regular(path, _MANIFEST_BYTES, "Ollama manifest"))
-        except (SourceError, ValueError):
+            manifest = parse_json(read_regular(path, _MANIFEST_BYTES, "Ollama manifest"), str(path))
+            digest, size = _model_layer(manifest, path)
+        except SourceError as exc:
+            problems.append(str(exc))
             continue
-        layer = _model_layer(manifest)
-        if layer is None:
-            continue
-        digest, size = layer
+        if not digest:
+            continue  # no model layer: an adapter or a projector alone
         blob = root / "blobs" / digest.replace(":", "-")
         if not _is_gguf(blob):
             continue
@@ -172,15 +188,21 @@ def _ollama_models(root: Path) -> Iterator[LocalModel]:
         yield LocalModel(name, OLLAMA, f"{OLLAMA_PREFIX}{name}", blob, size, "gguf")
 
 
-def _model_layer(manifest: object) -> tuple[str, int] | None:
+def _model_layer(manifest: object, path: Path) -> tuple[str, int]:
+    """The digest and size of a manifest's model layer; ("", 0) when it has none.
+
+    Raises:
+        BadModelFile: the layer's digest is not a sha256 digest (the name of a file in blobs/).
+    """
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
     for layer in layers if isinstance(layers, list) else ():
         if not isinstance(layer, dict) or layer.get("mediaType") != OLLAMA_MODEL_LAYER:
             continue
         digest, size = layer.get("digest"), layer.get("size")
-        if isinstance(digest, str) and digest.startswith("sha256:") and "/" not in digest:
-            return digest, size if isinstance(size, int) and size >= 0 else 0
-    return None
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise BadModelFile(f"{path} names a model blob that is not a sha256 digest")
+        return digest, size if isinstance(size, int) and size >= 0 else 0
+    return "", 0
 
 
 def _ollama_name(host: str, namespace: str, model: str, tag: str) -> str:
@@ -202,18 +224,22 @@ def _ollama_model(name: str, blob: Path) -> ResolvedModel:
     loaded = _opened_path(blob, name)
     digest = blob.name.removeprefix("sha256-")[:12]
     spec = dataclasses.replace(loaded.spec, source=f"Ollama, {name} (GGUF blob {digest})")
-    return ResolvedModel(spec=spec, ref=loaded.ref)
+    # Found again by its name (a new pull of the same tag is a new blob), the blob's size and
+    # time kept to notice that it changed.
+    ref = dataclasses.replace(loaded.ref, kind="ollama", id=name)
+    return ResolvedModel(spec=spec, ref=ref)
 
 
 # ---------------------------------------------------------------------- LM Studio
 
 
-def _lm_studio_models(root: Path) -> Iterator[LocalModel]:
-    for repo in _files_at_depth(root, 2, folders=True):
+def _lm_studio_models(root: Path, problems: list[str]) -> Iterator[LocalModel]:
+    for repo in _entries_at_depth(root, 2, root, problems, folders=True):
         publisher, name = repo.relative_to(root).parts
         try:
             names = local.folder_names(repo)
-        except SourceError:
+        except SourceError as exc:
+            problems.append(str(exc))
             continue
         ggufs = sorted(n for n in names if n.endswith(".gguf") and not is_projector(n))
         for file in ggufs:
@@ -238,14 +264,20 @@ def _lm_studio_models(root: Path) -> Iterator[LocalModel]:
             )
 
 
-def _lm_studio_setting(path: Path) -> Path | None:
-    """The models folder chosen in LM Studio's settings, if any."""
+def _lm_studio_setting(path: Path, problems: list[str]) -> Path | None:
+    """The models folder chosen in LM Studio's settings, if any; why they could not be read
+    goes to ``problems`` (an absent file is no problem)."""
     try:
-        settings = json.loads(read_regular(path, _SETTINGS_BYTES, "LM Studio settings"))
-    except (SourceError, ValueError):
+        settings = parse_json(read_regular(path, _SETTINGS_BYTES, "LM Studio settings"), str(path))
+    except ModelNotFound:
+        return None
+    except SourceError as exc:
+        problems.append(f"{exc}; LM Studio's default folders were read")
         return None
     folder = settings.get("downloadsFolder") if isinstance(settings, dict) else None
-    return Path(folder).expanduser() if isinstance(folder, str) and folder else None
+    if not isinstance(folder, str) or not folder or "\0" in folder:
+        return None
+    return Path(folder).expanduser()
 
 
 # ---------------------------------------------------------------------- helpers
@@ -271,27 +303,102 @@ def _collect(models: Iterator[LocalModel], problems: list[str]) -> list[LocalMod
     return sorted(found, key=lambda m: (-m.size_bytes, m.name))
 
 
-def _files_at_depth(root: Path, depth: int, *, folders: bool = False) -> Iterator[Path]:
-    """Entries exactly ``depth`` levels below ``root`` (folders, or files), links not followed
-    out of the store; unreadable folders are passed over."""
-    if depth == 0:
-        yield root
-        return
+def _bounded(problems: list[str]) -> list[str]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    return [
+        *problems[:MAX_PROBLEMS],
+        f"and {len(problems) - MAX_PROBLEMS:,} more entries passed over",
+    ]
+
+
+def _entries_at_depth(
+    root: Path, depth: int, store: Path, problems: list[str], *, folders: bool = False
+) -> Iterator[Path]:
+    """Entries exactly ``depth`` levels below ``root`` (folders, or files), in name order.
+
+    Walked without recursion, each folder once, at most ``MAX_ENTRIES`` entries: a link is
+    followed only to a place inside ``store`` that was not walked already, so that a link out
+    of the store (``manifests -> /``) or back into it (40 links to ``.``) costs only itself and
+    is listed in ``problems`` with why. Unreadable folders are passed over.
+    """
     try:
-        with os.scandir(root) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
-    except OSError:
+        inside = store.resolve()
+    except (OSError, RuntimeError):
         return
-    for entry in entries:
-        if entry.name.startswith("."):
+    walked: set[tuple[int, int]] = set()
+    read = 0
+    pending: list[tuple[Path, int]] = [(root, depth)]
+    while pending:
+        folder, left = pending.pop()
+        if left == 0:
+            yield folder
             continue
-        last = depth == 1
+        why = _not_walked(folder, inside, walked)
+        if why:
+            if why != "walked":
+                problems.append(f"{folder}: {why}")
+            continue
         try:
-            wanted = entry.is_dir() if (not last or folders) else entry.is_file()
+            with os.scandir(folder) as listing:
+                entries = []
+                for entry in listing:
+                    read += 1
+                    if read > MAX_ENTRIES:
+                        problems.append(
+                            f"{store} holds over {MAX_ENTRIES:,} entries; the rest were not read"
+                        )
+                        return
+                    entries.append(entry)
         except OSError:
             continue
-        if wanted:
-            yield from _files_at_depth(Path(entry.path), depth - 1, folders=folders)
+        below: list[tuple[Path, int]] = []
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            last = left == 1
+            try:
+                wanted = entry.is_dir() if (not last or folders) else entry.is_file()
+                if wanted and last and entry.is_symlink():
+                    why = _outside(Path(entry.path), inside)
+                    if why:
+                        problems.append(f"{entry.path}: {why}")
+                        continue
+            except OSError:
+                continue
+            if wanted:
+                below.append((Path(entry.path), left - 1))
+        pending.extend(reversed(below))
+
+
+def _not_walked(folder: Path, inside: Path, walked: set[tuple[int, int]]) -> str | None:
+    """Why ``folder`` is not listed: outside the store, already walked ("walked"), or
+    unreadable; None to list it (it is then marked as walked)."""
+    try:
+        if folder.is_symlink():
+            why = _outside(folder, inside)
+            if why:
+                return why
+        info = folder.stat()
+    except OSError as exc:
+        return describe_os_error(exc)
+    key = (info.st_dev, info.st_ino)
+    if key in walked:
+        # A link back to a folder of the store already read (40 links to "."): once is enough.
+        return "a link to a folder already read: not followed" if folder.is_symlink() else "walked"
+    walked.add(key)
+    return None
+
+
+def _outside(link: Path, inside: Path) -> str | None:
+    """Why the link ``link`` is not followed: it points out of the store, or in a loop."""
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return "a link that leads nowhere, or in a loop: not followed"
+    if not target.is_relative_to(inside):
+        return f"a link out of the store (to {target}): not followed"
+    return None
 
 
 def _sizes(folder: Path, files: list[str]) -> int:
@@ -308,7 +415,7 @@ def _is_gguf(path: Path) -> bool:
     try:
         with open_regular(path) as fh:
             return fh.read(4) == GGUF_MAGIC
-    except (OSError, SourceError):
+    except (OSError, ValueError, SourceError):
         return False
 
 
@@ -318,6 +425,6 @@ def _unique_dirs(paths: list[Path]) -> tuple[Path, ...]:
         try:
             if path.is_dir():
                 seen[path.resolve()] = None
-        except OSError:
+        except (OSError, ValueError, RuntimeError):
             continue
     return tuple(seen)

@@ -72,6 +72,24 @@ def load_model(source: str, *, hub: HubClient | None = None) -> ResolvedModel:
         ) from None
 
 
+def is_bundled(source: str) -> bool:
+    """Whether ``load_model(source)`` takes the model from the bundled catalog, vramgui's own
+    data: not a file or folder, not a Hub repo id (whose download may be in the Hugging Face
+    cache), not an Ollama model. The window reads these at once and anything else in a child
+    process."""
+    text = source.strip()
+    if not text or _looks_like_path(text) or text.startswith(OLLAMA_PREFIX):
+        return False
+    if _HUB_SOURCE.match(text) and "/" in text:
+        return False
+    try:
+        if _exists(_user_path(text)):
+            return False
+    except SourceError:
+        return False
+    return _catalog_entry(text) is not None
+
+
 def load_repo(
     repo_id: str,
     revision: str | None = None,
@@ -114,16 +132,23 @@ def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> ResolvedModel:
         return ResolvedModel(spec=entry.spec(), ref=entry.ref())
     if ref.kind == "hub":
         return load_repo(ref.id, ref.revision, ref.file, hub=hub)
-    path = Path(ref.id)
-    if not _exists(path):
-        raise ModelNotFound(f"no such file or folder: {path} (it was there when saved)")
-    loaded = _load_path(path)
+    if ref.kind == "ollama":
+        from vramgui.sources import on_disk
+
+        loaded = on_disk.open_ollama(ref.id)
+        what = f"Ollama's {ref.id}"
+    else:
+        path = Path(ref.id)
+        if not _exists(path):
+            raise ModelNotFound(f"no such file or folder: {path} (it was there when saved)")
+        loaded = _load_path(path)
+        what = str(path)
     changed = (ref.size_bytes is not None and ref.size_bytes != loaded.ref.size_bytes) or (
         ref.mtime is not None and ref.mtime != loaded.ref.mtime
     )
     if not changed:
         return loaded
-    notice = f"{path} changed since the profile was saved; read as it is now"
+    notice = f"{what} changed since the profile was saved; read as it is now"
     return ResolvedModel(spec=loaded.spec, ref=loaded.ref, notices=(*loaded.notices, notice))
 
 
@@ -172,23 +197,28 @@ def _load_path(path: Path) -> ResolvedModel:
         files = [resolved / n for n in sorted(names) if n.endswith(_PATH_SUFFIXES)]
         return ResolvedModel(spec=spec, ref=local_ref("local", resolved, files))
     regular_size(resolved)  # a pipe, a device or a socket is refused here, whatever its name
-    if resolved.name == local.SAFETENSORS_INDEX:
-        spec = local.load_folder(resolved.parent)
+    # What the file is, by the name it was given: in the Hugging Face cache, config.json and
+    # model.safetensors are links to blobs named by their hash, with no suffix.
+    named = path if path.suffix in _PATH_SUFFIXES else resolved
+    # Found again by that name too (a blob's name says nothing of what it is).
+    where = named.absolute()
+    if named.name == local.SAFETENSORS_INDEX:
+        spec = local.load_folder(path.parent)
         return ResolvedModel(spec=spec, ref=local_ref("local", resolved.parent, [resolved]))
-    if resolved.suffix == ".json":
+    if named.suffix == ".json":
         return ResolvedModel(
-            spec=local.load_config_file(resolved), ref=local_ref("config", resolved, [resolved])
+            spec=local.load_config_file(path), ref=local_ref("config", where, [resolved])
         )
-    if resolved.suffix == ".safetensors":
-        spec = local.load_safetensors_file(resolved)
-    elif resolved.suffix == ".gguf" or _starts_with(resolved, GGUF_MAGIC):
+    if named.suffix == ".safetensors":
+        spec = local.load_safetensors_file(path)
+    elif named.suffix == ".gguf" or _starts_with(resolved, GGUF_MAGIC):
         spec = load_gguf(resolved)
     else:
         raise BadModelFile(
             f"{_shown(str(path))} is not a model vramgui reads: expected a folder, config.json, "
             ".safetensors or .gguf"
         )
-    return ResolvedModel(spec=spec, ref=local_ref("local", resolved, [resolved]))
+    return ResolvedModel(spec=spec, ref=local_ref("local", where, [resolved]))
 
 
 def _user_path(text: str) -> Path:
@@ -234,8 +264,12 @@ def _starts_with(path: Path, magic: bytes) -> bool:
 
 
 def _shown(text: str) -> str:
-    """``text`` cut for a message: a 3,000-character paste is no help repeated in full."""
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
+    """``text`` cut for a message: a 3,000-character paste is no help repeated in full. The
+    middle goes, so that a long path keeps its file name."""
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    head = _SHOWN_CHARS // 3
+    return text[:head] + "…" + text[len(text) - (_SHOWN_CHARS - head - 1) :]
 
 
 def _looks_like_path(text: str) -> bool:

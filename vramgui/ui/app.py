@@ -38,7 +38,7 @@ SWITCH_INTERVAL_S = 0.001  # how often a thread waiting for the interpreter lock
 WARM_HUB_DELAY_MS = 1000
 
 if TYPE_CHECKING:
-    from vramgui.sources.results import SearchResult
+    from vramgui.sources.results import ResolvedModel, SearchResult
 
 log = logging.getLogger("vramgui")
 
@@ -155,7 +155,7 @@ def search_everywhere(query: str) -> SearchResult:
 def real_services() -> Services:
     """The services of the installed application: the Hub, the catalog, NVML."""
     from vramgui.hardware import NvmlProbe, calibration, load_catalog, read_host_info
-    from vramgui.sources import catalog, resolve
+    from vramgui.sources import catalog
 
     probe = NvmlProbe()
     gpus = load_catalog()
@@ -165,7 +165,7 @@ def real_services() -> Services:
         log.exception("The bundled model catalog could not be read")
         default_source = None
     return Services(
-        load_model=resolve.load_model,
+        load_model=load_model,
         search_models=search_everywhere,
         probe=probe.snapshot,
         gpu_catalog=gpus,
@@ -177,6 +177,17 @@ def real_services() -> Services:
     )
 
 
+def load_model(source: str) -> ResolvedModel:
+    """A model of the bundled catalog at once; any other in a child process, stopped when a
+    newer load supersedes it or past ``workers.LOAD_SECONDS``: a model folder, a local store or
+    a Hub repo can be anyone's (see ``workers.run_in_process``)."""
+    from vramgui.sources import resolve
+
+    if resolve.is_bundled(source):
+        return resolve.load_model(source)
+    return workers.run_in_process(resolve.load_model, source)
+
+
 def build_window(services: Services, settings: QSettings) -> MainWindow:
     """The window of ``main_window.build_window``, with the "On this machine" list in its model
     panel; huggingface_hub is imported on a worker once the window has painted and its first
@@ -184,6 +195,9 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     window = main_window.build_window(services, settings)
     local_models.attach(window.model_panel, window.controller)
     _AfterFirstPaint(window, WARM_HUB_DELAY_MS, lambda: workers.submit(_warm_hub, _ignore, _ignore))
+    # The server the loads' processes fork from, started once the window is complete (a load
+    # before then starts it itself).
+    _AfterFirstPaint(window, WARM_HUB_DELAY_MS, workers.start_processes)
     return window
 
 

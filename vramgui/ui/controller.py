@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.core import fit
+from vramgui.core import fit, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
@@ -50,8 +50,9 @@ from vramgui.core.workload import (
     adjusted,
     quant_family,
 )
+from vramgui.hardware.gpus import architecture_of
 from vramgui.ui import wording
-from vramgui.ui.workers import Worker, submit
+from vramgui.ui.workers import Worker, loads, submit
 
 if TYPE_CHECKING:
     from vramgui.sources.results import ResolvedModel
@@ -171,7 +172,7 @@ DEFAULT_TRAIN_TOKENS = 100_000_000
 _STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 _CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # Where a model comes from a file or folder the user opened (its own dtype then applies).
-_LOCAL_KINDS = ("local", "config")
+_LOCAL_KINDS = ("local", "config", "ollama")
 RECIPE_NOTES = {
     "lora": "LoRA starts from its usual recipe: the base frozen in 16 bits (Pure 16-bit), "
     "gradient checkpointing on. Change either to compare.",
@@ -234,6 +235,13 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             reasons[name] = "Applies to training only."
         if workload.engine != "vllm":
             reasons["gpu_memory_utilization"] = "Only vLLM pre-allocates a share of GPU memory."
+        if not workload.enable_lora:
+            for name in ("max_loras", "max_lora_rank"):
+                reasons[name] = "Applies once LoRA adapters are on."
+        if not workload.speculative_tokens:
+            reasons["num_speculative_tokens"] = "Applies to speculative decoding."
+        if workload.speculative != "draft":
+            reasons["draft_model"] = "Applies to speculative decoding with a draft model."
         if workload.engine == "llamacpp":
             reasons["attention"] = "llama.cpp uses its own attention kernels."
         engine = wording.engine_label(workload.engine)
@@ -251,9 +259,42 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
         if training:
             reasons.setdefault("zero", "Sharding needs more than one GPU.")
             reasons.setdefault("fsdp", "Sharding needs more than one GPU.")
-    if spec is not None and spec.quantization and workload.mode == "inference":
-        reasons["quant"] = f"The checkpoint is stored quantized ({spec.quantization})."
+    if not training:
+        reasons.update(_stored_reasons(workload, spec))
     return reasons
+
+
+def _stored_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str]:
+    """What a pre-quantized checkpoint leaves to choose: another scheme is estimated from its
+    unquantized tensors (a GGUF file takes GGUF types only); MTP layers load in vLLM only."""
+    reasons: dict[str, str] = {}
+    if spec is None or not spec.mtp_tensors:
+        reasons["mtp"] = "This checkpoint stores no multi-token-prediction layers."
+    elif workload.engine != "vllm":
+        reasons["mtp"] = "Only vLLM loads multi-token-prediction layers (MTP speculative decoding)."
+    if spec is None or spec.quantization is None:
+        return reasons
+    if storage.logical_tensors(spec) is None:
+        reasons["quant"] = (
+            f"The checkpoint is stored quantized ({spec.quantization}) and the tensors it was "
+            "made from are not known: it is estimated as stored."
+        )
+        return reasons
+    if storage.from_gguf(spec):
+        for name, scheme in SCHEMES.items():
+            if scheme.family not in ("none", "gguf"):
+                reasons[f"quant:{name}"] = (
+                    f"A GGUF file ({spec.quantization}) is estimated as stored or as another "
+                    "GGUF type."
+                )
+    return reasons
+
+
+def stored_format(spec: ModelSpec | None, dtype: str) -> str:
+    """The checkpoint's own format in words ("MXFP4 experts, bf16 elsewhere"), "" if unquantized."""
+    if spec is None or spec.quantization is None:
+        return ""
+    return storage.format_label(spec, dtype) or spec.quantization
 
 
 def stored_dtype(spec: ModelSpec) -> str | None:
@@ -320,6 +361,9 @@ class EstimateController(QObject):
         # The quantization last served with: what inference returns to after QLoRA's base.
         self._serving_quant = self._workload.quant if self._workload.mode == "inference" else "none"
         self._loading: Worker | None = None
+        # vLLM's draft model (speculative decoding): what was asked for, and its spec once read.
+        self._draft: tuple[str, ModelSpec] | None = None
+        self._draft_loading: tuple[str, Worker] | None = None
         self._outlook_worker: Worker | None = None
         self._estimate_timer = _single_shot(self, self._recompute)
         # The outlook waits for a pause in the input: a slider drag then runs one, not dozens.
@@ -357,6 +401,14 @@ class EstimateController(QObject):
     @property
     def outlook(self) -> Outlook | None:
         return self._outlook
+
+    @property
+    def draft(self) -> ModelSpec | None:
+        """The draft model of vLLM's speculative decoding, once read (None: none, or loading)."""
+        w = self._workload
+        if self._draft is None or w.speculative != "draft" or self._draft[0] != w.draft_model:
+            return None
+        return self._draft[1]
 
     @property
     def train_tokens(self) -> int:
@@ -398,7 +450,9 @@ class EstimateController(QObject):
         return spec.facts.max_position_embeddings if spec else 131072
 
     def load_source(self, source: str) -> None:
-        """Read a model off the GUI thread; a newer request cancels an older one."""
+        """Read a model off the GUI thread; a newer request cancels an older one (a load in a
+        child process, as the application's is, is then stopped). Loads wait on their own pool,
+        so that a slow one never holds the threads the outlook and the searches need."""
         if self._loading is not None:
             self._loading.cancel()
         self.loading_changed.emit(True)
@@ -406,6 +460,7 @@ class EstimateController(QObject):
             lambda: self._load_model(source),
             lambda loaded: self._loaded(source, loaded),
             self._load_failed,
+            pool=loads(),
         )
 
     def set_model(self, loaded: ResolvedModel, source: str | None = None) -> None:
@@ -486,7 +541,31 @@ class EstimateController(QObject):
         if workload.mode == "inference":
             self._serving_quant = workload.quant
         self.workload_changed.emit(workload)
+        self._load_draft(workload)
         self._schedule()
+
+    def _load_draft(self, workload: Workload) -> None:
+        """Read the draft model the settings name, off the GUI thread (once per name)."""
+        name = workload.draft_model
+        if workload.speculative != "draft" or not name:
+            return
+        if (self._draft is not None and self._draft[0] == name) or (
+            self._draft_loading is not None and self._draft_loading[0] == name
+        ):
+            return
+        if self._draft_loading is not None:
+            self._draft_loading[1].cancel()
+
+        def done(loaded: ResolvedModel) -> None:
+            self._draft_loading = None
+            self._draft = (name, loaded.spec)
+            self._schedule()
+
+        def failed(exc: Exception) -> None:
+            self._draft_loading = None
+            self.message.emit(f"The draft model {name} could not be read: {_describe(exc)}")
+
+        self._draft_loading = (name, submit(lambda: self._load_model(name), done, failed))
 
     def update(self, **changes: Any) -> bool:
         """Change some settings; an invalid combination is reported and nothing changes.
@@ -550,12 +629,19 @@ class EstimateController(QObject):
         return self.update(**suggestion.changes)
 
     def set_capacities(self, capacities: tuple[tuple[str, int], ...]) -> None:
-        """The GPUs to hold the estimate against, as ``(name, capacity_bytes)``; first is the target."""
+        """The GPUs to hold the estimate against, as ``(name, capacity_bytes)``; first is the target.
+
+        The target's generation decides what the engine does with a checkpoint's format (FP8
+        kept from Ada, dequantized before): the workload follows it.
+        """
         capacities = tuple(capacities)
         if capacities == self._capacities:
             return
         self._capacities = capacities
         self.capacities_changed.emit(capacities)
+        arch = architecture_of(capacities[0][0]) if capacities else "auto"
+        if arch != self._workload.gpu_arch:
+            self._apply({"gpu_arch": arch})
         self._schedule()
 
     def set_sweep_field(self, field: str) -> None:
@@ -591,9 +677,9 @@ class EstimateController(QObject):
         spec = self.spec
         if spec is None:
             return
-        target = self._capacities[0][1] if self._capacities else None
+        name, target = self._capacities[0] if self._capacities else ("", None)
         try:
-            result = estimate(spec, self._workload, target)
+            result = estimate(spec, self._workload, target, name, self.draft)
             rows = tuple(fit.fit_rows(result, self._capacities))
         except VramguiError as exc:
             self._analysis = None
@@ -629,6 +715,7 @@ class EstimateController(QObject):
             self._outlook_worker.cancel()
         workload, field, max_seq = self._workload, self._sweep_field, self.max_seq
         target = self._capacities[0] if self._capacities else None
+        draft = self.draft
         # Dozens of estimates: off the GUI thread, so that the breakdown stays live meanwhile.
         offers = []
         for name, capacity in self._catalog:
@@ -644,6 +731,7 @@ class EstimateController(QObject):
                 field=field,
                 target=target,
                 max_seq=max_seq,
+                draft=draft,
                 offers=offers,
                 train_tokens=tokens,
             ),
@@ -669,6 +757,7 @@ def compute_outlook(
     field: str,
     target: tuple[str, int] | None,
     max_seq: int,
+    draft: ModelSpec | None = None,
     offers: list[tuple[str, int, Rates]] | None = None,
     train_tokens: int | None = None,
 ) -> Outlook:
@@ -681,15 +770,20 @@ def compute_outlook(
     values = sweep_values(field, getattr(workload, field), max_seq)
     points = [
         (value, e.total_bytes)
-        for value, e in zip(values, fit.sweep(spec, workload, field, values), strict=True)
+        for value, e in zip(
+            values, fit.sweep(spec, workload, field, values, draft=draft), strict=True
+        )
         if e is not None  # a value the model cannot take
     ]
     largest: dict[str, int | None] = {}
     suggestions: tuple[fit.Suggestion, ...] = ()
     if target is not None:
+        gpu, capacity = target
         for name in SWEEP_FIELDS:
-            largest[name] = fit.largest_fitting(spec, workload, target[1], name)
-        suggestions = tuple(fit.advise(spec, workload, target[1]))
+            largest[name] = fit.largest_fitting(
+                spec, workload, capacity, name, gpu_name=gpu, draft=draft
+            )
+        suggestions = tuple(fit.advise(spec, workload, capacity, draft))
     ranked: tuple[fit.RankedSetup, ...] = ()
     if offers:
         ranked = tuple(
@@ -698,6 +792,7 @@ def compute_outlook(
                 workload,
                 [(name, capacity, r.hardware, r.price) for name, capacity, r in offers],
                 by="cost",
+                draft=draft,
                 train_tokens=train_tokens if workload.mode == "training" else None,
                 utilizations={name: r.utilization for name, _, r in offers},
             )

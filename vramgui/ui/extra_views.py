@@ -1,4 +1,5 @@
-"""The Offloading and Profiles tabs: built when first shown, fed from the window's controller.
+"""The Serving, Offloading and Profiles tabs: built when first shown, fed from the window's
+controller.
 
 Neither view costs anything before the window first paints: each tab holds a light
 :class:`LazyTab` that builds its view the first time it is shown. The view's module (for the
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 # event-loop turn; the generator returns the view.
 BuildSteps = Generator[None, None, QWidget]
 OFFLOAD_MODULE = "vramgui.ui.offload_view"
+SERVING_MODULE = "vramgui.ui.capacity_view"
 PROFILES_MODULE = "vramgui.ui.profiles_view"
 # The offload view is placed this long after the last change (or after its tab is shown): a
 # slider drag places once, and never in the event-loop turn that redraws the estimate.
@@ -307,6 +309,20 @@ def offload_view(
         OFFLOAD_MODULE,
         lambda module: _offload_steps(module, controller, catalog, host_ram_bytes, fallback_gpu),
     )
+
+
+def _serving_steps(module: ModuleType, controller: EstimateController) -> BuildSteps:
+    chart = module.ServingChart()
+    yield
+    view: QWidget = module.CapacityView(controller, chart)
+    return view
+
+
+def serving_view(controller: EstimateController) -> QWidget:
+    """The Serving tab: vLLM's start-up on every chosen GPU; a placeholder when not built in."""
+    if not _built_in(SERVING_MODULE):
+        return placeholder()
+    return LazyTab(SERVING_MODULE, lambda module: _serving_steps(module, controller))
 
 
 def profiles_view(

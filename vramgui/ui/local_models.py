@@ -36,7 +36,7 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.fit import fit_rows
 from vramgui.core.model import ModelSpec
-from vramgui.core.units import format_bytes
+from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload, adjusted
 from vramgui.ui import palette
 from vramgui.ui.table_model import FlatTableModel
@@ -132,6 +132,14 @@ class LocalModelsTable(FlatTableModel):
         self._found: tuple[Found, ...] = ()
         self._fits: tuple[Fit, ...] = ()
         self._target: str | None = None
+        self._unit: Unit = "GiB"
+
+    def set_unit(self, unit: Unit) -> None:
+        """Sizes in GiB or GB, as the rest of the window shows them."""
+        if unit != self._unit:
+            self.beginResetModel()
+            self._unit = unit
+            self.endResetModel()
 
     def set_found(self, found: Sequence[Found]) -> None:
         self.beginResetModel()
@@ -198,26 +206,29 @@ class LocalModelsTable(FlatTableModel):
             return QColor(palette.FIT if fit.fits else palette.NO_FIT)
         return None
 
-    @staticmethod
-    def _text(item: Found, fit: Fit | None, column: int) -> str:
+    def _text(self, item: Found, fit: Fit | None, column: int) -> str:
         model = item.model
         if column == 0:
-            return model.name
+            # A GGUF file in LM Studio's publisher/repo/ folders: its name says what they say.
+            parts = model.name.split("/")
+            return parts[-1] if len(parts) > 2 else model.name
         if column == 1:
-            return format_bytes(model.size_bytes, "GB", 1)
+            return format_bytes(model.size_bytes, self._unit, 1)
         if fit is None:
             return "…" if item.spec is not None else "unreadable"
         if fit.total_bytes is None:
             return "n/a"
         mark = "" if fit.fits is None else (" ✓" if fit.fits else " ✗")
-        return format_bytes(fit.total_bytes, "GB", 1) + mark
+        return format_bytes(fit.total_bytes, self._unit, 1) + mark
 
     def _tooltip(self, item: Found, fit: Fit | None) -> str:
         model = item.model
-        lines = [model.name, f"In {model.where} ({model.format}): {model.path}"]
+        size = format_bytes(model.size_bytes, self._unit)
+        lines = [model.name, f"In {model.where} ({model.format}, {size}): {model.path}"]
         if fit is not None and fit.total_bytes is not None and fit.fits is not None:
             verdict = "fits" if fit.fits else "does not fit"
-            lines.append(f"{format_bytes(fit.total_bytes, 'GB')} per GPU: {verdict} {self._target}")
+            needs = format_bytes(fit.total_bytes, self._unit)
+            lines.append(f"{needs} per GPU: {verdict} {self._target}")
         if fit is not None and fit.note:
             lines.append(fit.note)
         elif item.problem:
@@ -264,6 +275,8 @@ class LocalModelsView(QWidget):
         self.table.setWordWrap(False)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
+        # The start of the title, where the column is narrower than it.
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in (1, 2):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
@@ -287,6 +300,10 @@ class LocalModelsView(QWidget):
         self.rescan.triggered.connect(self.refresh)
         self.table.clicked.connect(self._picked)
         self.table.activated.connect(self._picked)
+
+    def set_unit(self, unit: Unit) -> None:
+        """Show sizes in GiB or GB."""
+        self.table_model.set_unit(unit)
 
     @property
     def busy(self) -> bool:

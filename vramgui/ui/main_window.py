@@ -61,6 +61,7 @@ from vramgui.ui.controller import (
     EstimateController,
     Outlook,
     disabled_reasons,
+    stored_format,
 )
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.help import ONLINE_DOCS, HelpWindow, docs_folder
@@ -68,7 +69,7 @@ from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
 from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
-from vramgui.ui.widgets import guard_wheel
+from vramgui.ui.widgets import FittedLabel, guard_wheel
 from vramgui.ui.workload_panel import WorkloadPanel
 
 if TYPE_CHECKING:
@@ -94,9 +95,20 @@ BADGES = {
     ),
     Inventory.APPROXIMATE: (
         "APPROXIMATE",
-        "Part of the model was guessed: the estimate may be off, by more than its figures suggest.",
+        "Part of the model was guessed: the estimate may be off, by more than its figures suggest."
+        " Verify runs the model's own code for the exact figure.",
         palette.BADGE_STYLES["approximate"],
     ),
+}
+
+
+# How each kind of thing Verify says looks (verify.KINDS).
+_VERIFY_STYLES = {
+    "match": palette.OK_STYLE,
+    "mismatch": palette.WARNING_STYLE,
+    "error": palette.ERROR_STYLE,
+    "warning": palette.WARNING_STYLE,
+    "info": palette.INFO_STYLE,
 }
 
 
@@ -149,6 +161,7 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     )
     fallback_gpu = services.default_gpus[0] if services.default_gpus else None
     extra = {
+        "Serving": extra_views.serving_view(controller),
         "Offloading": extra_views.offload_view(
             controller, services.gpu_catalog, services.host_ram_bytes, fallback_gpu
         ),
@@ -204,7 +217,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("vramgui")
         self.setAcceptDrops(True)
 
-        self.headline = QLabel("Pick a model")
+        self.headline = FittedLabel("Pick a model")
         font = self.headline.font()
         font.setPointSizeF(font.pointSizeF() * 1.5)
         font.setBold(True)
@@ -237,8 +250,15 @@ class MainWindow(QMainWindow):
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.banner_close = QPushButton("Dismiss")
         self.banner_close.setFlat(True)
-        # What the banner shows: "" (nothing), "error", "estimate" (an estimate that failed) or
-        # "notice" (a change the window made by itself). Notices of one turn are shown together.
+        # The whole of a message longer than the banner's lines (the commands to install the
+        # measure extra, a failed run's output), in a window to read and copy from.
+        self.banner_details = QPushButton("Details…")
+        self.banner_details.setFlat(True)
+        self.banner_details.hide()
+        self._details = ""
+        # What the banner shows: "" (nothing), "error", "estimate" (an estimate that failed),
+        # "notice" (a change the window made by itself) or "verify" (what Verify found or why it
+        # could not run). Notices of one turn are shown together.
         self.banner_kind = ""
         self._notices: list[str] = []
         self._notice_due = QTimer(self)
@@ -324,8 +344,8 @@ class MainWindow(QMainWindow):
         ):
             box = QGroupBox(title)
             QVBoxLayout(box).addWidget(panel)
-            column.addWidget(box)
-        column.addStretch(1)
+            # The height the column can spare goes to the model panel's lists.
+            column.addWidget(box, 1 if panel is self.model_panel else 0)
         left_scroll = QScrollArea()
         left_scroll.setWidgetResizable(True)
         left_scroll.setWidget(left)
@@ -351,7 +371,12 @@ class MainWindow(QMainWindow):
         message_layout = QHBoxLayout(message)
         message_layout.setContentsMargins(0, 0, 0, 0)
         message_layout.addWidget(self.banner, 1)
-        message_layout.addWidget(self.banner_close, 0, Qt.AlignmentFlag.AlignTop)
+        buttons = QVBoxLayout()
+        buttons.setSpacing(0)
+        buttons.addWidget(self.banner_close)
+        buttons.addWidget(self.banner_details)
+        buttons.addStretch(1)
+        message_layout.addLayout(buttons)
         self.message_area.addWidget(lines)
         self.message_area.addWidget(message)
         # Room for a message of three lines (two notices of one change), and for the subline.
@@ -426,7 +451,9 @@ class MainWindow(QMainWindow):
         self.main_split.addWidget(left_scroll)
         self.main_split.addWidget(self.tabs)
         self.main_split.addWidget(gpus)
-        self.main_split.setStretchFactor(1, 1)
+        # A wider window widens the side column too (its model names), the centre the most.
+        self.main_split.setStretchFactor(0, 1)
+        self.main_split.setStretchFactor(1, 4)
         # The side panels at the width they need, the centre the rest (a laptop screen too).
         self.main_split.setSizes([left_scroll.minimumWidth(), 860, gpus.minimumSizeHint().width()])
         self.setCentralWidget(self.main_split)
@@ -511,6 +538,8 @@ class MainWindow(QMainWindow):
             lambda: c.set_sweep_field(self.sweep_field.currentData())
         )
         self.banner_close.clicked.connect(self._hide_banner)
+        self.banner_details.clicked.connect(self.show_details)
+        self.verify_bar.said.connect(self._show_verify)
         self.action_open_file.triggered.connect(self.model_panel.open_file.click)
         self.action_open_folder.triggered.connect(self.model_panel.open_folder.click)
         self.action_export_breakdown.triggered.connect(
@@ -534,6 +563,7 @@ class MainWindow(QMainWindow):
         self.action_gib.setChecked(unit == "GiB")
         self.action_gb.setChecked(unit == "GB")
         self.gpu_panel.set_unit(unit)
+        self.model_panel.set_unit(unit)
         for view in self.extra_tabs.values():
             set_view_unit = getattr(view, "set_unit", None)
             if callable(set_view_unit):
@@ -549,7 +579,7 @@ class MainWindow(QMainWindow):
         """The user changed settings: what the window said of the previous ones is stale (a
         failed estimate's message stays until an estimate succeeds)."""
         self._notices.clear()
-        if self.banner_kind in ("notice", "error"):
+        if self.banner_kind in ("notice", "error", "verify"):
             self._hide_banner()
         self.controller.update(**changes)
 
@@ -586,12 +616,25 @@ class MainWindow(QMainWindow):
         if text:
             self._banner("notice", text, palette.WARNING_STYLE)
 
-    def _banner(self, kind: str, text: str, style: str) -> None:
+    def show_details(self) -> None:
+        """The whole of the banner's message, selectable, in a window of its own."""
+        box = QMessageBox(QMessageBox.Icon.Information, "Details", self._details, parent=self)
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.open()
+
+    def _show_verify(self, text: str, kind: str, details: str) -> None:
+        """What Verify has to say, in the message area under the total (the marks it draws are
+        on the chart below): the result, an error, or what to install first."""
+        self._banner("verify", text, _VERIFY_STYLES[kind], details)
+
+    def _banner(self, kind: str, text: str, style: str, details: str = "") -> None:
         self.banner_kind = kind
         if self.banner.styleSheet() != style:
             self.banner.setStyleSheet(style)
         self.banner.setText(text)
-        self.banner.setToolTip(text)
+        self.banner.setToolTip(details or text)
+        self._details = details if details and details != text else ""
+        self.banner_details.setVisible(bool(self._details))
         self.message_area.setCurrentIndex(1)
         self.statusBar().showMessage(text, 10000)
 
@@ -631,7 +674,13 @@ class MainWindow(QMainWindow):
     def _show_workload(self, workload: Workload) -> None:
         reasons = disabled_reasons(workload, self.controller.spec)
         self.workload_panel.set_workload(workload, reasons, self.controller.max_seq)
-        self.precision_panel.set_values(workload.dtype, workload.quant, workload.kv_dtype, reasons)
+        self.precision_panel.set_values(
+            workload.dtype,
+            workload.quant,
+            workload.kv_dtype,
+            reasons,
+            stored_format(self.controller.spec, workload.dtype),
+        )
         # Saved once the inputs rest: writing the settings file on every step of a slider
         # would cost the redraw more than the estimate does.
         self._save_inputs.start()
@@ -642,8 +691,10 @@ class MainWindow(QMainWindow):
         w = est.workload
         per = "per GPU" if w.gpus > 1 else ""
         about = "≈ " if analysis.spec.inventory is Inventory.APPROXIMATE else ""
-        self.headline.setText(
-            f"{about}{format_bytes(est.total_bytes, unit)} {per}".strip() + f" · {est.model_name}"
+        total = f"{about}{format_bytes(est.total_bytes, unit)} {per}".strip()
+        # A narrow window drops the organisation first: the figure must always show whole.
+        self.headline.set_texts(
+            f"{total} · {est.model_name}", f"{total} · {est.model_name.rsplit('/', 1)[-1]}"
         )
         self._show_badge(analysis.spec, est.notes)
         self.speed_line.show_summary(analysis.speed, self.controller.train_tokens)
@@ -701,7 +752,7 @@ class MainWindow(QMainWindow):
             table.setMinimumHeight(height)
 
     def _show_estimate_error(self, text: str) -> None:
-        self.headline.setText("No estimate for these settings")
+        self.headline.set_texts("No estimate for these settings")
         self.speed_line.show_summary(None, self.controller.train_tokens)
         self.subline.setText("")
         self.breakdown_chart.set_data({}, [])
@@ -720,7 +771,10 @@ class MainWindow(QMainWindow):
             f"{palette.rule_label(name)}: {format_bytes(size, self.unit)}"
             for name, size in outlook.rules.items()
         )
-        self.rules.setText(f"Rules of thumb: {rules}" if rules else "")
+        # The classic rules size the whole model; beside per-GPU figures they must say so.
+        gpus = workload.gpus
+        whole = f" (whole model, not per GPU of {gpus})" if gpus > 1 else ""
+        self.rules.setText(f"Rules of thumb{whole}: {rules}" if rules else "")
         self.sweep_chart.set_data(
             outlook.field,
             outlook.values,

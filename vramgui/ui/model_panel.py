@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QTableView,
     QVBoxLayout,
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core.model import Inventory, ModelSpec
+from vramgui.core.units import Unit
 from vramgui.ui import palette
 from vramgui.ui.table_model import FlatTableModel
 from vramgui.ui.workers import Worker, submit
@@ -183,6 +185,7 @@ class ModelPanel(QWidget):
         self._shown_query = ""  # the query the results listed are for
         self._pending_query = ""  # the query searched for now
         self._pick_when_found = False  # Enter came before the results: take the best one
+        self._local_view: QWidget | None = None  # "On this machine", where there is one
         self.query = QLineEdit()
         self.query.setPlaceholderText("Search the Hub or the catalog, or type a repo id…")
         self.query.setClearButtonEnabled(True)
@@ -198,9 +201,10 @@ class ModelPanel(QWidget):
         # Always in the layout at one height: results arriving then move no other panel, which
         # would re-lay out and repaint the whole side column while the user types.
         self.results.setFixedHeight(RESULTS_HEIGHT_PX)
-        # A repo id too long for a narrow panel keeps its model name ("…gemma-3-27b-it"): the
-        # organisation is the part a reader can spare; the tooltip has the whole id.
-        self.results.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        # A repo id too long for a narrow panel keeps its start and its end ("bartowski/Lla…-GGUF"
+        # beside "unsloth/Llama…-GGUF"): results of one search differ at either; the tooltip has
+        # the whole id.
+        self.results.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.results.verticalHeader().setDefaultSectionSize(self.results.fontMetrics().height() + 6)
         header = self.results.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -254,16 +258,28 @@ class ModelPanel(QWidget):
         self.result_area = QStackedWidget()
         layout = self._column
         at = layout.indexOf(self.results)
-        self.result_area.setFixedHeight(RESULTS_HEIGHT_PX)
+        # At least as tall as the results alone, and any height the side column can spare: a
+        # tall window lists more models. The layout sets it, so no list moves another panel.
+        self.results.setMinimumHeight(RESULTS_HEIGHT_PX)
+        self.results.setMaximumHeight(16777215)
+        self.result_area.setMinimumHeight(RESULTS_HEIGHT_PX)
+        self.result_area.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
         self.result_area.addWidget(self.results)
         self.result_area.addWidget(view)
-        layout.insertWidget(at, self.result_area)
+        layout.insertWidget(at, self.result_area, 1)
+        self._local_view = view
 
         def follow(text: str) -> None:
             self.result_area.setCurrentWidget(self.results if text.strip() else view)
 
         self.query.textChanged.connect(follow)
         follow(self.query.text())
+
+    def set_unit(self, unit: Unit) -> None:
+        """Show the local models' sizes in GiB or GB."""
+        set_view_unit = getattr(self._local_view, "set_unit", None)
+        if callable(set_view_unit):
+            set_view_unit(unit)
 
     @property
     def searching(self) -> bool:

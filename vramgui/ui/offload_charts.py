@@ -21,7 +21,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QWidget
 
 from vramgui.core import offload
-from vramgui.core.offload import CPU, DISK, Placement, Throughput
+from vramgui.core.offload import CPU, DISK, Placement, Throughput, curves
 from vramgui.core.units import GB, Unit, format_bytes
 from vramgui.ui import palette
 from vramgui.ui.axes import (
@@ -31,10 +31,16 @@ from vramgui.ui.axes import (
     nice_step,
     rate_label,
 )
-from vramgui.ui.plot import PAD, Chart, log2_share, sentences
+from vramgui.ui.plot import PAD, Chart, draw_capacity_line, log2_share, sentences
 
 # Colour-blind safe (Okabe-Ito), matching the breakdown chart's palette.
-DEVICE_COLOURS = {"gpu": "#0072B2", "gpu2": "#56B4E9", CPU: "#E69F00", DISK: "#D55E00"}
+DEVICE_COLOURS = {
+    "gpu": "#0072B2",
+    "gpu2": "#56B4E9",
+    "gpu3": "#009E73",
+    CPU: "#E69F00",
+    DISK: "#D55E00",
+}
 DEVICE_LABELS = {CPU: "CPU RAM", DISK: "Disk"}
 KV_ALPHA = 110
 RESOURCE_LABELS = {
@@ -44,6 +50,7 @@ RESOURCE_LABELS = {
     offload.CPU_COMPUTE: "CPU compute",
     offload.PCIE: "PCIe",
     offload.DISK_READ: "disk reads",
+    offload.SYNC: "hand-overs between devices",
 }
 BAR_WIDTH = 0.8  # of a unit's slot
 _NAME_PX = 48.0  # at least this many pixels between unit names under the bars
@@ -53,7 +60,8 @@ _X_MARGIN = 0.35  # doublings of room each side of the batches
 
 def device_colour(device: str) -> str:
     if offload.is_gpu(device):
-        return DEVICE_COLOURS["gpu" if device.endswith(":0") else "gpu2"]
+        index = offload.gpu_index(device)
+        return DEVICE_COLOURS[("gpu", "gpu2", "gpu3")[min(index, 2)]]
     return DEVICE_COLOURS[device]
 
 
@@ -93,6 +101,20 @@ def unit_runs(names: Sequence[str]) -> str:
             out.append(name)
     close()
     return ", ".join(out)
+
+
+def _on_own_device(p: offload.PlacedUnit) -> int:
+    """Bytes of a unit on its own device (the tied head copy included)."""
+    own = p.bytes_on(p.device)
+    return own + max(p.gpu_bytes - p.unit.bytes, 0) if offload.is_gpu(p.device) else own
+
+
+def _piece_words(piece: offload.Piece) -> str:
+    """What a piece holds, in words: "routed experts", or its GGUF tensor kinds."""
+    if piece.expert_bytes and piece.expert_bytes == piece.bytes:
+        return "routed experts"
+    kinds = sorted({name.split(".")[2] for name in piece.names if name.count(".") >= 2})
+    return ", ".join(kinds[:4]) + (" ..." if len(kinds) > 4 else "")
 
 
 def _short_name(name: str) -> str:
@@ -139,10 +161,10 @@ class LayerChart(Chart):
         if not placed:
             return []
         devices = {p.device for p in placed} | {p.kv_device for p in placed}
+        devices |= {piece.device for p in placed for piece in p.pieces}
+        gpus = sorted((d for d in devices if offload.is_gpu(d)), key=offload.gpu_index)
         entries = [
-            (device_label(d), QColor(device_colour(d)))
-            for d in ("gpu:0", "gpu:1", CPU, DISK)
-            if d in devices
+            (device_label(d), QColor(device_colour(d))) for d in (*gpus, CPU, DISK) if d in devices
         ]
         kv = QColor(text)
         kv.setAlpha(KV_ALPHA)
@@ -153,7 +175,11 @@ class LayerChart(Chart):
         # Layers of small models read better in MiB than in thousandths of a GiB.
         self.axis_unit, self._factor = _axis_unit(self._unit, biggest)
         top = max(
-            ((p.gpu_bytes or p.unit.bytes) + p.unit.kv_cache_bytes for p in self.units), default=0
+            (
+                p.unit.bytes + max(p.gpu_bytes - p.unit.bytes, 0) + p.unit.kv_cache_bytes
+                for p in self.units
+            ),
+            default=0,
         )
         # A round end: nearby settings keep the same axis.
         self.top = nice_ceiling(top / self._factor * 1.1) if top else 1.0
@@ -173,12 +199,23 @@ class LayerChart(Chart):
                 kv[p.kv_device] = kv.get(p.kv_device, 0) + p.unit.kv_cache_bytes
         held = "; ".join(
             f"{device_label(device)}: {unit_runs([p.unit.name for p in members])}, "
-            f"{format_bytes(sum(p.gpu_bytes or p.unit.bytes for p in members), unit)}"
+            f"{format_bytes(sum(_on_own_device(p) for p in members), unit)}"
             for device, members in weights.items()
+        )
+        moved: dict[str, int] = {}
+        for p in placed:
+            for piece in p.pieces:
+                if piece.device != p.device:
+                    moved[piece.device] = moved.get(piece.device, 0) + piece.bytes
+        elsewhere = ", ".join(
+            f"{format_bytes(b, unit)} in {device_label(d)}" for d, b in moved.items()
         )
         cache = ", ".join(f"{format_bytes(b, unit)} in {device_label(d)}" for d, b in kv.items())
         return sentences(
             f"Weights of {len(placed)} units by where they live: {held}.",
+            f"Tensors kept apart from their layer (routed experts, row shares): {elsewhere}."
+            if elsewhere
+            else "",
             f"KV cache: {cache}." if cache else "",
         )
 
@@ -196,6 +233,12 @@ class LayerChart(Chart):
         ]
         if p.gpu_bytes > p.unit.bytes:
             lines.append(f"on the GPU with the tied head copy: {format_bytes(p.gpu_bytes, unit)}")
+        for piece in p.pieces:
+            what = _piece_words(piece)
+            lines.append(
+                f"{device_label(piece.device)}: {format_bytes(piece.bytes, unit)}"
+                + (f" ({what})" if what else "")
+            )
         if p.unit.kv_cache_bytes:
             lines.append(
                 f"KV cache {format_bytes(p.unit.kv_cache_bytes, unit)} in {device_label(p.kv_device)}"
@@ -238,16 +281,27 @@ class LayerChart(Chart):
         half = BAR_WIDTH / 2
         for i, p in enumerate(self.units):
             left, right = self._x(i - half, plot), self._x(i + half, plot)
-            weights = (p.gpu_bytes or p.unit.bytes) / self._factor
-            bottom, middle = plot.bottom(), self._y(weights, plot)
-            painter.fillRect(
-                QRectF(left, middle, right - left, bottom - middle), QColor(device_colour(p.device))
-            )
+            # The layer's own device at the bottom with its KV cache (lighter), then what lives
+            # elsewhere (experts in host RAM, rows on other GPUs) stacked above.
+            own = p.bytes_on(p.device) + max(p.gpu_bytes - p.unit.bytes, 0)
+            kv = QColor(device_colour(p.kv_device))
+            kv.setAlpha(KV_ALPHA)
+            segments = [(own, QColor(device_colour(p.device)))]
             if p.unit.kv_cache_bytes:
-                kv = QColor(device_colour(p.kv_device))
-                kv.setAlpha(KV_ALPHA)
-                top = self._y(weights + p.unit.kv_cache_bytes / self._factor, plot)
-                painter.fillRect(QRectF(left, top, right - left, middle - top), kv)
+                segments.append((p.unit.kv_cache_bytes, kv))
+            segments += [
+                (piece.bytes, QColor(device_colour(piece.device)))
+                for piece in p.parts
+                if piece.device != p.device
+            ]
+            height = 0.0
+            for size, colour in segments:
+                low = self._y(height, plot)
+                height += size / self._factor
+                painter.fillRect(
+                    QRectF(left, self._y(height, plot), right - left, low - self._y(height, plot)),
+                    colour,
+                )
 
         # Unit names under the bars, thinned so that they never overlap.
         painter.setPen(QPen(text, 1))
@@ -411,6 +465,185 @@ class ThroughputChart(Chart):
         return (
             f"batch {best.batch:,}: {rate_text(best.tokens_per_second)} tokens/s,"
             f" bound by {RESOURCE_LABELS[best.bound]}"
+        )
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        position = event.position()
+        self.show_hover(event, self.text_at(position.x(), position.y()))
+
+
+CURVE_COLOURS = {curves.LAYERS: "#0072B2", curves.EXPERTS: "#E69F00"}
+CURVE_LABELS = {
+    curves.LAYERS: "whole layers on the GPU (-ngl)",
+    curves.EXPERTS: "experts in host RAM (--n-cpu-moe)",
+}
+
+
+class MemorySpeedChart(Chart):
+    """Decode tokens/s against GPU memory: whole layers (``-ngl`` 0 to all) beside every layer on
+    the GPU with the experts of the first N layers in host RAM (``--n-cpu-moe`` 0 to all), the
+    budget as a line and the current placement ringed. Filled points fit with the margin kept."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent, "Decode tokens per second against GPU memory")
+        self.series: dict[str, tuple[curves.CurvePoint, ...]] = {}
+        self.current: tuple[int, float] | None = None  # GPU bytes, tokens/s
+        self.budget_bytes = 0
+        self._unit: Unit = "GiB"
+        self.x_top = 1.0
+        self.y_top = 1.0
+        self.setMinimumHeight(180)
+
+    def sizeHint(self) -> QSize:
+        return QSize(700, 240)
+
+    def set_unit(self, unit: Unit) -> None:
+        self._unit = unit
+        self.refresh()
+
+    def set_curves(
+        self,
+        layers: Sequence[curves.CurvePoint],
+        experts: Sequence[curves.CurvePoint],
+        *,
+        budget_bytes: int,
+        current: tuple[int, float] | None,
+    ) -> None:
+        """Draw both curves, the budget (all GPUs together) and the current point."""
+        self.series = {curves.LAYERS: tuple(layers), curves.EXPERTS: tuple(experts)}
+        self.budget_bytes, self.current = budget_bytes, current
+        points = [p for series in self.series.values() for p in series]
+        gib = 1024**3 if self._unit == "GiB" else GB
+        memory = [p.total_gpu_bytes for p in points] + [budget_bytes]
+        if current is not None:
+            memory.append(current[0])
+        widest = max(memory)
+        self.x_top = nice_ceiling(widest / gib * 1.05) if widest > 0 else 1.0
+        rates = [p.tokens_per_second for p in points if p.tokens_per_second < math.inf]
+        if current is not None and current[1] < math.inf:
+            rates.append(current[1])
+        fastest = max(rates, default=0.0)
+        self.y_top = nice_ceiling(fastest * 1.1) if fastest > 0 else 1.0
+        self.refresh()
+
+    def _scale(self) -> float:
+        return 1024**3 if self._unit == "GiB" else GB
+
+    def _x(self, size: float, plot: QRectF) -> float:
+        return plot.left() + size / self._scale() / self.x_top * plot.width()
+
+    def _y(self, rate: float, plot: QRectF) -> float:
+        return plot.bottom() - rate / self.y_top * plot.height()
+
+    def describe(self) -> str:
+        """Each curve's fastest point that fits, and the current placement."""
+        if not any(self.series.values()):
+            return "No curves yet."
+        parts = []
+        for kind, points in self.series.items():
+            best = curves.best(points)
+            if points and best is not None:
+                parts.append(
+                    f"{CURVE_LABELS[kind].capitalize()}: the fastest that fits is {best.flag}, "
+                    f"{format_bytes(best.total_gpu_bytes, self._unit)} of GPU memory, "
+                    f"{rate_text(best.tokens_per_second)} tokens/s."
+                )
+            elif points:
+                parts.append(f"{CURVE_LABELS[kind].capitalize()}: no point fits.")
+        if self.current is not None:
+            parts.append(
+                f"Now: {format_bytes(self.current[0], self._unit)}, "
+                f"{rate_text(self.current[1])} tokens/s."
+            )
+        return sentences(*parts)
+
+    def _points(self, plot: QRectF) -> list[tuple[curves.CurvePoint, QPointF]]:
+        return [
+            (p, QPointF(self._x(p.total_gpu_bytes, plot), self._y(p.tokens_per_second, plot)))
+            for series in self.series.values()
+            for p in series
+            if p.tokens_per_second < math.inf
+        ]
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        background, text, grid = self.colours()
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), background)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        metrics = QFontMetricsF(self.font())
+        line = metrics.height()
+        plot = self.plot_rect(top_rows=1, bottom_rows=2)
+        step = nice_step(self.y_top, plot.height() / (_Y_TICK_PX * 0.6))
+        ticks = [
+            (self._y(i * step, plot), rate_label(i * step))
+            for i in range(1, int(self.y_top / step + 1e-9) + 1)
+        ]
+        self.draw_y_axis(painter, plot, ticks, "Decode tokens/s", text=text, grid=grid)
+        x_step = nice_step(self.x_top, plot.width() / 70)
+        for i in range(0, int(self.x_top / x_step + 1e-9) + 1):
+            x = self._x(i * x_step * self._scale(), plot)
+            painter.setPen(QPen(grid, 1))
+            painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
+            painter.setPen(QPen(text, 1))
+            label = f"{i * x_step:g}"
+            painter.drawText(
+                QPointF(
+                    x - metrics.horizontalAdvance(label) / 2, plot.bottom() + 4 + metrics.ascent()
+                ),
+                label,
+            )
+        painter.drawText(
+            QRectF(plot.left(), plot.bottom() + 4 + line, plot.width(), line),
+            Qt.AlignmentFlag.AlignHCenter,
+            f"GPU memory ({self._unit}, all GPUs)",
+        )
+        # The legend above the plot.
+        x = plot.left()
+        for kind, label in CURVE_LABELS.items():
+            if not self.series.get(kind):
+                continue
+            painter.fillRect(
+                QRectF(x, PAD + line * 0.2, line * 0.6, line * 0.6), QColor(CURVE_COLOURS[kind])
+            )
+            painter.setPen(QPen(text, 1))
+            painter.drawText(QPointF(x + line * 0.9, PAD + metrics.ascent()), label)
+            x += line * 0.9 + metrics.horizontalAdvance(label) + 18
+        painter.setClipRect(plot.adjusted(-8, -8, 8, 8))
+        if self.budget_bytes:
+            bx = self._x(self.budget_bytes, plot)
+            draw_capacity_line(
+                painter, QPointF(bx, plot.top()), QPointF(bx, plot.bottom()), QColor(palette.NO_FIT)
+            )
+        for kind in self.series:
+            colour = QColor(CURVE_COLOURS[kind])
+            drawn = [(p, pt) for p, pt in self._points(plot) if p.kind == kind]
+            painter.setPen(QPen(colour, 2))
+            if len(drawn) > 1:
+                painter.drawPolyline([pt for _p, pt in drawn])
+            for p, pt in drawn:
+                painter.setBrush(colour if p.fits else QColor(background))
+                painter.drawEllipse(pt, 3, 3)
+        if self.current is not None and self.current[1] < math.inf:
+            painter.setPen(QPen(text, 2))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            centre = QPointF(self._x(self.current[0], plot), self._y(self.current[1], plot))
+            painter.drawEllipse(centre, 6.5, 6.5)
+        painter.end()
+
+    def text_at(self, x: float, y: float) -> str:
+        """The hover text for the point nearest pixel ``(x, y)`` (within 12 pixels), or ""."""
+        plot = self.plot_rect(top_rows=1, bottom_rows=2)
+        best, distance = None, 12.0
+        for p, point in self._points(plot):
+            d = math.hypot(point.x() - x, point.y() - y)
+            if d <= distance:
+                best, distance = p, d
+        if best is None:
+            return ""
+        verdict = "fits" if best.fits else "does not fit with the margin kept"
+        return (
+            f"{best.flag}: {format_bytes(best.total_gpu_bytes, self._unit)} of GPU memory, "
+            f"{rate_text(best.tokens_per_second)} tokens/s ({verdict})"
         )
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:

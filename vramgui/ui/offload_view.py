@@ -7,11 +7,13 @@ It receives plain inputs through setters (``set_model``, ``set_gpus``, ``set_bud
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QStandardItemModel
 from PySide6.QtWidgets import (
@@ -21,10 +23,13 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
     QSlider,
+    QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -32,14 +37,23 @@ from PySide6.QtWidgets import (
 from vramgui.core import launch, offload
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
-from vramgui.core.offload import Bandwidths, Placement, Throughput
+from vramgui.core.offload import Bandwidths, Placement, Throughput, curves
+from vramgui.core.offload.fit import FitResult, fit_llamacpp
+from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.units import GB, GiB, Unit, format_bytes
 from vramgui.core.workload import EngineConflictError, Workload, adjusted, served_family
 from vramgui.hardware.gpus import CatalogGpu
 from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
 from vramgui.ui import palette, wording
-from vramgui.ui.offload_charts import RESOURCE_LABELS, LayerChart, ThroughputChart, rate_text
+from vramgui.ui.offload_charts import (
+    RESOURCE_LABELS,
+    LayerChart,
+    MemorySpeedChart,
+    ThroughputChart,
+    rate_text,
+)
 from vramgui.ui.widgets import guard_wheel
+from vramgui.ui.workers import Worker, submit
 
 PLANNER_LABELS = {
     "llamacpp": "llama.cpp (-ngl)",
@@ -158,6 +172,14 @@ class OffloadView(QWidget):
         self.throughput: Throughput | None = None
         self.compute_bound_batch: int | None = None
         self._settings: tuple[launch.LaunchSettings, ...] = ()
+        # Several GPUs: the indices (into the GPU list) of the GPUs that join the first, in order;
+        # the same index twice is two cards of that kind.
+        self._extra: list[int] = []
+        self._n_cpu_moe = 0  # layers whose routed experts stay in host RAM (llama.cpp)
+        self._fit: FitResult | None = None  # llama.cpp's --fit, until a control is moved
+        self._curves_job: Worker | None = None
+        self._fit_job: Worker | None = None
+        self.curves: tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]] = ((), ())
 
         self.gpu = QComboBox()
         self.gpu.setToolTip("The GPU to plan for: one of those checked in the GPUs panel")
@@ -167,6 +189,21 @@ class OffloadView(QWidget):
         )
         self.gpu.setMinimumContentsLength(18)
         self.gpu.setMaximumWidth(self.gpu.fontMetrics().horizontalAdvance("x" * 48))
+        self.more_gpus = QToolButton()
+        self.more_gpus.setText("+ GPUs")
+        self.more_gpus.setToolTip(
+            "Spread the model over several GPUs (CUDA0, CUDA1... in this order): the first is "
+            "chosen on the left, the others here; a GPU checked twice is two of those cards"
+        )
+        self.more_gpus.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.more_gpus.setMenu(QMenu(self.more_gpus))
+        self.split_mode = QComboBox()
+        self.split_mode.addItem("layers", "layer")
+        self.split_mode.addItem("rows", "row")
+        self.split_mode.setToolTip(
+            "llama.cpp --split-mode: whole layers per GPU, each with its KV cache (layer), or every "
+            "matrix shared out by rows with the KV cache on the first GPU (row)"
+        )
         self.planner = QComboBox()
         for name, label in PLANNER_LABELS.items():
             self.planner.addItem(label, name)
@@ -192,12 +229,35 @@ class OffloadView(QWidget):
         self.auto_button.setToolTip(
             "Set -ngl to the most layers the GPU holds with the safety margin kept free"
         )
+        self.experts_slider = QSlider(Qt.Orientation.Horizontal)
+        self.experts_slider.setToolTip(
+            "llama.cpp --n-cpu-moe: the routed experts of the first N layers stay in host RAM "
+            "(all of them: --cpu-moe); the attention, router, shared experts and KV cache stay "
+            "on the GPU"
+        )
+        self.experts_label = QLabel()
+        self.experts_label.setMinimumWidth(
+            self.experts_label.fontMetrics().horizontalAdvance("--n-cpu-moe 888 of 888") + 8
+        )
+        self.fit_button = QPushButton("Fit like llama.cpp")
+        self.fit_button.setToolTip(
+            "Choose the GPU layers, the split and the layers whose experts stay in host RAM the "
+            "way llama.cpp's --fit does, keeping the margin free on every GPU"
+        )
+        self.experts_title = QLabel("Experts in host RAM")
         choices = QHBoxLayout()
         # The GPU's name takes the row's spare width: local GPUs have long names.
-        for label, widget, stretch in (("GPU", self.gpu, 1), ("Planner", self.planner, 0)):
-            choices.addWidget(QLabel(label))
-            choices.addWidget(widget, stretch)
-            choices.addSpacing(12)
+        choices.addWidget(QLabel("GPU"))
+        choices.addWidget(self.gpu, 1)
+        choices.addWidget(self.more_gpus)
+        self.split_label = QLabel("split by")
+        choices.addWidget(self.split_label)
+        choices.addWidget(self.split_mode)
+        choices.addSpacing(12)
+        choices.addWidget(QLabel("Planner"))
+        choices.addWidget(self.planner)
+        choices.addSpacing(12)
+        choices.addWidget(self.fit_button)
         controls = QHBoxLayout()
         controls.addWidget(QLabel("GPU layers"))
         controls.addWidget(self.slider, 1)
@@ -206,6 +266,10 @@ class OffloadView(QWidget):
         controls.addSpacing(12)
         controls.addWidget(QLabel("Keep free"))
         controls.addWidget(self.margin)
+        experts = QHBoxLayout()
+        experts.addWidget(self.experts_title)
+        experts.addWidget(self.experts_slider, 1)
+        experts.addWidget(self.experts_label)
 
         self.summary = QLabel()
         self.summary.setWordWrap(True)
@@ -257,12 +321,18 @@ class OffloadView(QWidget):
         launch_row.addStretch(1)
         launch_row.addWidget(self.copy_button)
 
+        self.memory_chart = MemorySpeedChart()
+        self.speed_tabs = QTabWidget()
+        self.speed_tabs.addTab(self.memory_chart, "Tokens/s vs GPU memory")
+        self.speed_tabs.addTab(self.throughput_chart, "Tokens/s vs batch")
+        self.speed_tabs.setDocumentMode(True)
         middle = QHBoxLayout()
-        middle.addWidget(self.throughput_chart, 1)
+        middle.addWidget(self.speed_tabs, 1)
         middle.addWidget(speeds)
         layout = QVBoxLayout(self)
         layout.addLayout(choices)
         layout.addLayout(controls)
+        layout.addLayout(experts)
         layout.addWidget(self.summary)
         layout.addWidget(self.layer_chart, 3)
         layout.addLayout(middle, 2)
@@ -273,6 +343,9 @@ class OffloadView(QWidget):
         guard_wheel(self)
 
         self.gpu.currentIndexChanged.connect(self._gpu_chosen)
+        self.split_mode.currentIndexChanged.connect(lambda _i: self._layout_changed())
+        self.experts_slider.valueChanged.connect(self._experts_moved)
+        self.fit_button.clicked.connect(self.fit_like_llamacpp)
         self.planner.currentIndexChanged.connect(self._planner_changed)
         self.margin.valueChanged.connect(lambda _value: self._planner_changed())
         self.slider.valueChanged.connect(self._slider_moved)
@@ -350,6 +423,9 @@ class OffloadView(QWidget):
             # Sized once per model and settings: a new budget alone keeps them.
             self._llamacpp = None
             self._floor_bytes = None
+            if spec is not self._spec:
+                self._n_cpu_moe = 0
+        self._fit = None
         engine_before = self._workload.engine if self._workload is not None else None
         self._spec, self._workload = spec, workload
         self._ngl = None
@@ -391,8 +467,11 @@ class OffloadView(QWidget):
 
     def _take_gpus(self, gpus: Sequence[GpuChoice], host_ram_bytes: int | None) -> None:
         chosen = self.gpu_name
+        extra = [self._gpus[i].name for i in self._extra if i < len(self._gpus)]
         self._gpus = tuple(gpus)
         self._host_bytes = host_ram_bytes
+        names = [gpu.name for gpu in self._gpus]
+        self._extra = [names.index(name) for name in extra if name in names]
         self._show_gpus(chosen)
         self._take_gpu()
 
@@ -408,6 +487,67 @@ class OffloadView(QWidget):
         self.gpu.setCurrentIndex(names.index(chosen) if chosen in names else 0)
         self.gpu.setEnabled(len(names) > 1)
         self.gpu.blockSignals(blocked)
+        self._show_more_gpus()
+
+    def _show_more_gpus(self) -> None:
+        """The "+ GPUs" menu: every GPU of the list, checkable, in the order they join."""
+        menu = self.more_gpus.menu()
+        assert menu is not None
+        menu.clear()
+        first = self.gpu.currentIndex()
+        for index, gpu in enumerate(self._gpus):
+            size = format_bytes(gpu.capacity_bytes, self._unit, 1).replace(".0 ", " ")
+            label = f"{'another ' if index == first else ''}{gpu.name} ({size})"
+            action = menu.addAction(label)
+            action.setCheckable(True)
+            action.setChecked(index in self._extra)
+            action.toggled.connect(lambda on, i=index: self._toggle_gpu(i, on))
+        self._show_gpu_count()
+
+    def _show_gpu_count(self) -> None:
+        count = len(self.chosen_gpus)
+        self.more_gpus.setText(
+            f"+ {count - 1} GPU{'s' if count > 2 else ''}" if count > 1 else "+ GPUs"
+        )
+        self.more_gpus.setEnabled(bool(self._gpus))
+        self.split_mode.setVisible(count > 1)
+        self.split_label.setVisible(count > 1)
+
+    def _toggle_gpu(self, index: int, on: bool) -> None:
+        if on and index not in self._extra:
+            self._extra.append(index)
+        elif not on and index in self._extra:
+            self._extra.remove(index)
+        # The menu stays as it is: this runs inside one of its actions' signals.
+        self._show_gpu_count()
+        self._layout_changed()
+
+    @property
+    def chosen_gpus(self) -> tuple[GpuChoice, ...]:
+        """The GPUs the model spans, in order: the one chosen, then those added."""
+        first = self.gpu.currentIndex()
+        if not 0 <= first < len(self._gpus):
+            return ()
+        return (self._gpus[first], *(self._gpus[i] for i in self._extra))
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        """Each chosen GPU's memory (the budget set last for the first)."""
+        return (self._vram_bytes, *(g.capacity_bytes for g in self.chosen_gpus[1:]))
+
+    def _all_bandwidths(self) -> Bandwidths | None:
+        """The speeds, with those of the added GPUs (their catalog's, else the first's)."""
+        bw = self._bandwidths
+        extra = self.chosen_gpus[1:]
+        if bw is None or not extra:
+            return bw
+        others = tuple(
+            (g.bandwidths.gpu_bytes_per_s, g.bandwidths.gpu_flops)
+            if g.bandwidths is not None
+            else (bw.gpu_bytes_per_s, bw.gpu_flops)
+            for g in extra
+        )
+        return dataclasses.replace(bw, other_gpus=others)
 
     def _take_gpu(self) -> None:
         index = self.gpu.currentIndex()
@@ -420,7 +560,53 @@ class OffloadView(QWidget):
 
     def _gpu_chosen(self) -> None:
         self._take_gpu()
+        self._show_more_gpus()
         self._refresh()
+
+    def _layout_changed(self) -> None:
+        self._fit = None
+        self._ngl = None
+        self._refresh()
+
+    def _experts_moved(self, value: int) -> None:
+        self._n_cpu_moe = value
+        self._fit = None
+        self._refresh()
+
+    def fit_like_llamacpp(self) -> None:
+        """Place as llama.cpp's --fit would (on a worker; the view follows when it is done)."""
+        spec, workload = self._spec, self._workload
+        if spec is None or workload is None or self.planner.currentData() != "llamacpp":
+            return
+        if self._fit_job is not None:
+            self._fit_job.cancel()
+        base = LlamaCppLayout(split_mode=self.split_mode.currentData())
+        budgets, margin, host = self.budgets, self.margin_bytes, self._host_bytes
+        served = workload.with_(mode="inference", engine="llamacpp")
+        self.fit_button.setEnabled(False)
+        self._fit_job = submit(
+            lambda: fit_llamacpp(
+                spec, served, budgets, margin_bytes=margin, host_ram_bytes=host, layout=base
+            ),
+            self._fit_done,
+            self._fit_failed,
+        )
+
+    def _fit_done(self, result: FitResult) -> None:
+        if not shiboken6.isValid(self):
+            return  # the view went while the worker ran
+        self._fit_job = None
+        self.fit_button.setEnabled(True)
+        self._fit = result
+        self._ngl = result.placement.gpu_layers
+        self._refresh()
+
+    def _fit_failed(self, exc: Exception) -> None:
+        if not shiboken6.isValid(self):
+            return
+        self._fit_job = None
+        self.fit_button.setEnabled(True)
+        self._show_error(wording.window_text(str(exc)))
 
     def _take_budget(self, vram_bytes: int, host_ram_bytes: int | None) -> None:
         self._vram_bytes, self._host_bytes = vram_bytes, host_ram_bytes
@@ -453,6 +639,7 @@ class OffloadView(QWidget):
             return
         self._unit = unit
         self.layer_chart.set_unit(unit)
+        self.memory_chart.set_unit(unit)
         self._show_gpus(self.gpu_name)
         self._refresh()
 
@@ -486,7 +673,19 @@ class OffloadView(QWidget):
             for key, spin in self.spins.items()
         }
         values["gpu_flops"] = values["gpu_flops"] or math.inf
-        self._bandwidths = Bandwidths(**values)
+        # The other GPUs' speeds (several GPUs) are the catalog's; the boxes edit GPU 0's.
+        others = self._bandwidths.other_gpus if self._bandwidths is not None else ()
+        self._bandwidths = dataclasses.replace(
+            Bandwidths(
+                values["gpu_bytes_per_s"],
+                values["pcie_bytes_per_s"],
+                values["cpu_ram_bytes_per_s"],
+                values["disk_bytes_per_s"],
+                values["gpu_flops"],
+                values["cpu_flops"],
+            ),
+            other_gpus=others,
+        )
         self._refresh()
 
     # --- drawing ------------------------------------------------------------------------------
@@ -511,18 +710,39 @@ class OffloadView(QWidget):
                 planner,
                 spec,
                 workload,
-                self._vram_bytes,
+                self.budgets,
                 host_ram_bytes=self._host_bytes,
                 margin_bytes=margin,
             )
         if self._llamacpp is None or self._llamacpp.workload != workload:
             self._llamacpp = offload.llamacpp_model(spec, workload)
+        if self._fit is not None and self._fit.placement.workload == workload:
+            return dataclasses.replace(self._fit.placement, margin_bytes=margin)
         return self._llamacpp.place(
-            self._vram_bytes,
+            self.budgets,
             host_ram_bytes=self._host_bytes,
             n_gpu_layers=self._ngl,
             margin_bytes=margin,
+            layout=self.llamacpp_layout,
         )
+
+    @property
+    def llamacpp_layout(self) -> LlamaCppLayout:
+        """llama.cpp's experts in host RAM and split across GPUs, as the controls say."""
+        moe = self._llamacpp.moe_blocks if self._llamacpp is not None else 0
+        last = self._last_expert_layer()
+        every = bool(moe) and self._n_cpu_moe >= last + 1
+        return LlamaCppLayout(
+            cpu_moe=every,
+            n_cpu_moe=0 if every else self._n_cpu_moe,
+            split_mode=self.split_mode.currentData() if len(self.chosen_gpus) > 1 else "layer",
+        )
+
+    def _last_expert_layer(self) -> int:
+        model = self._llamacpp
+        if model is None or not model.moe_blocks:
+            return -1
+        return max(u.index for u in model.units if u.expert_bytes) - 1
 
     def _refresh(self) -> None:
         self._draw_rest(self._draw_placement())
@@ -572,15 +792,48 @@ class OffloadView(QWidget):
             self.slider_label.setText(f"-ngl {placement.gpu_layers} of {placement.blocks + 1}")
         else:
             self.slider_label.setText(f"{placement.gpu_layers} of {placement.blocks} on GPU")
+        self._update_experts(placement if llamacpp else None)
+
+    def _update_experts(self, placement: Placement | None) -> None:
+        """The experts slider: shown for a mixture of experts under llama.cpp."""
+        last = self._last_expert_layer()
+        shown = placement is not None and last >= 0
+        for widget in (self.experts_title, self.experts_slider, self.experts_label):
+            widget.setVisible(shown)
+        self.fit_button.setEnabled(
+            self._fit_job is None and self.planner.currentData() == "llamacpp"
+        )
+        if not shown or placement is None:
+            return
+        layout = placement.layout
+        moved = 0
+        if layout is not None:
+            moved = last + 1 if layout.cpu_moe else min(layout.n_cpu_moe, last + 1)
+        if self._fit is not None:
+            moved = self._fit.expert_layers_on_cpu
+        blocked = self.experts_slider.blockSignals(True)
+        self.experts_slider.setRange(0, last + 1)
+        self.experts_slider.setValue(moved)
+        self.experts_slider.blockSignals(blocked)
+        if self._fit is not None:
+            text = f"{moved} layers (fitted)"
+        elif layout is not None and layout.cpu_moe:
+            text = "--cpu-moe (all)"
+        else:
+            text = f"--n-cpu-moe {moved} of {last + 1}"
+        self.experts_label.setText(text)
 
     def _summarise(self, p: Placement) -> None:
         unit = self._unit
-        used, budget = p.gpu_bytes[0], p.vram_budget_bytes[0]
         verdict = "fits" if p.fits else "does NOT fit"
         kept = f", {format_bytes(p.margin_bytes, unit)} kept free" if p.margin_bytes else ""
+        names = [g.name for g in self.chosen_gpus] or [self.gpu_name]
+        gpus = [
+            f"<b>{escape(name)}: {format_bytes(used, unit)}</b> of {format_bytes(budget, unit)}"
+            for name, used, budget in zip(names, p.gpu_bytes, p.vram_budget_bytes, strict=False)
+        ]
         parts = [
-            f"<b>{escape(self.gpu_name)}: {format_bytes(used, unit)}</b> of "
-            f"{format_bytes(budget, unit)} ({verdict}{kept})",
+            " + ".join(gpus) + f" ({verdict}{kept})",
             f"host RAM {format_bytes(p.host_bytes, unit)}",
             f"disk {format_bytes(p.disk_bytes, unit)}",
         ]
@@ -593,29 +846,81 @@ class OffloadView(QWidget):
             )
         if self.compute_bound_batch is not None:
             parts.append(f"compute-bound from batch {self.compute_bound_batch:,}")
-        if self._bandwidths is not None:
-            prefill = offload.prefill_seconds(p, self._bandwidths)
+        bandwidths = self._all_bandwidths()
+        if bandwidths is not None:
+            prefill = offload.prefill_seconds(p, bandwidths)
             parts.append(f"prefill of {p.workload.seq:,} tokens {prefill:,.2f} s")
         self.summary.setStyleSheet("" if p.fits else palette.WARNING_STYLE)
         notes = "".join(f"<br>{escape(note)}" for note in (*self._adjustments, *p.notes))
         self.summary.setText(" &nbsp;·&nbsp; ".join(parts) + f"<small>{notes}</small>")
 
     def _draw_speed(self, placement: Placement | None) -> None:
-        if placement is None or self._bandwidths is None:
+        bw = self._all_bandwidths()
+        if placement is None or bw is None:
             self.throughput = self.compute_bound_batch = None
             self.throughput_chart.set_curve((), None, None)
+            self._draw_curves(placement, None)
             return
-        bw = self._bandwidths
         self.throughput = offload.decode_throughput(placement, bw)
         curve = offload.throughput_curve(placement, bw)
         self.compute_bound_batch = offload.compute_bound_batch(placement, bw)
         self.throughput_chart.set_curve(curve, self.throughput, self.compute_bound_batch)
+        self._draw_curves(placement, bw)
+
+    def _draw_curves(self, placement: Placement | None, bw: Bandwidths | None) -> None:
+        """Tokens/s against GPU memory, whole layers beside experts in host RAM: computed on a
+        worker (a hundred placements), drawn when done; the current placement at once."""
+        if self._curves_job is not None:
+            self._curves_job.cancel()
+            self._curves_job = None
+        model = self._llamacpp
+        if placement is None or bw is None or placement.planner != "llamacpp" or model is None:
+            self.curves = ((), ())
+            current = None
+            if placement is not None and self.throughput is not None:
+                current = (sum(placement.gpu_bytes), self.throughput.tokens_per_second)
+            self.memory_chart.set_curves((), (), budget_bytes=0, current=current)
+            return
+        budgets, margin, host = self.budgets, self.margin_bytes, self._host_bytes
+        layout = self.llamacpp_layout
+        current = (
+            sum(placement.gpu_bytes),
+            self.throughput.tokens_per_second if self.throughput else 0.0,
+        )
+        self.memory_chart.current = current
+        self.memory_chart.refresh()
+
+        def work() -> tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]]:
+            kwargs = {"layout": layout, "host_ram_bytes": host, "margin_bytes": margin}
+            return (
+                curves.layer_curve(model, budgets, bw, **kwargs),  # type: ignore[arg-type]
+                curves.expert_curve(model, budgets, bw, **kwargs),  # type: ignore[arg-type]
+            )
+
+        def done(
+            result: tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]],
+        ) -> None:
+            if not shiboken6.isValid(self.memory_chart):
+                return  # the view went while the worker ran
+            self._curves_job = None
+            self.curves = result
+            self.memory_chart.set_curves(*result, budget_bytes=sum(budgets), current=current)
+
+        def failed(exc: Exception) -> None:
+            self._curves_job = None
+
+        self._curves_job = submit(work, done, failed)
 
     def _draw_settings(self, placement: Placement | None) -> None:
         if placement is None or self._spec is None:
             self._settings = ()
         else:
-            self._settings = launch.launch_settings(self._spec, placement.workload, placement)
+            # An Ollama model's own settings come first, under its Ollama name.
+            spec = self._spec
+            ollama = spec.name if spec.source.startswith("Ollama") else None
+            self._settings = launch.launch_settings(
+                spec, placement.workload, placement, ollama=ollama
+            )
         chosen = self.engine.currentText()
         blocked = self.engine.blockSignals(True)
         self.engine.clear()

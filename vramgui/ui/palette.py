@@ -12,6 +12,14 @@ ERROR_STYLE = (
     "QLabel { background: #fdecea; color: #7a1c1c; border: 1px solid #e8a3a3;"
     " border-radius: 4px; padding: 4px 6px; }"
 )
+OK_STYLE = (
+    "QLabel { background: #e8f5e9; color: #1b4d1f; border: 1px solid #9ccc9f;"
+    " border-radius: 4px; padding: 4px 6px; }"
+)
+INFO_STYLE = (
+    "QLabel { background: #edf2f8; color: #1f2d3d; border: 1px solid #b8c6d6;"
+    " border-radius: 4px; padding: 4px 6px; }"
+)
 
 # The badge of how an estimate was built: quiet when exact, loud when approximate.
 _BADGE = "QLabel {{ {colours} border-radius: 4px; padding: 2px 8px; font-weight: bold; }}"

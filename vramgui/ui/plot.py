@@ -99,6 +99,8 @@ class Chart(QWidget):
         painter.setPen(QPen(text, 1))
         painter.drawLine(plot.topLeft(), plot.bottomLeft())
         painter.drawLine(plot.bottomLeft(), plot.bottomRight())
+        if metrics.horizontalAdvance(title) > plot.height() and title.endswith(")"):
+            title = title[title.rfind("(") + 1 : -1]  # a short plot keeps the unit: "GiB"
         painter.save()
         painter.translate(2, plot.center().y())
         painter.rotate(-90)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import QFormLayout, QWidget
+from PySide6.QtWidgets import QFormLayout, QLabel, QWidget
 
 from vramgui.core.dtypes import Scheme
 from vramgui.ui.widgets import SHORT_TEXT_ROLE, ChoiceCombo, set_tooltip
@@ -31,10 +31,19 @@ _DESCRIPTION_ROLE = Qt.ItemDataRole.UserRole + 2
 FAMILY_TITLES = {
     "none": "Unquantized",
     "fp8": "FP8",
+    "mxfp4": "MXFP4",
+    "nvfp4": "NVFP4",
     "bitsandbytes": "bitsandbytes",
     "gptq-awq": "GPTQ / AWQ",
+    "int": "compressed-tensors (llm-compressor)",
     "gguf": "GGUF (llama.cpp)",
 }
+
+
+_AS_STORED_HINT = (
+    "How the checkpoint itself stores its weights, read from its quantization_config; another "
+    "choice estimates the original weights quantized that way instead."
+)
 
 
 def short_label(scheme: Scheme) -> str:
@@ -62,12 +71,23 @@ class PrecisionPanel(QWidget):
         self.quant = ChoiceCombo(())
         self.kv_dtype = ChoiceCombo(KV_DTYPES)
         self.kv_dtype.setToolTip("The dtype of the KV cache.")
+        self._schemes = dict(schemes)
         self._fill_schemes(schemes)
+        self._none_index = self.quant.findData("none")
+        # The checkpoint's own format, and what the estimate does instead when another is picked.
+        self.stored = QLabel()
+        self.stored.setWordWrap(True)
+        self.stored.setObjectName("storedFormat")
+        self.stored.setToolTip(_AS_STORED_HINT)
+        self._stored_label = QLabel("Stored as")
+        self._stored_text = ""
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Weights", self.dtype)
         form.addRow("Quantization", self.quant)
+        form.addRow(self._stored_label, self.stored)
         form.addRow("KV cache", self.kv_dtype)
+        self._show_stored("", "none")
         self.dtype.currentIndexChanged.connect(
             lambda: self.changed.emit({"dtype": self.dtype.value()})
         )
@@ -102,12 +122,22 @@ class PrecisionPanel(QWidget):
             # The closed box is narrow: the label and the bits, without the words around them.
             self.quant.setItemData(index, short_label(scheme), SHORT_TEXT_ROLE)
 
-    def set_values(self, dtype: str, quant: str, kv_dtype: str, reasons: dict[str, str]) -> None:
+    def set_values(
+        self,
+        dtype: str,
+        quant: str,
+        kv_dtype: str,
+        reasons: dict[str, str],
+        stored: str = "",
+    ) -> None:
         """Show the current settings; disable what ``reasons`` names, with the reason as tooltip.
 
         ``reasons`` names whole controls ("quant") or single choices ("quant:Q4_K_M",
-        "kv_dtype:fp8").
+        "kv_dtype:fp8"). ``stored`` is the checkpoint's own format ("MXFP4 experts, bf16
+        elsewhere"), "" for a model stored unquantized: the quantization box then offers it as
+        "As stored", and says when another choice replaces it.
         """
+        self._show_stored(stored, quant)
         self.dtype.set_value(dtype)
         self.quant.set_value(quant)
         self.kv_dtype.set_value(kv_dtype)
@@ -128,6 +158,39 @@ class PrecisionPanel(QWidget):
             if value is not None:
                 reason = reasons.get(f"quant:{value}")
                 _allow(self.quant, index, reason, self.quant.itemData(index, _DESCRIPTION_ROLE))
+
+    def _show_stored(self, stored: str, quant: str) -> None:
+        """The "none" choice as the checkpoint's own format, and the line that says which."""
+        if stored != self._stored_text:
+            self._stored_text = stored
+            model = self.quant.model()
+            assert isinstance(model, QStandardItemModel)
+            item = model.item(self._none_index)
+            none = self._schemes["none"]
+            if stored:
+                item.setText(f"    As stored: {stored}")
+                item.setData(f"As stored · {stored}", SHORT_TEXT_ROLE)
+                item.setData(_AS_STORED_HINT, _DESCRIPTION_ROLE)
+            else:
+                item.setText(f"    {none.label}  ·  {none.nominal_bits_per_weight:g} bits/weight")
+                item.setData(short_label(none), SHORT_TEXT_ROLE)
+                item.setData(none.description, _DESCRIPTION_ROLE)
+            self.quant.update()  # the closed box paints the item's short text
+        self._stored_label.setVisible(bool(stored))
+        self.stored.setVisible(bool(stored))
+        if not stored:
+            return
+        replaced = quant != "none" and quant in self._schemes
+        if replaced:
+            label = self._schemes[quant].label
+            self.stored.setText(
+                f"{stored}. Estimated as {label} instead: the original weights quantized so, "
+                "not this checkpoint."
+            )
+        else:
+            self.stored.setText(stored)
+        self.stored.setProperty("overridden", replaced)
+        self.stored.setStyleSheet("color: #b35c00;" if replaced else "")
 
 
 def _allow(combo: ChoiceCombo, index: int, reason: str | None, hint: str) -> None:

@@ -47,7 +47,9 @@ class SweepChart(Chart):
         self.largest: int | None = None
         self.current: int | None = None
         self.top = 1.0  # the axis ends here, in the display unit
-        self.setMinimumHeight(130)
+        # Short enough that on a 1280x720 screen the breakdown table below it ends in view, its
+        # total row included; a taller window gives it more.
+        self.setMinimumHeight(105)
 
     def sizeHint(self) -> QSize:
         return QSize(800, 250)

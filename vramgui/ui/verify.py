@@ -4,7 +4,9 @@ Measuring imports PyTorch, which takes seconds and hundreds of megabytes and cou
 the window never imports it. It starts ``python -m vramgui measure ... --json --progress`` with
 QProcess, follows the progress lines the command writes on stderr, can stop it (the process and
 whatever it held on the GPU go with it), and draws the measured peak across the breakdown bar.
-A measurement belongs to the model and settings it was made for; any change clears it.
+What it has to say (the result, an error, what to install) it says with ``said``, for the window
+to show where its messages go. A measurement belongs to the model and settings it was made for;
+any change clears it.
 """
 
 from __future__ import annotations
@@ -18,11 +20,9 @@ from PySide6.QtCore import QProcess, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QHBoxLayout,
-    QLabel,
     QMenu,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
     QToolButton,
     QWidget,
 )
@@ -31,7 +31,7 @@ from vramgui.core.model import Inventory, ModelRef
 from vramgui.core.units import GiB, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.measure import extra, request
-from vramgui.ui import palette
+from vramgui.profiles import source_of
 from vramgui.ui.breakdown_chart import BreakdownChart, MeasuredMark
 from vramgui.ui.controller import Analysis, EstimateController
 
@@ -39,6 +39,18 @@ from vramgui.ui.controller import Analysis, EstimateController
 TERMINATE_GRACE_MS = 3000
 STDERR_LINES = 40
 WITHIN = 0.03  # an error this small reads as a match
+# What ``said`` carries as its kind: a measurement close to the estimate, one further off, a run
+# that could not start or failed, what keeps Verify from running, and a plain word.
+KINDS = ("match", "mismatch", "error", "warning", "info")
+FAKE_TIP = (
+    "Run this setup with transformers and PyTorch under FakeTensorMode on the CPU: the exact "
+    "tensor memory for any architecture, in seconds, with no GPU and no download"
+)
+APPROXIMATE_TIP = (
+    "This estimate is approximate (see the model's notes). Verify runs the model's own "
+    "transformers code under FakeTensorMode for the exact figure: seconds, no GPU and no "
+    "download needed."
+)
 
 Command = Callable[[str, Workload, str], list[str]]
 
@@ -50,6 +62,14 @@ def workload_arguments(workload: Workload) -> list[str]:
         if key == "overhead-bytes":
             if value is not None:
                 args += ["--overhead-gib", repr(value / GiB)]
+        elif value is None:
+            continue  # a default the command line leaves to the engine
+        elif key == "speculative":
+            continue  # a draft model names itself (--speculative-model)
+        elif key == "draft-model":
+            args += ["--speculative-model", value] if value else []
+        elif key == "enable-prefix-caching":
+            args += ["--enable-prefix-caching" if value else "--no-enable-prefix-caching"]
         elif isinstance(value, bool):
             args += [f"--{key}"] if value else []
         else:
@@ -75,11 +95,7 @@ def measure_command(source: str, workload: Workload, device: str) -> list[str]:
 
 def source_text(source: str | None, ref: ModelRef) -> str:
     """What to pass the command for the current model: what the user typed, else its reference."""
-    if source:
-        return source
-    if ref.kind == "hub" and ref.revision:
-        return f"{ref.id}@{ref.revision}"
-    return ref.id
+    return source or source_of(ref)
 
 
 def signed_percent(error: float) -> str:
@@ -126,12 +142,29 @@ def measured_marks(measured: dict) -> list[MeasuredMark]:
 
 
 def summary(measured: dict) -> str:
-    """A few words for the status line: where it was measured and the estimate's error."""
+    """A few words: where it was measured and the estimate's error."""
     return f"Verified {_where(measured)}: estimate {signed_percent(_compared(measured)['error'])}"
 
 
+def result_text(measured: dict) -> str:
+    """The result in a sentence: the error, and the two figures it compares."""
+    total = measured.get("total_bytes")
+    if total and total["measured"] is not None:
+        figures = (
+            f"in use on the GPU at the peak {format_bytes(total['measured'])}, the estimate "
+            f"{format_bytes(total['estimate'])}"
+        )
+    else:
+        tensors = measured["tensor_bytes"]
+        figures = (
+            f"tensors peak at {format_bytes(tensors['measured'])} ({measured['phase']}), the "
+            f"estimate's {format_bytes(tensors['estimate'])} without its runtime overhead"
+        )
+    return f"{summary(measured)}: {figures}."
+
+
 def details(measured: dict) -> str:
-    """The whole result in sentences, for the status line's tooltip."""
+    """The whole result in sentences, its notes last."""
     tensors = measured["tensor_bytes"]
     lines = [
         f"Measured {_where(measured)}: tensors peak at {format_bytes(tensors['measured'])} "
@@ -148,7 +181,7 @@ def details(measured: dict) -> str:
 
 
 class VerifyBar(QWidget):
-    """A status line, a progress bar, Verify (fake run or this GPU) and Cancel.
+    """A progress bar, Verify (fake run or this GPU) and Cancel; ``said`` tells the outcome.
 
     Args:
         controller: the window's controller (model, settings, estimate).
@@ -159,6 +192,7 @@ class VerifyBar(QWidget):
     """
 
     finished = Signal(object)  # the measured block, or None when the run failed or was stopped
+    said = Signal(str, str, str)  # text, kind (one of KINDS), the details behind the text
 
     def __init__(
         self,
@@ -179,18 +213,14 @@ class VerifyBar(QWidget):
         self._cancelled = False
         self._setup: tuple[str, Workload] | None = None  # what is measured, or was
         self.measured: dict | None = None
+        self.message: tuple[str, str, str] = ("", "", "")  # what ``said`` last told
 
-        self.status = QLabel()
-        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.progress = QProgressBar()
         self.progress.setFixedWidth(180)
         self.progress.hide()
         self.button = QToolButton()
         self.fake_action = QAction("Verify", self)
-        self.fake_action.setToolTip(
-            "Run this setup with transformers and PyTorch under FakeTensorMode on the CPU: the "
-            "exact tensor memory for any architecture, in seconds, with no GPU and no download"
-        )
+        self.fake_action.setToolTip(FAKE_TIP)
         self.gpu_action = QAction("Verify on this machine's GPU", self)
         self.gpu_action.setToolTip(
             "Run this setup on the local NVIDIA GPU (weights created on it from config.json): "
@@ -207,7 +237,6 @@ class VerifyBar(QWidget):
 
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.status, 1)
         layout.addWidget(self.progress)
         layout.addWidget(self.cancel_button)
         layout.addWidget(self.button)
@@ -231,11 +260,17 @@ class VerifyBar(QWidget):
             return
         problems = tuple(self._missing())
         if problems:
-            self._show(extra.install_hint(problems), palette.WARNING_STYLE)
+            self._tell(
+                f"Verify needs the measure extra (PyTorch, transformers, peft): "
+                f"{_missing_text(problems)}. Install it with {extra.INSTALL} (Details: the "
+                "commands for this Python, and a CPU-only PyTorch).",
+                "warning",
+                "\n\n".join(filter(None, (extra.install_hint(problems), _this_python()))),
+            )
             return
-        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload)
+        reason = request.unmeasurable_reason(analysis.spec, analysis.estimate.workload, device)
         if reason:
-            self._show(f"Verify cannot run this setup: {reason}.", palette.WARNING_STYLE)
+            self._tell(f"Verify cannot run this setup: {reason}.", "warning")
             return
         source = source_text(self._controller.source, model.ref)
         workload = analysis.estimate.workload
@@ -246,6 +281,8 @@ class VerifyBar(QWidget):
         self._buffer = b""
         argv = self._command(source, workload, device)
         process = QProcess(self)
+        # Nothing the run does may wait for an answer on standard input.
+        process.setStandardInputFile(QProcess.nullDevice())
         process.readyReadStandardError.connect(self._read_stderr)
         process.finished.connect(self._finished)
         process.errorOccurred.connect(self._error)
@@ -255,7 +292,7 @@ class VerifyBar(QWidget):
         self.progress.show()
         self.cancel_button.show()
         self.button.setEnabled(False)
-        self._show("Measuring…", "")
+        self._tell("Measuring… (the breakdown shows the result when it comes)", "info")
         process.start(argv[0], argv[1:])
 
     def cancel(self) -> None:
@@ -264,7 +301,7 @@ class VerifyBar(QWidget):
         if process is None:
             return
         self._cancelled = True
-        self._show("Stopping…", "")
+        self.progress.setFormat("stopping")
         if sys.platform == "win32":
             process.kill()  # a console process ignores terminate() there
             return
@@ -311,32 +348,30 @@ class VerifyBar(QWidget):
         process.deleteLater()
         self._idle()
         if self._cancelled:
-            self._show("Verification stopped.", "")
+            self._tell("Verification stopped.", "info")
             self.finished.emit(None)
             return
         if code != 0:
-            self._show(self._failure(), palette.ERROR_STYLE)
+            self._tell(f"Verify failed: {self._failure()}", "error", "\n".join(self._stderr))
             self.finished.emit(None)
             return
         try:
             measured = json.loads(output)["measured"]
         except (ValueError, KeyError, TypeError):
-            self._show("The measuring process gave no result it could read.", palette.ERROR_STYLE)
+            self._tell(
+                "Verify failed: the measuring process gave no result it could read.", "error"
+            )
             self.finished.emit(None)
             return
         if self._setup != self._current_setup():
-            self._show("The settings changed while measuring: Verify again.", "")
+            self._tell("The settings changed while measuring: Verify again.", "info")
             self.finished.emit(None)
             return
         self.measured = measured
         self._chart.set_measured(measured_marks(measured))
         error = _compared(measured)["error"]
         close = error is not None and abs(error) <= WITHIN
-        self._show(
-            summary(measured),
-            f"QLabel {{ color: {palette.FIT}; }}" if close else palette.WARNING_STYLE,
-            details(measured),
-        )
+        self._tell(result_text(measured), "match" if close else "mismatch", details(measured))
         self.finished.emit(measured)
 
     def _error(self, error: QProcess.ProcessError) -> None:
@@ -345,9 +380,7 @@ class VerifyBar(QWidget):
         process, self._process = self._process, None
         process.deleteLater()
         self._idle()
-        self._show(
-            f"Could not start the measuring process: {process.errorString()}", palette.ERROR_STYLE
-        )
+        self._tell(f"Could not start the measuring process: {process.errorString()}", "error")
         self.finished.emit(None)
 
     def _failure(self) -> str:
@@ -380,21 +413,37 @@ class VerifyBar(QWidget):
         if self.measured is not None and self._setup == self._current_setup():
             return
         self._clear_measurement()
-        if analysis is not None and analysis.spec.inventory == Inventory.APPROXIMATE:
-            self._show(
-                "Approximate: Verify measures it exactly",
-                palette.WARNING_STYLE,
-                "This estimate is approximate (see the model's notes). Verify runs the model's "
-                "own transformers code under FakeTensorMode for the exact figure: seconds, no "
-                "GPU and no download needed.",
-            )
-        else:
-            self._show("", "")
+        approximate = analysis is not None and analysis.spec.inventory == Inventory.APPROXIMATE
+        tip = APPROXIMATE_TIP if approximate else FAKE_TIP
+        if self.fake_action.toolTip() != tip:
+            self.fake_action.setToolTip(tip)
 
-    def _show(self, text: str, style: str, tooltip: str = "") -> None:
-        self.status.setText(text)
-        self.status.setStyleSheet(style)
-        self.status.setToolTip(tooltip or text)
+    def _tell(self, text: str, kind: str, details: str = "") -> None:
+        self.message = (text, kind, details or text)
+        self.said.emit(*self.message)
+
+
+def _missing_text(problems: Sequence[str]) -> str:
+    """What is missing, short: "torch and peft are not installed; transformers 5.1 is older..."."""
+    absent = [p.removesuffix(" is not installed") for p in problems if p.endswith(" not installed")]
+    others = [p for p in problems if not p.endswith(" not installed")]
+    if len(absent) > 1:
+        absent = [f"{', '.join(absent[:-1])} and {absent[-1]} are not installed"]
+    elif absent:
+        absent = [f"{absent[0]} is not installed"]
+    return "; ".join([*absent, *others])
+
+
+def _this_python() -> str:
+    """The commands that install the extra into the Python this window runs on (the first
+    ``pip`` on the PATH may be another's); nothing for the bundled application, which has none."""
+    if getattr(sys, "frozen", False):
+        return ""
+    python = f'"{sys.executable}" -m'
+    return (
+        f"Into the Python this window runs on, without an NVIDIA GPU: {python} "
+        f"{extra.CPU_TORCH}, then {python} {extra.INSTALL}. With one: {python} {extra.INSTALL}."
+    )
 
 
 def _progress_of(line: str) -> dict | None:

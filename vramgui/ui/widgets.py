@@ -1,4 +1,5 @@
-"""Small reusable input widgets: a slider paired with a spin box, a combo box of named choices."""
+"""Small reusable widgets: a slider paired with a spin box, a combo box of named choices, a label
+that shortens its text to its width."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import math
 from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QPaintEvent
+from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import (
     QAbstractSlider,
     QAbstractSpinBox,
     QComboBox,
     QHBoxLayout,
+    QLabel,
     QSlider,
     QSpinBox,
     QStyle,
@@ -184,3 +186,38 @@ def guard_wheel(panel: QWidget) -> None:
         for control in panel.findChildren(kind):
             control.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
             control.installEventFilter(_WHEEL_GUARD)
+
+
+class FittedLabel(QLabel):
+    """A one-line label that shows the longest of its texts its width holds.
+
+    ``set_texts(full, shorter)`` gives the text (what ``text()`` returns) and a shorter way to say
+    it; where even that is too wide, it ends in "…". The tooltip holds the whole text whenever
+    less of it shows.
+    """
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self._shorter = ""
+
+    def set_texts(self, full: str, shorter: str = "") -> None:
+        self._shorter = shorter
+        self.setText(full)
+
+    def shown_text(self) -> str:
+        """What the label paints at its width now."""
+        width = self.contentsRect().width()
+        metrics = self.fontMetrics()
+        for text in (self.text(), self._shorter):
+            if text and metrics.horizontalAdvance(text) <= width:
+                return text
+        return metrics.elidedText(self._shorter or self.text(), Qt.TextElideMode.ElideRight, width)
+
+    def paintEvent(self, _event: QPaintEvent) -> None:
+        shown = self.shown_text()
+        tip = "" if shown == self.text() else self.text()
+        if self.toolTip() != tip:
+            self.setToolTip(tip)
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(self.contentsRect(), int(self.alignment().value), shown)

@@ -1,17 +1,47 @@
 """The one background-work primitive: a QRunnable with its own QObject of signals.
 
-Work runs on ``QThreadPool.globalInstance()``; it returns a plain object or raises, and the
-signals deliver either to the GUI thread (queued, because the signals object lives there).
-Only the GUI thread touches widgets.
+Work runs on ``QThreadPool.globalInstance()`` (or the pool it is given); it returns a plain
+object or raises, and the signals deliver either to the GUI thread (queued, because the signals
+object lives there). Only the GUI thread touches widgets.
+
+Work on data anyone may have written (a model folder, a local store, a Hub repo) runs in a child
+process instead (``in_process``): a thread cannot be stopped, a process can. The worker thread
+waits for the child, and kills it when the worker is cancelled (a newer load supersedes it) or
+the child runs past its time bound; the child is also held to ``CHILD_ADDRESS_SPACE_BYTES`` of
+memory where the system allows it. Children fork from a server started once
+(``multiprocessing``'s forkserver, with the readers preloaded; spawn where there is none), so
+that each costs tens of milliseconds, not an interpreter's start.
 """
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
+import os
+import select
+import sys
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from vramgui.core.errors import VramguiError
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkServerContext, SpawnContext
+
+# How long a model read may take in all (the Hub's own calls are held to 5 s each; the largest
+# local checkpoints read in about 4 s here) before it is stopped, and how much memory it may
+# take (the largest read in about 250 MiB).
+LOAD_SECONDS = 30.0
+CHILD_ADDRESS_SPACE_BYTES = 4 * 2**30
+# How often a waiting worker looks at its child, its cancellation and the clock.
+_POLL_SECONDS = 0.05
+# What the children import before they fork: every reader a load may need.
+_PRELOAD = ["vramgui.sources.resolve", "vramgui.sources.on_disk", __name__]
 
 # Workers stay referenced until their outcome reaches the GUI thread, so neither Python nor Qt
 # frees one mid-run.
@@ -23,6 +53,42 @@ class WorkerSignals(QObject):
 
     finished = Signal(object)
     failed = Signal(object)
+
+
+class Stopped(VramguiError):
+    """Work in a child process was stopped: past its time bound, out of memory, or it died."""
+
+
+class _Cancelled(Exception):
+    """The worker waiting for a child was cancelled (what it returns is dropped anyway)."""
+
+
+_current = threading.local()
+
+
+def cancelled() -> bool:
+    """Whether the worker running on this thread has been cancelled (False off a worker):
+    the cooperative check of long work."""
+    worker = getattr(_current, "worker", None)
+    return worker is not None and worker.cancelled
+
+
+def _without_tracebacks(exc: BaseException) -> BaseException:
+    """``exc`` and the exceptions it was raised from or during, without their tracebacks."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        pending += [current.__cause__, current.__context__]
+    return exc
+
+
+def _done() -> None:
+    """The work of a worker that has delivered."""
 
 
 class Worker(QRunnable):
@@ -43,71 +109,236 @@ class Worker(QRunnable):
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
+    def drop_work(self) -> None:
+        """Forget the work once it has run (what it captured goes with it)."""
+        self._fn = _done
+
     def run(self) -> None:
+        # The outcome always goes to the GUI thread, cancelled or not, and the GUI thread lets
+        # the worker go: released here, the last reference to what the work holds (a window's
+        # controller, whose timers are the GUI thread's) could be dropped on this thread, and
+        # a QObject deleted off its thread leaves the event loop a dangling timer.
         if self.cancelled:  # superseded while it waited for a thread
-            _release(self)
+            self.signals.failed.emit(None)
             return
+        _current.worker = self
         try:
             result = self._fn()
         except Exception as exc:  # a worker must never take the application down
-            outcome, value = self.signals.failed, exc
+            # Its tracebacks hold the work's frames, and through them what the work captured.
+            outcome, value = self.signals.failed, _without_tracebacks(exc)
         else:
             outcome, value = self.signals.finished, result
-        if self.cancelled:
-            # Nothing will be delivered, so nothing waits for the reference.
-            _release(self)
-        else:
-            outcome.emit(value)
+        finally:
+            _current.worker = None
+        outcome.emit(value)
 
 
 def submit(
     fn: Callable[[], Any],
     on_finished: Callable[[Any], None],
     on_failed: Callable[[Exception], None],
+    pool: QThreadPool | None = None,
 ) -> Worker:
-    """Run ``fn`` on the global thread pool and deliver its outcome to the GUI thread.
+    """Run ``fn`` on a thread pool and deliver its outcome to the GUI thread.
 
     Args:
         fn: the work; it must not touch widgets.
         on_finished: called in the GUI thread with the return value.
         on_failed: called in the GUI thread with the exception.
+        pool: where it runs; the global pool by default (``loads()`` for work that waits on a
+            child process, so that waiting never holds the threads other work needs).
 
     Returns:
         The worker, so that the caller can cancel it.
     """
     worker = Worker(fn)
+    # The handlers (and what they hold: a controller, a view) are let go on delivery, here on
+    # the GUI thread; the binding frees a disconnected slot later, on whichever thread emits.
+    handlers = [on_finished, on_failed]
 
-    def finished(result: Any) -> None:
+    def deliver(index: int, value: Any) -> None:
+        handler = handlers[index]
+        handlers.clear()
         _release(worker)
-        on_finished(result)
+        if not worker.cancelled:
+            handler(value)
 
-    def failed(exc: Exception) -> None:
-        _release(worker)
-        on_failed(exc)
-
-    worker.signals.finished.connect(finished)
-    worker.signals.failed.connect(failed)
+    worker.signals.finished.connect(lambda result: deliver(0, result))
+    worker.signals.failed.connect(lambda exc: deliver(1, exc))
     _RUNNING.add(worker)
     # The pool runs a plain callable and frees its own wrapper; handing it the QRunnable (which
     # must not auto-delete, as Python holds it) would keep every worker alive in Qt.
-    QThreadPool.globalInstance().start(worker.run)
+    (pool or QThreadPool.globalInstance()).start(worker.run)
     return worker
 
 
 def _release(worker: Worker) -> None:
-    # The signals hold the delivery closures and the closures hold the worker: a cycle through
-    # Qt's connections that Python's collector cannot see. Cutting it lets the worker go.
+    """Let a worker go, on the GUI thread. The signals hold the delivery closures and the
+    closures hold the worker: a cycle through Qt's connections that Python's collector cannot
+    see. Cutting it, and dropping the work, lets the worker go with nothing of the caller's."""
     _RUNNING.discard(worker)
     worker.signals.finished.disconnect()
     worker.signals.failed.disconnect()
+    worker.drop_work()
 
 
 def shutdown(timeout_ms: int = 5000) -> None:
     """Cancel pending work and wait for running work to end (before the application exits).
 
     Work still running when the interpreter tears down Qt can crash the exit; cancelled work
-    delivers nothing, so no slot runs on a window that is gone.
+    delivers nothing, so no slot runs on a window that is gone. Children of cancelled work are
+    killed within ``_POLL_SECONDS``.
     """
     for worker in list(_RUNNING):
         worker.cancel()
     QThreadPool.globalInstance().waitForDone(timeout_ms)
+    if loads.cache_info().currsize:
+        loads().waitForDone(timeout_ms)
+
+
+# Several loads may wait at once (the window's, a profile's), each on its own thread.
+_LOAD_THREADS = 4
+
+
+@functools.cache
+def loads() -> QThreadPool:
+    """The pool of work that waits on child processes (created on first use)."""
+    pool = QThreadPool()
+    pool.setMaxThreadCount(_LOAD_THREADS)
+    return pool
+
+
+# ----------------------------------------------------------------------------- child processes
+
+
+@functools.cache
+def _context() -> ForkServerContext | SpawnContext:
+    """Forkserver where the system has it (children fork from a clean, preloaded server, never
+    from this process and its threads), spawn elsewhere."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(_PRELOAD)
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def start_processes() -> None:
+    """Start the server children fork from now, so that the first load does not wait for it
+    (it imports the readers on its own core meanwhile)."""
+    context = _context()
+    if context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def in_process(fn: Callable[[str], Any], seconds: float = LOAD_SECONDS) -> Callable[[str], Any]:
+    """``fn`` run in a child process for each call (see ``run_in_process``); ``fn`` must be a
+    module-level function, as the child imports it by name."""
+    return functools.partial(run_in_process, fn, seconds=seconds)
+
+
+def run_in_process(fn: Callable[..., Any], *args: Any, seconds: float = LOAD_SECONDS) -> Any:
+    """``fn(*args)`` in a child process: its return value, or the exception it raised.
+
+    Called on a worker thread, which waits. The child is killed when the worker is cancelled,
+    or when it has run ``seconds``.
+
+    Raises:
+        Stopped: the child ran past ``seconds``, ran out of memory, or died; the message says
+            which.
+    """
+    context = _context()
+    receiving, sending = context.Pipe(duplex=False)
+    # This process's environment now (the server's is the one it started with).
+    environment = dict(os.environ)
+    child = context.Process(target=_child, args=(sending, environment, fn, args), daemon=True)
+    child.start()
+    sending.close()
+    deadline = time.monotonic() + seconds
+    try:
+        while not receiving.poll(_POLL_SECONDS):
+            if cancelled():
+                raise _Cancelled
+            if not child.is_alive() and not receiving.poll(0):
+                raise Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}")
+            if time.monotonic() > deadline:
+                raise Stopped(
+                    f"Stopped reading {_what(args)}: it took longer than {seconds:.0f} s (a "
+                    "folder on a slow or hung disk, or a network that does not answer?)"
+                )
+        try:
+            ok, value = receiving.recv()
+        except (EOFError, OSError):
+            child.join(1)
+            raise Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}") from None
+    finally:
+        receiving.close()
+        if child.is_alive():
+            child.kill()
+        child.join(1)
+    if ok:
+        return value
+    raise value
+
+
+def _child(
+    sending: Connection, environment: dict[str, str], fn: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
+    os.environ.clear()
+    os.environ.update(environment)
+    _hold_memory(CHILD_ADDRESS_SPACE_BYTES)
+    _end_with_the_caller(sending)
+    try:
+        outcome: tuple[bool, Any] = (True, fn(*args))
+    except MemoryError:
+        limit = CHILD_ADDRESS_SPACE_BYTES // 2**30
+        outcome = (
+            False,
+            Stopped(f"Stopped reading {_what(args)}: it took more than {limit} GiB of memory"),
+        )
+    except Exception as exc:
+        outcome = (False, exc)
+    try:
+        sending.send(outcome)
+    except Exception as exc:  # a result or an exception that does not pickle
+        sending.send((False, Stopped(f"Reading {_what(args)} failed: {type(exc).__name__}")))
+
+
+def _end_with_the_caller(sending: Connection) -> None:
+    """End this process as soon as nobody waits for its answer: the window closed or crashed
+    before it could stop the child (a hung disk would otherwise keep it, and the process
+    server it holds open, alive for ever). The pipe's far end closing is the sign."""
+    if not hasattr(select, "poll"):
+        return  # Windows: the child lives until its load ends
+    poller = select.poll()
+    poller.register(sending.fileno(), 0)  # only POLLERR and POLLHUP: the reader went away
+
+    def watch() -> None:
+        poller.poll()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="caller-watch", daemon=True).start()
+
+
+def _hold_memory(limit: int) -> None:
+    """Hold this process to ``limit`` bytes of address space, where the system allows it."""
+    if sys.platform != "linux":
+        return  # macOS does not enforce it; Windows has no such limit
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard == resource.RLIM_INFINITY or hard > limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _what(args: tuple[Any, ...]) -> str:
+    text = str(args[0]) if args else "the model"
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"the process reading it ended on signal {-exitcode}"
+    return f"the process reading it ended (exit status {exitcode})"

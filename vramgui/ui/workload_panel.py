@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.core.vllm_startup import LORA_RANKS
 from vramgui.core.workload import MAX_BATCH, Workload
 from vramgui.ui.widgets import ChoiceCombo, SliderSpin, set_tooltip
 
@@ -45,6 +46,13 @@ SHORT_LABELS = {
     "pure": "Pure 16-bit",
 }
 LOOPS = (("trainer", "Trainer"), ("custom", "Custom loop"))
+SPECULATIVE = (("none", "Off"), ("draft", "A draft model"))
+VLLM_VERSIONS = (("0.20", "0.20.2 and later"), ("0.11", "0.11"), ("0.10", "0.10"))
+PREFIX_CACHING = (("default", "vLLM's default"), ("on", "On"), ("off", "Off"))
+_PREFIX_VALUES = {"default": None, "on": True, "off": False}
+LORA_RANK_CHOICES = tuple((str(r), str(r)) for r in LORA_RANKS)
+# The spin boxes of vLLM's scheduler show vLLM's own default at 0.
+VLLM_DEFAULT = "vLLM's default"
 ZERO_STAGES = (("0", "Off"), ("1", "ZeRO-1"), ("2", "ZeRO-2"), ("3", "ZeRO-3"))
 
 _HINTS = {
@@ -52,13 +60,35 @@ _HINTS = {
     "seq": "Tokens per sequence: prompt plus generated tokens for inference.",
     "attention": "Eager attention materializes the full score matrix; SDPA / flash do not.",
     "engine": "How the serving engine allocates memory (vLLM pre-allocates a KV pool).",
-    "gpu_memory_utilization": "vLLM memory share: the share of GPU memory vLLM takes for itself.",
+    "gpu_memory_utilization": "vLLM memory share: the share of GPU memory vLLM takes for itself "
+    "(--gpu-memory-utilization).",
+    "max_num_seqs": "--max-num-seqs: requests vLLM runs at once; its sampler warm-up grows with "
+    "it (default: 256, or 1024 on GPUs of 70 GiB and more other than the A100).",
+    "max_num_batched_tokens": "--max-num-batched-tokens: tokens per scheduler step, the size "
+    "vLLM profiles its activations at (default: 2048, or 8192 on large GPUs).",
+    "enforce_eager": "--enforce-eager: no CUDA graphs. From vLLM 0.20.2 their memory comes out "
+    "of the KV pool; before, out of the share vLLM leaves free.",
+    "enable_lora": "--enable-lora: vLLM reserves room for LoRA adapters on the GPU.",
+    "max_loras": "--max-loras: adapters held on the GPU at once.",
+    "max_lora_rank": "--max-lora-rank: the largest adapter rank vLLM reserves room for.",
+    "speculative": "Speculative decoding with a draft model, whose weights and KV cache share "
+    "the GPU (the model's own multi-token-prediction layers: Load MTP layers).",
+    "draft_model": "The draft model: a catalog name, a Hub id or a folder.",
+    "num_speculative_tokens": "Tokens the MTP layers or the draft propose per step.",
+    "cpu_offload_gb": "--cpu-offload-gb: GiB of weights per GPU kept in host RAM and streamed in "
+    "on every step; their room goes to the KV pool.",
+    "vllm_version": "The vLLM version whose start-up rules the estimate follows.",
+    "enable_prefix_caching": "--enable-prefix-caching: for models with state layers (Mamba, "
+    "linear attention) vLLM then keeps one more state per request, or one per block of tokens; "
+    "up to 0.24 it is off for them unless asked for.",
     "lora_targets": "Module names LoRA adapts, comma-separated, or all-linear.",
     "grad_accum": "Gradient accumulation: micro-batches per optimizer step; does not change "
     "peak memory per step.",
     "tp": "Tensor parallel: splits every layer's weights across GPUs.",
     "pp": "Pipeline parallel: splits the layers across GPUs.",
     "cpu_offload": "Keep optimizer states (and with ZeRO-3, weights) in host RAM.",
+    "mtp": "Load the multi-token-prediction layers the checkpoint stores, as vLLM does for MTP "
+    "speculative decoding; otherwise they stay on disk.",
     "loop": (
         "Trainer: transformers' Trainer.compute_loss keeps only the loss; the logits are freed "
         "before backward.\n"
@@ -85,6 +115,24 @@ class WorkloadPanel(QWidget):
         self.gpu_memory_utilization = QDoubleSpinBox()
         self.gpu_memory_utilization.setRange(0.05, 1.0)
         self.gpu_memory_utilization.setSingleStep(0.05)
+        self.max_num_seqs = _default_spin(4096)
+        self.max_num_batched_tokens = _default_spin(1 << 20, step=1024)
+        self.enforce_eager = QCheckBox("No CUDA graphs (--enforce-eager)")
+        self.enable_lora = QCheckBox("LoRA adapters (--enable-lora)")
+        self.max_loras = QSpinBox()
+        self.max_loras.setRange(1, 256)
+        self.max_lora_rank = ChoiceCombo(LORA_RANK_CHOICES)
+        self.speculative = ChoiceCombo(SPECULATIVE)
+        self.draft_model = QLineEdit()
+        self.draft_model.setPlaceholderText("e.g. llama-3.2-1b")
+        self.num_speculative_tokens = QSpinBox()
+        self.num_speculative_tokens.setRange(1, 16)
+        self.cpu_offload_gb = QDoubleSpinBox()
+        self.cpu_offload_gb.setRange(0.0, 4096.0)
+        self.cpu_offload_gb.setSingleStep(1.0)
+        self.cpu_offload_gb.setSuffix(" GiB")
+        self.vllm_version = ChoiceCombo(VLLM_VERSIONS)
+        self.enable_prefix_caching = ChoiceCombo(PREFIX_CACHING)
         self.method = ChoiceCombo(METHODS)
         self.lora_rank = SliderSpin(1, 1024)
         self.lora_targets = QLineEdit()
@@ -103,6 +151,7 @@ class WorkloadPanel(QWidget):
         self.zero = ChoiceCombo(ZERO_STAGES)
         self.fsdp = QCheckBox("FSDP full shard")
         self.cpu_offload = QCheckBox("Offload optimizer to CPU")
+        self.mtp = QCheckBox("Load MTP layers")
         self._seq_label = QLabel("Context")
 
         common = QFormLayout()
@@ -114,7 +163,23 @@ class WorkloadPanel(QWidget):
         self.inference_box = QGroupBox("Inference")
         form = QFormLayout(self.inference_box)
         form.addRow("Engine", self.engine)
-        form.addRow("vLLM share", self.gpu_memory_utilization)
+        form.addRow(self.mtp)
+
+        self.vllm_box = QGroupBox("vLLM")
+        form = QFormLayout(self.vllm_box)
+        form.addRow("GPU share", self.gpu_memory_utilization)
+        form.addRow("Max sequences", self.max_num_seqs)
+        form.addRow("Batched tokens", self.max_num_batched_tokens)
+        form.addRow(self.enforce_eager)
+        form.addRow(self.enable_lora)
+        form.addRow("LoRA slots", self.max_loras)
+        form.addRow("LoRA max rank", self.max_lora_rank)
+        form.addRow("Speculative", self.speculative)
+        form.addRow("Draft model", self.draft_model)
+        form.addRow("Draft tokens", self.num_speculative_tokens)
+        form.addRow("CPU offload", self.cpu_offload_gb)
+        form.addRow("Prefix caching", self.enable_prefix_caching)
+        form.addRow("Rules of vLLM", self.vllm_version)
 
         self.training_box = QGroupBox("Training")
         form = QFormLayout(self.training_box)
@@ -140,6 +205,7 @@ class WorkloadPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(common)
         layout.addWidget(self.inference_box)
+        layout.addWidget(self.vllm_box)
         layout.addWidget(self.training_box)
         layout.addWidget(self.parallel_box)
 
@@ -167,12 +233,22 @@ class WorkloadPanel(QWidget):
             (self.precision, workload.precision),
             (self.loop, workload.loop),
             (self.zero, str(workload.zero)),
+            (self.max_lora_rank, str(workload.max_lora_rank)),
+            (self.speculative, workload.speculative),
+            (self.vllm_version, workload.vllm_version),
+            (
+                self.enable_prefix_caching,
+                {None: "default", True: "on", False: "off"}[workload.enable_prefix_caching],
+            ),
         ):
             combo.set_value(choice)
         for box, checked in (
             (self.grad_checkpointing, workload.grad_checkpointing),
             (self.fsdp, workload.fsdp),
             (self.cpu_offload, workload.cpu_offload),
+            (self.enforce_eager, workload.enforce_eager),
+            (self.enable_lora, workload.enable_lora),
+            (self.mtp, workload.mtp),
         ):
             _quietly(box.setChecked, box, checked)
         for spin, number in (
@@ -181,6 +257,11 @@ class WorkloadPanel(QWidget):
             (self.pp, workload.pp),
             (self.grad_accum, workload.grad_accum),
             (self.gpu_memory_utilization, workload.gpu_memory_utilization),
+            (self.max_num_seqs, workload.max_num_seqs or 0),
+            (self.max_num_batched_tokens, workload.max_num_batched_tokens or 0),
+            (self.max_loras, workload.max_loras),
+            (self.num_speculative_tokens, workload.num_speculative_tokens),
+            (self.cpu_offload_gb, workload.cpu_offload_gb),
         ):
             # A spin box repaints on every setValue, even of the value it shows.
             if spin.value() != number:
@@ -189,9 +270,12 @@ class WorkloadPanel(QWidget):
         if not self.lora_targets.hasFocus() and self.lora_targets.text() != targets:
             self.lora_targets.setText(targets)
             self.lora_targets.setCursorPosition(0)  # show the first names, not the last
+        if not self.draft_model.hasFocus() and self.draft_model.text() != workload.draft_model:
+            self.draft_model.setText(workload.draft_model)
         training = workload.mode == "training"
         self._seq_label.setText("Sequence length" if training else "Context")
         self.inference_box.setVisible(not training)
+        self.vllm_box.setVisible(not training and workload.engine == "vllm")
         self.training_box.setVisible(training)
         for name in (
             "engine",
@@ -209,6 +293,11 @@ class WorkloadPanel(QWidget):
             "precision",
             "grad_accum",
             "loop",
+            "max_loras",
+            "max_lora_rank",
+            "draft_model",
+            "num_speculative_tokens",
+            "mtp",
         ):
             control = self._widget(name)
             reason = reasons.get(name)
@@ -223,20 +312,61 @@ class WorkloadPanel(QWidget):
         self.batch.valueChanged.connect(lambda v: self._emit(batch=v))
         self.seq.valueChanged.connect(lambda v: self._emit(seq=v))
         self.lora_rank.valueChanged.connect(lambda v: self._emit(lora_rank=v))
-        for name in ("attention", "engine", "method", "optimizer", "precision", "loop"):
+        for name in (
+            "attention",
+            "engine",
+            "method",
+            "optimizer",
+            "precision",
+            "loop",
+            "speculative",
+            "vllm_version",
+        ):
             combo: ChoiceCombo = getattr(self, name)
             combo.currentIndexChanged.connect(
                 lambda _i, n=name, c=combo: self._emit(**{n: c.value()})
             )
+        self.max_lora_rank.currentIndexChanged.connect(
+            lambda: self._emit(max_lora_rank=int(self.max_lora_rank.value()))
+        )
         self.zero.currentIndexChanged.connect(lambda: self._emit(zero=int(self.zero.value())))
-        for name in ("grad_checkpointing", "fsdp", "cpu_offload"):
+        self.enable_prefix_caching.currentIndexChanged.connect(
+            lambda: self._emit(
+                enable_prefix_caching=_PREFIX_VALUES[self.enable_prefix_caching.value()]
+            )
+        )
+        for name in (
+            "grad_checkpointing",
+            "fsdp",
+            "cpu_offload",
+            "enforce_eager",
+            "enable_lora",
+            "mtp",
+        ):
             box: QCheckBox = getattr(self, name)
             box.toggled.connect(lambda checked, n=name: self._emit(**{n: checked}))
-        for name in ("gpus", "tp", "pp", "grad_accum", "gpu_memory_utilization"):
+        for name in (
+            "gpus",
+            "tp",
+            "pp",
+            "grad_accum",
+            "gpu_memory_utilization",
+            "max_loras",
+            "num_speculative_tokens",
+            "cpu_offload_gb",
+        ):
             spin = getattr(self, name)
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(lambda value, n=name: self._emit(**{n: value}))
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            spin = getattr(self, name)
+            spin.setKeyboardTracking(False)
+            # 0 is vLLM's own default.
+            spin.valueChanged.connect(lambda value, n=name: self._emit(**{n: value or None}))
         self.lora_targets.editingFinished.connect(self._targets_edited)
+        self.draft_model.editingFinished.connect(
+            lambda: self._emit(draft_model=self.draft_model.text().strip())
+        )
 
     def _targets_edited(self) -> None:
         targets = tuple(t.strip() for t in self.lora_targets.text().split(",") if t.strip())
@@ -244,6 +374,15 @@ class WorkloadPanel(QWidget):
 
     def _emit(self, **changes: Any) -> None:
         self.changed.emit(changes)
+
+
+def _default_spin(maximum: int, step: int = 1) -> QSpinBox:
+    """A spin box whose 0 reads as vLLM's own default."""
+    spin = QSpinBox()
+    spin.setRange(0, maximum)
+    spin.setSingleStep(step)
+    spin.setSpecialValueText(VLLM_DEFAULT)
+    return spin
 
 
 def _quietly(setter: Any, widget: QWidget, value: Any) -> None:

@@ -24,6 +24,7 @@ streaming.py (one planner each), planners.py (a planner by name), throughput.py 
 """
 
 from vramgui.core.offload.accelerate import plan_accelerate
+from vramgui.core.offload.devices import CPU, DISK, gpu_device, gpu_index, is_gpu
 from vramgui.core.offload.llamacpp import (
     LlamaCppModel,
     llamacpp_gpu_bytes,
@@ -32,16 +33,14 @@ from vramgui.core.offload.llamacpp import (
     plan_llamacpp,
 )
 from vramgui.core.offload.placement import (
-    CPU,
     DEFAULT_MARGIN_BYTES,
-    DISK,
     EMBEDDINGS,
     OUTPUT,
     ModelUnit,
+    Piece,
     PlacedUnit,
     Placement,
-    gpu_device,
-    is_gpu,
+    UnitTensor,
     layer_weights,
     model_units,
 )
@@ -61,7 +60,9 @@ from vramgui.core.offload.throughput import (
     GPU_MEMORY_EFFICIENCY,
     HOST_MEMORY_EFFICIENCY,
     LLAMACPP_OP_OFFLOAD_MIN_BATCH,
+    LLAMACPP_SPLIT_SECONDS,
     PCIE,
+    SYNC,
     Bandwidths,
     Throughput,
     compute_bound_batch,
@@ -89,19 +90,24 @@ __all__ = [
     "GPU_MEMORY_EFFICIENCY",
     "HOST_MEMORY_EFFICIENCY",
     "LLAMACPP_OP_OFFLOAD_MIN_BATCH",
+    "LLAMACPP_SPLIT_SECONDS",
     "OUTPUT",
     "PCIE",
     "PLANNERS",
+    "SYNC",
     "Bandwidths",
     "LlamaCppModel",
     "ModelUnit",
+    "Piece",
     "PlacedUnit",
     "Placement",
     "Throughput",
+    "UnitTensor",
     "compute_bound_batch",
     "decode_throughput",
     "expected_bandwidths",
     "gpu_device",
+    "gpu_index",
     "is_gpu",
     "layer_weights",
     "llamacpp_gpu_bytes",

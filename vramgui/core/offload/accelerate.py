@@ -14,16 +14,8 @@ from vramgui.core.offload.budget import (
     finish,
     tensor_room,
 )
-from vramgui.core.offload.placement import (
-    CPU,
-    DISK,
-    ModelUnit,
-    PlacedUnit,
-    Placement,
-    gpu_device,
-    is_gpu,
-    model_units,
-)
+from vramgui.core.offload.devices import CPU, DISK, gpu_device, is_gpu
+from vramgui.core.offload.placement import ModelUnit, PlacedUnit, Placement, model_units
 from vramgui.core.workload import Workload
 
 # Rounds of re-placing until the main GPU's KV reservation matches the blocks it serves.

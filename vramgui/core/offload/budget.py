@@ -9,7 +9,9 @@ from collections.abc import Sequence
 
 from vramgui.core import estimate, inference
 from vramgui.core.model import ModelSpec
-from vramgui.core.offload.placement import CPU, DISK, ModelUnit, PlacedUnit, Placement
+from vramgui.core.offload.devices import CPU, DISK
+from vramgui.core.offload.overrides import LlamaCppLayout
+from vramgui.core.offload.placement import GpuShare, ModelUnit, PlacedUnit, Placement
 from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 
@@ -59,11 +61,17 @@ def finish(
     host_ram_bytes: int | None,
     notes: list[str],
     margin_bytes: int,
+    used_gpus: Sequence[int] | None = None,
+    layout: LlamaCppLayout | None = None,
+    shares: Sequence[GpuShare] = (),
 ) -> Placement:
-    used = tuple(t + overhead(workload, t) for t in tensors)
-    host = sum(p.unit.bytes for p in placed if p.device == CPU)
+    """The placement record: each GPU's memory (tensors plus runtime overhead, on the GPUs the
+    engine uses), host RAM and disk, and whether it all fits."""
+    in_use = set(range(len(tensors)) if used_gpus is None else used_gpus)
+    used = tuple(t + overhead(workload, t) if i in in_use else t for i, t in enumerate(tensors))
+    host = sum(piece.bytes for p in placed for piece in p.parts if piece.device == CPU)
     host += sum(p.unit.kv_cache_bytes for p in placed if p.kv_device == CPU)
-    disk = sum(p.unit.bytes for p in placed if p.device == DISK)
+    disk = sum(piece.bytes for p in placed for piece in p.parts if piece.device == DISK)
     fits = True
     for i, (need, budget) in enumerate(zip(used, budgets, strict=True)):
         if need > budget:
@@ -92,10 +100,12 @@ def finish(
         disk_bytes=disk,
         stream_bytes=stream,
         buffers_bytes=buffers,
-        overhead_bytes=used[0] - tensors[0],
+        overhead_bytes=max(used[i] - tensors[i] for i in range(len(used))),
         fits=fits,
         notes=tuple(notes),
         margin_bytes=margin_bytes,
+        layout=layout,
+        shares=tuple(shares),
     )
 
 
@@ -107,9 +117,13 @@ class HostRam:
 
     def place(self, unit: ModelUnit) -> str:
         """``cpu`` while the RAM lasts, then ``disk``."""
+        return self.place_bytes(unit.bytes)
+
+    def place_bytes(self, size: int) -> str:
+        """``cpu`` for ``size`` bytes while the RAM lasts, then ``disk``."""
         if self.left is None:
             return CPU
-        if unit.bytes <= self.left:
-            self.left -= unit.bytes
+        if size <= self.left:
+            self.left -= size
             return CPU
         return DISK

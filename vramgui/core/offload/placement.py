@@ -7,14 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vramgui.core import inference, storage
+from vramgui.core import inference, naming, storage
 from vramgui.core.estimate import LayerBytes
 from vramgui.core.model import ModelSpec, Role
+from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
-
-CPU = "cpu"
-DISK = "disk"
 
 # GPU memory "most that fit" leaves free: llama.cpp's own fitting (``--fit``) keeps 1024 MiB free
 # per device by default (``--fit-target``), for the driver, the desktop and allocations it does not
@@ -25,13 +23,24 @@ EMBEDDINGS = "embeddings"
 OUTPUT = "output"
 
 
-def gpu_device(index: int = 0) -> str:
-    """The device name of GPU ``index`` (``gpu:0``)."""
-    return f"gpu:{index}"
+@dataclass(frozen=True, slots=True)
+class UnitTensor:
+    """The tensors of a unit that share one GGUF name (a transformers inventory's per-expert
+    tensors are one stacked tensor in GGUF), what a ``--override-tensor`` pattern is matched with.
 
+    Attributes:
+        name: the GGUF name (``blk.3.ffn_up_exps.weight``).
+        role: what the tensors do.
+        bytes: stored bytes under the workload's dtype and quantization.
+        parameters: weights.
+        is_matrix: a 2-D weight a row split shares out (3-D stacked experts are not).
+    """
 
-def is_gpu(device: str) -> bool:
-    return device.startswith("gpu:")
+    name: str
+    role: Role
+    bytes: int
+    parameters: int
+    is_matrix: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,7 @@ class ModelUnit:
             query per cached token are 4 x this), else 0.
         experts: routed experts in the unit (0 if none).
         experts_per_token: routed experts each token runs through.
+        tensors: its weights by GGUF name, for overrides and splits (llama.cpp's planner).
     """
 
     index: int
@@ -67,6 +77,30 @@ class ModelUnit:
     attention_width: int = 0
     experts: int = 0
     experts_per_token: int = 0
+    tensors: tuple[UnitTensor, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """The part of a unit's weights that lives on one device.
+
+    Attributes:
+        device: ``gpu:i``, ``cpu`` or ``disk``.
+        bytes: stored bytes there.
+        parameters: weights there.
+        expert_bytes: routed experts among ``bytes`` (a token reads only its top-k).
+        expert_parameters: routed experts among ``parameters``.
+        read_bytes: what a decode step reads there at batch 1 outside the experts.
+        names: the GGUF tensors there, when the unit is split (what the view lists).
+    """
+
+    device: str
+    bytes: int
+    parameters: int
+    expert_bytes: int = 0
+    expert_parameters: int = 0
+    read_bytes: int = 0
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,15 +109,64 @@ class PlacedUnit:
 
     Attributes:
         unit: the unit.
-        device: ``gpu:i``, ``cpu`` or ``disk`` (where its weights live between uses).
+        device: ``gpu:i``, ``cpu`` or ``disk`` (where its weights live between uses; for a split
+            unit, where its layer runs: its KV cache and attention).
         kv_device: where its KV cache lives (``gpu:i`` or ``cpu``).
-        gpu_bytes: weight bytes it keeps on a GPU (a tied LM head copy included for llama.cpp).
+        gpu_bytes: weight bytes it keeps on the GPUs (a tied LM head copy included for llama.cpp).
+        pieces: the unit's weights by device when they are not all on ``device`` (llama.cpp's
+            tensor overrides, a row split across GPUs); empty when they are.
     """
 
     unit: ModelUnit
     device: str
     kv_device: str
     gpu_bytes: int
+    pieces: tuple[Piece, ...] = ()
+
+    @property
+    def parts(self) -> tuple[Piece, ...]:
+        """Where the weights are: ``pieces``, or the whole unit on ``device``."""
+        if self.pieces:
+            return self.pieces
+        u = self.unit
+        return (
+            Piece(
+                self.device,
+                u.bytes,
+                u.parameters,
+                u.expert_bytes,
+                u.expert_parameters,
+                u.read_bytes,
+            ),
+        )
+
+    def bytes_on(self, device: str) -> int:
+        """Weight bytes of the unit on ``device``."""
+        return sum(p.bytes for p in self.parts if p.device == device)
+
+    @property
+    def split(self) -> bool:
+        """Whether the unit's weights are on more than one device."""
+        return len({p.device for p in self.parts}) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class GpuShare:
+    """What one GPU holds besides the runtime overhead.
+
+    Attributes:
+        weights_bytes: the weights placed there.
+        kv_cache_bytes: the KV cache of the layers that run there.
+        buffers_bytes: compute buffers (activations) allocated there.
+    """
+
+    weights_bytes: int
+    kv_cache_bytes: int
+    buffers_bytes: int
+
+    @property
+    def tensor_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.buffers_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +190,8 @@ class Placement:
         fits: every GPU stays within its budget and the host within its RAM.
         notes: what the user should know.
         margin_bytes: memory per GPU the placement keeps free when it chooses how much to put there.
+        layout: llama.cpp's tensor overrides and split across GPUs (None for other planners).
+        shares: what each GPU holds, for the planners that size it per GPU (llama.cpp).
     """
 
     planner: str
@@ -123,6 +208,8 @@ class Placement:
     fits: bool
     notes: tuple[str, ...] = ()
     margin_bytes: int = 0
+    layout: LlamaCppLayout | None = None
+    shares: tuple[GpuShare, ...] = ()
 
     @property
     def blocks(self) -> int:
@@ -175,9 +262,39 @@ def model_units(spec: ModelSpec, workload: Workload) -> tuple[ModelUnit, ...]:
                 attention_width=attention if 0 < index <= n and kv[index - 1] else 0,
                 experts=spec.facts.num_experts if expert_bytes else 0,
                 experts_per_token=spec.facts.experts_per_token if expert_bytes else 0,
+                tensors=_by_gguf_name(members),
             )
         )
     return tuple(units)
+
+
+def _by_gguf_name(members: Sequence[storage.TensorStorage]) -> tuple[UnitTensor, ...]:
+    """A unit's tensors summed by GGUF name, in first-seen order."""
+    named: dict[str, list[int]] = {}
+    roles: dict[str, Role] = {}
+    matrix: dict[str, bool] = {}
+    for st in members:
+        t = st.tensor
+        name = naming.gguf_name(t.name)
+        # transformers' fused expert gate_up is two tensors in GGUF: ffn_gate_exps, ffn_up_exps.
+        parts = (
+            [name.replace("gate_up", "gate"), name.replace("gate_up", "up")]
+            if "ffn_gate_up_exps" in name and not t.name.startswith("blk.")
+            else [name]
+        )
+        for i, part in enumerate(parts):
+            # The halves add up to the whole: the second takes an odd byte.
+            size = st.bytes // len(parts) + (st.bytes % len(parts) if i else 0)
+            params = t.numel // len(parts) + (t.numel % len(parts) if i else 0)
+            entry = named.setdefault(part, [0, 0])
+            entry[0] += size
+            entry[1] += params
+            roles.setdefault(part, t.role)
+            matrix[part] = sum(d != 1 for d in t.shape) == 2 and t.role is not Role.EXPERT
+    return tuple(
+        UnitTensor(name, roles[name], size, params, matrix[name])
+        for name, (size, params) in named.items()
+    )
 
 
 def layer_weights(spec: ModelSpec, workload: Workload) -> tuple[LayerBytes, ...]:

@@ -15,14 +15,8 @@ from vramgui.core.offload.budget import (
     overhead,
     tensor_room,
 )
-from vramgui.core.offload.placement import (
-    CPU,
-    ModelUnit,
-    PlacedUnit,
-    Placement,
-    gpu_device,
-    model_units,
-)
+from vramgui.core.offload.devices import CPU, gpu_device
+from vramgui.core.offload.placement import ModelUnit, PlacedUnit, Placement, model_units
 from vramgui.core.workload import Workload, served_family
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from vramgui.core import activations
 from vramgui.core.errors import WorkloadError
-from vramgui.core.offload.placement import DISK, ModelUnit, Placement, is_gpu
+from vramgui.core.offload.devices import CPU, DISK, gpu_device, gpu_index, is_gpu
+from vramgui.core.offload.placement import ModelUnit, Piece, Placement
 
 # The share of peak memory bandwidth decoding reaches: with 80 % of the GPU's and 70 % of host
 # RAM's, the roofline lands within 8 % of nine llama.cpp measurements that peak figures overrate by
@@ -37,6 +38,14 @@ CPU_MEMORY = "cpu_memory"
 CPU_COMPUTE = "cpu_compute"
 PCIE = "pcie"
 DISK_READ = "disk"
+SYNC = "sync"
+
+# Each hand-over between a GPU and the CPU (or between GPUs) within a llama.cpp forward: the
+# scheduler copies the activations across, waits for them and wakes the CPU's threads. Set from
+# llmfit pull request 755 (RTX 2080 + i9-10900X, Qwen3-30B-A3B Q4_K_M, --n-cpu-moe 36: 36.7
+# tokens/s measured, 60 from bytes alone; 72 hand-overs a token) and checked on Ollama issue
+# 11772 (docs/offload.md).
+LLAMACPP_SPLIT_SECONDS = 150e-6
 COMPUTE_RESOURCES = (GPU_COMPUTE, CPU_COMPUTE)
 
 
@@ -51,6 +60,8 @@ class Bandwidths:
         disk_bytes_per_s: sequential read speed of the disk holding offloaded weights.
         gpu_flops: dense 16-bit tensor throughput of the GPU.
         cpu_flops: what the CPU sustains in matrix products.
+        other_gpus: memory bandwidth and FLOP rate of GPU 1, 2... when a placement spans GPUs
+            that differ from GPU 0 (a 4090 with a 3060); GPU 0's speeds where none is given.
 
     These are the speeds the roofline uses: for what decoding reaches rather than datasheet peaks,
     build them with ``expected_bandwidths``.
@@ -62,12 +73,23 @@ class Bandwidths:
     disk_bytes_per_s: float
     gpu_flops: float
     cpu_flops: float
+    other_gpus: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in self.__slots__:
             value = getattr(self, name)
-            if not value > 0:
+            if name == "other_gpus":
+                if any(not (bw > 0 and flops > 0) for bw, flops in value):
+                    raise WorkloadError(f"GPU speeds must be positive, got {value!r}")
+            elif not value > 0:
                 raise WorkloadError(f"{name.replace('_', ' ')} must be positive, got {value!r}")
+
+    def gpu(self, index: int) -> tuple[float, float]:
+        """Memory bandwidth and FLOP rate of GPU ``index``: GPU 0 is ``gpu_bytes_per_s`` and
+        ``gpu_flops``, GPU i > 0 is ``other_gpus[i - 1]`` (GPU 0's when not given)."""
+        if 0 < index <= len(self.other_gpus):
+            return self.other_gpus[index - 1]
+        return self.gpu_bytes_per_s, self.gpu_flops
 
 
 def expected_bandwidths(
@@ -110,7 +132,8 @@ class Throughput:
         step_seconds: time of one step.
         tokens_per_second: tokens generated per second over the whole batch.
         seconds_by_resource: seconds each resource (``gpu_memory``, ``gpu_compute``,
-            ``cpu_memory``, ``cpu_compute``, ``pcie``, ``disk``) is busy in the step. Where the
+            ``cpu_memory``, ``cpu_compute``, ``pcie``, ``disk``, ``sync``: llama.cpp's hand-overs
+            between devices) is busy in the step. Where the
             engine waits for each in turn (llama.cpp, accelerate) they add up to the step; where
             it overlaps them (streaming) the step is the largest.
         bound: the resource that limits the step.
@@ -127,32 +150,49 @@ class Throughput:
         return self.bound in COMPUTE_RESOURCES
 
 
-@dataclass(frozen=True, slots=True)
-class _Work:
-    """Bytes and FLOPs of one unit in one forward."""
-
-    read_bytes: float  # weights the matrix products read
-    copy_bytes: float  # the whole unit, as a copy to the GPU moves it
-    kv_bytes: float  # cache the attention reads
-    flops: float  # matrix products with the weights
-    attention_flops: float  # scores and weighted sums over the cache
-
-
-def _work(unit: ModelUnit, batch: int, new_tokens: int, context: float, kv_scale: float) -> _Work:
-    tokens = batch * new_tokens
-    read = float(unit.read_bytes)
-    params = float(unit.parameters - unit.expert_parameters)
-    if unit.index == 0 and not unit.read_bytes:
+def _weight_work(piece: Piece, unit: ModelUnit, tokens: int) -> tuple[float, float, float]:
+    """Bytes read, bytes a copy to the GPU moves, and matrix FLOPs of a unit's weights on one
+    device in one forward of ``tokens`` tokens."""
+    read = float(piece.read_bytes)
+    params = float(piece.parameters - piece.expert_parameters)
+    if unit.index == 0 and not piece.read_bytes:
         params = 0.0  # a lookup, no matrix product
-    if unit.experts:
+    if unit.experts and piece.expert_bytes:
         # Uniform routing: the share of experts at least one of the tokens goes to.
         share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** tokens
-        read += unit.expert_bytes * share
-        params += unit.expert_parameters * unit.experts_per_token / unit.experts
-    attention = 4.0 * tokens * context * unit.attention_width
-    return _Work(
-        read, float(unit.bytes), unit.kv_cache_bytes * kv_scale, 2.0 * tokens * params, attention
-    )
+        read += piece.expert_bytes * share
+        params += piece.expert_parameters * unit.experts_per_token / unit.experts
+    return read, float(piece.bytes), 2.0 * tokens * params
+
+
+class _Lanes:
+    """Memory and compute seconds per device within one unit, charged to the resources."""
+
+    def __init__(self) -> None:
+        self.memory: dict[str, float] = {}
+        self.compute: dict[str, float] = {}
+
+    def add(self, device: str, memory_s: float, compute_s: float) -> None:
+        self.memory[device] = self.memory.get(device, 0.0) + memory_s
+        self.compute[device] = self.compute.get(device, 0.0) + compute_s
+
+    def charge(self, busy: dict[str, float], parallel_gpus: bool) -> None:
+        """Each device waits for its memory or its compute; GPUs sharing a row-split layer work
+        at once (the slowest counts), the rest one after the other."""
+        gpu_lanes = []
+        for device, memory_s in self.memory.items():
+            compute_s = self.compute[device]
+            if is_gpu(device):
+                gpu_lanes.append((memory_s, compute_s))
+                continue
+            memory = DISK_READ if device == DISK else CPU_MEMORY
+            _roof(busy, memory, memory_s, CPU_COMPUTE, compute_s)
+        if parallel_gpus and gpu_lanes:
+            memory_s, compute_s = max(gpu_lanes, key=max)
+            _roof(busy, GPU_MEMORY, memory_s, GPU_COMPUTE, compute_s)
+        else:
+            for memory_s, compute_s in gpu_lanes:
+                _roof(busy, GPU_MEMORY, memory_s, GPU_COMPUTE, compute_s)
 
 
 def _forward_seconds(
@@ -165,65 +205,72 @@ def _forward_seconds(
     kv_read: bool,
 ) -> dict[str, float]:
     """Seconds per resource of one forward of ``new_tokens`` tokens for each of ``batch`` sequences."""
-    busy = dict.fromkeys((GPU_MEMORY, GPU_COMPUTE, CPU_MEMORY, CPU_COMPUTE, PCIE, DISK_READ), 0.0)
+    busy = dict.fromkeys(
+        (GPU_MEMORY, GPU_COMPUTE, CPU_MEMORY, CPU_COMPUTE, PCIE, DISK_READ, SYNC), 0.0
+    )
     w = placement.workload
     kv_scale = batch / w.batch if kv_read else 0.0
     llamacpp = placement.planner == "llamacpp"
+    row_split = placement.layout is not None and placement.layout.split_mode == "row"
     # llama.cpp cuts a prompt into micro-batches and reads every weight once per micro-batch.
     passes = 1
     if llamacpp and new_tokens > 1:
         passes = math.ceil(batch * new_tokens / activations.LLAMACPP_UBATCH)
-    tokens_per_pass = batch * new_tokens / passes
+    tokens = batch * new_tokens
+    tokens_per_pass = tokens / passes
+    # llama.cpp computes small batches where the weights are; from 32 tokens it copies host
+    # weights to the GPU. accelerate and streaming always copy them.
+    host_computes = llamacpp and tokens_per_pass < LLAMACPP_OP_OFFLOAD_MIN_BATCH
+    main_gpu = gpu_device(placement.layout.main_gpu if placement.layout is not None else 0)
+
+    def speeds(device: str) -> tuple[str, float, float]:
+        """The device that computes what lives on ``device``, its bytes/s and FLOP/s."""
+        if is_gpu(device):
+            memory, flops = bw.gpu(gpu_index(device))
+            return device, memory, flops
+        if host_computes:
+            return (
+                device,
+                bw.disk_bytes_per_s if device == DISK else bw.cpu_ram_bytes_per_s,
+                bw.cpu_flops,
+            )
+        memory, flops = bw.gpu(gpu_index(main_gpu))
+        return main_gpu, memory, flops
+
+    # Where the forward computes, in order: the input layer on the host, each unit's layer and
+    # then its parts elsewhere (experts in host RAM run after the layer's attention), the
+    # logits read back on the host.
+    where_runs = ["host"]
     for p in placement.units:
-        work = _work(p.unit, batch, new_tokens, context, kv_scale)
-        on_cpu = (
-            llamacpp and not is_gpu(p.device) and tokens_per_pass < LLAMACPP_OP_OFFLOAD_MIN_BATCH
-        )
-        if on_cpu:
-            # Small batches run on the CPU, reading host RAM (or the disk, once RAM is short).
-            memory, speed = (
-                (DISK_READ, bw.disk_bytes_per_s)
-                if p.device == DISK
-                else (CPU_MEMORY, bw.cpu_ram_bytes_per_s)
-            )
-            compute, flops = CPU_COMPUTE, bw.cpu_flops
-        else:
-            memory, speed, compute, flops = (
-                GPU_MEMORY,
-                bw.gpu_bytes_per_s,
-                GPU_COMPUTE,
-                bw.gpu_flops,
-            )
-            if not is_gpu(p.device):
+        u = p.unit
+        lanes = _Lanes()
+        for piece in p.parts:
+            read, copy, flops = _weight_work(piece, u, tokens)
+            where, memory_speed, flop_rate = speeds(piece.device)
+            if not is_gpu(piece.device) and is_gpu(where):
                 # Copied to the GPU for every pass (accelerate, streaming, llama.cpp's big batches).
-                copies = passes * work.copy_bytes
-                if p.device == DISK:
+                copies = passes * copy
+                if piece.device == DISK:
                     busy[DISK_READ] += copies / bw.disk_bytes_per_s
                 busy[PCIE] += copies / bw.pcie_bytes_per_s
-        memory_s = passes * work.read_bytes / speed
-        compute_s = work.flops / flops
-        if is_gpu(p.kv_device) != on_cpu or not work.kv_bytes:
-            memory_s += work.kv_bytes / speed
-            compute_s += work.attention_flops / flops
-        elif is_gpu(p.kv_device):
-            # The attention runs where the cache lives (llama.cpp's GPU layers' KV, rare).
-            _roof(
-                busy,
-                GPU_MEMORY,
-                work.kv_bytes / bw.gpu_bytes_per_s,
-                GPU_COMPUTE,
-                work.attention_flops / bw.gpu_flops,
-            )
-        else:
-            # A cache in host RAM: the CPU computes the attention over it (FlexGen, --no-kv-offload).
-            _roof(
-                busy,
-                CPU_MEMORY,
-                work.kv_bytes / bw.cpu_ram_bytes_per_s,
-                CPU_COMPUTE,
-                work.attention_flops / bw.cpu_flops,
-            )
-        _roof(busy, memory, memory_s, compute, compute_s)
+            lanes.add(where, passes * read / memory_speed, flops / flop_rate)
+            place = where if is_gpu(where) else "host"
+            if place != where_runs[-1]:
+                where_runs.append(place)
+        kv_bytes = u.kv_cache_bytes * kv_scale
+        if kv_bytes:
+            attention = 4.0 * tokens * context * u.attention_width
+            # The attention runs where the cache lives: on its GPU, or on the CPU for a cache in
+            # host RAM (FlexGen, --no-kv-offload), at that device's speeds.
+            if is_gpu(p.kv_device):
+                memory, flop_rate = bw.gpu(gpu_index(p.kv_device))
+                lanes.add(p.kv_device, kv_bytes / memory, attention / flop_rate)
+            else:
+                lanes.add(CPU, kv_bytes / bw.cpu_ram_bytes_per_s, attention / bw.cpu_flops)
+        lanes.charge(busy, row_split)
+    if llamacpp:
+        hand_overs = len(where_runs) - 1 + (where_runs[-1] != "host")
+        busy[SYNC] += passes * hand_overs * LLAMACPP_SPLIT_SECONDS
     return busy
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from vramgui.core import dtypes, parallel
 from vramgui.core.errors import WorkloadError
-from vramgui.core.model import ModelSpec
+from vramgui.core.model import ModelSpec, Role
 from vramgui.core.training.components import (
     ACTIVATIONS,
     DEQUANTIZED_WEIGHT,
@@ -29,6 +29,7 @@ from vramgui.core.training.weights import (
     resolve_lora_targets,
     stage_facts,
 )
+from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 
 # Devices whose kernels the estimate follows: "cuda" for users, "cpu" for the measurement harness
@@ -59,6 +60,7 @@ def _context(
     spec: ModelSpec, workload: Workload, device: str, autocast_rules: str, deepspeed_mixed: bool
 ) -> ReplayContext:
     sixteen = dtypes.dtype_bytes(workload.dtype)
+    stored = 0
     if workload.precision == "fp32" or workload.dtype == "fp32":
         param_bytes, compute, autocast = 4, 4, False
     elif workload.method == "qlora" and (workload.fsdp or workload.zero == 3):
@@ -77,6 +79,13 @@ def _context(
         # DeepSpeed's bf16 / fp16 modes run a 16-bit model (the fp32 master copy sits with the
         # optimizer).
         param_bytes, compute, autocast = sixteen, sixteen, False
+    elif workload.fsdp:
+        # FSDP's own mixed precision (MixedPrecision / MixedPrecisionPolicy with a 16-bit
+        # param_dtype, what accelerate and transformers' Trainer set for bf16 / fp16): fp32
+        # shards, each unit gathered in 16 bits and freed after its forward, so the forward sees
+        # 16-bit weights and autocast keeps no copies (benchmarks/fsdp_weight_copies.py).
+        param_bytes, compute, autocast = sixteen, sixteen, False
+        stored = 4
     else:
         # torch autocast: fp32 weights (frozen ones too for LoRA), 16-bit matmuls.
         param_bytes, compute, autocast = 4, sixteen, True
@@ -100,6 +109,21 @@ def _context(
         tp=workload.tp,
         four_bit_base=workload.method == "qlora",
         adapter_bytes=param_bytes if sharded_4bit else ADAPTER_BYTES,
+        stored_param_bytes=stored,
+    )
+
+
+def _fsdp_mixed_note(spec: ModelSpec, workload: Workload) -> str:
+    """What FSDP's mixed precision is taken to be, and what torch.autocast alone would add."""
+    matrices = sum(
+        t.numel for t in spec.tensors if t.role not in (Role.EMBEDDING, Role.POSITION, Role.NORM)
+    )
+    copies = matrices * dtypes.dtype_bytes(workload.dtype) // workload.tp
+    return (
+        f"FSDP mixed precision as accelerate and the Trainer run it (MixedPrecision, param_dtype "
+        f"{workload.dtype}): fp32 shards, each unit gathered in {workload.dtype} and freed after "
+        f"its forward. FSDP under torch.autocast alone keeps a {workload.dtype} copy of every "
+        f"weight until backward, {format_bytes(copies)} more per GPU."
     )
 
 
@@ -181,11 +205,13 @@ class TrainingPlan:
         deepspeed_mixed = workload.zero > 0 and workload.precision == "mixed"
         ctx = _context(spec, workload, device, autocast_rules or device, deepspeed_mixed)
         notes: list[str] = list(plan.notes)
+        if ctx.stored_param_bytes:
+            notes.append(_fsdp_mixed_note(spec, workload))
 
         # Which tensors live on this GPU (the worst pipeline stage is chosen in breakdown).
         stages = parallel.stage_layers(spec.facts.num_layers, plan.pp)
 
-        grad_item = ctx.param_bytes if workload.method == "full" else ctx.adapter_bytes
+        grad_item = ctx.storage_bytes if workload.method == "full" else ctx.adapter_bytes
         state_item = 4 if deepspeed_mixed else grad_item
         self._stages: list[_StagePlan] = []
         for index, stage in enumerate(stages):

@@ -51,10 +51,19 @@ class ReplayContext:
     tp: int = 1
     four_bit_base: bool = False
     adapter_bytes: int = ADAPTER_BYTES  # dtype of the LoRA adapters and their gradients
+    # The dtype the weights (and a full fine-tune's gradients) are stored in, where it is not
+    # the one the forward sees: FSDP's mixed precision keeps fp32 shards and gathers them in
+    # 16 bits. 0: ``param_bytes``.
+    stored_param_bytes: int = 0
     tokens: int = field(init=False)  # batch x seq, read by most operations of the replay
 
     def __post_init__(self) -> None:
         self.tokens = self.batch * self.seq
+
+    @property
+    def storage_bytes(self) -> int:
+        """Bytes per stored weight element (see ``stored_param_bytes``)."""
+        return self.stored_param_bytes or self.param_bytes
 
     def sized(self, batch: int, seq: int) -> ReplayContext:
         """This context for ``batch`` sequences of ``seq`` tokens (dataclasses.replace, without
@@ -75,6 +84,7 @@ class ReplayContext:
             tp=self.tp,
             four_bit_base=self.four_bit_base,
             adapter_bytes=self.adapter_bytes,
+            stored_param_bytes=self.stored_param_bytes,
         )
 
 

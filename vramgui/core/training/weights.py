@@ -193,6 +193,7 @@ def stage_facts(
         workload.optimizer,
         state_item,
         ctx.param_bytes,
+        ctx.storage_bytes,
         ctx.compute_bytes,
         ctx.tp,
         ctx.lora_rank,
@@ -218,7 +219,7 @@ def _weight_bytes(
             math.ceil((quantized_bytes - codes) / ctx.tp),
         )
     weights = sum(math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors)
-    return weights * ctx.param_bytes, 0
+    return weights * ctx.storage_bytes, 0
 
 
 def _gathered_layer_bytes(

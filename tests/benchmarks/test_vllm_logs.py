@@ -1,0 +1,45 @@
+"""benchmarks/vllm_logs.py: the published vLLM start-ups are well formed and each is estimated."""
+
+from benchmarks import vllm_logs
+
+
+def test_every_log_cites_its_source_gpu_version_and_split():
+    doc = vllm_logs.load()
+    ids = [log["id"] for log in doc["logs"]]
+    assert len(ids) == len(set(ids))
+    for log in doc["logs"]:
+        assert log["url"].startswith("https://github.com/"), log["id"]
+        assert log["what"] and log["vllm"][0].isdigit(), log["id"]
+        assert log["gpu"] in doc["gpus"] or "cuda_total_gib" in log, log["id"]
+        assert log["split"] in ("tune", "held-out"), log["id"]
+        assert log["sampler"] in ("pytorch", "flashinfer"), log["id"]
+        logged = log["logged"]
+        assert "kv_tokens" in logged or "available_gib" in logged or not logged.get("starts", True)
+    for name, config in doc.get("configs", {}).items():
+        assert config["source"] and config["config"]["model_type"], name
+
+
+def test_the_section_lists_every_log_with_its_estimate_and_the_summaries():
+    table = vllm_logs.rows()
+    assert len(table) == len(vllm_logs.load()["logs"])
+    refused = [r for r in table if not r["starts_logged"]]
+    assert refused and all("error" not in r for r in refused)
+    text = "\n".join(vllm_logs.markdown_section(table))
+    for row in table:
+        assert f"[{row['id']}](" in text
+    assert "- Held out:" in text and "- Tuned on:" in text
+    assert "Start or refuse: the estimate agrees with" in text
+
+
+def test_the_kv_layout_turns_each_logged_pool_into_the_logged_tokens():
+    # Apart from the memory model: the pool each log printed, cut into blocks by the estimate's
+    # KV layout (sliding windows, MLA, Gated DeltaNet states, FP8 caches, TP and PP), gives the
+    # tokens the log printed.
+    table = vllm_logs.rows()
+    checked = [r for r in table if "layout_error" in r]
+    assert len(checked) >= 8
+    kinds = " ".join(r["kind"] for r in checked)
+    for kind in ("hybrid", "MLA", "MoE", "AWQ", "FP8"):
+        assert kind in kinds
+    assert max(abs(r["layout_error"]) for r in checked) < 0.02
+    assert len(table) >= 20

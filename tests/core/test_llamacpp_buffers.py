@@ -1,0 +1,59 @@
+"""The llama.cpp planner against llama.cpp's own accounting: the model, KV cache and compute
+buffers it printed per device for small GGUFs of several architectures (recorded by
+``benchmarks/llamacpp_buffers.py`` in benchmarks/data/llamacpp_buffers.json, with the build that
+printed them). The GGUF headers are rebuilt here from the same definitions; no llama.cpp runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import llamacpp_buffers, llamacpp_gguf
+from vramgui.sources.gguf_reader import parse_gguf, spec_from_gguf
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "llamacpp_buffers.json"
+RECORDED = json.loads(DATA.read_text())
+CASES = {c.name: c for c in llamacpp_buffers.CASES}
+# Cases whose GGUF is quantized by llama-quantize: its types are the file's, not rebuilt here.
+F16 = [r for r in RECORDED if r["quant"] is None]
+
+
+def _estimate(tmp_path: Path, name: str) -> llamacpp_buffers.Buffers:
+    case = CASES[name]
+    arch = next(a for a in llamacpp_gguf.ARCHS if f"{a.name}-f16" == case.model)
+    path = tmp_path / f"{arch.name}.gguf"
+    llamacpp_gguf.write(arch, path, data=False)
+    with path.open("rb") as fh:
+        contents = parse_gguf(fh, path.stat().st_size, None, path.name)
+    spec = spec_from_gguf(contents, arch.name, "test")
+    return llamacpp_buffers.estimate_for(spec, case)
+
+
+def test_every_case_of_the_benchmark_was_recorded():
+    assert {r["case"] for r in RECORDED} == set(CASES)
+    assert all(r["llama_cpp_build"] != "unknown" for r in RECORDED)
+    assert len(F16) >= 15
+
+
+@pytest.mark.parametrize("record", F16, ids=[r["case"] for r in F16])
+def test_buffers_per_device_match_what_llama_cpp_printed(tmp_path, record):
+    estimated = _estimate(tmp_path, record["case"])
+    for row in record["rows"]:
+        kind, device, measured = row["kind"], row["device"], row["measured_bytes"]
+        table = {"model": estimated.model, "KV": estimated.kv, "compute": estimated.compute}[kind]
+        got = table.get(device, 0)
+        if kind == "compute" and record["model"].startswith("deepseek2"):
+            # MLA's compute buffer holds tensors the dense-attention pattern does not have: the
+            # estimate is known to fall short by 14-16 % (docs/offload.md); held to that here.
+            assert 0.80 * measured < got < measured
+            continue
+        tolerance = 0.04 if kind == "compute" else 0.001
+        assert got == pytest.approx(measured, rel=tolerance), (kind, device)
+
+
+def test_a_device_llama_cpp_left_empty_is_empty_in_the_estimate(tmp_path):
+    # -ngl 6 of 9 on two devices: the host keeps the first three blocks and their cache.
+    estimated = _estimate(tmp_path, "dense, 2 devices, -ngl 6")
+    assert estimated.kv["cpu"] > 0 and estimated.model["cpu"] > estimated.model["gpu:0"] // 2

@@ -1,0 +1,223 @@
+"""What each engine does with a checkpoint's format on the GPU picked, and MTP layers."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from vramgui.core import dtypes, serving, storage
+from vramgui.core.errors import WorkloadError
+from vramgui.core.estimate import estimate
+from vramgui.core.families import spec_from_config
+from vramgui.core.model import Inventory, Role
+from vramgui.core.units import GiB
+from vramgui.core.workload import Workload, engine_conflicts
+from vramgui.sources.catalog import find
+from vramgui.sources.checkpoint import as_shipped
+
+GPT_OSS_120B = find("gpt-oss-120b").spec()
+STORED_120B = 65_248_815_744  # its model.safetensors.index.json total_size
+
+
+def _weights(spec, **settings) -> int:
+    return estimate(spec, Workload(**settings)).components["weights"]
+
+
+def _notes(spec, **settings) -> str:
+    return " ".join(estimate(spec, Workload(**settings)).notes)
+
+
+def test_gpt_oss_120b_fits_one_h100_in_vllm_at_8k():
+    w = Workload(engine="vllm", seq=8192, gpu_arch="hopper")
+    est = estimate(GPT_OSS_120B, w, 80 * GiB)
+    assert est.components["weights"] == STORED_120B  # Hopper's Triton kernels pad nothing
+    assert est.total_bytes <= 80 * GiB
+    assert est.details["kv_pool_tokens"] >= 8192
+
+
+def test_vllm_pads_mxfp4_experts_to_its_kernels_tile():
+    hopper = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="hopper")
+    ampere = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="ampere")
+    blackwell = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="blackwell")
+    assert hopper == STORED_120B
+    # Marlin: intermediate 2880 -> 2944, hidden 2880 -> 3072; FlashInfer: both to 3072. The
+    # expert weights and scales grow by the product, their biases by one factor.
+    experts = [
+        s
+        for s in serving.served_storage(GPT_OSS_120B, Workload(engine="vllm")).storage
+        if s.tensor.role is Role.EXPERT
+    ]
+    weights = sum(s.bytes for s in experts if not s.tensor.is_bias)
+    up = sum(s.bytes for s in experts if s.tensor.is_bias and s.tensor.module == "gate_up_proj")
+    down = sum(s.bytes for s in experts if s.tensor.is_bias and s.tensor.module == "down_proj")
+    marlin = weights * (2944 * 3072) / (2880 * 2880) + up * 2944 / 2880 + down * 3072 / 2880
+    assert ampere - hopper == pytest.approx(marlin - weights - up - down, abs=2000)
+    flashinfer = (weights * 3072**2 / 2880**2) + (up + down) * 3072 / 2880
+    assert blackwell - hopper == pytest.approx(flashinfer - weights - up - down, abs=2000)
+    assert "2944 x 3072" in _notes(GPT_OSS_120B, engine="vllm", gpu_arch="ampere")
+    assert "3072 x 3072" in _notes(GPT_OSS_120B, engine="vllm", gpu_arch="blackwell")
+
+
+def test_transformers_keeps_mxfp4_for_gpt_oss_and_says_what_it_needs():
+    kept = _weights(GPT_OSS_120B, engine="transformers", gpu_arch="hopper")
+    assert kept - STORED_120B < 0.001 * STORED_120B  # + transformers' buffers only
+    notes = _notes(GPT_OSS_120B, engine="transformers", gpu_arch="auto")
+    assert "triton >= 3.4" in notes and "dequantizes them to bf16" in notes
+    # before compute capability 7.5 it dequantizes
+    volta = _weights(GPT_OSS_120B, engine="transformers", gpu_arch="volta")
+    assert volta > 3 * kept
+    assert "7.5" in _notes(GPT_OSS_120B, engine="transformers", gpu_arch="volta")
+
+
+def _deepseek_fp8():
+    entry = find("deepseek-v3")
+    config = copy.deepcopy(entry.config)
+    config["quantization_config"] = {
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "weight_block_size": [128, 128],
+    }
+    return as_shipped(spec_from_config(config), config)
+
+
+DEEPSEEK = _deepseek_fp8()
+
+
+@pytest.mark.parametrize(
+    ("arch", "kept"),
+    [("ampere", False), ("ada", True), ("hopper", True), ("blackwell", True), ("auto", True)],
+)
+def test_transformers_keeps_fp8_from_compute_capability_8_9(arch, kept):
+    weights = _weights(DEEPSEEK, engine="transformers", gpu_arch=arch)
+    stored = storage.weight_bytes(DEEPSEEK, "bf16", "none")
+    assert (weights < 1.01 * stored) is kept
+    notes = _notes(DEEPSEEK, engine="transformers", gpu_arch=arch)
+    assert "8.9" in notes or arch != "ampere"
+
+
+def test_vllm_keeps_fp8_everywhere_from_ampere_with_marlin_before_ada():
+    stored = storage.weight_bytes(DEEPSEEK, "bf16", "none")
+    for arch in ("ampere", "ada", "hopper"):
+        assert _weights(DEEPSEEK, engine="vllm", gpu_arch=arch) == stored
+    assert "Marlin" in _notes(DEEPSEEK, engine="vllm", gpu_arch="ampere")
+    assert "Marlin" not in _notes(DEEPSEEK, engine="vllm", gpu_arch="hopper")
+    with pytest.raises(WorkloadError, match=r"compute capability 8\.0"):
+        estimate(DEEPSEEK, Workload(engine="vllm", gpu_arch="turing"))
+
+
+def test_nvfp4_checkpoints_are_vllms():
+    qwen = find("qwen3.6-27b-nvfp4").spec()
+    assert qwen.quantization == "nvfp4"
+    conflicts = engine_conflicts("inference", "transformers", "none", "auto", qwen.quantization)
+    assert conflicts and conflicts[0].engines == ("vllm",)
+    assert "Marlin" in _notes(qwen, engine="vllm", gpu_arch="hopper")
+    assert "Marlin" not in _notes(qwen, engine="vllm", gpu_arch="blackwell")
+
+
+def test_compressed_tensors_weights_are_decompressed_by_transformers():
+    config = copy.deepcopy(find("llama-3.1-8b").config)
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "g": {
+                "weights": {"num_bits": 4, "type": "int", "group_size": 128},
+                "targets": ["Linear"],
+            }
+        },
+        "ignore": ["lm_head"],
+    }
+    spec = as_shipped(spec_from_config(config), config)
+    vllm = _weights(spec, engine="vllm")
+    transformers = _weights(spec, engine="transformers")
+    assert vllm == storage.weight_bytes(spec, "bf16", "none")
+    assert transformers > 2.5 * vllm
+    assert "first forward" in _notes(spec, engine="transformers")
+
+
+def test_another_quant_replaces_the_stored_format_with_a_note():
+    nvfp4 = estimate(GPT_OSS_120B, Workload(engine="vllm", quant="nvfp4", gpu_arch="hopper"))
+    assert nvfp4.components["weights"] != STORED_120B
+    assert any("not as the checkpoint is stored (MXFP4 experts" in n for n in nvfp4.notes)
+    same = estimate(GPT_OSS_120B, Workload(engine="vllm", quant="mxfp4", gpu_arch="hopper"))
+    assert same.components["weights"] == STORED_120B
+    assert not any("not as the checkpoint is stored" in n for n in same.notes)
+
+
+@pytest.mark.parametrize("quant", ["mxfp4", "nvfp4", "fp8-block", "w4a16", "w8a8", "fp8-tensor"])
+def test_the_new_schemes_quantize_a_16_bit_model(quant):
+    llama = find("llama-3.1-8b").spec()
+    quantized = [s for s in storage.assign_storage(llama, "bf16", quant) if s.storage == quant]
+    bits = 8 * sum(s.bytes for s in quantized) / sum(s.tensor.numel for s in quantized)
+    assert bits == pytest.approx(dtypes.get_scheme(quant).nominal_bits_per_weight, rel=0.01)
+    assert {s.tensor.role for s in quantized} == {Role.ATTENTION, Role.MLP}
+    est = estimate(llama, Workload(engine="vllm", quant=quant))
+    assert est.components["weights"] < 0.6 * _weights(llama, engine="vllm")
+
+
+def test_mtp_layers_are_counted_only_when_vllm_loads_them():
+    spec = find("deepseek-v3.2").spec()
+    assert spec.quantization == "fp8-block"
+    layers = {t.layer for t in spec.mtp_tensors}
+    assert layers == {61}
+    assert not any(t.layer == 61 for t in spec.tensors)
+    plain = _weights(spec, engine="vllm", gpu_arch="hopper")
+    loaded = _weights(spec, engine="vllm", gpu_arch="hopper", mtp=True)
+    # one MoE block of DeepSeek-V3, about 11.5B parameters, in FP8
+    assert 10.5e9 < loaded - plain < 12.5e9
+    assert "not counted" in _notes(spec, engine="vllm", gpu_arch="hopper")
+    assert "are loaded for MTP" in _notes(spec, engine="vllm", gpu_arch="hopper", mtp=True)
+    assert "does not load" in _notes(spec, engine="transformers", mtp=True)
+    assert _weights(spec, engine="transformers", mtp=True) == _weights(spec, engine="transformers")
+
+
+def test_a_nested_text_config_quantization_is_read():
+    config = {"model_type": "x", "text_config": {**find("llama-3.1-8b").config}}
+    config["text_config"]["quantization_config"] = {"quant_method": "fp8"}
+    from vramgui.core.formats import read_format
+
+    found = read_format(config)
+    assert found is not None and found.name == "fp8-block"
+
+
+def test_an_unknown_method_is_counted_in_16_bits_and_said_approximate():
+    config = copy.deepcopy(find("llama-3.1-8b").config)
+    config["quantization_config"] = {"quant_method": "hqq", "nbits": 4}
+    spec = as_shipped(spec_from_config(config), config)
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert any("'hqq' is not modelled" in w for w in spec.warnings)
+    assert storage.weight_bytes(spec, "bf16", "none") == storage.weight_bytes(
+        find("llama-3.1-8b").spec(), "bf16", "none"
+    )
+
+
+def test_served_storage_keeps_roles_and_routers_unquantized():
+    served = serving.served_storage(DEEPSEEK, Workload(engine="vllm", gpu_arch="hopper"))
+    routers = [s for s in served.storage if s.tensor.role is Role.ROUTER]
+    assert routers and all(s.storage in ("F32", "BF16") for s in routers)
+    experts = [s for s in served.storage if s.tensor.role is Role.EXPERT]
+    assert experts and {s.storage for s in experts} == {"fp8-block"}
+
+
+def test_transformers_bitsandbytes_leaves_stacked_experts_in_16_bits():
+    # replace_with_bnb_linear swaps nn.Linear modules; transformers 5 holds a MoE's experts as
+    # stacked parameters (MixtralExperts.gate_up_proj), which it does not touch. vLLM quantizes
+    # its fused MoE layers.
+    mixtral = find("mixtral-8x7b").spec()
+    experts = sum(t.numel for t in mixtral.tensors if t.role is Role.EXPERT)
+    vllm = _weights(mixtral, engine="vllm", quant="nf4")
+    transformers = _weights(mixtral, engine="transformers", quant="nf4")
+    stored = storage.weight_bytes(mixtral, "bf16", "nf4")
+    assert vllm == stored
+    expert_nf4 = sum(
+        s.bytes
+        for s in storage.assign_storage(mixtral, "bf16", "nf4")
+        if s.tensor.role is Role.EXPERT
+    )
+    assert transformers - stored == pytest.approx(2 * experts - expert_nf4, rel=0.01)
+    assert "stacked parameters" in _notes(mixtral, engine="transformers", quant="nf4")
+    # a dense model is quantized whole
+    llama = find("llama-3.1-8b").spec()
+    assert _weights(llama, engine="transformers", quant="nf4") < 0.4 * _weights(llama)

@@ -1,0 +1,357 @@
+"""vLLM's start-up (core/vllm_startup.py): the KV layout rules against vLLM's own logs, start or refuse,
+and every knob moving the answer the way vLLM moves it."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from vramgui.core import vllm_startup
+from vramgui.core.errors import WorkloadError
+from vramgui.core.estimate import estimate
+from vramgui.core.fit import advise, fit_rows, gpus_needed, largest_fitting
+from vramgui.core.inference import rank_tensor_bytes
+from vramgui.core.launch import vllm_settings
+from vramgui.core.report import document_for
+from vramgui.core.units import GiB, MiB
+from vramgui.core.workload import Workload
+from vramgui.sources.catalog import load_catalog
+
+RTX_4090 = 24564 * MiB  # what nvidia-smi reports
+H100 = 81559 * MiB
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    entries = {e.name: e for e in load_catalog()}
+    return lambda name: entries[name].spec()
+
+
+def _plan(spec, workload, capacity=RTX_4090):
+    engine = vllm_startup.VllmEngine(spec, workload, rank_tensor_bytes(spec, workload))
+    return engine, engine.plan(capacity)
+
+
+def _layout(spec, workload):
+    layers = range(spec.facts.num_layers)
+    return vllm_startup.kv_layout(
+        vllm_startup.layer_specs(spec, workload, layers), vllm_startup.RULES[workload.vllm_version]
+    )
+
+
+def test_sliding_and_full_groups_count_tokens_as_vllm_logs_them(catalog):
+    # dennislee22/vLLM-benchmarking, vllm-120B-4gpuA10080GB-0.8GRAM-diff-nodes.log (vLLM
+    # 0.10.1.1): gpt-oss-120b at TP 4, --max-model-len 16384, 2048 batched tokens.
+    # "GPU KV cache size: 2,640,144 tokens", "Maximum concurrency ... 284.25x": 330,018 blocks.
+    w = Workload(engine="vllm", tp=4, gpus=4, seq=16384, vllm_version="0.10")
+    layout = _layout(catalog("gpt-oss-120b"), w)
+    assert [(g.spec.kind, g.layers) for g in layout.groups] == [("sliding", 18), ("full", 18)]
+    assert layout.groups[0].spec.page_bytes == 16 * 2 * 64 * 2 * 2  # 2 K/V heads of 64 per rank
+    # A request: 1024 full blocks, and the window (128 - 1 + 2048 tokens) plus one.
+    assert layout.blocks_per_request(16384, 2048) == 1024 + 137
+    assert layout.reported_tokens(330018, 16384, 2048, vllm_startup.RULES["0.10"]) == 2640144
+    assert round(layout.concurrency(330018, 16384, 2048), 2) == 284.25
+    # From 0.20 the log line is the concurrency times the length: the window's saving shows.
+    tokens = layout.reported_tokens(330018, 16384, 2048, vllm_startup.RULES["0.20"])
+    assert tokens == int(330018 / 1161 * 16384) > 2640144
+
+
+def test_a_rare_kind_sets_the_group_size_and_the_others_are_padded(catalog):
+    # Gemma 3 27B: 52 sliding-window layers and 10 full ones -> groups of 10, the sliding
+    # layers in 6 of them (the last padded with 8 layers, as vLLM warns).
+    layout = _layout(catalog("gemma-3-27b"), Workload(engine="vllm"))
+    assert [g.layers for g in layout.groups] == [10] * 7
+    assert sum(g.spec.kind == "sliding" for g in layout.groups) == 6
+    assert layout.block_bytes == 10 * layout.groups[0].spec.page_bytes
+
+
+def test_state_pages_and_attention_blocks_are_made_equal(catalog):
+    # Nemotron-H: Mamba layers' state and attention blocks share one page size; the attention
+    # block grows in steps of 16 tokens until it holds a state.
+    specs = vllm_startup.layer_specs(
+        catalog("nemotron-3-nano-30b-a3b"), Workload(engine="vllm"), range(52)
+    )
+    state = max(s.state_bytes for s in specs)
+    layout = vllm_startup.kv_layout(specs, vllm_startup.RULES["0.20"])
+    pages = {s.page_bytes for s in layout.specs}
+    assert len(pages) == 1 and pages.pop() >= state
+    attention = next(s for s in layout.specs if s.kind == "full")
+    assert attention.block_size % 16 == 0 and attention.block_size > 16
+    assert (attention.block_size - 16) * attention.token_bytes < state
+    # One state block per request, whatever the length.
+    mamba = next(s for s in layout.specs if s.kind == "state")
+    assert mamba.blocks_per_request(1_000_000, 2048) == 1
+
+
+def test_gated_deltanet_states_as_vllm_sizes_them(catalog):
+    # noonghunna/club-3090 issue 652 (vLLM 0.24.0, RTX 5090): Qwen3.6-35B-A3B, fp8 KV cache,
+    # --max-model-len 131072, prefix caching on. "Available KV cache memory: 6.01 GiB",
+    # "GPU KV cache size: 569,878 tokens", "Maximum concurrency ...: 4.35x". The recurrent
+    # state is float32 (the config's mamba_ssm_dtype), the convolution keeps kernel - 1 inputs,
+    # attention blocks grow to 2096 tokens to hold a state, and prefix caching keeps one more
+    # state per request ("align"): 300 blocks, 63 + 3 x 2 per request.
+    spec = catalog("qwen3.6-35b-a3b-nvfp4")
+    w = Workload(engine="vllm", seq=131072, kv_dtype="fp8", enable_prefix_caching=True)
+    layout = _layout(spec, w)
+    attention = next(g.spec for g in layout.groups if g.spec.kind == "full")
+    assert attention.block_size == 2096
+    assert layout.blocks(round(6.01 * GiB)) == 300
+    assert layout.blocks_per_request(131072, 8192) == 69
+    assert layout.reported_tokens(300, 131072, 8192, vllm_startup.RULES["0.20"]) == 569878
+    # Without prefix caching (0.24's default for hybrid models) one state per request.
+    plain = _layout(spec, w.with_(enable_prefix_caching=None))
+    assert plain.blocks_per_request(131072, 8192) == 66
+    # Each speculative token keeps one more state and one more convolution input.
+    mtp = _layout(spec, w.with_(mtp=True, num_speculative_tokens=3))
+    state = next(g.spec for g in mtp.groups if g.spec.kind == "state")
+    assert state.state_blocks == 1 + 3 + 1
+
+
+def test_more_sequences_than_state_blocks_is_refused(catalog):
+    # vLLM 0.20.2 and later refuse a hybrid model whose pool has fewer blocks than
+    # --max-num-seqs when it captures full decode graphs (resolve_cudagraph_mode_and_sizes):
+    # Qwen3.5-27B in 16 bits on an H100 at its default 1024 sequences.
+    spec = catalog("qwen3.5-27b")
+    w = Workload(engine="vllm", seq=32768)
+    _, plan = _plan(spec, w, H100)
+    assert plan.scheduler.max_num_seqs == 1024
+    up = plan.startup(H100, 0.9, 32768)
+    assert not up.starts and "exceeds available Mamba cache blocks" in up.message
+    assert f"at most {up.blocks}" in up.message
+    assert up.blocks < 1024
+    # No CUDA graphs, or fewer sequences, and it starts.
+    _, eager = _plan(spec, w.with_(enforce_eager=True), H100)
+    assert eager.startup(H100, 0.9, 32768).starts
+    _, fewer = _plan(spec, w.with_(max_num_seqs=256), H100)
+    assert fewer.startup(H100, 0.9, 32768).starts
+    # 0.11 has no such check.
+    _, old = _plan(spec, w.with_(vllm_version="0.11"), H100)
+    assert "Mamba" not in old.startup(H100, 0.9, 32768).message
+
+
+def test_mla_keeps_one_latent_per_token_on_every_rank(catalog):
+    spec = catalog("deepseek-v2-lite")
+    for tp in (1, 2):
+        specs = vllm_startup.layer_specs(spec, Workload(engine="vllm", tp=tp, gpus=tp), range(27))
+        assert {s.token_bytes for s in specs} == {(512 + 64) * 2}
+
+
+def test_pages_of_different_sizes_need_a_newer_vllm():
+    specs = [
+        vllm_startup.LayerKv("full", 512),
+        vllm_startup.LayerKv("sliding", 1024, window=512),
+    ] * 4
+    with pytest.raises(WorkloadError, match=r"0\.11 cannot allocate"):
+        vllm_startup.kv_layout(specs, vllm_startup.RULES["0.11"])
+    layout = vllm_startup.kv_layout(specs, vllm_startup.RULES["0.20"])
+    assert {s.page_bytes for s in layout.specs} == {16 * 1024}
+    assert {s.block_size for s in layout.specs if s.kind == "full"} == {32}
+
+
+def test_a_refused_start_names_the_longest_length_that_starts(catalog):
+    spec = catalog("llama-3.1-8b")
+    w = Workload(engine="vllm", seq=131072)
+    engine, _ = _plan(spec, w)
+    up = engine.startup(RTX_4090)
+    assert not up.starts
+    assert up.message.startswith("To serve at least one request with the models's max seq len")
+    assert f"the estimated maximum model length is {up.largest_model_len}." in up.message
+    longest = up.largest_model_len
+    assert 0 < longest < 131072
+    assert engine.startup(RTX_4090, max_model_len=longest).starts
+    assert not engine.startup(RTX_4090, max_model_len=longest + 1).starts
+    # The estimate says so: it does not fit, and the JSON carries vLLM's figures.
+    est = estimate(spec, w, RTX_4090, "RTX 4090")
+    (row,) = fit_rows(est, [("RTX 4090", RTX_4090)])
+    assert not row.fits and row.headroom_bytes == -(up.needed_bytes - up.available_bytes)
+    assert est.details["vllm_starts"] is False and "estimated maximum" in est.details["vllm_error"]
+    assert largest_fitting(spec, w, RTX_4090, "seq") == longest
+    # The cheapest change that makes it start comes first.
+    first = advise(spec, w, RTX_4090)[0]
+    assert first.fits
+    assert estimate(spec, w.with_(**first.changes), RTX_4090).details["vllm_starts"]
+
+
+def test_utilization_beyond_free_memory_is_refused_as_vllm_refuses_it(catalog):
+    engine, _ = _plan(catalog("llama-3.2-1b"), Workload(engine="vllm", gpu_memory_utilization=1.0))
+    up = engine.startup(RTX_4090)
+    assert not up.starts and up.message.startswith("Free memory on device")
+    assert up.largest_model_len == 0
+
+
+def test_the_document_gives_the_pool_in_tokens_and_the_concurrency(catalog):
+    doc = document_for(
+        catalog("qwen3-8b"),
+        Workload(engine="vllm", seq=8192),
+        [("RTX 4090", RTX_4090), ("H100 SXM", H100)],
+    )
+    details = doc["details"]
+    assert details["kv_pool_tokens"] > 0
+    assert details["max_concurrency"] == pytest.approx(
+        details["kv_pool_blocks"] / (8192 // details["kv_block_size"]), abs=0.01
+    )
+    h100 = doc["fit"][1]["vllm"]
+    assert h100["starts"] and h100["kv_pool_tokens"] > 4 * details["kv_pool_tokens"]
+    json.dumps(doc)  # plain JSON
+
+
+def _pool(spec, capacity=RTX_4090, **settings):
+    w = Workload(engine="vllm", seq=4096, **settings)
+    engine, _ = _plan(spec, w, capacity)
+    return engine.startup(capacity)
+
+
+def test_each_knob_moves_the_pool_the_way_vllm_does(catalog):
+    spec = catalog("qwen3-8b")
+    base = _pool(spec)
+    # FP8 halves every token's bytes: twice the blocks from the same memory.
+    fp8 = _pool(spec, kv_dtype="fp8")
+    assert fp8.available_bytes == base.available_bytes
+    assert fp8.blocks in (2 * base.blocks, 2 * base.blocks + 1)
+    # More of the GPU, more pool; the difference is the extra share, byte for byte.
+    more = _pool(spec, gpu_memory_utilization=0.95)
+    assert more.available_bytes - base.available_bytes == more.requested_bytes - (
+        base.requested_bytes
+    )
+    # Fewer sequences to warm the sampler up, fewer batched tokens to profile: a smaller peak.
+    assert _pool(spec, max_num_seqs=16).available_bytes > base.available_bytes
+    assert _pool(spec, max_num_batched_tokens=8192).available_bytes < base.available_bytes
+    # CUDA graphs come out of the pool from 0.20; before, out of the margin.
+    eager = _pool(spec, enforce_eager=True)
+    assert eager.available_bytes > base.available_bytes
+    old, old_eager = (
+        _pool(spec, vllm_version="0.11"),
+        _pool(spec, vllm_version="0.11", enforce_eager=True),
+    )
+    assert old.available_bytes == old_eager.available_bytes
+    assert old.used_bytes > old_eager.used_bytes
+    # LoRA slots: rank x (in + out) of every linear module, per adapter, in bf16.
+    lora = _pool(spec, enable_lora=True, max_loras=4, max_lora_rank=64)
+    slots = vllm_startup.lora_slot_bytes(
+        spec, Workload(engine="vllm", enable_lora=True, max_loras=4, max_lora_rank=64), range(36)
+    )
+    assert slots == 4 * 64 * 2 * sum(
+        sum(t.shape)
+        for t in spec.tensors
+        if t.layer is not None and len(t.shape) == 2 and t.role.value in ("attention", "mlp")
+    )
+    assert base.available_bytes - lora.available_bytes == slots
+    # Weights kept in host RAM leave their room to the pool.
+    offload = _pool(spec, cpu_offload_gb=4)
+    assert offload.available_bytes - base.available_bytes == 4 * GiB
+
+
+def test_parallelism_shards_weights_and_heads(catalog):
+    spec = catalog("qwen3-8b")
+    one = _plan(spec, Workload(engine="vllm"))[1]
+    two = _plan(spec, Workload(engine="vllm", tp=2, gpus=2))[1]
+    assert two.weights_bytes == pytest.approx(one.weights_bytes / 2, rel=0.05)
+    assert two.stages[0].layout.token_bytes * 2 == one.stages[0].layout.token_bytes
+    pp = _plan(spec, Workload(engine="vllm", pp=2, gpus=2))[1]
+    assert len(pp.stages) == 2
+    assert [len(s.layout.specs) for s in pp.stages] == [18, 18]
+    assert vllm_startup.pipeline_layers(7, 3) == ((0, 1), (2, 3, 4), (5, 6))
+    with pytest.raises(WorkloadError, match="KV heads"):
+        _plan(spec, Workload(engine="vllm", tp=3, gpus=3))
+
+
+def test_speculative_decoding_adds_its_layers(catalog):
+    spec = catalog("deepseek-v2-lite")
+    with pytest.raises(WorkloadError, match="multi-token-prediction"):
+        _plan(spec, Workload(engine="vllm", mtp=True))
+    v3 = catalog("deepseek-v3")
+    w = Workload(engine="vllm", gpus=8, tp=8)
+    plain = _plan(v3, w, H100)[1]
+    mtp = _plan(v3, w.with_(mtp=True), H100)[1]
+    assert len(mtp.stages[0].layout.specs) == len(plain.stages[0].layout.specs) + 1
+    assert mtp.weights_bytes > plain.weights_bytes
+    target, draft = catalog("llama-3.1-8b"), catalog("llama-3.2-1b")
+    w = Workload(engine="vllm", speculative="draft", draft_model="llama-3.2-1b")
+    unread = estimate(target, w, RTX_4090)
+    assert "No draft model read yet" in unread.notes[0]
+    with_draft = estimate(target, w, RTX_4090, draft=draft)
+    without = estimate(target, w.with_(speculative="none"), RTX_4090)
+    # Llama 3.2 1B in bf16, its tied embedding counted once.
+    assert with_draft.components["weights"] - without.components["weights"] == 2 * draft.parameters
+    assert with_draft.details["kv_pool_tokens"] < without.details["kv_pool_tokens"]
+
+
+def test_more_gpus_are_needed_until_vllm_starts(catalog):
+    spec = catalog("llama-3.1-70b")
+    w = Workload(engine="vllm", seq=32768)
+    count = gpus_needed(spec, w, H100)
+    assert count is not None and count > 1
+
+    def starts(n):
+        return estimate(spec, w.with_(gpus=n, tp=n), H100, "H100 SXM").details["vllm_starts"]
+
+    assert starts(count) and not starts(count // 2)
+
+
+def test_the_launch_line_reproduces_every_knob(catalog):
+    w = Workload(
+        engine="vllm",
+        seq=16384,
+        tp=2,
+        pp=2,
+        gpus=4,
+        kv_dtype="fp8",
+        max_num_seqs=64,
+        max_num_batched_tokens=4096,
+        enforce_eager=True,
+        enable_lora=True,
+        max_loras=2,
+        max_lora_rank=32,
+        speculative="draft",
+        draft_model="llama-3.2-1b",
+        num_speculative_tokens=4,
+        cpu_offload_gb=2.5,
+        gpu_memory_utilization=0.85,
+        enable_prefix_caching=False,
+    )
+    text = vllm_settings(catalog("llama-3.1-8b"), w).text
+    for flag in (
+        "--max-model-len 16384",
+        "--tensor-parallel-size 2",
+        "--pipeline-parallel-size 2",
+        "--kv-cache-dtype fp8",
+        "--max-num-seqs 64",
+        "--max-num-batched-tokens 4096",
+        "--enforce-eager",
+        "--enable-lora --max-loras 2 --max-lora-rank 32",
+        "--cpu-offload-gb 2.5",
+        "--gpu-memory-utilization 0.85",
+        "--no-enable-prefix-caching",
+    ):
+        assert flag in text
+    assert '"model":"llama-3.2-1b","num_speculative_tokens":4' in text
+    plain = vllm_settings(catalog("llama-3.1-8b"), Workload(engine="vllm")).text
+    for flag in (
+        "--max-num-seqs",
+        "--enforce-eager",
+        "--enable-lora",
+        "--speculative-config",
+        "prefix-caching",
+    ):
+        assert flag not in plain
+
+
+def test_scheduler_defaults_follow_the_gpu():
+    w = Workload(engine="vllm")
+    small = vllm_startup.scheduler_settings(w, 23 * GiB)
+    large = vllm_startup.scheduler_settings(w, 79 * GiB, "H100 SXM")
+    a100 = vllm_startup.scheduler_settings(w, 79 * GiB, "A100 SXM 80GB")
+    assert (small.max_num_seqs, small.max_num_batched_tokens) == (256, 2048)
+    assert (large.max_num_seqs, large.max_num_batched_tokens) == (1024, 8192)
+    assert a100 == small
+    with pytest.raises(WorkloadError, match="at least --max-num-seqs"):
+        vllm_startup.scheduler_settings(w.with_(max_num_seqs=512, max_num_batched_tokens=256), None)
+
+
+def test_versions_map_to_the_rules_read():
+    assert vllm_startup.rules_for("0.10.1.1") is vllm_startup.RULES["0.10"]
+    assert vllm_startup.rules_for("0.11.0") is vllm_startup.RULES["0.11"]
+    assert vllm_startup.rules_for("0.20.2rc1.dev9") is vllm_startup.RULES["0.20"]
+    assert vllm_startup.rules_for("0.34.0") is vllm_startup.RULES["0.20"]
+    assert vllm_startup.rules_for("0.9.2") is vllm_startup.RULES["0.10"]
+    assert replace(vllm_startup.RULES["0.20"], sampler="pytorch").cuda_graphs_in_pool

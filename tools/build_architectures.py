@@ -765,6 +765,8 @@ class Learner:
         # Sizes the modelling code reads where the config class has no attribute, with the rule
         # the code applies when the config leaves them out (``head_dim``).
         self.code_derived: dict[str, str] = {}
+        # Such sizes that, given at another value, changed no tensor: the code ignores them.
+        self.code_ignored: set[str] = set()
         # Attributes the class derives by a rule the learner did not find: a config that leaves
         # one out is counted at the default's value, which is said as uncertain.
         self.underived: set[str] = set()
@@ -882,6 +884,7 @@ class Learner:
             e for t in tensors for e in [*t["shape"], t.get("when") or "0"]
         ]:
             used |= names_in(text)
+        sized = set(used)
         # What the estimator reads beside the tensors: the facts behind KV cache and activations.
         used |= {
             k
@@ -900,6 +903,13 @@ class Learner:
             entry["underived"] = sorted(self.underived)
         if self.unlearned:
             entry["unlearned"] = self.unlearned
+        # A head_dim the tensors do not follow, whether the class holds it or only the code
+        # reads it: the estimator need not doubt a config that gives one.
+        ignored = self.code_ignored | {
+            a for a in self.attrs if a.rsplit(".", 1)[-1] == "head_dim" and a not in self.single
+        }
+        if ignored - sized:
+            entry["ignored"] = sorted(ignored - sized)
         defaults = {**getattr(self, "hidden", {}), **self.base_flat}
         # Every attribute the config class sets, not only the ones the tensors read: the facts
         # behind the cache read them under their family's names (``n_head``, ``d_model``...).
@@ -1047,6 +1057,8 @@ class Learner:
                 value = self.base_flat[x] // self.base_flat[y]
                 other = self.builder(self.vary(self.base_flat, {key: value * 2}))
                 same = self.builder(self.vary(self.base_flat, {key: value}))
+                if other is not None and other.params == base.params:
+                    self.code_ignored.add(key)
                 if other is None or same is None or other.params == base.params:
                     continue
                 if same.params != base.params:

@@ -296,6 +296,33 @@ def _unlearned_sizes(arch: Architecture, given: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _unread_head_dims(arch: Architecture, given: Mapping[str, Any]) -> list[str]:
+    """A ``head_dim`` the config gives, other than the width over the heads, that the entry
+    does not read: much modelling code reads it where its config class has no such attribute
+    (``getattr(config, "head_dim", None) or hidden_size // num_attention_heads``), so the
+    attention weights may be miscounted, unless the learner found the code ignores it."""
+    read = arch.names_read()
+    out = []
+    for key, value in given.items():
+        prefix, _, leaf = key.rpartition(".")
+        if leaf != "head_dim" or key in read or key in arch.ignored:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        scope = f"{prefix}." if prefix else ""
+        width = given.get(f"{scope}hidden_size", arch.defaults.get(f"{scope}hidden_size"))
+        heads = given.get(
+            f"{scope}num_attention_heads", arch.defaults.get(f"{scope}num_attention_heads")
+        )
+        if isinstance(width, int) and isinstance(heads, int) and heads and value == width // heads:
+            continue
+        out.append(
+            f"the config sets '{key}' ({value:,}), which {arch.model_type}'s table entry does not "
+            "read: where the model's code reads it, the attention weights are miscounted"
+        )
+    return out
+
+
 def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Every attribute the architecture's expressions read, as its config class would hold them,
     and what is uncertain: the guesses made where the config left a per-layer list out, and the
@@ -305,7 +332,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         ConfigError: a derived attribute cannot be computed from the config's values.
     """
     given = flatten(config, arch)
-    unlearned = _unlearned_sizes(arch, given)
+    unlearned = _unlearned_sizes(arch, given) + _unread_head_dims(arch, given)
     for alias, name in arch.aliases.items():
         if alias in given:
             given.setdefault(name, given[alias])

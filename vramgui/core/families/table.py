@@ -66,6 +66,8 @@ class Architecture:
     sub_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # Sizes the default leaves unset that no variation could set: what they change is unknown.
     unlearned: frozenset[str] = frozenset()
+    # Sizes the modelling code may read that were given and found to change no tensor.
+    ignored: frozenset[str] = frozenset()
 
     def names_read(self) -> frozenset[str]:
         """Every config attribute an expression of this entry reads."""
@@ -96,6 +98,7 @@ class Architecture:
             underived=frozenset(entry.get("underived", ())),
             sub_defaults=entry.get("sub_defaults", {}),
             unlearned=frozenset(entry.get("unlearned", ())),
+            ignored=frozenset(entry.get("ignored", ())),
         )
 
 

@@ -36,12 +36,6 @@ DOC = ROOT / "docs" / "accuracy.md"
 LIMITS = DATA / "measure_limits.json"
 
 _SETTING_KEYS = {"mode", "batch", "seq", "dtype", "quant", "engine", "kv-dtype", "attention"}
-# The harness runs on a CPU; where a CPU kernel allocates differently from the CUDA one the
-# estimate models, the case is kept in the table and marked.
-CPU_ONLY = {
-    "deepseek-v2-lite-b1-s4096-bf16-sdpa": "CPU SDPA falls back to its math kernel for MLA's "
-    "192/128 q-k/v head sizes (fp32 scores); CUDA's memory-efficient kernel does not",
-}
 
 
 def _spec(hub_id: str):
@@ -56,17 +50,28 @@ def inference_rows() -> list[dict]:
         spec = spec_from_config(load_config(rec["config"]), rec["model"])
         settings = {k: v for k, v in rec["settings"].items() if k in _SETTING_KEYS}
         w = Workload.from_dict(settings)
-        est = estimate(spec, w)
+        # The harness runs PyTorch's CPU kernels: the estimate for them is compared, and where
+        # CUDA's hold less (SDPA's math kernel for MLA's unequal head sizes), CUDA's is noted.
+        cuda = estimate(spec, w).tensor_bytes
+        cpu = inference_breakdown(spec, w, device="cpu")
+        est = cpu.weights_bytes + cpu.kv_cache_bytes + cpu.activations_bytes
         rule = rules.serving_rule(spec.parameters, storage.bits_per_weight(spec, w.dtype, w.quant))
         measured = rec["peak_bytes"]
+        note = ""
+        if cuda != est:
+            note = (
+                f"the CPU's SDPA takes its math kernel (fp32 scores); CUDA's kernels: "
+                f"{cuda / GiB:,.3f} GiB"
+            )
         rows.append(
             {
                 "id": rec["id"],
                 "measured": measured,
-                "estimate": est.tensor_bytes,
-                "error": relative_error(est.tensor_bytes, measured),
+                "estimate": est,
+                "error": relative_error(est, measured),
                 "rules": {"P x bytes x 1.2": rule},
-                "note": CPU_ONLY.get(rec["id"], ""),
+                "note": note,
+                "apart": False,
             }
         )
     return rows
@@ -118,6 +123,7 @@ def published_component_rows() -> list[dict]:
             "error": e / m - 1,
             "rules": {},
             "note": notes.get(name, ""),
+            "apart": name in notes,
         }
         for name, m, e in rows
     ]
@@ -158,7 +164,7 @@ def table(rows: list[dict], title: str) -> list[str]:
 
 
 def summary(rows: list[dict]) -> str:
-    errors = [abs(r["error"]) for r in rows if not r["note"]]
+    errors = [abs(r["error"]) for r in rows if not r["apart"]]
     within = sum(e <= 0.03 for e in errors)
     text = (
         f"{len(rows)} cases: median |error| {statistics.median(errors):.2%}, "
@@ -187,85 +193,103 @@ def training_tables() -> list[str]:
     return training_accuracy.sections()
 
 
-# The architectures of 2025-26 whose peaks the fallback used to miss (issue of coverage), first.
-HEADLINE = (
-    "gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "deepseek_v32",
-    "glm_moe_dsa", "minimax_m2", "olmoe", "exaone_moe", "gemma4_text", "jamba", "granitemoe",
-    "nemotron_h", "lfm2", "falcon_h1", "mamba2", "kimi_linear", "olmo3", "exaone4",
-)  # fmt: skip
-
-
-def architecture_rows() -> list[dict]:
-    """Every causal-LM type's default config, measured by benchmarks/architectures.py, against
-    today's estimate of the same config and workload."""
-    doc = json.loads((DATA / "architectures_inference.json").read_text())
+def _architecture_errors(path: Path) -> dict[str, list[dict]]:
+    """Per type, each stored measurement with today's estimate of it (for the CPU kernels the
+    measurement ran) and the error."""
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text())
     configs = json.loads(architectures.CASES.read_text())["types"]
-    rows = []
+    out: dict[str, list[dict]] = {}
     for model_type, rec in doc["types"].items():
-        row: dict = {"type": model_type, "settings": rec["settings"]}
-        measured = rec.get("measured")
-        if measured is None:
-            row["failed"] = rec.get("measure_error") or rec.get("estimate_error") or "not run"
+        rows = []
+        for p in rec["points"]:
+            row = {"config": p["config"], "batch": p["batch"], "seq": p["seq"]}
+            if "measured" not in p:
+                row["failed"] = p.get("measure_error") or p.get("estimate_error") or "not run"
+                rows.append(row)
+                continue
+            config = configs[model_type][p["config"]]["config"]
+            est = architectures.estimated(config, p["batch"], p["seq"])
+            row |= {
+                "measured": p["measured"]["peak_bytes"],
+                "estimate": est["tensor_bytes"],
+                "error": relative_error(est["tensor_bytes"], p["measured"]["peak_bytes"]),
+                "cuda": "cuda_activations" in est,
+            }
             rows.append(row)
-            continue
-        spec = spec_from_config(configs[model_type][0]["config"])  # the config measured
-        s = rec["settings"]
-        w = Workload(
-            mode="inference", batch=s["batch"], seq=s["seq"], dtype=s["dtype"],
-            attention=s["attention"],
-        )  # fmt: skip
-        est = estimate(spec, w).tensor_bytes
-        row |= {
-            "measured": measured["peak_bytes"],
-            "estimate": est,
-            "error": relative_error(est, measured["peak_bytes"]),
-            "reference": bool(measured.get("reference_kernels")),
-        }
-        rows.append(row)
-    return rows
+        out[model_type] = rows
+    return out
+
+
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return ""
+    if "error" not in row:
+        return "not run"
+    return f"{row['error']:+.1%}" + (" \\*" if row["cuda"] else "")
 
 
 def architectures_section() -> list[str]:
-    rows = architecture_rows()
-    done = [r for r in rows if "error" in r]
-    within = [r for r in done if abs(r["error"]) <= 0.01]
-    close = [r for r in done if 0.01 < abs(r["error"]) <= 0.03]
-    far = sorted((r for r in done if abs(r["error"]) > 0.03), key=lambda r: -abs(r["error"]))
-    settings = done[0]["settings"] if done else {}
+    results = _architecture_errors(DATA / "architectures_inference.json")
+    shapes = [tuple(s) for s in architectures.SHAPES]
+    worst = {
+        t: max((abs(r["error"]) for r in rows if "error" in r), default=None)
+        for t, rows in results.items()
+    }
+    done = [t for t, e in worst.items() if e is not None]
+    within = [t for t in done if worst[t] <= 0.01]
+    close = [t for t in done if 0.01 < worst[t] <= 0.03]
+    far = sorted((t for t in done if worst[t] > 0.03), key=lambda t: -worst[t])
+    heads = [f"{b} x {s:,}" for b, s in shapes] + ["double size", "half size"]
     lines = [
-        "### Every causal-LM architecture (harness, transformers)",
+        "### Every causal-LM architecture at four or more shapes and three sizes (harness, "
+        "transformers)",
         "",
-        "`python -m benchmarks.architectures`: the default config of each type transformers "
-        f"5.24 builds, inference at batch {settings.get('batch')} x {settings.get('seq')} tokens, "
-        f"{settings.get('dtype')}, SDPA (eager where the class has none), measured peak against "
-        f"the estimate from config.json alone. {len(done)} of {len(rows)} types measured: "
-        f"{len(within)} within 1 %, {len(close)} within 3 %, {len(far)} beyond (those are marked "
-        "approximate in every estimate, with the measured miss: "
-        "vramgui/core/families/validation.json).",
+        "`python -m benchmarks.architectures`: each type transformers 5.24 builds, on its "
+        "default config at batch x prompt "
+        + ", ".join(f"{b} x {s:,}" for b, s in shapes)
+        + f" and on configs of half and double its widths at {architectures.SIZE_SHAPE[0]} x "
+        f"{architectures.SIZE_SHAPE[1]:,} (bf16, SDPA, eager where the class has no other); "
+        "the estimate for the kernels the run executes (PyTorch's CPU kernels) against the "
+        "measured peak. Prompts longer than a model's learned positions are cut to them (batch 2 "
+        "at a half, a quarter and an eighth of them make up four shapes). "
+        f"{len(results)} of the {len(json.loads(architectures.CASES.read_text())['types'])} "
+        f"types run, {len(done)} measured: {len(within)} within 1 % at every shape "
+        f"and size, {len(close)} within 3 %, {len(far)} beyond (each estimate of those says it "
+        "is approximate and by how much; every estimate says so outside the shapes and sizes "
+        "measured, and every estimate of a type not run says it is approximate: "
+        "vramgui/core/families/validation.json). \\* marks a shape where CUDA's "
+        "kernels hold less than the CPU's the run executes (SDPA's math kernel for MLA's "
+        "unequal head sizes): the estimate a user sees is CUDA's.",
         "",
-        "| type | measured GiB | estimate GiB | error |",
-        "|---|---:|---:|---:|",
+        "| type | " + " | ".join(heads) + " |",
+        "|---|" + "---:|" * len(heads),
     ]
-    by_type = {r["type"]: r for r in rows}
-    shown = [by_type[t] for t in HEADLINE if t in by_type]
-    shown += [r for r in far if r["type"] not in HEADLINE]
-    for r in shown:
-        if "error" not in r:
-            lines.append(f"| {r['type']} | not measured: {r['failed'][:90]} | | |")
-            continue
-        note = " (reference kernels on CPU)" if r["reference"] else ""
-        lines.append(
-            f"| {r['type']}{note} | {_gib(r['measured'])} | {_gib(r['estimate'])} "
-            f"| {r['error']:+.1%} |"
-        )
-    failed = [r for r in rows if "error" not in r]
+    for t in [t for t in architectures.HEADLINE if t in results] + [
+        t for t in far if t not in architectures.HEADLINE
+    ]:
+        rows = results[t]
+        by_shape = {(r["batch"], r["seq"]): r for r in rows if r["config"] == 0}
+        # prompts cut to a model's learned positions are shown under the shape asked for
+        cells = []
+        for b, s in shapes:
+            row = by_shape.get((b, s)) or next(
+                (r for (rb, rs), r in by_shape.items() if rb == b and rs < s), None
+            )
+            cells.append(_cell(row))
+        for index in (1, 2):
+            cells.append(_cell(next((r for r in rows if r["config"] == index), None)))
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    failed = sorted(t for t, e in worst.items() if e is None)
     lines += [
         "",
         "Types with Mamba, short-convolution or linear-attention blocks run transformers' "
-        "PyTorch reference kernels on a CPU (the CUDA kernels are not installed): their "
-        "activations are the reference path's, not the GPU's. Not measured "
-        f"({len(failed)}): " + ", ".join(sorted(r["type"] for r in failed)) + ".",
+        "PyTorch reference kernels (what transformers runs without mamba-ssm, causal-conv1d and "
+        "flash-linear-attention: a CPU, or a GPU without them); the estimate follows those. Not "
+        f"measured ({len(failed)}): " + ", ".join(failed) + ".",
         "",
+        *_held_out_lines(),
     ]
     return lines
 
@@ -315,6 +339,35 @@ def parameter_counts_section() -> list[str]:
         ]
     lines.append("")
     return lines
+
+
+def _held_out_lines() -> list[str]:
+    results = _architecture_errors(DATA / "architectures_held_out.json")
+    if not results:
+        return []
+    shapes = [tuple(s) for s in architectures.HELD_OUT]
+    lines = [
+        "#### Held-out shapes",
+        "",
+        "`python -m benchmarks.architectures --held-out`: shapes no rule of the estimator was "
+        "written or checked from, "
+        + ", ".join(f"{b} x {s:,}" for b, s in shapes)
+        + ", on the default config and the half-size one of the 2025-26 types (the worst "
+        "|error| of the two).",
+        "",
+        "| type | " + " | ".join(f"{b} x {s:,}" for b, s in shapes) + " |",
+        "|---|" + "---:|" * len(shapes),
+    ]
+    for t in architectures.HEADLINE:
+        rows = results.get(t)
+        if not rows:
+            continue
+        cells = []
+        for b, s in shapes:
+            errors = [r["error"] for r in rows if (r["batch"], r["seq"]) == (b, s) and "error" in r]
+            cells.append(f"{max(errors, key=abs):+.1%}" if errors else "not run")
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def measure_section() -> list[str]:

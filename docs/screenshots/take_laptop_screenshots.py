@@ -51,7 +51,10 @@ def main() -> int:
     shots = [
         (f"{tab}-{w}x{h}.png", (w, h), index, changes)
         for w, h in SIZES
-        for tab, index, changes in (("estimate", 0, ESTIMATE), ("offload", 1, OFFLOAD))
+        for tab, index, changes in (
+            ("estimate", "Estimate", ESTIMATE),
+            ("offload", "Offloading", OFFLOAD),
+        )
     ]
     unknown = Path(tempfile.mkdtemp(prefix="vramgui-nova-")) / "nova-8b" / "config.json"
     unknown.parent.mkdir()
@@ -68,8 +71,9 @@ def main() -> int:
         name, size, index, changes = shots.pop(0)
         window.resize(*size)
         window.controller.update(**changes)
-        window.tabs.setCurrentIndex(index)
-        if index == 1:
+        titles = [window.tabs.tabText(i).replace("&", "") for i in range(window.tabs.count())]
+        window.tabs.setCurrentIndex(titles.index(index))
+        if index == "Offloading":
             offload = window.extra_tabs["Offloading"]
             choose = getattr(offload, "view", None)
             QTimer.singleShot(1500, lambda: choose_gpu(choose))

@@ -27,8 +27,6 @@ HEAVY = (
 )
 # Subcommands whose options other subcommands share.
 SHARED = {"vramgui.cli.estimate", "vramgui.cli.text"}
-# plan's defaults are the offload model's own figures, which need the estimator.
-NEEDS_ESTIMATOR = {"plan": {"vramgui.core.estimate"}}
 
 
 def _imported_by(*argv: str) -> set[str]:
@@ -63,7 +61,7 @@ def test_a_subcommand_imports_itself_and_what_its_options_need(name):
     assert f"vramgui.cli.{name}" in modules
     others = {m for m in modules if m.startswith("vramgui.cli.")} - SHARED - {f"vramgui.cli.{name}"}
     assert not others
-    assert _heavy(modules) <= NEEDS_ESTIMATOR.get(name, set())
+    assert not _heavy(modules)
 
 
 def test_help_lists_every_subcommand_with_its_line(capsys):

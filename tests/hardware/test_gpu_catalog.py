@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from vramgui.core.units import GiB
+from vramgui.core.units import GiB, MiB
 from vramgui.hardware.errors import HardwareError
 from vramgui.hardware.gpus import CatalogGpu, find_gpu, load_catalog, parse_catalog
 
@@ -30,6 +30,12 @@ def test_every_entry_is_plausible(gpu: CatalogGpu):
     assert gpu.memory_bytes % GiB == 0
     assert 8 * GiB <= gpu.memory_bytes <= 256 * GiB
     assert 0 < gpu.capacity_bytes() <= gpu.memory_bytes
+    if gpu.nvml_total_bytes is not None:
+        # NVML's total: whole MiB, at most the marketed size, less at most ECC's sixteenth and
+        # the driver's reserve; read from a cited nvidia-smi output.
+        assert gpu.nvml and gpu.nvml_total_bytes % MiB == 0
+        assert gpu.memory_bytes * 15 / 16 - 16 * MiB <= gpu.nvml_total_bytes <= gpu.memory_bytes
+        assert (gpu.nvml_total_source or "").startswith("https://github.com/")
     assert 100 <= gpu.memory_bandwidth_gbps <= 10_000
     for tflops in (gpu.fp16_tflops, gpu.bf16_tflops, gpu.fp8_tflops):
         assert tflops is None or 10 <= tflops <= 5000
@@ -52,7 +58,16 @@ def test_non_nvidia_entries_are_flagged_as_not_nvml():
 def test_figures_of_well_known_cards():
     rtx4090 = find_gpu("RTX 4090")
     assert rtx4090.memory_bytes == 25769803776
-    assert rtx4090.capacity_bytes() == 24 * GiB
+    # a local RTX 4090 reports 24564 MiB to NVML: the catalog's is held against the same
+    assert rtx4090.capacity_bytes() == 24564 * MiB
+    # ECC on an L4, A10, L40S or T4 keeps a sixteenth of its GDDR for check bits
+    assert find_gpu("L4").capacity_bytes() == 23034 * MiB < 24 * GiB
+    assert find_gpu("T4").capacity_bytes() == 15360 * MiB
+    assert find_gpu("L40S").capacity_bytes() == 46068 * MiB
+    assert find_gpu("A10").capacity_bytes() == 23028 * MiB
+    # no published output found: the marketed size
+    assert find_gpu("H100 PCIe").nvml_total_bytes is None
+    assert find_gpu("H100 PCIe").capacity_bytes() == 80 * GiB
     assert rtx4090.memory_bandwidth_bytes_per_s == 1_008_000_000_000
     assert find_gpu("H100 SXM").memory_bytes == 80 * GiB
     assert find_gpu("T4").bf16_tflops is None  # Turing has no bf16
@@ -140,6 +155,8 @@ def test_parse_accepts_a_minimal_entry():
         json.dumps({"gpus": "nope"}),
         _document(memory_bytes="24 GB"),
         _document(memory_bytes=True),
+        _document(nvml_total_bytes="22 GB"),
+        _document(nvml_total_bytes=9 * GiB),  # more than the card carries
         _document(nvml="yes"),
         _document(bf16_tflops="fast"),
         _document(aliases="4090"),

@@ -97,10 +97,13 @@ def test_catalog_json_and_table(capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["schema"] == "vramgui.gpu-catalog/1"
     by_name = {gpu["name"]: gpu for gpu in document["gpus"]}
-    assert by_name["RTX 4090"]["capacity_bytes"] == 25769803776
+    assert by_name["RTX 4090"]["memory_bytes"] == 25769803776
+    assert by_name["RTX 4090"]["capacity_bytes"] == by_name["RTX 4090"]["nvml_total_bytes"]
+    assert by_name["L4"]["nvml_total_source"].startswith("https://github.com/")
     assert by_name["Instinct MI300X"]["nvml"] is False
     assert main(["gpus", "--catalog"]) == 0
     table = capsys.readouterr().out
     assert "RTX 4090" in table
-    assert "24.00 GiB" in table
+    assert "24.00 GiB" in table  # marketed
+    assert "23.99 GiB" in table  # NVML's total
     assert "$1,599" in table

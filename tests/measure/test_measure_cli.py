@@ -107,3 +107,32 @@ def test_the_table_says_how_the_timed_steps_calibrated_the_estimate():
     assert "not calibrated: bound by launch" in refused
     failed = "\n".join(speed_lines({"stored": None, "reason": "the timed steps failed: x"}))
     assert "speed: the timed steps failed: x" in failed
+
+
+def test_mla_on_the_cpu_is_compared_with_the_estimate_for_the_cpus_kernels(capsys, tmp_path):
+    # MLA's q / k and v head sizes differ (12 and 8): the CPU's SDPA takes its math kernel (fp32
+    # scores), CUDA's memory-efficient kernel does not; the run is held against the CPU's
+    # estimate.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY["deepseek_v3-mla"], "v_head_dim": 8}))
+    code, out, _ = _run(capsys, "measure", config, "--device", "fake", "--seq", 512, "--json")
+    assert code == 0
+    measured = json.loads(out)["measured"]
+    assert measured["attention"]["math_kernel_calls"] > 0
+    assert abs(measured["cpu_kernels"]["error"]) <= 0.03
+    assert measured["cpu_kernels"]["estimate"] > measured["tensor_bytes"]["estimate"]
+
+
+def test_the_table_shows_the_attention_the_run_built(capsys, tiny):
+    # BLOOM: transformers runs it with eager attention only, whatever --attention asks.
+    bloom = tiny("bloom-tied")
+    code, out, err = _run(capsys, "measure", bloom, "--device", "fake", "--seq", 16)
+    assert code == 0, err
+    settings_line = out.splitlines()[1]
+    assert "eager attention (transformers runs" in settings_line
+    assert "with eager only, not sdpa)" in settings_line
+    code, out, _ = _run(capsys, "measure", bloom, "--device", "fake", "--seq", 16, "--json")
+    assert json.loads(out)["measured"]["attention_used"] == "eager"
+    # a model that runs what was asked says it plainly
+    code, out, _ = _run(capsys, "measure", tiny("llama-gqa"), "--device", "fake", "--seq", 16)
+    assert out.splitlines()[1].endswith(", sdpa")

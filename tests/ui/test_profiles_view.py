@@ -38,7 +38,8 @@ from vramgui.ui.profiles_view import (
 )
 
 GiB = 1024**3
-GPU = ("RTX 4090", 24 * GiB)
+MiB = 1024**2
+GPU = ("RTX 4090", 24564 * MiB)  # NVML's total, the catalog's capacity
 
 
 class Script:
@@ -350,7 +351,7 @@ def test_compare_three_profiles_through_the_widgets(qtbot, view, store):
     assert described.startswith("big batch: ")
     assert "qwen: " in described and "(saved: " in described
     assert described.count("(saved: ") == 1
-    assert "GPU capacities: RTX 4090 24.00 GiB" in described
+    assert "GPU capacities: RTX 4090 23.99 GiB" in described
 
     view.compare_view.only_differences.setChecked(True)
     labels = [model.headerData(r, Qt.Orientation.Vertical) for r in range(model.rowCount())]

@@ -85,6 +85,14 @@ def _size(n: int | None) -> str:
     return "?" if n is None else format_bytes(n)
 
 
+def _nvml_total(gpu: CatalogGpu) -> str:
+    """NVML's total for the GPU: "?" where no published output gave it, "-" where NVML does not
+    see the GPU."""
+    if not gpu.nvml:
+        return "-"
+    return "?" if gpu.nvml_total_bytes is None else format_bytes(gpu.nvml_total_bytes)
+
+
 def _tflops(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
@@ -133,6 +141,7 @@ def _catalogtable(gpus: tuple[CatalogGpu, ...]) -> str:
             gpu.name,
             gpu.vendor,
             format_bytes(gpu.memory_bytes),
+            _nvml_total(gpu),
             f"{gpu.memory_bandwidth_gbps:,.0f} GB/s",
             _tflops(gpu.bf16_tflops or gpu.fp16_tflops),
             "-" if gpu.typical_price_usd is None else f"${gpu.typical_price_usd:,}",
@@ -141,7 +150,6 @@ def _catalogtable(gpus: tuple[CatalogGpu, ...]) -> str:
         )
         for gpu in gpus
     ]
-    return table(
-        ("GPU", "vendor", "memory", "bandwidth", "16-bit TFLOPS", "price", "rent/hour", "NVML"),
-        rows,
-    )
+    header = ("GPU", "vendor", "memory", "NVML total", "bandwidth", "16-bit TFLOPS", "price",
+              "rent/hour", "NVML")  # fmt: skip
+    return table(header, rows)

@@ -117,13 +117,19 @@ def _terminated_as_interrupt() -> Iterator[None]:
 
 
 def cpu_kernels_bytes(spec: ModelSpec, workload: Workload) -> int | None:
-    """The training estimate's peak tensors for PyTorch's CPU kernels (what a fake run executes),
-    with CUDA autocast's float32 rules as the harness applies them; None for inference."""
-    if workload.mode != "training":
-        return None
-    from vramgui.core.training import training_estimate
+    """The estimate's peak tensors for PyTorch's CPU kernels (what a fake run executes): for
+    training with CUDA autocast's float32 rules as the harness applies them, for transformers'
+    prefill with the CPU's SDPA choices; None for other engines."""
+    if workload.mode == "training":
+        from vramgui.core.training import training_estimate
 
-    return training_estimate(spec, workload, device="cpu", autocast_rules="cuda").total_bytes
+        return training_estimate(spec, workload, device="cpu", autocast_rules="cuda").total_bytes
+    if workload.engine != "transformers":
+        return None
+    from vramgui.core.inference import inference_breakdown
+
+    cpu = inference_breakdown(spec, workload, device="cpu")
+    return cpu.weights_bytes + cpu.kv_cache_bytes + cpu.activations_bytes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     doc["measured"] = compare.measured_block(
         doc, result, device, config=config, cpu_kernels_bytes=cpu
     )
+    # What the run built: eager for a model transformers runs eager only, whatever was asked.
+    doc["measured"]["attention_used"] = settings["attention"]
     if speed is not None:
         doc["measured"]["speed"] = speed
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))
@@ -198,7 +206,15 @@ def format_table(doc: dict[str, Any]) -> str:
 
     model, measured = doc["model"], doc["measured"]
     s = doc["settings"]
-    what = f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}, {s['attention']}" + (
+    asked = s["attention"]
+    used = measured.get("attention_used", asked)
+    attention = (
+        used
+        if used == asked
+        else f"{used} attention (transformers runs {model['architecture']} with {used} only, "
+        f"not {asked})"
+    )
+    what = f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}, {attention}" + (
         "" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}"
     )
     lines = [

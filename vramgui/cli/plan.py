@@ -14,14 +14,14 @@ from vramgui.cli.estimate import add_estimate_options, load_for
 from vramgui.cli.text import APPROXIMATE, is_approximate, printable
 from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
-from vramgui.core.offload import Bandwidths, Placement, curves
-from vramgui.core.offload.fit import DEFAULT_FIT_MIN_CONTEXT, FitResult, fit_llamacpp
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.units import GB, GiB, format_bytes
 from vramgui.core.workload import Workload, served_family
 
 if TYPE_CHECKING:
     from vramgui.core.model import ModelSpec
+    from vramgui.core.offload import Bandwidths, Placement, curves
+    from vramgui.core.offload.fit import FitResult
 
 SCHEMA = "vramgui.plan/1"
 # The GPU whose bandwidth and TFLOPS the speed model uses when no --gpu is named.
@@ -413,6 +413,8 @@ def plan_document(
             "split_mode": layout.split_mode,
             "main_gpu": layout.main_gpu,
         }
+        from vramgui.core.offload import curves
+
         model = offload.llamacpp_model(spec, workload)
         budgets = placement.vram_budget_bytes
         kwargs = {
@@ -487,13 +489,15 @@ def run(args: argparse.Namespace) -> int:
             raise WorkloadError("--fit is llama.cpp's: use --planner llamacpp, without --ngl")
         if args.fit_ctx is not None and args.fit_ctx < 1:
             raise WorkloadError(f"--fit-ctx must be at least 1, got {args.fit_ctx}")
+        from vramgui.core.offload.fit import fit_llamacpp
+
         fit = fit_llamacpp(
             spec,
             workload,
             budgets,
             margin_bytes=margin,
             context_auto=args.fit_ctx is not None or not seq_given,
-            min_context=args.fit_ctx or DEFAULT_FIT_MIN_CONTEXT,
+            min_context=args.fit_ctx or offload.DEFAULT_FIT_MIN_CONTEXT,
             host_ram_bytes=host_ram,
             layout=layout,
         )

@@ -1,10 +1,10 @@
 """Inference memory per GPU: weights, KV cache, the prefill's transient activations, engine buffers.
 
 The transformers engine is modelled as ``model.generate`` runs it: one prefill forward over the whole
-prompt under ``torch.no_grad`` with a DynamicCache and ``logits_to_keep=1``. Its peak falls inside the
-last decoder block, when every block's K/V is already cached; the transient tensors of that block
-are followed op by op in :meth:`activations.Prefill._block_peak` (the order and lifetimes follow
-transformers' modelling code). vLLM and llama.cpp are modelled by their own allocation rules.
+prompt under ``torch.no_grad`` with a DynamicCache and ``logits_to_keep=1``, written in core/prefill
+as the tensors its code makes and lets go of (the order and lifetimes follow transformers'
+modelling code), each block where the cache of every earlier layer is written. vLLM and llama.cpp
+are modelled by their own allocation rules.
 
 Sweeps and solvers estimate one setup at many batch sizes and context lengths, so
 :class:`InferencePlan` works out once what does not depend on the two sizes.
@@ -18,17 +18,17 @@ from dataclasses import dataclass
 
 from vramgui.core import dtypes, serving, vllm_startup
 from vramgui.core.activations import (
-    LEARNED_POSITIONS,
     LLAMACPP_UBATCH,
-    Prefill,
-    attention_used,
-    buffer_bytes,
     llamacpp_compute_buffer,
     llamacpp_flash_attention,
     vllm_profile_peak,
 )
 from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.families import validation
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
+from vramgui.core.prefill.mixers import recurrent_fp32_elements
+from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.workload import Workload
 
 
@@ -84,9 +84,8 @@ class _KvShape:
     full: int  # K/V elements one token keeps across the full-attention layers on one GPU
     sliding: int  # ... across the sliding-window layers
     chunked: int  # ... across the chunked-attention layers
-    state: int  # fixed state elements one sequence keeps (linear attention, Mamba, convolutions)
+    state_bytes: int  # the fixed state one sequence keeps (linear attention, Mamba, convolutions)
     per_elem: float
-    state_bytes: int  # bytes per state element (the compute dtype)
     window: int | None  # the most tokens a sliding-window layer keeps; None: every token
     chunk: int | None  # the most tokens a chunked-attention layer keeps; None: every token
     # llama.cpp sizes its sliding-window cache to the window of every sequence plus one
@@ -109,14 +108,12 @@ class _KvShape:
         # transformers keeps the whole prompt's K/V through the prefill (measured), so its peak
         # sees the full length.
         bounded = workload.engine != "transformers"
-        states = facts.layer_state_elements
         return cls(
             full=sums[LayerType.FULL],
             sliding=sums[LayerType.SLIDING],
             chunked=sums[LayerType.CHUNKED],
-            state=-(-sum(states) // tp) if states else 0,
+            state_bytes=sum(_state_bytes(spec, workload)),
             per_elem=per_elem,
-            state_bytes=dtypes.DTYPE_BYTES[workload.dtype],
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
             window_ubatch=LLAMACPP_UBATCH if workload.engine == "llamacpp" else 0,
@@ -128,7 +125,7 @@ class _KvShape:
 
     def bytes(self, batch: int, tokens: int) -> int:
         """The cache of ``batch`` sequences of ``tokens`` tokens."""
-        total: float = batch * self.state * self.state_bytes
+        total: float = batch * self.state_bytes
         total += batch * tokens * self.full * self.per_elem
         if self.window is None:
             cells = batch * tokens
@@ -180,6 +177,30 @@ def _kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
     return max(1, -(-facts.num_kv_heads // tp))
 
 
+def _layer_caches(spec: ModelSpec, workload: Workload) -> tuple[Size, ...]:
+    """Per layer, what transformers' cache holds for it once the prompt is written: the whole
+    prompt's keys and values, or a fixed state per sequence."""
+    per_elem = round(dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype))
+    widths = _kv_widths_per_gpu(spec, workload.engine, workload.tp)
+    return tuple(
+        TOKENS * (width * per_elem) + BATCH * state
+        for width, state in zip(widths, _state_bytes(spec, workload), strict=True)
+    )
+
+
+def _state_bytes(spec: ModelSpec, workload: Workload) -> tuple[int, ...]:
+    """Per layer, the bytes of the fixed state one sequence keeps on one GPU: in the compute
+    dtype, but for the recurrent state transformers' gated delta rule hands the cache in fp32."""
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    tp = workload.tp
+    states = spec.facts.layer_state_elements or (0,) * spec.facts.num_layers
+    out = []
+    for layer, elements in enumerate(states):
+        fp32 = recurrent_fp32_elements(spec, layer) if workload.engine == "transformers" else 0
+        out.append(-(-((elements - fp32) * e + fp32 * 4) // tp))
+    return tuple(out)
+
+
 def _layer_types(spec: ModelSpec) -> tuple[LayerType, ...]:
     facts = spec.facts
     if facts.layer_types:
@@ -193,6 +214,8 @@ def inference_breakdown(
     capacity_bytes: int | None = None,
     gpu_name: str = "",
     draft: ModelSpec | None = None,
+    *,
+    device: str = "cuda",
 ) -> InferenceBreakdown:
     """Inference memory on one GPU at the worst moment of serving.
 
@@ -202,11 +225,13 @@ def inference_breakdown(
         capacity_bytes: GPU memory, needed to size vLLM's pre-allocated KV pool.
         gpu_name: the GPU's name (vLLM's defaults depend on it).
         draft: the draft model of vLLM's speculative decoding, if any.
+        device: "cuda", or "cpu" for the kernels PyTorch runs on a CPU (the measuring harness's
+            fake run), where transformers' prefill keeps other tensors.
 
     Raises:
         WorkloadError: a setting the engine does not support.
     """
-    plan = InferencePlan(spec, workload, capacity_bytes, gpu_name, draft)
+    plan = InferencePlan(spec, workload, capacity_bytes, gpu_name, draft, device=device)
     return plan.breakdown(workload.batch, workload.seq)
 
 
@@ -222,6 +247,7 @@ class InferencePlan:
 
     __slots__ = (
         "_capacity",
+        "_checked",
         "_details",
         "_error",
         "_error_first",
@@ -247,6 +273,8 @@ class InferencePlan:
         capacity_bytes: int | None = None,
         gpu_name: str = "",
         draft: ModelSpec | None = None,
+        *,
+        device: str = "cuda",
     ) -> None:
         facts = spec.facts
         self._workload = workload
@@ -262,11 +290,13 @@ class InferencePlan:
             return
         self._capacity, self._gpu_name = capacity_bytes, gpu_name
         try:
-            self._prepare(spec, workload, draft)
+            self._prepare(spec, workload, draft, device)
         except VramguiError as exc:
             self._error, self._error_first = exc, False
 
-    def _prepare(self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None) -> None:
+    def _prepare(
+        self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None, device: str
+    ) -> None:
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
         self._format_notes = serving.served_storage(spec, workload).notes
@@ -279,10 +309,12 @@ class InferencePlan:
         self._rotary = 0
         self._details: dict[str, int | float | bool | str] = {}
         self._notes: tuple[str, ...] = ()
+        self._checked: validation.Checked | None = None
         if workload.engine == "transformers":
+            self._checked = validation.checked(spec.facts.model_type)
             self._prefill = spec.cached(
-                ("inference_prefill", workload.dtype, workload.attention, workload.tp),
-                lambda: Prefill.of(spec, workload, _kv_heads_per_gpu(spec, workload.tp)),
+                ("inference_prefill", workload.dtype, workload.attention, workload.tp, device),
+                lambda: Prefill.of(spec, workload, _layer_caches(spec, workload), device=device),
             )
             self._phase = "prefill" if spec.facts.is_decoder else "forward"
             notes = []
@@ -356,6 +388,7 @@ class InferencePlan:
         overhead = None
         if self._prefill is not None:  # the transformers engine
             activations = self._prefill.peak(batch, seq)
+            notes = (*notes, *self._outside(batch, seq))
         elif self._vllm is not None:
             kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
             overhead = vllm_startup.CUDA_CONTEXT_BYTES + self._rotary
@@ -379,6 +412,26 @@ class InferencePlan:
             details=details,
             vllm=self._vllm,
             overhead_bytes=overhead,
+        )
+
+    def _outside(self, batch: int, seq: int) -> tuple[str, ...]:
+        """A note where the workload lies outside the shapes and sizes this architecture's
+        prefill was measured at, or where it was never measured."""
+        checked = self._checked
+        if checked is None:
+            return (
+                f"{self._facts.model_type}'s prefill has not been measured against "
+                "transformers (benchmarks/architectures.py), so these activations are "
+                "approximate.",
+            )
+        outside = checked.outside(batch, seq, self._facts.hidden_size)
+        if not outside:
+            return ()
+        return (
+            f"{self._facts.model_type}'s prefill was measured against transformers at "
+            f"{checked.described()}; {' and '.join(outside)} "
+            f"{'is' if len(outside) == 1 else 'are'} outside that, so these activations are "
+            "approximate.",
         )
 
     def _vllm_needs(self, plan: vllm_startup.VllmPlan, kv: int) -> int:

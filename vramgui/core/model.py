@@ -152,6 +152,9 @@ class ArchFacts:
             convolution states of linear-attention, Mamba and short-convolution layers).
         sdpa: transformers runs the model with SDPA when asked (False: eager only, e.g.
             attention sinks).
+        index_topk: keys each query attends to under a sparse-attention indexer (DeepSeek
+            V3.2's DSA), or None.
+        ssm_chunk_size: tokens per chunk of Mamba 2's chunked scan, or None.
     """
 
     model_type: str
@@ -188,6 +191,8 @@ class ArchFacts:
     layer_kv_heads: tuple[int, ...] = ()
     layer_state_elements: tuple[int, ...] = ()
     sdpa: bool = True
+    index_topk: int | None = None
+    ssm_chunk_size: int | None = None
 
     @property
     def is_mla(self) -> bool:

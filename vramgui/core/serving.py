@@ -148,21 +148,14 @@ def _bnb_experts(
 ) -> tuple[tuple[TensorStorage, ...], list[str]]:
     """transformers' bitsandbytes replaces ``nn.Linear`` layers only (``replace_with_bnb_linear``,
     ``param_needs_quantization``): the experts a MoE class holds as stacked parameters stay in the
-    model dtype."""
-    stacked = [
-        i
-        for i, st in enumerate(stored)
-        if st.tensor.role is Role.EXPERT and len(st.tensor.shape) == 3 and st.tensor.dtype is None
-    ]
-    if not stacked:
+    model dtype (``storage.bitsandbytes_storage``)."""
+    if spec.quantization is not None and not storage.overridden(spec, w.quant):
+        return stored, []  # a bitsandbytes checkpoint: stored as it is
+    held = storage.bitsandbytes_storage(spec, w.dtype, w.quant)
+    added = sum(h.bytes for h in held) - sum(s.bytes for s in stored)
+    if not added:
         return stored, []
-    out = list(stored)
-    base = dtypes.WORKLOAD_TYPES[w.dtype]
-    for i in stacked:
-        t = out[i].tensor
-        out[i] = TensorStorage(t, base, dtypes.storage_bytes(t.shape, base))
-    added = sum(out[i].bytes - stored[i].bytes for i in stacked)
-    return tuple(out), [
+    return held, [
         f"transformers' bitsandbytes quantizes nn.Linear layers only: "
         f"{spec.facts.model_type}'s experts are stacked parameters and stay in {w.dtype} "
         f"({_gib(added)} more than quantized)."

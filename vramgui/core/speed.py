@@ -32,11 +32,15 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramgui.core import dtypes, parallel
+from vramgui.core import dtypes, parallel, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role, Tensor
 from vramgui.core.offload.placement import model_units
-from vramgui.core.training.weights import adapter_numel, resolve_lora_targets
+from vramgui.core.training.weights import (
+    adapter_parameters,
+    lora_rank_of,
+    resolve_lora_targets,
+)
 from vramgui.core.workload import Workload
 
 # --- defaults ------------------------------------------------------------------------------------
@@ -357,7 +361,8 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
     split = w.tp * w.pp  # tensor parallel divides each product, pipeline the layers
     targets = resolve_lora_targets(spec, w.lora_targets) if w.method != "full" else frozenset()
     sixteen = 4 if w.precision == "fp32" or w.dtype == "fp32" else dtypes.dtype_bytes(w.dtype)
-    quant_bits = dtypes.get_scheme(w.quant).nominal_bits_per_weight if w.quant != "none" else 0.0
+    scheme = dtypes.get_scheme(w.quant)
+    quant_bits = scheme.nominal_bits_per_weight if w.quant != "none" else 0.0
     block = head = trainable = adapters = 0.0
     read = dequant = cast = 0.0
     kernels = KERNELS_PER_BLOCK * f.num_layers
@@ -375,7 +380,7 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
         block += numel * share
         if w.method == "full":
             trainable += numel * share
-        quantized = w.method == "qlora" and t.role is not Role.ROUTER
+        quantized = w.method == "qlora" and storage.bitsandbytes_quantizes(scheme, t)
         if quantized:
             read += numel * sixteen
             dequant += numel * (quant_bits / 8 + sixteen)
@@ -384,10 +389,11 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
             read += numel * sixteen
         if w.method == "full" and w.precision == "mixed":
             cast += numel * (4 + sixteen)
-        if t.module in targets:
+        rank = lora_rank_of(spec, t, targets, w.lora_rank) if w.method != "full" else 0
+        if rank:
             out_f, in_f = t.shape[-2], t.shape[-1]
             experts = math.prod(t.shape[:-2]) * share
-            adapters += w.lora_rank * (in_f + out_f) * experts
+            adapters += rank * (in_f + out_f) * experts
             lora_bytes += (LORA_BYTES_PER_INPUT * in_f + LORA_BYTES_PER_OUTPUT * out_f) * experts
             kernels += KERNELS_PER_ADAPTER * math.prod(t.shape[:-2])
     if head == 0.0 and f.is_decoder:
@@ -407,10 +413,7 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
     if w.method == "full":
         trained_total = float(spec.parameters)
     else:
-        trained_total = float(
-            sum(adapter_numel(t, w.lora_rank, 1) for t in spec.tensors if t.module in targets
-                and t.layer is not None and t.is_matrix)
-        )  # fmt: skip
+        trained_total = float(adapter_parameters(spec, targets, w.lora_rank))
     return _Model(
         block_matmul=block / split,
         head_matmul=head / w.tp,

@@ -343,6 +343,26 @@ def quantized_by(scheme: dtypes.Scheme, t: Tensor) -> bool:
     )
 
 
+def bitsandbytes_quantizes(scheme: dtypes.Scheme, t: Tensor) -> bool:
+    """Whether transformers' bitsandbytes holds ``t`` in ``scheme``: it replaces nn.Linear
+    layers only, and transformers 5 holds a MoE block's routed experts as stacked parameters
+    (``experts.gate_up_proj``, ``experts.down_proj``), which it leaves in the model dtype."""
+    return t.role is not Role.EXPERT and quantized_by(scheme, t)
+
+
+def bitsandbytes_storage(spec: ModelSpec, dtype: str, quant: str) -> tuple[TensorStorage, ...]:
+    """``assign_storage`` as transformers' bitsandbytes loads the model: the routed experts in
+    ``dtype`` (``bitsandbytes_quantizes``)."""
+    base = dtypes.WORKLOAD_TYPES[dtype]
+    scheme = dtypes.get_scheme(quant)
+    return tuple(
+        _unquantized(st.tensor, base)
+        if st.storage == scheme.name and st.tensor.role is Role.EXPERT
+        else st
+        for st in assign_storage(spec, dtype, quant)
+    )
+
+
 def _formatted(spec: ModelSpec, t: Tensor, base: str) -> TensorStorage:
     """One synthesized tensor as the checkpoint's format stores it."""
     fmt = spec.stored_format

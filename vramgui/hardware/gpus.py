@@ -23,6 +23,8 @@ class CatalogGpu:
     """One GPU model as its vendor specifies it.
 
     ``memory_bytes`` is the marketed capacity in binary units (a "24 GB" card is 24 GiB);
+    ``nvml_total_bytes`` what NVML reports as its total where a published nvidia-smi output shows
+    it (``nvml_total_source``: the driver's reserve, ECC's check bits on GDDR data-center cards);
     ``usable_memory_bytes`` is what one device can use where that is less (Apple's GPU wiring
     limit, one die of a two-die board). TFLOPS are dense tensor rates with FP32 accumulate; a
     None means the GPU lacks the format or the vendor publishes no figure. ``nvml`` is False for
@@ -49,6 +51,8 @@ class CatalogGpu:
     rent_date: str | None = None
     rent_source: str | None = None
     architecture: str = ""
+    nvml_total_bytes: int | None = None
+    nvml_total_source: str | None = None
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> int:
@@ -56,14 +60,17 @@ class CatalogGpu:
         return round(self.memory_bandwidth_gbps * 1e9)
 
     def capacity_bytes(self, use_free: bool = False) -> int:
-        """Memory a fit check may count on for one device of this kind.
+        """Memory a fit check may count on for one device of this kind: what one device can use,
+        else the total NVML reports (what a local GPU of this kind is held against), else the
+        marketed size.
 
         ``use_free`` exists for symmetry with local GPUs; a catalog GPU is assumed empty.
         """
         del use_free
-        return (
-            self.usable_memory_bytes if self.usable_memory_bytes is not None else self.memory_bytes
-        )
+        for known in (self.usable_memory_bytes, self.nvml_total_bytes):
+            if known is not None:
+                return known
+        return self.memory_bytes
 
 
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
@@ -87,6 +94,8 @@ _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "rent_date": str,
     "rent_source": str,
     "architecture": str,
+    "nvml_total_bytes": int,
+    "nvml_total_source": str,
 }
 
 
@@ -103,6 +112,8 @@ def _entry(raw: Any) -> CatalogGpu:
         value = raw.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
             raise HardwareError(f"GPU catalog entry {label!r}: {key} is not {kind}")
+    if (raw.get("nvml_total_bytes") or 0) > raw["memory_bytes"]:
+        raise HardwareError(f"GPU catalog entry {label!r}: nvml_total_bytes exceeds memory_bytes")
     lists = {key: raw.get(key, []) for key in ("aliases", "sources")}
     for key, value in lists.items():
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
@@ -128,6 +139,8 @@ def _entry(raw: Any) -> CatalogGpu:
         rent_date=raw.get("rent_date"),
         rent_source=raw.get("rent_source"),
         architecture=raw.get("architecture") or "",
+        nvml_total_bytes=raw.get("nvml_total_bytes"),
+        nvml_total_source=raw.get("nvml_total_source"),
     )
 
 

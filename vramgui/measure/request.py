@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramgui.core.activations import attention_used
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
+from vramgui.core.prefill import attention_used
 from vramgui.core.workload import Workload
 
 FAKE = "fake"

@@ -324,9 +324,11 @@ class GpuPanel(QWidget):
 
 
 def _figure(n: int, unit: Unit) -> str:
-    """A size in ``unit`` without the unit (the column header names it): round sizes whole."""
+    """A size in ``unit`` without the unit (the column header names it) as narrow as it reads:
+    to a tenth, whole when the tenth is 0 or the size reaches 100 (an RTX 4090's 23.99 GiB as
+    24, an L4's 22.49 as 22.5, an H200's 140.4 as 140)."""
     value = to_unit(n, unit)
-    return f"{value:,.0f}" if abs(value - round(value)) < 0.005 else f"{value:,.1f}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}".removesuffix(".0")
 
 
 def _catalog_tooltip(gpu: CatalogGpu) -> str:

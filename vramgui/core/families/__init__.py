@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from vramgui.core.errors import ConfigError
-from vramgui.core.families import configs, table
+from vramgui.core.families import configs, table, validation
 from vramgui.core.families.classic import CLASSIC_TYPES, classic_spec, llama_style
 from vramgui.core.families.facts import facts_for
 from vramgui.core.families.reader import MissingFieldError
@@ -94,7 +94,9 @@ def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
         spec = _table_spec(arch, config, label)
     else:
         return replace(llama_style(config, model_type), name=label)
-    extra = [w for w in (_uncounted_towers(config, spec), table.measured_miss(model_type)) if w]
+    extra = [
+        w for w in (_uncounted_towers(config, spec), validation.measured_miss(model_type)) if w
+    ]
     if not extra:
         return spec
     return replace(spec, warnings=(*spec.warnings, *extra), inventory=Inventory.APPROXIMATE)

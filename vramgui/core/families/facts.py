@@ -183,6 +183,10 @@ def facts_for(
     for i, members in enumerate(by_layer):
         modules = {t.module for t in members}
         kind = _mixer(members, modules)
+        # Attention beside Mamba in one block (Falcon-H1): the block keeps both caches.
+        parallel = kind is LayerType.MAMBA and bool(modules & {*_Q, *_K, *_FUSED})
+        if parallel:
+            kind = LayerType.FULL
         named_kind = named[i] if named is not None else None
         if kind is LayerType.FULL and named_kind is not None:
             kind = named_kind
@@ -202,7 +206,10 @@ def facts_for(
             )
         kv_widths.append(width)
         kv_heads_per_layer.append(n_kv)
-        state = _state(kind, members, r) if not kind.has_kv else 0
+        if parallel:
+            state = _state(LayerType.MAMBA, members, r)
+        else:
+            state = _state(kind, members, r) if not kind.has_kv else 0
         if state is None:
             state = 0
             warnings.append(
@@ -215,7 +222,7 @@ def facts_for(
             f"no block of {model_type} was recognised as attention or a state-space mixer"
         )
 
-    experts, moe_width = _experts(tensors)
+    experts, moe_width = _experts(tensors, hidden)
     top_k = r.int("experts_per_token", 0) or 0
     if experts and not top_k:
         top_k = 1
@@ -224,6 +231,13 @@ def facts_for(
     gated = any(t.module in _GATED and t.role in (Role.MLP, Role.EXPERT) for t in tensors)
     norm_bias = any(t.role is Role.NORM and t.is_bias for t in tensors)
     mla = any(t.module == _MLA for t in tensors)
+    # DeepSeek sparse attention's indexer weighs its heads' scores with weights_proj.
+    indexer = any(t.module == "weights_proj" for t in tensors)
+    # Mamba 2 keeps one A per head (Mamba 1 a matrix per channel) and projects with in_proj
+    # (the gated delta rule, with one A per head too, with in_proj_qkv...).
+    mamba2 = any(t.name.endswith("A_log") and len(t.shape) == 1 for t in tensors) and any(
+        t.module == "in_proj" for t in tensors
+    )
     torch_dtype = r.get("torch_dtype") or r.get("dtype")
     facts = ArchFacts(
         model_type=model_type,
@@ -259,6 +273,10 @@ def facts_for(
         layer_kv_widths=tuple(kv_widths),
         layer_kv_heads=tuple(kv_heads_per_layer),
         layer_state_elements=tuple(states),
+        index_topk=r.int("index_topk") if indexer else None,
+        ssm_chunk_size=(r.int("chunk_size") or r.int("mamba_chunk_size") or 256)
+        if mamba2
+        else None,
     )
     return Facts(facts, tuple(dict.fromkeys(warnings)))
 
@@ -343,13 +361,15 @@ def _state(kind: LayerType, members: Sequence[Tensor], r: _Reader) -> int | None
     return None
 
 
-def _experts(tensors: Sequence[Tensor]) -> tuple[int, int]:
+def _experts(tensors: Sequence[Tensor], hidden: int) -> tuple[int, int]:
     """Routed experts per MoE block, and one expert's intermediate width."""
     for t in tensors:
         if t.role is Role.EXPERT and not t.is_bias and len(t.shape) == 3:
             width = min(t.shape[1:])
-            if t.module in ("gate_up_proj",) and t.shape[1] > t.shape[2]:
-                width = t.shape[1] // 2
+            if t.module == "gate_up_proj":
+                # (experts, 2 x width, hidden) or transposed (experts, hidden, 2 x width)
+                other = [n for n in t.shape[1:] if n != hidden]
+                width = (other[0] if other else t.shape[1]) // 2
             return t.shape[0], width
     numbered: dict[tuple[int | None, str], set[str]] = {}
     width = 0

@@ -126,27 +126,6 @@ def known_types() -> frozenset[str]:
 
 
 @cache
-def _validation() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("validation.json").read_text("utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
-def measured_miss(model_type: str) -> str | None:
-    """How far this architecture's inference peak was from transformers' own code when
-    benchmarks/architectures.py last measured it, where beyond its tolerance; else None."""
-    data = _validation()
-    error = data["errors"].get(model_type)
-    if error is None:
-        return None
-    s = data["settings"]
-    return (
-        f"measured against transformers' own code (batch {s['batch']} x {s['seq']:,} tokens, "
-        f"{s['dtype']}), this architecture's inference peak was {error:+.0%} off"
-    )
-
-
-@cache
 def architecture(model_type: str, class_name: str = "") -> Architecture | None:
     """The entry of this model type; of the class a checkpoint names where the table has one of
     its own (a multimodal ``...ForConditionalGeneration`` beside the text model's class)."""

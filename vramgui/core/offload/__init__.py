@@ -20,57 +20,156 @@ for each copy, streaming overlaps copies with compute).
 
 The package: placement.py (units, devices, the Placement record), budget.py (what every planner
 keeps beside the weights and checks against a budget), llamacpp.py, accelerate.py and
-streaming.py (one planner each), planners.py (a planner by name), throughput.py (the roofline).
+streaming.py (one planner each), planners.py (a planner by name), throughput.py (the roofline),
+defaults.py (the figures a user may change, light enough for a command's help).
+
+The package imports a module when one of its names is first used: ``vramgui plan --help`` shows
+the defaults without building the planners and the estimator behind them.
 """
 
-from vramgui.core.offload.accelerate import plan_accelerate
-from vramgui.core.offload.devices import CPU, DISK, gpu_device, gpu_index, is_gpu
-from vramgui.core.offload.llamacpp import (
-    LlamaCppModel,
-    llamacpp_gpu_bytes,
-    llamacpp_model,
-    max_gpu_layers,
-    plan_llamacpp,
-)
-from vramgui.core.offload.placement import (
-    DEFAULT_MARGIN_BYTES,
-    EMBEDDINGS,
-    OUTPUT,
-    ModelUnit,
-    Piece,
-    PlacedUnit,
-    Placement,
-    UnitTensor,
-    layer_weights,
-    model_units,
-)
-from vramgui.core.offload.planners import PLANNERS, plan
-from vramgui.core.offload.streaming import min_vram_bytes, plan_streaming
-from vramgui.core.offload.throughput import (
-    COMPUTE_RESOURCES,
-    CPU_COMPUTE,
-    CPU_MEMORY,
-    DEFAULT_BATCHES,
-    DEFAULT_CPU_FLOPS,
-    DEFAULT_CPU_RAM_BYTES_PER_S,
-    DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
-    DISK_READ,
-    GPU_COMPUTE,
-    GPU_MEMORY,
-    GPU_MEMORY_EFFICIENCY,
-    HOST_MEMORY_EFFICIENCY,
-    LLAMACPP_OP_OFFLOAD_MIN_BATCH,
-    LLAMACPP_SPLIT_SECONDS,
-    PCIE,
-    SYNC,
-    Bandwidths,
-    Throughput,
-    compute_bound_batch,
-    decode_throughput,
-    expected_bandwidths,
-    prefill_seconds,
-    throughput_curve,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vramgui.core.offload.accelerate import (
+        plan_accelerate,
+    )
+    from vramgui.core.offload.defaults import (
+        DEFAULT_CPU_FLOPS,
+        DEFAULT_CPU_RAM_BYTES_PER_S,
+        DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
+        DEFAULT_FIT_MIN_CONTEXT,
+        DEFAULT_MARGIN_BYTES,
+        GPU_MEMORY_EFFICIENCY,
+        HOST_MEMORY_EFFICIENCY,
+        PLANNERS,
+    )
+    from vramgui.core.offload.devices import (
+        CPU,
+        DISK,
+        gpu_device,
+        gpu_index,
+        is_gpu,
+    )
+    from vramgui.core.offload.llamacpp import (
+        LlamaCppModel,
+        llamacpp_gpu_bytes,
+        llamacpp_model,
+        max_gpu_layers,
+        plan_llamacpp,
+    )
+    from vramgui.core.offload.placement import (
+        EMBEDDINGS,
+        OUTPUT,
+        ModelUnit,
+        Piece,
+        PlacedUnit,
+        Placement,
+        UnitTensor,
+        layer_weights,
+        model_units,
+    )
+    from vramgui.core.offload.planners import (
+        plan,
+    )
+    from vramgui.core.offload.streaming import (
+        min_vram_bytes,
+        plan_streaming,
+    )
+    from vramgui.core.offload.throughput import (
+        COMPUTE_RESOURCES,
+        CPU_COMPUTE,
+        CPU_MEMORY,
+        DEFAULT_BATCHES,
+        DISK_READ,
+        GPU_COMPUTE,
+        GPU_MEMORY,
+        LLAMACPP_OP_OFFLOAD_MIN_BATCH,
+        LLAMACPP_SPLIT_SECONDS,
+        PCIE,
+        SYNC,
+        Bandwidths,
+        Throughput,
+        compute_bound_batch,
+        decode_throughput,
+        expected_bandwidths,
+        prefill_seconds,
+        throughput_curve,
+    )
+
+# Each module and the names the package takes from it.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "accelerate": ("plan_accelerate",),
+    "defaults": (
+        "DEFAULT_CPU_FLOPS",
+        "DEFAULT_CPU_RAM_BYTES_PER_S",
+        "DEFAULT_CPU_RAM_PEAK_BYTES_PER_S",
+        "DEFAULT_FIT_MIN_CONTEXT",
+        "DEFAULT_MARGIN_BYTES",
+        "GPU_MEMORY_EFFICIENCY",
+        "HOST_MEMORY_EFFICIENCY",
+        "PLANNERS",
+    ),
+    "devices": ("CPU", "DISK", "gpu_device", "gpu_index", "is_gpu"),
+    "llamacpp": (
+        "LlamaCppModel",
+        "llamacpp_gpu_bytes",
+        "llamacpp_model",
+        "max_gpu_layers",
+        "plan_llamacpp",
+    ),
+    "placement": (
+        "EMBEDDINGS",
+        "OUTPUT",
+        "ModelUnit",
+        "Piece",
+        "PlacedUnit",
+        "Placement",
+        "UnitTensor",
+        "layer_weights",
+        "model_units",
+    ),
+    "planners": ("plan",),
+    "streaming": ("min_vram_bytes", "plan_streaming"),
+    "throughput": (
+        "COMPUTE_RESOURCES",
+        "CPU_COMPUTE",
+        "CPU_MEMORY",
+        "DEFAULT_BATCHES",
+        "DISK_READ",
+        "GPU_COMPUTE",
+        "GPU_MEMORY",
+        "LLAMACPP_OP_OFFLOAD_MIN_BATCH",
+        "LLAMACPP_SPLIT_SECONDS",
+        "PCIE",
+        "SYNC",
+        "Bandwidths",
+        "Throughput",
+        "compute_bound_batch",
+        "decode_throughput",
+        "expected_bandwidths",
+        "prefill_seconds",
+        "throughput_curve",
+    ),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the package, its module imported on first use (PEP 562)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(_HOME)
+
 
 __all__ = [
     "COMPUTE_RESOURCES",
@@ -81,6 +180,7 @@ __all__ = [
     "DEFAULT_CPU_FLOPS",
     "DEFAULT_CPU_RAM_BYTES_PER_S",
     "DEFAULT_CPU_RAM_PEAK_BYTES_PER_S",
+    "DEFAULT_FIT_MIN_CONTEXT",
     "DEFAULT_MARGIN_BYTES",
     "DISK",
     "DISK_READ",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
+from vramgui.core.offload.defaults import DEFAULT_FIT_MIN_CONTEXT
 from vramgui.core.offload.devices import CPU
 from vramgui.core.offload.llamacpp import LlamaCppModel, llamacpp_model
 from vramgui.core.offload.overrides import LlamaCppLayout, TensorOverride
@@ -32,9 +33,8 @@ from vramgui.core.offload.placement import Placement
 from vramgui.core.units import MiB
 from vramgui.core.workload import Workload
 
-# llama.cpp's --fit-target default, per device, and --fit-ctx default.
+# llama.cpp's --fit-target default, per device (--fit-ctx's: defaults.DEFAULT_FIT_MIN_CONTEXT).
 DEFAULT_FIT_TARGET_BYTES = 1024 * MiB
-DEFAULT_FIT_MIN_CONTEXT = 4096
 # What of a layer stays on the GPU when part of it overflows (common_layer_fraction_t).
 _OVERFLOW = {
     "moe": r"\.ffn_(up|down|gate_up|gate)_(ch|)exps",  # everything but the routed experts

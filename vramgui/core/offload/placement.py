@@ -11,13 +11,7 @@ from vramgui.core import inference, naming, storage
 from vramgui.core.estimate import LayerBytes
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.offload.overrides import LlamaCppLayout
-from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
-
-# GPU memory "most that fit" leaves free: llama.cpp's own fitting (``--fit``) keeps 1024 MiB free
-# per device by default (``--fit-target``), for the driver, the desktop and allocations it does not
-# foresee.
-DEFAULT_MARGIN_BYTES = GiB
 
 EMBEDDINGS = "embeddings"
 OUTPUT = "output"

@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.accelerate import plan_accelerate
+from vramgui.core.offload.defaults import PLANNERS
 from vramgui.core.offload.llamacpp import plan_llamacpp
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.offload.placement import Placement
 from vramgui.core.offload.streaming import plan_streaming
 from vramgui.core.workload import Workload
-
-PLANNERS = ("llamacpp", "accelerate", "streaming")
 
 
 def plan(

@@ -11,21 +11,14 @@ from dataclasses import dataclass
 
 from vramgui.core import activations
 from vramgui.core.errors import WorkloadError
+from vramgui.core.offload.defaults import (
+    DEFAULT_CPU_FLOPS,
+    DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
+    GPU_MEMORY_EFFICIENCY,
+    HOST_MEMORY_EFFICIENCY,
+)
 from vramgui.core.offload.devices import CPU, DISK, gpu_device, gpu_index, is_gpu
 from vramgui.core.offload.placement import ModelUnit, Piece, Placement
-
-# The share of peak memory bandwidth decoding reaches: with 80 % of the GPU's and 70 % of host
-# RAM's, the roofline lands within 8 % of nine llama.cpp measurements that peak figures overrate by
-# 19-46 % (docs/offload.md, "llama.cpp partial offload"). Speeds built from datasheet peaks
-# (``expected_bandwidths``) take these shares by default.
-GPU_MEMORY_EFFICIENCY = 0.8
-HOST_MEMORY_EFFICIENCY = 0.7
-# Host-side defaults the user may edit: dual-channel DDR5-4800, the base DDR5 speed, peaks at
-# 76.8 GB/s (DDR4-3200: 51.2). A desktop CPU sustains well under 1 TFLOPS in llama.cpp's matrix
-# kernels (8-16 cores with AVX2 / AVX-512).
-DEFAULT_CPU_RAM_PEAK_BYTES_PER_S = 76_800_000_000
-DEFAULT_CPU_RAM_BYTES_PER_S = round(DEFAULT_CPU_RAM_PEAK_BYTES_PER_S * HOST_MEMORY_EFFICIENCY)
-DEFAULT_CPU_FLOPS = 500_000_000_000
 
 # llama.cpp hands matrix products of host-resident weights to the GPU when a batch has at least this
 # many tokens (ggml-cuda's offload_op threshold), copying the weights over PCIe.

@@ -8,6 +8,8 @@ import math
 from collections.abc import Callable
 
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.prefill.layers import CLAMPED_GLU, DENSE_EXPERTS, FP32_ROUTING
+from vramgui.core.prefill.ops import FP32
 from vramgui.core.training.replay import Replay, ReplayTensor
 
 
@@ -52,7 +54,14 @@ def _llama_layer(r: Replay, spec: ModelSpec, layer: int, x: ReplayTensor) -> Rep
     q = r.mul_const(q, r.new(tok * hd, ctx.param_bytes, False))
     k = r.mul_const(k, r.new(tok * hd, ctx.param_bytes, False))
     a = _attend(
-        r, spec, q, k, v, softcap=f.model_type == "gemma2", masked=_windowed(spec, layer, ctx.seq)
+        r,
+        spec,
+        q,
+        k,
+        v,
+        softcap=f.model_type == "gemma2",
+        masked=_windowed(spec, layer, ctx.seq),
+        sinks=_has(spec, layer, "sinks"),
     )
     o = r.proj(a, "o_proj", h)
     if sandwich:
@@ -84,29 +93,88 @@ def _gated_mlp(r: Replay, y: ReplayTensor, inter: int, hidden: int, *, fused: bo
 
 
 def _moe_mlp(r: Replay, spec: ModelSpec, layer: int, y: ReplayTensor) -> ReplayTensor:
-    """A mixture-of-experts MLP, approximated: the router's logits and probabilities, each
-    token's hidden state gathered once per chosen expert and run through that expert's gated
-    MLP, weighted, plus the shared experts over every token."""
+    """A mixture-of-experts MLP as transformers runs it: the router's logits and probabilities;
+    each token's hidden state gathered once per chosen expert (``grouped_mm`` over the slots
+    sorted by expert), through the expert's gated MLP (gpt-oss's clamped, biased GLU), weighted
+    by its routing weight (which needs a gradient wherever the router's input does), summed per
+    token in the hidden states' dtype; plus the shared experts over every token. Llama 4 runs
+    every token through every expert instead."""
     f = spec.facts
     ctx = r.ctx
     tok = ctx.tokens
+    if f.model_type in DENSE_EXPERTS:
+        return _every_expert_mlp(r, spec, layer, y)
     router_logits = r.linear(y, f.num_experts, ctx.full)
     r.unary_saving_output(r.cast(router_logits, 4))
     routed = tok * f.experts_per_token
     # Indexing keeps only the indices; the experts' first linear keeps the gathered rows when
     # its weights train.
     picked = r.new(routed * f.hidden_size, y.itemsize, y.grad)
-    expert_out = _gated_mlp_rows(r, picked, f.moe_intermediate_size // ctx.tp, f.hidden_size)
-    weighted = r.mul(expert_out, r.new(routed, 4, ctx.full))
-    out = r.new(y.numel, weighted.itemsize, weighted.grad)
-    shared = sum(
+    inter = f.moe_intermediate_size // ctx.tp
+    if f.model_type in CLAMPED_GLU:
+        expert_out = _clamped_glu_rows(r, picked, inter, f.hidden_size)
+    else:
+        expert_out = _gated_mlp_rows(r, picked, inter, f.hidden_size)
+    routing = FP32 if f.model_type in FP32_ROUTING else ctx.compute_bytes
+    weighted = r.mul(expert_out, r.new(routed, routing, y.grad or ctx.full))
+    # summed per token and cast back to the hidden states' dtype
+    out = r.new(y.numel, y.itemsize, weighted.grad)
+    shared = _shared_width(spec, layer) // ctx.tp
+    if shared:
+        out = r.add(out, _gated_mlp(r, y, shared, f.hidden_size, fused=False))
+    return out
+
+
+def _shared_width(spec: ModelSpec, layer: int) -> int:
+    return sum(
         t.shape[0]
         for t in spec.layer_tensors(layer)
-        if t.role == Role.SHARED_EXPERT and t.module == "gate_proj"
+        if t.role == Role.SHARED_EXPERT and t.module == "gate_proj" and not t.is_bias
     )
+
+
+def _every_expert_mlp(r: Replay, spec: ModelSpec, layer: int, y: ReplayTensor) -> ReplayTensor:
+    """Llama 4's experts: the router's top-k scores (sigmoid), every token repeated for every
+    expert and scaled by its score, gate_up and down as batched matmuls over all experts, the
+    experts' outputs summed into the shared expert's."""
+    f = spec.facts
+    ctx = r.ctx
+    tok = ctx.tokens
+    experts, h = f.num_experts, f.hidden_size
+    inter = f.moe_intermediate_size // ctx.tp
+    r.linear(y, experts, ctx.full)
+    scores = r.unary_saving_output(r.new(tok * experts, y.itemsize, y.grad or ctx.full))
+    repeated = r.new(experts * tok * h, y.itemsize, y.grad)
+    routed_in = r.mul(repeated, scores)
+    rows = experts * tok
+    gate_up = r.linear_rows(routed_in, rows, 2 * inter, ctx.full)
+    gate = ReplayTensor(rows * inter, gate_up.itemsize, gate_up.grad, gate_up)
+    up = ReplayTensor(rows * inter, gate_up.itemsize, gate_up.grad, gate_up)
+    product = r.mul(up, r.unary_saving_input(gate))
+    down = r.linear_rows(product, rows, h, ctx.full)
+    out = r.new(y.numel, y.itemsize, down.grad)
+    shared = _shared_width(spec, layer) // ctx.tp
     if shared:
-        out = r.add(out, _gated_mlp(r, y, shared // ctx.tp, f.hidden_size, fused=False))
+        out = r.add(_gated_mlp(r, y, shared, h, fused=False), out)
     return out
+
+
+def _clamped_glu_rows(r: Replay, x: ReplayTensor, inter: int, hidden: int) -> ReplayTensor:
+    """gpt-oss's experts over gathered rows: gate_up (interleaved gate and up), the gate clamped
+    and gated by its sigmoid, times (clamped up + 1), then down."""
+    ctx = r.ctx
+    rows = x.numel // hidden
+    gu = r.linear_rows(x, rows, 2 * inter, ctx.full)
+    # clamp's backward needs only a mask of where it clamped, computed from its input (a view of
+    # gate_up); the clamped gate is what the products keep
+    r.save(gu)
+    gate = r.new(rows * inter, gu.itemsize, gu.grad)
+    up = r.new(rows * inter, gu.itemsize, gu.grad)
+    scaled = r.new(gate.numel, gate.itemsize, gate.grad)  # alpha * gate
+    glu = r.mul(gate, r.unary_saving_output(scaled))
+    shifted = r.add(up, r.new(1, up.itemsize, False))  # up + 1
+    product = r.mul(shifted, glu)
+    return r.linear_rows(product, rows, hidden, ctx.full)
 
 
 def _gated_mlp_rows(r: Replay, x: ReplayTensor, inter: int, hidden: int) -> ReplayTensor:

@@ -20,7 +20,7 @@ from vramgui.core.training.components import (
 )
 from vramgui.core.training.layers import embed, head, layer_program
 from vramgui.core.training.replay import INT64_BYTES, Replay, ReplayContext, ReplayTensor
-from vramgui.core.training.weights import group_sums
+from vramgui.core.training.weights import folded_expert_bytes, group_sums
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +133,8 @@ def walk_blocks(spec: ModelSpec, ctx: ReplayContext, grad_item: int) -> Walk:
         layer_trainable, copies = group_sums(
             spec, ctx, ("layer", classes[layer]), partial(spec.layer_tensors, layer)
         )
-        saved = full = r.saved_bytes()
+        # peft's LoRA on stacked experts saves a folded copy of each adapted stack
+        saved = full = r.saved_bytes() + folded_expert_bytes(spec, layer, ctx)
         # Backward of a block: the incoming gradient of the hidden state, the one it passes on,
         # and the widest intermediate gradients: three tokens x MLP-width tensors in SwiGLU's
         # backward, or those of materialized attention scores.

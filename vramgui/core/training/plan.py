@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, parallel
+from vramgui.core import dtypes, parallel, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.training.components import (
@@ -24,8 +24,9 @@ from vramgui.core.training.components import (
 from vramgui.core.training.phases import phase_moments, stage_blocks, walk_blocks
 from vramgui.core.training.replay import ADAPTER_BYTES, ReplayContext
 from vramgui.core.training.weights import (
-    adapter_numel,
-    largest_linear,
+    adapter_parameters,
+    folded_expert_bytes,
+    largest_four_bit,
     resolve_lora_targets,
     stage_facts,
 )
@@ -256,7 +257,9 @@ class TrainingPlan:
             if workload.method == "qlora":
                 # bitsandbytes dequantizes one 4-bit weight at a time, to the compute dtype, for
                 # its matmul.
-                resident[DEQUANTIZED_WEIGHT] = largest_linear(spec, ctx.tp) * ctx.compute_bytes
+                resident[DEQUANTIZED_WEIGHT] = (
+                    largest_four_bit(spec, ctx.tp, workload.quant) * ctx.compute_bytes
+                )
             self._stages.append(
                 _StagePlan(
                     stage=stage,
@@ -271,6 +274,7 @@ class TrainingPlan:
             )
         if workload.method == "qlora":
             notes.append(_qlora_note(workload, plan.param_shards))
+        notes += _expert_notes(spec, workload, ctx)
         if plan.pp > 1:
             notes.append(
                 f"pipeline: worst of the first and last of {plan.pp} stages (1F1B schedule)"
@@ -285,14 +289,7 @@ class TrainingPlan:
         self._trainable = (
             spec.parameters
             if workload.method == "full"
-            else spec.cached(
-                ("training_adapter_parameters", workload.lora_rank, ctx.lora_targets),
-                lambda: sum(
-                    adapter_numel(t, workload.lora_rank, 1)
-                    for t in spec.tensors
-                    if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
-                ),
-            )
+            else adapter_parameters(spec, ctx.lora_targets, workload.lora_rank)
         )
         self._spec = spec
         self._ctx = ctx
@@ -340,6 +337,44 @@ class TrainingPlan:
             notes=self._notes,
             phase_totals=totals,
         )
+
+
+def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> list[str]:
+    """What transformers 5 and peft do with a MoE block's stacked experts under (Q)LoRA."""
+    experts = [t for t in spec.tensors if t.role is Role.EXPERT and not t.is_bias]
+    if workload.method == "full" or not experts:
+        return []
+    notes = []
+    if workload.method == "qlora":
+        held = sum(t.numel for t in experts) * ctx.param_bytes // workload.tp
+        scheme = dtypes.get_scheme(workload.quant)
+        four_bit = (
+            sum(
+                storage.matrix_bytes(scheme, t.shape, 2 if t.module == "gate_up_proj" else 1)
+                for t in experts
+            )
+            // workload.tp
+        )
+        notes.append(
+            "transformers 5 holds the routed experts as stacked parameters, which bitsandbytes "
+            "(it replaces nn.Linear layers) leaves unquantized"
+            + (
+                ", and prepare_model_for_kbit_training upcasts them to fp32"
+                if ctx.param_bytes == 4
+                else ""
+            )
+            + f": {format_bytes(held)} per GPU (transformers 4 held each expert as an nn.Linear, "
+            f"which bitsandbytes quantized: {format_bytes(four_bit)})"
+        )
+    folded = sum(folded_expert_bytes(spec, layer, ctx) for layer in range(spec.facts.num_layers))
+    if folded:
+        notes.append(
+            f"peft adapts {spec.facts.model_type}'s stacked experts and router "
+            "(target_parameters, the fused gate_up_proj at twice the rank) and folds each "
+            "LoRA delta into a copy of the expert stack at every forward, kept for backward: "
+            f"{format_bytes(folded)} over the model without checkpointing, one block's with it"
+        )
+    return notes
 
 
 def _qlora_note(workload: Workload, param_shards: int) -> str:

@@ -260,6 +260,7 @@ class Replay:
         softcap: bool = False,
         kv_broadcast: bool = False,
         masked: bool = False,
+        sinks: bool = False,
     ) -> ReplayTensor:
         """Attention as transformers runs it; returns the merged heads, (tokens, heads x hd).
 
@@ -272,6 +273,8 @@ class Replay:
             kv_broadcast: k / v reach SDPA expanded with stride 0 (Falcon multi-query).
             masked: SDPA gets an explicit mask (a sliding window shorter than the sequence);
                 transformers then repeats k / v to every query head before the call.
+            sinks: gpt-oss's learned sinks: the softmax runs in the scores' dtype over every
+                key and one sink per head (its row maxima subtracted first, their indices kept).
         """
         ctx = self.ctx
         b, s = ctx.batch, ctx.seq
@@ -309,6 +312,11 @@ class Replay:
             return self.new(full, c, grad)  # output in q's dtype, heads merged
         if grad:
             self.save(self.new(full, c, True), self.new(full, c, True))  # q, k (expanded) copies
+        if sinks:
+            scores += b * heads * s  # one more column: the sink
+            if grad:
+                self.save(self.new(b * heads * s, INT64_BYTES, False))  # the maxima's indices
+            softmax_fp32 = False
         logits = self.new(scores, c, grad)
         if softcap:
             logits = self.unary_saving_output(logits)

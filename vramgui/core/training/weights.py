@@ -16,14 +16,108 @@ from vramgui.core.workload import Workload
 
 ALL_LINEAR = "all-linear"
 
+# The MoE types whose stacked experts and router peft adapts (peft 0.21,
+# utils/transformers_weight_conversion.py: the types transformers 5 converts from per-expert
+# checkpoints in its "mixtral" and "qwen2_moe" groups, conversion_mapping.py). Their v4 names
+# (w1 / w3 / w2 or gate_proj / up_proj / down_proj, and the router's gate) are mapped onto the
+# stacked parameters (``target_parameters``), the fused gate_up_proj with twice the rank. Every
+# other MoE type keeps its experts and router as parameters or custom modules that
+# ``target_modules`` (all-linear included) never matches.
+PEFT_CONVERTED_MOE = frozenset(
+    {
+        "afmoe", "beam", "cohere2_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "dots1",
+        "ernie4_5_moe", "exaone_moe", "flex_olmo", "glm4_moe", "glm4_moe_lite", "glm4v_moe",
+        "glm_moe_dsa", "hunyuan_v1_moe", "longcat_flash", "mellum", "minimax", "minimax_m2",
+        "mixtral", "olmoe", "qwen3_moe", "qwen3_next", "qwen3_omni_moe", "qwen3_omni_moe_text",
+        "qwen3_omni_moe_thinker", "sarvam_mla", "solar_open",
+    }
+)  # fmt: skip
+# What the fused gate_up_proj of those types was before transformers 5 stacked it.
+_FUSED_GATE_UP = frozenset({"gate_proj", "up_proj"})
+
+
+def _stacked_expert(t: Tensor) -> bool:
+    return t.role is Role.EXPERT and len(t.shape) == 3
+
 
 def _linear_modules(spec: ModelSpec) -> frozenset[str]:
+    converted = spec.facts.model_type in PEFT_CONVERTED_MOE
+
+    def adaptable(t: Tensor) -> bool:
+        if t.layer is None or not t.is_matrix:
+            return False
+        if _stacked_expert(t) or t.role is Role.ROUTER:
+            return converted and len(t.shape) >= 2
+        return True
+
     return spec.cached(
         "training_linear_modules",
-        lambda: frozenset(
-            t.module
+        lambda: frozenset(t.module for t in spec.tensors if adaptable(t)),
+    )
+
+
+def lora_rank_of(spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int) -> int:
+    """The rank of the LoRA adapter peft puts on ``t`` (0: none).
+
+    A linear layer named in ``targets`` gets ``rank``. A MoE block's stacked experts and its
+    router are parameters in transformers 5: peft adapts them only for the types it converts
+    (``PEFT_CONVERTED_MOE``), the fused gate_up_proj with twice the rank when both its halves
+    are targeted.
+    """
+    if t.layer is None or not t.is_matrix:
+        return 0
+    if _stacked_expert(t) or t.role is Role.ROUTER:
+        if spec.facts.model_type not in PEFT_CONVERTED_MOE:
+            return 0
+        if _stacked_expert(t) and t.module == "gate_up_proj":
+            fused = t.module in targets or targets >= _FUSED_GATE_UP
+            return 2 * rank if fused else 0
+    return rank if t.module in targets else 0
+
+
+def adapter_shapes(
+    spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int
+) -> tuple[tuple[int, int], ...]:
+    """The LoRA A and B matrices peft gives ``t`` (none when it is not adapted): a stack of
+    experts gets one pair for all of them, A (rank x experts, in) and B (out, rank x experts)."""
+    r = lora_rank_of(spec, t, targets, rank)
+    if not r:
+        return ()
+    stacked = math.prod(t.shape[:-2])
+    return ((r * stacked, t.shape[-1]), (t.shape[-2], r * stacked))
+
+
+def adapter_parameters(spec: ModelSpec, targets: frozenset[str], rank: int) -> int:
+    """Every LoRA parameter peft adds to ``spec`` (one GPU, no tensor parallelism)."""
+    return spec.cached(
+        ("training_adapter_parameters", rank, targets),
+        lambda: sum(
+            adapter_numel(t, r, 1)
             for t in spec.tensors
-            if t.layer is not None and t.is_matrix and t.role not in (Role.ROUTER,)
+            if (r := lora_rank_of(spec, t, targets, rank))
+        ),
+    )
+
+
+def folded_expert_bytes(spec: ModelSpec, layer: int, ctx: ReplayContext) -> int:
+    """The copies of a block's adapted expert stacks that its forward keeps for backward: peft's
+    ParamWrapper folds each LoRA delta into a copy of the whole stack (``_LoraFactorsProxy``:
+    baddbmm in the parameter's dtype, autocast off), which the experts' matmuls then save."""
+    if ctx.full:
+        return 0
+    return spec.cached(
+        (
+            "training_folded_experts",
+            layer,
+            ctx.tp,
+            ctx.lora_rank,
+            ctx.lora_targets,
+            ctx.param_bytes,
+        ),
+        lambda: sum(
+            math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) * ctx.param_bytes
+            for t in spec.layer_tensors(layer)
+            if _stacked_expert(t) and lora_rank_of(spec, t, ctx.lora_targets, ctx.lora_rank)
         ),
     )
 
@@ -52,15 +146,14 @@ def adapter_numel(t: Tensor, rank: int, tp: int) -> int:
     return math.ceil(rank * (in_f + out_f) * math.prod(t.shape[:-2]) / tp)
 
 
-def _trainable_numels(tensors: tuple[Tensor, ...] | list[Tensor], ctx: ReplayContext) -> list[int]:
+def _trainable_numels(
+    spec: ModelSpec, tensors: tuple[Tensor, ...] | list[Tensor], ctx: ReplayContext
+) -> list[int]:
     """Elements of each trainable tensor among ``tensors`` on this rank."""
     if ctx.full:
         return [math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors]
-    return [
-        adapter_numel(t, ctx.lora_rank, ctx.tp)
-        for t in tensors
-        if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
-    ]
+    ranks = ((t, lora_rank_of(spec, t, ctx.lora_targets, ctx.lora_rank)) for t in tensors)
+    return [adapter_numel(t, r, ctx.tp) for t, r in ranks if r]
 
 
 def _copy_bytes(tensors: tuple[Tensor, ...], ctx: ReplayContext) -> int:
@@ -101,19 +194,22 @@ def group_sums(
 
     def compute() -> tuple[int, int]:
         chosen = tensors()
-        return sum(_trainable_numels(chosen, ctx)), _copy_bytes(chosen, ctx)
+        return sum(_trainable_numels(spec, chosen, ctx)), _copy_bytes(chosen, ctx)
 
     return spec.cached(key, compute)
 
 
-def largest_linear(spec: ModelSpec, tp: int) -> int:
+def largest_four_bit(spec: ModelSpec, tp: int, quant: str) -> int:
+    """Elements of the largest weight bitsandbytes holds in 4 bits, on one rank (what it
+    dequantizes for one matmul)."""
+    scheme = dtypes.get_scheme(quant)
     return spec.cached(
-        ("training_largest_linear", tp),
+        ("training_largest_four_bit", tp, quant),
         lambda: max(
             (
                 math.ceil(t.numel * parallel.tp_share(t, tp))
                 for t in spec.tensors
-                if t.is_matrix and t.layer is not None
+                if t.layer is not None and storage.bitsandbytes_quantizes(scheme, t)
             ),
             default=0,
         ),
@@ -156,15 +252,14 @@ def stage_facts(
             tensors = [
                 t for t in tensors if not (t.layer is None and t.role in (Role.HEAD, Role.NORM))
             ]
-        numels = _trainable_numels(tensors, ctx)
+        numels = _trainable_numels(spec, tensors, ctx)
         shapes: list[tuple[int, ...]] = (
             [t.shape for t in tensors]
             if ctx.full
             else [
                 shape
                 for t in tensors
-                if t.layer is not None and t.module in ctx.lora_targets and t.is_matrix
-                for shape in ((ctx.lora_rank, t.shape[-1]), (t.shape[-2], ctx.lora_rank))
+                for shape in adapter_shapes(spec, t, ctx.lora_targets, ctx.lora_rank)
             ]
         )
         outside = [t.numel * ctx.compute_bytes for t in tensors if t.layer is None]
@@ -209,7 +304,7 @@ def _weight_bytes(
     those the 4-bit weights' quant state."""
     if workload.method == "qlora":
         sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
-        stored = storage.assign_storage(sub, workload.dtype, workload.quant)
+        stored = storage.bitsandbytes_storage(sub, workload.dtype, workload.quant)
         quantized = [s for s in stored if s.storage == workload.quant]
         codes = sum(storage.bnb_4bit_packed_bytes(s.tensor.shape) for s in quantized)
         quantized_bytes = sum(s.bytes for s in quantized)
@@ -235,5 +330,5 @@ def _gathered_layer_bytes(
         storage.bnb_4bit_packed_bytes(s.tensor.shape)
         if s.storage == workload.quant
         else s.tensor.numel * ctx.param_bytes
-        for s in storage.assign_storage(sub, workload.dtype, workload.quant)
+        for s in storage.bitsandbytes_storage(sub, workload.dtype, workload.quant)
     )

@@ -1,0 +1,132 @@
+"""QLoRA and LoRA of mixture-of-experts models against what the libraries load.
+
+benchmarks/data/qlora_moe.json holds what transformers 5 + bitsandbytes + peft hold for small
+MoE models loaded as QLoRA recipes load them (benchmarks/qlora_moe.py, run on the CPU): the
+4-bit codes and quant state, the other parameters (the stacked experts among them, upcast to
+fp32), the adapters, and the expert-stack copies a forward saves for backward.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vramgui.core import storage
+from vramgui.core.model import Role
+from vramgui.core.training import training_estimate
+from vramgui.core.training.plan import _context
+from vramgui.core.training.weights import (
+    PEFT_CONVERTED_MOE,
+    adapter_parameters,
+    folded_expert_bytes,
+    resolve_lora_targets,
+)
+from vramgui.core.workload import Workload
+from vramgui.sources.catalog import find
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "qlora_moe.json"
+CASES = json.loads(DATA.read_text(encoding="utf-8"))["cases"]
+
+
+def _workload(rank, **extra):
+    return Workload.from_dict(
+        {"mode": "training", "method": "qlora", "quant": "nf4", "dtype": "bf16",
+         "lora_rank": rank, "lora_targets": ["all-linear"], "seq": 32, "batch": 1, **extra}
+    )  # fmt: skip
+
+
+def _spec(case):
+    transformers = pytest.importorskip("transformers")
+    from vramgui.core.families import spec_from_config
+
+    config = transformers.AutoConfig.for_model(case["model_type"], **case["config"]).to_dict()
+    return spec_from_config(config, case["id"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_qlora_weights_and_adapters_are_what_the_libraries_load(case):
+    spec = _spec(case)
+    w = _workload(case["lora_rank"])
+    estimate = training_estimate(spec, w)
+    measured = case["measured"]
+    held = (
+        measured["four_bit_codes_bytes"]
+        + measured["quant_state_bytes"]
+        + sum(measured["other_bytes_by_dtype"].values())
+    )
+    # the quant state's JSON and code tables are the only bytes counted otherwise
+    assert estimate.components["weights"] == pytest.approx(held, rel=0.005)
+    assert estimate.trainable_parameters == measured["trainable_parameters"]
+    ctx = _context(spec, w, "cuda", "cuda", False)
+    folded = sum(folded_expert_bytes(spec, layer, ctx) for layer in range(spec.facts.num_layers))
+    assert folded == measured["folded_expert_copies_bytes"]
+
+
+def test_the_experts_stay_16_bit_under_bitsandbytes_and_are_upcast_for_qlora():
+    spec = find("qwen3-30b-a3b").spec()
+    experts = [t for t in spec.tensors if t.role is Role.EXPERT]
+    held = storage.bitsandbytes_storage(spec, "bf16", "nf4")
+    assert {st.storage for st in held if st.tensor.role is Role.EXPERT} == {"BF16"}
+    assert {st.storage for st in held if st.tensor.module == "q_proj"} == {"nf4"}
+    estimate = training_estimate(spec, _workload(16, lora_targets=["q_proj", "v_proj"]))
+    expert_fp32 = sum(t.numel for t in experts) * 4
+    # the experts alone, upcast to fp32 by prepare_model_for_kbit_training
+    assert estimate.components["weights"] > expert_fp32
+    assert any("leaves unquantized" in note for note in estimate.notes)
+
+
+def test_a_moe_type_peft_does_not_convert_keeps_its_experts_without_adapters():
+    # gpt-oss's experts and router are parameters / a custom module: all-linear adapts the
+    # attention only (benchmarks/data/qlora_moe.json, gpt-oss-small)
+    spec = find("gpt-oss-20b").spec()
+    targets = resolve_lora_targets(spec, ("all-linear",))
+    assert "gate_up_proj" not in targets and "router" not in targets
+    qwen = find("qwen3-30b-a3b").spec()
+    converted = resolve_lora_targets(qwen, ("all-linear",))
+    assert {"gate_up_proj", "down_proj", "gate"} <= converted
+    # the fused gate_up_proj has twice the rank of its two halves' each
+    gate_up = next(t for t in qwen.tensors if t.module == "gate_up_proj")
+    experts, out_f, in_f = gate_up.shape
+    only = frozenset({"gate_up_proj"})
+    layers = qwen.facts.num_layers
+    assert adapter_parameters(qwen, only, 8) == layers * 16 * experts * (in_f + out_f)
+
+
+def test_the_converted_moe_types_are_peft_s():
+    pytest.importorskip("peft")
+    from peft.utils.transformers_weight_conversion import (
+        _MODEL_TO_CONVERSION_PATTERN,
+        _MOE_TARGET_MODULE_MAPPING,
+    )
+
+    theirs = {
+        model_type
+        for model_type, group in _MODEL_TO_CONVERSION_PATTERN.items()
+        if group in _MOE_TARGET_MODULE_MAPPING and model_type.islower()
+    }
+    assert theirs == PEFT_CONVERTED_MOE
+
+
+def test_inference_with_bitsandbytes_keeps_the_experts_16_bit_from_headers_too():
+    # per-expert tensors read from safetensors headers are stacked by transformers 5 on load
+    from vramgui.core import serving
+    from vramgui.core.model import ModelSpec, Tensor
+
+    base = find("qwen3-30b-a3b").spec()
+    tensors = tuple(
+        Tensor(
+            t.name.replace("experts.gate_up_proj", "experts.0.gate_proj.weight"),
+            t.shape[1:],
+            t.role,
+            t.layer,
+            "gate_proj" if t.module == "gate_up_proj" else t.module,
+            "BF16",
+        )
+        if t.role is Role.EXPERT
+        else t
+        for t in base.tensors
+    )
+    spec = ModelSpec(base.name, base.facts, tensors, base.architecture)
+    w = Workload.from_dict({"engine": "transformers", "dtype": "bf16", "quant": "nf4"})
+    served = serving.served_storage(spec, w)
+    assert {st.storage for st in served.storage if st.tensor.role is Role.EXPERT} == {"BF16"}

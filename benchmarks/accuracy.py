@@ -293,6 +293,53 @@ def architectures_section() -> list[str]:
     return lines
 
 
+def parameter_counts_section() -> list[str]:
+    """benchmarks/parameter_counts.py's figures: counts at sizes the table never saw."""
+    doc = json.loads((DATA / "parameter_counts.json").read_text())
+    s = doc["summary"]
+    rows = doc["rows"]
+    lines = [
+        "### Parameter counts at sizes never learned (transformers, meta device)",
+        "",
+        "`python -m benchmarks.parameter_counts`: for every type transformers "
+        f"{doc['transformers']} ships, configs the architecture table was not learned from "
+        "(every size scaled at random, the same as `save_pretrained` writes it, an explicit "
+        "`head_dim` that is not the width over the heads, the stack reshaped), real published "
+        "configs (benchmarks/data/published_configs.json) and the bundled catalog's, counted "
+        "by transformers and estimated from config.json alone. "
+        f"{s['configs']} configs of {s['types']} types: {s['exact']} exact, "
+        f"{s['wrong'] + s['off']} wrong yet called exact, {s['approximate']} said to be "
+        f"approximate ({s['approximate_off']} of them more than 1 % off), {s['refused']} "
+        "refused with a message.",
+        "",
+        "| config | type | transformers | estimate | error | estimate says |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        if not r["kind"].startswith("published:"):
+            continue
+        got = f"{r['estimate']:,}" if r.get("estimate") is not None else "refused"
+        lines.append(
+            f"| {r['kind'].removeprefix('published: ')} | {r['type']} | {r['transformers']:,} "
+            f"| {got} | {r.get('error', 0.0):+.2%} | {r['inventory']} |"
+        )
+    off = sorted(
+        (r for r in rows if r["verdict"] != "refused" and abs(r.get("error", 0.0)) > 0.01),
+        key=lambda r: (r["type"], r["kind"]),
+    )
+    if off:
+        lines += [
+            "",
+            "More than 1 % off: "
+            + ", ".join(
+                f"{r['type']} ({r['kind']}, {r['error']:+.1%}, {r['inventory']})" for r in off
+            )
+            + ".",
+        ]
+    lines.append("")
+    return lines
+
+
 def _held_out_lines() -> list[str]:
     results = _architecture_errors(DATA / "architectures_held_out.json")
     if not results:
@@ -390,6 +437,7 @@ def document() -> str:
         "",
         *table(inference, "Inference (harness, transformers)"),
         *architectures_section(),
+        *parameter_counts_section(),
         *table(published_component_rows(), "Inference components (published engine figures)"),
         *vllm_logs.markdown_section(),
         *gguf_table(gguf_rows()),

@@ -1,14 +1,15 @@
-"""The counts tools/build_architectures.py stored from transformers, and the bare config of each
-table key, shared by the tests that read them."""
+"""The counts tools/build_architectures.py and benchmarks/parameter_counts.py stored from
+transformers, and the bare config of each table key, shared by the tests that read them."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-EXPECTED: dict = json.loads(
-    (Path(__file__).resolve().parent / "data" / "architectures" / "expected.json").read_text()
-)["types"]
+_DATA = Path(__file__).resolve().parent / "data" / "architectures"
+EXPECTED: dict = json.loads((_DATA / "expected.json").read_text())["types"]
+# Configs of every type at sizes the table was not learned at, and real published ones.
+HELD_OUT: list = json.loads((_DATA / "held_out.json").read_text())["cases"]
 
 
 def bare(key: str) -> dict:

@@ -13,7 +13,15 @@ model costs nothing) from its default config and from many variations of it, and
 - which boolean or nullable attributes make a tensor appear (``attention_bias``,
   ``q_lora_rank is None``);
 - how the config class fills attributes a config.json leaves out (``head_dim`` from
-  ``hidden_size // num_attention_heads``, ``layer_types`` from a pattern) and its defaults.
+  ``hidden_size // num_attention_heads``, ``layer_types`` from a pattern) and its defaults;
+  how the modelling code fills a size its config class lacks (``getattr(config, "head_dim",
+  None) or config.hidden_size // config.num_attention_heads``).
+
+No number is learned from the default alone: every attribute is varied off the default and off
+the first build holding each tensor family, sizes that only build together are varied together,
+unset sizes are given values, per-layer lists take every block kind the code names; a fitted
+size that still holds a bare number equal to an attribute no build varied is refused, and so is
+a derivation rule that fails where every size it reads changes at once.
 
 The estimator (vramgui.core.families) evaluates those expressions for a user's config.json, with
 no torch. ``tests/core/test_architectures.py`` checks the result against parameter counts that
@@ -21,13 +29,14 @@ transformers itself gave for default, varied and published configs (tests/data/a
 
 Needs the ``validate`` extra (torch, transformers). Run from the repository root:
 
-    python tools/build_architectures.py                 # every causal-LM type
+    python tools/build_architectures.py -j 3            # every causal-LM type, 3 at once
     python tools/build_architectures.py --only qwen3_next gpt_oss -v
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import copy
 import inspect
@@ -35,6 +44,7 @@ import io
 import itertools
 import json
 import math
+import multiprocessing
 import re
 import sys
 import time
@@ -48,6 +58,7 @@ from typing import Any
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+from transformers.configuration_utils import ALLOWED_LAYER_TYPES
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
@@ -123,6 +134,14 @@ SEEDS: dict[str, dict[str, Any]] = {
     "gemma4_text": {"num_global_key_value_heads": 2, "attention_k_eq_v": True},
     "lfm2": {"layer_types": ["conv", "conv", "full_attention"] * 10 + ["conv", "full_attention"]},
 }
+
+# The modelling code's fallback for a size its config class may lack:
+# ``getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads`` and
+# ``getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)``.
+_GETATTR_RULE = re.compile(
+    r'getattr\(\s*(?:self\.)?config\s*,\s*"(\w+)"\s*,\s*(?:None\s*\)\s*or\s*)?'
+    r"(?:self\.)?config\.(\w+)\s*//\s*(?:self\.)?config\.(\w+)"
+)
 
 # Attributes the estimator reads for KV cache and activations, whichever tensors they size.
 FACT_ATTRIBUTES = frozenset(
@@ -212,9 +231,23 @@ def flatten(config: PretrainedConfig) -> dict[str, Any]:
         if sub is not None:
             for k, v in flatten(sub).items():
                 out[f"{key}.{k}"] = v
+        elif _size_table(value):
+            # A table of sizes by kind (DeepSeek V4's compress_rates): each one a size.
+            for k, v in value.items():
+                out[f"{key}.{k}"] = v
         else:
             out[key] = value
     return out
+
+
+def _size_table(value: Any) -> bool:
+    """A dict of whole numbers by name, as some configs keep a size per kind of block."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(k, str) and k.isidentifier() for k in value)
+        and all(is_int(v) for v in value.values())
+    )
 
 
 def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
@@ -290,6 +323,10 @@ class Builder:
         self.model_class = model_class
         self.cache: dict[str, Build | None] = {}
         self.builds = 0
+        # The flat config variations start from (Learner sets it): an attribute given at its
+        # value there was not asked to change, and the config class may derive it anew (DeepSeek
+        # V3.2's head_dim follows qk_rope_head_dim whatever is given).
+        self.base: dict[str, Any] | None = None
 
     def config(self, flat: dict[str, Any]) -> PretrainedConfig:
         data = unflatten(flat)
@@ -308,12 +345,15 @@ class Builder:
         self.builds += 1
         try:
             cfg = self.config(flat)
-            # A config that silently rewrote a given size (clamped, recomputed) is not the
-            # variation asked for: keep only builds whose config holds what was given.
+            # A config that silently rewrote a size asked for (clamped, recomputed) is not the
+            # variation asked for: keep only builds whose config holds what was changed. What
+            # the class derives from the changed sizes it may rewrite: the build's flat config
+            # is the class's own, so expressions are fitted to what the model was built from.
             resolved = flatten(cfg)
             for k, v in flat.items():
                 sized = is_int(v) or is_int_list(v) or isinstance(v, bool)
-                if sized and k in resolved and resolved[k] != v:
+                asked = self.base is None or k not in self.base or self.base[k] != v
+                if sized and asked and k in resolved and resolved[k] != v:
                     raise ValueError(f"{k} rewritten")
             with (
                 torch.device("meta"),
@@ -432,6 +472,22 @@ def indexed_var(key: str, position: int) -> Var:
     return Var(f"{key}[{name}]", value)
 
 
+def element_var(key: str, position: int) -> Var:
+    def value(flat: dict[str, Any], idx: tuple[int, ...]) -> int | None:
+        v = flat.get(key)
+        return v[position] if is_int_list(v) and position < len(v) else None
+
+    return Var(f"{key}[{position}]", value)
+
+
+def product_ratio_var(a: Var, b: Var, c: Var) -> Var:
+    def value(flat: dict[str, Any], idx: tuple[int, ...]) -> int | None:
+        x, y, z = a.value(flat, idx), b.value(flat, idx), c.value(flat, idx)
+        return x * y // z if x is not None and y is not None and z else None
+
+    return Var(f"{_paren(a.text)} * {_paren(b.text)} // {_paren(c.text)}", value)
+
+
 def ratio_var(a: Var, b: Var) -> Var:
     def value(flat: dict[str, Any], idx: tuple[int, ...]) -> int | None:
         x, y = a.value(flat, idx), b.value(flat, idx)
@@ -543,6 +599,12 @@ def fit(
             result = _fit_with(samples, list(chosen), monos=[mono])
             if result is not None:
                 return result
+    # One product of three quantities, scaled (Kimi K2.5's projector: the vision width times
+    # both sides of the merge kernel), where too few points pin the full multilinear form.
+    for chosen in itertools.combinations(candidates, 3):
+        result = _fit_with(samples, list(chosen), monos=[chosen])
+        if result is not None:
+            return result
     return None
 
 
@@ -602,6 +664,17 @@ def _fit_with(
     return text
 
 
+def _literals(text: str) -> set[int]:
+    """The whole numbers an expression holds as bare constants (not a list's positions)."""
+    tree = ast.parse(text, mode="eval")
+    positions = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
+    return {
+        abs(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and is_int(n.value) and id(n) not in positions
+    }
+
+
 def evaluate(text: str, flat: dict[str, Any], idx: tuple[int, ...]) -> Any:
     """An expression's value, read exactly as the estimator reads the table."""
     return compile_expression(text)(flat, idx)
@@ -653,12 +726,14 @@ def sub_config(config: PretrainedConfig, key: str) -> PretrainedConfig | None:
     return sub if isinstance(sub, PretrainedConfig) else None
 
 
-def nullable_attrs(config: PretrainedConfig) -> set[str]:
-    """Attributes whose annotation admits None (a None turns some tensors off)."""
+def nullable_attrs(config: PretrainedConfig, sizes: bool = False) -> set[str]:
+    """Attributes whose annotation admits None (a None turns some tensors off); with ``sizes``,
+    only those that may also be a whole number (Nemotron 3's ``moe_latent_size``)."""
     out: set[str] = set()
     for klass in type(config).__mro__:
         for name, ann in getattr(klass, "__annotations__", {}).items():
-            if "None" in str(ann):
+            text = str(ann)
+            if "None" in text and (not sizes or re.search(r"\bint\b", text)):
                 out.add(name)
     return out
 
@@ -675,12 +750,26 @@ class Learner:
         config = AutoConfig.for_model(model_type, **SEEDS.get(model_type, {}))
         self.base_flat = flatten(config)
         self.nullable = nullable_attrs(config)
+        self.nullable_int = nullable_attrs(config, sizes=True)
         for key in config.to_dict():
             sub = sub_config(config, key)
             if sub is not None:
                 self.nullable |= {f"{key}.{n}" for n in nullable_attrs(sub)}
+                self.nullable_int |= {f"{key}.{n}" for n in nullable_attrs(sub, sizes=True)}
+        self.builder.base = self.base_flat
         self.observations: list[Build] = []
         self.single: dict[str, list[Build]] = {}
+        # Builds that change two sizes at once, because neither builds alone (Bamba's width and
+        # its Mamba heads must agree): build -> the two attributes.
+        self.coupled: dict[int, tuple[str, str]] = {}
+        # Sizes the modelling code reads where the config class has no attribute, with the rule
+        # the code applies when the config leaves them out (``head_dim``).
+        self.code_derived: dict[str, str] = {}
+        # Such sizes that, given at another value, changed no tensor: the code ignores them.
+        self.code_ignored: set[str] = set()
+        # Attributes the class derives by a rule the learner did not find: a config that leaves
+        # one out is counted at the default's value, which is said as uncertain.
+        self.underived: set[str] = set()
         self.outliers: set[int] = set()
         self.solved: dict[tuple[str, ...], dict[str, int]] = {}
 
@@ -716,29 +805,48 @@ class Learner:
         base = self.builder(self.base_flat)
         if base is None:
             raise RuntimeError("the default config does not build")
+        base = self._code_sizes(base)
         self.base = base
         self.observe(base)
-        attrs = [
+        self.attrs = sorted(
             k
             for k, v in self.base_flat.items()
             if not _NOT_SIZES.search(k)
-            and (is_int(v) or is_int_list(v) or isinstance(v, bool) or is_str_list(v) or v == [])
-        ]
-        for attr in sorted(attrs):
-            found: list[Build] = []
-            for v in variants_of(self.base_flat[attr], attr in self.nullable):
-                b = self.builder(self.vary(self.base_flat, {attr: v}))
-                if b is None:
-                    continue
-                if b.params == base.params and not isinstance(v, bool):
-                    continue  # no change at this value (a bound past every layer); try the next
-                found.append(b)
-                if len(found) == 3:
-                    break
+            and (
+                is_int(v)
+                or is_int_list(v)
+                or isinstance(v, bool)
+                or is_str_list(v)
+                or v == []
+                or (v is None and k in self.nullable_int)
+            )
+        )
+        unbuilt = []
+        for attr in self.attrs:
+            found = self._variations(base, attr)
             if found:
                 self.single[attr] = found
                 for b in found:
                     self.observe(b)
+            elif self._built_none(base, attr):
+                unbuilt.append(attr)
+        # A size no value of which builds alone must move with another (a width and the heads
+        # that divide it): varied in pairs, so that no expression keeps it as a constant. A
+        # switch that builds only with the sizes it needs set (Gemma 4's enable_moe_block with
+        # num_experts and moe_intermediate_size) is turned with them.
+        for attr in unbuilt:
+            if isinstance(self.base_flat[attr], bool):
+                found = self._switched_on(base, attr)
+            else:
+                found = self._coupled(base, attr)
+            if found:
+                self.single[attr] = found
+                for b in found:
+                    self.observe(b)
+        # Unset sizes that no build could give a value: the entry does not know what they do.
+        self.unlearned = sorted(
+            a for a in self.attrs if self.base_flat.get(a) is None and a not in self.single
+        )
         self.log(f"  {len(self.single)} attributes size tensors: {sorted(self.single)}")
         self.fams = self._families()
         # Probing one family's sizes can build configs where new families appear (the biases of a
@@ -776,6 +884,7 @@ class Learner:
             e for t in tensors for e in [*t["shape"], t.get("when") or "0"]
         ]:
             used |= names_in(text)
+        sized = set(used)
         # What the estimator reads beside the tensors: the facts behind KV cache and activations.
         used |= {
             k
@@ -784,9 +893,23 @@ class Learner:
         }
         # The language model's own type, where a multimodal config nests it.
         used |= {k for k in self.base_flat if k.endswith(".model_type")}
+        self._sub_configs()
         entry["derived"] = self.derivations(used)
+        if self.sub_defaults:
+            entry["sub_defaults"] = self.sub_defaults
         for text in entry["derived"].values():
             used |= names_in(text)
+        if self.underived:
+            entry["underived"] = sorted(self.underived)
+        if self.unlearned:
+            entry["unlearned"] = self.unlearned
+        # A head_dim the tensors do not follow, whether the class holds it or only the code
+        # reads it: the estimator need not doubt a config that gives one.
+        ignored = self.code_ignored | {
+            a for a in self.attrs if a.rsplit(".", 1)[-1] == "head_dim" and a not in self.single
+        }
+        if ignored - sized:
+            entry["ignored"] = sorted(ignored - sized)
         defaults = {**getattr(self, "hidden", {}), **self.base_flat}
         # Every attribute the config class sets, not only the ones the tensors read: the facts
         # behind the cache read them under their family's names (``n_head``, ``d_model``...).
@@ -800,6 +923,167 @@ class Learner:
         if self.model_type in SEEDS:
             entry["defaults"] = self._class_defaults(entry["defaults"])
         return entry
+
+    def _variations(self, start: Build, attr: str, limit: int = 3) -> list[Build]:
+        """Builds off ``start`` with other values of one attribute that change its tensors.
+
+        Where none changes them, one build that changed the attribute and nothing else is
+        observed all the same: it shows the tensors do not follow the attribute there, so that
+        a bare number of its value is not it (``_unvaried``)."""
+        found: list[Build] = []
+        unchanged: Build | None = None
+        value = start.given.get(attr)
+        values = variants_of(value, attr in self.nullable)
+        if value is None and attr in self.nullable_int:
+            values = self._sizes_for_unset(attr, start)
+        if is_str_list(value) and set(value) <= set(self.kinds):
+            # Each kind of block the code knows that the list does not hold, at its first and
+            # its middle block.
+            middle = len(value) // 2
+            for kind in self.kinds:
+                if kind not in value:
+                    values += [[kind, *value[1:]], [*value[:middle], kind, *value[middle + 1 :]]]
+        for v in values:
+            b = self.builder(self.vary(start.given, {attr: v}))
+            if b is None:
+                continue
+            if b.params == start.params and not isinstance(v, bool):
+                unchanged = unchanged or b
+                continue  # no change at this value (a bound past every layer); try the next
+            found.append(b)
+            if len(found) == limit and not is_str_list(value):
+                break
+        if not found and unchanged is not None and is_int(start.given.get(attr)):
+            self.observe(unchanged)
+        return found
+
+    def _sizes_for_unset(self, attr: str, start: Build) -> list[int]:
+        """Values to give a size the default leaves unset: fractions of its scope's width."""
+        prefix = attr.rpartition(".")[0]
+        width = start.given.get(f"{prefix}.hidden_size" if prefix else "hidden_size")
+        width = width if is_int(width) and width >= 64 else 1024
+        return [width // 4, width // 2, width // 8]
+
+    def _switched_on(self, start: Build, attr: str) -> list[Build]:
+        """A switch turned with every unset size of its scope given a value."""
+        prefix = attr.rpartition(".")[0]
+        unset = {
+            a: self._sizes_for_unset(a, start)[0]
+            for a in self.attrs
+            if start.given.get(a) is None and a.rpartition(".")[0] == prefix
+        }
+        b = self.builder(self.vary(start.given, {attr: not start.given[attr], **unset}))
+        if b is None or b.params == start.params:
+            return []
+        self.log(f"  {attr} turned with {sorted(unset)} set")
+        return [b]
+
+    def _built_none(self, start: Build, attr: str) -> bool:
+        """No other value of this size built at all (every one was refused)."""
+        value = start.given.get(attr)
+        if isinstance(value, bool):
+            return self.builder(self.vary(start.given, {attr: not value})) is None
+        if not (is_int(value) or is_int_list(value)):
+            return False
+        tried = variants_of(value, attr in self.nullable)
+        return bool(tried) and all(
+            self.builder(self.vary(start.given, {attr: v})) is None for v in tried
+        )
+
+    def _coupled(self, start: Build, attr: str) -> list[Build]:
+        """Builds changing ``attr`` together with one other size, each to a variant of its own,
+        for a size that builds with no other value alone."""
+        others = [
+            a
+            for a in self.attrs
+            if a != attr and (is_int(start.given.get(a)) or is_int_list(start.given.get(a)))
+        ]
+        found: list[Build] = []
+        partners: set[str] = set()
+        for v in variants_of(start.given[attr], False)[:3]:
+            for other in others:
+                if other in partners:
+                    continue
+                for w in variants_of(start.given[other], False)[:3]:
+                    b = self.builder(self.vary(start.given, {attr: v, other: w}))
+                    if b is None or b.params == start.params:
+                        continue
+                    self.coupled[id(b)] = (attr, other)
+                    found.append(b)
+                    partners.add(other)
+                    break
+                if len(found) >= 3:
+                    return found
+        if found:
+            self.log(f"  {attr} varied with {sorted(partners)}")
+        return found
+
+    def _code_sizes(self, base: Build) -> Build:
+        """Sizes the modelling code reads through ``getattr(config, "head_dim", None) or
+        config.hidden_size // config.num_attention_heads`` where the config class has no such
+        attribute (GLM-4.5's head_dim, 128, not 5120 // 96): each one that changes the tensors
+        when given becomes a size of the entry, derived by the code's own rule when left out.
+        Returns the base build, rebuilt with those sizes given."""
+        cfg = self.builder.config(self.base_flat)
+        with torch.device("meta"), contextlib.redirect_stdout(io.StringIO()):
+            model = (
+                self.builder.model_class._from_config(cfg)
+                if self.builder.model_class is not None
+                else AutoModelForCausalLM.from_config(cfg)
+            )
+        rules: set[tuple[str, str, str]] = set()
+        modules = {inspect.getmodule(type(m)) for m in model.modules()}
+        modules |= {inspect.getmodule(type(cfg))}
+        sources = []
+        for module in modules:
+            if module is None or not module.__name__.startswith("transformers.models"):
+                continue
+            try:
+                sources.append(inspect.getsource(module))
+            except (OSError, TypeError):
+                continue
+            rules |= set(_GETATTR_RULE.findall(sources[-1]))
+        self._block_kinds(sources)
+        scopes = {""} | {k.rsplit(".", 1)[0] + "." for k in self.base_flat if "." in k}
+        for name, a, b in sorted(rules):
+            for scope in sorted(scopes):
+                key, x, y = f"{scope}{name}", f"{scope}{a}", f"{scope}{b}"
+                if key in self.base_flat or not (
+                    is_int(self.base_flat.get(x)) and is_int(self.base_flat.get(y))
+                ):
+                    continue
+                if not self.base_flat[y]:
+                    continue
+                value = self.base_flat[x] // self.base_flat[y]
+                other = self.builder(self.vary(self.base_flat, {key: value * 2}))
+                same = self.builder(self.vary(self.base_flat, {key: value}))
+                if other is not None and other.params == base.params:
+                    self.code_ignored.add(key)
+                if other is None or same is None or other.params == base.params:
+                    continue
+                if same.params != base.params:
+                    continue  # given its derived value it builds something else: not that rule
+                self.code_derived[key] = f"{x} // {y}"
+                self.base_flat[key] = value
+                self.log(f"  the code reads {key}, else {x} // {y}")
+        if not self.code_derived:
+            return base
+        rebuilt = self.builder(self.base_flat)
+        if rebuilt is None:
+            raise RuntimeError("the default config does not build with its code's sizes")
+        return rebuilt
+
+    def _block_kinds(self, sources: list[str]) -> None:
+        """The kinds of block the type's code knows (transformers' layer type names, and its own
+        ``*_LAYER_TYPES``) that its modules or config name: a per-layer list is also varied to
+        each kind its default does not use (DeepSeek V4's sliding-window blocks, which have no
+        compressor; the default config has none)."""
+        known = set(ALLOWED_LAYER_TYPES)
+        for source in sources:
+            for body in re.findall(r"\w*LAYER_TYPES\w*\s*=\s*\(([^)]*)\)", source):
+                known |= set(re.findall(r'"(\w+)"', body))
+        text = "\n".join(sources)
+        self.kinds = sorted(k for k in known if f'"{k}"' in text or f"'{k}'" in text)
 
     def _class_defaults(self, seeded: dict[str, Any]) -> dict[str, Any]:
         """Learned from a seeded base, defaulted as the class defaults: the seed's values give
@@ -839,11 +1123,19 @@ class Learner:
         if default is None:
             return {}
         samples: list[tuple[dict[str, Any], dict[str, Any]]] = [({}, default)]
-        for b, builds in self.single.items():
-            values = [build.given[b] for build in builds]
-            if "layers" in b and is_int(default.get(b)):
-                values += [7, 13, 15, 17]  # layer counts that end a period early
-            for value in values:
+        # Every size the class holds, not only those that size tensors: a per-layer pattern
+        # follows an interval that sizes nothing itself (Llama 4's no_rope_layer_interval).
+        varied = {b: [build.given[b] for build in builds] for b, builds in self.single.items()}
+        for b, v in default.items():
+            if b not in varied and is_int(v) and not _NOT_SIZES.search(b):
+                varied[b] = variants_of(v, False)[:3]
+            elif isinstance(v, float) and 0 < v < 1e6 and not _NOT_SIZES.search(b):
+                # A fraction a size is derived from (DeepSeek V4's partial_rotary_factor).
+                varied[b] = [v / 2, v * 2]
+        for b, values in varied.items():
+            # Layer counts that end a period early.
+            extra = [7, 13, 15, 17] if "layers" in b and is_int(default.get(b)) else []
+            for value in [*values, *extra]:
                 given = {b: value}
                 r = self.resolved(given)
                 if r is not None:
@@ -854,19 +1146,39 @@ class Learner:
                 r = self.resolved({name: v})
                 if r is not None:
                     samples.append(({name: v}, {**r, name: v}))
+        # A sub-config a config.json gives takes its own class's defaults, not the ones the
+        # outer class gives it when absent (Mistral 3's text_config): each such sub-config
+        # given empty is a sample of its own, and its attributes' rules are learned from the
+        # samples that give it.
+        for sub in self.sub_defaults:
+            r = self.sub_given[sub]
+            samples.append(({f"{sub}.": True}, r))
         default = {**self.hidden, **default}
         samples = [(g, {**self.hidden, **r}) for g, r in samples]
-        out: dict[str, str] = {}
+        self._derivation_samples = samples
+        # What the modelling code derives where the class has no attribute, as the code does.
+        out: dict[str, str] = dict(self.code_derived)
         for a in sorted(used):
             if a not in default:
                 continue
-            varies = [(g, r) for g, r in samples if a not in g and r.get(a) != default[a]]
+            sub = self._sub_of(a)
+            reference = {**default, **self.hidden, **self.sub_given[sub]} if sub else default
+            scoped = [
+                (g, r) for g, r in samples if not sub or any(k.startswith(f"{sub}.") for k in g)
+            ]
+            varies = [(g, r) for g, r in scoped if a not in g and r.get(a) != reference[a]]
             if not varies:
                 continue
-            rows = [(r, (), r[a]) for g, r in samples if a not in g and a in r]
-            expr = self._derive(a, rows, default)
+            rows = [(r, (), r[a]) for g, r in scoped if a not in g and a in r]
+            expr = self._derive(a, rows, reference)
             if expr is None:
                 self.log(f"  no rule for the derived {a}")
+                self.underived.add(a)
+                continue
+            stale = self._rule_fails(a, expr, reference)
+            if stale:
+                self.log(f"  the rule for the derived {a} ({expr}) {stale}: left out")
+                self.underived.add(a)
                 continue
             out[a] = expr
         ordered: dict[str, str] = {}
@@ -879,6 +1191,71 @@ class Learner:
                 raise RuntimeError(f"derived attributes depend on each other: {sorted(out)}")
         return ordered
 
+    def _sub_of(self, a: str) -> str:
+        """The sub-config an attribute belongs to, where a config.json that gives it gets its
+        own class's defaults; else ''."""
+        sub = a.split(".", 1)[0] if "." in a else ""
+        return sub if sub in self.sub_defaults else ""
+
+    def _sub_configs(self) -> None:
+        """Sub-configs whose defaults, given as a dict, differ from the outer class's: their
+        own class's defaults where they differ (``sub_defaults``), and each one's flat config."""
+        self.sub_defaults: dict[str, dict[str, Any]] = {}
+        self.sub_given: dict[str, dict[str, Any]] = {}
+        config = self.builder.config({})
+        for key in config.to_dict():
+            if sub_config(config, key) is None:
+                continue
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    given = flatten(AutoConfig.for_model(self.model_type, **{key: {}}))
+            except Exception:
+                continue
+            differ = {
+                k[len(key) + 1 :]: v
+                for k, v in given.items()
+                if k.startswith(f"{key}.") and self.base_flat.get(k) != v and _plain(k, v)
+            }
+            if differ:
+                self.sub_defaults[key] = differ
+                self.sub_given[key] = given
+
+    def _rule_fails(self, a: str, expr: str, default: dict[str, Any]) -> str:
+        """Why a derivation rule holds only where it was fitted, or '' where it holds: a bare
+        number an attribute of the same value may stand for, where a config with that attribute
+        changed derives ``a`` otherwise; or a config changing every size the rule reads at once
+        (to values no sample had) that the class derives otherwise."""
+        given = {
+            x: _held_out_value(x, default[x], Fraction(3, 2))
+            for x in names_in(expr)
+            if is_int(default.get(x)) and x not in self.hidden
+        }
+        r = self.resolved(given) if given else None
+        if r is not None and a in r:
+            try:
+                held = evaluate(expr, {**self.hidden, **r}, ())
+            except Exception:
+                held = None
+            if held != r[a]:
+                return f"gives {held} where the class derives {r[a]} from {given}"
+        sub = self._sub_of(a)
+        for c in _literals(expr):
+            for attr, v in default.items():
+                if attr == a or v != c or not is_int(v) or _NOT_SIZES.search(attr):
+                    continue
+                if sub and not attr.startswith(f"{sub}."):
+                    continue  # outside the sub-config, the rule does not apply
+                for w in variants_of(v, False)[:2]:
+                    r = self.resolved({attr: w})
+                    if r is None or a not in r:
+                        continue
+                    try:
+                        if evaluate(expr, {**self.hidden, **r}, ()) != r[a]:
+                            return f"holds {c}, which is {attr}"
+                    except Exception:
+                        return f"holds {c}, which is {attr}"
+        return ""
+
     def _derive(
         self,
         a: str,
@@ -890,11 +1267,36 @@ class Learner:
             k for k, v in default.items() if k != a and is_int(v) and not _NOT_SIZES.search(k)
         ]
         if is_int(value):
+            # The forms config classes write, simplest first: another size, a ratio, a product
+            # over a size (Granite 4's mamba_d_head = mamba_expand * hidden_size // mamba_n_heads).
+            simple = [*sizes_, *(f"{x} // {y}" for x, y in itertools.permutations(sizes_, 2))]
+            fractions = [
+                k for k, v in default.items() if isinstance(v, float) and not _NOT_SIZES.search(k)
+            ]
+            simple += [f"int({x} * {f})" for x in sizes_ for f in fractions]
+            simple += [
+                f"{x} * {y} // {z}"
+                for x, y in itertools.combinations(sizes_, 2)
+                for z in sizes_
+                if z not in (x, y)
+            ]
+            for text in simple:
+                try:
+                    if all(evaluate(text, r, ()) == r[a] for r, _, _ in rows):
+                        return text
+                except Exception:
+                    continue
             candidates = [attr_var(k) for k in sizes_]
             candidates += [
                 ratio_var(attr_var(x), attr_var(y)) for x, y in itertools.permutations(sizes_, 2)
             ]
             return fit(rows, candidates, max_vars=2)
+        if isinstance(value, list) and all(
+            isinstance(r.get(a), list) and all(is_int(x) for x in r[a]) for r, _, _ in rows
+        ):
+            found = self._derive_indices(a, rows, default, sizes_)
+            if found is not None:
+                return found
         if isinstance(value, list):
             n_rows = [(r, (), len(r[a])) for r, _, _ in rows if isinstance(r.get(a), list)]
             n = fit(
@@ -918,11 +1320,17 @@ class Learner:
             x, y = (json.loads(k) for k in kinds)
             atoms = [
                 x
-                for x in self.atoms(1) + self.hidden_atoms()
+                for x in self.atoms(1) + self.interval_atoms(default) + self.hidden_atoms()
                 if "[i" not in x and a not in names_in(x)
             ]
             # Some classes force the last layer to full attention whatever the pattern says.
             atoms += [f"{_paren_bool(a)} and i < {_paren(n)} - 1" for a in atoms]
+            # Two rules at once, over the class's own numbers (AXK2's sparse MLP blocks: from
+            # the first_k_dense_replace-th, every moe_layer_freq-th).
+            own = self.interval_atoms(default) + [
+                x for x in self.hidden_atoms() if not re.search(r"% \d", x)
+            ]
+            atoms += [f"{p} and {q}" for p, q in itertools.permutations(own, 2)]
             for atom in atoms:
                 for yes, no in ((x, y), (y, x)):
                     text = f"[{yes!r} if {atom} else {no!r} for i in range({n})]"
@@ -937,25 +1345,70 @@ class Learner:
         """Keyword arguments the config class takes without keeping them as attributes
         (``full_attention_interval``), with their literal int defaults, read from its source."""
         found: dict[str, int] = {}
-        klass = type(self.builder.config({}))
-        for k in klass.__mro__:
-            if not k.__module__.startswith("transformers.models"):
-                continue
-            try:
-                src = inspect.getsource(k)
-            except (OSError, TypeError):
-                continue
-            for name, default in re.findall(
-                r'kwargs\.(?:pop|get)\(\s*"(\w+)"\s*,\s*(\d+)\s*\)', src
-            ):
-                if name not in self.base_flat:
-                    found[name] = int(default)
+        config = self.builder.config({})
+        # The class's own, and its sub-configs' (Gemma 4's text config takes global_head_dim).
+        scopes = [("", type(config))] + [
+            (f"{key}.", type(sub))
+            for key in config.to_dict()
+            if (sub := sub_config(config, key)) is not None
+        ]
+        for prefix, klass in scopes:
+            for k in klass.__mro__:
+                if not k.__module__.startswith("transformers.models"):
+                    continue
+                try:
+                    src = inspect.getsource(k)
+                except (OSError, TypeError):
+                    continue
+                for name, default in re.findall(
+                    r'kwargs\.(?:pop|get)\(\s*"(\w+)"\s*,\s*(\d+)\s*\)', src
+                ):
+                    if f"{prefix}{name}" not in self.base_flat:
+                        found[f"{prefix}{name}"] = int(default)
         return found
+
+    def _derive_indices(
+        self,
+        a: str,
+        rows: list[tuple[dict[str, Any], tuple[int, ...], Any]],
+        default: dict[str, Any],
+        sizes_: list[str],
+    ) -> str | None:
+        """A list of block numbers the class derives (Llama 4's ``moe_layers``: every
+        ``interleave_moe_layer_step``-th block), as the blocks of a count that satisfy a rule."""
+        counts = [k for k in sizes_ if re.search(r"layers?$", k.rsplit(".", 1)[-1])]
+        # Atoms may read another per-layer list (LFM2's full_attn_idxs: the blocks whose
+        # layer_types entry is full attention), not this one.
+        atoms = [
+            x
+            for x in self.atoms(1) + self.interval_atoms(default) + self.hidden_atoms()
+            if a not in names_in(x)
+        ]
+        for n in counts:
+            for atom in atoms:
+                text = f"[i for i in range({n}) if {atom}]"
+                try:
+                    if all(evaluate(text, r, ()) == r[a] for r, _, _ in rows):
+                        return text
+                except Exception:
+                    continue
+        return None
+
+    def interval_atoms(self, default: dict[str, Any]) -> list[str]:
+        """Periodic block patterns over any int attribute of the class (an interval that sizes
+        no tensor), tried before bare periods."""
+        out = []
+        for name, v in default.items():
+            if is_int(v) and v >= 1 and not _NOT_SIZES.search(name) and name not in self.single:
+                out += [f"(i + 1) % {name}", f"(i + 1) % {name} == 0", f"i % {name} == 0"]
+                out += [f"i >= {name}", f"i < {name}"]
+        return out
 
     def hidden_atoms(self) -> list[str]:
         out = []
         for name in self.hidden_kwargs():
             out += [f"(i + 1) % {name}", f"(i + 1) % {name} == 0", f"i % {name} == 0"]
+            out += [f"i >= {name}", f"i < {name}"]
         for c in range(2, 9):
             out += [f"(i + 1) % {c}", f"(i + 1) % {c} == 0", f"i % {c} == 0"]
         return out
@@ -1051,8 +1504,27 @@ class Learner:
         }
         return sorted(found)[0] if len(found) == 1 else ""
 
-    def _dim(self, fam: str, d: int) -> str:
+    def _written(self, fam: str, d: int) -> str | None:
+        """A size written from the modelling code (OVERRIDES): of this type, or of the language
+        model a multimodal type nests (LFM2-VL's text_config is an LFM2), its names prefixed."""
         written = OVERRIDES.get(self.model_type, {}).get(fam, {}).get(d)
+        if written is not None:
+            return written
+        for key, value in self.base_flat.items():
+            if not key.endswith(".model_type") or value not in OVERRIDES:
+                continue
+            prefix = key[: -len("model_type")]
+            for name, dims in OVERRIDES[value].items():
+                inner = name.removeprefix("model.")
+                if d in dims and fam != name and fam.endswith(f".{inner}"):
+                    text = dims[d]
+                    for attr in sorted(names_in(text), key=len, reverse=True):
+                        text = re.sub(rf"(?<![\w.]){attr}\b", f"{prefix}{attr}", text)
+                    return text
+        return None
+
+    def _dim(self, fam: str, d: int, retry: bool = False) -> str:
+        written = self._written(fam, d)
         if written is not None:
             return written
         k0 = next(k for k, m in enumerate(self.fams[fam]) if m)
@@ -1072,6 +1544,17 @@ class Learner:
         if expr is None:
             expr = self._fit_by_kind(samples, dep)
         if expr is None:
+            # A product over a size (DeepSeek V4's grouped output projection takes
+            # num_attention_heads * head_dim // o_groups inputs per group).
+            scalars = [attr_var(a) for a in dep if is_int(self.base_flat.get(a))]
+            products = [
+                product_ratio_var(x, y, z)
+                for x, y in itertools.combinations(scalars, 2)
+                for z in scalars
+                if z not in (x, y)
+            ]
+            expr = fit(samples, products, max_vars=1)
+        if expr is None:
             # A size that only some variations reveal (``heads * (hidden // heads)``): every
             # size attribute, and ratios of the dependencies to them, three at most.
             others = [attr_var(a) for a in self.single if is_int(self.base_flat[a])]
@@ -1086,7 +1569,35 @@ class Learner:
             expr = fit(samples, [*candidates, *others, *ratios], max_vars=3)
         if expr is None:
             raise RuntimeError(f"no expression for dim {d} of {fam} (depends on {dep})")
+        stale = self._unvaried(fam, expr)
+        if stale:
+            if not retry:
+                # Vary the attributes the constant may stand for off every build of the family,
+                # then fit again.
+                for k, m in enumerate(self.fams[fam]):
+                    if m and not getattr(self.observations[k], "_probed", False):
+                        self._probe_from(self.observations[k])
+                        break
+                return self._dim(fam, d, retry=True)
+            raise RuntimeError(
+                f"dim {d} of {fam} is {expr}: its {stale} was never varied where the tensor is"
+            )
         return expr
+
+    def _unvaried(self, fam: str, expr: str) -> str:
+        """A bare number of a fitted size that a config attribute may stand for: an attribute of
+        that value in every build that has the family (never varied there), so nothing shows
+        the number is not that attribute. Returns a description, or '' where none is."""
+        builds = [self.observations[k] for k, m in enumerate(self.fams[fam]) if m]
+        for c in sorted(_literals(expr)):
+            if c < 1:
+                continue
+            for attr, v in builds[0].flat.items():
+                if v != c or not is_int(v) or _NOT_SIZES.search(attr):
+                    continue
+                if all(b.flat.get(attr) == c for b in builds):
+                    return f"{c} ({attr})"
+        return ""
 
     def _fit_by_kind(
         self, samples: list[tuple[dict[str, Any], tuple[int, ...], int]], dep: list[str]
@@ -1102,7 +1613,9 @@ class Learner:
             if len(split) != 2:
                 continue
             others = self.dim_candidates([a for a in dep if a != switch])
-            yes = fit(split[True], others, max_vars=min(5, len(others)))
+            # Where set, a nullable size may size the tensor itself.
+            with_switch = others + ([attr_var(switch)] if switch in self.nullable_int else [])
+            yes = fit(split[True], with_switch, max_vars=min(5, len(with_switch)))
             no = fit(split[False], others, max_vars=min(5, len(others)))
             if yes is not None and no is not None:
                 test = (
@@ -1149,6 +1662,13 @@ class Learner:
                 # A layer count carries its per-layer lists along (Learner.vary): the count is
                 # the one change.
                 changed = [a for a in changed if not isinstance(obs.given.get(a), list | str)]
+            pair = self.coupled.get(id(obs))
+            if pair is not None and set(changed) == set(pair):
+                # Two sizes that only build together: both are candidates where the size moved.
+                common = set(per_obs[k0]) & set(per_obs[k])
+                if any(per_obs[k0][i][d] != per_obs[k][i][d] for i in common):
+                    dep += [a for a in pair if a not in dep]
+                continue
             if len(changed) != 1 or changed[0] in dep:
                 continue
             common = set(per_obs[k0]) & set(per_obs[k])
@@ -1157,27 +1677,49 @@ class Learner:
         return sorted(dep)
 
     def _probe_from(self, fbase: Build) -> None:
-        """Single-attribute variations off another build (a family that only it has)."""
+        """Single-attribute variations off another build (a family that only it has): of every
+        attribute, not only those that changed the default's tensors (Llama 4's
+        ``intermediate_size_mlp`` sizes only the dense layers the default has none of)."""
         if getattr(fbase, "_probed", False):
             return
         fbase._probed = True  # type: ignore[attr-defined]
-        for attr, builds in self.single.items():
-            for b in builds[:2]:
-                value = b.given[attr]
-                if fbase.given.get(attr) != value:
+        for attr in self.attrs:
+            builds = self.single.get(attr, [])
+            values = [b.given[attr] for b in builds[:2] if b.given[attr] != fbase.given.get(attr)]
+            if builds and id(builds[0]) in self.coupled:
+                for b in builds[:2]:
+                    pair = self.coupled[id(b)]
+                    changes = {a: b.given[a] for a in pair}
+                    new = self.builder(self.vary(fbase.given, changes))
+                    if new is not None:
+                        self.coupled[id(new)] = pair
+                        self.observe(new)
+                continue
+            if values:
+                for value in values:
                     self.observe(self.builder(self.vary(fbase.given, {attr: value})))
+            else:
+                for b in self._variations(fbase, attr, limit=2):
+                    self.observe(b)
         self.fams = self._families()
 
     def dim_candidates(self, dep: list[str]) -> list[Var]:
         out: list[Var] = []
         for a in dep:
             v = self.base_flat[a]
-            if is_int(v):
+            if is_int(v) or (v is None and a in self.nullable_int):
                 out.append(attr_var(a))
             elif is_int_list(v):
                 out.append(indexed_var(a, 0))
                 out.append(indexed_var(a, 1))
-        scalars = [attr_var(a) for a in dep if is_int(self.base_flat[a])]
+                if len(v) <= 4:
+                    # A short list of sizes, not one per block (Kimi K2.5's merge_kernel_size).
+                    out += [element_var(a, n) for n in range(len(v))]
+        scalars = [
+            attr_var(a)
+            for a in dep
+            if is_int(self.base_flat[a]) or (self.base_flat[a] is None and a in self.nullable_int)
+        ]
         for x, y in itertools.permutations(scalars, 2):
             out.append(ratio_var(x, y))
         return out
@@ -1451,14 +1993,16 @@ def expectations(
     """Configs of a type with the parameter count transformers gives them, for the tests.
 
     The first is the bare ``{"model_type": ...}`` (everything from defaults and derivations); the
-    others change a few sizes at once, as a published config would, and only those are given.
+    others change the sizes the entry reads at once, to values the learner never built (it
+    doubles, halves, triples and steps by one; these scale by 3/2 and 3/4 and step by two), with
+    ``head_dim`` given explicitly where the entry reads it, as a published config would.
     """
     builder = Builder(model_type, model_class)
     named = {} if model_class is None else {"architectures": [model_class.__name__]}
     out = []
-    base = builder.config({})
-    base_flat = flatten(base)
-    for changes in _variations(model_type, table_entry, base_flat, builder):
+    # The entry's defaults hold the sizes only the modelling code reads (head_dim).
+    base_flat = {**table_entry.get("defaults", {}), **flatten(builder.config({}))}
+    for changes in _held_out_configs(table_entry, base_flat, builder):
         build = builder(changes)
         if build is None:
             continue
@@ -1471,24 +2015,46 @@ def expectations(
     return out
 
 
-def _variations(
-    model_type: str, entry: dict[str, Any], base: dict[str, Any], builder: Builder
+def _held_out_value(key: str, value: int, factor: Fraction) -> int:
+    """A size at a value no learning build had: widths scaled (even where they were), counts
+    and layer numbers moved by two."""
+    leaf = key.rsplit(".", 1)[-1]
+    if value < 8 or re.search(r"layer|step|interval|first_k|dense|experts_per_tok|group", leaf):
+        return value + 2 if factor > 1 else max(1, value - 2) if value > 3 else value + 3
+    scaled = int(value * factor)
+    return scaled + (scaled % 2) if value % 2 == 0 else scaled
+
+
+def _held_out_configs(
+    entry: dict[str, Any], base: dict[str, Any], builder: Builder
 ) -> list[dict[str, Any]]:
-    """{} and up to two configs that change several of the sizes the entry reads."""
+    """{} and up to two configs that change every size the entry reads that still builds."""
     used: set[str] = set()
     for t in entry["tensors"]:
         for text in [*t["shape"], t.get("when") or "0"]:
             used |= names_in(text)
+    for text in entry.get("derived", {}).values():
+        used |= names_in(text)
+    used |= {k for k in entry.get("derived", {}) if k.rsplit(".", 1)[-1] == "head_dim"}
     sizes_ = [k for k in sorted(used) if is_int(base.get(k)) and base[k] >= 1]
     picks: list[dict[str, Any]] = [{}]
-    for factor in (2, 3):
+    for factor in (Fraction(3, 2), Fraction(3, 4)):
         changes: dict[str, Any] = {}
         for k in sizes_:
-            trial = {**changes, k: base[k] * factor if factor == 2 else max(1, base[k] // 2)}
-            if "layer" in k:
-                trial[k] = max(1, base[k] // 2) if factor == 2 else base[k] + 3
+            trial = {**changes, k: _held_out_value(k, base[k], factor)}
             if builder(trial) is not None:
                 changes = trial
+        # head_dim given, and not the width over the heads (GLM-4.5: 128, not 5120 // 96).
+        for k in [k for k in sizes_ if k.rsplit(".", 1)[-1] == "head_dim"]:
+            prefix = k[: -len("head_dim")]
+            hidden = changes.get(f"{prefix}hidden_size", base.get(f"{prefix}hidden_size"))
+            heads = changes.get(
+                f"{prefix}num_attention_heads", base.get(f"{prefix}num_attention_heads")
+            )
+            if is_int(hidden) and is_int(heads) and heads and changes.get(k) == hidden // heads:
+                trial = {**changes, k: changes[k] + 16}
+                if builder(trial) is not None:
+                    changes = trial
         if changes:
             picks.append(changes)
     return picks
@@ -1498,6 +2064,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, help="types learned at once, each in its own process"
+    )
     parser.add_argument(
         "--expected",
         action="store_true",
@@ -1540,28 +2109,14 @@ def main() -> int:
     if args.only and TARGET.exists():
         out = json.loads(TARGET.read_text())["architectures"]
         expected = json.loads(EXPECTED.read_text())["types"]
-    for t in types:
-        t0 = time.time()
-        model_type, _, class_name = t.partition(":")
-        if not class_name and t not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-            class_name = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(t, "")
-        model_class = getattr(transformers, class_name) if class_name else None
-        try:
-            learner = Learner(model_type, model_class, verbose=args.verbose)
-            result = learner.run()
-            cases = expectations(model_type, result, model_class)
-            check_held_out(model_type, result, cases)
-        except Exception as exc:
-            print(f"{t}: FAILED {type(exc).__name__}: {str(exc)[:300]}  ({time.time() - t0:.1f}s)")
-            continue
-        out[t] = result
-        expected[t] = cases
-        print(
-            f"{t}: {len(result['tensors'])} tensors ({learner.builder.builds} builds, "
-            f"{time.time() - t0:.1f}s)"
-        )
-        if args.verbose:
-            print(json.dumps(result, indent=1))
+    jobs = [(t, args.verbose) for t in types]
+    if args.jobs > 1:
+        # Each type in a process of its own: the learner keeps module state per type.
+        with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=4) as pool:
+            done = pool.imap_unordered(learn_type, jobs)
+            _collect(done, out, expected, args.verbose)
+    else:
+        _collect(map(learn_type, jobs), out, expected, args.verbose)
     doc = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -1573,6 +2128,41 @@ def main() -> int:
     TARGET.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     write_expected_doc(expected)
     return 0
+
+
+def learn_type(job: tuple[str, bool]) -> tuple[str, dict[str, Any] | None, Any, str]:
+    """One table key learned and checked: (key, entry or None, its cases or the failure, the
+    line to print)."""
+    t, verbose = job
+    t0 = time.time()
+    model_type, _, class_name = t.partition(":")
+    if not class_name and t not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        class_name = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(t, "")
+    model_class = getattr(transformers, class_name) if class_name else None
+    try:
+        learner = Learner(model_type, model_class, verbose=verbose)
+        result = learner.run()
+        cases = expectations(model_type, result, model_class)
+        check_held_out(model_type, result, cases)
+    except Exception as exc:
+        line = f"{t}: FAILED {type(exc).__name__}: {str(exc)[:300]}  ({time.time() - t0:.1f}s)"
+        return t, None, None, line
+    line = (
+        f"{t}: {len(result['tensors'])} tensors ({learner.builder.builds} builds, "
+        f"{time.time() - t0:.1f}s)"
+    )
+    return t, result, cases, line
+
+
+def _collect(done: Any, out: dict[str, Any], expected: dict[str, Any], verbose: bool) -> None:
+    for t, result, cases, line in done:
+        print(line, flush=True)
+        if result is None:
+            continue
+        out[t] = result
+        expected[t] = cases
+        if verbose:
+            print(json.dumps(result, indent=1))
 
 
 def aliases_of(model_type: str) -> dict[str, str]:
@@ -1589,15 +2179,21 @@ def aliases_of(model_type: str) -> dict[str, str]:
 
 def check_held_out(model_type: str, entry: dict[str, Any], cases: list[dict[str, Any]]) -> None:
     """The estimator's reading of the entry must give transformers' count for configs it was not
-    learned from (a bare config, configs changing several sizes at once), or the entry is dropped."""
+    learned from (a bare config, configs changing several sizes at once), or the entry is dropped.
+    A config the estimator reads with a stated uncertainty (a per-layer pattern it had to guess)
+    may miss: it is said to be approximate, and is not kept as a case the tests hold exact."""
     arch = table.Architecture.from_entry(model_type, entry)
-    for case in cases:
-        flat, _ = configs.resolve(arch, case["config"])
+    for case in list(cases):
+        flat, uncertain = configs.resolve(arch, case["config"])
         got = sum(math.prod(t.shape) for t in table.tensors(arch, flat))
-        if got != case["parameters"]:
-            raise RuntimeError(
-                f"held-out config {case['config']} gives {got:,}, transformers {case['parameters']:,}"
-            )
+        if got == case["parameters"]:
+            continue
+        if uncertain:
+            cases.remove(case)
+            continue
+        raise RuntimeError(
+            f"held-out config {case['config']} gives {got:,}, transformers {case['parameters']:,}"
+        )
 
 
 def write_expected(only: list[str] | None) -> int:

@@ -3,7 +3,13 @@
 tests/data/architectures/expected.json was written by tools/build_architectures.py --expected:
 for each model type, the parameter count of the model transformers 5.24 builds from a bare
 ``{"model_type": ...}`` config (defaults and derived attributes) and from configs that change
-several sizes at once. The estimator must give the same count with no torch.
+every size the entry reads at once, to values the learner never built, with ``head_dim`` given.
+The estimator must give the same count with no torch.
+
+tests/data/architectures/held_out.json was written by benchmarks/parameter_counts.py from configs
+of its own (every type scaled at random, as ``save_pretrained`` writes it, with an explicit
+``head_dim``, with its stack reshaped; and published 2025-26 configs): a count the estimator gets
+wrong must never be called exact.
 """
 
 import json
@@ -11,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.architecture_table import EXPECTED, bare
+from tests.architecture_table import EXPECTED, HELD_OUT, bare
 from vramgui.core.errors import ConfigError
-from vramgui.core.families import spec_from_config, table
+from vramgui.core.families import configs, spec_from_config, table
 from vramgui.core.families.classic import CLASSIC_TYPES
 from vramgui.core.families.expressions import ExpressionError, compile_expression
 from vramgui.core.model import Inventory, LayerType, Role
@@ -30,6 +36,93 @@ def test_parameter_count_matches_transformers(model_type, k, case):
     spec = spec_from_config(case["config"])
     assert spec.parameters == case["parameters"]
     assert spec.inventory is not Inventory.FROM_HEADERS
+
+
+# Types whose entries still miscount some configs at sizes they were not learned at while calling
+# the count exact: Dory (its stack's sizes, -42 % to +381 %), Gemma 4 (per-layer K/V widths,
+# -0.3 % to -0.6 %; the learner's rebuild of them was no better and was not kept), Falcon-H1
+# (-1.2 %) and HRM (an explicit head_dim, +116 %), not yet rebuilt.
+STILL_MISCOUNTED = {"dory", "gemma4", "gemma4_text", "gemma4_unified_text", "falcon_h1", "hrm_text"}
+
+
+@pytest.mark.parametrize("case", HELD_OUT, ids=[f"{c['type']}-{c['kind']}" for c in HELD_OUT])
+def test_a_count_at_sizes_never_learned_is_right_or_said_to_be_uncertain(case):
+    try:
+        spec = spec_from_config(case["config"])
+    except ConfigError:
+        assert case["verdict"] == "refused"  # refused with a message, as when it was written
+        return
+    if case["verdict"] in ("wrong", "off"):
+        # Known miscounts, still called exact (issue 25): they must not spread to other types.
+        assert case["type"] in STILL_MISCOUNTED, case["kind"]
+        assert spec.parameters != case["transformers"]
+    elif case["verdict"] == "exact":
+        assert spec.parameters == case["transformers"]
+    elif spec.parameters != case["transformers"]:
+        assert spec.inventory is Inventory.APPROXIMATE, spec.warnings
+
+
+def test_the_held_out_configs_cover_every_type_of_the_table():
+    covered = {c["type"] for c in HELD_OUT}
+    assert len(set(EXPECTED) & covered) >= 0.9 * len(EXPECTED)
+    kinds = {c["kind"] for c in HELD_OUT}
+    assert {"scaled", "saved", "head_dim", "structure"} <= kinds
+    assert {"published: GLM-4.5", "published: GLM-4.5-Air"} <= kinds
+    assert sum(c["kind"] == "head_dim" for c in HELD_OUT) >= 100
+
+
+def test_a_head_dim_the_code_reads_is_read_and_otherwise_derived_as_the_code_does():
+    # GLM-4.5-Air: 96 heads of 128 over a width of 4096 (not 4096 // 96 = 42).
+    given = {"model_type": "glm4_moe", "hidden_size": 4096, "num_attention_heads": 96}
+    q = "model.layers.0.self_attn.q_proj.weight"
+    shapes = {t.name: t.shape for t in spec_from_config({**given, "head_dim": 128}).tensors}
+    assert shapes[q] == (96 * 128, 4096)
+    shapes = {t.name: t.shape for t in spec_from_config(given).tensors}
+    assert shapes[q] == (96 * (4096 // 96), 4096)
+
+
+def test_a_size_no_variation_could_set_makes_the_count_approximate():
+    entry = {
+        "architecture": "ToyForCausalLM",
+        "defaults": {"hidden_size": 8, "num_hidden_layers": 2, "latent_size": None},
+        "containers": {"model.layers": "num_hidden_layers"},
+        "tensors": [{"name": "model.layers.{}.w", "shape": ["hidden_size", "hidden_size"]}],
+        "unlearned": ["latent_size"],
+    }
+    arch = table.Architecture.from_entry("toy", entry)
+    _, warnings = configs.resolve(arch, {"hidden_size": 8, "latent_size": 4})
+    assert any("'latent_size' (4)" in w for w in warnings)
+    _, warnings = configs.resolve(arch, {"hidden_size": 8})
+    assert not warnings
+
+
+def test_a_head_dim_the_entry_does_not_read_makes_the_count_approximate():
+    entry = {
+        "architecture": "ToyForCausalLM",
+        "defaults": {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2},
+        "containers": {"model.layers": "num_hidden_layers"},
+        "tensors": [{"name": "model.layers.{}.q.weight", "shape": ["hidden_size", "hidden_size"]}],
+    }
+    arch = table.Architecture.from_entry("toy", entry)
+    _, warnings = configs.resolve(arch, {"hidden_size": 64, "head_dim": 32})
+    assert any("'head_dim' (32)" in w for w in warnings)
+    # The width over the heads, as most published configs write it: nothing to doubt.
+    _, warnings = configs.resolve(arch, {"hidden_size": 64, "head_dim": 16})
+    assert not warnings
+    # Where the learner gave head_dim and saw no tensor change, the code ignores it.
+    arch = table.Architecture.from_entry("toy", {**entry, "ignored": ["head_dim"]})
+    _, warnings = configs.resolve(arch, {"hidden_size": 64, "head_dim": 32})
+    assert not warnings
+
+
+def test_a_given_sub_config_takes_its_own_class_defaults():
+    # Mistral 3 defaults its text_config to a 40-layer model, but a text_config given without a
+    # layer count is a MistralConfig's own default, 32 layers.
+    bare_text = spec_from_config({"model_type": "mistral3"})
+    given_text = spec_from_config({"model_type": "mistral3", "text_config": {"vocab_size": 1000}})
+    layers = {t.layer for t in bare_text.tensors if t.layer is not None}
+    assert len(layers) == 40
+    assert len({t.layer for t in given_text.tensors if t.layer is not None}) == 32
 
 
 def test_most_causal_lm_types_are_counted_exactly():
@@ -157,7 +250,13 @@ def test_nemotron_h_block_kinds_of_either_transformers_generation():
     assert a.facts.layer_types.count(LayerType.MAMBA) == 2
 
 
-def test_a_size_the_table_was_learned_without_makes_it_approximate():
-    spec = spec_from_config({"model_type": "nemotron_h", "moe_latent_size": 1024})
-    assert spec.inventory is Inventory.APPROXIMATE
-    assert any("'moe_latent_size' (1,024)" in w for w in spec.warnings)
+def test_nemotron_3_latent_experts_are_counted():
+    # moe_latent_size (unset by default) puts the routed experts in a narrower space.
+    plain = spec_from_config({"model_type": "nemotron_h", "num_hidden_layers": 4})
+    latent = spec_from_config(
+        {"model_type": "nemotron_h", "num_hidden_layers": 4, "moe_latent_size": 1024}
+    )
+    names = {t.name for t in latent.tensors}
+    assert any("fc1_latent_proj" in n for n in names)
+    assert not any("fc1_latent_proj" in n for n in (t.name for t in plain.tensors))
+    assert latent.parameters < plain.parameters

@@ -10,7 +10,6 @@ import pytest
 
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import spec_from_config
-from vramgui.core.model import Inventory
 from vramgui.sources import catalog
 from vramgui.sources.catalog import CatalogEntry, find, load_catalog, popular_default, search
 
@@ -46,21 +45,15 @@ GENERATED = ("architecture", "parameters_transformers", "parameters_text", "para
 PINNED_COPY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+\.json")
 
 
-# Settings the architecture table was learned without (Nemotron 3's latent MoE): the count is
-# known to be off, and the estimate must say it is approximate, never exact.
-UNLEARNED = {"nemotron-3-super-120b-a12b-fp8": "moe_latent_size", "nemotron-3-ultra-550b-a55b": "moe_latent_size"}  # fmt: skip
-
-
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_families_count_equals_transformers_count(entry: CatalogEntry):
-    try:
-        spec = spec_from_config(entry.config, name=entry.hub_id)
-    except ConfigError as exc:
-        pytest.skip(f"core.families does not support {entry.model_type} yet: {exc}")
-    if entry.name in UNLEARNED:
-        assert spec.inventory is Inventory.APPROXIMATE
-        assert any(f"'{UNLEARNED[entry.name]}'" in w for w in spec.warnings)
+    # Every entry the table knows is counted to the parameter (DeepSeek V4, Kimi K2.5, Devstral
+    # Small 2, LFM2.5-VL, Nemotron 3's latent experts included).
+    if entry.name in REFUSED_BY_THE_TABLE:
+        with pytest.raises(ConfigError):
+            spec_from_config(entry.config, name=entry.hub_id)
         return
+    spec = spec_from_config(entry.config, name=entry.hub_id)
     assert spec.parameters == entry.parameters
 
 
@@ -251,10 +244,9 @@ def test_catalog_loads_without_torch():
 # Entries the architecture table cannot build yet (their types or settings are not in
 # core/families/architectures.json); every other entry must estimate. When the table learns them
 # this test fails until the entry leaves this set.
-REFUSED_BY_THE_TABLE = {
-    "deepseek-v4-flash", "deepseek-v4-pro", "gemma-4-26b-a4b", "gemma-4-31b-it-nvfp4", "kimi-k2.5",
-    "kimi-k2.6-nvfp4", "devstral-small-2-24b", "lfm2.5-vl-1.6b",
-}  # fmt: skip
+# Gemma 4's mixture-of-experts and NVFP4 releases: the table's gemma4 entry refuses them (a
+# rebuilt entry counted them 1.8 to 2.2 % low, which is worse than refusing).
+REFUSED_BY_THE_TABLE = {"gemma-4-26b-a4b", "gemma-4-31b-it-nvfp4"}
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])

@@ -150,28 +150,71 @@ def _layer_pattern(given: dict[str, Any]) -> None:
         kinds = given.get(key)
         if isinstance(kinds, list):
             given[key] = [_BLOCK_KINDS.get(k, k) if isinstance(k, str) else k for k in kinds]
-    pattern = given.get("hybrid_override_pattern")
-    if not isinstance(pattern, str) or "layers_block_type" in given:
-        return
     kinds = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
-    try:
-        given["layers_block_type"] = [kinds[c] for c in pattern]
-    except KeyError as exc:
-        raise ConfigError(f"'hybrid_override_pattern' holds an unknown block kind {exc}") from None
+    for key, target in (
+        ("hybrid_override_pattern", "layers_block_type"),
+        ("mtp_hybrid_override_pattern", "mtp_layers_block_type"),
+    ):
+        pattern = given.get(key)
+        if not isinstance(pattern, str) or target in given:
+            continue
+        try:
+            given[target] = [kinds[c] for c in pattern]
+        except KeyError as exc:
+            raise ConfigError(f"'{key}' holds an unknown block kind {exc}") from None
 
 
-def _attention_indices(given: dict[str, Any]) -> None:
+def _attention_indices(given: dict[str, Any], prefix: str = "") -> None:
     """LFM2's ``full_attn_idxs``: the attention blocks, every other one a convolution."""
-    indices = given.get("full_attn_idxs")
-    layers = given.get("num_hidden_layers")
-    if given.get("layer_types") is not None or not isinstance(indices, list):
+    indices = given.get(f"{prefix}full_attn_idxs")
+    layers = given.get(f"{prefix}num_hidden_layers")
+    if given.get(f"{prefix}layer_types") is not None or not isinstance(indices, list):
         return
     if not isinstance(layers, int) or isinstance(layers, bool):
         return
     attention = {i for i in indices if isinstance(i, int)}
-    given["layer_types"] = [
+    given[f"{prefix}layer_types"] = [
         "full_attention" if i in attention else "conv" for i in range(min(layers, MAX_RANGE))
     ]
+
+
+def _text_attention_indices(given: dict[str, Any]) -> None:
+    """LFM2-VL: its language model's ``full_attn_idxs``."""
+    _attention_indices(given, "text_config.")
+
+
+# DeepSeek V4's published configs name each block's attention by its compression ratio.
+_V4_RATIO_KINDS = {
+    0: "sliding_attention",
+    4: "compressed_sparse_attention",
+    128: "heavily_compressed_attention",
+}
+
+
+def _v4_legacy(given: dict[str, Any]) -> None:
+    """DeepSeek V4's config class reads ``compress_ratios`` (one per block) as ``layer_types``
+    and ``num_hash_layers`` (the first blocks' hash-routed MoE) as ``mlp_layer_types``."""
+    layers = given.get("num_hidden_layers")
+    ratios = given.get("compress_ratios")
+    if given.get("layer_types") is None and isinstance(ratios, list):
+        try:
+            kinds = [_V4_RATIO_KINDS[r] for r in ratios]
+        except (KeyError, TypeError):
+            raise ConfigError(
+                f"'compress_ratios' holds a ratio other than {sorted(_V4_RATIO_KINDS)}"
+            ) from None
+        given["layer_types"] = kinds[:layers] if isinstance(layers, int) else kinds
+    hashed = given.get("num_hash_layers")
+    if (
+        given.get("mlp_layer_types") is None
+        and isinstance(hashed, int)
+        and isinstance(layers, int)
+        and not isinstance(hashed, bool)
+        and 0 <= layers <= MAX_RANGE
+    ):
+        given["mlp_layer_types"] = ["hash_moe"] * min(layers, hashed) + ["moe"] * max(
+            0, layers - hashed
+        )
 
 
 # Older or alternative names that published configs use, by the model type that reads them, and
@@ -187,6 +230,8 @@ _GIVEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "nemotron_h": _layer_pattern,
     "lfm2": _attention_indices,
     "lfm2_moe": _attention_indices,
+    "lfm2_vl": _text_attention_indices,
+    "deepseek_v4": _v4_legacy,
 }
 _RENAMED = {
     "nemotron_h": {
@@ -198,6 +243,7 @@ _RENAMED = {
     },
     "lfm2": {"block_ff_dim": "intermediate_size", "tie_embedding": "tie_word_embeddings"},
     "lfm2_moe": {"tie_embedding": "tie_word_embeddings"},
+    "lfm2_vl": {"block_ff_dim": "intermediate_size", "tie_embedding": "tie_word_embeddings"},
 }
 
 
@@ -234,19 +280,46 @@ def _check_lengths(arch: Architecture, given: Mapping[str, Any]) -> None:
 
 
 def _unlearned_sizes(arch: Architecture, given: Mapping[str, Any]) -> list[str]:
-    """Sizes the config sets where its class leaves them unset, and no rule of the table reads:
-    the table was learned without them (Nemotron 3's ``moe_latent_size``), so their effect on the
-    tensors is unknown."""
+    """Sizes the config sets where its class leaves them unset, and the table was learned
+    without them (no variation of its class could set them), so their effect on the tensors is
+    unknown."""
     read = arch.names_read()
     out = []
     for key, value in given.items():
         if not isinstance(value, int) or isinstance(value, bool):
             continue
-        if key in arch.defaults and arch.defaults[key] is None and key not in read:
+        if key in arch.unlearned and key not in read:
             out.append(
                 f"the config sets '{key}' ({value:,}), which {arch.model_type}'s table entry was "
                 "learned without: the tensors it changes may be miscounted"
             )
+    return out
+
+
+def _unread_head_dims(arch: Architecture, given: Mapping[str, Any]) -> list[str]:
+    """A ``head_dim`` the config gives, other than the width over the heads, that the entry
+    does not read: much modelling code reads it where its config class has no such attribute
+    (``getattr(config, "head_dim", None) or hidden_size // num_attention_heads``), so the
+    attention weights may be miscounted, unless the learner found the code ignores it."""
+    read = arch.names_read()
+    out = []
+    for key, value in given.items():
+        prefix, _, leaf = key.rpartition(".")
+        if leaf != "head_dim" or key in read or key in arch.ignored:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        scope = f"{prefix}." if prefix else ""
+        width = given.get(f"{scope}hidden_size", arch.defaults.get(f"{scope}hidden_size"))
+        heads = given.get(
+            f"{scope}num_attention_heads", arch.defaults.get(f"{scope}num_attention_heads")
+        )
+        if isinstance(width, int) and isinstance(heads, int) and heads and value == width // heads:
+            continue
+        out.append(
+            f"the config sets '{key}' ({value:,}), which {arch.model_type}'s table entry does not "
+            "read: where the model's code reads it, the attention weights are miscounted"
+        )
     return out
 
 
@@ -259,7 +332,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         ConfigError: a derived attribute cannot be computed from the config's values.
     """
     given = flatten(config, arch)
-    unlearned = _unlearned_sizes(arch, given)
+    unlearned = _unlearned_sizes(arch, given) + _unread_head_dims(arch, given)
     for alias, name in arch.aliases.items():
         if alias in given:
             given.setdefault(name, given[alias])
@@ -271,11 +344,19 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         read_given(given)
     _check_lengths(arch, given)
     flat: dict[str, Any] = dict(arch.defaults)
+    # A sub-config the config gives takes its own class's defaults where it is silent; where it
+    # gives none, the outer class's defaults stand, and no rule of that sub-config applies.
+    absent = {sub for sub in arch.sub_defaults if not isinstance(config.get(sub), Mapping)}
+    for sub, values in arch.sub_defaults.items():
+        if sub not in absent:
+            flat.update({f"{sub}.{k}": v for k, v in values.items()})
     for key, value in given.items():
         if value is None and key in arch.derived:
             continue
         flat[key] = value
     for key, text in arch.derived.items():
+        if key.partition(".")[0] in absent and "." in key:
+            continue
         if given.get(key) is None:
             try:
                 flat[key] = compile_expression(text)(flat, ())
@@ -300,12 +381,25 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
             continue
         if key in given or key in arch.derived:
             continue
+        default_layers = arch.defaults.get(
+            f"{prefix}.num_hidden_layers" if prefix else "num_hidden_layers"
+        )
+        if len(default) != default_layers:
+            continue  # not one per block (a pair of limits, the MTP blocks): the default stands
         if isinstance(layers, int) and default and len(default) != layers:
             flat[key] = [default[i % len(default)] for i in range(layers)]
             guesses.append(
                 f"the config has no '{key}'; its per-layer pattern was taken from "
                 f"{arch.model_type}'s default"
             )
+    for key in sorted(arch.underived):
+        default = arch.defaults.get(key)
+        if key in given or isinstance(default, list):
+            continue  # given, or a per-layer list (guessed above, and said so)
+        guesses.append(
+            f"the config has no '{key}', which {arch.model_type}'s config class derives from "
+            f"other sizes by a rule not known here; its default, {default!r}, was used"
+        )
     _per_layer(flat, given)
     normalize = _LEGACY.get(arch.model_type)
     if normalize is not None:

@@ -58,6 +58,16 @@ class Architecture:
     sdpa: bool = True
     # Names the config class maps to its attributes (``num_experts`` -> ``num_local_experts``).
     aliases: Mapping[str, str] = field(default_factory=dict)
+    # Attributes the config class derives by a rule the table does not hold: a config that
+    # leaves one out is read at the default's value, and said to be uncertain.
+    underived: frozenset[str] = frozenset()
+    # Sub-configs a config.json may give (``text_config``) whose omitted attributes then take
+    # their own class's defaults, not the outer class's: those defaults, where they differ.
+    sub_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Sizes the default leaves unset that no variation could set: what they change is unknown.
+    unlearned: frozenset[str] = frozenset()
+    # Sizes the modelling code may read that were given and found to change no tensor.
+    ignored: frozenset[str] = frozenset()
 
     def names_read(self) -> frozenset[str]:
         """Every config attribute an expression of this entry reads."""
@@ -85,6 +95,10 @@ class Architecture:
             ),
             sdpa=entry.get("sdpa", True),
             aliases=entry.get("aliases", {}),
+            underived=frozenset(entry.get("underived", ())),
+            sub_defaults=entry.get("sub_defaults", {}),
+            unlearned=frozenset(entry.get("unlearned", ())),
+            ignored=frozenset(entry.get("ignored", ())),
         )
 
 

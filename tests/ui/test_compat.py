@@ -2,36 +2,52 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 import PySide6
 import pytest
-from PySide6.QtCore import QObject, Signal
 
 from vramgui.ui import compat
 
 CALLS = 200  # far below what None and True hold at start-up (a few thousand each)
 
+# Run in an interpreter of its own: what the suite ran before (other Qt objects, threads, imports)
+# changes the reference counts read here, and an interpreter that lost references to True aborts
+# when it collects them at exit, so the probe leaves with os._exit.
+_PROBE = f"""
+import json, os, sys
+from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-class _Emitter(QObject):
+class Emitter(QObject):
     changed = Signal()
+
+app = QCoreApplication([])
+emitter = Emitter()
+none_before = sys.getrefcount(None)
+for _ in range({CALLS}):
+    emitter.setObjectName("probe")
+none_lost = none_before - sys.getrefcount(None)
+true_before = sys.getrefcount(True)
+for _ in range({CALLS}):
+    emitter.changed.emit()
+print(json.dumps({{"None": none_lost, "True": true_before - sys.getrefcount(True)}}), flush=True)
+os._exit(0)
+"""
 
 
 def _references_dropped() -> dict[str, int]:
     """How many references to None and True this PySide6 loses over CALLS void calls / emits."""
-    emitter = _Emitter()
-    none_before = sys.getrefcount(None)
-    for _ in range(CALLS):
-        emitter.setObjectName("probe")
-    none_lost = none_before - sys.getrefcount(None)
-    true_before = sys.getrefcount(True)
-    for _ in range(CALLS):
-        emitter.changed.emit()
-    return {"None": none_lost, "True": true_before - sys.getrefcount(True)}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True
+    )
+    dropped: dict[str, int] = json.loads(done.stdout)
+    return dropped
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None and True are immortal from 3.12")
-def test_the_reserve_is_kept_exactly_where_pyside6_drops_references(qapp):
+def test_the_reserve_is_kept_exactly_where_pyside6_drops_references():
     dropped = _references_dropped()
     leaks = all(lost >= CALLS for lost in dropped.values())
     version = PySide6.__version__

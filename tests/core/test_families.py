@@ -298,6 +298,18 @@ def test_deepseek_v3_facts():
     assert spec.count([Role.EXPERT]) == 58 * 256 * 3 * 7168 * 2048
 
 
+def test_mla_reads_no_key_value_head_count():
+    # Multi-head latent attention sizes nothing by num_key_value_heads: a config giving more of
+    # them than attention heads is counted, not refused, and vLLM's tensor-parallel check and
+    # the cache go by the attention heads.
+    config = REAL["deepseek-ai/DeepSeek-V3"]
+    heads = config["num_attention_heads"]
+    for kv_heads in (1, heads, 2 * heads):
+        spec = spec_from_config({**config, "num_key_value_heads": kv_heads})
+        assert spec.parameters == real("deepseek-ai/DeepSeek-V3").parameters
+        assert spec.facts.num_kv_heads == heads
+
+
 def test_classic_decoders():
     f = real("openai-community/gpt2").facts
     assert (f.norm, f.gated_mlp, f.hidden_act, f.tie_word_embeddings) == (

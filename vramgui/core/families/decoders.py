@@ -171,6 +171,10 @@ def _decoder_core(cfg: ConfigReader, plan: _DecoderPlan) -> CoreSizes:
         head_dim = plan.head_dim_default
     else:
         head_dim, derived = hidden // max(heads, 1), True
+    if plan.mla:
+        # Multi-head latent attention caches one latent per token, shared by every head: the
+        # key/value head count sizes nothing, and configs write any value there.
+        kv_heads = heads
     check_heads(cfg, hidden, heads, kv_heads, derived=derived)
     return CoreSizes(
         hidden=hidden,

@@ -99,7 +99,24 @@ _LFM2_FF = (
     " + block_multiple_of - 1) // block_multiple_of) if block_ffn_dim_multiplier is not None"
     " else int(2 * intermediate_size / 3)) if block_auto_adjust_ff_dim else intermediate_size"
 )
+# modeling_falcon_h1.FalconH1Mixer: mamba_d_ssm, or mamba_expand * hidden_size where it is None
+# (the learner, varying mamba_d_ssm alone, met the config class's divisibility checks and kept
+# the default's 1024 and 128 as bare numbers).
+_FALCON_H1_SSM = "(mamba_d_ssm if mamba_d_ssm is not None else int(mamba_expand * hidden_size))"
+_FALCON_H1_CONV = f"{_FALCON_H1_SSM} + 2 * mamba_d_state * mamba_n_groups"
+_FALCON_H1_PROJ = f"2 * {_FALCON_H1_SSM} + 2 * mamba_d_state * mamba_n_groups + mamba_n_heads"
 OVERRIDES: dict[str, dict[str, dict[int, str]]] = {
+    "falcon_h1": {
+        "model.layers.{}.mamba.dt_bias": {0: "mamba_n_heads"},
+        "model.layers.{}.mamba.A_log": {0: "mamba_n_heads"},
+        "model.layers.{}.mamba.D": {0: "mamba_n_heads"},
+        "model.layers.{}.mamba.conv1d.weight": {0: _FALCON_H1_CONV},
+        "model.layers.{}.mamba.conv1d.bias": {0: _FALCON_H1_CONV},
+        "model.layers.{}.mamba.in_proj.weight": {0: _FALCON_H1_PROJ},
+        "model.layers.{}.mamba.in_proj.bias": {0: _FALCON_H1_PROJ},
+        "model.layers.{}.mamba.out_proj.weight": {1: _FALCON_H1_SSM},
+        "model.layers.{}.mamba.norm.weight": {0: _FALCON_H1_SSM},
+    },
     # modeling_lfm2.Lfm2MLP: two thirds of intermediate_size, scaled, rounded up to multiple_of.
     "lfm2": {
         "model.layers.{}.feed_forward.w1.weight": {0: _LFM2_FF},
@@ -208,11 +225,28 @@ FACT_ATTRIBUTES = frozenset(
 _PER_LAYER: set[str] = set()
 
 
+# Attributes a config class saves in another form than it holds, and reads back: DoryConfig
+# saves each block as an attention and an "mlp" entry (twice the layer counts) and halves them on
+# loading. The table holds the class's own form; vramgui.core.families.configs reads the saved
+# form back as the class does.
+_SAVED_OTHERWISE = {
+    "dory": (
+        "num_hidden_layers",
+        "n_input_layers",
+        "n_recurrent_layers",
+        "n_output_layers",
+        "layer_types",
+    ),
+}
+
+
 def flatten(config: PretrainedConfig) -> dict[str, Any]:
     """Every attribute of a config; sub-configs' attributes as ``sub.attr``; per-layer overrides
     (``per_layer_config``) as per-layer lists."""
     out: dict[str, Any] = {}
     data = config.to_dict()
+    for key in _SAVED_OTHERWISE.get(config.model_type, ()):
+        data[key] = getattr(config, key)
     overrides = data.pop("per_layer_config", None)
     if isinstance(overrides, dict) and overrides:
         layers = data["num_hidden_layers"]

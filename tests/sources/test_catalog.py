@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from vramgui.core.errors import ConfigError
 from vramgui.core.families import spec_from_config
 from vramgui.sources import catalog
 from vramgui.sources.catalog import CatalogEntry, find, load_catalog, popular_default, search
@@ -47,12 +46,8 @@ PINNED_COPY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_families_count_equals_transformers_count(entry: CatalogEntry):
-    # Every entry the table knows is counted to the parameter (DeepSeek V4, Kimi K2.5, Devstral
-    # Small 2, LFM2.5-VL, Nemotron 3's latent experts included).
-    if entry.name in REFUSED_BY_THE_TABLE:
-        with pytest.raises(ConfigError):
-            spec_from_config(entry.config, name=entry.hub_id)
-        return
+    # Every entry is counted to the parameter (DeepSeek V4, Kimi K2.5, Devstral Small 2,
+    # LFM2.5-VL, Nemotron 3's latent experts, Gemma 4's experts and vision tower included).
     spec = spec_from_config(entry.config, name=entry.hub_id)
     assert spec.parameters == entry.parameters
 
@@ -241,23 +236,11 @@ def test_catalog_loads_without_torch():
     assert out.stdout.strip() == "[]"
 
 
-# Entries the architecture table cannot build yet (their types or settings are not in
-# core/families/architectures.json); every other entry must estimate. When the table learns them
-# this test fails until the entry leaves this set.
-# Gemma 4's mixture-of-experts and NVFP4 releases: the table's gemma4 entry refuses them (a
-# rebuilt entry counted them 1.8 to 2.2 % low, which is worse than refusing).
-REFUSED_BY_THE_TABLE = {"gemma-4-26b-a4b", "gemma-4-31b-it-nvfp4"}
-
-
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_every_entry_estimates(entry: CatalogEntry):
     from vramgui.core.estimate import estimate
     from vramgui.core.workload import Workload, default_engine
 
-    if entry.name in REFUSED_BY_THE_TABLE:
-        with pytest.raises(ConfigError):
-            entry.spec()
-        return
     spec = entry.spec()
     seq = min(1024, spec.facts.max_position_embeddings)
     workload = Workload(engine=default_engine("none", spec.quantization), seq=seq)
@@ -270,7 +253,7 @@ def test_every_entry_estimates(entry: CatalogEntry):
 def test_quantized_entries_are_estimated_as_stored():
     from vramgui.core import storage
 
-    quantized = [e for e in ENTRIES if e.name not in REFUSED_BY_THE_TABLE and e.spec().quantization]
+    quantized = [e for e in ENTRIES if e.spec().quantization]
     assert len(quantized) >= 20
     for e in quantized:
         spec = e.spec()

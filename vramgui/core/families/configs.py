@@ -15,7 +15,7 @@ from typing import Any
 
 from vramgui.core.errors import ConfigError, shown
 from vramgui.core.families.expressions import MAX_RANGE, MemberList, compile_expression
-from vramgui.core.families.table import Architecture
+from vramgui.core.families.table import Architecture, architecture
 
 # Published config.json files hold integers, but some write them as floats (4096.0).
 _MAX_INT = 1 << 62
@@ -112,6 +112,12 @@ def _common(value: Any) -> Any:
     return value
 
 
+def _text_default(attr: str) -> Any:
+    """Gemma 4's text config class default for ``attr`` (as the gemma4_text entry holds it)."""
+    text = architecture("gemma4_text")
+    return None if text is None else text.defaults.get(attr)
+
+
 def _global_attention_sizes(flat: dict[str, Any], given: Mapping[str, Any], prefix: str) -> None:
     """Gemma 4: full-attention layers take ``global_head_dim`` (and, where ``attention_k_eq_v``,
     ``num_global_key_value_heads``), which the config class writes as per-layer overrides."""
@@ -126,6 +132,10 @@ def _global_attention_sizes(flat: dict[str, Any], given: Mapping[str, Any], pref
     ):
         base = _common(given.get(f"{prefix}{attr}", flat.get(f"{prefix}{attr}")))
         special = given.get(f"{prefix}{legacy}", flat.get(f"{prefix}{legacy}"))
+        if special is None and prefix:
+            # A multimodal entry keeps only the text config's attributes its tensors read; the
+            # text config class's own default stands for the rest.
+            special = _text_default(legacy)
         if attr == "num_key_value_heads" and not flat.get(f"{prefix}attention_k_eq_v", True):
             special = None
         if not isinstance(flat.get(f"{prefix}{attr}"), list):
@@ -183,6 +193,28 @@ def _text_attention_indices(given: dict[str, Any]) -> None:
     _attention_indices(given, "text_config.")
 
 
+def _dory_saved(given: dict[str, Any]) -> None:
+    """Dory: a saved config lists each block as an attention and an "mlp" entry, with every
+    layer count doubled; the config class halves them back when "mlp" is among the kinds."""
+    kinds = given.get("layer_types")
+    if not isinstance(kinds, list) or "mlp" not in kinds:
+        return
+    given["layer_types"] = kinds[::2]
+    for key in ("num_hidden_layers", "n_input_layers", "n_output_layers", "n_recurrent_layers"):
+        value = given.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            given[key] = value // 2
+
+
+def _last_layer_full(given: dict[str, Any]) -> None:
+    """Gemma 4: the config class makes the last block full attention whatever ``layer_types``
+    says (its K/V heads and head size are the full-attention ones)."""
+    for key in ("layer_types", "text_config.layer_types"):
+        kinds = given.get(key)
+        if isinstance(kinds, list) and kinds and kinds[-1] != "full_attention":
+            given[key] = [*kinds[:-1], "full_attention"]
+
+
 # DeepSeek V4's published configs name each block's attention by its compression ratio.
 _V4_RATIO_KINDS = {
     0: "sliding_attention",
@@ -232,6 +264,11 @@ _GIVEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "lfm2_moe": _attention_indices,
     "lfm2_vl": _text_attention_indices,
     "deepseek_v4": _v4_legacy,
+    "dory": _dory_saved,
+    "gemma4": _last_layer_full,
+    "gemma4_text": _last_layer_full,
+    "gemma4_unified": _last_layer_full,
+    "gemma4_unified_text": _last_layer_full,
 }
 _RENAMED = {
     "nemotron_h": {
@@ -323,6 +360,30 @@ def _unread_head_dims(arch: Architecture, given: Mapping[str, Any]) -> list[str]
     return out
 
 
+_TOWERS = ("vision_config.", "audio_config.")
+
+
+def _untabled_sub_configs(arch: Architecture, config: Mapping[str, Any]) -> list[str]:
+    """Sub-configs the config gives (an audio tower's ``audio_config``) where the type's default
+    has none and the entry describes no tensor of theirs: those tensors are not counted. (An
+    entry with no tower at all is the language model read alone, which the families module says
+    of the whole checkpoint.)"""
+    read = arch.names_read()
+    if not any(n.startswith(_TOWERS) for n in read):
+        return []
+    out = []
+    for key, value in config.items():
+        if not isinstance(value, Mapping) or not value or key not in arch.defaults:
+            continue
+        if arch.defaults[key] is not None or any(n.startswith(f"{key}.") for n in read):
+            continue
+        out.append(
+            f"the config gives '{key}', whose tensors {arch.model_type}'s table entry does not "
+            "describe: they are left out of the count"
+        )
+    return out
+
+
 def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Every attribute the architecture's expressions read, as its config class would hold them,
     and what is uncertain: the guesses made where the config left a per-layer list out, and the
@@ -332,7 +393,11 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         ConfigError: a derived attribute cannot be computed from the config's values.
     """
     given = flatten(config, arch)
-    unlearned = _unlearned_sizes(arch, given) + _unread_head_dims(arch, given)
+    unlearned = [
+        *_unlearned_sizes(arch, given),
+        *_unread_head_dims(arch, given),
+        *_untabled_sub_configs(arch, config),
+    ]
     for alias, name in arch.aliases.items():
         if alias in given:
             given.setdefault(name, given[alias])

@@ -424,7 +424,9 @@ class InferencePlan:
                 "transformers (benchmarks/architectures.py), so these activations are "
                 "approximate.",
             )
-        outside = checked.outside(batch, seq, self._facts.hidden_size)
+        facts = self._facts
+        experts = bool(facts.num_experts) and validation.measured_without_experts(facts.model_type)
+        outside = checked.outside(batch, seq, facts.hidden_size, experts)
         if not outside:
             return ()
         return (

@@ -21,9 +21,10 @@ class Checked:
     worst_error: float
     worst_shape: tuple[int, int]
 
-    def outside(self, batch: int, seq: int, hidden: int) -> list[str]:
-        """What of a workload lies outside the measured range, in words (empty: nothing)."""
-        out = []
+    def outside(self, batch: int, seq: int, hidden: int, experts: bool = False) -> list[str]:
+        """What of a workload lies outside the measured range, in words (empty: nothing);
+        ``experts``: the model has mixture-of-experts blocks the measured configs had none of."""
+        out = ["a mixture-of-experts block"] if experts else []
         low, high = self.seq
         if not low <= seq <= high:
             out.append(f"a {seq:,}-token prompt")
@@ -76,3 +77,16 @@ def measured_miss(model_type: str) -> str | None:
         f"measured against transformers' own code, this architecture's inference peak was "
         f"{c.worst_error:+.0%} off (batch {batch} x {seq:,} tokens, {_validation()['dtype']})"
     )
+
+
+@cache
+def measured_without_experts(model_type: str) -> bool:
+    """Whether this architecture's measurements, made on its default config and sizes of it,
+    had no mixture-of-experts blocks (Gemma 4's default is dense; its experts are a switch)."""
+    from vramgui.core.errors import ConfigError
+    from vramgui.core.families import spec_from_config
+
+    try:
+        return not spec_from_config({"model_type": model_type}).facts.num_experts
+    except ConfigError:
+        return True

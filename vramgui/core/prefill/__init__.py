@@ -263,7 +263,7 @@ def _block(
             p.free(mixed)
     if plan.experts is not None or plan.mlp_width:
         y = _norm(p, d, h, plan.layer_norm) if plan.norms != "post" else None
-        if plan.experts is not None:
+        if plan.experts is not None and not plan.mlp_width:
             out_mlp = experts_mlp(p, d, plan.experts, h, facts.hidden_act)
         else:
             out_mlp = dense_mlp(
@@ -278,6 +278,8 @@ def _block(
             )
         if y is not None:
             p.free(y)
+        if plan.experts is not None and plan.mlp_width:
+            out_mlp = _beside_experts(p, d, plan, h, out_mlp, act=facts.hidden_act)
         out_mlp = _output_norm(p, d, h, plan, out_mlp)
         output = p.new(d.tok(h))
         p.free(out_mlp)
@@ -292,6 +294,25 @@ def _block(
         p.free(unwritten)
     p.free(*kept, *held)
     return output
+
+
+def _beside_experts(
+    p: Program, d: Dtype, plan: layers.Block, h: int, dense: int, *, act: str
+) -> int:
+    """Gemma 4's MoE block after its dense MLP: that output normed and held while the router and
+    the experts run on the block's input normed again; the experts' output normed, the two
+    summed."""
+    assert plan.experts is not None
+    first = _norm(p, d, h, plan.layer_norm)
+    p.free(dense)
+    second_in = _norm(p, d, h, plan.layer_norm)
+    routed = experts_mlp(p, d, plan.experts, h, act)
+    p.free(second_in)
+    second = _norm(p, d, h, plan.layer_norm)
+    p.free(routed)
+    out = p.new(d.tok(h))
+    p.free(first, second)
+    return out
 
 
 def _per_layer_tail(p: Program, d: Dtype, h: int, width: int, x: int) -> int:

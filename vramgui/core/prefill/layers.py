@@ -33,7 +33,8 @@ CLAMPED_GLU = frozenset({"gpt_oss"})
 FP32_ROUTING = frozenset(
     {
         "afmoe", "axk1", "axk2", "bailing_hybrid", "beam", "deepseek_v2", "deepseek_v3",
-        "deepseek_v32", "dots3_note_text", "exaone_moe", "flint", "glm4_moe", "glm4_moe_lite",
+        "deepseek_v32", "dots3_note_text", "exaone_moe", "flint", "gemma4", "gemma4_text",
+        "gemma4_unified_text", "glm4_moe", "glm4_moe_lite",
         "glm_moe_dsa", "hy_v3", "hy_v4", "kimi_linear", "kolibri1", "longcat_flash",
         "mimo_v2_flash", "minimax_m2", "minimax_m3_vl_text", "mixtral", "nemotron_h",
         "sarvam_mla", "sarvam_moe", "solar_open",
@@ -71,6 +72,9 @@ ROTARY_PER_KIND = frozenset(
 V_NORM = frozenset({"gemma3n", "gemma3n_text", "gemma4", "gemma4_text", "gemma4_unified_text"})
 # Families whose eager softmax runs in the scores' dtype.
 _SOFTMAX_IN_DTYPE = frozenset({"gpt2", "gpt_bigcode", "bert"})
+# Families whose MoE blocks keep a dense MLP beside the experts (Gemma 4: the MLP on the normed
+# input, the experts on the block's input normed again, the two outputs normed and summed).
+DENSE_BESIDE_EXPERTS = frozenset({"gemma4", "gemma4_text", "gemma4_unified_text"})
 # Families whose MoE block runs its shared expert before the routed ones (its output waits).
 SHARED_FIRST = frozenset({"qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"})
 
@@ -155,6 +159,7 @@ class Block:
     kind: LayerType
     attention: Attention | None
     mlp_width: int  # dense MLP width on one GPU (0 where the block has experts only)
+    # (with experts too: a dense MLP beside them, DENSE_BESIDE_EXPERTS)
     experts: Experts | None
     layer_norm: bool = False  # the block's norms are LayerNorms (biased), not RMSNorms
     per_layer_input: int = 0  # width of the per-layer input the block gates in (Gemma 3n / 4)
@@ -171,7 +176,9 @@ def block(spec: ModelSpec, layer: int, tp: int) -> Block:
     attention = _attention(spec, layer, kind, tensors, tp) if kind.has_kv else None
     moe = bool(facts.moe_layers) and facts.moe_layers[layer]
     experts = _experts(spec, tensors, tp) if moe else None
-    dense = not moe and any(t.role is Role.MLP for t in tensors)
+    dense = (not moe or facts.model_type in DENSE_BESIDE_EXPERTS) and any(
+        t.role is Role.MLP for t in tensors
+    )
     width = _mlp_width(tensors, facts.hidden_size, facts.intermediate_size) // tp if dense else 0
     gate = next((t for t in tensors if t.module == "per_layer_input_gate" and not t.is_bias), None)
     return Block(

@@ -59,7 +59,7 @@ def test_kv_caches_an_engine_lacks_are_offered_disabled_with_the_reason(make_win
         assert not item.isEnabled() and "Transformers has no" in item.toolTip()
 
 
-def test_qlora_fixes_its_precision_and_starts_from_its_recipe(make_window, qtbot):
+def test_qlora_starts_from_its_recipe_and_offers_mixed_or_pure_precision(make_window, qtbot):
     window = make_window()
     window.controller.update(mode="training")
     settled(qtbot, window, mode="training")
@@ -68,8 +68,14 @@ def test_qlora_fixes_its_precision_and_starts_from_its_recipe(make_window, qtbot
     settled(qtbot, window, method="qlora", quant="nf4", grad_checkpointing=True)
     panel = window.workload_panel
     assert panel.grad_checkpointing.isChecked()
-    assert not panel.precision.isEnabled()
-    assert "QLoRA's recipe sets it" in panel.precision.toolTip()
+    # Mixed is the recipe (prepare_model_for_kbit_training), Pure a script that skips it; fp32
+    # does not apply to 4-bit layers.
+    assert panel.precision.isEnabled() and panel.precision.value() == "mixed"
+    fp32 = panel.precision.model().item(panel.precision.findData("fp32"))
+    assert not fp32.isEnabled() and "compute in the Weights dtype" in fp32.toolTip()
+    assert panel.precision.model().item(panel.precision.findData("pure")).isEnabled()
+    panel.precision.setCurrentIndex(panel.precision.findData("pure"))
+    settled(qtbot, window, method="qlora", precision="pure")
     quant_model = window.precision_panel.quant.model()
     q4 = quant_model.item(window.precision_panel.quant.findData("Q4_K_M"))
     assert not q4.isEnabled() and "4-bit bitsandbytes base" in q4.toolTip()

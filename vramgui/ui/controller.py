@@ -176,8 +176,9 @@ _LOCAL_KINDS = ("local", "config", "ollama")
 RECIPE_NOTES = {
     "lora": "LoRA starts from its usual recipe: the base frozen in 16 bits (Pure 16-bit), "
     "gradient checkpointing on. Change either to compare.",
-    "qlora": "QLoRA starts from its usual recipe: an NF4 base, gradient checkpointing on "
-    "(as peft's prepare_model_for_kbit_training and the QLoRA script set it). Untick it to "
+    "qlora": "QLoRA starts from its usual recipe: an NF4 base, what is not quantized in fp32 "
+    "(Mixed) and gradient checkpointing on, as peft's prepare_model_for_kbit_training and the "
+    "QLoRA script set them. Pure 16-bit is a script that skips the upcast; change either to "
     "compare.",
 }
 
@@ -206,9 +207,10 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
         if workload.precision == "fp32":
             reasons["dtype"] = "fp32 training computes in fp32 whatever the weight dtype."
         if workload.method == "qlora":
-            reasons["precision"] = (
-                "QLoRA's recipe sets it: prepare_model_for_kbit_training keeps what is not "
-                "quantized in fp32, and the 4-bit layers compute in the Weights dtype."
+            reasons["precision:fp32"] = (
+                "QLoRA's 4-bit layers compute in the Weights dtype: Mixed is its recipe "
+                "(prepare_model_for_kbit_training keeps what is not quantized in fp32), Pure "
+                "16-bit a script that skips it."
             )
             for name in SCHEMES:
                 if name not in FOUR_BIT_SCHEMES:

@@ -9,7 +9,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QFormLayout, QLabel, QWidget
 
 from vramgui.core.dtypes import Scheme
-from vramgui.ui.widgets import SHORT_TEXT_ROLE, ChoiceCombo, set_tooltip
+from vramgui.ui.widgets import SHORT_TEXT_ROLE, ChoiceCombo, allow_choice, set_tooltip
 
 DTYPES = (("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32"))
 KV_DTYPES = (
@@ -150,14 +150,16 @@ class PrecisionPanel(QWidget):
             widget.setEnabled(reason is None)
             set_tooltip(widget, reason or hint)
         for value, hint in _KV_HINTS.items():
-            _allow(
+            allow_choice(
                 self.kv_dtype, self.kv_dtype.findData(value), reasons.get(f"kv_dtype:{value}"), hint
             )
         for index in range(self.quant.count()):
             value = self.quant.itemData(index)
             if value is not None:
                 reason = reasons.get(f"quant:{value}")
-                _allow(self.quant, index, reason, self.quant.itemData(index, _DESCRIPTION_ROLE))
+                allow_choice(
+                    self.quant, index, reason, self.quant.itemData(index, _DESCRIPTION_ROLE)
+                )
 
     def _show_stored(self, stored: str, quant: str) -> None:
         """The "none" choice as the checkpoint's own format, and the line that says which."""
@@ -191,16 +193,3 @@ class PrecisionPanel(QWidget):
             self.stored.setText(stored)
         self.stored.setProperty("overridden", replaced)
         self.stored.setStyleSheet("color: #b35c00;" if replaced else "")
-
-
-def _allow(combo: ChoiceCombo, index: int, reason: str | None, hint: str) -> None:
-    """Enable choice ``index`` of ``combo``, or disable it with ``reason`` as its tooltip."""
-    model = combo.model()
-    assert isinstance(model, QStandardItemModel)
-    item = model.item(index)
-    # Set only on a change: each set makes the popup's model report a change.
-    if item.isEnabled() != (reason is None):
-        item.setEnabled(reason is None)
-    text = reason or hint
-    if item.toolTip() != text:
-        item.setToolTip(text)

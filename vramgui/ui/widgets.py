@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractSlider,
     QAbstractSpinBox,
@@ -221,3 +221,16 @@ class FittedLabel(QLabel):
         painter = QPainter(self)
         painter.setPen(self.palette().color(self.foregroundRole()))
         painter.drawText(self.contentsRect(), int(self.alignment().value), shown)
+
+
+def allow_choice(combo: ChoiceCombo, index: int, reason: str | None, hint: str) -> None:
+    """Enable choice ``index`` of ``combo``, or disable it with ``reason`` as its tooltip."""
+    model = combo.model()
+    assert isinstance(model, QStandardItemModel)
+    item = model.item(index)
+    # Set only on a change: each set makes the popup's model report a change.
+    if item.isEnabled() != (reason is None):
+        item.setEnabled(reason is None)
+    text = reason or hint
+    if item.toolTip() != text:
+        item.setToolTip(text)

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from vramgui.core.vllm_startup import LORA_RANKS
 from vramgui.core.workload import MAX_BATCH, Workload
-from vramgui.ui.widgets import ChoiceCombo, SliderSpin, set_tooltip
+from vramgui.ui.widgets import ChoiceCombo, SliderSpin, allow_choice, set_tooltip
 
 MODES = (("inference", "Inference (serve)"), ("training", "Training (fine-tune)"))
 ENGINES = (("transformers", "Transformers"), ("vllm", "vLLM"), ("llamacpp", "llama.cpp"))
@@ -303,6 +303,9 @@ class WorkloadPanel(QWidget):
             reason = reasons.get(name)
             control.setEnabled(reason is None)
             set_tooltip(control, reason or self._hints.get(name, ""))
+        hint = self._hints.get("precision", "")
+        for index, (choice, _label) in enumerate(PRECISIONS):
+            allow_choice(self.precision, index, reasons.get(f"precision:{choice}"), hint)
 
     def _widget(self, name: str) -> QWidget:
         return getattr(self, name)

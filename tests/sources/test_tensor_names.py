@@ -139,6 +139,17 @@ CASES = [
     ("blk.9.attn_norm.weight", Role.NORM, 9, "input_layernorm", False),
     ("blk.9.ffn_norm.weight", Role.NORM, 9, "post_attention_layernorm", False),
     ("blk.9.attn_kv_a_mqa.weight", Role.ATTENTION, 9, "kv_a_proj_with_mqa", False),
+    # Mamba / Nemotron-H: the token embedding is the model's child "embeddings"; deeper down,
+    # "embeddings" is a container
+    ("backbone.embeddings.weight", Role.EMBEDDING, None, "embeddings", False),
+    ("model.embeddings.weight", Role.EMBEDDING, None, "embeddings", False),
+    (
+        "bert.embeddings.position_embeddings.weight",
+        Role.POSITION,
+        None,
+        "position_embeddings",
+        False,
+    ),
     # Unknown
     ("model.some_new_thing.weight", Role.OTHER, None, "some_new_thing", False),
     ("blk.2.mystery.weight", Role.OTHER, 2, "mystery", False),

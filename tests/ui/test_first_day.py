@@ -203,16 +203,24 @@ def test_help_opens_the_bundled_docs_without_a_network(make_window, qtbot):
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
-def test_the_window_fits_a_laptop_screen(make_window, qtbot, size):
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_the_window_fits_a_laptop_screen(make_window, qtbot, size, mode):
     window = make_window()
     window.resize(*size)
-    window.controller.update(mode="training")
-    settled(qtbot, window, mode="training")
+    if mode == "training":
+        window.controller.update(mode="training")
+        settled(qtbot, window, mode="training")
     qtbot.wait(50)
-    # No tab is wider than its place, and the breakdown shows every row, every figure whole.
+    # No tab is wider than its place (each shown, so that the lazily built ones are built), and
+    # the breakdown shows every row, every figure whole.
     for index in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(index)
         holder = window.tabs.widget(index)
+        qtbot.waitUntil(lambda h=holder: h.widget() is not None and h.widget().layout() is not None)
+        qtbot.wait(50)
         assert holder.horizontalScrollBar().maximum() == 0, window.tabs.tabText(index)
+    window.tabs.setCurrentIndex(0)
+    qtbot.wait(50)
     table = window.breakdown_table
     rows = window.breakdown_model.rowCount()
     assert table.viewport().height() >= table.rowViewportPosition(rows - 1) + table.rowHeight(0)

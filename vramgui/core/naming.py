@@ -65,6 +65,9 @@ _PARAM_PARTS = frozenset(
 )
 
 _EMBEDDING = frozenset({"embed_tokens", "wte", "word_embeddings", "tok_embeddings", "embed_in"})
+# The token embedding as the model's own child (Mamba's and Nemotron-H's ``backbone.embeddings``,
+# ``model.embeddings``); deeper down, "embeddings" is a container (BERT's, a vision tower's).
+_TOP_EMBEDDING = frozenset({"embeddings", "embedding"})
 _POSITION = frozenset(
     {"wpe", "position_embeddings", "embed_positions", "token_type_embeddings", "rel_pos_bias"}
 )
@@ -228,7 +231,7 @@ def _classify_transformers(name: str) -> TensorName:
 
     if "norm" in lowered or lowered.startswith("ln") or lowered == "layernorm":
         role = Role.NORM
-    elif module in _EMBEDDING:
+    elif module in _EMBEDDING or (module in _TOP_EMBEDDING and len(parts) == 2):
         role = Role.EMBEDDING
     elif module in _POSITION:
         role = Role.POSITION

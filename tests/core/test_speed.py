@@ -237,3 +237,63 @@ def test_a_catalog_gpu_outside_the_measured_ones_says_its_default_is_unchecked(s
     notes = speed.training_speed(spec, training(), l40s).notes
     assert any("L40S was checked" in n and "set on RTX 4090" in n for n in notes)
     assert not any("was checked" in n for n in speed.training_speed(spec, training(), A100).notes)
+
+
+def test_unsharded_qlora_moves_fp32_hidden_states_and_casts_at_each_four_bit_linear(spec):
+    """prepare_model_for_kbit_training (QLoRA's "mixed" recipe) keeps the norms in fp32, so the
+    hidden states are fp32: the elementwise bytes double and each 4-bit linear casts its input
+    to bf16 and its output back (6 bytes per feature), except the attention output projection,
+    which takes attention's bf16 output. A script that skips it ("pure") moves none of that."""
+    qlora = training(method="qlora", quant="nf4", grad_checkpointing=True)
+    upcast = speed._model(spec, qlora)
+    plain = speed._model(spec, qlora.with_(precision="pure"))
+    assert upcast.elementwise_bytes == 2 * plain.elementwise_bytes
+    assert plain.upcast_bytes == 0
+    h, mlp = 4096, 11008
+    # q, k, v (h -> h), gate and up (h -> mlp), down (mlp -> h); o_proj casts nothing
+    features = 3 * (h + h) + 2 * (h + mlp) + (mlp + h)
+    assert upcast.upcast_bytes == 32 * features * (4 + 2)
+    # the LM head that prepare_model_for_kbit_training upcast is cast back at each forward
+    assert upcast.cast_bytes == 32000 * h * (4 + 2) and plain.cast_bytes == 0
+    slow = speed.training_speed(spec, qlora, A100)
+    fast = speed.training_speed(spec, qlora.with_(precision="pure"), A100)
+    assert slow.seconds_by_part["matmul"] == fast.seconds_by_part["matmul"]
+    assert slow.seconds_by_part["memory"] > fast.seconds_by_part["memory"]
+    assert any("prepare_model_for_kbit_training" in n for n in slow.notes)
+    assert not any("prepare_model_for_kbit_training" in n for n in fast.notes)
+
+
+def test_sharded_qlora_skips_the_upcast(spec):
+    """TRL skips prepare_model_for_kbit_training for a model FSDP or ZeRO-3 shards."""
+    w = training(method="qlora", quant="nf4", gpus=2, grad_checkpointing=True)
+    assert speed._model(spec, w).upcast_bytes > 0
+    for sharded in (w.with_(fsdp=True), w.with_(zero=3)):
+        m = speed._model(spec, sharded)
+        assert m.upcast_bytes == 0 and m.cast_bytes == 0
+        assert (
+            m.elementwise_bytes == speed._model(spec, w.with_(precision="pure")).elementwise_bytes
+        )
+
+
+def test_upcast_stacked_experts_are_cast_back_at_each_forward():
+    """transformers 5's stacked experts stay unquantized under bitsandbytes and
+    prepare_model_for_kbit_training upcasts them to fp32: autocast casts every expert's weights
+    back to bf16 at each forward (all of them: a micro-batch's tokens reach every expert), as it
+    does the router and the head."""
+    moe = spec_from_config(
+        {
+            **LLAMA,
+            "model_type": "mixtral",
+            "num_hidden_layers": 2,
+            "intermediate_size": 2048,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+        },
+        "mixtral-small",
+    )
+    qlora = training(method="qlora", quant="nf4", grad_checkpointing=True)
+    experts = sum(t.numel for t in moe.tensors if t.role.value == "expert")
+    assert experts == 2 * 8 * 3 * 4096 * 2048
+    router, head = 2 * 8 * 4096, 32000 * 4096  # a parameter, not an nn.Linear: unquantized too
+    assert speed._model(moe, qlora).cast_bytes == (experts + router + head) * (4 + 2)
+    assert speed._model(moe, qlora.with_(precision="pure")).cast_bytes == 0

@@ -430,3 +430,17 @@ def test_sharded_qlora_adapters_follow_the_sixteen_bit_dtype() -> None:
     assert single.components["lora_adapters"] == single.trainable_parameters * 4
     assert sharded.components["lora_adapters"] == sharded.trainable_parameters * 2
     assert any("bnb_4bit_quant_storage=bf16" in note for note in sharded.notes)
+
+
+def test_qlora_without_prepare_model_for_kbit_training_keeps_the_rest_sixteen_bit() -> None:
+    """--precision pure for QLoRA: a script that never upcasts (Answer.AI's fsdp_qlora train.py)
+    keeps embeddings, norms and head in --dtype, as sharded QLoRA does."""
+    qlora = train(method="qlora", quant="nf4")
+    assert _context(spec(MISTRAL), qlora, "cuda", "cuda", False).param_bytes == 4
+    pure = qlora.with_(precision="pure")
+    assert _context(spec(MISTRAL), pure, "cuda", "cuda", False).param_bytes == 2
+    upcast = training_estimate(spec(MISTRAL), qlora)
+    kept = training_estimate(spec(MISTRAL), pure)
+    assert kept.total_bytes < upcast.total_bytes
+    assert any("kept in bf16 (no prepare_model_for_kbit_training)" in n for n in kept.notes)
+    assert not any("upcast to fp32 by prepare_model_for_kbit_training" in n for n in kept.notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vramgui.core.errors import WorkloadError
+from vramgui.core.training.weights import kbit_upcast
 from vramgui.core.workload import (
     METHOD_RECIPES,
     EngineConflictError,
@@ -105,7 +106,12 @@ def test_default_engine_runs_the_quantization_as_it_is():
 
 def test_qlora_precision_is_its_recipes():
     with pytest.raises(WorkloadError, match="QLoRA"):
-        Workload(mode="training", method="qlora", quant="nf4", precision="pure")
+        Workload(mode="training", method="qlora", quant="nf4", precision="fp32")
+    # a script that never calls prepare_model_for_kbit_training keeps the rest in --dtype
+    pure = Workload(mode="training", method="qlora", quant="nf4", precision="pure")
+    assert not kbit_upcast(pure)
+    assert kbit_upcast(pure.with_(precision="mixed"))
+    assert not kbit_upcast(pure.with_(precision="mixed", gpus=2, fsdp=True))
     recipe = METHOD_RECIPES["qlora"]
     w = Workload(mode="training", method="qlora", **recipe)
     assert w.grad_checkpointing and w.quant == "nf4" and w.precision == "mixed"

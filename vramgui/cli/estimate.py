@@ -267,7 +267,8 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         choices=PRECISIONS,
         default=None,
         help="training precision (default: the method's usual recipe: mixed for full and "
-        "QLoRA, pure for LoRA)",
+        "QLoRA, pure for LoRA; QLoRA's mixed is prepare_model_for_kbit_training's fp32 upcast of "
+        "what is not quantized, pure keeps it in --dtype)",
     )
     parser.add_argument(
         "--optimizer", choices=OPTIMIZERS, default=d.optimizer, help="training optimizer"

@@ -13,8 +13,10 @@ docs/performance.md, "Training time"):
   against a roofline: a pass can be no faster than reading its weights once (small batches).
 - **Memory-bound work**: the elementwise operations around the products (norms, residual adds,
   rotary embeddings, the MLP's gate, the loss over the vocabulary, LoRA's extra reads and adds),
-  QLoRA's dequantization of every 4-bit weight on every pass, mixed precision's cast of the
-  weights, and the optimizer step over the trainable parameters: bytes over the memory bandwidth.
+  QLoRA's dequantization of every 4-bit weight on every pass (and, on one GPU, the fp32 hidden
+  states prepare_model_for_kbit_training leaves between its 4-bit linears), mixed precision's
+  cast of the weights, and the optimizer step over the trainable parameters: bytes over the
+  memory bandwidth.
 - **Communication**: DDP's gradient all-reduce, ZeRO's and FSDP's gathers and reduce-scatters
   (hidden behind the passes they overlap with, only the excess counts), tensor parallelism's
   per-layer all-reduces, the pipeline's bubble, CPU offload's copies and host optimizer step.
@@ -38,6 +40,7 @@ from vramgui.core.model import LayerType, ModelSpec, Role, Tensor
 from vramgui.core.offload.placement import model_units
 from vramgui.core.training.weights import (
     adapter_parameters,
+    kbit_upcast,
     lora_rank_of,
     resolve_lora_targets,
 )
@@ -103,6 +106,14 @@ LOSS_BYTES_PER_VOCAB = 24
 # its scaling and the add to the base output (2 bytes per input, 12 per output feature).
 LORA_BYTES_PER_INPUT = 2
 LORA_BYTES_PER_OUTPUT = 12
+# Unsharded QLoRA under peft's prepare_model_for_kbit_training: the norms are fp32, so the hidden
+# states are fp32 (the weights it upcast, such as transformers 5's stacked experts, are cast back
+# at each forward, as a full fine-tune's master weights are), and each 4-bit linear
+# (bitsandbytes' Linear4bit.forward) casts its input to the compute dtype and its output back to
+# the input's: fp32 read and 16-bit written per input feature, the reverse per output feature,
+# and the same again for the gradients. The attention output projection takes attention's 16-bit
+# output and casts nothing.
+ATTENTION_OUTPUT_MODULES = frozenset({"o_proj", "out_proj", "dense", "wo"})
 # Kernels per block in a forward (transformers' Llama block: norms, projections, rotary, attention,
 # residuals, MLP), per LoRA-adapted linear (dropout, A, B, scale, add) and per 4-bit linear
 # (dequantize); a backward launches about twice as many.
@@ -288,6 +299,7 @@ class _Model:
     trainable: float  # parameters that train, in the whole model
     elementwise_bytes: float  # forward elementwise bytes per token, on this GPU
     lora_bytes: float  # forward LoRA bytes per token, on this GPU
+    upcast_bytes: float  # QLoRA's fp32 hidden states: a forward's casts per token, on this GPU
     loss_bytes: float  # loss bytes per token (forward and backward), on this GPU
     kernels: float  # kernels of one forward, on this GPU
     layers: int  # blocks on this GPU
@@ -346,7 +358,7 @@ def _model(spec: ModelSpec, w: Workload) -> _Model:
     # Not the batch or the sequence: a slider over them reuses one model (attention, which
     # grows with the sequence, is counted apart).
     key = ("speed_model", w.method, w.quant, w.dtype, w.precision, w.lora_rank, w.lora_targets,
-           w.tp, w.pp)  # fmt: skip
+           w.tp, w.pp, kbit_upcast(w))  # fmt: skip
     return spec.cached(key, lambda: _build_model(spec, w))
 
 
@@ -363,8 +375,9 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
     sixteen = 4 if w.precision == "fp32" or w.dtype == "fp32" else dtypes.dtype_bytes(w.dtype)
     scheme = dtypes.get_scheme(w.quant)
     quant_bits = scheme.nominal_bits_per_weight if w.quant != "none" else 0.0
+    upcast = kbit_upcast(w)
     block = head = trainable = adapters = 0.0
-    read = dequant = cast = 0.0
+    read = dequant = cast = upcast_bytes = 0.0
     kernels = KERNELS_PER_BLOCK * f.num_layers
     lora_bytes = 0.0
     for t in spec.tensors:
@@ -376,6 +389,8 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
             if t.role is Role.HEAD and t.shape[0] == f.vocab_size:
                 head += numel
                 read += numel * sixteen
+                if upcast:
+                    cast += numel * (4 + sixteen)
             continue
         block += numel * share
         if w.method == "full":
@@ -385,9 +400,14 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
             read += numel * sixteen
             dequant += numel * (quant_bits / 8 + sixteen)
             kernels += KERNELS_PER_QUANTIZED * math.prod(t.shape[:-2])
+            if upcast and not (t.role is Role.ATTENTION and t.module in ATTENTION_OUTPUT_MODULES):
+                features = (t.shape[-2] + t.shape[-1]) * math.prod(t.shape[:-2]) * share
+                upcast_bytes += features * (4 + sixteen)
         else:
             read += numel * sixteen
-        if w.method == "full" and w.precision == "mixed":
+        if (w.method == "full" and w.precision == "mixed") or (upcast and not quantized):
+            # autocast casts fp32 weights to the compute dtype at each forward: a full
+            # fine-tune's master weights, and what prepare_model_for_kbit_training upcast
             cast += numel * (4 + sixteen)
         rank = lora_rank_of(spec, t, targets, w.lora_rank) if w.method != "full" else 0
         if rank:
@@ -400,7 +420,9 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
         # Tied embeddings: the head is the embedding matrix used once more.
         head = float(f.vocab_size * f.hidden_size)
         read += head * sixteen
-    act = sixteen
+        if upcast:
+            cast += head * (4 + sixteen)
+    act = 4 if upcast else sixteen  # the hidden states' dtype
     elementwise = (
         f.num_layers
         * (
@@ -425,6 +447,7 @@ def _build_model(spec: ModelSpec, w: Workload) -> _Model:
         trainable=trained_total,
         elementwise_bytes=elementwise / split,
         lora_bytes=lora_bytes / split,
+        upcast_bytes=upcast_bytes / split,
         loss_bytes=LOSS_BYTES_PER_VOCAB * f.vocab_size / w.tp,
         kernels=kernels / w.pp,
         layers=max(1, f.num_layers // w.pp),
@@ -509,6 +532,7 @@ def training_speed(
     memory_bytes = (
         tokens * (m.elementwise_bytes + m.lora_bytes) * (forward_passes + BACKWARD_PASSES)
         + tokens * m.loss_bytes
+        + tokens * m.upcast_bytes * (forward_passes + 1.0)
         + m.dequant_bytes * (forward_passes + 1.0)
         + m.cast_bytes * forward_passes
     )
@@ -570,6 +594,12 @@ def training_speed(
         t in (LayerType.LINEAR, LayerType.MAMBA, LayerType.CONV) for t in spec.facts.layer_types
     ):
         notes.append("linear-attention / state-space layers: their token mixing is not costed")
+    if kbit_upcast(w):
+        notes.append(
+            "QLoRA without sharding: prepare_model_for_kbit_training keeps the norms in fp32, so "
+            "the hidden states are fp32 (the elementwise work moves twice the bytes and each "
+            "4-bit linear casts its input to the compute dtype and its output back)"
+        )
     if w.attention == "eager":
         notes.append("eager attention computes the whole score matrix and then masks it")
     if u.source == "default" and hardware.name not in MEASURED_GPUS.get(u.detail, ()):

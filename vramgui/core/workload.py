@@ -82,7 +82,8 @@ _ENGINES_FOR = {
 # its defaults (the command line). A full fine-tune keeps fp32 master weights under 16-bit
 # autocast. LoRA loads the frozen base in 16 bits (torch_dtype) with fp32 adapters. QLoRA is the
 # QLoRA paper's recipe as peft runs it: an NF4 base, prepare_model_for_kbit_training (which
-# upcasts what is not quantized to fp32, so its precision is fixed: "mixed") and gradient
+# upcasts what is not quantized to fp32: precision "mixed"; "pure" is a script that skips it and
+# keeps everything in the 16-bit dtype, as Answer.AI's fsdp_qlora train.py does) and gradient
 # checkpointing on, as that function and the QLoRA training script turn it on; LoRA scripts
 # commonly keep it on too.
 METHOD_RECIPES: dict[str, dict[str, Any]] = {
@@ -262,10 +263,11 @@ class Workload:
             )
         if self.zero and self.fsdp:
             raise WorkloadError("choose ZeRO or FSDP, not both")
-        if self.mode == "training" and self.method == "qlora" and self.precision != "mixed":
+        if self.mode == "training" and self.method == "qlora" and self.precision == "fp32":
             raise WorkloadError(
-                "--precision does not apply to QLoRA: its recipe keeps what is not quantized in "
-                "fp32 and computes in --dtype (leave --precision out)"
+                "--precision fp32 does not apply to QLoRA: its 4-bit layers compute in --dtype; "
+                "its recipe (mixed) keeps what is not quantized in fp32, --precision pure in "
+                "--dtype"
             )
         conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype)
         if conflicts:

@@ -26,6 +26,7 @@ from vramgui.core.training.replay import ADAPTER_BYTES, ReplayContext
 from vramgui.core.training.weights import (
     adapter_parameters,
     folded_expert_bytes,
+    kbit_upcast,
     largest_four_bit,
     resolve_lora_targets,
     stage_facts,
@@ -71,7 +72,7 @@ def _context(
         # prepare_model_for_kbit_training, so the unquantized tensors stay 16-bit, and makes the
         # adapters 16-bit too (get_peft_model(autocast_adapter_dtype=False)).
         param_bytes, compute, autocast = sixteen, sixteen, False
-    elif workload.method == "qlora":
+    elif kbit_upcast(workload):
         # peft's prepare_model_for_kbit_training (what most single-GPU QLoRA recipes call) upcasts
         # every unquantized tensor (embeddings, norms, head) to fp32, so the hidden states are
         # fp32; bitsandbytes' 4-bit linears compute in the 16-bit dtype and return the input's.
@@ -385,6 +386,12 @@ def _qlora_note(workload: Workload, param_shards: int) -> str:
             f"bnb_4bit_quant_storage={workload.dtype}, are divided with the other weights and one "
             "layer's codes gathered in flight; each weight's quant state (absmax) stays whole on "
             f"every rank; embeddings / norms / head stay {workload.dtype}"
+        )
+    elif workload.precision == "pure":
+        base = (
+            "QLoRA: the 4-bit base as bitsandbytes stores it (quant state included), "
+            f"embeddings / norms / head kept in {workload.dtype} (no "
+            "prepare_model_for_kbit_training)"
         )
     else:
         base = (

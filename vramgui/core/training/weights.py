@@ -36,6 +36,23 @@ PEFT_CONVERTED_MOE = frozenset(
 _FUSED_GATE_UP = frozenset({"gate_proj", "up_proj"})
 
 
+def kbit_upcast(workload: Workload) -> bool:
+    """Whether peft's prepare_model_for_kbit_training upcasts what QLoRA leaves unquantized.
+
+    It casts every 16-bit parameter that is not a bitsandbytes 4-bit weight (embeddings, norms,
+    head, weights bitsandbytes does not replace) to fp32, so the hidden states between the 4-bit
+    linears are fp32. Single-GPU QLoRA recipes call it (TRL's SFTTrainer does so itself): QLoRA's
+    "mixed" precision. Sharded QLoRA (FSDP, ZeRO-3) skips it and keeps the model 16-bit, as do
+    scripts that never call it ("pure"). An fp32 setup has nothing to upcast.
+    """
+    return (
+        workload.method == "qlora"
+        and workload.precision == "mixed"
+        and workload.dtype != "fp32"
+        and not (workload.fsdp or workload.zero == 3)
+    )
+
+
 def _stacked_expert(t: Tensor) -> bool:
     return t.role is Role.EXPERT and len(t.shape) == 3
 

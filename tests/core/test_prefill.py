@@ -228,7 +228,7 @@ def _error(model_type: str, point: dict) -> float:
 
 HEADLINE = (
     "gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "deepseek_v32",
-    "glm_moe_dsa", "minimax_m2", "olmoe", "exaone_moe", "gemma4_text", "granitemoe",
+    "glm_moe_dsa", "minimax_m2", "olmoe", "exaone_moe", "gemma4", "gemma4_text", "granitemoe",
     "nemotron_h", "lfm2", "falcon_h1", "mamba2", "kimi_linear", "olmo3", "exaone4", "apertus",
     "ernie4_5_moe",
 )  # fmt: skip

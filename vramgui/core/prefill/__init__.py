@@ -174,6 +174,11 @@ def _rotary_widths(spec: ModelSpec, tp: int) -> list[int]:
     return list(widths.values()) or [facts.head_dim]
 
 
+# Multimodal models that look up the per-layer inputs themselves and hand them to the language
+# model (Gemma 4's Gemma4Model.forward), rather than the language model making them.
+_PER_LAYER_INPUTS_FROM_WRAPPER = frozenset({"gemma4"})
+
+
 def _per_layer_inputs(p: Program, spec: ModelSpec, d: Dtype) -> None:
     """Gemma 3n / 4's per-layer inputs, made once and held through the forward: a second
     embedding of every layer's slice, scaled, plus a projection of the embeddings, normed in
@@ -185,6 +190,12 @@ def _per_layer_inputs(p: Program, spec: ModelSpec, d: Dtype) -> None:
     if table is None:
         return
     width = table.shape[1]
+    wrapped = spec.facts.model_type in _PER_LAYER_INPUTS_FROM_WRAPPER
+    if wrapped:
+        # The multimodal model makes the text ids (media tokens as padding) and the embeddings
+        # with media masked to padding, and keeps both as locals through the forward.
+        p.new(TOKENS * INT64)
+        p.new(d.tok(spec.facts.hidden_size))
     looked_up = p.new(d.tok(width))
     scaled = p.new(d.tok(width))
     p.free(looked_up)
@@ -195,7 +206,10 @@ def _per_layer_inputs(p: Program, spec: ModelSpec, d: Dtype) -> None:
     p.free(scaled_projection)
     summed = p.new(d.tok(width))
     p.new(d.tok(width))  # scaled: the per-layer inputs the blocks get
-    p.free(summed, normed, scaled)
+    p.free(summed, normed)
+    if not wrapped:
+        # (the multimodal model holds the looked-up slices it handed over as a local)
+        p.free(scaled)
 
 
 def _masks(p: Program, spec: ModelSpec, s: _Setup) -> None:

@@ -49,6 +49,9 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     spec = _spec(log["model"], doc.get("configs", {}))
     rules = dataclasses.replace(vllm_startup.rules_for(log["vllm"]), sampler=log["sampler"])
     settings = {"engine": "vllm", "vllm-version": rules.version, **log["settings"]}
+    arch = doc["gpus"].get(log["gpu"], {}).get("arch")
+    if arch:  # the kernels vLLM picks for a format, and their padding, go by the GPU
+        settings.setdefault("gpu-arch", arch)
     workload = Workload.from_dict(settings)
     if "cuda_total_gib" in log:
         capacity = round(log["cuda_total_gib"] * GiB) + vllm_startup.CUDA_RESERVED_BYTES
@@ -201,8 +204,9 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "",
         "Each published start-up log printed vLLM's weights (`Model loading took`), its KV pool",
         "(`Available KV cache memory`) and the pool in tokens (`GPU KV cache size`); the estimate",
-        "rebuilds that start-up from the model's inventory with the log's command line, GPU and",
-        "version (core/vllm_startup.py follows the version's rules, and the sampler the log names).",
+        "rebuilds that start-up from the model's inventory with the log's command line, GPU (its",
+        "size, and its generation, which picks the kernels vLLM runs a format with) and version",
+        "(core/vllm_startup.py follows the version's rules, and the sampler the log names).",
         "The pool in tokens is the figure compared; weights and pool in GiB show where a",
         "difference comes from. *tune* logs set the profile and non-torch constants; *held-out*",
         "logs never did. The *layout* column takes the pool the log printed and cuts it into",
@@ -210,10 +214,11 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "state layers, KV dtypes, TP and PP) apart from the memory model.",
         "",
         "The estimate follows vLLM 0.20.2 and later by default (`--vllm-version` picks 0.10 or",
-        "0.11); the code read is vLLM 0.11.0, 0.20.2, 0.21.0, 0.23.0 and 0.34.0. What changed",
-        "between them: from 0.20.2 CUDA graph memory is profiled before the pool and taken out",
-        "of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; vLLM's own message dates the default",
-        "to 0.21.0), the `GPU KV cache size` line is the concurrency times `max_model_len`",
+        "0.11); the code read is vLLM 0.9.2, 0.11.0, 0.20.2, 0.21.0, 0.23.0, 0.24.0 and 0.34.0.",
+        "What changed between them: from 0.20.2 CUDA graph memory is profiled before the pool",
+        "and taken out of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; vLLM's own message",
+        "dates the default to 0.21.0), the `GPU KV cache size` line is the concurrency times",
+        "`max_model_len`",
         "instead of blocks per KV cache group times the block size (the two differ for",
         "sliding-window and hybrid models), layers of different page sizes are given larger",
         "blocks (0.11 refuses them), a model with state layers refuses to start when",
@@ -227,7 +232,12 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "prefix caching they keep one more state per request (two per request plus speculative",
         "ones, `align`) or, for the pure Mamba families, one per block of tokens (`all`). Up to",
         "0.24 prefix caching is off for such models unless asked for; 0.34 turns it on",
-        "(`--enable-prefix-caching` / `--no-enable-prefix-caching` set it either way). Logs of",
+        "(`--enable-prefix-caching` / `--no-enable-prefix-caching` set it either way). On",
+        "Hopper, gpt-oss's MXFP4 experts run on the Triton backend, which turns their biases to",
+        "float32 and, with torch 2.8.1 and later (vLLM 0.11.1 on; the 0.11 rules follow 0.11.1",
+        "and 0.11.2, as the llm-d logs' weights do), swizzles weights and scales into",
+        "triton_kernels' Hopper layouts and keeps the loaded scales beside their copies (0.10",
+        "and 0.11.0 keep the strided layout, a view). Logs of",
         "the V0 engine (before 0.8, or `VLLM_USE_V1=0`) profile differently and are not",
         "modelled.",
         "",

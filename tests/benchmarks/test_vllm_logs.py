@@ -1,6 +1,7 @@
 """benchmarks/vllm_logs.py: the published vLLM start-ups are well formed and each is estimated."""
 
 from benchmarks import vllm_logs
+from vramgui.core.workload import GPU_ARCHS
 
 
 def test_every_log_cites_its_source_gpu_version_and_split():
@@ -17,6 +18,21 @@ def test_every_log_cites_its_source_gpu_version_and_split():
         assert "kv_tokens" in logged or "available_gib" in logged or not logged.get("starts", True)
     for name, config in doc.get("configs", {}).items():
         assert config["source"] and config["config"]["model_type"], name
+    # A GPU's generation picks the kernels vLLM runs a format with (and their padding).
+    for name, gpu in doc["gpus"].items():
+        assert gpu.get("arch", "hopper") in GPU_ARCHS, name
+
+
+def test_each_log_is_estimated_on_its_gpu_generation():
+    doc = vllm_logs.load()
+    log = next(log for log in doc["logs"] if log["id"] == "gpt-oss-120b-4xa100-tp4")
+    on_a100 = vllm_logs.estimate_log(log, doc)
+    anywhere = dict(
+        doc, gpus={name: {"memory_mib": g["memory_mib"]} for name, g in doc["gpus"].items()}
+    )
+    unknown = vllm_logs.estimate_log(log, anywhere)
+    # On an A100 vLLM runs gpt-oss's MXFP4 experts with Marlin, padded to its tile: more weights.
+    assert on_a100["weights_estimate_gib"] > unknown["weights_estimate_gib"]
 
 
 def test_the_section_lists_every_log_with_its_estimate_and_the_summaries():

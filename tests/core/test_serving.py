@@ -28,19 +28,53 @@ def _notes(spec, **settings) -> str:
     return " ".join(estimate(spec, Workload(**settings)).notes)
 
 
+# gpt-oss-120b's experts: 36 layers of 128, hidden and intermediate sizes 2880.
+EXPERTS_120B = 36 * 128
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _hopper_triton_extra(swizzle: bool) -> int:
+    """What vLLM's Triton MXFP4 backend holds on Hopper besides gpt-oss-120b's stored experts:
+    the biases (2 x 2880 + 2880 per expert) in float32 instead of bf16 and, where it swizzles,
+    a second copy of every scale in triton_kernels' HopperMXScaleLayout (rows padded to
+    2 x num_warps x 2 x 8 = 256 with num_warps 8, columns to 2): w13's 5760 rows of 2880 / 32
+    scales, w2's 2880 rows of 2880 / 32."""
+    biases = EXPERTS_120B * (5760 + 2880) * (4 - 2)
+    scales = _round_up(5760, 256) * _round_up(90, 2) + _round_up(2880, 256) * _round_up(90, 2)
+    return biases + (EXPERTS_120B * scales if swizzle else 0)
+
+
 def test_gpt_oss_120b_fits_one_h100_in_vllm_at_8k():
     w = Workload(engine="vllm", seq=8192, gpu_arch="hopper")
     est = estimate(GPT_OSS_120B, w, 80 * GiB)
-    assert est.components["weights"] == STORED_120B  # Hopper's Triton kernels pad nothing
+    assert est.components["weights"] == STORED_120B + _hopper_triton_extra(swizzle=True)
     assert est.total_bytes <= 80 * GiB
     assert est.details["kv_pool_tokens"] >= 8192
 
 
+def test_vllm_triton_backend_keeps_the_mxfp4_scales_twice_on_hopper():
+    # vLLM deletes the loaded expert weights once triton_kernels has swizzled them, not the
+    # loaded scales: from 0.11 (torch 2.8.1 and later) every scale is held twice, and the
+    # biases in float32; 0.10 keeps the strided layout (a view: nothing copied).
+    swizzled = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="hopper", vllm_version="0.11")
+    assert swizzled == STORED_120B + _hopper_triton_extra(swizzle=True)
+    assert swizzled == _weights(GPT_OSS_120B, engine="vllm", gpu_arch="hopper")
+    strided = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="hopper", vllm_version="0.10")
+    assert strided == STORED_120B + _hopper_triton_extra(swizzle=False)
+    notes = _notes(GPT_OSS_120B, engine="vllm", gpu_arch="hopper")
+    assert "keeps each expert scale twice" in notes and "float32" in notes
+    old = _notes(GPT_OSS_120B, engine="vllm", gpu_arch="hopper", vllm_version="0.10")
+    assert "twice" not in old and "float32" in old
+    # Other GPUs run other kernels (Marlin, FlashInfer): nothing of the kind.
+    assert "Triton" not in _notes(GPT_OSS_120B, engine="vllm", gpu_arch="ampere")
+
+
 def test_vllm_pads_mxfp4_experts_to_its_kernels_tile():
-    hopper = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="hopper")
     ampere = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="ampere")
     blackwell = _weights(GPT_OSS_120B, engine="vllm", gpu_arch="blackwell")
-    assert hopper == STORED_120B
     # Marlin: intermediate 2880 -> 2944, hidden 2880 -> 3072; FlashInfer: both to 3072. The
     # expert weights and scales grow by the product, their biases by one factor.
     experts = [
@@ -52,9 +86,9 @@ def test_vllm_pads_mxfp4_experts_to_its_kernels_tile():
     up = sum(s.bytes for s in experts if s.tensor.is_bias and s.tensor.module == "gate_up_proj")
     down = sum(s.bytes for s in experts if s.tensor.is_bias and s.tensor.module == "down_proj")
     marlin = weights * (2944 * 3072) / (2880 * 2880) + up * 2944 / 2880 + down * 3072 / 2880
-    assert ampere - hopper == pytest.approx(marlin - weights - up - down, abs=2000)
+    assert ampere - STORED_120B == pytest.approx(marlin - weights - up - down, abs=2000)
     flashinfer = (weights * 3072**2 / 2880**2) + (up + down) * 3072 / 2880
-    assert blackwell - hopper == pytest.approx(flashinfer - weights - up - down, abs=2000)
+    assert blackwell - STORED_120B == pytest.approx(flashinfer - weights - up - down, abs=2000)
     assert "2944 x 3072" in _notes(GPT_OSS_120B, engine="vllm", gpu_arch="ampere")
     assert "3072 x 3072" in _notes(GPT_OSS_120B, engine="vllm", gpu_arch="blackwell")
 
@@ -142,7 +176,7 @@ def test_another_quant_replaces_the_stored_format_with_a_note():
     assert nvfp4.components["weights"] != STORED_120B
     assert any("not as the checkpoint is stored (MXFP4 experts" in n for n in nvfp4.notes)
     same = estimate(GPT_OSS_120B, Workload(engine="vllm", quant="mxfp4", gpu_arch="hopper"))
-    assert same.components["weights"] == STORED_120B
+    assert same.components["weights"] == _weights(GPT_OSS_120B, engine="vllm", gpu_arch="hopper")
     assert not any("not as the checkpoint is stored" in n for n in same.notes)
 
 

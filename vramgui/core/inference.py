@@ -538,7 +538,8 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
         return gpu, host
 
     return spec.cached(
-        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp, w.vllm_version),
+        compute,
     )
 
 
@@ -557,7 +558,8 @@ def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, R
         )
 
     return spec.cached(
-        ("rank_tensors", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp), compute
+        ("rank_tensors", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp, w.vllm_version),
+        compute,
     )
 
 

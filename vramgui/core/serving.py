@@ -5,9 +5,11 @@ The weights an engine holds are not always the weights a checkpoint stores:
 - vLLM keeps every format as stored. Where the GPU lacks the tensor cores for it (FP8 before
   Ada, FP4 before Blackwell) it runs weight-only Marlin kernels on the same bytes; it pads
   gpt-oss's MXFP4 experts to the tile its MoE kernels need (Marlin: rows to 128, columns to 256
-  on Ampere and Ada; FlashInfer: both to 256 on Blackwell; Triton: rows to 64 on Hopper), and it
-  needs compute capability 8.0 for FP8, FP4 and MXFP4 weights. A scheme it applies at load
-  leaves Mamba (1)'s mixers in 16 bits: its MambaMixer takes no quant_config.
+  on Ampere and Ada; FlashInfer: both to 256 on Blackwell; Triton: rows to 64 on Hopper, where
+  it also keeps the experts' biases in float32 and, from 0.11.1, every scale twice: as loaded
+  and swizzled), and it needs compute capability 8.0 for FP8, FP4 and MXFP4 weights. A scheme
+  it applies at load leaves Mamba (1)'s mixers in 16 bits: its MambaMixer takes no
+  quant_config.
 - transformers' bitsandbytes quantizes ``nn.Linear`` layers only, so the experts a MoE class
   holds as stacked parameters stay 16-bit. transformers keeps MXFP4 only for gpt-oss's experts, on compute capability 7.5 and later, with
   its Triton kernels installed (``triton`` >= 3.4 and ``kernels``); otherwise it dequantizes them
@@ -31,6 +33,7 @@ from vramgui.core import dtypes, storage, units
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.storage import TensorStorage
+from vramgui.core.vllm_startup import RULES
 from vramgui.core.workload import ENGINE_NAMES, GPU_ARCHS, Workload
 
 # Compute capabilities from which the formats run natively (FP8, FP4 tensor cores).
@@ -89,7 +92,7 @@ def served_storage(spec: ModelSpec, w: Workload) -> Served:
         WorkloadError: the engine cannot load the checkpoint on the GPU given.
     """
     return spec.cached(
-        ("served_storage", w.dtype, w.quant, w.engine, w.gpu_arch, w.mtp, w.tp),
+        ("served_storage", w.dtype, w.quant, w.engine, w.gpu_arch, w.mtp, w.tp, w.vllm_version),
         lambda: _served(spec, w),
     )
 
@@ -239,6 +242,9 @@ def _vllm(
     if kind == "mxfp4":  # Mxfp4MoEMethod's layers (not DeepSeek-V4's FP4 experts in FP8 blocks)
         stored, said = _mxfp4_padding(spec, w, stored, cc)
         notes += said
+        if cc is not None and (9, 0) <= cc < (10, 0):
+            stored, said = _mxfp4_triton_hopper(spec, w, stored)
+            notes += said
     stored, said = _mamba1_mixers(spec, w, stored)
     return stored, notes + said
 
@@ -321,6 +327,66 @@ def _mxfp4_padding(
         f"vLLM's {backend} MXFP4 kernels pad each expert to {inter_pad} x {hidden_pad} (from "
         f"{part} x {hidden}): {_gib(added)} more than stored."
     ]
+
+
+# triton_kernels' HopperMXScaleLayout pads a scale tensor's rows to 2 x num_warps x 2 x 8 and its
+# columns to 2; vLLM swizzles with num_warps 8 (_swizzle_mxfp4).
+_HOPPER_SCALE_ROWS = 2 * 8 * 2 * 8
+_HOPPER_SCALE_COLS = 2
+_MXFP4_BLOCK = 32
+_TRITON_ROWS = 64  # Mxfp4MoEMethod pads the intermediate size to 64 for the Triton backend
+
+
+def _mxfp4_triton_hopper(
+    spec: ModelSpec, w: Workload, stored: tuple[TensorStorage, ...]
+) -> tuple[tuple[TensorStorage, ...], list[str]]:
+    """What vLLM's Triton MXFP4 MoE backend holds on Hopper besides the experts as stored.
+
+    ``process_weights_after_loading`` turns the expert biases to float32, and hands the weights
+    and scales to triton_kernels' ``convert_layout``. Where the version swizzles them
+    (:attr:`vllm_startup.Rules.mxfp4_hopper_swizzle`) both are copied into the Hopper layouts;
+    vLLM deletes the loaded weights but not the loaded scales (``w13_weight_scale``,
+    ``w2_weight_scale`` stay registered), so every scale is held twice, the copy padded to the
+    layout's tile. Read in vLLM 0.11.0, 0.11.1 (mxfp4.py) and 0.24.0
+    (fused_moe/oracle/mxfp4.py).
+    """
+    facts = spec.facts
+    inter = facts.moe_intermediate_size or facts.intermediate_size
+    hidden = facts.hidden_size
+    if not inter or not hidden:
+        return stored, []
+    part = _round_up(max(1, inter // w.tp), _TRITON_ROWS)
+    swizzle = RULES[w.vllm_version].mxfp4_hopper_swizzle
+    out = []
+    for st in stored:
+        t = st.tensor
+        if t.role is not Role.EXPERT:
+            out.append(st)
+        elif t.is_bias and st.storage != "F32":
+            out.append(TensorStorage(t, "F32", t.numel * 4))
+        elif swizzle and st.storage == "mxfp4" and t.shape:
+            experts = t.shape[0]
+            if t.module == "down_proj":  # w2: hidden rows of intermediate / 32 scales
+                rows, cols = hidden, part // _MXFP4_BLOCK
+            else:  # w13: 2 x intermediate rows of hidden / 32 scales
+                rows, cols = 2 * part, hidden // _MXFP4_BLOCK
+            copy = (
+                experts * _round_up(rows, _HOPPER_SCALE_ROWS) * _round_up(cols, _HOPPER_SCALE_COLS)
+            )
+            # One rank's copy, counted whole as the stored bytes are (split over the ranks).
+            out.append(dataclasses.replace(st, bytes=st.bytes + copy * w.tp))
+        else:
+            out.append(st)
+    added = sum(s.bytes for s in out) - sum(s.bytes for s in stored)
+    if not added:
+        return stored, []
+    said = "turns the expert biases to float32"
+    if swizzle:
+        said = (
+            "keeps each expert scale twice (as loaded, and swizzled into triton_kernels' "
+            f"Hopper layout, padded to {_HOPPER_SCALE_ROWS}-row tiles) and " + said
+        )
+    return tuple(out), [f"vLLM's Triton MXFP4 backend on Hopper {said}: {_gib(added)} more."]
 
 
 def _mtp(

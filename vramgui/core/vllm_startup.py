@@ -84,6 +84,10 @@ class Rules:
         sampler: the top-k / top-p sampler vLLM finds: "flashinfer" where the FlashInfer
             package is installed (a dependency of vLLM from 0.20; in the Docker images
             before), else "pytorch".
+        mxfp4_hopper_swizzle: on Hopper, the Triton MXFP4 MoE backend swizzles the expert
+            weights and scales into triton_kernels' Hopper layouts (torch 2.8.1 and later:
+            vLLM 0.11.1 on; 0.10 and 0.11.0 pin torch 2.8.0 or older and keep the strided
+            layout, a view of the loaded tensors).
     """
 
     version: str
@@ -95,12 +99,13 @@ class Rules:
     state_blocks_check: bool
     hybrid_prefix_caching: bool
     sampler: str
+    mxfp4_hopper_swizzle: bool
 
 
 RULES = {
-    "0.10": Rules("0.10", False, False, False, False, False, False, False, "pytorch"),
-    "0.11": Rules("0.11", False, False, False, True, True, False, False, "pytorch"),
-    "0.20": Rules("0.20", True, True, True, True, True, True, False, "flashinfer"),
+    "0.10": Rules("0.10", False, False, False, False, False, False, False, "pytorch", False),
+    "0.11": Rules("0.11", False, False, False, True, True, False, False, "pytorch", True),
+    "0.20": Rules("0.20", True, True, True, True, True, True, False, "flashinfer", True),
 }
 LATEST = "0.20"
 if set(RULES) != set(VLLM_VERSIONS):  # pragma: no cover - a table kept in step with workload.py

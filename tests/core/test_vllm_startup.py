@@ -355,3 +355,94 @@ def test_versions_map_to_the_rules_read():
     assert vllm_startup.rules_for("0.34.0") is vllm_startup.RULES["0.20"]
     assert vllm_startup.rules_for("0.9.2") is vllm_startup.RULES["0.10"]
     assert replace(vllm_startup.RULES["0.20"], sampler="pytorch").cuda_graphs_in_pool
+
+
+# The vision encoder's profile (vLLM 0.24 gpu_model_runner.profile_run, Qwen3VLProcessingInfo).
+
+
+def test_the_tower_is_read_from_the_checkpoint_weights(catalog):
+    tower = vllm_startup.VisionTower.of(catalog("qwen3.6-35b-a3b-nvfp4"))
+    assert tower == vllm_startup.VisionTower(
+        depth=27,
+        hidden=1152,
+        intermediate=4304,
+        patch=16,
+        temporal_patch=2,
+        channels=3,
+        merge=2,
+        out_hidden=2048,
+        deepstack=0,
+    )
+    assert vllm_startup.VisionTower.of(catalog("qwen3-32b")) is None
+
+
+def _tower(patch=16, merge=2):
+    return vllm_startup.VisionTower(27, 1152, 4304, patch, 2, 3, merge, 2048, 0)
+
+
+def test_the_largest_image_factors_the_most_tokens_into_the_squarest_grid():
+    unit = 32  # patch 16 x merge 2
+    # 16,777,216 pixels hold 16,384 merged tokens: a 128 x 128 grid.
+    assert vllm_startup.largest_image(_tower(), 16_777_216) == (128 * unit, 128 * unit)
+    # The video's share of a frame pair, 12,582,912 pixels: 12,288 tokens, 96 x 128.
+    assert vllm_startup.largest_image(_tower(), 25_165_824 // 2) == (96 * unit, 128 * unit)
+    # 211 tokens (a prime) only factor as 1 x 211, past the 200 aspect ratio: one token less.
+    assert vllm_startup.largest_image(_tower(), 211 * unit * unit) == (14 * unit, 15 * unit)
+
+
+def test_images_carry_more_tokens_than_a_video_frame_pair_under_qwen_limits():
+    tower = _tower()
+    image = vllm_startup.image_patches(tower)
+    video = vllm_startup.image_patches(tower, video=True)
+    assert image == (4096 // 16) ** 2  # one frame, padded to the temporal patch: grid_t 1
+    assert video == 1 * (3072 // 16) * (4096 // 16)
+    assert image // 4 > video // 4
+
+
+def _encoder(spec, tokens=8192, seqs=1, seq=131072, tp=1):
+    w = Workload(engine="vllm", seq=seq, tp=tp, gpus=tp, vllm_version="0.20")
+    scheduler = vllm_startup.Scheduler(seqs, tokens)
+    return vllm_startup.encoder_profile(spec, w, scheduler, vllm_startup.RULES["0.20"])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "seqs", "seq", "items"),
+    [
+        (8192, 1, 131072, 1),  # budget max(8192, 16384) holds one image
+        (40000, 4, 131072, 2),  # 40,000 // 16,384
+        (40000, 1, 16384, 1),  # one request of 16,384 tokens holds one image
+    ],
+)
+def test_the_encoder_budget_picks_how_many_images(catalog, tokens, seqs, seq, items):
+    profile = _encoder(catalog("qwen3.6-35b-a3b-nvfp4"), tokens, seqs, seq)
+    assert profile.tokens_per_item == 16384
+    assert profile.items == items
+    assert profile.patches == items * 65536
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_the_encoder_peak_is_one_block_beside_its_inputs(catalog, tp):
+    profile = _encoder(catalog("qwen3.6-35b-a3b-nvfp4"), tp=tp)
+    e = 2  # bf16
+    n = 65536
+    h = n * 1152 * e
+    pixels = n * 3 * 2 * 16 * 16 * e
+    attention = 3 * h + 8 * h // tp  # residual, normed, proj output; qkv, q/k copy, rotated, out
+    mlp = 2 * h + 2 * n * 4304 * e // tp  # residual, normed; fc1 and its activation
+    assert profile.peak_bytes == pixels + h + max(attention, mlp)  # h: position embeddings
+    assert profile.kept_bytes == pixels + 16384 * 2048 * e
+    assert "uncertain" in profile.note
+
+
+def test_the_encoder_runs_before_the_text_profile_and_its_outputs_stay(catalog):
+    spec = catalog("qwen3.6-35b-a3b-nvfp4")
+    w = Workload(engine="vllm", seq=131072, max_num_seqs=1, max_num_batched_tokens=8192)
+    _, plan = _plan(spec, w, 32607 * MiB)
+    text = vllm_startup.vllm_profile_peak(spec, w, 8192, 1, plan.rules.sampler)
+    encoder = plan.encoder
+    assert encoder is not None
+    assert plan.stages[0].activation_bytes == max(text + encoder.kept_bytes, encoder.peak_bytes)
+    # Versions whose code was not read, and text-only models, profile the text alone.
+    old = replace(w, vllm_version="0.11")
+    assert _plan(spec, old, 32607 * MiB)[1].encoder is None
+    assert _plan(catalog("qwen3-32b"), w, H100)[1].encoder is None

@@ -352,6 +352,8 @@ class InferencePlan:
                     "No draft model read yet: its weights and KV cache are left out of this "
                     "estimate.",
                 )
+            if plan.encoder is not None:
+                self._notes = (*self._notes, plan.encoder.note)
             self._details = {
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
                 "vllm_version": workload.vllm_version,

@@ -88,6 +88,10 @@ class Rules:
             weights and scales into triton_kernels' Hopper layouts (torch 2.8.1 and later:
             vLLM 0.11.1 on; 0.10 and 0.11.0 pin torch 2.8.0 or older and keep the strided
             layout, a view of the loaded tensors).
+        encoder_profile: multimodal models profile their vision encoder first, on dummy images
+            of the largest size, and keep the dummy inputs and the encoder's outputs through
+            the text forward (``gpu_model_runner.profile_run``, read in 0.24.0): see
+            :func:`encoder_profile`.
     """
 
     version: str
@@ -100,12 +104,15 @@ class Rules:
     hybrid_prefix_caching: bool
     sampler: str
     mxfp4_hopper_swizzle: bool
+    encoder_profile: bool = False
 
 
 RULES = {
     "0.10": Rules("0.10", False, False, False, False, False, False, False, "pytorch", False),
     "0.11": Rules("0.11", False, False, False, True, True, False, False, "pytorch", True),
-    "0.20": Rules("0.20", True, True, True, True, True, True, False, "flashinfer", True),
+    "0.20": Rules(
+        "0.20", True, True, True, True, True, True, False, "flashinfer", True, encoder_profile=True
+    ),
 }
 LATEST = "0.20"
 if set(RULES) != set(VLLM_VERSIONS):  # pragma: no cover - a table kept in step with workload.py
@@ -560,6 +567,226 @@ def cuda_total_bytes(capacity_bytes: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# The vision encoder's profile (multimodal checkpoints)
+# --------------------------------------------------------------------------------------------
+
+# The models whose vision tower is vLLM's Qwen3_VisionTransformer and whose processor sizes go by
+# Qwen3VLProcessingInfo (model_executor/models/qwen3_vl.py, qwen3_vl_moe.py, qwen3_5.py).
+QWEN3_VL_MODEL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
+# The pixel limits (``size.longest_edge``) in the preprocessor_config.json and
+# video_preprocessor_config.json Qwen publishes with its Qwen3-VL, Qwen3.5 and Qwen3.6
+# checkpoints: 4096 x 4096 pixels per image, 2 x 3072 x 4096 per pair of video frames. The
+# inventory does not carry the checkpoint's own files: a checkpoint that lowers them profiles
+# smaller images.
+QWEN3_VL_IMAGE_MAX_PIXELS = 16_777_216
+QWEN3_VL_IMAGE_MIN_PIXELS = 65_536
+QWEN3_VL_VIDEO_MAX_PIXELS = 25_165_824
+QWEN3_VL_VIDEO_MIN_PIXELS = 4_096
+# Items of one modality a prompt may hold when --limit-mm-per-prompt leaves it out
+# (config/multimodal.py).
+MM_LIMIT_PER_PROMPT = 999
+# Aspect ratios the processor refuses past (smart_resize); vLLM's largest image stays under it.
+MAX_ASPECT_RATIO = 200
+
+
+@dataclass(frozen=True, slots=True)
+class VisionTower:
+    """The shapes of a Qwen3-VL-style vision tower, read from its weights.
+
+    Attributes:
+        depth: transformer blocks.
+        hidden: the tower's width.
+        intermediate: its MLP's width.
+        patch: pixels per patch side.
+        temporal_patch: frames per patch.
+        channels: colour channels.
+        merge: patches per merged token side (spatial_merge_size).
+        out_hidden: the merged tokens' width (the language model's hidden size).
+        deepstack: mergers whose outputs go to the language model beside the last one's.
+    """
+
+    depth: int
+    hidden: int
+    intermediate: int
+    patch: int
+    temporal_patch: int
+    channels: int
+    merge: int
+    out_hidden: int
+    deepstack: int
+
+    @classmethod
+    def of(cls, spec: ModelSpec) -> VisionTower | None:
+        """The tower of a Qwen3-VL-family checkpoint from its inventory (None: not one, or its
+        tower is not in the inventory)."""
+        if spec.facts.model_type not in QWEN3_VL_MODEL_TYPES:
+            return None
+        shapes = {
+            t.name.split("visual.", 1)[1]: t.shape
+            for t in spec.tensors
+            if t.role is Role.ENCODER and "visual." in t.name
+        }
+        needed = (
+            "patch_embed.proj.weight",
+            "blocks.0.mlp.linear_fc1.weight",
+            "merger.linear_fc1.weight",
+            "merger.linear_fc2.weight",
+        )
+        if not all(name in shapes for name in needed):
+            return None
+        hidden, channels, temporal, patch, _ = shapes["patch_embed.proj.weight"]
+        merged = shapes["merger.linear_fc1.weight"][1]
+        return cls(
+            depth=len({n.split(".")[1] for n in shapes if n.startswith("blocks.")}),
+            hidden=hidden,
+            intermediate=shapes["blocks.0.mlp.linear_fc1.weight"][0],
+            patch=patch,
+            temporal_patch=temporal,
+            channels=channels,
+            merge=math.isqrt(merged // hidden),
+            out_hidden=shapes["merger.linear_fc2.weight"][0],
+            deepstack=len(
+                {n.split(".")[1] for n in shapes if n.startswith("deepstack_merger_list.")}
+            ),
+        )
+
+
+def smart_resize(
+    height: int, width: int, factor: int, limits: tuple[int, int], frames: int = 1
+) -> tuple[int, int]:
+    """The size the Qwen2-VL image processor (``frames`` 1) or the Qwen3-VL video processor
+    (``frames`` read as ``temporal_factor`` frames at a time) resizes to: both sides multiples
+    of ``factor``, the pixels (of a frame group) within ``limits`` (min_pixels, max_pixels)."""
+    min_pixels, max_pixels = limits
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if frames * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(frames * height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif frames * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def largest_image(tower: VisionTower, max_pixels: int) -> tuple[int, int]:
+    """vLLM's image of the most tokens under ``max_pixels`` (height, width):
+    ``get_image_size_with_most_features`` factors the most merged tokens into the squarest
+    grid, and takes fewer tokens where the only grids are past the aspect-ratio limit."""
+    unit = tower.patch * tower.merge
+    most = max_pixels // (unit * unit)
+    rows, columns = 1, most
+    for tokens in range(most, 0, -1):
+        rows = next(d for d in range(math.isqrt(tokens), 0, -1) if tokens % d == 0)
+        columns = tokens // rows
+        if columns / rows <= MAX_ASPECT_RATIO:
+            break
+    return unit * rows, unit * columns
+
+
+def image_patches(tower: VisionTower, video: bool = False) -> int:
+    """Patches of vLLM's largest image, or of its largest pair of video frames (the frames
+    ``get_max_video_tokens`` counts), under the pixel limits of Qwen's published processor
+    configs (``Qwen3VLProcessingInfo._get_vision_info``)."""
+    unit = tower.patch * tower.merge
+    frames = tower.temporal_patch if video else 1
+    padded = -(-frames // tower.temporal_patch) * tower.temporal_patch
+    if video:
+        # The video limit counts a group of temporal_patch_size frames: the largest frame is
+        # sized under its share, then the group is resized as one.
+        height, width = largest_image(tower, QWEN3_VL_VIDEO_MAX_PIXELS // tower.temporal_patch)
+        height, width = smart_resize(
+            height, width, unit, (QWEN3_VL_VIDEO_MIN_PIXELS, QWEN3_VL_VIDEO_MAX_PIXELS), padded
+        )
+    else:
+        height, width = largest_image(tower, QWEN3_VL_IMAGE_MAX_PIXELS)
+        height, width = smart_resize(
+            height, width, unit, (QWEN3_VL_IMAGE_MIN_PIXELS, QWEN3_VL_IMAGE_MAX_PIXELS)
+        )
+    grid_t = max(padded // tower.temporal_patch, 1)
+    return grid_t * (height // tower.patch) * (width // tower.patch)
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderProfile:
+    """What vLLM's profile run spends on the vision encoder (``gpu_model_runner.profile_run``).
+
+    Attributes:
+        items: dummy images encoded at once.
+        tokens_per_item: merged tokens of one image (what the language model reads).
+        patches: patches through the tower, all items together.
+        peak_bytes: the tower's peak on one rank, its inputs included.
+        kept_bytes: what stays allocated through the text forward and the sampler warm-up: the
+            dummy pixel values (a local of ``profile_run``) and the encoder's outputs (the
+            encoder cache).
+        note: how the figure was found, and what it assumed.
+    """
+
+    items: int
+    tokens_per_item: int
+    patches: int
+    peak_bytes: int
+    kept_bytes: int
+    note: str
+
+
+def encoder_profile(
+    spec: ModelSpec, workload: Workload, scheduler: Scheduler, rules: Rules
+) -> EncoderProfile | None:
+    """vLLM's profile of the vision encoder, before the text forward (None: none modelled).
+
+    ``profile_run`` (read in 0.24.0) picks the modality with the most tokens per item, encodes
+    as many dummy items of the largest size as the encoder budget holds (``MultiModalBudget``:
+    ``max(max_num_batched_tokens, tokens per item)`` // tokens per item, at least one, at most
+    ``max_num_seqs`` x the items a prompt may hold) and keeps their outputs in the encoder
+    cache, with the dummy inputs, until the text forward and the sampler warm-up are done. The
+    tower runs eagerly (``compile_mm_encoder`` off), so its peak is the sum of the tensors
+    alive in one block: in the attention, the residual stream, the normed input (held by the
+    call), the fused qkv output, the contiguous copy of q and k and its rotated output, the
+    attention output and the projection's; in the MLP, the residual, the normed input, the
+    first projection and its activation. Beside them the pixel values (cast to the model's
+    dtype by the processor) and the interpolated position embeddings stay alive; the rotary
+    cos / sin tables (under 1 % of it) are left out.
+    """
+    if not rules.encoder_profile:
+        return None
+    tower = VisionTower.of(spec)
+    if tower is None:
+        return None
+    merge2 = tower.merge * tower.merge
+    image = image_patches(tower)
+    video = image_patches(tower, video=True)
+    tokens = image // merge2
+    if video // merge2 > tokens:  # vLLM would profile a video: its frames are not modelled
+        return None
+    budget = max(scheduler.max_num_batched_tokens, tokens)
+    per_prompt = max(1, min(MM_LIMIT_PER_PROMPT, workload.seq // tokens))
+    items = max(1, min(budget // tokens, scheduler.max_num_seqs * per_prompt))
+    n = items * image
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    tp = workload.tp
+    h = n * tower.hidden * e
+    pixels = n * tower.channels * tower.temporal_patch * tower.patch * tower.patch * e
+    attention = 3 * h + 8 * h // tp
+    mlp = 2 * h + 2 * n * tower.intermediate * e // tp
+    deepstack = tower.deepstack * (n // merge2) * tower.out_hidden * e
+    peak = pixels + h + max(attention, mlp) + deepstack
+    outputs = items * tokens * tower.out_hidden * (1 + tower.deepstack) * e
+    height, width = largest_image(tower, QWEN3_VL_IMAGE_MAX_PIXELS)
+    note = (
+        f"vLLM's profile run first encodes {items} dummy image{'s' if items > 1 else ''} of "
+        f"{tokens:,} tokens ({image:,} patches, {width} x {height} pixels) with the vision "
+        f"encoder: a peak of {peak / GiB:.2f} GiB, and {(pixels + outputs) / GiB:.2f} GiB kept "
+        "through the text forward. The image size is the limit in Qwen's published "
+        f"preprocessor_config.json ({QWEN3_VL_IMAGE_MAX_PIXELS:,} pixels); this checkpoint's "
+        "own is not read, so the figure is uncertain: a lower max_pixels profiles smaller images."
+    )
+    return EncoderProfile(items, tokens, n, peak, pixels + outputs, note)
+
+
+# --------------------------------------------------------------------------------------------
 # The start-up
 # --------------------------------------------------------------------------------------------
 
@@ -650,6 +877,7 @@ class VllmPlan:
         scheduler: the scheduler settings in effect.
         rules: the version's rules.
         cuda_graphs: CUDA graphs are captured (no --enforce-eager).
+        encoder: the vision encoder's share of the first stage's profile (None: none modelled).
     """
 
     stages: tuple[Stage, ...]
@@ -657,6 +885,7 @@ class VllmPlan:
     scheduler: Scheduler
     rules: Rules
     cuda_graphs: bool = True
+    encoder: EncoderProfile | None = None
 
     @property
     def weights_bytes(self) -> int:
@@ -850,6 +1079,7 @@ def build_plan(
     activation = vllm_profile_peak(
         spec, workload, scheduler.max_num_batched_tokens, scheduler.max_num_seqs, rules.sampler
     )
+    encoder = encoder_profile(spec, workload, scheduler, rules)
     offload = round(workload.cpu_offload_gb * GiB)
     stages = []
     for index, layers in enumerate(stages_layers):
@@ -880,6 +1110,9 @@ def build_plan(
             # Each MTP block attends with a KV cache of its own, like the last attention layer.
             attention = (_last_attention_layer(spec),) * max(1, len(mtp_layers))
             specs += layer_specs(spec, workload, attention, rules)
+        if first and encoder is not None:
+            # The tower runs first; its inputs and outputs stay through the text profile.
+            stage_activation = max(stage_activation + encoder.kept_bytes, encoder.peak_bytes)
         if last and draft is not None:
             weights += draft.weights_bytes
             specs += draft.specs
@@ -902,6 +1135,7 @@ def build_plan(
         scheduler,
         rules,
         cuda_graphs=not workload.enforce_eager,
+        encoder=encoder,
     )
 
 

@@ -397,7 +397,9 @@ class Builder:
                 if self.model_class is not None:
                     model = self.model_class._from_config(cfg, dtype=torch.bfloat16)
                 else:
-                    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+                    model = AutoModelForCausalLM.from_config(
+                        cfg, dtype=torch.bfloat16, trust_remote_code=False
+                    )
             model.tie_weights()
             params = {
                 n: (tuple(int(s) for s in p.shape), _dtype_name(p.dtype))
@@ -1063,7 +1065,7 @@ class Learner:
             model = (
                 self.builder.model_class._from_config(cfg)
                 if self.builder.model_class is not None
-                else AutoModelForCausalLM.from_config(cfg)
+                else AutoModelForCausalLM.from_config(cfg, trust_remote_code=False)
             )
         rules: set[tuple[str, str, str]] = set()
         modules = {inspect.getmodule(type(m)) for m in model.modules()}
@@ -1141,7 +1143,7 @@ class Learner:
             return self.builder.model_class
         cfg = self.builder.config(self.base_flat)
         with torch.device("meta"):
-            return type(AutoModelForCausalLM.from_config(cfg))
+            return type(AutoModelForCausalLM.from_config(cfg, trust_remote_code=False))
 
     # -- what the config class fills in --------------------------------------------------------
 

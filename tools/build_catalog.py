@@ -119,9 +119,9 @@ def build(config: dict[str, Any]) -> torch.nn.Module:
         elif "vision_config" in config and config["model_type"] in (
             MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
         ):
-            model = AutoModelForImageTextToText.from_config(cfg)
+            model = AutoModelForImageTextToText.from_config(cfg, trust_remote_code=False)
         else:
-            model = AutoModelForCausalLM.from_config(cfg)
+            model = AutoModelForCausalLM.from_config(cfg, trust_remote_code=False)
     model.tie_weights()
     return model
 

@@ -35,7 +35,11 @@ def build(config: dict) -> torch.nn.Module:
     cfg = AutoConfig.for_model(model_type, **config)
     cls = transformers.BertForMaskedLM if model_type == "bert" else None
     with torch.device("meta"):
-        model = cls(cfg) if cls is not None else AutoModelForCausalLM.from_config(cfg)
+        model = (
+            cls(cfg)
+            if cls is not None
+            else AutoModelForCausalLM.from_config(cfg, trust_remote_code=False)
+        )
     model.tie_weights()
     return model
 

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from vramgui.core import storage
+from vramgui.core.errors import WorkloadError
 from vramgui.core.model import Role
 from vramgui.core.training import training_estimate
 from vramgui.core.training.plan import _context
 from vramgui.core.training.weights import (
     PEFT_CONVERTED_MOE,
+    PEFT_MOE_GROUPS,
     adapter_parameters,
     folded_expert_bytes,
     resolve_lora_targets,
@@ -83,11 +85,11 @@ def test_a_moe_type_peft_does_not_convert_keeps_its_experts_without_adapters():
     assert "gate_up_proj" not in targets and "router" not in targets
     qwen = find("qwen3-30b-a3b").spec()
     converted = resolve_lora_targets(qwen, ("all-linear",))
-    assert {"gate_up_proj", "down_proj", "gate"} <= converted
+    assert {"experts:gate_up_proj", "experts:down_proj", "router:gate"} <= converted
     # the fused gate_up_proj has twice the rank of its two halves' each
     gate_up = next(t for t in qwen.tensors if t.module == "gate_up_proj")
     experts, out_f, in_f = gate_up.shape
-    only = frozenset({"gate_up_proj"})
+    only = resolve_lora_targets(qwen, ("gate_proj", "up_proj"))
     layers = qwen.facts.num_layers
     assert adapter_parameters(qwen, only, 8) == layers * 16 * experts * (in_f + out_f)
 
@@ -105,6 +107,66 @@ def test_the_converted_moe_types_are_peft_s():
         if group in _MOE_TARGET_MODULE_MAPPING and model_type.islower()
     }
     assert theirs == PEFT_CONVERTED_MOE
+    assert {t: _MODEL_TO_CONVERSION_PATTERN[t] for t in theirs} == PEFT_MOE_GROUPS
+
+
+# Small configs with what makes peft's renaming matter: a dense block (qwen3_moe's
+# mlp_only_layers, DeepSeek's first_k_dense_replace), shared experts, Mixtral's w1 / w2 / w3.
+_SMALL = {
+    "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+}  # fmt: skip
+_PEFT_CASES = [
+    ({"model_type": "qwen3_moe", "moe_intermediate_size": 128, "num_experts": 8,
+      "num_experts_per_tok": 2, "head_dim": 64, "mlp_only_layers": [0]},
+     [("q_proj", "v_proj"), ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+       "down_proj"), ("q_proj", "v_proj", "down_proj"), ("gate",), ("all-linear",)]),
+    ({"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2},
+     [("q_proj", "v_proj", "w1", "w2", "w3"), ("w2",), ("all-linear",)]),
+    ({"model_type": "deepseek_v3", "moe_intermediate_size": 128, "n_routed_experts": 8,
+      "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
+      "q_lora_rank": 64, "kv_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
+      "v_head_dim": 32, "n_group": 1, "topk_group": 1},
+     [("q_a_proj", "kv_b_proj", "gate_proj", "up_proj", "down_proj"), ("all-linear",)]),
+    ({"model_type": "olmoe", "num_experts": 8, "num_experts_per_tok": 2},
+     [("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "targets"),
+    [(c, t) for c, ts in _PEFT_CASES for t in ts],
+    ids=[f"{c['model_type']}-{'+'.join(t)}" for c, ts in _PEFT_CASES for t in ts],
+)
+@pytest.mark.filterwarnings(
+    "ignore::FutureWarning", "ignore::UserWarning", "ignore::RuntimeWarning"
+)
+def test_lora_adapters_are_the_ones_peft_adds(config, targets):
+    # peft renames transformers 4 expert names onto the stacked parameters and stops matching
+    # linear modules of those names (a dense block's or a shared expert's MLP)
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    transformers = pytest.importorskip("transformers")
+    from vramgui.core.families import spec_from_config
+
+    config = {**_SMALL, **config}
+    hf = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf)
+    base = sum(p.numel() for p in model.parameters())
+    named = "all-linear" if targets == ("all-linear",) else list(targets)
+    lora = peft.LoraConfig(r=8, target_modules=named, task_type="CAUSAL_LM")
+    added = sum(p.numel() for p in peft.get_peft_model(model, lora).parameters()) - base
+    spec = spec_from_config(config)
+    assert adapter_parameters(spec, resolve_lora_targets(spec, targets), 8) == added
+
+
+def test_a_stacked_expert_named_by_its_transformers_5_name_is_explained():
+    qwen = find("qwen3-30b-a3b").spec()
+    with pytest.raises(WorkloadError, match="gate_proj and up_proj for gate_up_proj"):
+        resolve_lora_targets(qwen, ("q_proj", "gate_up_proj"))
+    with pytest.raises(WorkloadError, match="without up_proj"):
+        resolve_lora_targets(qwen, ("q_proj", "gate_proj"))
 
 
 def test_inference_with_bitsandbytes_keeps_the_experts_16_bit_from_headers_too():

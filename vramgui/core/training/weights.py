@@ -17,23 +17,44 @@ from vramgui.core.workload import Workload
 ALL_LINEAR = "all-linear"
 
 # The MoE types whose stacked experts and router peft adapts (peft 0.21,
-# utils/transformers_weight_conversion.py: the types transformers 5 converts from per-expert
-# checkpoints in its "mixtral" and "qwen2_moe" groups, conversion_mapping.py). Their v4 names
-# (w1 / w3 / w2 or gate_proj / up_proj / down_proj, and the router's gate) are mapped onto the
-# stacked parameters (``target_parameters``), the fused gate_up_proj with twice the rank. Every
-# other MoE type keeps its experts and router as parameters or custom modules that
+# utils/transformers_weight_conversion.py, after transformers 5's conversion_mapping.py), by the
+# group of names their LoRA configs use: the transformers 4 names of the experts' projections and
+# of the router (``_MOE_TARGET_MODULE_MAPPING``). peft takes those names out of
+# ``target_modules`` and adapts the stacked parameters they became (``target_parameters``), the
+# fused gate_up_proj with twice the rank, and only when both its halves are named. A linear
+# module of the same name (a dense block's or a shared expert's down_proj) is then no longer
+# matched. Every other MoE type keeps its experts and router as parameters or custom modules that
 # ``target_modules`` (all-linear included) never matches.
-PEFT_CONVERTED_MOE = frozenset(
-    {
-        "afmoe", "beam", "cohere2_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "dots1",
-        "ernie4_5_moe", "exaone_moe", "flex_olmo", "glm4_moe", "glm4_moe_lite", "glm4v_moe",
-        "glm_moe_dsa", "hunyuan_v1_moe", "longcat_flash", "mellum", "minimax", "minimax_m2",
-        "mixtral", "olmoe", "qwen3_moe", "qwen3_next", "qwen3_omni_moe", "qwen3_omni_moe_text",
-        "qwen3_omni_moe_thinker", "sarvam_mla", "solar_open",
-    }
-)  # fmt: skip
-# What the fused gate_up_proj of those types was before transformers 5 stacked it.
-_FUSED_GATE_UP = frozenset({"gate_proj", "up_proj"})
+PEFT_MOE_GROUPS: dict[str, str] = {
+    **dict.fromkeys(("minimax", "minimax_m2", "mixtral"), "mixtral"),
+    **dict.fromkeys(
+        (
+            "afmoe", "beam", "cohere2_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "dots1",
+            "ernie4_5_moe", "exaone_moe", "flex_olmo", "glm4_moe", "glm4_moe_lite", "glm4v_moe",
+            "glm_moe_dsa", "hunyuan_v1_moe", "longcat_flash", "mellum", "olmoe", "qwen3_moe",
+            "qwen3_next", "qwen3_omni_moe", "qwen3_omni_moe_text", "qwen3_omni_moe_thinker",
+            "sarvam_mla", "solar_open",
+        ),
+        "qwen2_moe",
+    ),
+}  # fmt: skip
+PEFT_CONVERTED_MOE = frozenset(PEFT_MOE_GROUPS)
+# Per group: the transformers 4 name -> the parameter peft adapts for it, and the two names fused
+# into gate_up_proj.
+_V4_NAMES = {
+    "mixtral": {"gate": "gate", "w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj"},
+    "qwen2_moe": {
+        "gate": "gate",
+        "gate_proj": "gate_up_proj",
+        "up_proj": "gate_up_proj",
+        "down_proj": "down_proj",
+    },
+}
+_FUSED = {"mixtral": frozenset({"w1", "w3"}), "qwen2_moe": frozenset({"gate_proj", "up_proj"})}
+# How a resolved target names a stacked expert parameter or a router peft adapts (never a
+# module name, so that a linear module of the same name is not taken for it).
+EXPERTS_TARGET = "experts:"
+ROUTER_TARGET = "router:"
 
 
 def kbit_upcast(workload: Workload) -> bool:
@@ -58,37 +79,39 @@ def _stacked_expert(t: Tensor) -> bool:
 
 
 def _linear_modules(spec: ModelSpec) -> frozenset[str]:
-    converted = spec.facts.model_type in PEFT_CONVERTED_MOE
+    """The names of the linear modules in the blocks (experts stacked as parameters and routers
+    are not linear modules in transformers 5)."""
 
-    def adaptable(t: Tensor) -> bool:
-        if t.layer is None or not t.is_matrix:
-            return False
-        if _stacked_expert(t) or t.role is Role.ROUTER:
-            return converted and len(t.shape) >= 2
-        return True
+    def linear(t: Tensor) -> bool:
+        return (
+            t.layer is not None
+            and t.is_matrix
+            and not _stacked_expert(t)
+            and t.role is not Role.ROUTER
+        )
 
     return spec.cached(
         "training_linear_modules",
-        lambda: frozenset(t.module for t in spec.tensors if adaptable(t)),
+        lambda: frozenset(t.module for t in spec.tensors if linear(t)),
     )
 
 
 def lora_rank_of(spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int) -> int:
-    """The rank of the LoRA adapter peft puts on ``t`` (0: none).
+    """The rank of the LoRA adapter peft puts on ``t`` (0: none), for targets resolved by
+    :func:`resolve_lora_targets`.
 
-    A linear layer named in ``targets`` gets ``rank``. A MoE block's stacked experts and its
-    router are parameters in transformers 5: peft adapts them only for the types it converts
-    (``PEFT_CONVERTED_MOE``), the fused gate_up_proj with twice the rank when both its halves
-    are targeted.
+    A linear module named in ``targets`` gets ``rank``. A stacked expert parameter or a router
+    gets an adapter only where the resolved targets name it (``PEFT_MOE_GROUPS``): the fused
+    gate_up_proj with twice the rank.
     """
     if t.layer is None or not t.is_matrix:
         return 0
-    if _stacked_expert(t) or t.role is Role.ROUTER:
-        if spec.facts.model_type not in PEFT_CONVERTED_MOE:
+    if _stacked_expert(t):
+        if f"{EXPERTS_TARGET}{t.module}" not in targets:
             return 0
-        if _stacked_expert(t) and t.module == "gate_up_proj":
-            fused = t.module in targets or targets >= _FUSED_GATE_UP
-            return 2 * rank if fused else 0
+        return 2 * rank if t.module == "gate_up_proj" else rank
+    if t.role is Role.ROUTER:
+        return rank if f"{ROUTER_TARGET}{t.module}" in targets else 0
     return rank if t.module in targets else 0
 
 
@@ -140,21 +163,58 @@ def folded_expert_bytes(spec: ModelSpec, layer: int, ctx: ReplayContext) -> int:
 
 
 def resolve_lora_targets(spec: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
-    """The module names LoRA adapts; ``all-linear`` = every linear in the blocks (not lm_head).
+    """What LoRA adapts, as peft resolves the names: the linear modules it matches by name, and
+    for the MoE types peft converts, the stacked expert parameters and routers their
+    transformers 4 names stand for (``EXPERTS_TARGET`` / ``ROUTER_TARGET`` + the parameter).
+    ``all-linear`` = every linear in the blocks (not lm_head), and for those types the experts and
+    the router too.
 
     Raises:
-        WorkloadError: a target names no module of this model.
+        WorkloadError: a target names nothing peft would adapt, or one half of a fused pair.
     """
-    available = _linear_modules(spec)
+    modules = _linear_modules(spec)
+    group = PEFT_MOE_GROUPS.get(spec.facts.model_type)
+    renamed = _V4_NAMES[group] if group is not None else {}
     if ALL_LINEAR in targets:
-        return frozenset(available)
-    missing = [t for t in targets if t not in available]
-    if missing:
+        named = set(modules) | set(renamed)
+    else:
+        missing = [t for t in targets if t not in modules and t not in renamed]
+        if missing:
+            raise WorkloadError(_unknown_targets(spec, missing, modules, group))
+        named = set(targets)
+    if group is None:
+        return frozenset(named)
+    mapped = named & set(renamed)
+    fused = _FUSED[group]
+    if mapped & fused and not fused <= mapped:
         raise WorkloadError(
-            f"LoRA target(s) {', '.join(missing)} not in {spec.name or 'this model'}; "
-            f"its linear modules are {', '.join(sorted(available))} (or use all-linear)"
+            f"peft cannot adapt {' or '.join(sorted(mapped & fused))} without "
+            f"{' and '.join(sorted(fused - mapped))}: transformers 5 fuses them into the "
+            "experts' gate_up_proj"
         )
-    return frozenset(targets)
+    out = named - set(renamed)
+    for name in mapped:
+        prefix = ROUTER_TARGET if renamed[name] == "gate" else EXPERTS_TARGET
+        out.add(prefix + renamed[name])
+    return frozenset(out)
+
+
+def _unknown_targets(
+    spec: ModelSpec, missing: list[str], modules: frozenset[str], group: str | None
+) -> str:
+    available = sorted(modules | set(_V4_NAMES[group] if group else ()))
+    text = (
+        f"LoRA target(s) {', '.join(missing)} not in {spec.name or 'this model'}; "
+        f"its linear modules are {', '.join(available)} (or use all-linear)"
+    )
+    if group is not None and {"gate_up_proj", "down_proj"} & set(missing):
+        halves = " and ".join(sorted(_FUSED[group]))
+        text += (
+            f". Its experts are stacked parameters: peft adapts them when the config names "
+            f"their transformers 4 projections ({halves} for gate_up_proj, "
+            f"{'w2' if group == 'mixtral' else 'down_proj'} for down_proj)"
+        )
+    return text
 
 
 def adapter_numel(t: Tensor, rank: int, tp: int) -> int:

@@ -291,6 +291,9 @@ def _round_up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
+_TRITON_ROWS = 64  # Mxfp4MoEMethod pads the intermediate size to 64 for the Triton backend
+
+
 def _mxfp4_padding(
     spec: ModelSpec, w: Workload, stored: tuple[TensorStorage, ...], cc: tuple[int, int] | None
 ) -> tuple[tuple[TensorStorage, ...], list[str]]:
@@ -304,7 +307,7 @@ def _mxfp4_padding(
         return stored, []
     part = max(1, inter // w.tp)
     if cc is None or cc >= (11, 0) or (9, 0) <= cc < (10, 0):
-        backend, rows, cols = "Triton", 64, 1
+        backend, rows, cols = "Triton", _TRITON_ROWS, 1
     elif cc >= (10, 0):
         backend, rows, cols = "FlashInfer", 256, 256
     else:
@@ -334,7 +337,6 @@ def _mxfp4_padding(
 _HOPPER_SCALE_ROWS = 2 * 8 * 2 * 8
 _HOPPER_SCALE_COLS = 2
 _MXFP4_BLOCK = 32
-_TRITON_ROWS = 64  # Mxfp4MoEMethod pads the intermediate size to 64 for the Triton backend
 
 
 def _mxfp4_triton_hopper(

@@ -621,6 +621,11 @@ class VisionTower:
         tower is not in the inventory)."""
         if spec.facts.model_type not in QWEN3_VL_MODEL_TYPES:
             return None
+        # Read once per spec: a sweep estimates hundreds of points.
+        return spec.cached("vision_tower", lambda: cls._read(spec))
+
+    @classmethod
+    def _read(cls, spec: ModelSpec) -> VisionTower | None:
         shapes = {
             t.name.split("visual.", 1)[1]: t.shape
             for t in spec.tensors

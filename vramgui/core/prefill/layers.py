@@ -34,10 +34,9 @@ FP32_ROUTING = frozenset(
     {
         "afmoe", "axk1", "axk2", "bailing_hybrid", "beam", "deepseek_v2", "deepseek_v3",
         "deepseek_v32", "dots3_note_text", "exaone_moe", "flint", "gemma4", "gemma4_text",
-        "gemma4_unified_text", "glm4_moe", "glm4_moe_lite",
-        "glm_moe_dsa", "hy_v3", "hy_v4", "kimi_linear", "kolibri1", "longcat_flash",
-        "mimo_v2_flash", "minimax_m2", "minimax_m3_vl_text", "mixtral", "nemotron_h",
-        "sarvam_mla", "sarvam_moe", "solar_open",
+        "gemma4_unified_text", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "hy_v3", "hy_v4",
+        "kimi_linear", "kolibri1", "longcat_flash", "mimo_v2_flash", "minimax_m2",
+        "minimax_m3_vl_text", "mixtral", "nemotron_h", "sarvam_mla", "sarvam_moe", "solar_open",
     }
 )  # fmt: skip
 # Families whose rotary embedding hands out fp32 cos / sin (no cast to the hidden states' dtype):

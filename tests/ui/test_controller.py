@@ -83,7 +83,7 @@ def test_an_ollama_model_runs_at_ollamas_default_context_for_that_model_only(qtb
     hub = load_model("llama-3.1-8b")
     ollama = dataclasses.replace(hub, ref=dataclasses.replace(hub.ref, kind="ollama"))
     controller.set_model(ollama)
-    assert controller.workload.seq == 32768  # 24 to 48 GiB: Ollama's 32k
+    assert controller.workload.seq == 32768  # 23 to 47 GiB: Ollama's 32k
     assert any("Ollama's default context for 24 GiB" in n for n in notices)
     assert controller.chosen_workload.seq == 8192  # the user's own setting is kept
     controller.set_model(hub)

@@ -123,6 +123,11 @@ CASES = (
     Case("sliding window, 32k, -fa off", "gemma3-swa-f16", 32768, fa="off"),
     Case("MLA + shared experts", "deepseek2-mla-f16", 8192),
     Case("MLA, --cpu-moe", "deepseek2-mla-f16", 8192, cpu_moe=True),
+    Case("MLA, -fa off", "deepseek2-mla-f16", 8192, fa="off"),
+    Case("MLA, 16k context", "deepseek2-mla-f16", 16384),
+    Case("MLA 32 heads, 512 latent", "deepseek2-mla-wide-f16", 8192),
+    Case("MLA 32 heads, -fa off, 4k", "deepseek2-mla-wide-f16", 4096, fa="off"),
+    Case("MLA 32 heads, 32k context", "deepseek2-mla-wide-f16", 32768),
 )
 
 

@@ -5,7 +5,7 @@ vllm_startup.py's."""
 
 from __future__ import annotations
 
-from vramgui.core import dtypes
+from vramgui.core import dtypes, llamacpp_mla
 from vramgui.core.model import ArchFacts, ModelSpec, Role
 from vramgui.core.workload import Workload
 
@@ -101,6 +101,9 @@ def llamacpp_compute_buffer(
     """llama.cpp's compute buffer on one GPU: its part of the graph of one micro-batch of
     ``n_ubatch`` tokens.
 
+    Multi-head latent attention on a GPU that runs every layer and the output layer: llama.cpp's
+    DeepSeek-V2 graph laid out by ggml's allocator (core/llamacpp_mla.py). Otherwise:
+
     ggml's allocator reuses the memory of dead tensors, so the buffer is the largest of three
     moments of the graph, measured on llama.cpp's own allocator (docs/offload.md, "llama.cpp's
     own accounting"): on the GPU with the output layer, the logits of every token of the
@@ -125,6 +128,8 @@ def llamacpp_compute_buffer(
     """
     ub = min(ubatch, seq * batch)
     ctx = seq * batch
+    if facts.is_mla and layers and output and not pipeline_copies:
+        return llamacpp_mla.compute_buffer(facts, ub, ctx, flash_attention=flash_attention)
     f32 = 4
     h = facts.hidden_size
     if facts.is_mla:

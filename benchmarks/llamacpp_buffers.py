@@ -128,6 +128,18 @@ CASES = (
     Case("MLA 32 heads, 512 latent", "deepseek2-mla-wide-f16", 8192),
     Case("MLA 32 heads, -fa off, 4k", "deepseek2-mla-wide-f16", 4096, fa="off"),
     Case("MLA 32 heads, 32k context", "deepseek2-mla-wide-f16", 32768),
+    Case("MLA, 2 devices -ts 1,1", "deepseek2-mla-f16", 8192, devices=2, tensor_split=(1, 1)),
+    Case("MLA, 2 devices -ts 3,1", "deepseek2-mla-f16", 8192, devices=2, tensor_split=(3, 1)),
+    Case("MLA, 2 devices, --n-cpu-moe 2", "deepseek2-mla-f16", 8192, devices=2, n_cpu_moe=2),
+    Case("MLA 32 heads, 2 devices", "deepseek2-mla-wide-f16", 8192, devices=2, tensor_split=(1, 1)),
+    Case("MLA 32 heads, 3 devices, -fa off", "deepseek2-mla-wide-f16", 8192, devices=3, fa="off"),
+    Case(
+        "MLA, 3 devices -ts 2,1,1, 32k",
+        "deepseek2-mla-f16",
+        32768,
+        devices=3,
+        tensor_split=(2, 1, 1),
+    ),
 )
 
 

@@ -93,10 +93,19 @@ def test_the_mla_graph_runs_without_a_query_rank_or_experts():
     assert with_experts > 512 * lite.vocab_size * 4
 
 
-def test_llama_cpp_s_compute_buffer_walks_the_mla_graph_on_a_device_with_every_layer():
+def test_llama_cpp_s_compute_buffer_walks_each_gpu_s_part_of_the_mla_graph():
     facts = find("deepseek-v3").spec().facts
-    whole = activations.llamacpp_compute_buffer(facts, 1, 8192)
-    assert whole == llamacpp_mla.compute_buffer(facts, 512, 8192, flash_attention=True)
-    # A device with some of the layers keeps the formula of the other architectures.
-    part = activations.llamacpp_compute_buffer(facts, 1, 8192, output=False)
+    ub, ctx = 512, 8192
+    whole = activations.llamacpp_compute_buffer(facts, 1, ctx)
+    assert whole == llamacpp_mla.compute_buffer(facts, ub, ctx, flash_attention=True)
+    part = activations.llamacpp_compute_buffer(facts, 1, ctx, output=False, blocks=(0, 30))
+    assert part == llamacpp_mla.compute_buffer(
+        facts, ub, ctx, flash_attention=True, blocks=(0, 30), output=False
+    )
     assert 0 < part != whole
+    # Pipelined over several GPUs, four copies of what the GPU receives stay for the whole graph:
+    # the positions, cache slots and mask three times more at least.
+    piped = activations.llamacpp_compute_buffer(
+        facts, 1, ctx, output=False, blocks=(0, 30), pipeline_copies=4
+    )
+    assert piped >= part + 3 * (ub * 4 + ub * 8 + ctx * ub * 2)

@@ -97,12 +97,13 @@ def llamacpp_compute_buffer(
     output: bool = True,
     layers: bool = True,
     pipeline_copies: int = 0,
+    blocks: tuple[int, int] | None = None,
 ) -> int:
     """llama.cpp's compute buffer on one GPU: its part of the graph of one micro-batch of
     ``n_ubatch`` tokens.
 
-    Multi-head latent attention on a GPU that runs every layer and the output layer: llama.cpp's
-    DeepSeek-V2 graph laid out by ggml's allocator (core/llamacpp_mla.py). Otherwise:
+    Multi-head latent attention: the GPU's part of llama.cpp's DeepSeek-V2 graph laid out by
+    ggml's allocator (core/llamacpp_mla.py). Other architectures:
 
     ggml's allocator reuses the memory of dead tensors, so the buffer is the largest of three
     moments of the graph, measured on llama.cpp's own allocator (docs/offload.md, "llama.cpp's
@@ -125,20 +126,27 @@ def llamacpp_compute_buffer(
         pipeline_copies: with several GPUs holding every layer, llama.cpp's scheduler keeps this
             many copies of each GPU's inputs (the masks, the hidden state it receives) to
             pipeline micro-batches (``GGML_SCHED_MAX_COPIES``, 4); 0 when it does not.
+        blocks: the blocks the GPU runs, ``(first, end)``, where ``layers``; None: every block
+            (the formula of the other architectures needs only ``layers``).
     """
     ub = min(ubatch, seq * batch)
     ctx = seq * batch
-    if facts.is_mla and layers and output and not pipeline_copies:
-        return llamacpp_mla.compute_buffer(facts, ub, ctx, flash_attention=flash_attention)
+    if facts.is_mla:
+        if not layers and not output:
+            return 0
+        return llamacpp_mla.compute_buffer(
+            facts,
+            ub,
+            ctx,
+            flash_attention=flash_attention,
+            blocks=(blocks or (0, facts.num_layers)) if layers else (0, 0),
+            output=output,
+            copies=pipeline_copies,
+        )
     f32 = 4
     h = facts.hidden_size
-    if facts.is_mla:
-        # The absorbed query attends the cached latent and its rotary key, per head.
-        kv = (facts.kv_lora_rank or 0) + (facts.qk_rope_head_dim or 0)
-        q = facts.num_heads * kv
-    else:
-        q = facts.num_heads * facts.head_dim
-        kv = facts.num_kv_heads * facts.head_dim
+    q = facts.num_heads * facts.head_dim
+    kv = facts.num_kv_heads * facts.head_dim
     state = ub * h * f32
     mask = ub * ctx * 2
     masks = 1 if flash_attention else 2
@@ -151,16 +159,16 @@ def llamacpp_compute_buffer(
     # The moments without the masks, which stay alive through every block (and which the
     # pipeline copies).
     logits = ub * facts.vocab_size * f32 + (1 if flash_attention else 2) * state
-    blocks = []
+    moments = []
     if layers:
         # Where the output layer runs too, one more hidden state outlives the feed-forward block.
         extra = state if output and not pipeline_copies else 0
-        blocks.append(ub * f32 * max(widths) + extra)
+        moments.append(ub * f32 * max(widths) + extra)
         if not flash_attention:
             scores = ub * ctx * facts.num_heads * f32
-            blocks.append(scores + ub * f32 * (2 * h + 2 * q + 2 * kv))
+            moments.append(scores + ub * f32 * (2 * h + 2 * q + 2 * kv))
     if pipeline_copies:
-        peak = max([*blocks, logits] if output else blocks, default=0)
+        peak = max([*moments, logits] if output else moments, default=0)
         return peak + pipeline_copies * masks * mask + (pipeline_copies + 1) * state
-    peak = max(blocks) + masks * mask if blocks else 0
+    peak = max(moments) + masks * mask if moments else 0
     return max(peak, logits) if output else peak

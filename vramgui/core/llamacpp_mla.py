@@ -19,10 +19,11 @@ latent and rotary key as one shared head):
   experts;
 - after the last block, the rows that are output, the final norm and the logits.
 
-The device's part begins with the inputs the scheduler copies in: the token embeddings (looked
-up on the host), the positions, the cache slots, the mask and the output rows. Every layer and
-the output layer on the device, the experts there too; the sizes are those of
-``ggml_nbytes``, f32 activations, an f16 (flash attention) or f32 mask and an f16 cache.
+A device's part (its blocks, and the output layer on the last one) begins with the inputs the
+scheduler copies in: the hidden state (the token embeddings looked up on the host, or the
+previous device's output), the positions, the cache slots, the mask and the output rows; the
+experts run where the blocks do (as CUDA runs host experts of large batches). The sizes are those
+of ``ggml_nbytes``: f32 activations, an f16 (flash attention) or f32 mask, an f16 cache.
 """
 
 from __future__ import annotations
@@ -129,22 +130,63 @@ def _attention(
 
 @lru_cache(maxsize=512)
 def compute_buffer(
-    f: ArchFacts, ub: int, ctx: int, *, flash_attention: bool, alignment: int = 128
+    f: ArchFacts,
+    ub: int,
+    ctx: int,
+    *,
+    flash_attention: bool,
+    blocks: tuple[int, int] | None = None,
+    output: bool = True,
+    copies: int = 0,
+    alignment: int = 128,
 ) -> int:
-    """Bytes of llama.cpp's compute buffer for the MLA graph on a device that runs every layer
-    and the output layer, for micro-batches of ``ub`` tokens over ``ctx`` cache cells."""
+    """Bytes of llama.cpp's compute buffer for the MLA graph on one device, for micro-batches of
+    ``ub`` tokens over ``ctx`` cache cells.
+
+    Args:
+        f: the architecture.
+        ub: tokens per micro-batch (``-ub``, at most the context).
+        ctx: cache cells.
+        flash_attention: ``-fa on``.
+        blocks: the blocks the device runs, ``(first, end)``; None: every block.
+        output: the device runs the output layer.
+        copies: with every layer on two or more GPUs, the copies llama.cpp's scheduler keeps of
+            each input a device receives, to pipeline micro-batches (``GGML_SCHED_MAX_COPIES``):
+            allocated before the graph runs and never freed. 0: one each, freed after its last
+            reader.
+        alignment: the backend's buffer alignment (CUDA: 128 bytes).
+    """
+    first, end = blocks if blocks is not None else (0, f.num_layers)
     h = f.hidden_size
-    inp = {
-        "embd": Tensor("NONE", (h, ub), is_input=True),
-        "pos": Tensor("NONE", (ub,), is_input=True),
-        "idxs": Tensor("NONE", (ub,), 8, is_input=True),
-        "mask": Tensor("NONE", (ctx, ub), 2 if flash_attention else _F32, is_input=True),
-        "out": Tensor("NONE", (ub,), is_input=True),
-    }
+    pinned = copies > 0
+
+    def received(shape: tuple[int, ...], dtype_bytes: int = _F32) -> Tensor:
+        return Tensor("NONE", shape, dtype_bytes, is_input=True, is_output=pinned)
+
+    # What the device receives, in the order its graph first reads it: the hidden state (the
+    # token embeddings looked up on the host, or the previous device's output), the positions,
+    # the cache slots, the mask, the rows that are output.
+    hidden = received((h, ub))
+    inp = {}
+    if end > first:
+        inp = {
+            "pos": received((ub,)),
+            "idxs": received((ub,), 8),
+            "mask": received((ctx, ub), 2 if flash_attention else _F32),
+        }
+        if end == f.num_layers:
+            inp["out"] = received((ub,))
+    inputs = [hidden, *inp.values()]
+    if pinned:
+        extra = copies - 1
+        inputs = [
+            c
+            for t in inputs
+            for c in (t, *(received(t.shape, t.dtype_bytes) for _ in range(extra)))
+        ]
     g = Graph()
-    hidden = inp["embd"]
     moe = f.moe_layers or (f.is_moe,) * f.num_layers
-    for il in range(f.num_layers):
+    for il in range(first, end):
         cur = _attention(g, _norm(hidden), f, ub, ctx, flash=flash_attention, inp=inp)
         if il == f.num_layers - 1:
             cur = _op("GET_ROWS", (h, ub), cur, inp["out"])
@@ -153,11 +195,10 @@ def compute_buffer(
         x = _norm(ffn_inp)
         ffn = _moe(g, x, f, ub) if moe[il] else _ffn(x, f.intermediate_size, ub)
         hidden = _op("ADD", (h, ub), ffn, ffn_inp)
-    norm = _norm(hidden)
-    norm.is_output = True
-    logits = _mm(norm, f.vocab_size, ub)
-    logits.is_output = True
-    g.expand(logits)
-    return buffer_size(
-        g, [inp["embd"], inp["pos"], inp["idxs"], inp["mask"], inp["out"]], alignment
-    )
+    if output:
+        norm = _norm(hidden)
+        norm.is_output = True
+        hidden = _mm(norm, f.vocab_size, ub)
+        hidden.is_output = True
+    g.expand(hidden)
+    return buffer_size(g, inputs, alignment)

@@ -263,14 +263,14 @@ class LlamaCppModel:
         layout: LlamaCppLayout,
     ) -> tuple[GpuShare, ...]:
         weights, kv = [0] * n_gpus, [0] * n_gpus
-        blocks: set[int] = set()
+        blocks: dict[int, list[int]] = {}  # per GPU, the blocks it runs (0-based)
         for u, device, pieces in laid:
             for target, entry in pieces.items():
                 if is_gpu(target):
                     weights[gpu_index(target)] += entry[0]
             if is_gpu(device):
-                if u.index <= self.blocks:
-                    blocks.add(gpu_index(device))
+                if 1 <= u.index <= self.blocks:
+                    blocks.setdefault(gpu_index(device), []).append(u.index - 1)
                 if layout.kv_offload:
                     kv[gpu_index(device)] += u.kv_cache_bytes
         output = split.devices[-1]
@@ -289,17 +289,19 @@ class LlamaCppModel:
                 and not (layout.overrides or layout.moves_experts)
             )
             for i in split.gpus:
+                runs = blocks.get(i, [])
                 buffers[i] = self._device_buffer(
                     output=output == gpu_device(i),
-                    layers=i in blocks,
+                    blocks=(min(runs), max(runs) + 1) if runs else None,
                     copies=PIPELINE_COPIES if pipelined else 0,
                 )
         return tuple(GpuShare(weights[i], kv[i], buffers[i]) for i in range(n_gpus))
 
-    def _device_buffer(self, *, output: bool, layers: bool, copies: int) -> int:
-        """One GPU's compute buffer when the layers are split over several."""
+    def _device_buffer(self, *, output: bool, blocks: tuple[int, int] | None, copies: int) -> int:
+        """One GPU's compute buffer when the layers are split over several: ``blocks`` are those
+        it runs (``(first, end)``, None: none)."""
         if self.facts is None:
-            return self.buffers_bytes if layers or output else 0
+            return self.buffers_bytes if blocks or output else 0
         w = self.workload
         return activations.llamacpp_compute_buffer(
             self.facts,
@@ -307,8 +309,9 @@ class LlamaCppModel:
             w.seq,
             flash_attention=activations.llamacpp_flash_attention(w),
             output=output,
-            layers=layers,
+            layers=blocks is not None,
             pipeline_copies=copies,
+            blocks=blocks,
         )
 
     def gpu_tensor_bytes(self, n_gpu_layers: int, kv_offload: bool = True) -> int:

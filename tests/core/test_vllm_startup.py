@@ -568,3 +568,49 @@ def test_gemma3s_tower_runs_before_the_text_profile(catalog):
     # Under the rules of versions whose code was not read, the tower is named as not modelled.
     _, old = _plan(spec, replace(w, vllm_version="0.11"), H100)
     assert old.encoder is None and old.unmodelled == ("vision",)
+
+
+# Mistral 3's Pixtral tower (vLLM 0.24 mistral3.py, pixtral.py PixtralHFVisionModel).
+
+
+def test_pixtrals_tower_is_read_from_the_weights(catalog):
+    tower = vllm_startup.PixtralTower.of(catalog("devstral-small-2-24b"))
+    assert tower == vllm_startup.PixtralTower(
+        depth=24, hidden=1024, intermediate=4096, patch=14, channels=3, merge=2, out_hidden=5120
+    )
+    assert vllm_startup.PixtralTower.of(catalog("devstral-small-2507")) is None  # text only
+
+
+@pytest.mark.parametrize("tokens", [8192, 2048])
+def test_pixtrals_peak_holds_the_dense_mask_that_keeps_images_apart(catalog, tokens):
+    spec = catalog("devstral-small-2-24b")
+    w = Workload(engine="vllm", seq=32768)
+    profile = vllm_startup.encoder_profile(
+        spec, w, vllm_startup.Scheduler(256, tokens), vllm_startup.RULES["0.20"]
+    )
+    e = 2
+    items = tokens // 3025 or 1  # 55 x 55 merged tokens per 1540 x 1540 image
+    n = items * 110 * 110
+    h = n * 1024 * e
+    mask = n * n * e
+    pixels = items * 3 * 1540 * 1540 * e
+    # 24,200 patches: mask rows a multiple of 8, no padded copy; the MLP's moment is the peak.
+    # 12,100: SDPA pads the rows to 12,104 elements, and its moment is the peak.
+    mlp = 6 * h + 3 * n * 4096 * e
+    sdpa = 9 * h + n * 12104 * e
+    busiest = mlp if items == 2 else sdpa
+    assert profile.items == items and profile.tokens_per_item == 3025 and profile.patches == n
+    assert profile.peak_bytes == pixels + h + mask + busiest
+    assert profile.kept_bytes == pixels + items * 3025 * 5120 * e
+    assert "no xformers" in profile.note and "1540" in profile.note
+
+
+def test_pixtrals_tower_runs_before_the_text_profile(catalog):
+    spec = catalog("devstral-small-2-24b")
+    w = Workload(engine="vllm", seq=32768)
+    _, plan = _plan(spec, w, H100)
+    encoder = plan.encoder
+    assert encoder is not None and plan.unmodelled == ()
+    text = vllm_startup.vllm_profile_peak(spec, w, 8192, 1024, plan.rules.sampler)
+    assert plan.stages[0].activation_bytes == max(text + encoder.kept_bytes, encoder.peak_bytes)
+    assert encoder.peak_bytes > text  # the mask of 24,200 x 24,200 patches outweighs the text

@@ -758,7 +758,8 @@ def encoder_profile(
     and keeps their outputs in the encoder cache, with the dummy inputs, until the text forward
     and the sampler warm-up are done. The tower runs eagerly (``compile_mm_encoder`` off), so
     its peak is the sum of the tensors alive at its busiest moment. Modelled: the Qwen3-VL
-    family's tower (:func:`qwen3_vl_profile`) and Gemma 3's SigLIP (:func:`gemma3_profile`).
+    family's tower (:func:`qwen3_vl_profile`), Gemma 3's SigLIP (:func:`gemma3_profile`) and
+    Mistral 3's Pixtral (:func:`pixtral_profile`).
     """
     if not rules.encoder_profile:
         return None
@@ -766,6 +767,8 @@ def encoder_profile(
         return qwen3_vl_profile(spec, workload, scheduler)
     if spec.architecture == "Gemma3ForConditionalGeneration":
         return gemma3_profile(spec, workload, scheduler)
+    if spec.architecture == "Mistral3ForConditionalGeneration":
+        return pixtral_profile(spec, workload, scheduler)
     return None
 
 
@@ -928,6 +931,138 @@ def gemma3_profile(
         "up to 5 crops per image), FlashAttention for the tower (GPUs of compute capability "
         "8.0 and later; an older GPU runs PyTorch's SDPA), and --limit-mm-per-prompt left at "
         "its default."
+    )
+    return EncoderProfile(items, tokens, n, peak, pixels + outputs, note)
+
+
+# The image side Mistral 3's Pixtral tower reads (vision_config.image_size: 1540 in Mistral Small
+# 3.1 / 3.2's and Devstral Small 2's config.json; not in the weights).
+PIXTRAL_IMAGE_SIZE = 1540
+# PyTorch's memory-efficient SDPA pads an attention mask whose rows are not a multiple of this
+# many elements (aten/src/ATen/native/transformers/attention.cpp, preprocess_mask).
+SDPA_MASK_ALIGNMENT = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PixtralTower:
+    """The shapes of Mistral 3's Pixtral vision tower and projector, read from its weights.
+
+    Attributes:
+        depth: transformer blocks.
+        hidden: the tower's width.
+        intermediate: its gated MLP's width (gate and up each).
+        patch: pixels per patch side.
+        channels: colour channels.
+        merge: patches per merged token side (the projector's patch merger).
+        out_hidden: the projector's output width (the language model's hidden size).
+    """
+
+    depth: int
+    hidden: int
+    intermediate: int
+    patch: int
+    channels: int
+    merge: int
+    out_hidden: int
+
+    @classmethod
+    def of(cls, spec: ModelSpec) -> PixtralTower | None:
+        """Mistral 3's tower from its inventory (None: not in the inventory)."""
+        return spec.cached("pixtral_tower", lambda: cls._read(spec))
+
+    @classmethod
+    def _read(cls, spec: ModelSpec) -> PixtralTower | None:
+        shapes = {
+            t.name.split("model.", 1)[-1]: t.shape for t in spec.tensors if t.role is Role.ENCODER
+        }
+        needed = (
+            "vision_tower.patch_conv.weight",
+            "vision_tower.transformer.layers.0.feed_forward.gate_proj.weight",
+            "multi_modal_projector.patch_merger.merging_layer.weight",
+            "multi_modal_projector.linear_1.weight",
+        )
+        if not all(name in shapes for name in needed):
+            return None
+        hidden, channels, patch, _ = shapes["vision_tower.patch_conv.weight"]
+        merged = shapes["multi_modal_projector.patch_merger.merging_layer.weight"][1]
+        layers = {
+            n.split(".")[3] for n in shapes if n.startswith("vision_tower.transformer.layers.")
+        }
+        return cls(
+            depth=len(layers),
+            hidden=hidden,
+            intermediate=shapes["vision_tower.transformer.layers.0.feed_forward.gate_proj.weight"][
+                0
+            ],
+            patch=patch,
+            channels=channels,
+            merge=math.isqrt(merged // hidden),
+            out_hidden=shapes["multi_modal_projector.linear_1.weight"][0],
+        )
+
+
+def pixtral_profile(
+    spec: ModelSpec, workload: Workload, scheduler: Scheduler
+) -> EncoderProfile | None:
+    """The profile of Mistral 3's Pixtral tower (``mistral3.py``, ``pixtral.py``'s
+    ``PixtralHFVisionModel``, read in 0.24.0; None: the tower is not in the inventory).
+
+    The largest image is the tower's square (1540 x 1540 pixels: 110 x 110 patches, merged
+    2 x 2 into 55 x 55 = 3,025 image tokens; the row breaks are not embeddings), and the budget
+    holds ``max(batched tokens, 3,025) // 3,025`` of them. The tower runs every image as one
+    sequence. Without xformers (not a dependency of vLLM since it dropped its xformers
+    backend) the images are kept apart by a dense additive mask of (patches x patches) in the
+    model's dtype (transformers' ``generate_block_attention_mask``), alive through every
+    block, and attention is PyTorch's SDPA with that mask (the memory-efficient kernel: no
+    score matrix; it pads a mask whose rows are not a multiple of 8 elements, a second copy
+    during the call). q and k are rotated the Hugging Face way (``q * cos + rotate_half(q) *
+    sin``: three temporaries of their size at once). The busiest moment of a block past the first is the MLP's second
+    projection: the transformer's list keeps the first block's input, beside the block's
+    input, the attention output, their sum and its normed copy, the fused gate / up output
+    (kept by the MLP's call), its activation and the projection's output (at TP, its
+    all-reduced copy); the attention (normed input, qkv, rotated q and k, attention and
+    projection outputs) holds less unless the mask is padded. Beside them the pixel values
+    and the convolution's outputs (kept for the position ids) stay alive.
+    """
+    tower = PixtralTower.of(spec)
+    if tower is None:
+        return None
+    side = PIXTRAL_IMAGE_SIZE // tower.patch
+    patches = side * side
+    tokens = (side // tower.merge) ** 2
+    items = encoder_items(tokens, workload, scheduler)
+    n = items * patches
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    tp = workload.tp
+    reduced = 1 if tp > 1 else 0  # the all-reduce's output beside the partial sum
+    h = n * tower.hidden * e
+    inner = n * tower.intermediate * e // tp
+    pixels = items * tower.channels * PIXTRAL_IMAGE_SIZE**2 * e
+    mask = n * n * e
+    row = -(-n // SDPA_MASK_ALIGNMENT) * SDPA_MASK_ALIGNMENT
+    padded = 0 if row == n else n * row * e
+    # The first block's input (kept by the list), the block's input and its normed copy, then
+    # each stage: rotating k (qkv, rotated q, three temporaries of k: q * cos, rotate_half's
+    # cat, its product with sin); SDPA (qkv, rotated q and k, output, padded mask); the output
+    # projection; the MLP's second projection (attention output, sum, normed sum, gate / up,
+    # activation, output).
+    rotary = 3 * h + 3 * h // tp + h // tp + 3 * h // tp
+    attention = 3 * h + 3 * h // tp + 2 * h // tp + h // tp + padded
+    projection = 3 * h + 6 * h // tp + h + reduced * h
+    mlp = 2 * h + 3 * h + 3 * inner + h + reduced * h
+    peak = pixels + h + mask + max(rotary, attention, projection, mlp)
+    outputs = items * tokens * tower.out_hidden * e
+    note = (
+        f"vLLM's profile run first encodes {items} dummy image{'s' if items > 1 else ''} of "
+        f"{tokens:,} tokens ({patches:,} patches each, {PIXTRAL_IMAGE_SIZE} x "
+        f"{PIXTRAL_IMAGE_SIZE} pixels) with the Pixtral vision tower as one sequence: a peak of "
+        f"{peak / GiB:.2f} GiB, of which {mask / GiB:.2f} GiB is the dense mask that keeps the "
+        f"images apart, and {(pixels + outputs) / GiB:.2f} GiB kept through the text forward. "
+        f"Assumed: images of {PIXTRAL_IMAGE_SIZE} pixels a side (Mistral Small 3.1 / 3.2's and "
+        "Devstral Small 2's config; this checkpoint's own is not read), no xformers installed "
+        "(with it the mask is a block-diagonal bias of no size), the Hugging Face config "
+        "(with --config-format mistral vLLM runs Pixtral's own VisionTransformer, not "
+        "modelled), and --limit-mm-per-prompt left at its default."
     )
     return EncoderProfile(items, tokens, n, peak, pixels + outputs, note)
 

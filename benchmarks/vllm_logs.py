@@ -214,7 +214,8 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "state layers, KV dtypes, TP and PP) apart from the memory model.",
         "",
         "The estimate follows vLLM 0.20.2 and later by default (`--vllm-version` picks 0.10 or",
-        "0.11); the code read is vLLM 0.9.2, 0.11.0, 0.20.2, 0.21.0, 0.23.0, 0.24.0 and 0.34.0.",
+        "0.11); the code read is vLLM 0.9.2, 0.11.0, 0.13.0, 0.20.2, 0.21.0, 0.23.0, 0.24.0 and",
+        "0.34.0.",
         "What changed between them: from 0.20.2 CUDA graph memory is profiled before the pool",
         "and taken out of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; vLLM's own message",
         "dates the default to 0.21.0), the `GPU KV cache size` line is the concurrency times",
@@ -223,10 +224,14 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "sliding-window and hybrid models), layers of different page sizes are given larger",
         "blocks (0.11 refuses them), a model with state layers refuses to start when",
         "`--max-num-seqs` exceeds its pool's blocks while full decode CUDA graphs are captured,",
-        "and FlashInfer, whose sampler needs less memory than PyTorch's, is a dependency; from",
+        "and FlashInfer, whose sampler needs less memory than PyTorch's, is a dependency (0.10",
+        "and 0.11 sample with FlashInfer wherever it is installed; 0.13.0 only under",
+        "`VLLM_USE_FLASHINFER_SAMPLER=1`, so its logs and later ones that print no FlashInfer",
+        "sampler line are estimated with PyTorch's); from",
         "0.11, CUDA graph sizes past 256 go in steps of 16 up to twice `--max-num-seqs`, with",
         "whole-step decode graphs beside them; 0.11 sets `--max-num-seqs` 1024 and 8192 batched",
-        "tokens on GPUs of 70 GiB and more other than the A100 (256 and 2048 otherwise). State",
+        "tokens on GPUs of 70 GiB and more other than the A100 (256 and 2048 otherwise; the",
+        "`LLM` class batches 16,384 and 8,192 tokens: logs run through it give theirs). State",
         "layers (Mamba, Gated DeltaNet) keep their convolution's last kernel - 1 inputs (one more",
         "per speculative token) and a recurrent state (float32 for Qwen3.5 and Nemotron-H); with",
         "prefix caching they keep one more state per request (two per request plus speculative",
@@ -300,6 +305,10 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         for r in sized:
             source = logs[r["id"]].get("checkpoint_source", logs[r["id"]]["url"])
             lines.append(f"- {_checkpoint_line(r).removeprefix('checkpoint size, ')}; {source}.")
+    unnamed = [(log["id"], log["gpu"], log["gpu_note"]) for log in doc["logs"] if "gpu_note" in log]
+    if unnamed:
+        lines += ["", "GPUs the logs do not name (the estimate uses the one given):", ""]
+        lines += [f"- {name}, {gpu}: {note}." for name, gpu, note in unnamed]
     gaps = [(log["id"], log["gap"]) for log in doc["logs"] if log.get("gap")]
     if gaps:
         lines += ["", "Where the estimate is known to miss:", ""]

@@ -467,3 +467,15 @@ def test_mtp_layers_are_said_and_counted_on_request(capsys):
     assert loaded["settings"]["mtp"] is True
     grown = loaded["per_gpu"]["components"]["weights"] - plain["per_gpu"]["components"]["weights"]
     assert grown > 10e9
+
+
+def test_a_vision_tower_left_out_of_vllms_profile_leaves_upper_bounds(capsys):
+    # LFM2.5-VL's SigLIP2 tower: vLLM profiles it before the text, the estimate does not model it.
+    code, out, _ = _run(
+        capsys, "estimate", "lfm2.5-vl-1.6b", "--engine", "vllm", "--gpu", "H100", "--seq", 32768
+    )
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("H100"))
+    assert "vLLM starts unless the profile of its vision tower (not counted) needs more" in line
+    assert "KV pool at most " in line and "largest --max-model-len at most" in line
+    assert "note: This model has a vision tower." in out

@@ -182,6 +182,25 @@ def test_towers_the_table_cannot_count_are_said_to_be_missing():
     assert spec.parameters == spec_from_config({"model_type": "qwen3"}).parameters
 
 
+def test_a_sub_config_the_entry_does_not_describe_is_said_to_be_missing_once():
+    # Gemma 4's entry counts the vision tower; an audio_config (the E2B / E4B checkpoints have
+    # one) describes tensors the entry does not, so the count leaves them out and says so.
+    config = {
+        "model_type": "gemma4",
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "text_config": {"hidden_size": 512, "num_hidden_layers": 2, "vocab_size": 1024},
+        "vision_config": {"hidden_size": 256, "num_hidden_layers": 2},
+    }
+    plain = spec_from_config(config)
+    spec = spec_from_config({**config, "audio_config": {"hidden_size": 256}})
+    missing = [w for w in spec.warnings if "audio_config" in w]
+    assert len(missing) == 1
+    assert "left out of the count" in missing[0]
+    assert spec.inventory is Inventory.APPROXIMATE
+    assert spec.parameters == plain.parameters
+    assert not any("audio_config" in w for w in plain.warnings)
+
+
 def test_a_missing_derivable_attribute_is_derived():
     # head_dim absent: the config class computes hidden_size // num_attention_heads.
     spec = spec_from_config(

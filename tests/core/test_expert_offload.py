@@ -190,6 +190,10 @@ def test_ollama_defaults_and_settings(qwen3moe):
     w, notes = launch.ollama_workload(qwen3moe, Q4_32K, [12 * GiB], seq_given=False)
     assert w.seq == 4096 and "num_ctx" in notes[0]
     assert launch.ollama_context(24 * GiB) == 32768 and launch.ollama_context(80 * GiB) == 262144
+    # The code's bounds (23 / 47 GiB), not the docs' (24 / 48): an RTX 4090 reports 23.99 GiB.
+    assert launch.ollama_context(25_757_220_864) == 32768
+    assert launch.ollama_context(23 * GiB - 1) == 4096
+    assert launch.ollama_context(47 * GiB) == 262144
     kept, _ = launch.ollama_workload(qwen3moe, Q4_32K, [12 * GiB], seq_given=True)
     assert kept.seq == 32768
     moe = offload.llamacpp_model(qwen3moe, Q4_32K).place(

@@ -12,6 +12,7 @@ from vramgui.core.estimate import estimate
 from vramgui.core.fit import advise, fit_rows, gpus_needed, largest_fitting
 from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.launch import vllm_settings
+from vramgui.core.model import Role, Tensor
 from vramgui.core.report import document_for
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
@@ -446,3 +447,53 @@ def test_the_encoder_runs_before_the_text_profile_and_its_outputs_stay(catalog):
     old = replace(w, vllm_version="0.11")
     assert _plan(spec, old, 32607 * MiB)[1].encoder is None
     assert _plan(catalog("qwen3-32b"), w, H100)[1].encoder is None
+
+
+def _with_audio(spec):
+    audio = Tensor("model.audio_tower.layers.0.fc1.weight", (1024, 1024), Role.ENCODER)
+    return replace(spec, tensors=(*spec.tensors, audio))
+
+
+def test_the_towers_are_read_from_the_weights(catalog):
+    assert vllm_startup.encoder_towers(catalog("lfm2.5-vl-1.6b")) == ("vision",)
+    assert vllm_startup.encoder_towers(catalog("qwen3-32b")) == ()
+    both = _with_audio(catalog("lfm2.5-vl-1.6b"))
+    assert vllm_startup.encoder_towers(both) == ("vision", "audio")
+    assert vllm_startup.towers_named(("vision", "audio")) == "vision and audio towers"
+
+
+def test_a_tower_whose_profile_is_not_modelled_makes_the_pool_an_upper_bound(catalog):
+    spec = catalog("lfm2.5-vl-1.6b")  # SigLIP2 NaViT: not modelled
+    w = Workload(engine="vllm", seq=32768)
+    _, plan = _plan(spec, w, H100)
+    assert plan.encoder is None and plan.unmodelled == ("vision",)
+    up = plan.startup(H100, 0.9, 32768)
+    assert up.starts and up.unmodelled == ("vision",)
+    # The same model without its tower: the same pool, now without the doubt.
+    text = replace(spec, tensors=tuple(t for t in spec.tensors if t.role is not Role.ENCODER))
+    _, bare = _plan(text, w, H100)
+    assert bare.unmodelled == () and bare.startup(H100, 0.9, 32768).unmodelled == ()
+    est = estimate(spec, w, H100, "H100 SXM")
+    note = next(n for n in est.notes if n.startswith("This model has a vision tower"))
+    assert "may be smaller than shown" in note and "profile_run" in note
+    assert "at most" in next(n for n in est.notes if n.startswith("vLLM takes"))
+    assert est.details["vllm_unmodelled"] == "vision"
+    row = fit_rows(est, [("H100 SXM", H100)])[0].to_dict()["vllm"]
+    assert row["unmodelled"] == ["vision"]
+    bare_row = fit_rows(estimate(text, w, H100), [("H100", H100)])[0].to_dict()["vllm"]
+    assert "unmodelled" not in bare_row
+
+
+def test_a_modelled_tower_leaves_no_doubt_but_an_unmodelled_audio_tower_does(catalog):
+    w = Workload(engine="vllm", seq=131072, max_num_seqs=1, max_num_batched_tokens=8192)
+    spec = catalog("qwen3.6-35b-a3b-nvfp4")
+    _, plan = _plan(spec, w, 32607 * MiB)
+    assert plan.encoder is not None and plan.unmodelled == ()
+    _, with_audio = _plan(_with_audio(spec), w, 32607 * MiB)
+    assert with_audio.unmodelled == ("audio",)
+    # Rules under which no tower is modelled still say so: vLLM profiles the encoder there too.
+    old = replace(w, vllm_version="0.11")
+    _, plan = _plan(spec, old, 32607 * MiB)
+    assert plan.encoder is None and plan.unmodelled == ("vision",)
+    note = vllm_startup.unmodelled_note(spec, plan.unmodelled, plan.rules)
+    assert "under the vLLM 0.11 rules" in note

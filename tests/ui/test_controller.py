@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from vramgui.core.estimate import estimate
 from vramgui.core.workload import Workload
 from vramgui.sources.resolve import load_model
@@ -71,3 +73,24 @@ def test_each_training_method_brings_its_usual_precision_unless_told(qtbot):
     assert controller.workload.precision == "fp32"  # and stays until the method changes
     controller.update(method="full")
     assert controller.workload.precision == "mixed"
+
+
+def test_an_ollama_model_runs_at_ollamas_default_context_for_that_model_only(qtbot):
+    controller = EstimateController(load_model, Workload(seq=8192))
+    notices: list[str] = []
+    controller.notice.connect(notices.append)
+    controller.set_capacities((("RTX 4090", 24 * GiB),))
+    hub = load_model("llama-3.1-8b")
+    ollama = dataclasses.replace(hub, ref=dataclasses.replace(hub.ref, kind="ollama"))
+    controller.set_model(ollama)
+    assert controller.workload.seq == 32768  # 23 to 47 GiB: Ollama's 32k
+    assert any("Ollama's default context for 24 GiB" in n for n in notices)
+    assert controller.chosen_workload.seq == 8192  # the user's own setting is kept
+    controller.set_model(hub)
+    assert controller.workload.seq == 8192
+    controller.set_capacities((("RTX 3060 12GB", 12 * GiB),))
+    controller.set_model(ollama)
+    assert controller.workload.seq == 4096
+    controller.update(mode="training")
+    controller.set_model(ollama)
+    assert controller.workload.seq == 8192  # training runs no Ollama

@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from tests.fakehub.stores import sample_stores, tree_state
+from vramgui.core import launch
 from vramgui.core.units import GB
 from vramgui.core.workload import Workload
 from vramgui.sources import on_disk
@@ -168,6 +169,11 @@ def test_the_window_shows_the_list_and_opens_a_model_from_it(qtbot, stores, serv
         timeout=10000,
     )
     assert window.controller.spec.source.startswith("Ollama, llama3.2:3b")
+    # Estimated at the context Ollama would give it on the target GPU (num_ctx unset).
+    memory = window.controller.capacities[0][1]
+    assert window.controller.workload.seq == min(
+        launch.ollama_context(memory), window.controller.max_seq
+    )
     qtbot.keyClicks(window.model_panel.query, "q")
     assert area.currentWidget() is window.model_panel.results  # a search shows its results
     window.model_panel.query.clear()

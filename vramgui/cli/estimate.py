@@ -12,6 +12,7 @@ from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
 from vramgui.core.units import parse_count as units_parse_count
+from vramgui.core.vllm_startup import towers_named
 from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
@@ -759,20 +760,37 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
         verdict = "fits" if row["fits"] else "does not fit"
         if best.get("seq"):
             verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
-    elif vllm["starts"] and row["fits"]:
+        return _fit_tail(row, verdict, size, needed)
+    # Towers whose profile is not counted leave every figure an upper bound, a start uncertain.
+    towers = towers_named(vllm["unmodelled"]) if "unmodelled" in vllm else ""
+    at_most = "at most " if towers else ""
+    if vllm["starts"] and row["fits"]:
+        start = (
+            f"vLLM starts unless the profile of its {towers} (not counted) needs more"
+            if towers
+            else "vLLM starts"
+        )
         verdict = (
-            f"vLLM starts; KV pool {vllm['kv_pool_tokens']:,} tokens, "
-            f"{vllm['max_concurrency']:.2f} requests at the context at once"
+            f"{start}; KV pool {at_most}{vllm['kv_pool_tokens']:,} tokens, "
+            f"{at_most}{vllm['max_concurrency']:.2f} requests at the context at once"
         )
         if best.get("seq"):
-            verdict += f"; largest --max-model-len {best['seq']:,}"
+            verdict += f"; largest --max-model-len {at_most}{best['seq']:,}"
     else:
         verdict = "vLLM would not start" if not vllm["starts"] else "does not fit"
         if vllm["largest_max_model_len"]:
-            verdict += f"; largest --max-model-len that starts {vllm['largest_max_model_len']:,}"
+            verdict += (
+                f"; largest --max-model-len that starts {at_most}{vllm['largest_max_model_len']:,}"
+            )
+    return _fit_tail(row, verdict, size, needed)
+
+
+def _fit_tail(row: dict[str, Any], verdict: str, size: str, needed: int | None) -> str:
+    """A GPU's line from its verdict: the GPUs needed, its size and vLLM's own error."""
     if not row["fits"] and needed:
         verdict += f"; {needed} of them fit"
     line = f"{row['gpu']}: {verdict} {size}"
+    vllm = row.get("vllm")
     if vllm is not None and vllm["error"]:
         line += f"\n  vLLM: {vllm['error']}"
     return line

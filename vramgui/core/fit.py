@@ -77,6 +77,10 @@ class FitRow:
                 "max_concurrency": round(up.max_concurrency, 2),
                 "largest_max_model_len": up.largest_model_len,
             }
+            if up.unmodelled:
+                # Towers whose share of vLLM's profile is left out: the pool, the concurrency and
+                # the longest length are upper bounds, a start is uncertain.
+                out["vllm"]["unmodelled"] = list(up.unmodelled)
         if self.sglang is not None:
             sg = self.sglang
             out["sglang"] = {

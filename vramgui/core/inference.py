@@ -359,6 +359,9 @@ class InferencePlan:
                 )
             if plan.encoder is not None:
                 self._notes = (*self._notes, plan.encoder.note)
+            if plan.unmodelled:
+                note = vllm_startup.unmodelled_note(spec, plan.unmodelled, plan.rules)
+                self._notes = (*self._notes, note)
             self._details = {
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
                 "vllm_version": workload.vllm_version,
@@ -520,6 +523,9 @@ class InferencePlan:
             max_concurrency=round(up.max_concurrency, 2),
             largest_max_model_len=up.largest_model_len,
         )
+        if up.unmodelled:
+            # The pool, the concurrency and the longest length are upper bounds.
+            details["vllm_unmodelled"] = " and ".join(up.unmodelled)
         if not up.starts:
             details["vllm_error"] = up.message
             where = f" on {self._gpu_name}" if self._gpu_name else ""
@@ -533,10 +539,17 @@ class InferencePlan:
             needs = max(self._vllm_needs(plan, kv), self._capacity + 1)
             note = f"vLLM would not start{where}: {up.message}"
             return needed, activations, (*base_notes, note), needs
+        at_most = "at most " if up.unmodelled else ""
         notes = [
             f"vLLM takes {self._workload.gpu_memory_utilization:.0%} of the GPU; its KV pool "
-            f"holds {up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} "
-            "tokens at once."
+            f"holds {at_most}{up.pool_tokens:,} tokens: {at_most}{up.max_concurrency:.2f} "
+            f"requests of {seq:,} tokens at once"
+            + (
+                f" (less by what the profile of its {vllm_startup.towers_named(up.unmodelled)} "
+                "takes)."
+                if up.unmodelled
+                else "."
+            )
         ]
         if up.max_concurrency < batch:
             notes.append(

@@ -174,9 +174,10 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
 
 # --- Ollama and LM Studio ------------------------------------------------------------------------
 
-# Ollama's default context by the GPU memory it finds (docs/context-length.mdx): under 24 GiB,
-# 24 to 48 GiB, and more.
-OLLAMA_CONTEXTS = ((24 * 1024**3, 4096), (48 * 1024**3, 32768), (None, 262144))
+# Ollama's default context by the GPU memory it finds, summed over its GPUs (server/routes.go,
+# "vram-based default context"). Its docs say 24 and 48 GiB; the code tests 23 and 47 GiB "to
+# account for small differences in the exact value", so a 24 GB card (23.99 GiB) gets 32k.
+OLLAMA_CONTEXTS = ((23 * 1024**3, 4096), (47 * 1024**3, 32768), (None, 262144))
 _OLLAMA_CACHE_TYPES = {"q8_0": "q8_0", "q4_0": "q4_0"}
 
 

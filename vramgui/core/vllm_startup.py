@@ -22,6 +22,7 @@ is per GPU: tensor-parallel ranks are alike, a pipeline stage is one GPU.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -791,6 +792,60 @@ def encoder_profile(
     return EncoderProfile(items, tokens, n, peak, pixels + outputs, note)
 
 
+# Encoder tensors of audio towers (Gemma 3n / Gemma 4's audio encoder, MiniCPM-o's ``apm``...);
+# every other encoder tensor belongs to a vision tower or its projector.
+_AUDIO_NAME = re.compile(r"(^|\.)(\w*audio\w*|apm)\.")
+
+
+def encoder_towers(spec: ModelSpec) -> tuple[str, ...]:
+    """The kinds of tower ("vision", "audio") a multimodal checkpoint carries, from its weights
+    (empty for a text-only model, or one whose towers are not in the inventory)."""
+
+    def read() -> tuple[str, ...]:
+        kinds = {
+            "audio" if _AUDIO_NAME.search(t.name) else "vision"
+            for t in spec.tensors
+            if t.role is Role.ENCODER
+        }
+        return tuple(k for k in ("vision", "audio") if k in kinds)
+
+    return spec.cached("encoder_towers", read)
+
+
+def unmodelled_towers(spec: ModelSpec, encoder: EncoderProfile | None) -> tuple[str, ...]:
+    """The towers whose share of vLLM's profile run the estimate leaves out.
+
+    Every vLLM V1 read (0.9.2, 0.11.0, 0.22.0, 0.24.0) encodes dummy items with a multimodal
+    model's tower before the text forward (``profile_run``), unless --skip-mm-profiling; only
+    the towers :func:`encoder_profile` models are counted.
+    """
+    modelled = ("vision",) if encoder is not None else ()
+    return tuple(t for t in encoder_towers(spec) if t not in modelled)
+
+
+def towers_named(towers: Sequence[str]) -> str:
+    """``("vision",)`` -> "vision tower", ``("vision", "audio")`` -> "vision and audio towers"."""
+    return f"{' and '.join(towers)} tower{'s' if len(towers) > 1 else ''}"
+
+
+def unmodelled_note(spec: ModelSpec, towers: Sequence[str], rules: Rules) -> str:
+    """What the estimate leaves out of vLLM's profile run, and what that does to the pool."""
+    items = " and ".join("images" if t == "vision" else "audio clips" for t in towers)
+    scope = (
+        f"for {spec.architecture or spec.facts.model_type}"
+        if rules.encoder_profile
+        else f"under the vLLM {rules.version} rules"
+    )
+    return (
+        f"This model has a {towers_named(towers)}. vLLM's profile run first encodes dummy {items} "
+        "of the largest size its processor accepts, as many as its encoder budget holds, and "
+        "keeps their outputs through the text forward (gpu_model_runner.profile_run); the "
+        f"estimate does not model that {scope}. vLLM's KV pool may be smaller than shown, by "
+        "how much is not known here (the tower's peak on those inputs, from a few hundred MiB "
+        "to several GiB), and a setup shown starting with little to spare may not start."
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # The start-up
 # --------------------------------------------------------------------------------------------
@@ -841,6 +896,9 @@ class Startup:
         largest_model_len: the longest --max-model-len that starts (0: none).
         used_bytes: what vLLM occupies on the busiest GPU once started: the context, its share
             and CUDA graphs captured outside it.
+        unmodelled: the towers ("vision", "audio") whose share of vLLM's profile run is left
+            out: where any is, the pool, the concurrency and the longest length are upper
+            bounds, and a start is not certain (a refusal is).
     """
 
     starts: bool
@@ -854,6 +912,7 @@ class Startup:
     needed_bytes: int
     largest_model_len: int
     used_bytes: int
+    unmodelled: tuple[str, ...] = ()
 
     @property
     def shortfall_bytes(self) -> int:
@@ -883,6 +942,7 @@ class VllmPlan:
         rules: the version's rules.
         cuda_graphs: CUDA graphs are captured (no --enforce-eager).
         encoder: the vision encoder's share of the first stage's profile (None: none modelled).
+        unmodelled: the model's towers whose share of the profile is not modelled.
     """
 
     stages: tuple[Stage, ...]
@@ -891,6 +951,7 @@ class VllmPlan:
     rules: Rules
     cuda_graphs: bool = True
     encoder: EncoderProfile | None = None
+    unmodelled: tuple[str, ...] = ()
 
     @property
     def weights_bytes(self) -> int:
@@ -991,6 +1052,7 @@ class VllmPlan:
             needed_bytes=needed,
             largest_model_len=largest,
             used_bytes=CUDA_CONTEXT_BYTES + requested + graphs,
+            unmodelled=self.unmodelled,
         )
 
 
@@ -1141,6 +1203,7 @@ def build_plan(
         rules,
         cuda_graphs=not workload.enforce_eager,
         encoder=encoder,
+        unmodelled=unmodelled_towers(spec, encoder),
     )
 
 

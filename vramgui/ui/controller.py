@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.core import fit, storage
+from vramgui.core import fit, launch, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
@@ -493,8 +493,8 @@ class EstimateController(QObject):
             if back:
                 self.notice.emit(f"Back to your settings after {previous.name}: {back}.")
         self._forced = {}
-        changes = self._as_stored(loaded, mine)
-        if mine.seq > self.max_seq:
+        changes = {**self._as_stored(loaded, mine), **self._ollama_default(loaded, mine)}
+        if changes.get("seq", mine.seq) > self.max_seq:
             changes["seq"] = self.max_seq
         try:
             workload, resets = adjusted(mine, changes, loaded.spec.quantization)
@@ -536,6 +536,22 @@ class EstimateController(QObject):
                 f"{spec.name} is estimated as it is stored: {now} (was {was}), for this model only."
             )
         return changes
+
+    def _ollama_default(self, loaded: ResolvedModel, w: Workload) -> dict[str, Any]:
+        """The context Ollama runs an Ollama model at when nothing sets ``num_ctx``: its default
+        for the target GPU's memory (``launch.ollama_context``), where it differs from ``w``'s."""
+        if loaded.ref.kind != "ollama" or w.mode != "inference":
+            return {}
+        memory = self._capacities[0][1] if self._capacities else 0
+        context = min(launch.ollama_context(memory), self.max_seq)
+        if context == w.seq:
+            return {}
+        self.notice.emit(
+            f"{loaded.spec.name} is estimated at Ollama's default context for "
+            f"{memory / 1024**3:.0f} GiB of GPU memory: {context:,} tokens (was {w.seq:,}), for "
+            "this model only; set the context to run it with another num_ctx."
+        )
+        return {"seq": context}
 
     def set_workload(self, workload: Workload) -> None:
         """Replace every setting at once (a restored or loaded profile): all the user's."""

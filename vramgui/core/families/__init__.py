@@ -104,11 +104,7 @@ def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
 
 def _uncounted_towers(config: dict[str, Any], spec: ModelSpec) -> str | None:
     """A multimodal checkpoint read through its language model's class: its towers are missing."""
-    towers = [
-        k
-        for k in ("vision_config", "audio_config")
-        if isinstance(config.get(k), dict) and not any(f"'{k}'" in w for w in spec.warnings)
-    ]
+    towers = [k for k in ("vision_config", "audio_config") if isinstance(config.get(k), dict)]
     named = config.get("architectures")
     if not towers or any(t.role is Role.ENCODER for t in spec.tensors):
         return None

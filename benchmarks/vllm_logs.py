@@ -268,7 +268,7 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "(pool = that share less the weights), the rest for activations and CUDA graphs. Its",
         "default fraction is (GPU memory - reserved) / GPU memory with reserved = 1.5 MB per",
         "token of `--chunked-prefill-size` + 2 MB per CUDA graph batch size (sglang 0.5.23,",
-        "arg_groups/memory_hook.py). vramgui does not model SGLang.",
+        "arg_groups/memory_hook.py); the next section holds vramgui's SGLang estimate.",
         "",
         "| log | model | GPU | vLLM | weights GiB log / est. | KV pool GiB log / est. "
         "| pool tokens log / est. | error | layout | split |",

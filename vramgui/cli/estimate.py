@@ -25,6 +25,7 @@ from vramgui.core.workload import (
     MODES,
     OPTIMIZERS,
     PRECISIONS,
+    SGLANG_VERSIONS,
     VLLM_VERSIONS,
     Workload,
     default_engine,
@@ -318,6 +319,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
     add_vllm_options(parser)
+    add_sglang_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -417,6 +419,27 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sglang_options(parser: argparse.ArgumentParser) -> None:
+    """SGLang's own knobs, named as ``python -m sglang.launch_server`` names them (docs/cli.md)."""
+    group = parser.add_argument_group(
+        "SGLang", "what `python -m sglang.launch_server` takes (with --engine sglang)"
+    )
+    group.add_argument(
+        "--mem-fraction-static",
+        type=float,
+        default=None,
+        help="share of the GPU's free memory SGLang's weights and KV pool take (default: "
+        "SGLang's for the GPU); --gpu-memory-utilization is vLLM's and does not apply",
+    )
+    group.add_argument(
+        "--sglang-version",
+        choices=SGLANG_VERSIONS,
+        default=_DEFAULTS.sglang_version,
+        help="the SGLang version whose default --mem-fraction-static to follow (0.4.4: 0.4.0 to "
+        "0.4.8; 0.4.9: 0.4.9 and 0.4.10; 0.5.6: the 0.5 line)",
+    )
+
+
 def workload_from_args(
     args: argparse.Namespace, stored: str | None = None, context: int | None = None
 ) -> Workload:
@@ -493,6 +516,8 @@ def workload_from_args(
         vllm_version=args.vllm_version,
         gpu_arch=gpu_arch,
         mtp=args.mtp,
+        mem_fraction_static=args.mem_fraction_static,
+        sglang_version=args.sglang_version,
     )
 
 
@@ -724,6 +749,9 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
     size = (
         f"({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
     )
+    sglang = row.get("sglang")
+    if sglang is not None:
+        return _sglang_fit_line(row, sglang, needed, size)
     vllm = row.get("vllm")
     if vllm is not None and not vllm["starts"] and row["headroom_bytes"] >= -1:
         # Refused for a reason other than memory (more sequences than state blocks).
@@ -765,6 +793,30 @@ def _fit_tail(row: dict[str, Any], verdict: str, size: str, needed: int | None) 
     vllm = row.get("vllm")
     if vllm is not None and vllm["error"]:
         line += f"\n  vLLM: {vllm['error']}"
+    return line
+
+
+def _sglang_fit_line(
+    row: dict[str, Any], sglang: dict[str, Any], needed: int | None, size: str
+) -> str:
+    """One GPU's verdict under SGLang: whether it starts, its pool, the context it serves."""
+    if sglang["serves"]:
+        verdict = (
+            f"SGLang starts; KV pool {sglang['kv_pool_tokens']:,} tokens, "
+            f"{sglang['max_concurrency']:.2f} requests at the context at once"
+        )
+    elif sglang["starts"]:
+        verdict = "SGLang starts but its pool is shorter than the context"
+    else:
+        verdict = "SGLang would not start"
+    if sglang["largest_context_length"]:
+        verdict += f"; largest --context-length served {sglang['largest_context_length']:,}"
+    if not row["fits"] and needed:
+        verdict += f"; {needed} of them fit"
+    verdict += f" (--mem-fraction-static {sglang['mem_fraction_static']:g})"
+    line = f"{row['gpu']}: {verdict} {size}"
+    if sglang["error"]:
+        line += f"\n  SGLang: {sglang['error']}"
     return line
 
 

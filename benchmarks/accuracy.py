@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks import architectures, stored_formats, training_accuracy, vllm_logs
+from benchmarks import architectures, sglang_logs, stored_formats, training_accuracy, vllm_logs
 from benchmarks.harness.cases import PUBLISHED, load_config
 from vramgui.core import rules, storage
 from vramgui.core.estimate import estimate
@@ -440,6 +440,7 @@ def document() -> str:
         *parameter_counts_section(),
         *table(published_component_rows(), "Inference components (published engine figures)"),
         *vllm_logs.markdown_section(),
+        *sglang_logs.markdown_section(),
         *gguf_table(gguf_rows()),
         *stored_formats.section(),
         *training_tables(),

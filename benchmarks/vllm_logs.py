@@ -214,7 +214,8 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "state layers, KV dtypes, TP and PP) apart from the memory model.",
         "",
         "The estimate follows vLLM 0.20.2 and later by default (`--vllm-version` picks 0.10 or",
-        "0.11); the code read is vLLM 0.9.2, 0.11.0, 0.20.2, 0.21.0, 0.23.0, 0.24.0 and 0.34.0.",
+        "0.11); the code read is vLLM 0.9.2, 0.11.0, 0.13.0, 0.20.2, 0.21.0, 0.23.0, 0.24.0 and",
+        "0.34.0.",
         "What changed between them: from 0.20.2 CUDA graph memory is profiled before the pool",
         "and taken out of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; vLLM's own message",
         "dates the default to 0.21.0), the `GPU KV cache size` line is the concurrency times",
@@ -223,10 +224,14 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "sliding-window and hybrid models), layers of different page sizes are given larger",
         "blocks (0.11 refuses them), a model with state layers refuses to start when",
         "`--max-num-seqs` exceeds its pool's blocks while full decode CUDA graphs are captured,",
-        "and FlashInfer, whose sampler needs less memory than PyTorch's, is a dependency; from",
+        "and FlashInfer, whose sampler needs less memory than PyTorch's, is a dependency (0.10",
+        "and 0.11 sample with FlashInfer wherever it is installed; 0.13.0 only under",
+        "`VLLM_USE_FLASHINFER_SAMPLER=1`, so its logs and later ones that print no FlashInfer",
+        "sampler line are estimated with PyTorch's); from",
         "0.11, CUDA graph sizes past 256 go in steps of 16 up to twice `--max-num-seqs`, with",
         "whole-step decode graphs beside them; 0.11 sets `--max-num-seqs` 1024 and 8192 batched",
-        "tokens on GPUs of 70 GiB and more other than the A100 (256 and 2048 otherwise). State",
+        "tokens on GPUs of 70 GiB and more other than the A100 (256 and 2048 otherwise; the",
+        "`LLM` class batches 16,384 and 8,192 tokens: logs run through it give theirs). State",
         "layers (Mamba, Gated DeltaNet) keep their convolution's last kernel - 1 inputs (one more",
         "per speculative token) and a recurrent state (float32 for Qwen3.5 and Nemotron-H); with",
         "prefix caching they keep one more state per request (two per request plus speculative",
@@ -241,10 +246,20 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "encoder first (`gpu_model_runner.profile_run`, read in 0.22.0 and 0.24.0): as many",
         "dummy images of the largest size as the encoder budget holds (max(batched tokens,",
         "tokens per image) // tokens per image, at least one), whose pixel values and outputs",
-        "stay allocated through the text forward; the estimate counts it for Qwen3-VL, Qwen3.5",
-        "and Qwen3.6 under the 0.20 rules, with the image limit of Qwen's published",
+        "stay allocated through the text forward. The estimate counts it under the 0.20 rules",
+        "for Qwen3-VL, Qwen3.5 and Qwen3.6, with the image limit of Qwen's published",
         "preprocessor_config.json (4096 x 4096 pixels: one image of 16,384 tokens), since the",
-        "inventory does not carry the checkpoint's own. Logs of",
+        "inventory does not carry the checkpoint's own; and for Gemma 3, whose SigLIP tower",
+        "reads 896 x 896 images of 256 tokens (pan-and-scan off, the processor's default), so",
+        "the budget holds many (32 at 8192 batched tokens), all through the tower in one batch",
+        "under FlashAttention (no score matrix); and for Mistral 3's Pixtral (Mistral Small",
+        "3.1 / 3.2, Devstral Small 2), whose 1540 x 1540 images of 3,025 tokens run as one",
+        "sequence kept apart, without xformers (no longer a dependency), by a dense mask of",
+        "(patches x patches) alive through the tower: 1.09 GiB for the two images of an",
+        "8192-token budget. Every other tower (Gemma 4, Kimi, LFM2-VL, Pixtral under",
+        "`--config-format mistral`, and all of them under the 0.10 and 0.11 rules, though vLLM",
+        "profiles them there too) is named in a note, and the start-up is then given as an",
+        "upper bound. Logs of",
         "the V0 engine (before 0.8, or `VLLM_USE_V1=0`) profile differently and are not",
         "modelled.",
         "",
@@ -253,7 +268,7 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "(pool = that share less the weights), the rest for activations and CUDA graphs. Its",
         "default fraction is (GPU memory - reserved) / GPU memory with reserved = 1.5 MB per",
         "token of `--chunked-prefill-size` + 2 MB per CUDA graph batch size (sglang 0.5.23,",
-        "arg_groups/memory_hook.py). vramgui does not model SGLang.",
+        "arg_groups/memory_hook.py); the next section holds vramgui's SGLang estimate.",
         "",
         "| log | model | GPU | vLLM | weights GiB log / est. | KV pool GiB log / est. "
         "| pool tokens log / est. | error | layout | split |",
@@ -300,6 +315,10 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         for r in sized:
             source = logs[r["id"]].get("checkpoint_source", logs[r["id"]]["url"])
             lines.append(f"- {_checkpoint_line(r).removeprefix('checkpoint size, ')}; {source}.")
+    unnamed = [(log["id"], log["gpu"], log["gpu_note"]) for log in doc["logs"] if "gpu_note" in log]
+    if unnamed:
+        lines += ["", "GPUs the logs do not name (the estimate uses the one given):", ""]
+        lines += [f"- {name}, {gpu}: {note}." for name, gpu, note in unnamed]
     gaps = [(log["id"], log["gap"]) for log in doc["logs"] if log.get("gap")]
     if gaps:
         lines += ["", "Where the estimate is known to miss:", ""]

@@ -45,6 +45,9 @@ def test_the_section_lists_every_log_with_its_estimate_and_the_summaries():
         assert f"[{row['id']}](" in text
     assert "- Held out:" in text and "- Tuned on:" in text
     assert "Start or refuse: the estimate agrees with" in text
+    # A log that does not name its GPU says how the GPU the estimate uses was told.
+    noted = [log for log in vllm_logs.load()["logs"] if "gpu_note" in log]
+    assert noted and all(f"{log['gpu']}: {log['gpu_note']}" in text for log in noted)
 
 
 def test_the_kv_layout_turns_each_logged_pool_into_the_logged_tokens():
@@ -55,7 +58,7 @@ def test_the_kv_layout_turns_each_logged_pool_into_the_logged_tokens():
     checked = [r for r in table if "layout_error" in r]
     assert len(checked) >= 8
     kinds = " ".join(r["kind"] for r in checked)
-    for kind in ("hybrid", "MLA", "MoE", "AWQ", "FP8"):
+    for kind in ("hybrid", "MLA", "MoE", "AWQ", "FP8", "sliding window"):
         assert kind in kinds
     assert max(abs(r["layout_error"]) for r in checked) < 0.02
-    assert len(table) >= 20
+    assert len(table) >= 25

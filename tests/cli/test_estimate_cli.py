@@ -104,6 +104,38 @@ def test_vllm_without_a_gpu_says_its_pool_is_not_sized(capsys, config_path):
     assert "(peak: serving (pre-allocated KV pool))" in total and "not sized" not in out
 
 
+def test_sglang_gives_its_pool_concurrency_and_launch_fields(capsys, config_path):
+    args = ("estimate", config_path, "--engine", "sglang", "--seq", 4096, "--gpu", "RTX 4090")
+    code, out, _ = _run(capsys, *args, "--mem-fraction-static", 0.8, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["settings"]["engine"] == "sglang"
+    assert doc["settings"]["mem-fraction-static"] == 0.8
+    d = doc["details"]
+    assert d["sglang_mem_fraction_static"] == 0.8 and d["sglang_starts"] and d["sglang_serves"]
+    assert d["kv_pool_tokens"] > 4096
+    assert d["max_concurrency"] == round(d["kv_pool_tokens"] / 4096, 2)
+    assert doc["per_gpu"]["components"]["kv_cache"] == d["kv_pool_bytes"]
+    (row,) = doc["fit"]
+    assert row["fits"] and row["sglang"]["kv_pool_tokens"] == d["kv_pool_tokens"]
+    assert "vllm" not in row
+    # The table says what SGLang does at its own default fraction for the GPU.
+    code, out, _ = _run(capsys, *args)
+    assert "RTX 4090: SGLang starts; KV pool" in out and "--mem-fraction-static 0.847" in out
+    code, out, _ = _run(capsys, *args, "--json")
+    default = json.loads(out)["details"]["kv_pool_tokens"]
+    assert default > d["kv_pool_tokens"]  # 0.847 of the free memory, not 0.8
+    # --gpu-memory-utilization is vLLM's: SGLang's pool does not move with it.
+    code, out, _ = _run(capsys, *args, "--gpu-memory-utilization", 0.5, "--json")
+    assert json.loads(out)["details"]["kv_pool_tokens"] == default
+    # On a 16 GB card the share does not hold the weights: SGLang's own refusal.
+    code, out, _ = _run(capsys, *args[:-1], "RTX 4080", "--json")
+    doc = json.loads(out)
+    assert not doc["fit"][0]["fits"] and not doc["fit"][0]["sglang"]["starts"]
+    assert "Not enough memory" in doc["details"]["sglang_error"]
+    assert doc["per_gpu"]["total_bytes"] > 16 * GiB  # the GPU SGLang would need
+
+
 def test_rules_of_thumb_say_they_are_whole_model_beside_per_gpu_figures(capsys, config_path):
     code, out, _ = _run(capsys, "estimate", config_path, "--gpus", 2, "--tp", 2)
     assert (
@@ -435,3 +467,15 @@ def test_mtp_layers_are_said_and_counted_on_request(capsys):
     assert loaded["settings"]["mtp"] is True
     grown = loaded["per_gpu"]["components"]["weights"] - plain["per_gpu"]["components"]["weights"]
     assert grown > 10e9
+
+
+def test_a_vision_tower_left_out_of_vllms_profile_leaves_upper_bounds(capsys):
+    # LFM2.5-VL's SigLIP2 tower: vLLM profiles it before the text, the estimate does not model it.
+    code, out, _ = _run(
+        capsys, "estimate", "lfm2.5-vl-1.6b", "--engine", "vllm", "--gpu", "H100", "--seq", 32768
+    )
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("H100"))
+    assert "vLLM starts unless the profile of its vision tower (not counted) needs more" in line
+    assert "KV pool at most " in line and "largest --max-model-len at most" in line
+    assert "note: This model has a vision tower." in out

@@ -145,3 +145,13 @@ def test_llamacpp_flags_are_refused_elsewhere_and_checked(capsys):
     assert main(["plan", "llama-2-7b", "--engine", "llamacpp", "--vram-gib", "8",
                  "--fit", "--cpu-moe"]) == 2  # fmt: skip
     assert "fits only what is not set" in capsys.readouterr().err
+
+
+def test_a_plan_under_sglang_gives_its_launch_line(capsys):
+    doc = _plan(capsys, "llama-3.1-8b", "--engine", "sglang", "--seq", "8192", "--gpu", "RTX 4090")
+    sglang = doc["launch"][-1]
+    assert sglang["engine"] == "SGLang"
+    assert sglang["text"].startswith("python -m sglang.launch_server --model-path ")
+    assert "--context-length 8192" in sglang["text"]
+    plain = _plan(capsys, "llama-3.1-8b", "--seq", "8192", "--gpu", "RTX 4090")
+    assert "SGLang" not in [s["engine"] for s in plain["launch"]]

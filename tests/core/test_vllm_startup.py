@@ -12,6 +12,7 @@ from vramgui.core.estimate import estimate
 from vramgui.core.fit import advise, fit_rows, gpus_needed, largest_fitting
 from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.launch import vllm_settings
+from vramgui.core.model import Role, Tensor
 from vramgui.core.report import document_for
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
@@ -446,3 +447,170 @@ def test_the_encoder_runs_before_the_text_profile_and_its_outputs_stay(catalog):
     old = replace(w, vllm_version="0.11")
     assert _plan(spec, old, 32607 * MiB)[1].encoder is None
     assert _plan(catalog("qwen3-32b"), w, H100)[1].encoder is None
+
+
+def _with_audio(spec):
+    audio = Tensor("model.audio_tower.layers.0.fc1.weight", (1024, 1024), Role.ENCODER)
+    return replace(spec, tensors=(*spec.tensors, audio))
+
+
+def test_the_towers_are_read_from_the_weights(catalog):
+    assert vllm_startup.encoder_towers(catalog("lfm2.5-vl-1.6b")) == ("vision",)
+    assert vllm_startup.encoder_towers(catalog("qwen3-32b")) == ()
+    both = _with_audio(catalog("lfm2.5-vl-1.6b"))
+    assert vllm_startup.encoder_towers(both) == ("vision", "audio")
+    assert vllm_startup.towers_named(("vision", "audio")) == "vision and audio towers"
+
+
+def test_a_tower_whose_profile_is_not_modelled_makes_the_pool_an_upper_bound(catalog):
+    spec = catalog("lfm2.5-vl-1.6b")  # SigLIP2 NaViT: not modelled
+    w = Workload(engine="vllm", seq=32768)
+    _, plan = _plan(spec, w, H100)
+    assert plan.encoder is None and plan.unmodelled == ("vision",)
+    up = plan.startup(H100, 0.9, 32768)
+    assert up.starts and up.unmodelled == ("vision",)
+    # The same model without its tower: the same pool, now without the doubt.
+    text = replace(spec, tensors=tuple(t for t in spec.tensors if t.role is not Role.ENCODER))
+    _, bare = _plan(text, w, H100)
+    assert bare.unmodelled == () and bare.startup(H100, 0.9, 32768).unmodelled == ()
+    est = estimate(spec, w, H100, "H100 SXM")
+    note = next(n for n in est.notes if n.startswith("This model has a vision tower"))
+    assert "may be smaller than shown" in note and "profile_run" in note
+    assert "at most" in next(n for n in est.notes if n.startswith("vLLM takes"))
+    assert est.details["vllm_unmodelled"] == "vision"
+    row = fit_rows(est, [("H100 SXM", H100)])[0].to_dict()["vllm"]
+    assert row["unmodelled"] == ["vision"]
+    bare_row = fit_rows(estimate(text, w, H100), [("H100", H100)])[0].to_dict()["vllm"]
+    assert "unmodelled" not in bare_row
+
+
+def test_a_modelled_tower_leaves_no_doubt_but_an_unmodelled_audio_tower_does(catalog):
+    w = Workload(engine="vllm", seq=131072, max_num_seqs=1, max_num_batched_tokens=8192)
+    spec = catalog("qwen3.6-35b-a3b-nvfp4")
+    _, plan = _plan(spec, w, 32607 * MiB)
+    assert plan.encoder is not None and plan.unmodelled == ()
+    _, with_audio = _plan(_with_audio(spec), w, 32607 * MiB)
+    assert with_audio.unmodelled == ("audio",)
+    # Rules under which no tower is modelled still say so: vLLM profiles the encoder there too.
+    old = replace(w, vllm_version="0.11")
+    _, plan = _plan(spec, old, 32607 * MiB)
+    assert plan.encoder is None and plan.unmodelled == ("vision",)
+    note = vllm_startup.unmodelled_note(spec, plan.unmodelled, plan.rules)
+    assert "under the vLLM 0.11 rules" in note
+
+
+# Gemma 3's SigLIP tower (vLLM 0.24 gemma3_mm.py, siglip.py, MMEncoderAttention).
+
+
+def test_gemma3s_tower_is_read_from_the_weights(catalog):
+    tower = vllm_startup.SiglipTower.of(catalog("gemma-3-27b"))
+    assert tower == vllm_startup.SiglipTower(
+        depth=27,
+        hidden=1152,
+        intermediate=4304,
+        patch=14,
+        channels=3,
+        patches=4096,
+        out_hidden=5376,
+    )
+    assert tower.image_size == 896
+    assert vllm_startup.SiglipTower.of(catalog("gemma-3-1b")) is None  # text only
+
+
+@pytest.mark.parametrize(
+    ("tokens", "seqs", "seq", "items"),
+    [
+        (2048, 256, 32768, 8),  # 2048 // 256
+        (8192, 1024, 32768, 32),  # 8192 // 256
+        (8192, 1, 300, 1),  # one request of 300 tokens holds one image
+        (8192, 1, 600, 2),  # ... of 600 tokens, two
+    ],
+)
+def test_gemma3s_budget_counts_images_of_256_tokens(tokens, seqs, seq, items):
+    w = Workload(engine="vllm", seq=seq)
+    assert vllm_startup.encoder_items(256, w, vllm_startup.Scheduler(seqs, tokens)) == items
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_gemma3s_peak_is_the_busiest_moment_of_one_siglip_layer(catalog, tp):
+    spec = catalog("gemma-3-27b")
+    w = Workload(engine="vllm", seq=32768, tp=tp, gpus=tp)
+    profile = vllm_startup.encoder_profile(
+        spec, w, vllm_startup.Scheduler(1024, 8192), vllm_startup.RULES["0.20"]
+    )
+    e = 2  # bf16
+    n = 32 * 4096  # 32 images of 64 x 64 patches
+    h = n * 1152 * e
+    i = n * 4304 * e // tp
+    pixels = 32 * 3 * 896 * 896 * e
+    reduced = h if tp > 1 else 0  # a row-parallel output all-reduced out of place
+    # Embeddings, the layer's input, and per stage: normed, qkv + attention out, projection;
+    # attention output and its normed copy, fc1 and GELU; or the GELU and fc2.
+    attention = 2 * h + h + 4 * h // tp + h + reduced
+    mlp = 2 * h + 2 * h + 2 * i
+    down = 2 * h + 2 * h + i + h + reduced
+    assert profile.items == 32 and profile.tokens_per_item == 256 and profile.patches == n
+    assert profile.peak_bytes == pixels + max(attention, mlp, down)
+    assert profile.peak_bytes == pixels + (mlp if tp == 1 else down)
+    assert profile.kept_bytes == pixels + 32 * 256 * 5376 * e
+    assert "pan-and-scan off" in profile.note and "FlashAttention" in profile.note
+
+
+def test_gemma3s_tower_runs_before_the_text_profile(catalog):
+    spec = catalog("gemma-3-27b")
+    w = Workload(engine="vllm", seq=32768)
+    _, plan = _plan(spec, w, H100)
+    text = vllm_startup.vllm_profile_peak(spec, w, 8192, 1024, plan.rules.sampler)
+    encoder = plan.encoder
+    assert encoder is not None and plan.unmodelled == ()
+    assert plan.stages[0].activation_bytes == max(text + encoder.kept_bytes, encoder.peak_bytes)
+    assert plan.startup(H100, 0.9, 32768).unmodelled == ()
+    # Under the rules of versions whose code was not read, the tower is named as not modelled.
+    _, old = _plan(spec, replace(w, vllm_version="0.11"), H100)
+    assert old.encoder is None and old.unmodelled == ("vision",)
+
+
+# Mistral 3's Pixtral tower (vLLM 0.24 mistral3.py, pixtral.py PixtralHFVisionModel).
+
+
+def test_pixtrals_tower_is_read_from_the_weights(catalog):
+    tower = vllm_startup.PixtralTower.of(catalog("devstral-small-2-24b"))
+    assert tower == vllm_startup.PixtralTower(
+        depth=24, hidden=1024, intermediate=4096, patch=14, channels=3, merge=2, out_hidden=5120
+    )
+    assert vllm_startup.PixtralTower.of(catalog("devstral-small-2507")) is None  # text only
+
+
+@pytest.mark.parametrize("tokens", [8192, 2048])
+def test_pixtrals_peak_holds_the_dense_mask_that_keeps_images_apart(catalog, tokens):
+    spec = catalog("devstral-small-2-24b")
+    w = Workload(engine="vllm", seq=32768)
+    profile = vllm_startup.encoder_profile(
+        spec, w, vllm_startup.Scheduler(256, tokens), vllm_startup.RULES["0.20"]
+    )
+    e = 2
+    items = tokens // 3025 or 1  # 55 x 55 merged tokens per 1540 x 1540 image
+    n = items * 110 * 110
+    h = n * 1024 * e
+    mask = n * n * e
+    pixels = items * 3 * 1540 * 1540 * e
+    # 24,200 patches: mask rows a multiple of 8, no padded copy; the MLP's moment is the peak.
+    # 12,100: SDPA pads the rows to 12,104 elements, and its moment is the peak.
+    mlp = 6 * h + 3 * n * 4096 * e
+    sdpa = 9 * h + n * 12104 * e
+    busiest = mlp if items == 2 else sdpa
+    assert profile.items == items and profile.tokens_per_item == 3025 and profile.patches == n
+    assert profile.peak_bytes == pixels + h + mask + busiest
+    assert profile.kept_bytes == pixels + items * 3025 * 5120 * e
+    assert "no xformers" in profile.note and "1540" in profile.note
+
+
+def test_pixtrals_tower_runs_before_the_text_profile(catalog):
+    spec = catalog("devstral-small-2-24b")
+    w = Workload(engine="vllm", seq=32768)
+    _, plan = _plan(spec, w, H100)
+    encoder = plan.encoder
+    assert encoder is not None and plan.unmodelled == ()
+    text = vllm_startup.vllm_profile_peak(spec, w, 8192, 1024, plan.rules.sampler)
+    assert plan.stages[0].activation_bytes == max(text + encoder.kept_bytes, encoder.peak_bytes)
+    assert encoder.peak_bytes > text  # the mask of 24,200 x 24,200 patches outweighs the text

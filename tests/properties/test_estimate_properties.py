@@ -267,6 +267,12 @@ def test_more_tensor_parallel_gpus_never_need_more_per_gpu(
 
 
 def _sharded_bytes(result: Estimate) -> int:
+    if result.workload.engine == "sglang" and result.workload.mode == "inference":
+        # SGLang's total is the GPU it needs, which holds what tensor parallelism itself adds
+        # before loading (communication buffers) and the reserve its default fraction grows by
+        # tp / 8 GiB: compare what is sharded.
+        c = result.components
+        return c["weights"] + c["kv_cache"] + c["activations"]
     # vLLM's non-torch memory (NCCL, custom all-reduce) grows with the tensor-parallel degree
     # (0.13 GiB per GPU at TP 1, 0.55 at TP 2 in vLLM 0.11's logs): on a small model it outweighs
     # what sharding saves. Without a GPU, the total is the GPU vLLM needs, which holds it over

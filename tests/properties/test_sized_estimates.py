@@ -7,7 +7,7 @@ holds every figure, note, detail and error against ``estimate`` of the same work
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.properties.test_estimate_properties import (
@@ -141,6 +141,9 @@ def test_largest_fitting_finds_what_bisection_finds(
 ) -> None:
     spec = spec_of(model)
     w = workload_of(spec, drawn)
+    # vLLM's and SGLang's largest batch is the requests their pre-allocated pool holds at once,
+    # not where a total that grows with the batch meets the GPU: bisection has nothing to find.
+    assume(not (field == "batch" and w.mode == "inference" and w.engine in ("vllm", "sglang")))
     cap = capacity_of(spec, w, capacity)
     assert cap is not None
     assert fit.largest_fitting(spec, w, cap, field) == bisection(spec, w, cap, field)

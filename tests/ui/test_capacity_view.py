@@ -134,3 +134,47 @@ def test_the_prefix_caching_choice_reaches_the_workload(qtbot):
     with qtbot.waitSignal(panel.changed) as signal:
         combo.setCurrentIndex(combo.findData("default"))
     assert signal.args == [{"enable_prefix_caching": None}]
+
+
+def test_a_tower_left_out_of_the_profile_marks_the_figures_as_upper_bounds(qtbot):
+    from unittest.mock import MagicMock
+
+    from vramgui.core.workload import Workload
+    from vramgui.sources.catalog import load_catalog
+    from vramgui.ui.capacity_view import CapacityView
+
+    spec = next(e for e in load_catalog() if e.name == "lfm2.5-vl-1.6b").spec()
+    report = serving_report(spec, Workload(engine="vllm", seq=32768), [H100])
+    view = CapacityView(MagicMock())
+    qtbot.addWidget(view)
+    view.show_report(report)
+    cells = [view.table.item(0, col).text() for col in range(7)]
+    up = report.gpus[0].startup
+    assert cells[1] == "may start"
+    assert cells[3] == f"≤ {up.pool_tokens:,}" and cells[4] == f"≤ {up.max_concurrency:.2f}"
+    assert "vision tower" in view.error.text() and "upper bounds" in view.error.text()
+    assert "at most" in view.chart.accessibleDescription()
+
+
+def test_the_window_offers_sglang_and_its_own_settings(make_window, qtbot):
+    window = make_window()
+    panel = window.workload_panel
+    assert panel.engine.findData("sglang") >= 0
+    assert not panel.sglang_box.isVisible()
+    panel.engine.setCurrentIndex(panel.engine.findData("sglang"))
+    settled(qtbot, window, engine="sglang")
+    qtbot.waitUntil(panel.sglang_box.isVisible, timeout=2000)
+    assert not panel.vllm_box.isVisible()
+    # The static share starts at SGLang's default for the GPU; a value set reaches the estimate.
+    assert panel.mem_fraction_static.text() == "Default"
+    panel.mem_fraction_static.setValue(0.8)
+    settled(qtbot, window, engine="sglang", mem_fraction_static=0.8)
+    combo = panel.sglang_version
+    combo.setCurrentIndex(combo.findData("0.4.9"))
+    settled(qtbot, window, sglang_version="0.4.9")
+    estimate = window.controller.analysis.estimate
+    assert estimate.sglang is not None
+    assert any("SGLang" in note for note in estimate.notes)
+    # Back to its default: the spin box's minimum.
+    panel.mem_fraction_static.setValue(panel.mem_fraction_static.minimum())
+    settled(qtbot, window, mem_fraction_static=None)

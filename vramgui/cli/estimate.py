@@ -12,6 +12,7 @@ from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money
 from vramgui.core.units import parse_count as units_parse_count
+from vramgui.core.vllm_startup import towers_named
 from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,
@@ -24,6 +25,7 @@ from vramgui.core.workload import (
     MODES,
     OPTIMIZERS,
     PRECISIONS,
+    SGLANG_VERSIONS,
     VLLM_VERSIONS,
     Workload,
     default_engine,
@@ -317,6 +319,7 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
     add_vllm_options(parser)
+    add_sglang_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -416,6 +419,27 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sglang_options(parser: argparse.ArgumentParser) -> None:
+    """SGLang's own knobs, named as ``python -m sglang.launch_server`` names them (docs/cli.md)."""
+    group = parser.add_argument_group(
+        "SGLang", "what `python -m sglang.launch_server` takes (with --engine sglang)"
+    )
+    group.add_argument(
+        "--mem-fraction-static",
+        type=float,
+        default=None,
+        help="share of the GPU's free memory SGLang's weights and KV pool take (default: "
+        "SGLang's for the GPU); --gpu-memory-utilization is vLLM's and does not apply",
+    )
+    group.add_argument(
+        "--sglang-version",
+        choices=SGLANG_VERSIONS,
+        default=_DEFAULTS.sglang_version,
+        help="the SGLang version whose default --mem-fraction-static to follow (0.4.4: 0.4.0 to "
+        "0.4.8; 0.4.9: 0.4.9 and 0.4.10; 0.5.6: the 0.5 line)",
+    )
+
+
 def workload_from_args(
     args: argparse.Namespace, stored: str | None = None, context: int | None = None
 ) -> Workload:
@@ -492,6 +516,8 @@ def workload_from_args(
         vllm_version=args.vllm_version,
         gpu_arch=gpu_arch,
         mtp=args.mtp,
+        mem_fraction_static=args.mem_fraction_static,
+        sglang_version=args.sglang_version,
     )
 
 
@@ -723,6 +749,9 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
     size = (
         f"({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
     )
+    sglang = row.get("sglang")
+    if sglang is not None:
+        return _sglang_fit_line(row, sglang, needed, size)
     vllm = row.get("vllm")
     if vllm is not None and not vllm["starts"] and row["headroom_bytes"] >= -1:
         # Refused for a reason other than memory (more sequences than state blocks).
@@ -731,22 +760,63 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
         verdict = "fits" if row["fits"] else "does not fit"
         if best.get("seq"):
             verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
-    elif vllm["starts"] and row["fits"]:
+        return _fit_tail(row, verdict, size, needed)
+    # Towers whose profile is not counted leave every figure an upper bound, a start uncertain.
+    towers = towers_named(vllm["unmodelled"]) if "unmodelled" in vllm else ""
+    at_most = "at most " if towers else ""
+    if vllm["starts"] and row["fits"]:
+        start = (
+            f"vLLM starts unless the profile of its {towers} (not counted) needs more"
+            if towers
+            else "vLLM starts"
+        )
         verdict = (
-            f"vLLM starts; KV pool {vllm['kv_pool_tokens']:,} tokens, "
-            f"{vllm['max_concurrency']:.2f} requests at the context at once"
+            f"{start}; KV pool {at_most}{vllm['kv_pool_tokens']:,} tokens, "
+            f"{at_most}{vllm['max_concurrency']:.2f} requests at the context at once"
         )
         if best.get("seq"):
-            verdict += f"; largest --max-model-len {best['seq']:,}"
+            verdict += f"; largest --max-model-len {at_most}{best['seq']:,}"
     else:
         verdict = "vLLM would not start" if not vllm["starts"] else "does not fit"
         if vllm["largest_max_model_len"]:
-            verdict += f"; largest --max-model-len that starts {vllm['largest_max_model_len']:,}"
+            verdict += (
+                f"; largest --max-model-len that starts {at_most}{vllm['largest_max_model_len']:,}"
+            )
+    return _fit_tail(row, verdict, size, needed)
+
+
+def _fit_tail(row: dict[str, Any], verdict: str, size: str, needed: int | None) -> str:
+    """A GPU's line from its verdict: the GPUs needed, its size and vLLM's own error."""
     if not row["fits"] and needed:
         verdict += f"; {needed} of them fit"
     line = f"{row['gpu']}: {verdict} {size}"
+    vllm = row.get("vllm")
     if vllm is not None and vllm["error"]:
         line += f"\n  vLLM: {vllm['error']}"
+    return line
+
+
+def _sglang_fit_line(
+    row: dict[str, Any], sglang: dict[str, Any], needed: int | None, size: str
+) -> str:
+    """One GPU's verdict under SGLang: whether it starts, its pool, the context it serves."""
+    if sglang["serves"]:
+        verdict = (
+            f"SGLang starts; KV pool {sglang['kv_pool_tokens']:,} tokens, "
+            f"{sglang['max_concurrency']:.2f} requests at the context at once"
+        )
+    elif sglang["starts"]:
+        verdict = "SGLang starts but its pool is shorter than the context"
+    else:
+        verdict = "SGLang would not start"
+    if sglang["largest_context_length"]:
+        verdict += f"; largest --context-length served {sglang['largest_context_length']:,}"
+    if not row["fits"] and needed:
+        verdict += f"; {needed} of them fit"
+    verdict += f" (--mem-fraction-static {sglang['mem_fraction_static']:g})"
+    line = f"{row['gpu']}: {verdict} {size}"
+    if sglang["error"]:
+        line += f"\n  SGLang: {sglang['error']}"
     return line
 
 

@@ -527,6 +527,9 @@ def run(args: argparse.Namespace) -> int:
     )
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = notices
+    if workload.engine == "sglang":
+        # The placement is the planner's; the SGLang line serves the model whole, as chosen.
+        doc["launch"].append(launch.sglang_settings(spec, workload).to_dict())
     if args.ngl is not None and args.ngl > most:
         # llama.cpp's own reading of a large -ngl (-ngl 99 is the usual "all of them").
         doc["notices"].append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import inference, storage, training, vllm_startup
+from vramgui.core import inference, sglang_startup, storage, training, vllm_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.workload import Workload
@@ -59,6 +59,7 @@ class Estimate:
         details: engine-specific figures (e.g. vLLM pool tokens) and sub-components.
         vllm: vLLM's start-up on any GPU, for fits against GPUs other than the one the
             estimate was sized for (the vLLM engine only).
+        sglang: SGLang's start-up on any GPU, likewise (the SGLang engine only).
     """
 
     model_name: str
@@ -73,6 +74,7 @@ class Estimate:
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
     vllm: vllm_startup.VllmEngine | None = field(default=None, compare=False, repr=False)
+    sglang: sglang_startup.SglangEngine | None = field(default=None, compare=False, repr=False)
 
     @property
     def total_bytes(self) -> int:
@@ -166,6 +168,7 @@ class Estimator:
         notes: list[str] = list(self._notes)
         details: dict[str, Any] = {}
         vllm = None
+        sglang = None
         engine_overhead = None
         if isinstance(plan, inference.InferencePlan):
             inf = plan.breakdown(workload.batch, workload.seq)
@@ -180,6 +183,7 @@ class Estimator:
             notes.extend(inf.notes)
             details.update(inf.details)
             vllm, engine_overhead = inf.vllm, inf.overhead_bytes
+            sglang = inf.sglang
         else:
             tr = plan.breakdown(workload.batch, workload.seq)
             components = {
@@ -213,6 +217,7 @@ class Estimator:
             notes=tuple(notes),
             details=details,
             vllm=vllm,
+            sglang=sglang,
         )
 
 
@@ -233,7 +238,7 @@ def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:
         return workload.overhead_bytes
     if workload.mode == "training":
         return CUDA_CONTEXT_BYTES + round(TRAINING_ALLOCATOR_SLACK * tensor_bytes)
-    if workload.engine == "vllm":
+    if workload.engine in ("vllm", "sglang"):
         # The context and NCCL's set-up, outside vLLM's share; its own non-torch memory is
         # counted in its activations.
         return vllm_startup.CUDA_CONTEXT_BYTES

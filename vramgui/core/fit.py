@@ -14,6 +14,7 @@ from vramgui.core import dtypes
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.model import ModelSpec
+from vramgui.core.sglang_startup import SglangStartup
 from vramgui.core.speed import (
     Hardware,
     Price,
@@ -42,10 +43,14 @@ class FitRow:
     Attributes:
         gpu: the GPU's name.
         capacity_bytes: its memory.
-        fits: the setup fits (under vLLM: vLLM starts on it).
+        fits: the setup fits (under vLLM: vLLM starts on it; under SGLang: SGLang starts and
+            its pool holds a request of ``--context-length`` tokens).
         headroom_bytes: memory left (negative: missing). Under vLLM, what is left beside what
-            vLLM takes, or, when it does not start, minus what its KV pool lacks.
+            vLLM takes, or, when it does not start, minus what its KV pool lacks; under SGLang,
+            what its reserve for activations keeps past a chunked prefill's, or minus what the GPU
+            lacks for SGLang to hold one request of the context.
         vllm: vLLM's start-up on this GPU (the vLLM engine only).
+        sglang: SGLang's start-up on this GPU (the SGLang engine only).
     """
 
     gpu: str
@@ -53,6 +58,7 @@ class FitRow:
     fits: bool
     headroom_bytes: int
     vllm: Startup | None = None
+    sglang: SglangStartup | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -70,6 +76,22 @@ class FitRow:
                 "kv_pool_tokens": up.pool_tokens,
                 "max_concurrency": round(up.max_concurrency, 2),
                 "largest_max_model_len": up.largest_model_len,
+            }
+            if up.unmodelled:
+                # Towers whose share of vLLM's profile is left out: the pool, the concurrency and
+                # the longest length are upper bounds, a start is uncertain.
+                out["vllm"]["unmodelled"] = list(up.unmodelled)
+        if self.sglang is not None:
+            sg = self.sglang
+            out["sglang"] = {
+                "starts": sg.starts,
+                "serves": sg.serves,
+                "error": sg.message,
+                "mem_fraction_static": round(sg.mem_fraction_static, 4),
+                "kv_pool_bytes": max(sg.available_bytes, 0),
+                "kv_pool_tokens": sg.pool_tokens,
+                "max_concurrency": round(sg.max_concurrency, 2),
+                "largest_context_length": sg.largest_context,
             }
         return out
 
@@ -98,10 +120,23 @@ class Suggestion:
 def fit_rows(est: Estimate, capacities: Iterable[Capacity]) -> list[FitRow]:
     """Fit and headroom of ``est`` on each GPU (headroom is negative when it does not fit).
 
-    Under vLLM the fit is vLLM's own start-up on each GPU: its pool, whether it starts.
+    Under vLLM the fit is vLLM's own start-up on each GPU: its pool, whether it starts; under
+    SGLang, SGLang's, and whether its pool holds a request of ``--context-length`` tokens.
     """
     rows = []
     for name, capacity in capacities:
+        if est.sglang is not None:
+            try:
+                sg = est.sglang.startup(capacity, name)
+            except VramguiError:
+                rows.append(FitRow(name, capacity, False, capacity - est.total_bytes))
+                continue
+            if sg.serves:
+                headroom = capacity - sg.used_bytes - sg.activation_bytes
+            else:
+                headroom = min(capacity - est.sglang.needed_gpu_bytes(), -1)
+            rows.append(FitRow(name, capacity, sg.serves and headroom >= 0, headroom, sglang=sg))
+            continue
         if est.vllm is not None:
             try:
                 up = est.vllm.startup(capacity, name)
@@ -155,6 +190,8 @@ def largest_fitting(
         raise ValueError(f"field must be seq or batch, got {field!r}")
     if workload.mode == "inference" and workload.engine == "vllm":
         return _vllm_largest(spec, workload, capacity_bytes, field, gpu_name=gpu_name, draft=draft)
+    if workload.mode == "inference" and workload.engine == "sglang":
+        return _sglang_largest(spec, workload, capacity_bytes, field)
     step = TOKEN_BLOCK if field == "seq" else 1
     upper = max(spec.facts.max_position_embeddings, workload.seq) if field == "seq" else MAX_BATCH
     sized = Estimator(spec, workload, capacity_bytes)
@@ -191,6 +228,27 @@ def _vllm_largest(
     if not up.starts or up.used_bytes > capacity:
         return None
     return max(1, math.floor(up.max_concurrency)) if up.max_concurrency >= 1 else None
+
+
+def _sglang_largest(spec: ModelSpec, workload: Workload, capacity: int, field: str) -> int | None:
+    """SGLang's longest ``--context-length`` whose requests its pool holds whole (in token
+    blocks, or the whole context the search looks at), or the requests of ``seq`` tokens it
+    holds at once; None where it does not start or its chunked prefill overflows the reserve."""
+    try:
+        est = estimate(spec, workload, capacity)
+    except VramguiError:
+        return None
+    if est.sglang is None:
+        return None
+    up = est.sglang.startup(capacity)
+    if not up.starts or up.used_bytes + up.activation_bytes > capacity:
+        return None
+    if field == "seq":
+        upper = max(spec.facts.max_position_embeddings, workload.seq)
+        if up.pool_tokens >= upper:
+            return upper
+        return up.pool_tokens // TOKEN_BLOCK * TOKEN_BLOCK or None
+    return max(1, math.floor(up.max_concurrency)) if up.serves else None
 
 
 def _boundary(
@@ -444,7 +502,9 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
     if w.mode == "inference":
         if w.engine == "vllm":
             _vllm_candidates(w, add)
-        if w.engine == "vllm" and w.kv_dtype != "fp8":
+        if w.engine == "sglang":
+            _sglang_candidates(w, add)
+        if w.engine in ("vllm", "sglang") and w.kv_dtype != "fp8":
             add("FP8 KV cache", {"kv_dtype": "fp8"}, "slightly less accurate attention")
         if w.engine == "llamacpp" and w.kv_dtype not in ("q8_0", "q4_0"):
             add("q8_0 KV cache", {"kv_dtype": "q8_0"}, "negligible quality loss")
@@ -516,6 +576,18 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
 VLLM_HIGH_UTILIZATION = 0.95
 
 
+def _sglang_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], None]) -> None:
+    """SGLang's own knob: a larger static fraction gives the pool more of the GPU."""
+    for fraction in (0.9, 0.95):
+        if w.mem_fraction_static is None or w.mem_fraction_static < fraction:
+            add(
+                f"--mem-fraction-static {fraction:g}",
+                {"mem_fraction_static": fraction},
+                "less room for activations and CUDA graphs (out of memory under load if too "
+                "little is left)",
+            )
+
+
 def _vllm_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], None]) -> None:
     """vLLM's own knobs that leave more room for its KV pool."""
     if w.gpu_memory_utilization < VLLM_HIGH_UTILIZATION:
@@ -545,7 +617,7 @@ def _narrower_quants(w: Workload) -> list[str]:
     bits_now = current.nominal_bits_per_weight if current else 8 * dtypes.DTYPE_BYTES[w.dtype]
     if w.engine == "llamacpp":
         options = ["Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "IQ2_M"]
-    elif w.engine == "vllm":
+    elif w.engine in ("vllm", "sglang"):
         options = ["fp8", "awq-int4"]
     else:
         options = ["int8", "nf4"]

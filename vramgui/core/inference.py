@@ -3,8 +3,8 @@
 The transformers engine is modelled as ``model.generate`` runs it: one prefill forward over the whole
 prompt under ``torch.no_grad`` with a DynamicCache and ``logits_to_keep=1``, written in core/prefill
 as the tensors its code makes and lets go of (the order and lifetimes follow transformers'
-modelling code), each block where the cache of every earlier layer is written. vLLM and llama.cpp
-are modelled by their own allocation rules.
+modelling code), each block where the cache of every earlier layer is written. vLLM, SGLang and
+llama.cpp are modelled by their own allocation rules.
 
 Sweeps and solvers estimate one setup at many batch sizes and context lengths, so
 :class:`InferencePlan` works out once what does not depend on the two sizes.
@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, serving, vllm_startup
+from vramgui.core import dtypes, serving, sglang_startup, vllm_startup
 from vramgui.core.activations import (
     LLAMACPP_UBATCH,
     llamacpp_compute_buffer,
@@ -29,6 +29,7 @@ from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
+from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
 
 
@@ -45,6 +46,7 @@ class InferenceBreakdown:
         notes: what the user should know about this estimate.
         details: engine-specific figures.
         vllm: vLLM's start-up on any GPU (the vLLM engine only).
+        sglang: SGLang's start-up on any GPU (the SGLang engine only).
         overhead_bytes: the runtime overhead the engine itself decides (vLLM: its CUDA context,
             or without a GPU the share --gpu-memory-utilization leaves free); None: the
             default.
@@ -59,6 +61,7 @@ class InferenceBreakdown:
     details: dict[str, int | float | bool | str]
     vllm: vllm_startup.VllmEngine | None = None
     overhead_bytes: int | None = None
+    sglang: sglang_startup.SglangEngine | None = None
 
 
 def kv_bytes_per_token(spec: ModelSpec, workload: Workload) -> float:
@@ -261,6 +264,7 @@ class InferencePlan:
         "_phase",
         "_prefill",
         "_rotary",
+        "_sglang",
         "_vllm",
         "_weights",
         "_workload",
@@ -306,6 +310,7 @@ class InferencePlan:
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
         self._vllm: vllm_startup.VllmEngine | None = None
+        self._sglang: sglang_startup.SglangEngine | None = None
         self._rotary = 0
         self._details: dict[str, int | float | bool | str] = {}
         self._notes: tuple[str, ...] = ()
@@ -354,6 +359,9 @@ class InferencePlan:
                 )
             if plan.encoder is not None:
                 self._notes = (*self._notes, plan.encoder.note)
+            if plan.unmodelled:
+                note = vllm_startup.unmodelled_note(spec, plan.unmodelled, plan.rules)
+                self._notes = (*self._notes, note)
             self._details = {
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
                 "vllm_version": workload.vllm_version,
@@ -364,6 +372,25 @@ class InferencePlan:
                 "vllm_cuda_graph_bytes": max(s.cuda_graph_bytes for s in plan.stages),
                 "vllm_lora_bytes": max(s.lora_bytes for s in plan.stages),
                 "kv_block_size": plan.stages[-1].layout.block_size,
+            }
+        elif workload.engine == "sglang":
+            sglang = sglang_startup.SglangEngine(spec, workload, rank_tensor_bytes(spec, workload))
+            served = sglang.plan()  # raises what SGLang refuses
+            self._sglang = sglang
+            # SGLang's rotary table is loaded with the weights ("Load weight end. mem usage");
+            # here it is a buffer beside them, in the runtime overhead.
+            self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
+            self._weights = served.weights_bytes - self._rotary
+            self._phase = (
+                "serving (pre-allocated KV pool)"
+                if self._capacity is not None
+                else "serving (KV cache of the requested tokens; no GPU to size the pool)"
+            )
+            self._notes = sglang_startup.notes(spec, workload)
+            self._details = {
+                "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
+                "sglang_version": workload.sglang_version,
+                "sglang_cell_bytes": max(s.cell_bytes for s in served.stages),
             }
         else:
             self._phase = "context allocated up front"
@@ -397,6 +424,11 @@ class InferencePlan:
             if needs is not None:
                 # No GPU, or one vLLM refuses: the total is the GPU vLLM needs to start.
                 overhead = needs - (self._weights + kv + activations)
+        elif self._sglang is not None:
+            kv, activations, notes, total = self._sglang_breakdown(batch, seq, details)
+            # What the weights, pool and activations do not hold of the total is CUDA's
+            # reservation and context, the distributed set-up and the rotary table.
+            overhead = total - (self._weights + kv + activations)
         else:
             activations = llamacpp_compute_buffer(
                 self._facts,
@@ -414,6 +446,7 @@ class InferencePlan:
             details=details,
             vllm=self._vllm,
             overhead_bytes=overhead,
+            sglang=self._sglang,
         )
 
     def _outside(self, batch: int, seq: int) -> tuple[str, ...]:
@@ -490,6 +523,9 @@ class InferencePlan:
             max_concurrency=round(up.max_concurrency, 2),
             largest_max_model_len=up.largest_model_len,
         )
+        if up.unmodelled:
+            # The pool, the concurrency and the longest length are upper bounds.
+            details["vllm_unmodelled"] = " and ".join(up.unmodelled)
         if not up.starts:
             details["vllm_error"] = up.message
             where = f" on {self._gpu_name}" if self._gpu_name else ""
@@ -503,10 +539,17 @@ class InferencePlan:
             needs = max(self._vllm_needs(plan, kv), self._capacity + 1)
             note = f"vLLM would not start{where}: {up.message}"
             return needed, activations, (*base_notes, note), needs
+        at_most = "at most " if up.unmodelled else ""
         notes = [
             f"vLLM takes {self._workload.gpu_memory_utilization:.0%} of the GPU; its KV pool "
-            f"holds {up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} "
-            "tokens at once."
+            f"holds {at_most}{up.pool_tokens:,} tokens: {at_most}{up.max_concurrency:.2f} "
+            f"requests of {seq:,} tokens at once"
+            + (
+                f" (less by what the profile of its {vllm_startup.towers_named(up.unmodelled)} "
+                "takes)."
+                if up.unmodelled
+                else "."
+            )
         ]
         if up.max_concurrency < batch:
             notes.append(
@@ -519,6 +562,78 @@ class InferencePlan:
                 f"once, fewer than the batch of {batch:,}."
             )
         return max(up.available_bytes, 0), activations, (*base_notes, *notes), None
+
+    def _sglang_breakdown(
+        self, batch: int, seq: int, details: dict[str, int | float | bool | str]
+    ) -> tuple[int, int, tuple[str, ...], int]:
+        """SGLang's KV pool, the activations of its largest forward (a chunked prefill) and
+        notes at ``--context-length seq``: on the GPU given, or without one what ``batch``
+        requests need; and the total: what SGLang holds on the GPU given when it serves there,
+        else the GPU it needs."""
+        assert self._sglang is not None
+        w = self._workload
+        plan = self._sglang.plan()
+        cell = max(s.cell_bytes for s in plan.stages)
+        state = max(s.state_bytes for s in plan.stages)
+        needed = seq * cell
+        details["kv_needed_bytes"] = needed
+        if self._capacity is None:
+            kv = batch * needed
+            gpu = plan.needed_gpu_bytes(w, kv, batch)
+            up = plan.startup(w, gpu, seq)
+            note = (
+                "No GPU named, so SGLang's KV pool is not sized: name a GPU to see the pool "
+                "SGLang allocates and how many requests it holds. Here the KV cache is what "
+                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens "
+                f"{'need' if batch > 1 else 'needs'}, and the total the GPU SGLang needs for "
+                f"them at --mem-fraction-static {up.mem_fraction_static:g}."
+            )
+            return kv + batch * state, up.activation_bytes, (*self._notes, note), gpu
+        up = plan.startup(w, self._capacity, seq)
+        details.update(
+            sglang_starts=up.starts,
+            sglang_serves=up.serves,
+            sglang_mem_fraction_static=round(up.mem_fraction_static, 4),
+            sglang_free_bytes=up.free_bytes,
+            sglang_reserve_bytes=up.reserve_bytes,
+            sglang_chunked_prefill_size=up.chunked_prefill_size,
+            sglang_max_running_requests=up.max_running_requests,
+            kv_pool_bytes=max(up.available_bytes, 0),
+            kv_pool_tokens=up.pool_tokens,
+            max_concurrency=round(up.max_concurrency, 2),
+            largest_context_length=up.largest_context,
+        )
+        if up.state_requests:
+            details["sglang_state_requests"] = up.state_requests
+        where = f" on {self._gpu_name}" if self._gpu_name else ""
+        if not up.serves:
+            details["sglang_error"] = up.message
+            gpu = max(plan.needed_gpu_bytes(w, needed + state, 0), self._capacity + 1)
+            fitted = plan.startup(w, gpu, seq)
+            verb = "would not start" if not up.starts else "would not serve this context"
+            note = f"SGLang {verb}{where}: {up.message}"
+            return needed + state, fitted.activation_bytes, (*self._notes, note), gpu
+        notes = [
+            f"SGLang takes {up.mem_fraction_static:.1%} of the free memory for weights and KV "
+            f"pool (--mem-fraction-static {up.mem_fraction_static:g}); its pool holds "
+            f"{up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} tokens at "
+            f"once. It leaves {up.reserve_bytes / GiB:.2f} GiB for activations and CUDA graphs, "
+            "which it does not profile; the activations here are those of one chunked prefill "
+            f"of {up.chunked_prefill_size:,} tokens (approximate), CUDA graphs are left out.",
+        ]
+        if up.activation_bytes > up.reserve_bytes:
+            notes.append(
+                f"A chunked prefill of {up.chunked_prefill_size:,} tokens needs about "
+                f"{up.activation_bytes / GiB:.2f} GiB, more than the reserve: SGLang may run out "
+                "of memory under load (lower --mem-fraction-static or --chunked-prefill-size)."
+            )
+        if up.max_concurrency < batch:
+            notes.append(
+                f"{batch:,} requests of {seq:,} tokens do not fit the pool at once; SGLang "
+                "queues or retracts the rest."
+            )
+        kv = max(up.available_bytes, 0) + up.state_requests * state
+        return kv, up.activation_bytes, (*self._notes, *notes), up.used_bytes + up.activation_bytes
 
 
 def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
@@ -585,8 +700,9 @@ def _check_kv_dtype(workload: Workload) -> None:
             f"--kv-dtype {kv} is not a transformers DynamicCache dtype; use --engine vllm (fp8) "
             "or --engine llamacpp (q8_0, q4_0)"
         )
-    if workload.engine == "vllm" and kv in ("q8_0", "q4_0"):
-        raise WorkloadError(f"--kv-dtype {kv} is a llama.cpp cache type; vLLM offers fp8")
+    if workload.engine in ("vllm", "sglang") and kv in ("q8_0", "q4_0"):
+        name = "vLLM" if workload.engine == "vllm" else "SGLang"
+        raise WorkloadError(f"--kv-dtype {kv} is a llama.cpp cache type; {name} offers fp8")
     if workload.engine == "llamacpp" and kv == "fp8":
         raise WorkloadError("llama.cpp has no fp8 KV cache; use q8_0 or q4_0")
 

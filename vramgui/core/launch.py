@@ -1,6 +1,7 @@
 """Settings for real engines, derived from a placement or a workload, ready to copy.
 
-llama.cpp (``llama-server`` flags), vLLM (``vllm serve`` flags), accelerate (``max_memory`` and
+llama.cpp (``llama-server`` flags), vLLM (``vllm serve`` flags), SGLang
+(``python -m sglang.launch_server`` flags), accelerate (``max_memory`` and
 ``device_map`` for ``from_pretrained``), DeepSpeed (ZeRO-Inference for streaming, ZeRO for training).
 Flag names follow the engines' current command lines.
 """
@@ -42,7 +43,8 @@ class LaunchSettings:
     """One engine's settings.
 
     Attributes:
-        engine: "llama.cpp", "vLLM", "accelerate", "DeepSpeed ZeRO-Inference" or "DeepSpeed".
+        engine: "llama.cpp", "vLLM", "SGLang", "accelerate", "DeepSpeed ZeRO-Inference" or
+            "DeepSpeed".
         args: command-line flags, when the engine takes flags.
         config: the JSON configuration, when it takes one.
         text: what to copy: a command line or a JSON document.
@@ -413,6 +415,63 @@ def vllm_settings(
     )
 
 
+# SGLang's --quantization choices (server_args.py QUANTIZATION_CHOICES, 0.5.6) that a --quant
+# maps to.
+_SGLANG_QUANTIZATIONS = frozenset(
+    {"awq", "fp8", "gptq", "bitsandbytes", "modelopt", "modelopt_fp4", "w8a8_int8", "w8a8_fp8"}
+)
+
+
+def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
+    """``python -m sglang.launch_server`` flags that reproduce the workload.
+
+    ``--mem-fraction-static`` is written when it was set; otherwise SGLang picks it for the GPU
+    as the estimate did (``core/sglang_startup.default_mem_fraction``).
+
+    Raises:
+        WorkloadError: an unknown quantization scheme.
+    """
+    w = workload
+    model = spec.name
+    args = ["--dtype", _TORCH_DTYPES[w.dtype], "--context-length", str(w.seq)]
+    notes = []
+    if w.mem_fraction_static is not None:
+        args += ["--mem-fraction-static", f"{w.mem_fraction_static:g}"]
+    else:
+        notes.append(
+            f"SGLang picks --mem-fraction-static for the GPU; the estimate follows SGLang "
+            f"{w.sglang_version}'s rule."
+        )
+    if w.tp > 1:
+        args += ["--tp-size", str(w.tp)]
+    if w.pp > 1:
+        args += ["--pp-size", str(w.pp)]
+    if w.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    elif w.kv_dtype == "bf16":
+        args += ["--kv-cache-dtype", "bf16"]
+    if served_family(w.quant, spec.quantization) == "gguf":
+        # SGLang loads a local .gguf file as GGUF (ServerArgs: check_gguf_file).
+        model = _gguf_path(spec)
+        if model == _GGUF_PLACEHOLDER:
+            notes.append(_convert_note(spec, w))
+    else:
+        quantization = _vllm_quantization(w.quant)
+        if quantization in _SGLANG_QUANTIZATIONS:
+            args += ["--quantization", quantization]
+        elif quantization:
+            notes.append(
+                f"SGLang has no --quantization {quantization}; serve a checkpoint "
+                "stored in that format instead."
+            )
+    return LaunchSettings(
+        engine="SGLang",
+        args=("--model-path", model, *args),
+        text=_command(["python", "-m", "sglang.launch_server", "--model-path", model], args),
+        notes=tuple(notes),
+    )
+
+
 def _speculative_config(w: Workload) -> str:
     """vLLM's ``--speculative-config`` JSON for the workload's speculative decoding, or ""."""
     if w.mtp:
@@ -593,7 +652,8 @@ def launch_settings(
     ollama: str | None = None,
 ) -> tuple[LaunchSettings, ...]:
     """Settings for every engine that applies: the placement's own engine first (for llama.cpp,
-    then Ollama and LM Studio, which run it), then vLLM.
+    then Ollama and LM Studio, which run it), then vLLM, and SGLang when it is the engine
+    chosen.
 
     Training workloads get the DeepSpeed configuration only.
 
@@ -622,4 +682,6 @@ def launch_settings(
         else:
             out.append(zero_inference_settings(placement))
     out.append(vllm_settings(spec, workload, placement))
+    if workload.engine == "sglang":
+        out.append(sglang_settings(spec, workload))
     return tuple(out)

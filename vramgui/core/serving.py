@@ -112,6 +112,11 @@ def _served(spec: ModelSpec, w: Workload) -> Served:
     elif w.engine == "vllm":
         stored, said = _vllm(spec, w, kind, stored)
         notes += said
+    elif w.engine == "sglang" and kind not in ("none", "gguf"):
+        notes.append(
+            f"SGLang's {kind} weights are counted as the checkpoint stores them; what its "
+            "kernels repack or pad on loading (Marlin, MXFP4 layouts) is not modelled for SGLang."
+        )
     stored, said = _mtp(spec, w, stored)
     return Served(stored, (*notes, *said))
 

@@ -12,7 +12,7 @@ from vramgui.core.errors import WorkloadError, shown
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
-ENGINES = ("transformers", "vllm", "llamacpp")
+ENGINES = ("transformers", "vllm", "llamacpp", "sglang")
 KV_DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8", "q8_0", "q4_0")
 ATTENTIONS = ("eager", "sdpa", "flash")
 METHODS = ("full", "lora", "qlora")
@@ -27,9 +27,19 @@ SPECULATIVE = ("none", "draft")
 # The vLLM versions whose start-up rules the estimate follows (core/vllm_startup.py): 0.20 stands for
 # 0.20.2 and later, the default.
 VLLM_VERSIONS = ("0.10", "0.11", "0.20")
+# The SGLang versions whose start-up rules the estimate follows (core/sglang_startup.py): each
+# stands for the releases that share its default --mem-fraction-static (0.4.4: 0.4.0 to 0.4.8,
+# by tensor-parallel size; 0.4.9: 0.4.9 to 0.4.10, by GPU memory; 0.5.6: the 0.5 line, by
+# chunked prefill and CUDA graph sizes), the default.
+SGLANG_VERSIONS = ("0.4.4", "0.4.9", "0.5.6")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
-ENGINE_NAMES = {"transformers": "transformers", "vllm": "vLLM", "llamacpp": "llama.cpp"}
+ENGINE_NAMES = {
+    "transformers": "transformers",
+    "vllm": "vLLM",
+    "llamacpp": "llama.cpp",
+    "sglang": "SGLang",
+}
 # NVIDIA GPU generations by compute capability: what a checkpoint's format runs natively on
 # (FP8 tensor cores from Ada, FP4 from Blackwell). "auto": none given (the first --gpu's when one
 # is, else one that runs the format natively, the other cases said in the notes).
@@ -48,19 +58,26 @@ GPU_ARCH_CHOICES = ("auto", *GPU_ARCHS)
 # gguf_file=...)``), so GGUF sizes hold for llama.cpp and vLLM only; llama.cpp runs GGUF files
 # only ("none" is then an F16 / BF16 / F32 GGUF).
 # transformers loads no NVFP4 or ModelOpt checkpoint (its NVFP4 quantizer quantizes on load, on
-# Blackwell only); vLLM loads them all.
+# Blackwell only); vLLM loads them all, and so does SGLang (its QUANTIZATION_METHODS in
+# srt/layers/quantization/__init__.py: fp8, awq / gptq and their Marlin kernels, modelopt_fp8 /
+# modelopt_fp4, compressed-tensors, w8a8_int8, gguf, mxfp4; bitsandbytes as a --load-format).
+_SERVER_QUANT_FAMILIES = frozenset(
+    {"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "nvfp4", "int", "modelopt", "gguf"}
+)
 ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
     "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "int"}),
-    "vllm": frozenset(
-        {"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "nvfp4", "int", "modelopt", "gguf"}
-    ),
+    "vllm": _SERVER_QUANT_FAMILIES,
     "llamacpp": frozenset({"none", "gguf"}),
+    "sglang": _SERVER_QUANT_FAMILIES,
 }
-# KV cache dtypes each engine offers: fp8 is vLLM's, q8_0 / q4_0 are llama.cpp's cache types.
+# KV cache dtypes each engine offers: fp8 is vLLM's and SGLang's, q8_0 / q4_0 are llama.cpp's
+# cache types. SGLang's --kv-cache-dtype takes auto (the model's dtype), bf16 and fp8_e4m3 /
+# fp8_e5m2 (server_args.py), both one byte: "fp8" here.
 ENGINE_KV_DTYPES: dict[str, tuple[str, ...]] = {
     "transformers": ("auto", "fp32", "fp16", "bf16"),
     "vllm": ("auto", "fp32", "fp16", "bf16", "fp8"),
     "llamacpp": ("auto", "fp32", "fp16", "bf16", "q8_0", "q4_0"),
+    "sglang": ("auto", "bf16", "fp8"),
 }
 # The engine to switch to for a setting the current one does not run, by quantization family or
 # KV cache dtype, best first.
@@ -74,6 +91,8 @@ _ENGINES_FOR = {
     "nvfp4": ("vllm",),
     "modelopt": ("vllm",),
     "kv:fp8": ("vllm",),
+    "kv:fp32": ("vllm", "transformers"),
+    "kv:fp16": ("vllm", "transformers"),
     "kv:q8_0": ("llamacpp",),
     "kv:q4_0": ("llamacpp",),
 }
@@ -93,7 +112,9 @@ METHOD_RECIPES: dict[str, dict[str, Any]] = {
 }
 
 # Settings that apply to one mode only (``Workload.unused``), and LoRA's to its methods only.
-INFERENCE_SETTINGS = frozenset({"engine", "kv_dtype", "gpu_memory_utilization"})
+INFERENCE_SETTINGS = frozenset(
+    {"engine", "kv_dtype", "gpu_memory_utilization", "mem_fraction_static"}
+)
 LORA_SETTINGS = frozenset({"lora_rank", "lora_targets"})
 TRAINING_SETTINGS = LORA_SETTINGS | frozenset(
     {
@@ -167,6 +188,11 @@ class Workload:
             does with a checkpoint's format; "auto" when no GPU says.
         mtp: load the checkpoint's multi-token-prediction layers (vLLM's MTP speculative
             decoding).
+        mem_fraction_static: SGLang's ``--mem-fraction-static``: the share of the GPU's free
+            memory its weights and KV pool take; None takes the version's default for the GPU.
+            (vLLM's ``gpu_memory_utilization`` does not apply to SGLang: the two fractions are of
+            different totals and leave different things outside.)
+        sglang_version: the SGLang version whose start-up rules to follow (``SGLANG_VERSIONS``).
     """
 
     mode: str = "inference"
@@ -207,6 +233,8 @@ class Workload:
     vllm_version: str = VLLM_VERSIONS[-1]
     gpu_arch: str = "auto"
     mtp: bool = False
+    mem_fraction_static: float | None = None
+    sglang_version: str = SGLANG_VERSIONS[-1]
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -220,6 +248,7 @@ class Workload:
         _check_choice("loop", self.loop, LOOPS)
         _check_choice("speculative", self.speculative, SPECULATIVE)
         _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
+        _check_choice("sglang-version", self.sglang_version, SGLANG_VERSIONS)
         _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
@@ -250,6 +279,10 @@ class Workload:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
                 f"gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.mem_fraction_static is not None and not 0.0 < self.mem_fraction_static <= 1.0:
+            raise WorkloadError(
+                f"mem-fraction-static must be in (0, 1], got {self.mem_fraction_static}"
             )
         if not self.lora_targets or any(not t for t in self.lora_targets):
             raise WorkloadError("lora-targets must name at least one module, e.g. q_proj,v_proj")
@@ -587,6 +620,7 @@ _BOOL_FIELDS = {
     "mtp",
 }
 _OPTIONAL_BOOL_FIELDS = {"enable_prefix_caching"}
+_OPTIONAL_FLOAT_FIELDS = {"mem_fraction_static"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -618,7 +652,9 @@ def _coerce(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
         return value
-    if key in _FLOAT_FIELDS:
+    if key in _OPTIONAL_FLOAT_FIELDS and value is None:
+        return None
+    if key in _FLOAT_FIELDS | _OPTIONAL_FLOAT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {shown(value)}")
         return float(value)

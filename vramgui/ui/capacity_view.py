@@ -36,7 +36,7 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.units import Unit, format_bytes
-from vramgui.core.vllm_startup import Startup
+from vramgui.core.vllm_startup import Startup, towers_named
 from vramgui.core.workload import Workload
 from vramgui.ui import palette
 from vramgui.ui.axes import short_count
@@ -158,9 +158,11 @@ class ServingChart(Chart):
             if up is None:
                 parts.append(f"{gpu.name}: {gpu.error}.")
             elif up.starts:
+                at_most = "at most " if up.unmodelled else ""
                 parts.append(
-                    f"{gpu.name}: {up.max_concurrency:.2f} requests of {report.seq:,} tokens at "
-                    f"once, the longest --max-model-len that starts {up.largest_model_len:,}."
+                    f"{gpu.name}: {at_most}{up.max_concurrency:.2f} requests of {report.seq:,} "
+                    f"tokens at once, the longest --max-model-len that starts "
+                    f"{at_most}{up.largest_model_len:,}."
                 )
             else:
                 parts.append(f"{gpu.name}: vLLM would not start at {report.seq:,} tokens.")
@@ -369,8 +371,16 @@ class CapacityView(QWidget):
             for gpu in report.gpus
             if gpu.startup is not None and gpu.startup.message
         ]
-        self.error.setText("\n".join(f"vLLM on {text}" for text in errors))
-        self.error.setVisible(bool(errors))
+        lines = [f"vLLM on {text}" for text in errors]
+        towers = next((g.startup.unmodelled for g in report.gpus if g.startup), ())
+        if towers:
+            lines.append(
+                f"The share of the model's {towers_named(towers)} in vLLM's profile run is "
+                'not counted: figures marked ≤ are upper bounds, and "may start" is not '
+                "certain (the notes say why)."
+            )
+        self.error.setText("\n".join(lines))
+        self.error.setVisible(bool(lines))
         target = report.gpus[0] if report.gpus else None
         if target is not None and target.cheapest is not None:
             self.apply.setText(f"Apply on {target.name}: {target.cheapest.title}")
@@ -385,14 +395,18 @@ class CapacityView(QWidget):
             return [(gpu.name, ""), (gpu.error, palette.NO_FIT)] + [("", "")] * (len(COLUMNS) - 2)
         fits = up.starts and up.used_bytes <= gpu.capacity_bytes
         verdict = "starts" if fits else "would not start" if not up.starts else "out of memory"
+        # A tower's profile left out of the estimate: upper bounds, and a start not certain.
+        bound = "≤ " if up.unmodelled else ""
+        if fits and up.unmodelled:
+            verdict = "may start"
         change = gpu.cheapest.title if gpu.cheapest else ("—" if fits else "none found")
         return [
             (gpu.name, ""),
             (verdict, palette.FIT if fits else palette.NO_FIT),
-            (format_bytes(max(up.available_bytes, 0), self._unit), ""),
-            (f"{up.pool_tokens:,}", ""),
-            (f"{up.max_concurrency:.2f}", ""),
-            (f"{up.largest_model_len:,}" if up.largest_model_len else "none", ""),
+            (bound + format_bytes(max(up.available_bytes, 0), self._unit), ""),
+            (f"{bound}{up.pool_tokens:,}", ""),
+            (f"{bound}{up.max_concurrency:.2f}", ""),
+            (f"{bound}{up.largest_model_len:,}" if up.largest_model_len else "none", ""),
             (change, ""),
         ]
 

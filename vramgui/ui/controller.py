@@ -251,6 +251,10 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             if kv not in ENGINE_KV_DTYPES[workload.engine]:
                 owner = "vLLM" if kv == "fp8" else "llama.cpp"
                 reasons[f"kv_dtype:{kv}"] = f"{engine} has no {kv} KV cache: it is {owner}'s."
+        for kv in ("fp32", "fp16"):
+            if kv not in ENGINE_KV_DTYPES[workload.engine]:
+                offered = ", ".join(ENGINE_KV_DTYPES[workload.engine])
+                reasons[f"kv_dtype:{kv}"] = f"{engine} has no {kv} KV cache; it offers {offered}."
     if training and workload.fsdp:
         reasons["zero"] = "FSDP already shards; choose FSDP or ZeRO, not both."
     if training and workload.zero:

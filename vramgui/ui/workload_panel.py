@@ -22,7 +22,12 @@ from vramgui.core.workload import MAX_BATCH, Workload
 from vramgui.ui.widgets import ChoiceCombo, SliderSpin, allow_choice, set_tooltip
 
 MODES = (("inference", "Inference (serve)"), ("training", "Training (fine-tune)"))
-ENGINES = (("transformers", "Transformers"), ("vllm", "vLLM"), ("llamacpp", "llama.cpp"))
+ENGINES = (
+    ("transformers", "Transformers"),
+    ("vllm", "vLLM"),
+    ("sglang", "SGLang"),
+    ("llamacpp", "llama.cpp"),
+)
 ATTENTIONS = (("sdpa", "SDPA"), ("flash", "FlashAttention"), ("eager", "Eager"))
 METHODS = (("full", "Full fine-tune"), ("lora", "LoRA"), ("qlora", "QLoRA"))
 PRECISIONS = (
@@ -49,6 +54,10 @@ LOOPS = (("trainer", "Trainer"), ("custom", "Custom loop"))
 SPECULATIVE = (("none", "Off"), ("draft", "A draft model"))
 VLLM_VERSIONS = (("0.20", "0.20.2 and later"), ("0.11", "0.11"), ("0.10", "0.10"))
 PREFIX_CACHING = (("default", "vLLM's default"), ("on", "On"), ("off", "Off"))
+SGLANG_VERSIONS = (("0.5.6", "0.5"), ("0.4.9", "0.4.9-0.4.10"), ("0.4.4", "0.4.0-0.4.8"))
+# The static-fraction spin box shows SGLang's own default (for the GPU) at its minimum.
+SGLANG_DEFAULT = "Default"
+_FRACTION_DEFAULT = 0.0
 _PREFIX_VALUES = {"default": None, "on": True, "off": False}
 LORA_RANK_CHOICES = tuple((str(r), str(r)) for r in LORA_RANKS)
 # The spin boxes of vLLM's scheduler show vLLM's own default at 0.
@@ -59,7 +68,7 @@ _HINTS = {
     "batch": "Sequences processed together (per GPU for data-parallel training).",
     "seq": "Tokens per sequence: prompt plus generated tokens for inference.",
     "attention": "Eager attention materializes the full score matrix; SDPA / flash do not.",
-    "engine": "How the serving engine allocates memory (vLLM pre-allocates a KV pool).",
+    "engine": "How the serving engine allocates memory (vLLM and SGLang pre-allocate a KV pool).",
     "gpu_memory_utilization": "vLLM memory share: the share of GPU memory vLLM takes for itself "
     "(--gpu-memory-utilization).",
     "max_num_seqs": "--max-num-seqs: requests vLLM runs at once; its sampler warm-up grows with "
@@ -78,6 +87,11 @@ _HINTS = {
     "cpu_offload_gb": "--cpu-offload-gb: GiB of weights per GPU kept in host RAM and streamed in "
     "on every step; their room goes to the KV pool.",
     "vllm_version": "The vLLM version whose start-up rules the estimate follows.",
+    "mem_fraction_static": "--mem-fraction-static: the share of the GPU's free memory SGLang's "
+    "weights and KV pool take; the rest is left for activations and CUDA graphs (default: "
+    "SGLang's for the GPU).",
+    "sglang_version": "The SGLang version whose default --mem-fraction-static the estimate "
+    "follows.",
     "enable_prefix_caching": "--enable-prefix-caching: for models with state layers (Mamba, "
     "linear attention) vLLM then keeps one more state per request, or one per block of tokens; "
     "up to 0.24 it is off for them unless asked for.",
@@ -133,6 +147,12 @@ class WorkloadPanel(QWidget):
         self.cpu_offload_gb.setSuffix(" GiB")
         self.vllm_version = ChoiceCombo(VLLM_VERSIONS)
         self.enable_prefix_caching = ChoiceCombo(PREFIX_CACHING)
+        self.mem_fraction_static = QDoubleSpinBox()
+        self.mem_fraction_static.setRange(_FRACTION_DEFAULT, 1.0)
+        self.mem_fraction_static.setDecimals(3)
+        self.mem_fraction_static.setSingleStep(0.01)
+        self.mem_fraction_static.setSpecialValueText(SGLANG_DEFAULT)
+        self.sglang_version = ChoiceCombo(SGLANG_VERSIONS)
         self.method = ChoiceCombo(METHODS)
         self.lora_rank = SliderSpin(1, 1024)
         self.lora_targets = QLineEdit()
@@ -181,6 +201,11 @@ class WorkloadPanel(QWidget):
         form.addRow("Prefix caching", self.enable_prefix_caching)
         form.addRow("Rules of vLLM", self.vllm_version)
 
+        self.sglang_box = QGroupBox("SGLang")
+        form = QFormLayout(self.sglang_box)
+        form.addRow("Static share", self.mem_fraction_static)
+        form.addRow("Rules", self.sglang_version)
+
         self.training_box = QGroupBox("Training")
         form = QFormLayout(self.training_box)
         form.addRow("Method", self.method)
@@ -206,6 +231,7 @@ class WorkloadPanel(QWidget):
         layout.addLayout(common)
         layout.addWidget(self.inference_box)
         layout.addWidget(self.vllm_box)
+        layout.addWidget(self.sglang_box)
         layout.addWidget(self.training_box)
         layout.addWidget(self.parallel_box)
 
@@ -236,6 +262,7 @@ class WorkloadPanel(QWidget):
             (self.max_lora_rank, str(workload.max_lora_rank)),
             (self.speculative, workload.speculative),
             (self.vllm_version, workload.vllm_version),
+            (self.sglang_version, workload.sglang_version),
             (
                 self.enable_prefix_caching,
                 {None: "default", True: "on", False: "off"}[workload.enable_prefix_caching],
@@ -262,6 +289,7 @@ class WorkloadPanel(QWidget):
             (self.max_loras, workload.max_loras),
             (self.num_speculative_tokens, workload.num_speculative_tokens),
             (self.cpu_offload_gb, workload.cpu_offload_gb),
+            (self.mem_fraction_static, workload.mem_fraction_static or _FRACTION_DEFAULT),
         ):
             # A spin box repaints on every setValue, even of the value it shows.
             if spin.value() != number:
@@ -276,6 +304,7 @@ class WorkloadPanel(QWidget):
         self._seq_label.setText("Sequence length" if training else "Context")
         self.inference_box.setVisible(not training)
         self.vllm_box.setVisible(not training and workload.engine == "vllm")
+        self.sglang_box.setVisible(not training and workload.engine == "sglang")
         self.training_box.setVisible(training)
         for name in (
             "engine",
@@ -324,6 +353,7 @@ class WorkloadPanel(QWidget):
             "loop",
             "speculative",
             "vllm_version",
+            "sglang_version",
         ):
             combo: ChoiceCombo = getattr(self, name)
             combo.currentIndexChanged.connect(
@@ -366,6 +396,11 @@ class WorkloadPanel(QWidget):
             spin.setKeyboardTracking(False)
             # 0 is vLLM's own default.
             spin.valueChanged.connect(lambda value, n=name: self._emit(**{n: value or None}))
+        self.mem_fraction_static.setKeyboardTracking(False)
+        # Its minimum is SGLang's own default for the GPU.
+        self.mem_fraction_static.valueChanged.connect(
+            lambda value: self._emit(mem_fraction_static=value or None)
+        )
         self.lora_targets.editingFinished.connect(self._targets_edited)
         self.draft_model.editingFinished.connect(
             lambda: self._emit(draft_model=self.draft_model.text().strip())

@@ -428,3 +428,20 @@ def test_main_opens_the_window_and_exits(qapp, qtbot, monkeypatch):
     assert qapp.applicationName() == "vramgui"
     assert not qapp.windowIcon().isNull()
     assert "starting" in app.log_path().read_text()
+
+
+def test_a_pooled_engine_says_whose_pool_the_bar_is(make_window, qtbot):
+    window = make_window()
+    window.controller.update(engine="vllm")
+    settle(qtbot, window, engine="vllm")
+    assert "peak at serving (pre-allocated KV pool)" in window.subline.text()  # one GPU
+    check_gpu(window, "H100 SXM")
+    target = window.controller.capacities[0][0]
+    qtbot.waitUntil(
+        lambda: f"KV pool pre-allocated on {target}; each GPU its own" in window.subline.text(),
+        timeout=10000,
+    )
+    assert len(window.controller.analysis.fit) == 2
+    window.controller.update(engine="transformers")
+    settle(qtbot, window, engine="transformers")
+    assert "pre-allocated" not in window.subline.text()

@@ -32,6 +32,11 @@ from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
 
+# The peak of an engine that pre-allocates its KV pool (vLLM, SGLang): sized for one GPU, or,
+# without a GPU to size it, the KV cache of the tokens asked for.
+POOLED_PHASE = "serving (pre-allocated KV pool)"
+UNPOOLED_PHASE = "serving (KV cache of the requested tokens; no GPU to size the pool)"
+
 
 @dataclass(frozen=True, slots=True)
 class InferenceBreakdown:
@@ -347,11 +352,7 @@ class InferencePlan:
             # buffer beside the weights, in the runtime overhead.
             self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
             self._weights = plan.weights_bytes - self._rotary
-            self._phase = (
-                "serving (pre-allocated KV pool)"
-                if self._capacity is not None
-                else "serving (KV cache of the requested tokens; no GPU to size the pool)"
-            )
+            self._phase = POOLED_PHASE if self._capacity is not None else UNPOOLED_PHASE
             if workload.speculative == "draft" and draft is None:
                 self._notes = (
                     "No draft model read yet: its weights and KV cache are left out of this "
@@ -381,11 +382,7 @@ class InferencePlan:
             # here it is a buffer beside them, in the runtime overhead.
             self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
             self._weights = served.weights_bytes - self._rotary
-            self._phase = (
-                "serving (pre-allocated KV pool)"
-                if self._capacity is not None
-                else "serving (KV cache of the requested tokens; no GPU to size the pool)"
-            )
+            self._phase = POOLED_PHASE if self._capacity is not None else UNPOOLED_PHASE
             self._notes = sglang_startup.notes(spec, workload)
             self._details = {
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),

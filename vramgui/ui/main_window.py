@@ -47,6 +47,7 @@ from PySide6.QtWidgets import (
 from vramgui import __version__
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
+from vramgui.core.inference import POOLED_PHASE
 from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.speed import Utilization
 from vramgui.core.units import Unit, format_bytes
@@ -703,7 +704,11 @@ class MainWindow(QMainWindow):
             f"{'fits' if row.fits else 'does not fit'} {row.gpu}</span>"
             for row in analysis.fit[:3]
         ]
-        self.subline.setText(", ".join([f"peak at {est.phase}", *verdicts]))
+        phase = est.phase
+        if phase == POOLED_PHASE and analysis.fit and len(analysis.fit) > 1:
+            # The bar is the target's pool; every other GPU is held against a pool of its own.
+            phase = f"serving (KV pool pre-allocated on {analysis.fit[0].gpu}; each GPU its own)"
+        self.subline.setText(", ".join([f"peak at {phase}", *verdicts]))
         shown = {name: size for name, size in est.components.items() if size}
         self.breakdown_chart.set_data(
             shown,

@@ -95,6 +95,9 @@ class Case:
             cpu_moe=self.cpu_moe,
             n_cpu_moe=self.n_cpu_moe,
             tensor_split=self.tensor_split,
+            # RPC devices offload no operation (their offload_op is NULL): the host runs the
+            # products of host weights, as CUDA does with --no-op-offload.
+            op_offload=False,
         )
 
 

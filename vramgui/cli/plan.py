@@ -143,6 +143,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     experts.add_argument(
         "--no-kv-offload", "-nkvo", action="store_true", help="keep the KV cache in host RAM"
     )
+    experts.add_argument(
+        "--no-op-offload",
+        action="store_true",
+        help="multiply host weights on the CPU at every batch size (llama.cpp copies them to the "
+        "GPU's compute buffer for batches of 32 tokens or more)",
+    )
     fit = parser.add_argument_group("fitting like llama.cpp's --fit")
     fit.add_argument(
         "--fit",
@@ -280,11 +286,13 @@ def _layout(args: argparse.Namespace, planner: str) -> LlamaCppLayout:
         split_mode=args.split_mode,
         main_gpu=args.main_gpu,
         kv_offload=not args.no_kv_offload,
+        op_offload=not args.no_op_offload,
     )
     if planner != "llamacpp" and layout != LlamaCppLayout():
         raise WorkloadError(
             "--cpu-moe, --n-cpu-moe, --override-tensor, --tensor-split, --split-mode, "
-            "--main-gpu and --no-kv-offload are llama.cpp's: use --planner llamacpp"
+            "--main-gpu, --no-kv-offload and --no-op-offload are llama.cpp's: use --planner "
+            "llamacpp"
         )
     return layout
 

@@ -19,6 +19,11 @@ from vramgui.core.workload import Workload
 VLLM_SAMPLER_BYTES = {"pytorch": 39, "flashinfer": 12}
 # llama.cpp's physical micro-batch (n_ubatch) default: its compute buffer is sized for it.
 LLAMACPP_UBATCH = 512
+# ggml-cuda's op offload: an operation whose weight lives in host memory runs on the GPU, the
+# weight copied in, from this many tokens (rows of a matrix product; GGML_OP_OFFLOAD_MIN_BATCH).
+LLAMACPP_OP_OFFLOAD_MIN_BATCH = 32
+# Expert matrices of blocks kept in host memory: (block, (gate, up, down bytes as stored)).
+HostExperts = tuple[tuple[int, tuple[int, int, int]], ...]
 
 
 def _shared_expert_width(spec: ModelSpec) -> int:
@@ -98,9 +103,17 @@ def llamacpp_compute_buffer(
     layers: bool = True,
     pipeline_copies: int = 0,
     blocks: tuple[int, int] | None = None,
+    host_experts: HostExperts = (),
 ) -> int:
     """llama.cpp's compute buffer on one GPU: its part of the graph of one micro-batch of
     ``n_ubatch`` tokens.
+
+    Routed experts kept in host memory (``--cpu-moe``, ``--n-cpu-moe``, ``-ot exps=CPU``) are
+    multiplied on the GPU when the micro-batch has 32 tokens or more (ggml-cuda's op offload, on
+    unless ``--no-op-offload``): the scheduler copies each expert matrix, as stored (quantized),
+    into this buffer just before its product and frees it after, so the buffer holds one copy at
+    a time, beside that moment's activations (ggml-backend.cpp, ``ggml_backend_sched``). Where the
+    layers are split over GPUs, the first GPU takes them all.
 
     Multi-head latent attention: the GPU's part of llama.cpp's DeepSeek-V2 graph laid out by
     ggml's allocator (core/llamacpp_mla.py). Other architectures:
@@ -128,23 +141,43 @@ def llamacpp_compute_buffer(
             pipeline micro-batches (``GGML_SCHED_MAX_COPIES``, 4); 0 when it does not.
         blocks: the blocks the GPU runs, ``(first, end)``, where ``layers``; None: every block
             (the formula of the other architectures needs only ``layers``).
+        host_experts: the blocks whose expert matrices live in host memory and are multiplied
+            on this GPU, with their bytes; empty where op offload is off, or on any GPU but the
+            first.
     """
     ub = min(ubatch, seq * batch)
     ctx = seq * batch
+    if ub < LLAMACPP_OP_OFFLOAD_MIN_BATCH:
+        host_experts = ()
+    first, end = (blocks or (0, facts.num_layers)) if layers else (0, 0)
+    # The moment of each copy when the graph around it is not walked: the copy, the block's
+    # input and its norm, and the products beside it (gate: its output; up: the gate's and its
+    # own; down: the gated product and the experts' outputs).
+    h, k, w = facts.hidden_size, facts.experts_per_token, facts.moe_intermediate_size
+    copy_moments = [
+        max(
+            gate + ub * 4 * (k * w + 2 * h),
+            up + ub * 4 * (2 * k * w + 2 * h),
+            down + ub * 4 * (k * w + k * h + 2 * h),
+        )
+        for il, (gate, up, down) in host_experts
+        if not (facts.is_mla and first <= il < end)
+    ]
     if facts.is_mla:
-        if not layers and not output:
+        if not layers and not output and not copy_moments:
             return 0
-        return llamacpp_mla.compute_buffer(
+        walked = llamacpp_mla.compute_buffer(
             facts,
             ub,
             ctx,
             flash_attention=flash_attention,
-            blocks=(blocks or (0, facts.num_layers)) if layers else (0, 0),
+            blocks=(first, end),
             output=output,
             copies=pipeline_copies,
+            host_experts=tuple((il, c) for il, c in host_experts if first <= il < end),
         )
+        return max([walked, *copy_moments])
     f32 = 4
-    h = facts.hidden_size
     q = facts.num_heads * facts.head_dim
     kv = facts.num_kv_heads * facts.head_dim
     state = ub * h * f32
@@ -159,7 +192,7 @@ def llamacpp_compute_buffer(
     # The moments without the masks, which stay alive through every block (and which the
     # pipeline copies).
     logits = ub * facts.vocab_size * f32 + (1 if flash_attention else 2) * state
-    moments = []
+    moments = copy_moments
     if layers:
         # Where the output layer runs too, one more hidden state outlives the feed-forward block.
         extra = state if output and not pipeline_copies else 0

@@ -155,6 +155,8 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
             args += ["-sm", layout.split_mode]
         if layout.main_gpu:
             args += ["-mg", str(layout.main_gpu)]
+        if not layout.op_offload:
+            args.append("--no-op-offload")
         if gpus > 1:
             notes.append(
                 "GPUs in the order given (CUDA0, CUDA1...): set CUDA_VISIBLE_DEVICES to that order."

@@ -22,8 +22,10 @@ latent and rotary key as one shared head):
 A device's part (its blocks, and the output layer on the last one) begins with the inputs the
 scheduler copies in: the hidden state (the token embeddings looked up on the host, or the
 previous device's output), the positions, the cache slots, the mask and the output rows; the
-experts run where the blocks do (as CUDA runs host experts of large batches). The sizes are those
-of ``ggml_nbytes``: f32 activations, an f16 (flash attention) or f32 mask, an f16 cache.
+experts run where the blocks do. Experts kept in host memory run there too on CUDA, for large
+batches: the scheduler copies each host matrix, as stored, into the device's buffer just before
+its product (``host_experts``). The sizes are those of ``ggml_nbytes``: f32 activations, an f16
+(flash attention) or f32 mask, an f16 cache.
 """
 
 from __future__ import annotations
@@ -62,17 +64,30 @@ def _ffn(x: Tensor, width: int, ub: int) -> Tensor:
     return _mm(_op("GLU", (width, ub), gate, up), x.shape[0], ub)
 
 
-def _moe(g: Graph, x: Tensor, f: ArchFacts, ub: int) -> Tensor:
-    """build_moe_ffn with softmax gating and separate gate / up experts, then the shared ones."""
+def _expert_weight(copy_bytes: int) -> Tensor:
+    """An expert matrix as the graph reads it: on the device, or (``copy_bytes`` > 0) the copy of
+    a host matrix the scheduler makes in the device's buffer just before the product that reads
+    it, freed after it (ggml-backend.cpp: a split input, one copy when not pipelined)."""
+    return Tensor("NONE", (copy_bytes,), 1) if copy_bytes else _WEIGHT
+
+
+def _moe(
+    g: Graph, x: Tensor, f: ArchFacts, ub: int, copies: tuple[int, int, int] = (0, 0, 0)
+) -> Tensor:
+    """build_moe_ffn with softmax gating and separate gate / up experts, then the shared ones.
+    ``copies``: the bytes of the gate, up and down expert matrices copied in from the host (0:
+    on the device)."""
     h, k, n, width = f.hidden_size, f.experts_per_token, f.num_experts, f.moe_intermediate_size
     probs = _op("SOFT_MAX", (n, ub), _mm(x, n, ub))
     topk = _view("VIEW", _op("ARGSORT", (n, ub), probs), (k, ub))
     weights = _op("GET_ROWS", (1, k, ub), _view("RESHAPE", probs), topk)
     g.expand(weights)
     xr = _view("RESHAPE", x)
-    gate = _op("MUL_MAT_ID", (width, k, ub), _WEIGHT, xr, topk)
-    up = _op("MUL_MAT_ID", (width, k, ub), _WEIGHT, xr, topk)
-    down = _op("MUL_MAT_ID", (h, k, ub), _WEIGHT, _op("GLU", (width, k, ub), gate, up), topk)
+    gate_w, up_w, down_w = (_expert_weight(c) for c in copies)
+    gate = _op("MUL_MAT_ID", (width, k, ub), gate_w, xr, topk)
+    up = _op("MUL_MAT_ID", (width, k, ub), up_w, xr, topk)
+    glu = _op("GLU", (width, k, ub), gate, up)
+    down = _op("MUL_MAT_ID", (h, k, ub), down_w, glu, topk)
     experts = _op("MUL", down.shape, down, weights)
     g.expand(experts)
     each = [_view("VIEW", experts, (h, ub)) for _ in range(k)]
@@ -138,6 +153,7 @@ def compute_buffer(
     blocks: tuple[int, int] | None = None,
     output: bool = True,
     copies: int = 0,
+    host_experts: tuple[tuple[int, tuple[int, int, int]], ...] = (),
     alignment: int = 128,
 ) -> int:
     """Bytes of llama.cpp's compute buffer for the MLA graph on one device, for micro-batches of
@@ -154,6 +170,9 @@ def compute_buffer(
             each input a device receives, to pipeline micro-batches (``GGML_SCHED_MAX_COPIES``):
             allocated before the graph runs and never freed. 0: one each, freed after its last
             reader.
+        host_experts: ``(block, (gate, up, down bytes))`` for the blocks whose expert matrices
+            live in host memory and are copied into this device's buffer to be multiplied here
+            (llama.cpp's op offload of large batches, core/activations.py).
         alignment: the backend's buffer alignment (CUDA: 128 bytes).
     """
     first, end = blocks if blocks is not None else (0, f.num_layers)
@@ -186,6 +205,7 @@ def compute_buffer(
         ]
     g = Graph()
     moe = f.moe_layers or (f.is_moe,) * f.num_layers
+    hosted = dict(host_experts)
     for il in range(first, end):
         cur = _attention(g, _norm(hidden), f, ub, ctx, flash=flash_attention, inp=inp)
         if il == f.num_layers - 1:
@@ -193,7 +213,11 @@ def compute_buffer(
             hidden = _op("GET_ROWS", (h, ub), hidden, inp["out"])
         ffn_inp = _op("ADD", (h, ub), cur, hidden)
         x = _norm(ffn_inp)
-        ffn = _moe(g, x, f, ub) if moe[il] else _ffn(x, f.intermediate_size, ub)
+        ffn = (
+            _moe(g, x, f, ub, hosted.get(il, (0, 0, 0)))
+            if moe[il]
+            else _ffn(x, f.intermediate_size, ub)
+        )
         hidden = _op("ADD", (h, ub), ffn, ffn_inp)
     if output:
         norm = _norm(hidden)

@@ -276,9 +276,27 @@ class LlamaCppModel:
         output = split.devices[-1]
         buffers = [0] * n_gpus
         main = layout.main_gpu if layout.split_mode != "layer" else split.gpus[0]
+        # Host experts are multiplied on the first GPU llama.cpp lists (op offload).
+        host = self._host_experts(laid, layout)
+        receiver = split.gpus[0]
         if len(split.gpus) == 1 or layout.split_mode == "row" or not blocks:
             # One GPU runs the graph (with no layers there, the large batches llama.cpp hands it).
             buffers[main] = self.buffers_bytes
+            if host and self.facts is not None:
+                w = self.workload
+                fa = activations.llamacpp_flash_attention(w)
+                buffers[receiver] = max(
+                    buffers[receiver],
+                    activations.llamacpp_compute_buffer(
+                        self.facts,
+                        w.batch,
+                        w.seq,
+                        flash_attention=fa,
+                        output=receiver == main,
+                        layers=receiver == main,
+                        host_experts=host,
+                    ),
+                )
         else:
             # Whole layers per GPU: each sizes its own part of the graph. Holding every layer
             # with no override, llama.cpp pipelines micro-batches across them and keeps copies
@@ -294,12 +312,20 @@ class LlamaCppModel:
                     output=output == gpu_device(i),
                     blocks=(min(runs), max(runs) + 1) if runs else None,
                     copies=PIPELINE_COPIES if pipelined else 0,
+                    host=host if i == receiver else (),
                 )
         return tuple(GpuShare(weights[i], kv[i], buffers[i]) for i in range(n_gpus))
 
-    def _device_buffer(self, *, output: bool, blocks: tuple[int, int] | None, copies: int) -> int:
+    def _device_buffer(
+        self,
+        *,
+        output: bool,
+        blocks: tuple[int, int] | None,
+        copies: int,
+        host: activations.HostExperts = (),
+    ) -> int:
         """One GPU's compute buffer when the layers are split over several: ``blocks`` are those
-        it runs (``(first, end)``, None: none)."""
+        it runs (``(first, end)``, None: none), ``host`` the host experts it multiplies."""
         if self.facts is None:
             return self.buffers_bytes if blocks or output else 0
         w = self.workload
@@ -312,7 +338,39 @@ class LlamaCppModel:
             layers=blocks is not None,
             pipeline_copies=copies,
             blocks=blocks,
+            host_experts=host,
         )
+
+    def _host_experts(
+        self, laid: list[tuple[ModelUnit, str, dict[str, list[int]]]], layout: LlamaCppLayout
+    ) -> activations.HostExperts:
+        """The blocks whose routed expert matrices stay in host memory, with the bytes of their
+        gate, up and down matrices as stored; empty with ``--no-op-offload`` (the CPU multiplies
+        them then, and the GPU holds no copy)."""
+        if not layout.op_offload:
+            return ()
+        found = []
+        for u, device, _ in laid:
+            if not 1 <= u.index <= self.blocks or not u.expert_bytes:
+                continue
+            layer = u.index - 1
+            moved = layout.cpu_moe or layer < layout.n_cpu_moe
+            key = ("host experts", u.index, device, layout.overrides, moved)
+            entry = self._memo.get(key)
+            if entry is None:
+                sizes = [0, 0, 0]
+                for t in u.tensors or ():
+                    if t.role is not Role.EXPERT or t.name.endswith(".bias"):
+                        continue
+                    if is_gpu(layout.device_of(t.name, layer) or device):
+                        continue
+                    slot = 2 if "down" in t.name else 1 if "_up_" in t.name else 0
+                    sizes[slot] = max(sizes[slot], t.bytes)
+                entry = self._memo[key] = {"": sizes}
+            gate, up, down = entry[""]
+            if gate or up or down:
+                found.append((layer, (gate, up, down)))
+        return tuple(found)
 
     def gpu_tensor_bytes(self, n_gpu_layers: int, kv_offload: bool = True) -> int:
         """Weights and KV cache of the GPU units at ``-ngl n_gpu_layers``, plus the compute buffer."""
@@ -414,7 +472,13 @@ class LlamaCppModel:
             placed.append(
                 PlacedUnit(u, device, kv_device, gpu_weights, () if whole else tuple(pieces))
             )
-        notes = _notes(self, ngl, placed, layout, len(budgets))
+        hosted = self._host_experts(laid, layout)
+        ub = min(activations.LLAMACPP_UBATCH, self.workload.seq * self.workload.batch)
+        largest = max((max(c) for _, c in hosted), default=0)
+        copied = largest if ub >= activations.LLAMACPP_OP_OFFLOAD_MIN_BATCH else 0
+        notes = _notes(
+            self, ngl, placed, layout, len(budgets), copied=copied, receiver=split.gpus[0]
+        )
         shares = self._shares(split, laid, len(budgets), layout)
         tensors = tuple(s.tensor_bytes for s in shares)
         return finish(
@@ -455,7 +519,12 @@ def _notes(
     placed: Sequence[PlacedUnit],
     layout: LlamaCppLayout,
     n_gpus: int,
+    *,
+    copied: int = 0,
+    receiver: int = 0,
 ) -> list[str]:
+    """The plan's notes; ``copied``: the largest host expert matrix GPU ``receiver`` copies in
+    to multiply (0: none)."""
     n = model.blocks
     notes = []
     if 0 < ngl <= n:
@@ -484,6 +553,15 @@ def _notes(
                 f"Tensors of GPU layers kept in host memory by the overrides: "
                 f"{moved / 1024**3:.2f} GiB, computed by the CPU."
             )
+    if copied:
+        notes.append(
+            f"Prompt processing multiplies the experts kept in host memory on GPU {receiver}: "
+            "for micro-batches of 32 tokens or more (ggml-cuda's op offload, on by default) "
+            "llama.cpp copies each expert matrix in as stored, one at a time, into that GPU's "
+            f"compute buffer, which is sized to hold the largest ({copied / 1024**2:.0f} MiB) "
+            "beside the activations of that moment. --no-op-offload leaves them to the CPU "
+            "and the copy off the GPU, for a slower prompt processing."
+        )
     if layout.moves_experts and not model.moe_blocks:
         notes.append(
             "--cpu-moe / --n-cpu-moe have nothing to move: the model has no routed experts."

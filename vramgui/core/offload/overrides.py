@@ -166,6 +166,9 @@ class LlamaCppLayout:
             tensors and the compute buffer on the main GPU) or ``none`` (the main GPU only).
         main_gpu: ``--main-gpu``, for ``row`` and ``none``.
         kv_offload: False keeps the KV cache in host memory (``--no-kv-offload``).
+        op_offload: False keeps the products of weights in host memory on the CPU whatever the
+            batch (``--no-op-offload``); by default the GPU takes those of 32 tokens or more,
+            copying the weight into its compute buffer.
     """
 
     overrides: tuple[TensorOverride, ...] = ()
@@ -175,6 +178,7 @@ class LlamaCppLayout:
     split_mode: str = "layer"
     main_gpu: int = 0
     kv_offload: bool = True
+    op_offload: bool = True
 
     def __post_init__(self) -> None:
         if self.split_mode not in SPLIT_MODES:

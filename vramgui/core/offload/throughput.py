@@ -22,7 +22,7 @@ from vramgui.core.offload.placement import ModelUnit, Piece, Placement
 
 # llama.cpp hands matrix products of host-resident weights to the GPU when a batch has at least this
 # many tokens (ggml-cuda's offload_op threshold), copying the weights over PCIe.
-LLAMACPP_OP_OFFLOAD_MIN_BATCH = 32
+LLAMACPP_OP_OFFLOAD_MIN_BATCH = activations.LLAMACPP_OP_OFFLOAD_MIN_BATCH
 
 # Resources a step spends time on, as reported in Throughput.bound.
 GPU_MEMORY = "gpu_memory"
@@ -212,8 +212,9 @@ def _forward_seconds(
     tokens = batch * new_tokens
     tokens_per_pass = tokens / passes
     # llama.cpp computes small batches where the weights are; from 32 tokens it copies host
-    # weights to the GPU. accelerate and streaming always copy them.
-    host_computes = llamacpp and tokens_per_pass < LLAMACPP_OP_OFFLOAD_MIN_BATCH
+    # weights to the GPU, unless --no-op-offload. accelerate and streaming always copy them.
+    no_op_offload = placement.layout is not None and not placement.layout.op_offload
+    host_computes = llamacpp and (tokens_per_pass < LLAMACPP_OP_OFFLOAD_MIN_BATCH or no_op_offload)
     main_gpu = gpu_device(placement.layout.main_gpu if placement.layout is not None else 0)
 
     def speeds(device: str) -> tuple[str, float, float]:

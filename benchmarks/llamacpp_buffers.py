@@ -22,6 +22,16 @@ Run:
 
 ``--markdown`` rewrites the table in docs/offload.md between its markers; ``--from-json FILE
 --markdown`` does so from rows recorded earlier (benchmarks/data/llamacpp_buffers.json).
+
+``--op-offload`` runs the cases with experts in host memory on RPC devices that take the
+products of host weights as CUDA does (ggml-cuda's ``offload_op``: 32 tokens or more; an RPC
+device has no ``offload_op`` and leaves them to the host). That needs a build of llama.cpp whose
+``ggml/src/ggml-rpc/ggml-rpc.cpp`` gives its device interface an ``offload_op`` returning, as
+ggml-cuda's ``get_op_batch_size(op) >= 32`` does: ``op->ne[1] >= 32`` for ``GGML_OP_MUL_MAT``,
+``op->ne[2] >= 32`` for ``GGML_OP_MUL_MAT_ID`` and ``GGML_OP_ROPE``, false for
+``GGML_OP_GET_ROWS``, ``ggml_nrows(op) >= 32`` otherwise. The scheduler then copies each host
+expert matrix into the device's compute buffer before its product, as on CUDA (records:
+benchmarks/data/llamacpp_op_offload.json).
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchmarks import llamacpp_gguf
@@ -49,6 +59,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "offload.md"
 BEGIN = "<!-- llamacpp-buffers:begin -->"
 END = "<!-- llamacpp-buffers:end -->"
+OP_BEGIN = "<!-- llamacpp-op-offload:begin -->"
+OP_END = "<!-- llamacpp-op-offload:end -->"
 PORT = 50152
 # llama.cpp's buffer lines: "load_tensors:   CPU_Mapped model buffer size =   297.07 MiB".
 _LINE = re.compile(
@@ -74,6 +86,9 @@ class Case:
     tensor_split: tuple[float, ...] = ()
     quant: str | None = None  # llama-quantize the f16 file to this first
     extra: tuple[str, ...] = field(default_factory=tuple)
+    # The RPC devices offload host-weight products of 32 tokens or more as CUDA does (a build
+    # with the patch of --op-offload below); False: as RPC devices do, never.
+    op_offload: bool = False
 
     def args(self) -> list[str]:
         out = ["-c", str(self.ctx), "-ngl", str(self.ngl), "-fa", self.fa, "-ub", str(self.ubatch)]
@@ -97,7 +112,7 @@ class Case:
             tensor_split=self.tensor_split,
             # RPC devices offload no operation (their offload_op is NULL): the host runs the
             # products of host weights, as CUDA does with --no-op-offload.
-            op_offload=False,
+            op_offload=self.op_offload,
         )
 
 
@@ -143,6 +158,13 @@ CASES = (
         devices=3,
         tensor_split=(2, 1, 1),
     ),
+)
+
+# The cases with experts in host memory again, on RPC devices that offload like CUDA.
+OP_OFFLOAD_CASES = tuple(
+    replace(c, name=f"{c.name}, op offload", op_offload=True)
+    for c in CASES
+    if c.cpu_moe or c.n_cpu_moe or "exps" in c.override
 )
 
 
@@ -313,19 +335,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--from-json", type=Path, help="write the table from rows recorded earlier (no llama.cpp)"
     )
+    parser.add_argument(
+        "--op-offload",
+        action="store_true",
+        help="the cases with experts in host memory, on RPC devices patched to offload "
+        "host-weight products of 32 tokens or more as CUDA does (see the module's text)",
+    )
     args = parser.parse_args(argv)
+    markers = (OP_BEGIN, OP_END) if args.op_offload else (BEGIN, END)
     if args.from_json:
-        write_markdown(json.loads(args.from_json.read_text()))
+        write_markdown(json.loads(args.from_json.read_text()), markers)
         return 0
     if args.bin is None or args.models is None:
         parser.error("--bin and --models are needed to run llama.cpp")
     args.models.mkdir(parents=True, exist_ok=True)
     table = []
-    for case in CASES:
+    for case in OP_OFFLOAD_CASES if args.op_offload else CASES:
         if args.only and case.name not in args.only:
             continue
         path = model_file(args.models, args.bin, case)
         measured, build = measure(args.bin, path, case)
+        if args.op_offload:
+            build += ", with the RPC offload_op patch of --op-offload"
         rows = compare(measured, estimate(path, case))
         for kind, device, m, e in rows:
             error = (e - m) / m if m else float("inf")
@@ -350,13 +381,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
     if args.markdown:
-        write_markdown(table)
+        write_markdown(table, markers)
     return 0
 
 
-def write_markdown(table: list[dict[str, object]]) -> None:
+def write_markdown(table: list[dict[str, object]], markers: tuple[str, str] = (BEGIN, END)) -> None:
+    begin, end_marker = markers
     lines = [
-        BEGIN,
+        begin,
         "| case | llama.cpp flags | buffer | device | llama.cpp MiB | estimate MiB | error |",
         "|---|---|---|---|---:|---:|---:|",
     ]
@@ -370,9 +402,9 @@ def write_markdown(table: list[dict[str, object]]) -> None:
                 f"| {entry['case']} | `{flags}` | {kind} | {device} | {m / MiB:,.2f} | "
                 f"{e / MiB:,.2f} | {error} |"
             )
-    lines.append(END)
+    lines.append(end_marker)
     text = DOC.read_text()
-    start, end = text.index(BEGIN), text.index(END) + len(END)
+    start, end = text.index(begin), text.index(end_marker) + len(end_marker)
     DOC.write_text(text[:start] + "\n".join(lines) + text[end:])
 
 

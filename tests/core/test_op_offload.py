@@ -3,14 +3,19 @@ micro-batches of 32 tokens or more, each expert matrix copied into its compute b
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from benchmarks import llamacpp_buffers, llamacpp_gguf
 from vramgui.core import activations, launch, llamacpp_mla, offload
 from vramgui.core.families import spec_from_config
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
 from vramgui.sources.catalog import find
+from vramgui.sources.gguf_reader import parse_gguf, spec_from_gguf
 
 Q4_8K = Workload(quant="Q4_K_M", engine="llamacpp", seq=8192)
 
@@ -104,3 +109,61 @@ def test_no_op_offload_is_on_the_launch_line_and_slows_prompt_processing(v3):
     assert "--no-op-offload" not in launch.llamacpp_settings(spec, on).text
     bw = offload.Bandwidths(288e9, 25e9, 53.76e9, 3.5e9, 25.4e12, 0.5e12)
     assert offload.prefill_seconds(off, bw, 4096) != offload.prefill_seconds(on, bw, 4096)
+
+
+# llama.cpp's own accounting with op offload: the cases with host experts, on RPC devices given
+# ggml-cuda's offload_op (benchmarks/llamacpp_buffers.py --op-offload).
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+RECORDED = json.loads((DATA / "llamacpp_op_offload.json").read_text())
+WITHOUT = {r["case"]: r for r in json.loads((DATA / "llamacpp_buffers.json").read_text())}
+CASES = {c.name: c for c in llamacpp_buffers.OP_OFFLOAD_CASES}
+F16 = [r for r in RECORDED if r["quant"] is None]
+
+
+def _estimate(tmp_path: Path, name: str) -> llamacpp_buffers.Buffers:
+    case = CASES[name]
+    arch = next(a for a in llamacpp_gguf.ARCHS if f"{a.name}-f16" == case.model)
+    path = tmp_path / f"{arch.name}.gguf"
+    llamacpp_gguf.write(arch, path, data=False)
+    with path.open("rb") as fh:
+        contents = parse_gguf(fh, path.stat().st_size, None, path.name)
+    return llamacpp_buffers.estimate_for(spec_from_gguf(contents, arch.name, "test"), case)
+
+
+def test_every_op_offload_case_was_recorded():
+    assert {r["case"] for r in RECORDED} == set(CASES)
+    assert all(CASES[name].op_offload for name in CASES)
+
+
+@pytest.mark.parametrize("record", F16, ids=[r["case"] for r in F16])
+def test_the_gpu_buffers_with_host_expert_copies_match_llama_cpp(tmp_path, record):
+    estimated = _estimate(tmp_path, record["case"])
+    mla = record["model"].startswith("deepseek2")
+    for row in record["rows"]:
+        kind, device, measured = row["kind"], row["device"], row["measured_bytes"]
+        table = {"model": estimated.model, "KV": estimated.kv, "compute": estimated.compute}[kind]
+        got = table.get(device, 0)
+        if kind != "compute":
+            assert got == pytest.approx(measured, rel=0.001), (kind, device)
+        elif mla:
+            # The graph walked through the allocator, copies included: exact to the 0.01 MiB
+            # llama.cpp prints.
+            assert abs(got - measured) <= 0.005 * MiB, device
+        else:
+            assert got == pytest.approx(measured, rel=0.04), device
+
+
+def test_the_copies_are_what_grows_the_buffer():
+    # The same loads without op offload (llamacpp_buffers.json): where a copy outgrows the
+    # logits, llama.cpp's buffer more than doubles.
+    grown = 0
+    for record in F16:
+        before = WITHOUT[record["case"].removesuffix(", op offload")]
+        old = {(r["kind"], r["device"]): r["measured_bytes"] for r in before["rows"]}
+        for row in record["rows"]:
+            if (
+                row["kind"] == "compute"
+                and row["measured_bytes"] > 1.8 * old[("compute", row["device"])]
+            ):
+                grown += 1
+    assert grown >= 2

@@ -420,6 +420,7 @@ def plan_document(
             "tensor_split": list(layout.tensor_split),
             "split_mode": layout.split_mode,
             "main_gpu": layout.main_gpu,
+            "op_offload": layout.op_offload,
         }
         from vramgui.core.offload import curves
 

@@ -283,19 +283,17 @@ class LlamaCppModel:
             # One GPU runs the graph (with no layers there, the large batches llama.cpp hands it).
             buffers[main] = self.buffers_bytes
             if host and self.facts is not None:
+                # The copies change the layout of the graph's buffer: walk it again with them
+                # (on a GPU that runs no part of the graph, they and their products alone).
                 w = self.workload
-                fa = activations.llamacpp_flash_attention(w)
-                buffers[receiver] = max(
-                    buffers[receiver],
-                    activations.llamacpp_compute_buffer(
-                        self.facts,
-                        w.batch,
-                        w.seq,
-                        flash_attention=fa,
-                        output=receiver == main,
-                        layers=receiver == main,
-                        host_experts=host,
-                    ),
+                buffers[receiver] = activations.llamacpp_compute_buffer(
+                    self.facts,
+                    w.batch,
+                    w.seq,
+                    flash_attention=activations.llamacpp_flash_attention(w),
+                    output=receiver == main,
+                    layers=receiver == main,
+                    host_experts=host,
                 )
         else:
             # Whole layers per GPU: each sizes its own part of the graph. Holding every layer

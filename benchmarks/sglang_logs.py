@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.vllm_logs import summary
 from vramgui.core import sglang_startup
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import rank_tensor_bytes
@@ -111,22 +111,6 @@ def _weights(logged: dict[str, Any]) -> float | None:
 def rows() -> list[dict[str, Any]]:
     doc = load()
     return [estimate_log(log, doc) for log in doc["logs"]]
-
-
-def summary(
-    table: list[dict[str, Any]], split: str | None = None, key: str = "error"
-) -> dict[str, float]:
-    """Median and largest error of ``key`` ("error": the whole start-up; "arithmetic_error":
-    SGLang's formula on the logged memory) over one split."""
-    errors = [abs(r[key]) for r in table if key in r and split in (None, r["split"])]
-    if not errors:
-        return {}
-    return {
-        "logs": len(errors),
-        "median_abs_error": statistics.median(errors),
-        "max_abs_error": max(errors),
-        "within_10pct": sum(e <= 0.10 for e in errors),
-    }
 
 
 def _pair(logged: float | None, estimate: float, sep: str, digits: int = 2) -> str:

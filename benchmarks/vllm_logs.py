@@ -141,8 +141,10 @@ def _gib(logged: float | None, estimate: float, sep: str) -> str:
 def summary(
     table: list[dict[str, Any]], split: str | None = None, key: str = "error"
 ) -> dict[str, float]:
-    """Median and largest error of ``key`` ("error": the whole start-up; "layout_error": the
-    tokens the estimate's KV layout makes of the pool the log printed) over one split."""
+    """Median and largest error of ``key`` over one split: "error", the whole start-up;
+    "layout_error", the tokens the estimate's KV layout makes of the pool the log printed; for
+    SGLang's logs (benchmarks/sglang_logs.py), "arithmetic_error", SGLang's formula on the logged
+    memory."""
     errors = [abs(r[key]) for r in table if key in r and split in (None, r["split"])]
     if not errors:
         return {}

@@ -326,3 +326,25 @@ def test_an_ollama_model_gets_its_ollama_settings_first(qtbot, llama7b):
     view.set_inputs(spec, Q4, gpus=[_choice("RTX 3060 12GB")], host_ram_bytes=16 * GiB)
     assert view.engine.itemText(0) == "Ollama"
     assert "FROM llama2:7b" in view.launch_text.toPlainText()
+
+
+def test_op_offload_can_be_turned_off_for_experts_in_host_ram(qtbot):
+    entry = find("mixtral-8x7b")
+    mixtral = spec_from_config(entry.config, "mixtral-8x7b")
+    view = OffloadView()
+    qtbot.addWidget(view)
+    q4 = Workload(quant="Q4_K_M", engine="llamacpp", seq=8192)
+    view.set_inputs(mixtral, q4, gpus=[_choice("RTX 4090")], host_ram_bytes=64 * GiB)
+    view.show()
+    assert view.op_offload.isVisible() and view.op_offload.isChecked()  # llama.cpp's default
+    view.set_gpu_layers(33)
+    view.experts_slider.setValue(view.experts_slider.maximum())
+    copied = view.placement
+    assert copied.layout.cpu_moe and copied.layout.op_offload
+    assert "--no-op-offload" not in view.launch_text.toPlainText()
+    view.op_offload.setChecked(False)
+    kept = view.placement
+    assert not kept.layout.op_offload and kept.layout.cpu_moe
+    assert "--no-op-offload" in view.launch_text.toPlainText()
+    # The GPU no longer holds a copy of a host expert matrix in its compute buffer.
+    assert kept.gpu_bytes[0] < copied.gpu_bytes[0]

@@ -17,6 +17,7 @@ import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QStandardItemModel
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
@@ -235,6 +236,14 @@ class OffloadView(QWidget):
             "(all of them: --cpu-moe); the attention, router, shared experts and KV cache stay "
             "on the GPU"
         )
+        self.op_offload = QCheckBox("Op offload")
+        self.op_offload.setChecked(True)  # llama.cpp's default
+        self.op_offload.setToolTip(
+            "On (llama.cpp's default): for prompt batches of 32 tokens or more the GPU runs the "
+            "products of the experts kept in host RAM, copying each expert matrix into its "
+            "compute buffer first. Off (--no-op-offload): the CPU runs them; the GPU needs less "
+            "memory and prompt processing is slower"
+        )
         self.experts_label = QLabel()
         self.experts_label.setMinimumWidth(
             self.experts_label.fontMetrics().horizontalAdvance("--n-cpu-moe 888 of 888") + 8
@@ -272,6 +281,7 @@ class OffloadView(QWidget):
         experts.addWidget(self.experts_title)
         experts.addWidget(self.experts_slider, 1)
         experts.addWidget(self.experts_label)
+        experts.addWidget(self.op_offload)
 
         self.summary = QLabel()
         self.summary.setWordWrap(True)
@@ -348,6 +358,7 @@ class OffloadView(QWidget):
         self.gpu.currentIndexChanged.connect(self._gpu_chosen)
         self.split_mode.currentIndexChanged.connect(lambda _i: self._layout_changed())
         self.experts_slider.valueChanged.connect(self._experts_moved)
+        self.op_offload.toggled.connect(lambda _on: self._layout_changed())
         self.fit_button.clicked.connect(self.fit_like_llamacpp)
         self.planner.currentIndexChanged.connect(self._planner_changed)
         self.margin.valueChanged.connect(lambda _value: self._planner_changed())
@@ -583,7 +594,9 @@ class OffloadView(QWidget):
             return
         if self._fit_job is not None:
             self._fit_job.cancel()
-        base = LlamaCppLayout(split_mode=self.split_mode.currentData())
+        base = LlamaCppLayout(
+            split_mode=self.split_mode.currentData(), op_offload=self.op_offload.isChecked()
+        )
         budgets, margin, host = self.budgets, self.margin_bytes, self._host_bytes
         served = workload.with_(mode="inference", engine="llamacpp")
         self.fit_button.setEnabled(False)
@@ -739,6 +752,7 @@ class OffloadView(QWidget):
             cpu_moe=every,
             n_cpu_moe=0 if every else self._n_cpu_moe,
             split_mode=self.split_mode.currentData() if len(self.chosen_gpus) > 1 else "layer",
+            op_offload=self.op_offload.isChecked(),
         )
 
     def _last_expert_layer(self) -> int:
@@ -801,7 +815,12 @@ class OffloadView(QWidget):
         """The experts slider: shown for a mixture of experts under llama.cpp."""
         last = self._last_expert_layer()
         shown = placement is not None and last >= 0
-        for widget in (self.experts_title, self.experts_slider, self.experts_label):
+        for widget in (
+            self.experts_title,
+            self.experts_slider,
+            self.experts_label,
+            self.op_offload,
+        ):
             widget.setVisible(shown)
         self.fit_button.setEnabled(
             self._fit_job is None and self.planner.currentData() == "llamacpp"

@@ -48,6 +48,7 @@ from vramgui.core.vllm_startup import (
     Kind,
     cuda_total_bytes,
     layer_specs,
+    on_stage,
     pipeline_layers,
     rotary_cache_bytes,
 )
@@ -379,14 +380,6 @@ def preload_bytes(workload: Workload) -> int:
     return PRELOAD_BYTES + (PRELOAD_TP_BYTES if workload.tp > 1 else 0)
 
 
-def _on_stage(role: Role, first: bool, last: bool) -> bool:
-    """Where a tensor outside the blocks lives: embeddings (and encoders) on the first stage,
-    the final norm and head on the last (SGLang's PPMissingLayer elsewhere)."""
-    if role in (Role.EMBEDDING, Role.POSITION, Role.ENCODER):
-        return first
-    return last
-
-
 def build_plan(
     spec: ModelSpec,
     workload: Workload,
@@ -409,7 +402,7 @@ def build_plan(
         weights = rotary + sum(
             size
             for layer, role, size in tensor_bytes
-            if (layer in members if layer is not None else _on_stage(role, first, last))
+            if (layer in members if layer is not None else on_stage(role, first, last))
         )
         specs = layer_specs(spec, plain, layers)
         cell = sum(s.token_bytes for s in specs if s.kind != Kind.STATE)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from vramgui.core import dtypes
@@ -590,6 +590,11 @@ MM_LIMIT_PER_PROMPT = 999
 MAX_ASPECT_RATIO = 200
 
 
+def _numbered(shapes: Mapping[str, object], prefix: str) -> int:
+    """How many numbered modules ``<prefix><i>.`` a tower's tensor names hold (its blocks)."""
+    return len({n[len(prefix) :].split(".", 1)[0] for n in shapes if n.startswith(prefix)})
+
+
 @dataclass(frozen=True, slots=True)
 class VisionTower:
     """The shapes of a Qwen3-VL-style vision tower, read from its weights.
@@ -643,7 +648,7 @@ class VisionTower:
         hidden, channels, temporal, patch, _ = shapes["patch_embed.proj.weight"]
         merged = shapes["merger.linear_fc1.weight"][1]
         return cls(
-            depth=len({n.split(".")[1] for n in shapes if n.startswith("blocks.")}),
+            depth=_numbered(shapes, "blocks."),
             hidden=hidden,
             intermediate=shapes["blocks.0.mlp.linear_fc1.weight"][0],
             patch=patch,
@@ -651,9 +656,7 @@ class VisionTower:
             channels=channels,
             merge=math.isqrt(merged // hidden),
             out_hidden=shapes["merger.linear_fc2.weight"][0],
-            deepstack=len(
-                {n.split(".")[1] for n in shapes if n.startswith("deepstack_merger_list.")}
-            ),
+            deepstack=_numbered(shapes, "deepstack_merger_list."),
         )
 
 
@@ -874,7 +877,7 @@ class SiglipTower:
             return None
         hidden, channels, patch, _ = shapes["embeddings.patch_embedding.weight"]
         return cls(
-            depth=len({n.split(".")[2] for n in shapes if n.startswith("encoder.layers.")}),
+            depth=_numbered(shapes, "encoder.layers."),
             hidden=hidden,
             intermediate=shapes["encoder.layers.0.mlp.fc1.weight"][0],
             patch=patch,
@@ -985,11 +988,8 @@ class PixtralTower:
             return None
         hidden, channels, patch, _ = shapes["vision_tower.patch_conv.weight"]
         merged = shapes["multi_modal_projector.patch_merger.merging_layer.weight"][1]
-        layers = {
-            n.split(".")[3] for n in shapes if n.startswith("vision_tower.transformer.layers.")
-        }
         return cls(
-            depth=len(layers),
+            depth=_numbered(shapes, "vision_tower.transformer.layers."),
             hidden=hidden,
             intermediate=shapes["vision_tower.transformer.layers.0.feed_forward.gate_proj.weight"][
                 0
@@ -1431,7 +1431,7 @@ def build_plan(
         for layer, role, size in tensor_bytes:
             if (
                 layer in wanted
-                or (layer is None and _on_stage(role, first, last))
+                or (layer is None and on_stage(role, first, last))
                 or (last and layer is not None and layer >= facts.num_layers)  # MTP layers
             ):
                 weights += size
@@ -1497,9 +1497,10 @@ def rotary_cache_bytes(spec: ModelSpec, workload: Workload) -> int:
     return facts.max_position_embeddings * (dim or 0) * dtypes.DTYPE_BYTES[workload.dtype]
 
 
-def _on_stage(role: Role, first: bool, last: bool) -> bool:
-    """Where a tensor outside the blocks lives: embeddings (and vision towers) on the first
-    stage, the final norm and head on the last."""
+def on_stage(role: Role, first: bool, last: bool) -> bool:
+    """Where a tensor outside the blocks lives under pipeline parallelism: embeddings (and
+    vision towers) on the first stage, the final norm and head on the last (vLLM's and
+    SGLang's PPMissingLayer elsewhere)."""
     if role in (Role.EMBEDDING, Role.POSITION, Role.ENCODER):
         return first
     return last

@@ -53,7 +53,7 @@ from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides
 from vramgui.core.units import MiB
 from vramgui.core.workload import Workload
-from vramgui.sources.gguf_reader import load_gguf
+from vramgui.sources.gguf_reader import load_gguf, parse_gguf, spec_from_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "offload.md"
@@ -221,11 +221,27 @@ def rpc_servers(binary: Path, count: int) -> Iterator[list[str]]:
             p.wait(timeout=30)
 
 
-def model_file(models: Path, bins: Path, case: Case) -> Path:
+def f16_file(models: Path, case: Case, *, data: bool = True) -> Path:
+    """The case's F16 GGUF in ``models``, written when missing (``data`` False: without the
+    tensor data, which the estimate never reads)."""
     f16 = models / f"{case.model}.gguf"
     if not f16.exists():
         arch = next(a for a in llamacpp_gguf.ARCHS if f"{a.name}-f16" == case.model)
-        llamacpp_gguf.write(arch, f16)
+        llamacpp_gguf.write(arch, f16, data=data)
+    return f16
+
+
+def header_spec(models: Path, case: Case) -> ModelSpec:
+    """The case's model read from an F16 GGUF written without its tensor data (the estimate
+    reads the header only; the tests use this, the measurement needs the whole file)."""
+    path = f16_file(models, case, data=False)
+    with path.open("rb") as fh:
+        contents = parse_gguf(fh, path.stat().st_size, None, path.name)
+    return spec_from_gguf(contents, path.stem, "test")
+
+
+def model_file(models: Path, bins: Path, case: Case) -> Path:
+    f16 = f16_file(models, case)
     if case.quant is None:
         return f16
     out = models / f"{case.model.removesuffix('-f16')}-{case.quant}.gguf"

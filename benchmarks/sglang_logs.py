@@ -22,11 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vllm_logs import summary
+from benchmarks.vllm_logs import log_spec, summary
 from vramgui.core import sglang_startup
-from vramgui.core.families import spec_from_config
 from vramgui.core.inference import rank_tensor_bytes
-from vramgui.core.model import ModelSpec
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
 
@@ -37,18 +35,9 @@ def load() -> dict[str, Any]:
     return json.loads(DATA.read_text(encoding="utf-8"))
 
 
-def _spec(name: str, configs: dict[str, Any]) -> ModelSpec:
-    from vramgui.sources.resolve import load_model
-
-    entry = configs.get(name)
-    if entry is not None and "config" in entry:
-        return spec_from_config(entry["config"], name)
-    return load_model(entry["catalog"] if entry is not None else name).spec
-
-
 def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     """The estimate of one logged start-up, beside what the log printed."""
-    spec = _spec(log.get("estimated_as", log["model"]), doc.get("configs", {}))
+    spec = log_spec(log.get("estimated_as", log["model"]), doc.get("configs", {}))
     settings = {"engine": "sglang", "sglang-version": log["rules"], **log["settings"]}
     logged = log["logged"]
     if "mem_fraction_static" in logged:

@@ -36,17 +36,20 @@ def load() -> dict[str, Any]:
     return json.loads(DATA.read_text(encoding="utf-8"))
 
 
-def _spec(name: str, configs: dict[str, Any]) -> ModelSpec:
-    if name in configs:
-        return spec_from_config(configs[name]["config"], name)
+def log_spec(name: str, configs: dict[str, Any]) -> ModelSpec:
+    """The model a log ran: the data file's config of that name, its catalog entry (an entry
+    of ``configs`` may name one, ``{"catalog": ...}``), or the catalog model of that name."""
     from vramgui.sources.resolve import load_model
 
-    return load_model(name).spec
+    entry = configs.get(name)
+    if entry is not None and "config" in entry:
+        return spec_from_config(entry["config"], name)
+    return load_model(entry["catalog"] if entry is not None else name).spec
 
 
 def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     """The estimate of one logged start-up, beside what the log printed."""
-    spec = _spec(log["model"], doc.get("configs", {}))
+    spec = log_spec(log["model"], doc.get("configs", {}))
     rules = dataclasses.replace(vllm_startup.rules_for(log["vllm"]), sampler=log["sampler"])
     settings = {"engine": "vllm", "vllm-version": rules.version, **log["settings"]}
     arch = doc["gpus"].get(log["gpu"], {}).get("arch")

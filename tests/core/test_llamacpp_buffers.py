@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import llamacpp_buffers, llamacpp_gguf
+from benchmarks import llamacpp_buffers
 from vramgui.core.units import MiB
-from vramgui.sources.gguf_reader import parse_gguf, spec_from_gguf
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "llamacpp_buffers.json"
 RECORDED = json.loads(DATA.read_text())
@@ -23,13 +22,7 @@ F16 = [r for r in RECORDED if r["quant"] is None]
 
 def _estimate(tmp_path: Path, name: str) -> llamacpp_buffers.Buffers:
     case = CASES[name]
-    arch = next(a for a in llamacpp_gguf.ARCHS if f"{a.name}-f16" == case.model)
-    path = tmp_path / f"{arch.name}.gguf"
-    llamacpp_gguf.write(arch, path, data=False)
-    with path.open("rb") as fh:
-        contents = parse_gguf(fh, path.stat().st_size, None, path.name)
-    spec = spec_from_gguf(contents, arch.name, "test")
-    return llamacpp_buffers.estimate_for(spec, case)
+    return llamacpp_buffers.estimate_for(llamacpp_buffers.header_spec(tmp_path, case), case)
 
 
 def test_every_case_of_the_benchmark_was_recorded():

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import llamacpp_buffers, llamacpp_gguf
+from benchmarks import llamacpp_buffers
 from vramgui.core import activations, launch, llamacpp_mla, offload
 from vramgui.core.families import spec_from_config
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
 from vramgui.sources.catalog import find
-from vramgui.sources.gguf_reader import parse_gguf, spec_from_gguf
 
 Q4_8K = Workload(quant="Q4_K_M", engine="llamacpp", seq=8192)
 
@@ -122,12 +121,7 @@ F16 = [r for r in RECORDED if r["quant"] is None]
 
 def _estimate(tmp_path: Path, name: str) -> llamacpp_buffers.Buffers:
     case = CASES[name]
-    arch = next(a for a in llamacpp_gguf.ARCHS if f"{a.name}-f16" == case.model)
-    path = tmp_path / f"{arch.name}.gguf"
-    llamacpp_gguf.write(arch, path, data=False)
-    with path.open("rb") as fh:
-        contents = parse_gguf(fh, path.stat().st_size, None, path.name)
-    return llamacpp_buffers.estimate_for(spec_from_gguf(contents, arch.name, "test"), case)
+    return llamacpp_buffers.estimate_for(llamacpp_buffers.header_spec(tmp_path, case), case)
 
 
 def test_every_op_offload_case_was_recorded():

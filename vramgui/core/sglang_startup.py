@@ -287,9 +287,10 @@ class SglangPlan:
         tokens, rest, stage, states = min(pools, key=lambda p: (p[0], p[1]))
         pool_bytes = tokens * stage.cell_bytes if tokens > 0 else math.floor(rest)
         needed = context_length * stage.cell_bytes
-        starts = tokens > 0 and all(s.weights_bytes <= free for s in self.stages)
+        loads = all(s.weights_bytes <= free for s in self.stages)
+        starts = tokens > 0 and loads
         serves = starts and tokens >= context_length
-        if not all(s.weights_bytes <= free for s in self.stages):
+        if not loads:
             message = (
                 f"CUDA out of memory while loading the weights: {self.weights_bytes / GiB:.2f} GiB "
                 f"do not fit the {free / GiB:.2f} GiB free."

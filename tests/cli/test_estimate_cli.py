@@ -417,6 +417,28 @@ def test_gpt_oss_120b_is_read_as_stored_and_fits_one_h100_in_vllm(capsys):
     assert "H100 SXM: vLLM starts" in out
 
 
+@pytest.mark.parametrize("quant", [(), ("--quant", "MXFP4"), ("--quant", "MXFP4_MOE")])
+def test_gpt_oss_with_llama_cpp_is_its_mxfp4_gguf(capsys, quant):
+    args = ("estimate", "openai/gpt-oss-120b", "--engine", "llamacpp", *quant, "--json")
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["settings"]["quant"] == "MXFP4_MOE"
+    # The ggml-org GGUF's 59.02 GiB (tests/core/test_serving.py): on the GPU, and its
+    # embeddings on the host.
+    weights = doc["per_gpu"]["components"]["weights"] + doc["host_bytes"]
+    assert weights / 1024**3 == pytest.approx(59.02, abs=0.005)
+    assert not any("quantizing the original" in n for n in doc["notes"])
+    assert "does not run" not in out and "GGUF files only" not in out
+
+
+def test_llama_cpp_refuses_other_formats_but_never_says_it_cannot_run_mxfp4(capsys):
+    code, _, err = _run(capsys, "estimate", "openai/gpt-oss-120b", "--engine", "llamacpp")
+    assert code == 0, err
+    code, _, err = _run(capsys, "estimate", "qwen3-32b-fp8", "--engine", "llamacpp")
+    assert code == 2 and "GGUF files only, not this checkpoint, stored as fp8" in err
+
+
 @pytest.mark.parametrize(("quant", "bits"), [("mxfp4", 4.25), ("nvfp4", 4.5), ("w4a16", 4.125)])
 def test_new_quant_names_work_on_a_16_bit_model(capsys, config_path, quant, bits):
     code, out, _ = _run(

@@ -29,6 +29,7 @@ from vramgui.core.workload import (
     VLLM_VERSIONS,
     Workload,
     default_engine,
+    engine_quant,
 )
 
 if TYPE_CHECKING:
@@ -464,6 +465,8 @@ def workload_from_args(
     if quant == "none":
         quant = recipe.get("quant", quant)
     engine = args.engine or default_engine(quant, stored)
+    if args.mode == "inference":
+        quant = engine_quant(engine, quant, stored)
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq

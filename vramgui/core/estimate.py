@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import inference, sglang_startup, storage, training, vllm_startup
+from vramgui.core import dtypes, inference, sglang_startup, storage, training, vllm_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
-from vramgui.core.workload import Workload
+from vramgui.core.workload import Workload, keeps_stored
 
 WEIGHTS = "weights"
 KV_CACHE = "kv_cache"
@@ -222,10 +222,23 @@ class Estimator:
 
 
 def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
-    """What the user should know when ``--quant`` replaces the checkpoint's own format."""
+    """What the user should know when ``--quant`` replaces the checkpoint's own format, or puts
+    a model without routed experts in MXFP4_MOE (every matrix Q8_0 then)."""
+    if workload.quant.upper() == "MXFP4_MOE" and not spec.facts.num_experts:
+        return (
+            "MXFP4_MOE puts routed experts in MXFP4 and every other matrix in Q8_0: this model "
+            "has no experts, so it is all Q8_0.",
+        )
     if not storage.overridden(spec, workload.quant):
         return ()
     own = storage.format_label(spec, workload.dtype) or spec.quantization
+    if keeps_stored(workload.quant, spec.quantization):
+        scheme = dtypes.get_scheme(workload.quant)
+        return (
+            f"Estimated as llama.cpp's GGUF of this checkpoint, {scheme.name}: "
+            f"{scheme.description}; the checkpoint ({own}) converts to it with its "
+            f"{scheme.gguf_type} weights as they are (convert_hf_to_gguf.py).",
+        )
     return (
         f"Estimated as --quant {workload.quant}, not as the checkpoint is stored ({own}): "
         f"running it so means quantizing the original weights to {workload.quant}.",

@@ -24,7 +24,7 @@ from vramgui.core.speed import (
     training_speed,
 )
 from vramgui.core.vllm_startup import Startup
-from vramgui.core.workload import MAX_BATCH, Workload
+from vramgui.core.workload import MAX_BATCH, Workload, keeps_stored
 
 Capacity = tuple[str, int]
 # Context lengths are searched in blocks of this many tokens (vLLM's and llama.cpp's granularity).
@@ -512,8 +512,15 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
             add("q4_0 KV cache", {"kv_dtype": "q4_0"}, "some quality loss on long contexts")
         if w.attention == "eager":
             add("SDPA attention", {"attention": "sdpa"}, "none: same results, less memory")
-        for quant in _narrower_quants(w):
+        for quant in _narrower_quants(spec, w):
             scheme = dtypes.get_scheme(quant)
+            if keeps_stored(quant, spec.quantization):
+                add(
+                    f"Use llama.cpp's {scheme.name} GGUF of this checkpoint",
+                    {"quant": quant},
+                    f"none: {scheme.description}, its {scheme.gguf_type} weights as stored",
+                )
+                continue
             add(
                 f"Quantize weights to {scheme.label}",
                 {"quant": quant},
@@ -612,11 +619,14 @@ def _vllm_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], None
         add("--enforce-eager", {"enforce_eager": True}, "slower decoding without CUDA graphs")
 
 
-def _narrower_quants(w: Workload) -> list[str]:
+def _narrower_quants(spec: ModelSpec, w: Workload) -> list[str]:
     current = dtypes.get_scheme(w.quant) if w.quant != "none" else None
     bits_now = current.nominal_bits_per_weight if current else 8 * dtypes.DTYPE_BYTES[w.dtype]
     if w.engine == "llamacpp":
         options = ["Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "IQ2_M"]
+        if spec.facts.num_experts:
+            # MXFP4 experts, Q8_0 elsewhere: the gpt-oss GGUFs' mix, for any mixture of experts.
+            options.insert(0, "MXFP4_MOE")
     elif w.engine in ("vllm", "sglang"):
         options = ["fp8", "awq-int4"]
     else:

@@ -79,6 +79,12 @@ ENGINE_KV_DTYPES: dict[str, tuple[str, ...]] = {
     "llamacpp": ("auto", "fp32", "fp16", "bf16", "q8_0", "q4_0"),
     "sglang": ("auto", "bf16", "fp8"),
 }
+# Formats llama.cpp runs natively, and the GGUF file type it runs each as: convert_hf_to_gguf.py
+# repacks gpt-oss's MXFP4 experts into ggml's MXFP4 blocks as they are (GptOssModel.repack_mxfp4,
+# the same 17 bytes per 32 values) and llama-quantize's MXFP4_MOE gives the other matrices Q8_0
+# (llama_tensor_get_type_impl), as the ggml-org and Ollama gpt-oss files are made.
+GGUF_OF_FAMILY = {"mxfp4": "MXFP4_MOE"}
+
 # The engine to switch to for a setting the current one does not run, by quantization family or
 # KV cache dtype, best first.
 _ENGINES_FOR = {
@@ -302,6 +308,9 @@ class Workload:
                 "its recipe (mixed) keeps what is not quantized in fp32, --precision pure in "
                 "--dtype"
             )
+        if self.mode == "inference":
+            # llama.cpp's MXFP4 is its MXFP4_MOE GGUF: --quant mxfp4 / MXFP4 name it there.
+            object.__setattr__(self, "quant", engine_quant(self.engine, self.quant))
         conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype)
         if conflicts:
             raise EngineConflictError(conflicts[0])
@@ -422,6 +431,12 @@ class EngineConflict:
                 f"transformers dequantizes GGUF to --dtype when it loads it, so {what} would not "
                 f"keep its size: use {others}{fix}"
             )
+        if self.engine == "llamacpp" and self.family in GGUF_OF_FAMILY:
+            gguf = GGUF_OF_FAMILY[self.family]
+            return (
+                f"llama.cpp runs {self.value} weights as the GGUF type {gguf}: use --quant {gguf}, "
+                f"or {others}"
+            )
         if self.engine == "llamacpp":
             what = (
                 f"this checkpoint, stored as {self.value}"
@@ -473,6 +488,28 @@ def served_family(quant: str, stored: str | None = None) -> str | None:
     return family
 
 
+def engine_quant(engine: str, quant: str, stored: str | None = None) -> str:
+    """The ``--quant`` ``engine`` runs ``quant`` as, on a checkpoint stored as ``stored``.
+
+    llama.cpp runs MXFP4 natively, as its MXFP4_MOE GGUF (``GGUF_OF_FAMILY``): a checkpoint
+    stored in MXFP4 under "none" (as stored), and ``--quant mxfp4`` / ``MXFP4``, become
+    ``MXFP4_MOE`` there. Every other setting is run as it is.
+
+    Raises:
+        WorkloadError: an unknown quantization name.
+    """
+    if engine != "llamacpp":
+        return quant
+    return GGUF_OF_FAMILY.get(served_family(quant, stored) or "", quant)
+
+
+def keeps_stored(quant: str, stored: str | None) -> bool:
+    """Whether ``quant`` is the GGUF type llama.cpp runs a checkpoint stored as ``stored`` as,
+    its quantized weights kept as they are (``MXFP4_MOE`` for an MXFP4 checkpoint)."""
+    family = quant_family(stored) if stored is not None else None
+    return family in GGUF_OF_FAMILY and GGUF_OF_FAMILY[family] == quant.upper()
+
+
 def engine_conflicts(
     mode: str, engine: str, quant: str, kv_dtype: str, stored: str | None = None
 ) -> tuple[EngineConflict, ...]:
@@ -507,13 +544,15 @@ class Reset:
         old: its value before.
         new: its value now.
         conflict: what the engine did not run, or None for a training method's base (QLoRA
-            trains on a 4-bit base, full and LoRA fine-tuning on a 16-bit one).
+            trains on a 4-bit base, full and LoRA fine-tuning on a 16-bit one) and for ``gguf``.
+        gguf: the quantization became the GGUF type llama.cpp runs it as (``engine_quant``).
     """
 
     setting: str
     old: str
     new: str
     conflict: EngineConflict | None
+    gguf: bool = False
 
 
 _RESET_TO = {"quant": "none", "kv_dtype": "auto"}
@@ -560,6 +599,11 @@ def adjusted(
     # Each round settles one conflict; the engine switches at most once and each setting resets
     # at most once, so a few rounds always suffice.
     for _ in range(4):
+        if settings["mode"] == "inference":
+            served = engine_quant(settings["engine"], settings["quant"], stored)
+            if served != settings["quant"]:
+                resets.append(Reset("quant", settings["quant"], served, None, gguf=True))
+                settings["quant"] = served
         found = engine_conflicts(
             settings["mode"], settings["engine"], settings["quant"], settings["kv_dtype"], stored
         )

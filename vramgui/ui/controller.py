@@ -48,6 +48,7 @@ from vramgui.core.workload import (
     EngineConflictError,
     Workload,
     adjusted,
+    keeps_stored,
     quant_family,
 )
 from vramgui.hardware.gpus import architecture_of
@@ -301,6 +302,12 @@ def stored_format(spec: ModelSpec | None, dtype: str) -> str:
     if spec is None or spec.quantization is None:
         return ""
     return storage.format_label(spec, dtype) or spec.quantization
+
+
+def converts_stored(spec: ModelSpec | None, quant: str) -> bool:
+    """Whether ``quant`` is the GGUF llama.cpp runs the checkpoint as, its quantized weights as
+    they are (``core.workload.keeps_stored``)."""
+    return spec is not None and keeps_stored(quant, spec.quantization)
 
 
 def stored_dtype(spec: ModelSpec) -> str | None:

@@ -107,6 +107,14 @@ def _runs_only(conflict: EngineConflict) -> str:
 def reset_notice(reset: Reset, model: str = "") -> str:
     """What was changed to fit the engine or the training method, and why, as the window says it."""
     conflict = reset.conflict
+    if reset.gguf:
+        what = (
+            f"{model or 'This model'} as stored" if reset.old == "none" else quant_label(reset.old)
+        )
+        return (
+            f"llama.cpp runs {what} as its GGUF {reset.new} ("
+            f"{SCHEMES[reset.new].description}): Quantization is now {quant_label(reset.new)}."
+        )
     if conflict is None:
         why = (
             "QLoRA trains adapters on a 4-bit bitsandbytes base"

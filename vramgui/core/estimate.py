@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import dtypes, inference, sglang_startup, storage, training, vllm_startup
+from vramgui.core import (
+    dtypes,
+    inference,
+    rope,
+    sglang_startup,
+    storage,
+    training,
+    vllm_startup,
+)
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.workload import Workload, keeps_stored
@@ -138,7 +146,11 @@ class Estimator:
         self._error: VramguiError | None = None
         self._plan: inference.InferencePlan | training.TrainingPlan | None = None
         try:
-            self._notes = (*spec.warnings, *override_notes(spec, workload))
+            self._notes = (
+                *spec.warnings,
+                *override_notes(spec, workload),
+                *rope.notes(spec.facts, workload),
+            )
             workload.check_checkpoint(spec.quantization)
             if workload.mode == "inference":
                 self._plan = inference.InferencePlan(

@@ -14,6 +14,7 @@ from vramgui.core import dtypes
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.model import ModelSpec
+from vramgui.core.rope import context_limit
 from vramgui.core.sglang_startup import SglangStartup
 from vramgui.core.speed import (
     Hardware,
@@ -193,7 +194,7 @@ def largest_fitting(
     if workload.mode == "inference" and workload.engine == "sglang":
         return _sglang_largest(spec, workload, capacity_bytes, field)
     step = TOKEN_BLOCK if field == "seq" else 1
-    upper = max(spec.facts.max_position_embeddings, workload.seq) if field == "seq" else MAX_BATCH
+    upper = max(context_limit(spec.facts, workload), workload.seq) if field == "seq" else MAX_BATCH
     sized = Estimator(spec, workload, capacity_bytes)
 
     def total(value: int) -> int | None:
@@ -224,7 +225,7 @@ def _vllm_largest(
     if field == "seq":
         if not up.largest_model_len or up.used_bytes > capacity:
             return None
-        return min(up.largest_model_len, max(spec.facts.max_position_embeddings, workload.seq))
+        return min(up.largest_model_len, max(context_limit(spec.facts, workload), workload.seq))
     if not up.starts or up.used_bytes > capacity:
         return None
     return max(1, math.floor(up.max_concurrency)) if up.max_concurrency >= 1 else None
@@ -244,7 +245,7 @@ def _sglang_largest(spec: ModelSpec, workload: Workload, capacity: int, field: s
     if not up.starts or up.used_bytes + up.activation_bytes > capacity:
         return None
     if field == "seq":
-        upper = max(spec.facts.max_position_embeddings, workload.seq)
+        upper = max(context_limit(spec.facts, workload), workload.seq)
         if up.pool_tokens >= upper:
             return upper
         return up.pool_tokens // TOKEN_BLOCK * TOKEN_BLOCK or None

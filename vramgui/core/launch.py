@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import activations, dtypes
-from vramgui.core.model import ModelSpec
+from vramgui.core import activations, dtypes, rope
+from vramgui.core.model import ModelSpec, RopeScaling
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
 from vramgui.core.offload.overrides import TensorOverride
 from vramgui.core.units import MiB
@@ -131,6 +131,9 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         "on" if activations.llamacpp_flash_attention(w) else "off",
     ]
     notes = []
+    scaled = rope.user_scaling(spec.facts, w)
+    if scaled is not None:
+        args += rope.llamacpp_args(scaled)
     if w.batch > 1:
         # The context is shared: each of the -np slots gets -c / -np tokens.
         args += ["-np", str(w.batch)]
@@ -262,12 +265,23 @@ def ollama_settings(spec: ModelSpec, name: str, placement: Placement) -> LaunchS
             f"ollama create {custom} -f Modelfile && ollama run {custom}",
         ]
     )
+    notes += _rope_not_set(spec, w, "Ollama")
     return LaunchSettings(
         engine="Ollama",
         config={"modelfile": modelfile, "environment": env},
         text=text,
         notes=tuple(notes),
     )
+
+
+def _rope_not_set(spec: ModelSpec, w: Workload, engine: str) -> list[str]:
+    """What an engine's settings here leave out of the user's RoPE scaling."""
+    if rope.user_scaling(spec.facts, w) is None:
+        return []
+    return [
+        f"{engine}'s settings here set no RoPE scaling: llama.cpp's line sets "
+        f"--rope-scaling {w.rope_scaling} --rope-scale {w.rope_factor:g}, as estimated."
+    ]
 
 
 def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
@@ -297,6 +311,7 @@ def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         notes.append("lms load has no expert setting: set it in the app's load settings.")
     if layout is not None and layout.overrides:
         notes.append("LM Studio takes no --override-tensor: llama.cpp's line above does.")
+    notes += _rope_not_set(spec, w, "LM Studio")
     return LaunchSettings(
         engine="LM Studio",
         config=settings,
@@ -391,6 +406,11 @@ def vllm_settings(
     speculative = _speculative_config(w)
     if speculative:
         args += ["--speculative-config", speculative]
+    scaled = rope.user_scaling(spec.facts, w)
+    if scaled is not None:
+        # --rope-scaling left vLLM's command line in 0.10.2; --hf-overrides takes it in every
+        # version, and vLLM's max_model_len check reads the scaled length from it.
+        args += ["--hf-overrides", _rope_override(scaled)]
     quantization = _vllm_quantization(w.quant)
     if quantization:
         args += ["--quantization", quantization]
@@ -452,6 +472,9 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
         args += ["--kv-cache-dtype", "fp8_e4m3"]
     elif w.kv_dtype == "bf16":
         args += ["--kv-cache-dtype", "bf16"]
+    scaled = rope.user_scaling(spec.facts, w)
+    if scaled is not None:
+        args += ["--json-model-override-args", _rope_override(scaled)]
     if served_family(w.quant, spec.quantization) == "gguf":
         # SGLang loads a local .gguf file as GGUF (ServerArgs: check_gguf_file).
         model = _gguf_path(spec)
@@ -472,6 +495,11 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
         text=_command(["python", "-m", "sglang.launch_server", "--model-path", model], args),
         notes=tuple(notes),
     )
+
+
+def _rope_override(scaled: RopeScaling) -> str:
+    """The config override that sets a RoPE scaling, as vLLM and SGLang take it (JSON)."""
+    return json.dumps({"rope_scaling": rope.config_override(scaled)}, separators=(",", ":"))
 
 
 def _speculative_config(w: Workload) -> str:
@@ -535,9 +563,11 @@ def accelerate_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings
         notes.append("Units marked disk are memory-mapped from offload_folder.")
     w = placement.workload
     quantization = _bitsandbytes_config(w)
+    scaled = rope.user_scaling(spec.facts, w)
     call = (
         f"AutoModelForCausalLM.from_pretrained({spec.name!r}, dtype=torch.{_TORCH_DTYPES[w.dtype]}, "
         + (f"quantization_config={quantization}, " if quantization else "")
+        + (f"rope_scaling={rope.config_override(scaled)!r}, " if scaled else "")
         + "**json.load(open('device_map.json')))"
     )
     notes.append(call)

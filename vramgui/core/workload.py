@@ -32,6 +32,10 @@ VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 # by tensor-parallel size; 0.4.9: 0.4.9 to 0.4.10, by GPU memory; 0.5.6: the 0.5 line, by
 # chunked prefill and CUDA graph sizes), the default.
 SGLANG_VERSIONS = ("0.4.4", "0.4.9", "0.5.6")
+# RoPE scalings a user may set to run past the model's context (core/rope.py): "none" leaves the
+# config's own. llama.cpp takes yarn and linear, vLLM, SGLang and transformers all three.
+ROPE_SCALINGS = ("none", "yarn", "linear", "dynamic")
+MAX_ROPE_FACTOR = 1024.0
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {
@@ -199,6 +203,11 @@ class Workload:
             (vLLM's ``gpu_memory_utilization`` does not apply to SGLang: the two fractions are of
             different totals and leave different things outside.)
         sglang_version: the SGLang version whose start-up rules to follow (``SGLANG_VERSIONS``).
+        rope_scaling: the RoPE scaling to run the model with past its context (``ROPE_SCALINGS``);
+            "none" keeps the config's own, if any.
+        rope_factor: the scaling's factor (more than 1 when one is set).
+        rope_original_context: the context the scaling stretches; None takes the config's
+            (its scaling's original context, else ``max_position_embeddings``).
     """
 
     mode: str = "inference"
@@ -241,6 +250,9 @@ class Workload:
     mtp: bool = False
     mem_fraction_static: float | None = None
     sglang_version: str = SGLANG_VERSIONS[-1]
+    rope_scaling: str = "none"
+    rope_factor: float = 1.0
+    rope_original_context: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -256,6 +268,8 @@ class Workload:
         _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
         _check_choice("sglang-version", self.sglang_version, SGLANG_VERSIONS)
         _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
+        _check_choice("rope-scaling", self.rope_scaling, ROPE_SCALINGS)
+        self._check_rope()
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
         _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
@@ -314,6 +328,27 @@ class Workload:
         conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype)
         if conflicts:
             raise EngineConflictError(conflicts[0])
+
+    def _check_rope(self) -> None:
+        factor = self.rope_factor
+        if isinstance(factor, bool) or not 1.0 <= factor <= MAX_ROPE_FACTOR:
+            raise WorkloadError(
+                f"--rope-factor must be a number from 1 to {MAX_ROPE_FACTOR:g}, got {factor}"
+            )
+        if self.rope_scaling == "none":
+            if factor != 1.0 or self.rope_original_context is not None:
+                raise WorkloadError(
+                    "--rope-factor and --rope-original-context need --rope-scaling "
+                    f"({', '.join(ROPE_SCALINGS[1:])})"
+                )
+            return
+        if factor <= 1.0:
+            raise WorkloadError(
+                f"--rope-scaling {self.rope_scaling} needs --rope-factor above 1 (how many times "
+                "the context it stretches to)"
+            )
+        if self.rope_original_context is not None:
+            _check_range("rope-original-context", self.rope_original_context, 1, MAX_SEQ)
 
     def check_checkpoint(self, stored: str | None) -> None:
         """Refuse a checkpoint stored as ``stored`` (``ModelSpec.quantization``) that the engine
@@ -653,8 +688,13 @@ _INT_FIELDS = {
     "max_lora_rank",
     "num_speculative_tokens",
 }
-_OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens"}
-_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
+_OPTIONAL_INT_FIELDS = {
+    "overhead_bytes",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "rope_original_context",
+}
+_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb", "rope_factor"}
 _BOOL_FIELDS = {
     "grad_checkpointing",
     "fsdp",

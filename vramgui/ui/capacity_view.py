@@ -35,6 +35,7 @@ from vramgui.core import fit
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
+from vramgui.core.rope import context_limit
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.vllm_startup import Startup, towers_named
 from vramgui.core.workload import Workload
@@ -100,7 +101,7 @@ def serving_report(
     draft: ModelSpec | None = None,
 ) -> ServingReport:
     """vLLM's start-up on each of ``capacities`` (pure: runs on a worker thread)."""
-    context = max(spec.facts.max_position_embeddings, workload.seq)
+    context = max(context_limit(spec.facts, workload), workload.seq)
     lengths = sorted(
         {2**k for k in range(int(math.log2(SHORTEST_LEN)), int(math.log2(context)) + 1)}
         | {workload.seq, context}

@@ -675,7 +675,9 @@ class MainWindow(QMainWindow):
 
     def _show_workload(self, workload: Workload) -> None:
         reasons = disabled_reasons(workload, self.controller.spec)
-        self.workload_panel.set_workload(workload, reasons, self.controller.max_seq)
+        self.workload_panel.set_workload(
+            workload, reasons, self.controller.max_seq, self.controller.rope_original
+        )
         self.precision_panel.set_values(
             workload.dtype,
             workload.quant,

@@ -35,7 +35,11 @@ SETTING_LABELS = {
     "cpu-offload": "Offload optimizer to CPU",
     "gpu-memory-utilization": "vLLM share",
     "overhead-gib": "Runtime overhead",
+    "rope-scaling": "RoPE scaling",
+    "rope-factor": "RoPE factor",
+    "rope-original-context": "Original context",
 }
+ROPE_LABELS = {"none": "None", "yarn": "YaRN", "linear": "Linear", "dynamic": "Dynamic NTK"}
 KV_LABELS = {"auto": "Same as weights", "q8_0": "q8_0", "q4_0": "q4_0"}
 # Options that are switches: the word after one is not its value.
 _SWITCHES = frozenset({"grad-checkpointing", "fsdp", "cpu-offload"})
@@ -63,6 +67,8 @@ def value_label(setting: str, value: str) -> str:
         return quant_label(value)
     if setting == "kv_dtype":
         return KV_LABELS.get(value, value)
+    if setting == "rope_scaling":
+        return ROPE_LABELS.get(value, value)
     return value
 
 

@@ -92,7 +92,7 @@ def test_as_stored_with_llama_cpp_is_the_mxfp4_gguf_of_gpt_oss(make_window, qtbo
     settle(qtbot, window, engine="llamacpp", quant="MXFP4_MOE")
     qtbot.waitUntil(lambda: "MXFP4_MOE" in window.banner.text(), timeout=2000)
     notice = window.banner.text()
-    assert "llama.cpp runs openai/gpt-oss-120b as stored as its GGUF MXFP4_MOE" in notice
+    assert "llama.cpp runs openai/gpt-oss-120b's checkpoint as its GGUF MXFP4_MOE" in notice
     assert "does not run" not in notice and "Engine is now" not in notice
     panel = window.precision_panel
     assert panel.quant.currentData() == "MXFP4_MOE"

@@ -677,9 +677,10 @@ class EstimateController(QObject):
                     self.workload_changed.emit(self._workload)
                     return False
             # A RoPE scaling taken off or narrowed: the context follows the model's limit.
+            scaled = "with this RoPE scaling" if workload.rope_scaling != "none" else "without one"
             self.notice.emit(
                 f"Context is now {limit:,} tokens (was {workload.seq:,}): the longest "
-                f"{spec.name} runs at with this RoPE scaling."
+                f"{spec.name} runs at {scaled}; RoPE scaling runs it longer."
             )
             workload = workload.with_(seq=limit)
         if workload != self._workload:

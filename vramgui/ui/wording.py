@@ -115,7 +115,9 @@ def reset_notice(reset: Reset, model: str = "") -> str:
     conflict = reset.conflict
     if reset.gguf:
         what = (
-            f"{model or 'This model'} as stored" if reset.old == "none" else quant_label(reset.old)
+            f"{model or 'this model'}'s checkpoint"
+            if reset.old == "none"
+            else quant_label(reset.old)
         )
         return (
             f"llama.cpp runs {what} as its GGUF {reset.new} ("

@@ -365,7 +365,7 @@ def test_plan_puts_the_rope_scaling_on_each_launch_line(capsys):
     )
     assert code == 0, err
     assert "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768" in out
-    assert '--hf-overrides \'{"rope_scaling":{"rope_type":"yarn","factor":4.0,' in out
+    assert '--hf-overrides \'{"rope_parameters":{"rope_type":"yarn","factor":4.0,' in out
 
 
 @pytest.mark.parametrize(

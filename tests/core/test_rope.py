@@ -40,6 +40,9 @@ def test_a_config_s_own_scaling_is_read_in_each_of_its_spellings():
     )
     assert rope.config_scaling({"rope_parameters": {"rope_type": "default"}}) is None
     assert spec_from_config(base).facts.rope_scaling is None
+    assert rope.config_theta({"rope_theta": 1e6}) == 1e6
+    assert rope.config_theta({"rope_parameters": {"rope_theta": 5e5}}) == 5e5
+    assert rope.config_theta({}) is None
     with pytest.raises(ConfigError, match="factor"):
         rope.config_scaling({"rope_scaling": {"rope_type": "yarn", "factor": "four"}})
 
@@ -150,9 +153,15 @@ def test_each_engine_s_launch_line_carries_the_scaling():
     lines = {s.engine: s for s in launch.launch_settings(QWEN3_30B, w, placement)}
     assert "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768" in lines["llama.cpp"].text
     overrides = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    # vLLM since transformers 5: rope_parameters, the rotary base repeated (docs.vllm.ai
+    # features/context_extension); up to 0.11, transformers 4's rope_scaling.
     vllm = shlex.split(lines["vLLM"].text)
-    assert json.loads(vllm[vllm.index("--hf-overrides") + 1]) == {"rope_scaling": overrides}
+    assert json.loads(vllm[vllm.index("--hf-overrides") + 1]) == {
+        "rope_parameters": {**overrides, "rope_theta": 1000000}
+    }
     assert vllm[vllm.index("--max-model-len") + 1] == "131072"
+    older = shlex.split(launch.vllm_settings(QWEN3_30B, w.with_(vllm_version="0.11")).text)
+    assert json.loads(older[older.index("--hf-overrides") + 1]) == {"rope_scaling": overrides}
     assert any("set no RoPE scaling" in n for n in lines["Ollama"].notes)
     sglang = shlex.split(launch.sglang_settings(QWEN3_30B, w.with_(engine="sglang")).text)
     assert json.loads(sglang[sglang.index("--json-model-override-args") + 1]) == {
@@ -174,6 +183,6 @@ def test_transformers_takes_the_scaling_in_from_pretrained():
     settings = launch.accelerate_settings(QWEN3_30B, plan_accelerate(QWEN3_30B, w, 80 * GiB))
     call = next(n for n in settings.notes if "from_pretrained" in n)
     assert (
-        "rope_scaling={'rope_type': 'yarn', 'factor': 4.0, "
-        "'original_max_position_embeddings': 32768}" in call
+        "rope_parameters={'rope_type': 'yarn', 'factor': 4.0, "
+        "'original_max_position_embeddings': 32768, 'rope_theta': 1000000}" in call
     )

@@ -409,8 +409,13 @@ def vllm_settings(
     scaled = rope.user_scaling(spec.facts, w)
     if scaled is not None:
         # --rope-scaling left vLLM's command line in 0.10.2; --hf-overrides takes it in every
-        # version, and vLLM's max_model_len check reads the scaled length from it.
-        args += ["--hf-overrides", _rope_override(scaled)]
+        # version, and vLLM's max_model_len check reads the scaled length from it: as
+        # rope_scaling up to 0.11 (transformers 4), as rope_parameters with the rotary base since
+        # (transformers 5; docs.vllm.ai features/context_extension).
+        modern = w.vllm_version not in ("0.10", "0.11")
+        args += ["--hf-overrides", _rope_override(spec, scaled, modern=modern)]
+        if modern and spec.facts.rope_theta is None:
+            notes.append(_NO_THETA)
     quantization = _vllm_quantization(w.quant)
     if quantization:
         args += ["--quantization", quantization]
@@ -474,7 +479,7 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
         args += ["--kv-cache-dtype", "bf16"]
     scaled = rope.user_scaling(spec.facts, w)
     if scaled is not None:
-        args += ["--json-model-override-args", _rope_override(scaled)]
+        args += ["--json-model-override-args", _rope_override(spec, scaled, modern=False)]
     if served_family(w.quant, spec.quantization) == "gguf":
         # SGLang loads a local .gguf file as GGUF (ServerArgs: check_gguf_file).
         model = _gguf_path(spec)
@@ -497,9 +502,24 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
     )
 
 
-def _rope_override(scaled: RopeScaling) -> str:
-    """The config override that sets a RoPE scaling, as vLLM and SGLang take it (JSON)."""
-    return json.dumps({"rope_scaling": rope.config_override(scaled)}, separators=(",", ":"))
+_NO_THETA = (
+    "The config states no rope_theta: add the model's rotary base to rope_parameters, which "
+    "replace the config's whole dict."
+)
+
+
+def _rope_parameters(spec: ModelSpec, scaled: RopeScaling, *, modern: bool) -> dict[str, Any]:
+    """The config override that sets a RoPE scaling: transformers 5's ``rope_parameters`` (with
+    the rotary base) where ``modern``, else transformers 4's ``rope_scaling``."""
+    theta = spec.facts.rope_theta
+    if modern and theta is not None:
+        return {"rope_parameters": rope.config_override(scaled, theta)}
+    return {"rope_scaling": rope.config_override(scaled)}
+
+
+def _rope_override(spec: ModelSpec, scaled: RopeScaling, *, modern: bool) -> str:
+    """``_rope_parameters`` as the JSON vLLM's and SGLang's command lines take."""
+    return json.dumps(_rope_parameters(spec, scaled, modern=modern), separators=(",", ":"))
 
 
 def _speculative_config(w: Workload) -> str:
@@ -567,7 +587,12 @@ def accelerate_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings
     call = (
         f"AutoModelForCausalLM.from_pretrained({spec.name!r}, dtype=torch.{_TORCH_DTYPES[w.dtype]}, "
         + (f"quantization_config={quantization}, " if quantization else "")
-        + (f"rope_scaling={rope.config_override(scaled)!r}, " if scaled else "")
+        + "".join(
+            f"{key}={value!r}, "
+            for key, value in (
+                _rope_parameters(spec, scaled, modern=True).items() if scaled else ()
+            )
+        )
         + "**json.load(open('device_map.json')))"
     )
     notes.append(call)

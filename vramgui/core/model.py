@@ -172,6 +172,7 @@ class ArchFacts:
             V3.2's DSA), or None.
         ssm_chunk_size: tokens per chunk of Mamba 2's chunked scan, or None.
         rope_scaling: the RoPE scaling the config carries, or None.
+        rope_theta: the rotary base the config states (``rope_theta``), or None.
     """
 
     model_type: str
@@ -211,6 +212,7 @@ class ArchFacts:
     index_topk: int | None = None
     ssm_chunk_size: int | None = None
     rope_scaling: RopeScaling | None = None
+    rope_theta: float | None = None
 
     @property
     def is_mla(self) -> bool:

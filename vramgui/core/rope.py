@@ -44,6 +44,20 @@ def config_scaling(config: dict[str, Any]) -> RopeScaling | None:
     return None
 
 
+def config_theta(config: dict[str, Any]) -> float | None:
+    """The rotary base a config.json states (``rope_theta``, at its top, in ``rope_parameters``
+    or in its ``text_config``), or None."""
+    for scope in (config, config.get("text_config")):
+        if not isinstance(scope, dict):
+            continue
+        parameters = scope.get("rope_parameters")
+        for where in (scope, parameters if isinstance(parameters, dict) else {}):
+            theta = where.get("rope_theta")
+            if isinstance(theta, int | float) and not isinstance(theta, bool) and theta > 0:
+                return float(theta)
+    return None
+
+
 def _scaling(found: dict[str, Any], key: str) -> RopeScaling | None:
     kind = found.get("rope_type", found.get("type"))
     if not isinstance(kind, str) or kind == "default":
@@ -145,12 +159,19 @@ def user_scaling(facts: ArchFacts, workload: Workload) -> RopeScaling | None:
     return scaling(facts, workload) if workload.rope_scaling != "none" else None
 
 
-def config_override(s: RopeScaling) -> dict[str, Any]:
-    """A scaling as a config's ``rope_scaling`` states it: what vLLM's ``--hf-overrides``,
-    SGLang's ``--json-model-override-args`` and transformers' ``from_pretrained`` take."""
+def config_override(s: RopeScaling, theta: float | None = None) -> dict[str, Any]:
+    """A scaling as a config states it, for the config overrides of vLLM's ``--hf-overrides``,
+    SGLang's ``--json-model-override-args`` and transformers' ``from_pretrained``.
+
+    ``theta``: for transformers 5's ``rope_parameters``, which replace the whole dict and so
+    must repeat the rotary base (vLLM's context-extension example does); None for transformers
+    4's ``rope_scaling``.
+    """
     out: dict[str, Any] = {"rope_type": s.kind, "factor": s.factor}
     if s.kind == "yarn" and s.original_context:
         out["original_max_position_embeddings"] = s.original_context
+    if theta is not None:
+        out["rope_theta"] = int(theta) if theta.is_integer() else theta
     return out
 
 

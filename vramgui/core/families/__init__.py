@@ -62,8 +62,8 @@ def _defaulted_sizes(config: dict[str, Any], defaults: dict[str, Any] | Any) -> 
 def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
     """Build the exact ModelSpec a transformers model of this config.json would have.
 
-    The RoPE scaling the config carries (``rope_scaling`` / ``rope_parameters``) is read into
-    its facts, whatever the family.
+    The RoPE scaling the config carries (``rope_scaling`` / ``rope_parameters``) and its rotary
+    base are read into its facts, whatever the family.
 
     Args:
         config: the parsed config.json.
@@ -77,8 +77,10 @@ def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
             impossible value, or is of an unknown type without the common fields.
     """
     spec = _spec_from_config(config, name)
-    own = rope.config_scaling(config)
-    return spec if own is None else replace(spec, facts=replace(spec.facts, rope_scaling=own))
+    own, theta = rope.config_scaling(config), rope.config_theta(config)
+    if own is None and theta is None:
+        return spec
+    return replace(spec, facts=replace(spec.facts, rope_scaling=own, rope_theta=theta))
 
 
 def _spec_from_config(config: dict[str, Any], name: str) -> ModelSpec:

@@ -7,6 +7,8 @@ import pytest
 
 from tests.ui.test_main_window import check_gpu, settle
 from vramgui.core.units import GiB
+from vramgui.core.workload import EngineConflictError, Workload
+from vramgui.ui import wording
 
 STORED_120B = 65_248_815_744
 
@@ -107,3 +109,11 @@ def test_as_stored_with_llama_cpp_is_the_mxfp4_gguf_of_gpt_oss(make_window, qtbo
     # Back to Transformers: the checkpoint as stored again.
     engine.setCurrentIndex(engine.findData("transformers"))
     settle(qtbot, window, engine="transformers", quant="none")
+
+
+def test_the_window_words_llama_cpp_s_mxfp4_as_its_gguf():
+    with pytest.raises(EngineConflictError) as refused:
+        Workload(engine="llamacpp").check_checkpoint("mxfp4")
+    text = wording.refusal(refused.value.conflict, "openai/gpt-oss-120b")
+    assert "llama.cpp runs mxfp4 as the GGUF MXFP4_MOE" in text
+    assert "GGUF files only" not in text

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from vramgui.core.dtypes import SCHEMES
-from vramgui.core.workload import ENGINE_NAMES, EngineConflict, Reset
+from vramgui.core.workload import ENGINE_NAMES, GGUF_OF_FAMILY, EngineConflict, Reset
 
 # Each setting as the window labels its control.
 SETTING_LABELS = {
@@ -105,6 +105,8 @@ def _runs_only(conflict: EngineConflict) -> str:
         return f"{engine} has no {value_label('kv_dtype', conflict.value)} KV cache"
     if conflict.engine == "transformers" and conflict.family == "gguf":
         return "Transformers dequantizes GGUF weights to 16 bits when it loads them"
+    if conflict.engine == "llamacpp" and conflict.family in GGUF_OF_FAMILY:
+        return f"llama.cpp runs {conflict.value} as the GGUF {GGUF_OF_FAMILY[conflict.family]}"
     if conflict.engine == "llamacpp":
         return "llama.cpp runs GGUF files only"
     return f"{engine} does not run {quant_label(conflict.value)} weights"

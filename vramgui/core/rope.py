@@ -3,7 +3,8 @@
 A config may carry its own scaling (``rope_scaling``, or transformers 5's ``rope_parameters``);
 the user may set one (``--rope-scaling yarn --rope-factor 4``), as llama.cpp
 (``--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx N``), vLLM (``--hf-overrides``), SGLang
-(``--json-model-override-args``) and transformers (``from_pretrained(rope_scaling=...)``) take it.
+(``--json-model-override-args``) and transformers (``from_pretrained(rope_parameters=...)``) take
+it.
 The longest context is vLLM's ``_get_and_verify_max_len`` (vllm/config): YaRN scales the
 original context by the factor, the other kinds the config's ``max_position_embeddings``;
 llama3 and longrope scalings, and Gemma 3's, are already counted in that figure.
@@ -24,7 +25,9 @@ NO_ROTARY = LEARNED_POSITIONS | {"bloom", "mpt"}
 # Scalings whose max_position_embeddings is already the scaled length (vLLM leaves it as it is).
 _ALREADY_SCALED = frozenset({"su", "longrope", "llama3"})
 # The kinds of ``rope_type`` vLLM renames when it loads a config (patch_rope_scaling).
-_RENAMED = {"su": "longrope", "type": "rope_type"}
+_RENAMED = {"su": "longrope"}
+# The kinds llama.cpp's --rope-scaling takes besides none.
+LLAMACPP_SCALINGS = ("linear", "yarn")
 
 
 def config_scaling(config: dict[str, Any]) -> RopeScaling | None:
@@ -76,20 +79,21 @@ def _scaling(found: dict[str, Any], key: str) -> RopeScaling | None:
     return RopeScaling(_RENAMED.get(kind, kind), float(factor), original)
 
 
-def scaling(facts: ArchFacts, workload: Workload) -> RopeScaling | None:
-    """The scaling in effect: the user's (``--rope-scaling``) over the config's own.
-
-    The user's original context defaults to the config's (its scaling's original context, else
-    its ``max_position_embeddings``).
-    """
+def default_original(facts: ArchFacts) -> int:
+    """The context a user's scaling stretches unless told: the config's (its own scaling's
+    original context, else its ``max_position_embeddings``)."""
     own = facts.rope_scaling
+    return (own.original_context if own else None) or facts.max_position_embeddings
+
+
+def scaling(facts: ArchFacts, workload: Workload) -> RopeScaling | None:
+    """The scaling in effect: the user's (``--rope-scaling``) over the config's own."""
     if workload.rope_scaling == "none":
-        return own
-    original = workload.rope_original_context or (own.original_context if own else None)
+        return facts.rope_scaling
     return RopeScaling(
         workload.rope_scaling,
         workload.rope_factor,
-        original or facts.max_position_embeddings,
+        workload.rope_original_context or default_original(facts),
     )
 
 
@@ -148,8 +152,7 @@ def check_context(name: str, facts: ArchFacts, workload: Workload) -> None:
     limit = context_limit(facts, workload)
     if not limit or workload.seq <= limit:
         return
-    own = facts.rope_scaling
-    base = (own.original_context if own else None) or facts.max_position_embeddings
+    base = default_original(facts)
     factor = max(2, math.ceil(workload.seq / base)) if rotary and base else 0
     raise ContextTooLong(name, workload.seq, limit, factor)
 
@@ -186,10 +189,6 @@ def llamacpp_args(s: RopeScaling) -> list[str]:
     return args
 
 
-# The kinds llama.cpp's --rope-scaling takes besides none.
-LLAMACPP_SCALINGS = ("linear", "yarn")
-
-
 def notes(facts: ArchFacts, workload: Workload) -> tuple[str, ...]:
     """What the estimate should say about the RoPE scaling the user set."""
     s = user_scaling(facts, workload)
@@ -212,9 +211,10 @@ def notes(facts: ArchFacts, workload: Workload) -> tuple[str, ...]:
             )
         if workload.seq > trained:
             out.append(
-                f"llama-server (recent versions) caps each slot at the GGUF's context_length ({trained:,}, its "
-                "n_ctx_train) whatever the RoPE scaling, though it allocates the KV cache for "
-                f"all of -c: --override-kv <arch>.context_length=int:{workload.seq} lets "
-                "requests use it (tools/server/server-context.cpp)."
+                "llama-server (recent versions) caps each slot at the GGUF's context_length "
+                f"({trained:,}, its n_ctx_train) whatever the RoPE scaling, though it allocates "
+                "the KV cache for all of -c: --override-kv "
+                f"<arch>.context_length=int:{workload.seq} lets requests use it "
+                "(tools/server/server-context.cpp)."
             )
     return tuple(out)

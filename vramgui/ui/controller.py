@@ -474,10 +474,7 @@ class EstimateController(QObject):
     def rope_original(self) -> int:
         """The context a RoPE scaling stretches unless set: the config's (0: no model)."""
         spec = self.spec
-        if spec is None:
-            return 0
-        own = spec.facts.rope_scaling
-        return (own.original_context if own else None) or spec.facts.max_position_embeddings
+        return rope.default_original(spec.facts) if spec else 0
 
     def load_source(self, source: str) -> None:
         """Read a model off the GUI thread; a newer request cancels an older one (a load in a

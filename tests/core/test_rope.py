@@ -20,7 +20,8 @@ from vramgui.core.workload import Workload
 from vramgui.sources.catalog import find
 
 QWEN3_30B = find("qwen3-30b-a3b").spec()  # max_position_embeddings 40,960, no rope_scaling
-# Qwen's model card: 32,768 tokens natively, 131,072 with YaRN (factor 4 of 32,768).
+# Qwen's model card (huggingface.co/Qwen/Qwen3-30B-A3B): 32,768 tokens natively, 131,072 with
+# YaRN (factor 4 of 32,768).
 QWEN_YARN = {"rope_scaling": "yarn", "rope_factor": 4.0, "rope_original_context": 32768}
 
 
@@ -50,7 +51,8 @@ def test_a_config_s_own_scaling_is_read_in_each_of_its_spellings():
 @pytest.mark.parametrize(
     ("name", "limit"),
     [
-        # vLLM logs "Using max model len 131072" for gpt-oss-120b (its yarn: 32 x 4,096)
+        # vLLM 0.10.1.1 logs "Using max model len 131072" for gpt-oss-120b (its yarn: 32 x
+        # 4,096; github.com/EuroEval/EuroEval/issues/1120)
         ("gpt-oss-120b", 131072),
         ("llama-3.1-8b", 131072),  # llama3 scaling: max_position_embeddings is the scaled one
         ("deepseek-v3", 163840),  # yarn 40 x 4,096

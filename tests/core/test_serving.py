@@ -284,7 +284,16 @@ def test_gpt_oss_120b_as_mxfp4_moe_is_the_ggml_org_gguf():
     # llama.cpp keeps the token embeddings on the host: the rest is on the GPU.
     assert est.components["weights"] + est.host_bytes == sum(s.bytes for s in stored)
     assert "converts to it with its MXFP4 weights as they are" in " ".join(est.notes)
+    assert "59.02 GiB (63.37 GB) of tensors" in " ".join(est.notes)
     assert "quantizing the original" not in " ".join(est.notes)
+
+
+def test_gpt_oss_20b_as_mxfp4_moe_is_the_size_of_its_published_gguf():
+    # gpt-oss-coder-20B's MXFP4_MOE file, of gpt-oss-20b's shapes: "Size of remote file: 12.1 GB"
+    # (huggingface.co/benhaotang/gpt-oss-coder-20B-GGUF, gpt-oss-coder-MXFP4_MOE.gguf), its
+    # header of a few MB included.
+    tensors = storage.weight_bytes(find("gpt-oss-20b").spec(), "bf16", "MXFP4_MOE")
+    assert round(tensors / 1e9, 1) == 12.1
 
 
 def test_mxfp4_moe_on_a_model_without_experts_says_it_is_all_q8_0():

@@ -16,6 +16,7 @@ from vramgui.core import (
 )
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
+from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload, keeps_stored
 
 WEIGHTS = "weights"
@@ -246,10 +247,12 @@ def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
     own = storage.format_label(spec, workload.dtype) or spec.quantization
     if keeps_stored(workload.quant, spec.quantization):
         scheme = dtypes.get_scheme(workload.quant)
+        tensors = storage.weight_bytes(spec, workload.dtype, workload.quant)
         return (
             f"Estimated as llama.cpp's GGUF of this checkpoint, {scheme.name}: "
-            f"{scheme.description}; the checkpoint ({own}) converts to it with its "
-            f"{scheme.gguf_type} weights as they are (convert_hf_to_gguf.py).",
+            f"{scheme.description}, {format_bytes(tensors)} ({format_bytes(tensors, 'GB')}) of "
+            f"tensors; the checkpoint ({own}) converts to it with its {scheme.gguf_type} "
+            "weights as they are (convert_hf_to_gguf.py).",
         )
     return (
         f"Estimated as --quant {workload.quant}, not as the checkpoint is stored ({own}): "

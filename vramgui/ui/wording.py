@@ -122,8 +122,8 @@ def reset_notice(reset: Reset, model: str = "") -> str:
             else quant_label(reset.old)
         )
         return (
-            f"llama.cpp runs {what} as its GGUF {reset.new} ("
-            f"{SCHEMES[reset.new].description}): Quantization is now {quant_label(reset.new)}."
+            f"llama.cpp runs {what} as its GGUF {reset.new}, {SCHEMES[reset.new].description}. "
+            f"Quantization is now {quant_label(reset.new)}."
         )
     if conflict is None:
         why = (

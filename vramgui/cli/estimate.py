@@ -26,6 +26,7 @@ from vramgui.core.workload import (
     OPTIMIZERS,
     PRECISIONS,
     SGLANG_VERSIONS,
+    TRANSFORMERS_VERSIONS,
     VLLM_VERSIONS,
     Workload,
     default_engine,
@@ -54,6 +55,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "source", help="config.json, model folder, .safetensors, .gguf, Hub id or catalog name"
     )
     add_estimate_options(parser)
+    parser.add_argument(
+        "--prompt",
+        type=int,
+        default=None,
+        metavar="N",
+        help="transformers: prompt tokens it prefills; the rest of --seq is generated (default: "
+        "--seq, a prefill of the whole context)",
+    )
     parser.add_argument(
         "--free-memory",
         action="store_true",
@@ -318,8 +327,17 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
+    parser.add_argument(
+        "--transformers-version",
+        choices=TRANSFORMERS_VERSIONS,
+        default=d.transformers_version,
+        help="the transformers release to follow: from 5.0 a MoE block's experts are stacked "
+        "parameters, which bitsandbytes (QLoRA, --quant nf4 / int8) leaves in 16 bits (fp32 "
+        "after QLoRA's upcast); before, each expert is a linear layer it quantizes",
+    )
     add_vllm_options(parser)
     add_sglang_options(parser)
+    add_llamacpp_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -416,6 +434,29 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
         choices=VLLM_VERSIONS,
         default=d.vllm_version,
         help="the vLLM version whose start-up rules to follow (0.20: 0.20.2 and later)",
+    )
+
+
+def add_llamacpp_options(parser: argparse.ArgumentParser) -> None:
+    """llama.cpp's batch sizes, named as ``llama-server`` names them (docs/cli.md)."""
+    d = _DEFAULTS
+    group = parser.add_argument_group(
+        "llama.cpp", "what `llama-server` takes (with --engine llamacpp; Ollama: num_batch)"
+    )
+    group.add_argument(
+        "--ubatch-size",
+        type=int,
+        default=d.ubatch_size,
+        metavar="N",
+        help="physical micro-batch (-ub): the compute buffer is sized for one micro-batch of "
+        "this many tokens",
+    )
+    group.add_argument(
+        "--batch-size",
+        type=int,
+        default=d.batch_size,
+        metavar="N",
+        help="logical batch (-b); micro-batches are at most this large",
     )
 
 
@@ -518,6 +559,11 @@ def workload_from_args(
         mtp=args.mtp,
         mem_fraction_static=args.mem_fraction_static,
         sglang_version=args.sglang_version,
+        ubatch_size=args.ubatch_size,
+        batch_size=args.batch_size,
+        # estimate takes --prompt for the prefill's memory, plan for its time too
+        prompt=getattr(args, "prompt", None),
+        transformers_version=args.transformers_version,
     )
 
 

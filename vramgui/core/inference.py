@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from vramgui.core import dtypes, serving, sglang_startup, vllm_startup
 from vramgui.core.activations import (
-    LLAMACPP_UBATCH,
     llamacpp_compute_buffer,
     llamacpp_flash_attention,
+    llamacpp_ubatch,
     vllm_profile_peak,
 )
 from vramgui.core.errors import VramguiError, WorkloadError
@@ -81,7 +81,14 @@ def kv_cache_bytes(spec: ModelSpec, workload: Workload, tokens: int | None = Non
 
 
 def _kv_shape(spec: ModelSpec, workload: Workload) -> _KvShape:
-    key = ("inference_kv", workload.kv_dtype, workload.dtype, workload.engine, workload.tp)
+    key = (
+        "inference_kv",
+        workload.kv_dtype,
+        workload.dtype,
+        workload.engine,
+        workload.tp,
+        llamacpp_ubatch(workload),
+    )
     return spec.cached(key, lambda: _KvShape.of(spec, workload))
 
 
@@ -124,7 +131,7 @@ class _KvShape:
             per_elem=per_elem,
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
-            window_ubatch=LLAMACPP_UBATCH if workload.engine == "llamacpp" else 0,
+            window_ubatch=llamacpp_ubatch(workload) if workload.engine == "llamacpp" else 0,
         )
 
     @property
@@ -264,6 +271,7 @@ class InferencePlan:
         "_gpu_name",
         "_host",
         "_kv",
+        "_layer_caches",
         "_max_seq",
         "_notes",
         "_phase",
@@ -320,11 +328,13 @@ class InferencePlan:
         self._details: dict[str, int | float | bool | str] = {}
         self._notes: tuple[str, ...] = ()
         self._checked: validation.Checked | None = None
+        self._layer_caches: tuple[Size, ...] = ()
         if workload.engine == "transformers":
             self._checked = validation.checked(spec.facts.model_type)
+            self._layer_caches = _layer_caches(spec, workload)
             self._prefill = spec.cached(
                 ("inference_prefill", workload.dtype, workload.attention, workload.tp, device),
-                lambda: Prefill.of(spec, workload, _layer_caches(spec, workload), device=device),
+                lambda: Prefill.of(spec, workload, self._layer_caches, device=device),
             )
             self._phase = "prefill" if spec.facts.is_decoder else "forward"
             notes = []
@@ -392,6 +402,11 @@ class InferencePlan:
         else:
             self._phase = "context allocated up front"
             self._details = {"host_embedding_bytes": host}
+            if workload.ubatch_size > workload.batch_size:
+                self._notes = (
+                    f"llama.cpp runs micro-batches of at most -b {workload.batch_size:,} tokens, "
+                    f"so -ub {workload.ubatch_size:,} sizes nothing beyond it.",
+                )
 
     def breakdown(self, batch: int, seq: int) -> InferenceBreakdown:
         """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens.
@@ -412,9 +427,11 @@ class InferencePlan:
         notes = self._notes
         details = dict(self._details)
         overhead = None
+        phase = self._phase
         if self._prefill is not None:  # the transformers engine
-            activations = self._prefill.peak(batch, seq)
-            notes = (*notes, *self._outside(batch, seq))
+            prompt = min(self._workload.prompt or seq, seq)
+            activations, phase, said = self._transformers_moment(batch, prompt, seq, kv)
+            notes = (*notes, *said, *self._outside(batch, prompt))
         elif self._vllm is not None:
             kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
             overhead = vllm_startup.CUDA_CONTEXT_BYTES + self._rotary
@@ -432,19 +449,45 @@ class InferencePlan:
                 batch,
                 seq,
                 flash_attention=llamacpp_flash_attention(self._workload),
+                ubatch=llamacpp_ubatch(self._workload),
             )
         return InferenceBreakdown(
             weights_bytes=self._weights,
             kv_cache_bytes=kv,
             activations_bytes=activations,
             host_bytes=self._host,
-            phase=self._phase,
+            phase=phase,
             notes=(*self._format_notes, *notes),
             details=details,
             vllm=self._vllm,
             overhead_bytes=overhead,
             sglang=self._sglang,
         )
+
+    def _transformers_moment(
+        self, batch: int, prompt: int, seq: int, kv: int
+    ) -> tuple[int, str, tuple[str, ...]]:
+        """transformers' activations at the peak of ``generate``, its phase and a note: the
+        prefill of ``prompt`` tokens beside their KV cache, or the last decoding step, with the
+        KV cache of ``seq`` tokens and the step's own tensors (a one-token forward, and the
+        cache's concatenation: DynamicCache writes each layer's keys, then values, into a new
+        tensor one token longer before it frees the old one), whichever holds more."""
+        assert self._prefill is not None
+        prefill = self._prefill.peak(batch, prompt)
+        if prompt == seq or self._kv is None:
+            return prefill, self._phase, ()
+        at_prompt = self._kv.bytes(batch, prompt) + prefill
+        concatenation = max((c.at(batch, seq) for c in self._layer_caches), default=0) // 2
+        step = self._prefill.peak(batch, 1) + concatenation
+        note = (
+            f"transformers prefills the prompt of {prompt:,} tokens and generates up to {seq:,}: "
+            f"the peak is the larger of the prefill (its activations beside the KV cache of "
+            f"{prompt:,} tokens) and the last step (the KV cache of {seq:,} tokens); here "
+            f"{'the prefill' if at_prompt > kv + step else 'the last step'}."
+        )
+        if at_prompt > kv + step:
+            return at_prompt - kv, self._phase, (note,)
+        return step, "generation (the last step, the KV cache at the full context)", (note,)
 
     def _outside(self, batch: int, seq: int) -> tuple[str, ...]:
         """A note where the workload lies outside the shapes and sizes this architecture's

@@ -164,9 +164,14 @@ def test_a_short_prompt_prefills_its_own_length_beside_the_whole_context_cache(r
     assert moment == alone.kv_cache_bytes + alone.activations_bytes
 
 
-def test_a_prompt_longer_than_the_context_is_refused():
+def test_a_prompt_longer_than_the_context_is_the_whole_context(real_spec):
+    """The window's context can shrink below the prompt it had: the prompt is then all of it."""
+    spec = real_spec(LLAMA3)
+    assert inference_breakdown(spec, Workload(seq=1024, prompt=2048)) == inference_breakdown(
+        spec, Workload(seq=1024)
+    )
     with pytest.raises(WorkloadError, match="--prompt"):
-        Workload(seq=1024, prompt=2048)
+        Workload(prompt=0)
 
 
 def test_llamacpp_compute_buffer_follows_the_micro_batch(real_spec):

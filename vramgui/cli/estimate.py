@@ -509,6 +509,12 @@ def workload_from_args(
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
     speculative = "draft" if args.speculative_model else "none"
+    prompt = getattr(args, "prompt", None)  # estimate's, for the prefill's memory; plan's too
+    if prompt is not None and prompt > seq:
+        raise WorkloadError(
+            f"--prompt {prompt:,} is longer than the context --seq {seq:,}, which holds the "
+            "prompt and the generated tokens"
+        )
     gpu_arch = args.gpu_arch
     if gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
@@ -561,8 +567,7 @@ def workload_from_args(
         sglang_version=args.sglang_version,
         ubatch_size=args.ubatch_size,
         batch_size=args.batch_size,
-        # estimate takes --prompt for the prefill's memory, plan for its time too
-        prompt=getattr(args, "prompt", None),
+        prompt=prompt,
         transformers_version=args.transformers_version,
     )
 

@@ -213,8 +213,8 @@ class Workload:
             one micro-batch of this many tokens.
         batch_size: llama.cpp's logical batch (``-b``); llama.cpp runs micro-batches of at most
             this many tokens (``n_ubatch = min(n_batch, n_ubatch)``).
-        prompt: tokens the transformers engine prefills (the rest of ``seq`` is generated);
-            None: the whole context.
+        prompt: tokens the transformers engine prefills (the rest of ``seq`` is generated), at
+            most ``seq`` (a longer prompt is the whole context); None: the whole context.
         transformers_version: the transformers release whose model code to follow
             (``TRANSFORMERS_VERSIONS``): transformers 5 holds every MoE block's experts as
             stacked parameters, which bitsandbytes leaves unquantized.
@@ -301,11 +301,6 @@ class Workload:
         _check_range("batch-size", self.batch_size, 1, MAX_SEQ)
         if self.prompt is not None:
             _check_range("prompt", self.prompt, 1, MAX_SEQ)
-            if self.prompt > self.seq:
-                raise WorkloadError(
-                    f"--prompt {self.prompt:,} is longer than the context --seq {self.seq:,}, "
-                    "which holds the prompt and the generated tokens"
-                )
         if self.mtp and self.speculative == "draft":
             raise WorkloadError(
                 "speculate with the model's MTP layers (--mtp) or a draft model "

@@ -695,7 +695,17 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
         return gpu, host
 
     return spec.cached(
-        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp, w.vllm_version),
+        (
+            "resident_weights",
+            w.dtype,
+            w.quant,
+            w.engine,
+            w.tp,
+            w.gpu_arch,
+            w.mtp,
+            w.vllm_version,
+            w.transformers_version,
+        ),
         compute,
     )
 
@@ -715,7 +725,17 @@ def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, R
         )
 
     return spec.cached(
-        ("rank_tensors", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp, w.vllm_version),
+        (
+            "rank_tensors",
+            w.dtype,
+            w.quant,
+            w.engine,
+            w.tp,
+            w.gpu_arch,
+            w.mtp,
+            w.vllm_version,
+            w.transformers_version,
+        ),
         compute,
     )
 

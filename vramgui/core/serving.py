@@ -34,7 +34,7 @@ from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.storage import TensorStorage
 from vramgui.core.vllm_startup import RULES
-from vramgui.core.workload import ENGINE_NAMES, GPU_ARCHS, Workload
+from vramgui.core.workload import ENGINE_NAMES, GPU_ARCHS, TRANSFORMERS_VERSIONS, Workload
 
 # Compute capabilities from which the formats run natively (FP8, FP4 tensor cores).
 _FP8_NATIVE = (8, 9)
@@ -92,7 +92,17 @@ def served_storage(spec: ModelSpec, w: Workload) -> Served:
         WorkloadError: the engine cannot load the checkpoint on the GPU given.
     """
     return spec.cached(
-        ("served_storage", w.dtype, w.quant, w.engine, w.gpu_arch, w.mtp, w.tp, w.vllm_version),
+        (
+            "served_storage",
+            w.dtype,
+            w.quant,
+            w.engine,
+            w.gpu_arch,
+            w.mtp,
+            w.tp,
+            w.vllm_version,
+            w.transformers_version,
+        ),
         lambda: _served(spec, w),
     )
 
@@ -159,14 +169,20 @@ def _bnb_experts(
     model dtype (``storage.bitsandbytes_storage``)."""
     if spec.quantization is not None and not storage.overridden(spec, w.quant):
         return stored, []  # a bitsandbytes checkpoint: stored as it is
-    held = storage.bitsandbytes_storage(spec, w.dtype, w.quant)
+    held = storage.bitsandbytes_storage(spec, w.dtype, w.quant, w.transformers_version)
     added = sum(h.bytes for h in held) - sum(s.bytes for s in stored)
     if not added:
         return stored, []
     return held, [
         f"transformers' bitsandbytes quantizes nn.Linear layers only: "
-        f"{spec.facts.model_type}'s experts are stacked parameters and stay in {w.dtype} "
-        f"({_gib(added)} more than quantized)."
+        f"{spec.facts.model_type}'s experts are stacked parameters in transformers "
+        f"{w.transformers_version} and stay in {w.dtype} ({_gib(added)} more than quantized"
+        + (
+            "; transformers 4 held them as nn.Linear layers, which it quantizes: "
+            "--transformers-version)."
+            if not storage.experts_stacked(spec.facts.model_type, TRANSFORMERS_VERSIONS[0])
+            else ")."
+        )
     ]
 
 

@@ -616,6 +616,21 @@ def adjusted(
     return Workload(**settings), tuple(resets)
 
 
+def transformers_release(version: str) -> str:
+    """The release of ``TRANSFORMERS_VERSIONS`` whose rules a transformers version follows: the
+    latest not above it ("4.48.1" -> "4.46"; the oldest for anything older).
+
+    Raises:
+        WorkloadError: not a version number.
+    """
+    try:
+        wanted = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        raise WorkloadError(f"not a transformers version: {shown(version)}") from None
+    known = [v for v in TRANSFORMERS_VERSIONS if tuple(map(int, v.split("."))) <= wanted]
+    return known[-1] if known else TRANSFORMERS_VERSIONS[0]
+
+
 def default_engine(quant: str, stored: str | None = None) -> str:
     """The engine that runs a quantization (and a checkpoint stored as ``stored``) as it is."""
     family = served_family(quant, stored)

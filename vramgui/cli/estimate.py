@@ -265,7 +265,8 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         "--kv-cache-dtype",
         choices=KV_DTYPES,
         default=d.kv_dtype,
-        help="KV cache dtype; auto follows --dtype (llama.cpp: f16)",
+        help="KV cache dtype; auto follows --dtype (llama.cpp: f16), or a checkpoint's FP8 "
+        "KV-cache scheme where the engine takes it (vLLM, SGLang)",
     )
     parser.add_argument(
         "--attention", choices=ATTENTIONS, default=d.attention, help="attention implementation"

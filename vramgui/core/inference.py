@@ -81,6 +81,7 @@ def kv_cache_bytes(spec: ModelSpec, workload: Workload, tokens: int | None = Non
 
 
 def _kv_shape(spec: ModelSpec, workload: Workload) -> _KvShape:
+    workload = engine_kv_workload(spec, workload)
     key = (
         "inference_kv",
         workload.kv_dtype,
@@ -90,6 +91,13 @@ def _kv_shape(spec: ModelSpec, workload: Workload) -> _KvShape:
         llamacpp_ubatch(workload),
     )
     return spec.cached(key, lambda: _KvShape.of(spec, workload))
+
+
+def engine_kv_workload(spec: ModelSpec, workload: Workload) -> Workload:
+    """``workload`` with the KV cache dtype the engine takes from the checkpoint under
+    ``--kv-dtype auto`` (``serving.checkpoint_kv_dtype``), else ``workload`` itself."""
+    kv = serving.checkpoint_kv_dtype(spec, workload)
+    return workload if kv is None else workload.with_(kv_dtype=kv)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,8 +320,9 @@ class InferencePlan:
             self._error, self._error_first = exc, False
 
     def _prepare(
-        self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None, device: str
+        self, spec: ModelSpec, asked: Workload, draft: ModelSpec | None, device: str
     ) -> None:
+        workload = engine_kv_workload(spec, asked)
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
         self._format_notes = serving.served_storage(spec, workload).notes
@@ -407,6 +416,9 @@ class InferencePlan:
                     f"llama.cpp runs micro-batches of at most -b {workload.batch_size:,} tokens, "
                     f"so -ub {workload.ubatch_size:,} sizes nothing beyond it.",
                 )
+        if workload is not asked:
+            self._notes = (*self._notes, serving.checkpoint_kv_note(spec, asked))
+            self._details["kv_cache_dtype"] = workload.kv_dtype
 
     def breakdown(self, batch: int, seq: int) -> InferenceBreakdown:
         """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens.

@@ -50,3 +50,26 @@ def test_transformers_prompt_and_release_show_with_transformers(make_window, qtb
     settled(qtbot, window, engine="vllm")
     assert not panel.prompt.isVisible() and not panel.transformers_version.isVisible()
     assert not panel.llamacpp_box.isVisible()
+
+
+def test_the_kv_cache_box_names_the_checkpoints_own_scheme(make_window, qtbot):
+    """nvidia/Gemma-4-31B-IT-NVFP4 ships an FP8 KV-cache scheme, which vLLM takes under auto."""
+    window = make_window()
+    panel = window.precision_panel
+    window.controller.load_source("gemma-4-31b-it-nvfp4")
+    qtbot.waitUntil(
+        lambda: (
+            window.controller.spec is not None
+            and window.controller.spec.name.endswith("Gemma-4-31B-IT-NVFP4")
+        ),
+        timeout=10000,
+    )
+    window.controller.update(engine="vllm", seq=8192)
+    settled(qtbot, window, engine="vllm", seq=8192)
+    auto = panel.kv_dtype.findData("auto")
+    qtbot.waitUntil(
+        lambda: panel.kv_dtype.itemText(auto) == "As the checkpoint (fp8)", timeout=2000
+    )
+    assert window.controller.analysis.estimate.details["kv_cache_dtype"] == "fp8"
+    window.controller.update(vllm_version="0.11")
+    qtbot.waitUntil(lambda: panel.kv_dtype.itemText(auto) == "Same as weights", timeout=2000)

@@ -185,3 +185,17 @@ def test_llamacpp_compute_buffer_follows_the_micro_batch(real_spec):
     capped = inference_breakdown(spec, w.with_(ubatch_size=1024, batch_size=512))
     assert capped.activations_bytes == base
     assert any("-b 512" in n for n in capped.notes)
+
+
+def test_llamacpp_sliding_window_cache_holds_one_micro_batch_more(real_spec):
+    """llama_kv_cache_iswa sizes a sliding-window layer's cache to the window plus one
+    micro-batch, in 256-cell pages: -ub 1024 adds 512 cells to each such layer over -ub 512."""
+    spec = real_spec("google/gemma-3-1b-pt")
+    w = Workload(engine="llamacpp", quant="Q8_0", seq=32768)
+    base = kv_cache_bytes(spec, w)
+    wider = kv_cache_bytes(spec, w.with_(ubatch_size=1024))
+    facts = spec.facts
+    sliding = sum(1 for kind in facts.layer_types if kind.name == "SLIDING")
+    per_cell = 2 * facts.num_kv_heads * facts.head_dim * 2  # K and V in f16
+    assert wider - base == 512 * sliding * per_cell
+    assert kv_cache_bytes(spec, w.with_(ubatch_size=1024, batch_size=512)) == base

@@ -27,6 +27,7 @@ from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.families import validation
 from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
+from vramgui.core.prefill.attention import SDPA_GQA_HEAD_DIM
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.units import GiB
@@ -200,6 +201,21 @@ def _kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
     return max(1, -(-facts.num_kv_heads // tp))
 
 
+def _decode_repeat_per_token(spec: ModelSpec, workload: Workload) -> int:
+    """Bytes per cached token of one layer's keys and values repeated to every query head on
+    one GPU, where transformers' attention repeats them (``repeat_kv``): eager attention, or
+    SDPA with heads its GQA kernel does not take; 0 where it does not."""
+    facts = spec.facts
+    if facts.is_mla or facts.num_kv_heads in (1, facts.num_heads):
+        return 0
+    v_dim = facts.v_head_dim or facts.head_dim
+    sdpa_repeats = facts.head_dim > SDPA_GQA_HEAD_DIM or facts.head_dim != v_dim
+    if attention_used(spec, workload) != "eager" and not sdpa_repeats:
+        return 0
+    heads = max(1, facts.num_heads // workload.tp)
+    return heads * (facts.head_dim + v_dim) * dtypes.DTYPE_BYTES[workload.dtype]
+
+
 def _layer_caches(spec: ModelSpec, workload: Workload) -> tuple[Size, ...]:
     """Per layer, what transformers' cache holds for it once the prompt is written: the whole
     prompt's keys and values, or a fixed state per sequence."""
@@ -271,6 +287,7 @@ class InferencePlan:
     __slots__ = (
         "_capacity",
         "_checked",
+        "_decode_repeat",
         "_details",
         "_error",
         "_error_first",
@@ -338,9 +355,11 @@ class InferencePlan:
         self._notes: tuple[str, ...] = ()
         self._checked: validation.Checked | None = None
         self._layer_caches: tuple[Size, ...] = ()
+        self._decode_repeat = 0
         if workload.engine == "transformers":
             self._checked = validation.checked(spec.facts.model_type)
             self._layer_caches = _layer_caches(spec, workload)
+            self._decode_repeat = _decode_repeat_per_token(spec, workload)
             self._prefill = spec.cached(
                 ("inference_prefill", workload.dtype, workload.attention, workload.tp, device),
                 lambda: Prefill.of(spec, workload, self._layer_caches, device=device),
@@ -481,16 +500,21 @@ class InferencePlan:
     ) -> tuple[int, str, tuple[str, ...]]:
         """transformers' activations at the peak of ``generate``, its phase and a note: the
         prefill of ``prompt`` tokens beside their KV cache, or the last decoding step, with the
-        KV cache of ``seq`` tokens and the step's own tensors (a one-token forward, and the
-        cache's concatenation: DynamicCache writes each layer's keys, then values, into a new
-        tensor one token longer before it frees the old one), whichever holds more."""
+        KV cache of ``seq`` tokens and the step's own tensors, whichever holds more.
+
+        The step is a one-token forward beside the larger of two transients over one layer's
+        whole cache: DynamicCache's concatenation (each layer's keys, then values, written into
+        a new tensor one token longer before the old one is freed) and, where attention repeats
+        grouped K / V to every query head (eager; SDPA past its GQA kernel's head size), the
+        repeated keys and values."""
         assert self._prefill is not None
         prefill = self._prefill.peak(batch, prompt)
         if prompt == seq or self._kv is None:
             return prefill, self._phase, ()
         at_prompt = self._kv.bytes(batch, prompt) + prefill
         concatenation = max((c.at(batch, seq) for c in self._layer_caches), default=0) // 2
-        step = self._prefill.peak(batch, 1) + concatenation
+        repeated = batch * seq * self._decode_repeat
+        step = self._prefill.peak(batch, 1) + max(concatenation, repeated)
         note = (
             f"transformers prefills the prompt of {prompt:,} tokens and generates up to {seq:,}: "
             f"the peak is the larger of the prefill (its activations beside the KV cache of "

@@ -212,6 +212,8 @@ def test_transformers_4_holds_experts_as_linear_layers_bitsandbytes_quantizes():
     )
     assert four.components["weights"] < five.components["weights"] / 4
     assert any("nn.Linear layers, which bitsandbytes quantizes" in n for n in four.notes)
+    assert any("expert by expert, so they are approximate" in n for n in four.notes)
+    assert not any("expert by expert" in n for n in five.notes)
 
 
 def test_transformers_4_experts_take_one_adapter_per_linear_and_fold_nothing():

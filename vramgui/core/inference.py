@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, serving, sglang_startup, vllm_startup
+from vramgui.core import dtypes, serving, sglang_startup, storage, vllm_startup
 from vramgui.core.activations import (
     llamacpp_compute_buffer,
     llamacpp_flash_attention,
@@ -366,6 +366,14 @@ class InferencePlan:
             )
             self._phase = "prefill" if spec.facts.is_decoder else "forward"
             notes = []
+            if spec.facts.is_moe and not storage.experts_stacked(
+                spec.facts.model_type, workload.transformers_version
+            ):
+                notes.append(
+                    "The experts' activations follow transformers 5's MoE code, measured; "
+                    f"transformers {workload.transformers_version} runs them expert by expert, "
+                    "so they are approximate."
+                )
             if attention_used(spec, workload) != workload.attention:
                 notes.append(
                     f"transformers runs {spec.facts.model_type} with eager attention only; "

@@ -356,6 +356,10 @@ def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> li
                 "bitsandbytes quantizes like the others (transformers 5 stacks them into "
                 "parameters it leaves unquantized: --transformers-version 5.0)"
             )
+        notes.append(
+            f"The experts' activations follow transformers 5's MoE code, measured; "
+            f"transformers {version} runs them expert by expert, so they are approximate"
+        )
         if any(t.startswith(EXPERT_LINEARS_TARGET) for t in ctx.lora_targets):
             notes.append(
                 f"peft adapts each expert's linear layers of transformers {version} on its own "

@@ -78,6 +78,7 @@ def snapshot_document(snapshot: GpuSnapshot) -> dict[str, Any]:
 def _catalog_dict(gpu: CatalogGpu) -> dict[str, Any]:
     document = dataclasses.asdict(gpu)
     document["capacity_bytes"] = gpu.capacity_bytes()
+    document["engines_unavailable"] = dict(gpu.engines_unavailable)
     return document
 
 

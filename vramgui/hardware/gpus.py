@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramgui.core.workload import ENGINE_NAMES
-from vramgui.hardware.errors import HardwareError
+from vramgui.hardware.errors import CardFigureError, HardwareError
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +312,7 @@ def architecture_of(name: str) -> str:
 
 CUSTOM_VENDOR = "Custom"
 # Bounds on what a person types for a card: far past any GPU sold, short of typing mistakes.
-_CUSTOM_LIMITS = {"memory": 1 << 20, "bandwidth": 1e6, "TFLOPS": 1e6}
+_CUSTOM_LIMITS = {"memory": 1 << 20, "bandwidth": 1e6, "tflops": 1e6}
 
 
 def custom_gpu(
@@ -328,11 +328,12 @@ def custom_gpu(
     it has a bandwidth and a tensor rate.
 
     Raises:
-        HardwareError: a figure that is not a positive number within reason.
+        CardFigureError: a figure that is not a positive number within reason (which one, in
+            ``figure``).
     """
-    for what, value in (("memory", memory_gib), ("bandwidth", bandwidth_gbps), ("TFLOPS", tflops)):
+    for what, value in (("memory", memory_gib), ("bandwidth", bandwidth_gbps), ("tflops", tflops)):
         if value is not None and not 0 < value <= _CUSTOM_LIMITS[what]:
-            raise HardwareError(f"a card's {what} must be a positive number, got {value:g}")
+            raise CardFigureError(what, value)
     label = f"Custom {memory_gib:g} GiB" + (f", {bandwidth_gbps:g} GB/s" if bandwidth_gbps else "")
     return CatalogGpu(
         name=name.strip() or label,

@@ -46,6 +46,8 @@ class AddCardDialog(QDialog):
         self.tflops.setSpecialValueText("unknown (no speed)")
         self.name = QLineEdit()
         self.name.setClearButtonEnabled(True)
+        # Room for a name such as "Custom 20 GiB, 500 GB/s" or a product name in full.
+        self.name.setMinimumWidth(self.name.fontMetrics().horizontalAdvance("0" * 32))
         self.error = QLabel()
         self.error.setStyleSheet(palette.WARNING_STYLE)
         self.error.setWordWrap(True)

@@ -380,7 +380,8 @@ class GpuPanel(QWidget):
         if header.sectionSize(column) != width:
             header.resizeSection(column, width)
         # Never so narrow that a name or a badge is cut: the panel keeps room for all three.
-        badge = metrics.horizontalAdvance("✘ 888.8 short") + 12
+        # The stretched last column keeps at least its default size.
+        badge = max(metrics.horizontalAdvance("✘ 888.8 short") + 12, header.defaultSectionSize())
         scrollbar = self.tree.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
         self.tree.setMinimumWidth(
             header.sectionSize(_NAME)

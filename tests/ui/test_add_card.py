@@ -128,3 +128,17 @@ def test_the_window_keeps_a_card_and_times_the_estimate_on_it(make_window, setti
     assert [card.name for card in again.gpu_panel.cards()] == [NAME]
     item = again.gpu_panel.cards_group.child(0)
     assert item.checkState(0) == Qt.CheckState.Checked
+
+
+def test_the_window_notes_that_vllm_does_not_run_on_an_apple_gpu(make_window, qtbot):
+    window = make_window()
+    apple = find_gpu("M3 Ultra").name
+    window.gpu_panel.set_checked(apple)
+    qtbot.waitUntil(lambda: any(name == apple for name, _ in window.controller.capacities))
+    window.controller.update(engine="vllm")
+    window.controller.recompute_now()
+    expected = f"vLLM does not run on {apple}: vLLM has no Metal backend"
+    qtbot.waitUntil(lambda: expected in window.notes.text())
+    window.controller.update(engine="transformers")
+    window.controller.recompute_now()
+    qtbot.waitUntil(lambda: "does not run on" not in window.notes.text())

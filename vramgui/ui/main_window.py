@@ -722,7 +722,7 @@ class MainWindow(QMainWindow):
         self.breakdown_model.set_components(shown, unit)
         self._fit_table_height()
         self._fit_component_column(shown)
-        notes = "\n".join(est.notes)
+        notes = "\n".join([*est.notes, *analysis.engine_notes])
         if notes != self.notes.text():  # a new text lays the table's pane out again
             self.notes.setText(notes)
             self.notes.setToolTip(notes)

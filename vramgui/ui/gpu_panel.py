@@ -34,6 +34,12 @@ from vramgui.ui.workers import Worker, submit
 
 REFRESH_MS = 3000
 _NAME, _MEMORY, _FIT = range(3)
+# The longest name the list shows whole: longer ones (a card added by hand, "Ryzen AI Max+ 395
+# 128GB") keep both ends and the tooltip holds them, so that the panel leaves the estimate its
+# room on a laptop screen.
+_NAME_RULER = "Apple M2 Ultra 192GB"
+# The widest fit badge.
+_BADGE_RULER = "✘ 888.8 short"
 
 
 class GpuPanel(QWidget):
@@ -89,6 +95,9 @@ class GpuPanel(QWidget):
         # every estimate, so their column just takes the width left over.
         for column in (_NAME, _MEMORY):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+        # The stretched badge column shrinks no narrower than its size when stretching starts:
+        # the widest badge, not Qt's default 100 px.
+        header.resizeSection(_FIT, self._badge_width())
         header.setStretchLastSection(True)
         self.local_group = QTreeWidgetItem(self.tree, ["This machine"])
         self.cards_group = QTreeWidgetItem(self.tree, ["Added by hand"])
@@ -370,18 +379,22 @@ class GpuPanel(QWidget):
         # The group titles span all columns, so only the GPU names set the width.
         self._fit_column(_NAME, self._texts(_NAME))
 
+    def _badge_width(self) -> int:
+        return self.tree.fontMetrics().horizontalAdvance(_BADGE_RULER) + 12
+
     def _fit_column(self, column: int, texts: list[str]) -> None:
         metrics = self.tree.fontMetrics()
         widest = max((metrics.horizontalAdvance(text) for text in texts), default=0)
+        if column == _NAME:
+            widest = min(widest, metrics.horizontalAdvance(_NAME_RULER))
         # Room for the indentation and the check box (first column), and the cell margins.
         extra = 12 + (self.tree.indentation() + 24 if column == _NAME else 0)
         width = max(widest + extra, self.tree.header().sectionSizeHint(column))
         header = self.tree.header()
         if header.sectionSize(column) != width:
             header.resizeSection(column, width)
-        # Never so narrow that a name or a badge is cut: the panel keeps room for all three.
-        # The stretched last column keeps at least its default size.
-        badge = max(metrics.horizontalAdvance("✘ 888.8 short") + 12, header.defaultSectionSize())
+        # Never so narrow that a badge is cut: the panel keeps room for all three columns.
+        badge = self._badge_width()
         scrollbar = self.tree.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
         self.tree.setMinimumWidth(
             header.sectionSize(_NAME)

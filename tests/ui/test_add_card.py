@@ -142,3 +142,24 @@ def test_the_window_notes_that_vllm_does_not_run_on_an_apple_gpu(make_window, qt
     window.controller.update(engine="transformers")
     window.controller.recompute_now()
     qtbot.waitUntil(lambda: "does not run on" not in window.notes.text())
+
+
+def test_the_offloading_tab_plans_a_card_with_its_own_bandwidth(make_window, qtbot):
+    from vramgui.ui.offload_view import bandwidths_for
+
+    window = make_window()
+    panel = window.gpu_panel
+    for name, _ in panel.capacities():
+        panel.set_checked(name, False)
+    card = custom_gpu(20, 500, 100)
+    panel.add_card(card)
+    qtbot.waitUntil(lambda: window.controller.capacities == ((card.name, 20 * GiB),))
+    window.tabs.setCurrentIndex(
+        next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Offloading")
+    )
+    tab = window.extra_tabs["Offloading"]
+    qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
+    view = tab.view()
+    qtbot.waitUntil(lambda: [g.name for g in view._gpus] == [card.name], timeout=5000)
+    # its own speeds, not the fallback GPU's (the RTX 4090's 1,008 GB/s)
+    assert view._gpus[0].bandwidths == bandwidths_for(card)

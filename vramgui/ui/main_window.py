@@ -169,7 +169,7 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     extra = {
         "Serving": extra_views.serving_view(controller),
         "Offloading": extra_views.offload_view(
-            controller, services.gpu_catalog, services.host_ram_bytes, fallback_gpu
+            controller, gpu_panel.gpus, services.host_ram_bytes, fallback_gpu
         ),
         "Profiles": extra_views.profiles_view(controller, services.load_model),
     }

@@ -63,9 +63,9 @@ def test_a_smaller_card_holds_a_smaller_batch(capsys, config_path):
 
 def test_a_card_with_the_4090s_figures_decodes_as_fast_as_the_catalogs(capsys, config_path):
     catalog = _doc(capsys, config_path, "--gpu", "RTX 4090")["serving"]
-    custom = _doc(
-        capsys, config_path, "--vram-gib", 24, "--gpu-gbps", 1008, "--gpu-tflops", 165.2
-    )["serving"]
+    custom = _doc(capsys, config_path, "--vram-gib", 24, "--gpu-gbps", 1008, "--gpu-tflops", 165.2)[
+        "serving"
+    ]
     assert custom["gpu"] == "Custom 24 GiB, 1008 GB/s"
     # decoding one sequence reads the weights once a token: the bandwidth decides
     assert catalog["bound"] == custom["bound"] == "memory"

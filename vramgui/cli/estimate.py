@@ -34,6 +34,7 @@ from vramgui.core.workload import (
 
 if TYPE_CHECKING:
     from vramgui.core.model import ModelSpec
+    from vramgui.hardware.gpus import CatalogGpu
 
 # The estimator, the sources and the GPUs are imported where they run (see vramgui.cli): the
 # options alone must not cost their import, as `vramgui plan --help` and `vramgui measure` build
@@ -121,7 +122,7 @@ def vram_budgets(text: str | None) -> list[int]:
     return [round(figure * GiB) for figure in figures]
 
 
-def custom_gpus(args: argparse.Namespace) -> list[Any]:
+def custom_gpus(args: argparse.Namespace) -> list[CatalogGpu]:
     """The cards ``--vram-gib`` (with ``--gpu-gbps``, ``--gpu-tflops``) describes, as catalog
     entries named "Custom 20 GiB, 500 GB/s".
 
@@ -224,7 +225,7 @@ def speed_for(
     workload: Workload,
     gpu_name: str,
     args: argparse.Namespace,
-    custom: Sequence[Any] = (),
+    custom: Sequence[CatalogGpu] = (),
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name`` (a
     catalog GPU, or one of the ``custom`` cards), or None and why there is none."""
@@ -235,11 +236,14 @@ def speed_for(
     from vramgui.hardware.rates import rental_price, speed_hardware
 
     try:
-        gpu = next((card for card in custom if card.name == gpu_name), None) or find_gpu(gpu_name)
-        if not gpu.memory_bandwidth_gbps:
-            return None, f"no speed: {gpu_name} has no memory bandwidth (give --gpu-gbps)"
-        if gpu in custom and not gpu.bf16_tflops:
-            return None, f"no speed: {gpu_name} has no tensor rate (give --gpu-tflops)"
+        card = next((card for card in custom if card.name == gpu_name), None)
+        if card is not None and not (card.memory_bandwidth_gbps and card.bf16_tflops):
+            missing = "--gpu-tflops" if card.memory_bandwidth_gbps else "--gpu-gbps"
+            return (
+                None,
+                f"no speed: {gpu_name} needs a bandwidth and a tensor rate (give {missing})",
+            )
+        gpu = card or find_gpu(gpu_name)
         hardware = speed_hardware(gpu, workload.dtype)
     except HardwareError:
         return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"

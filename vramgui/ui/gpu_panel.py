@@ -192,7 +192,7 @@ class GpuPanel(QWidget):
         ]
 
     def gpus(self) -> tuple[CatalogGpu, ...]:
-        """Every GPU the panel knows the figures of: the cards added by hand, then the catalog."""
+        """Every GPU the panel knows the figures of: the catalog's and the cards added by hand."""
         return tuple(self._catalog.values())
 
     def has_gpu(self, name: str) -> bool:
@@ -243,9 +243,15 @@ class GpuPanel(QWidget):
         """Show the "Add a card" dialog; an accepted card is listed and checked."""
         dialog = AddCardDialog(self.has_gpu, self)
         dialog.accepted.connect(lambda: self._card_accepted(dialog))
+        dialog.finished.connect(lambda _result: self._dialog_closed(dialog))
         self.dialog = dialog
         dialog.open()
         return dialog
+
+    def _dialog_closed(self, dialog: AddCardDialog) -> None:
+        if self.dialog is dialog:
+            self.dialog = None
+        dialog.deleteLater()
 
     def _card_accepted(self, dialog: AddCardDialog) -> None:
         card = dialog.card()

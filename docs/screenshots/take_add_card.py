@@ -17,9 +17,9 @@ from pathlib import Path
 os.environ["VRAMGUI_HOME"] = tempfile.mkdtemp(prefix="vramgui-shots-")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from PySide6.QtCore import QTimer  # noqa: E402, TID251 - it drives the window
+from PySide6.QtCore import QTimer  # noqa: TID251 - it drives the window
 
-from vramgui.ui import app  # noqa: E402
+from vramgui.ui import app
 
 SIZES = ((1280, 720), (1920, 1080))
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from vramgui.core import dtypes, serving, storage
+from vramgui.core import dtypes, launch, serving, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
@@ -313,3 +313,11 @@ def test_a_compressed_tensors_fp8_kv_scheme_is_vllms_alone():
     config["quantization_config"]["kv_cache_scheme"]["type"] = "int"
     int8 = as_shipped(spec_from_config(config), config)
     assert _kv_per_token(int8, engine="vllm") == _kv_per_token(plain, engine="vllm")
+
+
+def test_a_16_bit_cache_asked_of_a_modelopt_fp8_kv_checkpoint_is_said_to_vllm():
+    """vLLM would take the checkpoint's FP8 scheme under auto: the line asks for bfloat16."""
+    gemma = find("gemma-4-31b-it-nvfp4").spec()
+    asked = launch.vllm_settings(gemma, Workload(engine="vllm", kv_dtype="bf16")).args
+    assert asked[asked.index("--kv-cache-dtype") + 1] == "bfloat16"
+    assert "--kv-cache-dtype" not in launch.vllm_settings(gemma, Workload(engine="vllm")).args

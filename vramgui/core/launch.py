@@ -20,6 +20,7 @@ from vramgui.core import activations, dtypes
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
 from vramgui.core.offload.overrides import TensorOverride
+from vramgui.core.serving import checkpoint_kv_dtype
 from vramgui.core.units import MiB
 from vramgui.core.workload import LLAMACPP_BATCH, Workload, served_family
 
@@ -395,6 +396,9 @@ def vllm_settings(
         args += ["--kv-cache-dtype", "fp8"]
     elif w.kv_dtype in ("q8_0", "q4_0"):
         notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is fp8.")
+    elif w.kv_dtype == "bf16" and checkpoint_kv_dtype(spec, w.with_(kv_dtype="auto")):
+        # Without it, vLLM takes the checkpoint's FP8 KV-cache scheme.
+        args += ["--kv-cache-dtype", "bfloat16"]
     if w.max_num_seqs is not None:
         args += ["--max-num-seqs", str(w.max_num_seqs)]
     if w.max_num_batched_tokens is not None:

@@ -154,6 +154,8 @@ def test_a_short_prompt_prefills_its_own_length_beside_the_whole_context_cache(r
     assert chat.activations_bytes < full.activations_bytes / 10
     assert chat.phase.startswith("generation")
     assert any("prompt of 512 tokens" in n for n in chat.notes)
+    served = inference_breakdown(spec, Workload(engine="llamacpp", seq=8192, prompt=512))
+    assert any("whatever the prompt's length" in n for n in served.notes)
     # A prompt near the context: the prefill's moment is that of a context of the prompt's
     # length (its activations and its cache), the breakdown's KV the whole context's.
     long = inference_breakdown(spec, Workload(seq=8192, prompt=8000))

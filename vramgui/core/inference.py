@@ -31,7 +31,7 @@ from vramgui.core.prefill.attention import SDPA_GQA_HEAD_DIM
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.units import GiB
-from vramgui.core.workload import Workload
+from vramgui.core.workload import ENGINE_NAMES, Workload
 
 # The peak of an engine that pre-allocates its KV pool (vLLM, SGLang): sized for one GPU, or,
 # without a GPU to size it, the KV cache of the tokens asked for.
@@ -443,6 +443,12 @@ class InferencePlan:
                     f"llama.cpp runs micro-batches of at most -b {workload.batch_size:,} tokens, "
                     f"so -ub {workload.ubatch_size:,} sizes nothing beyond it.",
                 )
+        if workload.engine != "transformers" and workload.prompt is not None:
+            self._notes = (
+                *self._notes,
+                f"{ENGINE_NAMES[workload.engine]} sizes its memory for the whole context and "
+                "its own batch, whatever the prompt's length.",
+            )
         if workload is not asked:
             self._notes = (*self._notes, serving.checkpoint_kv_note(spec, asked))
             self._details["kv_cache_dtype"] = workload.kv_dtype

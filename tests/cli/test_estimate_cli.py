@@ -496,3 +496,13 @@ def test_prompt_batch_sizes_and_release_are_settings_of_the_document(capsys, con
     )
     doc = json.loads(out)
     assert (doc["settings"]["ubatch-size"], doc["settings"]["batch-size"]) == (1024, 2048)
+
+
+def test_the_table_names_the_software_it_follows(capsys, config_path):
+    _, out, _ = _run(capsys, "estimate", config_path, "--seq", 4096, "--prompt", 512)
+    assert "transformers 5.0, prompt 512" in out.splitlines()[1]
+    _, out, _ = _run(capsys, "estimate", config_path, "--engine", "llamacpp", "--ubatch-size", 256)
+    assert "llamacpp -ub 256 -b 2048" in out.splitlines()[1]
+    args = ("--mode", "training", "--method", "lora", "--transformers-version", "4.46")
+    _, out, _ = _run(capsys, "estimate", config_path, *args)
+    assert out.splitlines()[1].endswith("transformers 4.46")

@@ -837,6 +837,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stack_text(settings: dict[str, Any]) -> str:
+    """The settings line's software: the engine (transformers with its release, and the prompt
+    it prefills; llama.cpp with its batch sizes)."""
+    engine = settings["engine"] if settings["mode"] == "inference" else "transformers"
+    if engine == "llamacpp":
+        return f", llamacpp -ub {settings.get('ubatch-size')} -b {settings.get('batch-size')}"
+    if engine != "transformers":
+        return f", {engine}"
+    prompt = settings.get("prompt")
+    text = f", transformers {settings.get('transformers-version')}"
+    return text + (f", prompt {prompt:,}" if prompt and settings["mode"] == "inference" else "")
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the document for people."""
     from vramgui.core.estimate import COMPONENTS
@@ -848,7 +861,8 @@ def format_table(doc: dict[str, Any]) -> str:
         model_line(model),
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
-        + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")
+        + (f", {s['method']}, {s['optimizer']}" if s["mode"] == "training" else "")
+        + _stack_text(s)
         + (f", {doc['gpus']} GPUs" if doc["gpus"] > 1 else ""),
         "",
     ]

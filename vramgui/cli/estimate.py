@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
@@ -27,6 +28,7 @@ from vramgui.core.workload import (
     PRECISIONS,
     ROPE_SCALINGS,
     SGLANG_VERSIONS,
+    TRANSFORMERS_VERSIONS,
     VLLM_VERSIONS,
     Workload,
     default_engine,
@@ -35,6 +37,7 @@ from vramgui.core.workload import (
 
 if TYPE_CHECKING:
     from vramgui.core.model import ModelSpec
+    from vramgui.hardware.gpus import CatalogGpu
 
 # The estimator, the sources and the GPUs are imported where they run (see vramgui.cli): the
 # options alone must not cost their import, as `vramgui plan --help` and `vramgui measure` build
@@ -57,6 +60,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_estimate_options(parser)
     parser.add_argument(
+        "--prompt",
+        type=int,
+        default=None,
+        metavar="N",
+        help="transformers: prompt tokens it prefills; the rest of --seq is generated (default: "
+        "--seq, a prefill of the whole context)",
+    )
+    parser.add_argument(
         "--free-memory",
         action="store_true",
         help="fit local GPUs against their free memory now, not their total",
@@ -74,9 +85,75 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "rental cost of the work: per million tokens trained (a whole run with --train-tokens) "
         "or generated at --batch concurrent sequences",
     )
+    add_custom_gpu_options(parser)
     add_speed_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
+
+
+def add_custom_gpu_options(parser: argparse.ArgumentParser) -> None:
+    """A card the catalog lacks, given by its memory and bandwidth (docs/cli.md)."""
+    group = parser.add_argument_group(
+        "a card the catalog lacks", "fit, headroom, largest batch and context, and speed on it"
+    )
+    group.add_argument(
+        "--vram-gib",
+        default=None,
+        metavar="GIB[,GIB...]",
+        help="its memory in GiB; several figures (24,12) give one card each",
+    )
+    group.add_argument(
+        "--gpu-gbps", type=float, default=None, help="its peak memory bandwidth, GB/s (for speed)"
+    )
+    group.add_argument(
+        "--gpu-tflops",
+        type=float,
+        default=None,
+        help="its dense 16-bit tensor TFLOPS (for speed; decoding needs it as well)",
+    )
+
+
+def vram_budgets(text: str | None) -> list[int]:
+    """``--vram-gib`` in bytes: one figure, or one per GPU ("24,12"); [] when not given.
+
+    Raises:
+        WorkloadError: not a list of positive numbers.
+    """
+    if text is None:
+        return []
+    try:
+        figures = [float(value) for value in str(text).split(",")]
+    except ValueError:
+        raise WorkloadError(
+            f"--vram-gib takes GiB, one figure or one per GPU (24,12); got {text!r}"
+        ) from None
+    for figure in figures:
+        if not 0 < figure < 1e9:
+            raise WorkloadError(f"--vram-gib must be a positive number, got {figure}")
+    return [round(figure * GiB) for figure in figures]
+
+
+def custom_gpus(args: argparse.Namespace) -> list[CatalogGpu]:
+    """The cards ``--vram-gib`` (with ``--gpu-gbps``, ``--gpu-tflops``) describes, as catalog
+    entries named "Custom 20 GiB, 500 GB/s".
+
+    Raises:
+        VramguiError: a figure that is not a positive number, or a bandwidth or a rate without
+            the memory.
+    """
+    from vramgui.hardware.errors import CardFigureError
+    from vramgui.hardware.gpus import custom_gpu
+
+    budgets = vram_budgets(args.vram_gib)
+    if not budgets and (args.gpu_gbps is not None or args.gpu_tflops is not None):
+        raise WorkloadError("--gpu-gbps and --gpu-tflops describe a card: give its --vram-gib")
+    try:
+        return [custom_gpu(budget / GiB, args.gpu_gbps, args.gpu_tflops) for budget in budgets]
+    except CardFigureError as exc:
+        flag = {"memory": "--vram-gib", "bandwidth": "--gpu-gbps"}.get(exc.figure, "--gpu-tflops")
+        raise WorkloadError(
+            f"{flag} must be a positive number a card can have, got {exc.value:g}"
+        ) from None
 
 
 def add_speed_options(parser: argparse.ArgumentParser) -> None:
@@ -155,10 +232,14 @@ def train_tokens_from_args(args: argparse.Namespace) -> int | None:
 
 
 def speed_for(
-    spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
+    spec: ModelSpec,
+    workload: Workload,
+    gpu_name: str,
+    args: argparse.Namespace,
+    custom: Sequence[CatalogGpu] = (),
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name``, or None
-    and why there is none."""
+    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name`` (a
+    catalog GPU, or one of the ``custom`` cards), or None and why there is none."""
     from vramgui.core.report import serving_block, speed_block
     from vramgui.core.speed import Price
     from vramgui.hardware.errors import HardwareError
@@ -166,7 +247,14 @@ def speed_for(
     from vramgui.hardware.rates import rental_price, speed_hardware
 
     try:
-        gpu = find_gpu(gpu_name)
+        card = next((card for card in custom if card.name == gpu_name), None)
+        if card is not None and not (card.memory_bandwidth_gbps and card.bf16_tflops):
+            missing = "--gpu-tflops" if card.memory_bandwidth_gbps else "--gpu-gbps"
+            return (
+                None,
+                f"no speed: {gpu_name} needs a bandwidth and a tensor rate (give {missing})",
+            )
+        gpu = card or find_gpu(gpu_name)
         hardware = speed_hardware(gpu, workload.dtype)
     except HardwareError:
         return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
@@ -280,7 +368,8 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         "--kv-cache-dtype",
         choices=KV_DTYPES,
         default=d.kv_dtype,
-        help="KV cache dtype; auto follows --dtype (llama.cpp: f16)",
+        help="KV cache dtype; auto follows --dtype (llama.cpp: f16), or a checkpoint's FP8 "
+        "KV-cache scheme where the engine takes it (vLLM, SGLang)",
     )
     parser.add_argument(
         "--attention", choices=ATTENTIONS, default=d.attention, help="attention implementation"
@@ -342,8 +431,17 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
+    parser.add_argument(
+        "--transformers-version",
+        choices=TRANSFORMERS_VERSIONS,
+        default=d.transformers_version,
+        help="the transformers release to follow: from 5.0 a MoE block's experts are stacked "
+        "parameters, which bitsandbytes (QLoRA, --quant nf4 / int8) leaves in 16 bits (fp32 "
+        "after QLoRA's upcast); before, each expert is a linear layer it quantizes",
+    )
     add_vllm_options(parser)
     add_sglang_options(parser)
+    add_llamacpp_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -443,6 +541,29 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_llamacpp_options(parser: argparse.ArgumentParser) -> None:
+    """llama.cpp's batch sizes, named as ``llama-server`` names them (docs/cli.md)."""
+    d = _DEFAULTS
+    group = parser.add_argument_group(
+        "llama.cpp", "what `llama-server` takes (with --engine llamacpp; Ollama: num_batch)"
+    )
+    group.add_argument(
+        "--ubatch-size",
+        type=int,
+        default=d.ubatch_size,
+        metavar="N",
+        help="physical micro-batch (-ub): the compute buffer is sized for one micro-batch of "
+        "this many tokens",
+    )
+    group.add_argument(
+        "--batch-size",
+        type=int,
+        default=d.batch_size,
+        metavar="N",
+        help="logical batch (-b); micro-batches are at most this large",
+    )
+
+
 def add_sglang_options(parser: argparse.ArgumentParser) -> None:
     """SGLang's own knobs, named as ``python -m sglang.launch_server`` names them (docs/cli.md)."""
     group = parser.add_argument_group(
@@ -494,6 +615,12 @@ def workload_from_args(
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
     speculative = "draft" if args.speculative_model else "none"
+    prompt = getattr(args, "prompt", None)  # estimate's, for the prefill's memory; plan's too
+    if prompt is not None and prompt > seq:
+        raise WorkloadError(
+            f"--prompt {prompt:,} is longer than the context --seq {seq:,}, which holds the "
+            "prompt and the generated tokens"
+        )
     gpu_arch = args.gpu_arch
     if gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
@@ -547,6 +674,10 @@ def workload_from_args(
         rope_scaling=args.rope_scaling,
         rope_factor=args.rope_factor,
         rope_original_context=args.rope_original_context,
+        ubatch_size=args.ubatch_size,
+        batch_size=args.batch_size,
+        prompt=prompt,
+        transformers_version=args.transformers_version,
     )
 
 
@@ -649,9 +780,11 @@ def run(args: argparse.Namespace) -> int:
     from vramgui.core.report import estimate_document
     from vramgui.hardware.capacity import resolve_capacities
 
+    custom = custom_gpus(args)
     loaded, workload = load_for(args)
     spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
+    capacities += [(card.name, card.capacity_bytes()) for card in custom]
     capacity = capacities[0][1] if capacities else None
     if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
@@ -695,10 +828,23 @@ def run(args: argparse.Namespace) -> int:
     speed_note = None
     if capacities:
         key = "speed" if workload.mode == "training" else "serving"
-        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args)
+        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args, custom)
     doc = estimate_document(spec, est, rows, extra)
-    if speed_note and workload.mode == "training":
+    if speed_note and (workload.mode == "training" or custom):
         doc["notes"].append(speed_note)
+    from vramgui.hardware.gpus import engine_notes
+
+    doc["notes"] += engine_notes(workload.engine, [name for name, _ in capacities])
+    if custom:
+        doc["custom_gpus"] = [
+            {
+                "name": card.name,
+                "memory_bytes": card.memory_bytes,
+                "memory_bandwidth_gbps": card.memory_bandwidth_gbps or None,
+                "tflops_16bit": card.bf16_tflops,
+            }
+            for card in custom
+        ]
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
     if args.json:
@@ -706,6 +852,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(doc))
     return 0
+
+
+def _stack_text(settings: dict[str, Any]) -> str:
+    """The settings line's software: the engine (transformers with its release, and the prompt
+    it prefills; llama.cpp with its batch sizes)."""
+    engine = settings["engine"] if settings["mode"] == "inference" else "transformers"
+    if engine == "llamacpp":
+        return f", llamacpp -ub {settings.get('ubatch-size')} -b {settings.get('batch-size')}"
+    if engine != "transformers":
+        return f", {engine}"
+    prompt = settings.get("prompt")
+    text = f", transformers {settings.get('transformers-version')}"
+    return text + (f", prompt {prompt:,}" if prompt and settings["mode"] == "inference" else "")
 
 
 def format_table(doc: dict[str, Any]) -> str:
@@ -719,7 +878,8 @@ def format_table(doc: dict[str, Any]) -> str:
         model_line(model),
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
-        + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")
+        + (f", {s['method']}, {s['optimizer']}" if s["mode"] == "training" else "")
+        + _stack_text(s)
         + (f", {doc['gpus']} GPUs" if doc["gpus"] > 1 else ""),
         "",
     ]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.core import fit, launch, rope, storage
+from vramgui.core import fit, launch, rope, serving, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
@@ -51,7 +51,7 @@ from vramgui.core.workload import (
     keeps_stored,
     quant_family,
 )
-from vramgui.hardware.gpus import architecture_of
+from vramgui.hardware.gpus import architecture_of, engine_notes
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, loads, submit
 
@@ -129,12 +129,14 @@ class Analysis:
         fit: one row per chosen GPU, the target first.
         speed: how fast and at what cost it runs on the target GPU, or None where it cannot be
             timed (no target, a GPU the catalog lacks).
+        engine_notes: the chosen GPUs the engine does not run on, each with why.
     """
 
     spec: ModelSpec
     estimate: Estimate
     fit: tuple[fit.FitRow, ...]
     speed: SpeedSummary | None = None
+    engine_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +314,14 @@ def converts_stored(spec: ModelSpec | None, quant: str) -> bool:
     """Whether ``quant`` is the GGUF llama.cpp runs the checkpoint as, its quantized weights as
     they are (``core.workload.keeps_stored``)."""
     return spec is not None and keeps_stored(quant, spec.quantization)
+
+
+def checkpoint_kv(spec: ModelSpec | None, workload: Workload) -> str:
+    """The KV cache dtype the engine takes from the checkpoint's own KV-cache scheme
+    (``serving.checkpoint_kv_dtype``), "" where it takes the one asked for."""
+    if spec is None or workload.mode != "inference":
+        return ""
+    return serving.checkpoint_kv_dtype(spec, workload) or ""
 
 
 def stored_dtype(spec: ModelSpec) -> str | None:
@@ -750,7 +760,13 @@ class EstimateController(QObject):
                 self._outlook_worker = None
             self.estimate_failed.emit(_describe(exc))
             return
-        self._analysis = Analysis(spec, result, rows, self._speed(spec, self._workload))
+        self._analysis = Analysis(
+            spec,
+            result,
+            rows,
+            self._speed(spec, self._workload),
+            tuple(engine_notes(self._workload.engine, [gpu for gpu, _ in self._capacities])),
+        )
         self.estimate_changed.emit(self._analysis)
         self._outlook_timer.start()
 

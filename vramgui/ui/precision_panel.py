@@ -131,6 +131,7 @@ class PrecisionPanel(QWidget):
         stored: str = "",
         *,
         converted: bool = False,
+        checkpoint_kv: str = "",
     ) -> None:
         """Show the current settings; disable what ``reasons`` names, with the reason as tooltip.
 
@@ -139,9 +140,15 @@ class PrecisionPanel(QWidget):
         elsewhere"), "" for a model stored unquantized: the quantization box then offers it as
         "As stored", and says when another choice replaces it. ``converted``: ``quant`` is the
         GGUF the engine runs the checkpoint as, its quantized weights as they are (llama.cpp's
-        MXFP4_MOE of an MXFP4 checkpoint), which replaces nothing.
+        MXFP4_MOE of an MXFP4 checkpoint), which replaces nothing. ``checkpoint_kv`` is the KV
+        cache dtype the engine takes from the checkpoint's own KV-cache scheme ("fp8"), which the
+        automatic choice then names.
         """
         self._show_stored(stored, quant, converted)
+        auto = self.kv_dtype.findData("auto")
+        label = f"As the checkpoint ({checkpoint_kv})" if checkpoint_kv else KV_DTYPES[0][1]
+        if self.kv_dtype.itemText(auto) != label:
+            self.kv_dtype.setItemText(auto, label)
         self.dtype.set_value(dtype)
         self.quant.set_value(quant)
         self.kv_dtype.set_value(kv_dtype)

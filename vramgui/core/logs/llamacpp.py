@@ -214,7 +214,7 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
         facts["kv_total_bytes"] = kv_self
     model = _model(printed, meta)
     notes: list[str] = []
-    if not components and decision is None and not printed and not meta:
+    if engine == "llamacpp" and not components and decision is None and not printed and not meta:
         notes.append("the log holds llama.cpp's lines but none with a buffer, a fact or a failure")
     assumed = []
     for key in ("n_ubatch", "flash_attn", "type_k"):

@@ -61,7 +61,7 @@ def read(lines: Sequence[str]) -> LoggedSetup:
             components.append(LoggedComponent(_MSGS[msg], _ollama_device(device), size, line))
         elif msg == "total memory" and (size := parse_size(kv.get("size", ""))) is not None:
             facts["total_memory_bytes"] = size
-        elif msg == "starting llama server" or msg == "starting runner":
+        elif msg in {"starting llama server", "starting runner"}:
             _command(kv.get("cmd", ""), settings)
         elif msg == "loading model":
             if "model layers" in kv:

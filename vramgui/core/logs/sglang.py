@@ -9,7 +9,13 @@ import re
 from collections.abc import Sequence
 
 from vramgui.core.logs import pytorch
-from vramgui.core.logs.setup import LoggedComponent, LoggedDecision, LoggedModel, LoggedSetup
+from vramgui.core.logs.setup import (
+    LoggedComponent,
+    LoggedDecision,
+    LoggedDevice,
+    LoggedModel,
+    LoggedSetup,
+)
 from vramgui.core.units import GiB
 
 MARKERS = (
@@ -117,7 +123,7 @@ def read(lines: Sequence[str]) -> LoggedSetup:
                 "--mem-fraction-static",
                 {},
             )
-    devices = ()
+    devices: tuple[LoggedDevice, ...] = ()
     if decision is None and (found := pytorch.oom(lines)) is not None:
         decision, device, parts = found
         devices = (device,)

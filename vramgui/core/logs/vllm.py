@@ -9,7 +9,13 @@ import re
 from collections.abc import Sequence
 
 from vramgui.core.logs import pytorch
-from vramgui.core.logs.setup import LoggedComponent, LoggedDecision, LoggedModel, LoggedSetup
+from vramgui.core.logs.setup import (
+    LoggedComponent,
+    LoggedDecision,
+    LoggedDevice,
+    LoggedModel,
+    LoggedSetup,
+)
 from vramgui.core.units import GiB
 
 MARKERS = (
@@ -50,6 +56,17 @@ _REFUSAL_TOKENS = re.compile(
     r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in "
     r"KV cache \((\d+)\)"
 )
+_SAMPLER = re.compile(r"Using FlashInfer for top-p & top-k sampling")
+_SERVE = re.compile(r"vllm serve (\S+)(.*)$")
+_SERVE_FLAGS = {
+    "--tensor-parallel-size": "tp",
+    "--pipeline-parallel-size": "pp",
+    "--max-model-len": "seq",
+    "--gpu-memory-utilization": "gpu_memory_utilization",
+    "--kv-cache-dtype": "kv_dtype",
+    "--quantization": "quant",
+    "--max-num-seqs": "max_num_seqs",
+}
 _NO_MEMORY = re.compile(r"No available memory for the cache blocks")
 _FREE_LESS = re.compile(
     r"Free memory on device \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
@@ -88,9 +105,9 @@ def _gib(text: str) -> int:
 
 
 def _config(text: str, settings: dict[str, int | float | str | bool]) -> None:
-    for key, value in re.findall(r"(\w+)=('[^']*'|[^,]+)", text):
+    for key, raw in re.findall(r"(\w+)=('[^']*'|[^,]+)", text):
         if key in _CONFIG_KEYS:
-            value = value.strip("'")
+            value = raw.strip("'")
             if key == "dtype":
                 value = value.removeprefix("torch.")
             if value in ("None", "auto") and key != "kv_cache_dtype":
@@ -127,7 +144,23 @@ def read(lines: Sequence[str]) -> LoggedSetup:
     for line in lines:
         if version is None and (m := _VERSION.search(line)):
             version = m.group(1)
-        if (m := _LOADED.search(line)) is not None:
+        if _SAMPLER.search(line):
+            facts["sampler"] = "flashinfer"
+        elif (m := _SERVE.search(line)) is not None:
+            settings.setdefault("model", m.group(1))
+            words = m.group(2).replace("=", " ").split()
+            for i, word in enumerate(words[:-1]):
+                if word in _SERVE_FLAGS:
+                    value = words[i + 1]
+                    settings.setdefault(
+                        _SERVE_FLAGS[word],
+                        int(value)
+                        if value.isdigit()
+                        else float(value)
+                        if re.fullmatch(r"\d*\.\d+", value)
+                        else value,
+                    )
+        elif (m := _LOADED.search(line)) is not None:
             add("weights", _gib(m.group(1)), line)
         elif (m := _AVAILABLE.search(line)) is not None:
             add("kv_pool", _gib(m.group(1)), line)
@@ -196,7 +229,7 @@ def read(lines: Sequence[str]) -> LoggedSetup:
                 "gpu_memory_utilization": float(m.group(3)),
             },
         )
-    devices = ()
+    devices: tuple[LoggedDevice, ...] = ()
     if decision is None and (found := pytorch.oom(lines)) is not None:
         decision, device, torch_parts = found
         devices = (device,)

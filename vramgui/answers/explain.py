@@ -1,0 +1,732 @@
+"""A log laid beside the estimate: each figure the engine printed next to vramgui's estimate of
+the same thing, why the engine decided what it did, and what to change.
+
+The log is read by ``core.logs``; the model comes from the user (``model``), the catalog (the
+name the log prints) or the GGUF metadata llama.cpp printed; the estimate reuses the engines'
+own models in the core (``vllm_startup``, ``sglang_startup``, ``offload.plan_llamacpp``) and
+the fit advisor's moves (``core.fit.advise``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from vramgui.core import fit, launch, offload, sglang_startup, vllm_startup
+from vramgui.core.errors import VramguiError
+from vramgui.core.families import spec_from_config
+from vramgui.core.inference import rank_tensor_bytes
+from vramgui.core.logs import LoggedSetup, read_log
+from vramgui.core.model import ModelSpec
+from vramgui.core.units import GiB, MiB, format_bytes
+from vramgui.core.workload import Workload
+
+SCHEMA = "vramgui.explain/1"
+
+# How close each component's estimate is meant to be (docs/accuracy.md): a difference beyond it
+# is flagged, for the user to report.
+ACCURACY = {
+    "kv_cache": 0.02,
+    "recurrent_state": 0.02,
+    "compute_buffer": 0.10,
+    "kv_pool": 0.10,
+    "weights": 0.05,
+    "activations": 0.25,
+    "non_torch": 0.50,
+    "cuda_graphs": 0.50,
+    "projector": 0.10,
+}
+# A component under this size is never flagged: a few MiB of rounding in the log's own figures.
+_FLAG_FLOOR = 64 * MiB
+
+# vLLM's quantization names -> vramgui's --quant (compressed-tensors holds several schemes: the
+# user names it).
+_VLLM_QUANT = {
+    "awq": "awq-int4",
+    "awq_marlin": "awq-int4",
+    "gptq": "gptq-int4",
+    "gptq_marlin": "gptq-int4",
+    "fp8": "fp8",
+    "mxfp4": "mxfp4",
+}
+
+_GGML_KV = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "q8_0": "q8_0", "q4_0": "q4_0"}
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentRow:
+    """One figure of the log beside the estimate of the same thing."""
+
+    name: str
+    device: str
+    logged_bytes: int
+    estimated_bytes: int | None
+    accuracy: float | None = None
+    note: str = ""
+
+    @property
+    def difference(self) -> float | None:
+        if self.estimated_bytes is None or not self.logged_bytes:
+            return None
+        return self.estimated_bytes / self.logged_bytes - 1
+
+    @property
+    def flagged(self) -> bool:
+        d = self.difference
+        return (
+            d is not None
+            and self.accuracy is not None
+            and abs(d) > self.accuracy
+            and max(self.logged_bytes, self.estimated_bytes or 0) >= _FLAG_FLOOR
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """A change, cheapest first: what it frees and what it costs."""
+
+    title: str
+    frees_bytes: int | None
+    cost: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    setup: LoggedSetup
+    model_name: str | None
+    model_source: str
+    components: tuple[ComponentRow, ...]
+    decision_lines: tuple[str, ...] = ()
+    advice: tuple[Advice, ...] = ()
+    launch_line: str = ""
+    notes: tuple[str, ...] = ()
+    workload: Workload | None = field(default=None, compare=False)
+
+    @property
+    def compared(self) -> int:
+        return sum(r.estimated_bytes is not None for r in self.components)
+
+
+def explain_text(
+    text: str,
+    *,
+    model: ModelSpec | None = None,
+    model_name: str = "",
+    gpu: str = "",
+    quant: str = "",
+) -> Explanation:
+    """Read ``text`` and explain it (``LogUnreadable`` when it is no log vramgui reads)."""
+    return explain(read_log(text), model=model, model_name=model_name, gpu=gpu, quant=quant)
+
+
+def explain(
+    setup: LoggedSetup,
+    *,
+    model: ModelSpec | None = None,
+    model_name: str = "",
+    gpu: str = "",
+    quant: str = "",
+) -> Explanation:
+    """The explanation of ``setup``.
+
+    Args:
+        setup: what the log says.
+        model: the model, when the caller has it (else found from the log).
+        model_name: a model the user names (a catalog name, a path, a Hub id) for a log that
+            names none or names it differently.
+        gpu: a catalog GPU name for a log that prints no capacity.
+        quant: the checkpoint's quantization (``--quant``) where the log does not say it.
+    """
+    notes: list[str] = list(setup.notes)
+    spec, source = (model, "given") if model is not None else _find_model(setup, model_name, notes)
+    capacity = _capacity(setup, gpu, notes)
+    builder = {
+        "vllm": _vllm,
+        "sglang": _sglang,
+        "llamacpp": _llamacpp,
+        "ollama": _llamacpp,
+        "pytorch": _pytorch,
+    }[setup.engine]
+    rows, decision, advice, line, workload = builder(
+        _Inputs(setup, spec, capacity, quant, gpu, notes)
+    )
+    if spec is None and setup.engine != "pytorch":
+        notes.append(
+            "no estimate: the log does not name a model vramgui knows; name it with --model "
+            "(a catalog name, a GGUF file or a Hub id)"
+        )
+    for r in rows:
+        if r.flagged:
+            notes.append(
+                f"{r.name} on {r.device} differs from the estimate by {r.difference:+.1%}, more "
+                f"than its stated accuracy (±{r.accuracy:.0%}): worth reporting with this log"
+            )
+    return Explanation(
+        setup=setup,
+        model_name=spec.name if spec is not None else setup.model.name,
+        model_source=source,
+        components=tuple(rows),
+        decision_lines=tuple(decision),
+        advice=tuple(advice),
+        launch_line=line,
+        notes=tuple(notes),
+        workload=workload,
+    )
+
+
+_Built = tuple[list[ComponentRow], list[str], list[Advice], str, Workload | None]
+
+
+class _Inputs(NamedTuple):
+    """What every engine's explanation starts from."""
+
+    setup: LoggedSetup
+    spec: ModelSpec | None
+    capacity: int | None
+    quant: str
+    gpu: str
+    notes: list[str]
+
+
+def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[ModelSpec | None, str]:
+    from vramgui.sources import catalog
+    from vramgui.sources.resolve import load_model
+
+    if given:
+        return load_model(given).spec, "named"
+    name = setup.model.name
+    if name:
+        for candidate in (name, name.rstrip("/").rsplit("/", 1)[-1]):
+            if catalog.find(candidate) is not None:
+                return load_model(catalog.find(candidate).name).spec, "catalog"  # type: ignore[union-attr]
+        entry = _catalog_by_tokens(name)
+        if entry is not None:
+            notes.append(f"the model {name!r} is taken as the catalog's {entry}")
+            return load_model(entry).spec, "catalog"
+    meta = setup.model.metadata
+    if meta.get("general.architecture"):
+        from vramgui.sources.gguf_reader import gguf_config
+
+        try:
+            count = meta.get("tokenizer.token_count")
+            config, warnings = gguf_config(meta, [], int(count) if isinstance(count, int) else None)
+            notes.extend(warnings)
+            spec = spec_from_config(config, name or str(meta["general.architecture"]))
+        except VramguiError as exc:
+            notes.append(f"the printed metadata does not make a model: {exc}")
+            return None, ""
+        notes.append(
+            "the model is built from the metadata llama.cpp printed (its tensor table is not in "
+            "the log: the weights are approximate)"
+        )
+        return spec, "log"
+    return None, ""
+
+
+_TOKEN = re.compile(r"[a-z0-9.]+")
+
+
+def _catalog_by_tokens(name: str) -> str | None:
+    """The catalog entry whose every name token the log's model name holds (the longest such)."""
+    from vramgui.sources import catalog
+
+    words = set(_TOKEN.findall(name.lower().replace("-", " ").replace("_", " ")))
+    best: tuple[int, str] | None = None
+    for entry in catalog.load_catalog():
+        tokens = set(_TOKEN.findall(entry.name.lower().replace("-", " ")))
+        if tokens and tokens <= words and (best is None or len(tokens) > best[0]):
+            best = (len(tokens), entry.name)
+    return best[1] if best else None
+
+
+def _capacity(setup: LoggedSetup, gpu: str, notes: list[str]) -> int | None:
+    if gpu:
+        from vramgui.hardware.gpus import find_gpu
+
+        return find_gpu(gpu).capacity_bytes()
+    total = setup.facts.get("cuda_total_bytes")
+    if isinstance(total, int):
+        return total + vllm_startup.CUDA_RESERVED_BYTES
+    for d in setup.devices:
+        if d.total_bytes:
+            return d.total_bytes
+    return None
+
+
+def _row(
+    name: str, device: str, logged: int, estimated: int | None, note: str = ""
+) -> ComponentRow:
+    return ComponentRow(name, device, logged, estimated, ACCURACY.get(name), note)
+
+
+def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
+    try:
+        return Workload.from_dict(settings)
+    except VramguiError as exc:
+        notes.append(f"the log's settings do not make a workload vramgui models: {exc}")
+        return None
+
+
+# ---------------------------------------------------------------- vLLM
+
+
+def _vllm(inputs: _Inputs) -> _Built:
+    setup, spec, capacity, quant, gpu, notes = inputs
+    s = setup.settings
+    rows: list[ComponentRow] = []
+    decision: list[str] = []
+    utilization = float(s.get("gpu_memory_utilization", 0.9))
+    if setup.decision is not None:
+        decision.append(setup.decision.summary)
+    if spec is None:
+        rows = [_row(c.name, c.device, c.bytes, None) for c in setup.components]
+        return rows, decision + _vllm_rule(setup, utilization), [], "", None
+    settings: dict[str, Any] = {"engine": "vllm", "gpu-memory-utilization": utilization}
+    if setup.engine_version:
+        settings["vllm-version"] = vllm_startup.rules_for(setup.engine_version).version
+    for key in ("seq", "tp", "pp", "max_num_seqs", "max_num_batched_tokens"):
+        if key in s:
+            settings[key.replace("_", "-")] = s[key]
+    settings["gpus"] = int(s.get("tp", 1)) * int(s.get("pp", 1))
+    scheme = quant or _VLLM_QUANT.get(str(s.get("quant", "")))
+    if scheme:
+        settings["quant"] = scheme
+    if s.get("kv_dtype") not in (None, "auto"):
+        settings["kv-dtype"] = s["kv_dtype"]
+    if s.get("enforce_eager") is True:
+        settings["enforce-eager"] = True
+    workload = _workload(settings, notes)
+    if workload is None:
+        return (
+            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
+            decision,
+            [],
+            "",
+            None,
+        )
+    total = vllm_startup.cuda_total_bytes(capacity) if capacity else None
+    rules = vllm_startup.rules_for(workload.vllm_version)
+    sampler = setup.facts.get("sampler")
+    if isinstance(sampler, str):
+        rules = dataclasses.replace(rules, sampler=sampler)
+    plan = vllm_startup.build_plan(
+        spec, workload, rank_tensor_bytes(spec, workload), total, gpu_name=gpu, rules=rules
+    )
+    stage = plan.stages[0]
+    layout = stage.layout
+    mnbt = plan.scheduler.max_num_batched_tokens
+    up = plan.startup(capacity, workload.gpu_memory_utilization, workload.seq) if capacity else None
+    for c in setup.components:
+        estimate: int | None = None
+        note = ""
+        if c.name == "weights":
+            estimate = plan.weights_bytes
+        elif c.name == "kv_pool":
+            estimate = up.available_bytes if up is not None else None
+            if up is None:
+                note = "the GPU's capacity is not in the log: name it with --gpu"
+        elif c.name == "activations":
+            estimate = stage.activation_bytes
+        elif c.name == "non_torch":
+            estimate = stage.non_torch_bytes
+        elif c.name == "cuda_graphs":
+            estimate = stage.cuda_graph_bytes
+        rows.append(_row(c.name, c.device, c.bytes, estimate, note))
+        tokens = setup.facts.get("kv_tokens")
+        if c.name == "kv_pool" and isinstance(tokens, int) and tokens and layout.block_bytes:
+            # The pool's bytes for the tokens vLLM reported, at the estimate's bytes per token:
+            # the KV layout checked apart from the memory model.
+            from_pool = layout.reported_tokens(
+                layout.blocks(c.bytes), workload.seq, mnbt, plan.rules
+            )
+            if from_pool:
+                rows.append(
+                    _row(
+                        "kv_cache",
+                        c.device,
+                        c.bytes,
+                        round(c.bytes * from_pool / tokens),
+                        f"the {tokens:,} tokens vLLM reported, at the estimate's bytes per token",
+                    )
+                )
+    d = setup.decision
+    if d is not None and d.kind == "refusal" and "needed_bytes" in d.figures:
+        need = layout.blocks_per_request(workload.seq, mnbt) * layout.block_bytes
+        rows.append(
+            _row(
+                "kv_cache",
+                "GPU 0",
+                int(d.figures["needed_bytes"]),
+                need,
+                f"one request of {workload.seq:,} tokens",
+            )
+        )
+    decision += _vllm_rule(setup, workload.gpu_memory_utilization)
+    advice = _advice(setup, spec, workload, capacity)
+    line = launch.vllm_settings(spec, workload).text
+    return rows, decision, advice, line, workload
+
+
+def _advice(
+    setup: LoggedSetup, spec: ModelSpec, workload: Workload, capacity: int | None
+) -> list[Advice]:
+    """The fit advisor's moves, cheapest first, for a run the engine refused or that ran out of
+    memory or offloaded layers (a run that started whole needs none)."""
+    d = setup.decision
+    if capacity is None or d is None:
+        return []
+    if d.kind == "offload" and d.figures.get("layers.offload") == d.figures.get("layers.model"):
+        return []
+    return [Advice(a.title, a.saves_bytes, a.cost) for a in fit.advise(spec, workload, capacity)]
+
+
+def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
+    """vLLM's own rule, in its terms, with the log's figures where it printed them."""
+    facts = setup.facts
+    total = facts.get("cuda_total_bytes")
+    parts = {c.name: c.bytes for c in setup.components}
+    line = (
+        f"vLLM's rule: KV pool = gpu_memory_utilization ({utilization:g}) x total GPU memory - "
+        "weights - activation peak - non-torch memory"
+    )
+    if isinstance(total, int) and "weights" in parts:
+        line += (
+            f" = {utilization:g} x {total / GiB:.2f} GiB - {parts['weights'] / GiB:.2f} GiB - ..."
+        )
+    out = [line]
+    d = setup.decision
+    if d is not None and d.kind == "refusal" and "needed_bytes" in d.figures:
+        short = int(d.figures["needed_bytes"]) - int(d.figures["available_bytes"])
+        out.append(
+            f"it refuses to start when one request of --max-model-len tokens does not fit the "
+            f"pool: {format_bytes(short)} short"
+        )
+        if "estimated_max_model_len" in d.figures:
+            out.append(f"the pool holds {int(d.figures['estimated_max_model_len']):,} tokens")
+    return out
+
+
+# ---------------------------------------------------------------- SGLang
+
+
+def _sglang(inputs: _Inputs) -> _Built:
+    setup, spec, _capacity, quant, _gpu, notes = inputs
+    s = setup.settings
+    decision = [setup.decision.summary] if setup.decision else []
+    decision.append(
+        "SGLang's rule: KV pool = mem_fraction_static x free memory before the weights - weights"
+    )
+    if spec is None:
+        return (
+            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
+            decision,
+            [],
+            "",
+            None,
+        )
+    settings: dict[str, Any] = {"engine": "sglang"}
+    for key in ("seq", "tp"):
+        if key in s:
+            settings[key] = s[key]
+    settings["gpus"] = int(s.get("tp", 1))
+    if quant:
+        settings["quant"] = quant
+    if "mem_fraction_static" in s:
+        settings["mem-fraction-static"] = s["mem_fraction_static"]
+    workload = _workload(settings, notes)
+    if workload is None:
+        return (
+            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
+            decision,
+            [],
+            "",
+            None,
+        )
+    engine = sglang_startup.SglangEngine(spec, workload, rank_tensor_bytes(spec, workload))
+    plan = engine.plan()
+    cell = max(st.cell_bytes for st in plan.stages)
+    tokens = setup.facts.get("kv_tokens")
+    rows = []
+    for c in setup.components:
+        estimate = None
+        note = ""
+        if c.name == "weights":
+            estimate = plan.weights_bytes
+        elif c.name == "kv_cache" and isinstance(tokens, int):
+            estimate = tokens * cell
+            note = f"the {tokens:,} tokens SGLang allocated, at the estimate's bytes per token"
+        rows.append(_row(c.name, c.device, c.bytes, estimate, note))
+    line = launch.sglang_settings(spec, workload).text
+    return rows, decision, [], line, workload
+
+
+# ---------------------------------------------------------------- llama.cpp and Ollama
+
+
+def _llamacpp(inputs: _Inputs) -> _Built:
+    setup, spec, capacity, quant, _gpu, notes = inputs
+    s = setup.settings
+    decision = _ollama_decision(setup) if setup.engine == "ollama" else []
+    if setup.decision is not None and setup.decision.kind == "oom":
+        decision.append(setup.decision.summary)
+        what = setup.decision.figures.get("what")
+        if what:
+            decision.append(f"the allocation that failed was the {what}")
+    cells = s.get("n_ctx") or s.get("kv_cells")
+    if spec is None or not isinstance(cells, int):
+        if spec is not None:
+            notes.append("no estimate: the log does not print the context (n_ctx)")
+        return (
+            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
+            decision,
+            [],
+            "",
+            None,
+        )
+    slots = int(s.get("n_seq_max", 1) or 1)
+    settings: dict[str, Any] = {
+        "engine": "llamacpp",
+        "batch": slots,
+        "seq": max(1, cells // slots),
+        "quant": quant or spec.quantization or setup.model.file_type or "Q4_K_M",
+    }
+    kv = _GGML_KV.get(str(s.get("type_k", "f16")))
+    if kv:
+        settings["kv-dtype"] = kv
+    flash = s.get("flash_attn")
+    settings["attention"] = "eager" if flash in (0, "0", "disabled", "off") else "flash"
+    workload = _workload(settings, notes)
+    if workload is None:
+        return (
+            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
+            decision,
+            [],
+            "",
+            None,
+        )
+    gpus = sorted({c.device for c in setup.components if c.device != "CPU"}) or ["CUDA0"]
+    ngl = s.get("n_gpu_layers")
+    try:
+        placement = offload.plan_llamacpp(
+            spec,
+            workload,
+            [1 << 40] * len(gpus),
+            n_gpu_layers=int(ngl) if isinstance(ngl, int) else None,
+            kv_offload=bool(s.get("kv_offload", True)),
+            host_ram_bytes=None,
+        )
+    except VramguiError as exc:
+        notes.append(f"no estimate: {exc}")
+        return (
+            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
+            decision,
+            [],
+            "",
+            None,
+        )
+    estimate: dict[tuple[str, str], int] = {}
+    for i, share in enumerate(placement.shares):
+        dev = gpus[i] if i < len(gpus) else f"CUDA{i}"
+        estimate[("weights", dev)] = share.weights_bytes
+        estimate[("kv_cache", dev)] = share.kv_cache_bytes
+        estimate[("compute_buffer", dev)] = share.buffers_bytes
+    estimate[("kv_cache", "CPU")] = sum(
+        u.unit.kv_cache_bytes for u in placement.units if u.kv_device == "cpu"
+    )
+    rows = []
+    for c in _summed(setup):
+        guess = (
+            estimate.get((c[0], c[1]))
+            if c[0] in ("kv_cache", "compute_buffer", "weights")
+            else None
+        )
+        if c[0] == "compute_buffer" and c[1] == "CPU":
+            guess = None  # the host's compute buffer is not modelled
+        if (
+            c[0] == "weights"
+            and guess is not None
+            and setup.model.metadata
+            and not setup.model.name
+        ):
+            guess = None
+        rows.append(_row(c[0], c[1], c[2], guess))
+    if not any(r.name == "kv_cache" for r in rows) and "kv_total_bytes" in setup.facts:
+        rows.append(
+            _row(
+                "kv_cache",
+                "all",
+                int(setup.facts["kv_total_bytes"]),
+                sum(v for (k, _), v in estimate.items() if k == "kv_cache"),
+            )
+        )
+    if "ollama_kv_bytes" in setup.facts:
+        rows.append(
+            _row(
+                "kv_cache",
+                "all",
+                int(setup.facts["ollama_kv_bytes"]),
+                sum(v for (k, _), v in estimate.items() if k == "kv_cache"),
+                "Ollama's own estimate (memory.required.kv)",
+            )
+        )
+    advice = _advice(setup, spec, workload, capacity)
+    line = launch.llamacpp_settings(spec, placement).text
+    return rows, decision, advice, line, workload
+
+
+def _summed(setup: LoggedSetup) -> list[tuple[str, str, int]]:
+    """The log's buffers summed per component and device (a device prints several)."""
+    out: dict[tuple[str, str], int] = {}
+    for c in setup.components:
+        out[(c.name, c.device)] = out.get((c.name, c.device), 0) + c.bytes
+    return [(k[0], k[1], v) for k, v in out.items()]
+
+
+def _ollama_decision(setup: LoggedSetup) -> list[str]:
+    d = setup.decision
+    if d is None or d.kind != "offload":
+        return []
+    f = d.figures
+    lines = [d.summary]
+    available = [v for k, v in f.items() if k.startswith("memory.available[")]
+    if "memory.required.partial" in f and available:
+        lines.append(
+            f"Ollama's rule: as many layers as fit memory.available ({' + '.join(format_bytes(int(a)) for a in available)}); "
+            f"those {f['layers.offload']} layers need memory.required.partial = "
+            f"{format_bytes(int(f['memory.required.partial']))}, all {f['layers.model']} would need "
+            f"memory.required.full = {format_bytes(int(f.get('memory.required.full', 0)))}"
+        )
+    parts = [
+        ("weights", "memory.weights.total"),
+        ("KV cache", "memory.required.kv"),
+        ("compute graph (partial offload)", "memory.graph.partial"),
+        ("projector", "projector.weights"),
+    ]
+    shown = [f"{label} {format_bytes(int(f[key]))}" for label, key in parts if key in f]
+    if shown:
+        lines.append("its estimate: " + ", ".join(shown))
+    return lines
+
+
+# ---------------------------------------------------------------- PyTorch
+
+
+def _pytorch(inputs: _Inputs) -> _Built:
+    setup, _spec, _capacity, _quant, _gpu, notes = inputs
+    rows = [_row(c.name, c.device, c.bytes, None) for c in setup.components]
+    d = setup.decision
+    lines: list[str] = []
+    advice: list[Advice] = []
+    if d is None:
+        return rows, lines, advice, "", None
+    f = d.figures
+    lines.append(d.summary)
+    request, free = f.get("request_bytes"), f.get("free_bytes")
+    if isinstance(request, int) and isinstance(free, int):
+        lines.append(
+            f"PyTorch asked CUDA for {format_bytes(request)} and the GPU had {format_bytes(free)} "
+            f"free: {format_bytes(max(0, request - free))} short"
+        )
+    reserved = f.get("reserved_unallocated_bytes")
+    if (
+        isinstance(reserved, int)
+        and isinstance(request, int)
+        and reserved >= min(request, 512 * MiB)
+    ):
+        lines.append(
+            f"{format_bytes(reserved)} is reserved by PyTorch but unallocated: fragmentation"
+        )
+        advice.append(
+            Advice(
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                reserved,
+                "none measurable; lets the allocator reuse the fragmented reserve",
+            )
+        )
+    others = next((c.bytes for c in setup.components if c.name == "other_processes"), 0)
+    if others >= 256 * MiB:
+        lines.append(f"other processes hold {format_bytes(others)} of this GPU")
+        advice.append(Advice("Close the other programs using this GPU", others, "none"))
+    if isinstance(request, int):
+        advice.append(
+            Advice(
+                "Halve the batch (or the sequence length) of the step that failed",
+                request // 2,
+                "throughput; keep the effective batch with gradient accumulation",
+            )
+        )
+        advice.append(
+            Advice(
+                "Turn on gradient checkpointing (training)",
+                None,
+                "about a third more compute per step",
+            )
+        )
+    notes.append(
+        "a PyTorch out-of-memory message names no model: run `vramgui estimate MODEL` with the "
+        "same settings to see what the step needs"
+    )
+    return rows, lines, advice, "", None
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def to_json(e: Explanation) -> dict[str, Any]:
+    """The ``vramgui.explain/1`` document (docs/cli.md)."""
+    s = e.setup
+    return {
+        "schema": SCHEMA,
+        "engine": s.engine,
+        "engine_name": s.engine_name,
+        "engine_version": s.engine_version,
+        "model": {
+            "name": e.model_name,
+            "logged_name": s.model.name,
+            "source": e.model_source or None,
+            "architecture": s.model.architecture,
+            "layers": s.model.layers,
+            "file_type": s.model.file_type,
+            "size_bytes": s.model.size_bytes,
+            "parameters": s.model.parameters,
+        },
+        "settings": {**s.settings, "assumed": list(s.assumed)},
+        "devices": [
+            {
+                "name": d.name,
+                "gpu": d.is_gpu,
+                "description": d.description,
+                "total_bytes": d.total_bytes,
+                "free_bytes": d.free_bytes,
+            }
+            for d in s.devices
+        ],
+        "components": [
+            {
+                "name": r.name,
+                "device": r.device,
+                "logged_bytes": r.logged_bytes,
+                "estimated_bytes": r.estimated_bytes,
+                "difference": r.difference,
+                "accuracy": r.accuracy,
+                "flagged": r.flagged,
+                "note": r.note,
+            }
+            for r in e.components
+        ],
+        "facts": dict(s.facts),
+        "decision": None
+        if s.decision is None
+        else {
+            "kind": s.decision.kind,
+            "summary": s.decision.summary,
+            "figures": dict(s.decision.figures),
+            "why": list(e.decision_lines),
+        },
+        "advice": [
+            {"title": a.title, "frees_bytes": a.frees_bytes, "cost": a.cost} for a in e.advice
+        ],
+        "launch": e.launch_line or None,
+        "notes": list(e.notes),
+    }

@@ -149,7 +149,7 @@ def explain(
         "pytorch": _pytorch,
     }[setup.engine]
     rows, decision, advice, line, workload = builder(
-        _Inputs(setup, spec, capacity, quant, gpu, notes)
+        _Inputs(setup, spec, capacity, quant, gpu, notes, source)
     )
     if spec is None and setup.engine != "pytorch":
         notes.append(
@@ -187,6 +187,7 @@ class _Inputs(NamedTuple):
     quant: str
     gpu: str
     notes: list[str]
+    source: str
 
 
 def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[ModelSpec | None, str]:
@@ -272,7 +273,7 @@ def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
 
 
 def _vllm(inputs: _Inputs) -> _Built:
-    setup, spec, capacity, quant, gpu, notes = inputs
+    setup, spec, capacity, quant, gpu, notes, _source = inputs
     s = setup.settings
     rows: list[ComponentRow] = []
     decision: list[str] = []
@@ -411,7 +412,7 @@ def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
 
 
 def _sglang(inputs: _Inputs) -> _Built:
-    setup, spec, _capacity, quant, _gpu, notes = inputs
+    setup, spec, _capacity, quant, _gpu, notes, _source = inputs
     s = setup.settings
     decision = [setup.decision.summary] if setup.decision else []
     decision.append(
@@ -465,7 +466,7 @@ def _sglang(inputs: _Inputs) -> _Built:
 
 
 def _llamacpp(inputs: _Inputs) -> _Built:
-    setup, spec, capacity, quant, _gpu, notes = inputs
+    setup, spec, capacity, quant, _gpu, notes, _source = inputs
     s = setup.settings
     decision = _ollama_decision(setup) if setup.engine == "ollama" else []
     if setup.decision is not None and setup.decision.kind == "oom":
@@ -485,11 +486,17 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             None,
         )
     slots = int(s.get("n_seq_max", 1) or 1)
+    scheme = quant or _gguf_type(setup, spec)
+    if scheme is None:
+        notes.append(
+            "the file type is not one vramgui models: the weights are not estimated, the KV "
+            "cache and compute buffer are (they do not depend on it)"
+        )
     settings: dict[str, Any] = {
         "engine": "llamacpp",
         "batch": slots,
         "seq": max(1, cells // slots),
-        "quant": quant or spec.quantization or setup.model.file_type or "Q4_K_M",
+        "quant": scheme or "Q4_K_M",
     }
     kv = _GGML_KV.get(str(s.get("type_k", "f16")))
     if kv:
@@ -543,13 +550,8 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         )
         if c[0] == "compute_buffer" and c[1] == "CPU":
             guess = None  # the host's compute buffer is not modelled
-        if (
-            c[0] == "weights"
-            and guess is not None
-            and setup.model.metadata
-            and not setup.model.name
-        ):
-            guess = None
+        if c[0] == "weights" and (scheme is None or inputs.source == "log"):
+            guess = None  # without the tensor table or the file's type the weights are a guess
         rows.append(_row(c[0], c[1], c[2], guess))
     if not any(r.name == "kv_cache" for r in rows) and "kv_total_bytes" in setup.facts:
         rows.append(
@@ -573,6 +575,21 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     advice = _advice(setup, spec, workload, capacity)
     line = launch.llamacpp_settings(spec, placement).text
     return rows, decision, advice, line, workload
+
+
+def _gguf_type(setup: LoggedSetup, spec: ModelSpec) -> str | None:
+    """The GGUF file type the log states, when vramgui models it."""
+    from vramgui.core.dtypes import SCHEMES
+    from vramgui.sources.gguf_reader import gguf_file_type
+
+    for candidate in (
+        gguf_file_type(setup.model.metadata, []),
+        setup.model.file_type,
+        spec.quantization,
+    ):
+        if candidate and candidate in SCHEMES and SCHEMES[candidate].gguf_type:
+            return candidate
+    return None
 
 
 def _summed(setup: LoggedSetup) -> list[tuple[str, str, int]]:
@@ -613,7 +630,7 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
 
 
 def _pytorch(inputs: _Inputs) -> _Built:
-    setup, _spec, _capacity, _quant, _gpu, notes = inputs
+    setup, _spec, _capacity, _quant, _gpu, notes, _source = inputs
     rows = [_row(c.name, c.device, c.bytes, None) for c in setup.components]
     d = setup.decision
     lines: list[str] = []

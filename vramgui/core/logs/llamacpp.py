@@ -105,11 +105,12 @@ def _device(buft: str) -> str:
 
 
 def _file_type(text: str) -> str:
-    text = text.split("(", maxsplit=1)[0].strip()
+    """``Q4_K - Medium`` -> ``Q4_K_M``; ``IQ4_XS - 4.25 bpw`` -> ``IQ4_XS``."""
+    text = text.split("(")[0].strip()
     for suffix, short in _FTYPE_SUFFIX.items():
         if text.endswith(suffix):
             return text[: -len(suffix)] + short
-    return text.replace(" ", "_")
+    return text.split(" - ")[0].strip().replace(" ", "_")
 
 
 def _number(text: str) -> int | float | str:

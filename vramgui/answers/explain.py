@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from vramgui.core import fit, launch, offload, sglang_startup, vllm_startup
+from vramgui.core.activations import LLAMACPP_UBATCH
 from vramgui.core.errors import VramguiError
+from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.logs import LoggedSetup, read_log
 from vramgui.core.model import ModelSpec
+from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.units import GiB, MiB, format_bytes
 from vramgui.core.workload import Workload
 
@@ -512,16 +515,24 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             "",
             None,
         )
-    gpus = sorted({c.device for c in setup.components if c.device != "CPU"}) or ["CUDA0"]
+    on_gpu = sorted({c.device for c in setup.components if c.device != "CPU"}, key=_device_order)
+    gpus = on_gpu or ["CUDA0"]
     ngl = s.get("n_gpu_layers")
+    if not on_gpu and setup.components:
+        ngl = 0  # every buffer the log printed is the host's: a run on the CPU
     try:
+        free = {d.name: d.free_bytes for d in setup.devices if d.free_bytes}
+        layout = _layout(
+            s,
+            tuple(free[g] for g in gpus) if len(gpus) > 1 and all(g in free for g in gpus) else (),
+        )
         placement = offload.plan_llamacpp(
             spec,
             workload,
             [1 << 40] * len(gpus),
             n_gpu_layers=int(ngl) if isinstance(ngl, int) else None,
-            kv_offload=bool(s.get("kv_offload", True)),
             host_ram_bytes=None,
+            layout=layout,
         )
     except VramguiError as exc:
         notes.append(f"no estimate: {exc}")
@@ -531,6 +542,18 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             [],
             "",
             None,
+        )
+    fork = setup.facts.get("fork_options")
+    if fork:
+        notes.append(
+            f"this is ik_llama.cpp with its own options ({fork}): its compute buffers come from "
+            "another graph than llama.cpp's and are not compared"
+        )
+    ubatch = s.get("n_ubatch", LLAMACPP_UBATCH)
+    if ubatch != LLAMACPP_UBATCH:
+        notes.append(
+            f"-ub {ubatch}: vramgui models the compute buffer at llama.cpp's default micro-batch "
+            f"({LLAMACPP_UBATCH}); it is not compared"
         )
     estimate: dict[tuple[str, str], int] = {}
     for i, share in enumerate(placement.shares):
@@ -548,11 +571,17 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             if c[0] in ("kv_cache", "compute_buffer", "weights")
             else None
         )
-        if c[0] == "compute_buffer" and c[1] == "CPU":
-            guess = None  # the host's compute buffer is not modelled
+        if c[0] == "compute_buffer" and (c[1] == "CPU" or ubatch != LLAMACPP_UBATCH or fork):
+            guess = None  # the host's compute buffer, or another micro-batch, is not modelled
         if c[0] == "weights" and (scheme is None or inputs.source == "log"):
             guess = None  # without the tensor table or the file's type the weights are a guess
         rows.append(_row(c[0], c[1], c[2], guess))
+    size = setup.model.size_bytes
+    if size and scheme is not None and inputs.source != "log":
+        every = sum(piece.bytes for u in placement.units for piece in u.parts)
+        rows.append(
+            _row("weights", "all", size, every, f"the file's weights at {scheme} (model size)")
+        )
     if not any(r.name == "kv_cache" for r in rows) and "kv_total_bytes" in setup.facts:
         rows.append(
             _row(
@@ -575,6 +604,28 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     advice = _advice(setup, spec, workload, capacity)
     line = launch.llamacpp_settings(spec, placement).text
     return rows, decision, advice, line, workload
+
+
+def _device_order(name: str) -> tuple[str, int]:
+    """``CUDA2`` before ``CUDA10``."""
+    m = re.match(r"(\D+)(\d+)$", name)
+    return (m.group(1), int(m.group(2))) if m else (name, 0)
+
+
+def _layout(s: dict[str, Any], free: tuple[int, ...] = ()) -> LlamaCppLayout:
+    """llama.cpp's placement flags as the log's command line gave them; without
+    ``--tensor-split``, llama.cpp splits the layers by each GPU's free memory (``free``)."""
+    split = s.get("tensor_split")
+    return LlamaCppLayout(
+        overrides=parse_overrides(str(s["override_tensor"])) if s.get("override_tensor") else (),
+        cpu_moe=bool(s.get("cpu_moe", False)),
+        n_cpu_moe=int(s.get("n_cpu_moe", 0) or 0),
+        tensor_split=parse_tensor_split(str(split)) if split else tuple(f / MiB for f in free),
+        split_mode=str(s.get("split_mode", "layer")),
+        main_gpu=int(s.get("main_gpu", 0) or 0),
+        kv_offload=bool(s.get("kv_offload", True)),
+        op_offload=not s.get("no_op_offload", False),
+    )
 
 
 def _gguf_type(setup: LoggedSetup, spec: ModelSpec) -> str | None:
@@ -631,7 +682,18 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
 
 def _pytorch(inputs: _Inputs) -> _Built:
     setup, _spec, _capacity, _quant, _gpu, notes, _source = inputs
-    rows = [_row(c.name, c.device, c.bytes, None) for c in setup.components]
+    rows = [
+        _row(
+            c.name,
+            c.device,
+            c.bytes,
+            CUDA_CONTEXT_BYTES if c.name == "non_torch" else None,
+            "the CUDA context and libraries outside PyTorch's allocator"
+            if c.name == "non_torch"
+            else "",
+        )
+        for c in setup.components
+    ]
     d = setup.decision
     lines: list[str] = []
     advice: list[Advice] = []

@@ -4,6 +4,8 @@ per engine, picked by the lines each engine alone prints."""
 
 from __future__ import annotations
 
+import re
+
 from vramgui.core.errors import VramguiError
 from vramgui.core.logs import llamacpp, ollama, pytorch, sglang, vllm
 from vramgui.core.logs.setup import (
@@ -15,7 +17,11 @@ from vramgui.core.logs.setup import (
     LoggedModel,
     LoggedSetup,
 )
-from vramgui.core.logs.text import plain_lines
+from vramgui.core.logs.text import MAX_CHARS, plain_lines
+
+_OLLAMA = re.compile(
+    r"ollama\[\d+\]:|^ollama\s+\| |/\.ollama/models/blobs/|ollama_llama_server", re.M
+)
 
 __all__ = [
     "COMPONENTS",
@@ -44,8 +50,9 @@ def read_log(text: str) -> LoggedSetup:
     if "\x00" in text[:4096]:
         raise LogUnreadable("this is a binary file, not a log")
     lines = plain_lines(text)
-    # Ollama's llama runner prints llama.cpp's lines; journald or docker name it before each.
-    by_ollama = "ollama" in text[:200_000].lower()
+    # Ollama's llama runner prints llama.cpp's lines; journald or docker name it before each,
+    # and it loads its models from its own store.
+    by_ollama = _OLLAMA.search(text[:MAX_CHARS]) is not None
     if not any(line.strip() for line in lines):
         raise LogUnreadable("the log is empty")
     if any("source=" in line and "msg=" in line for line in lines[:20000]) or (
@@ -66,7 +73,14 @@ def read_log(text: str) -> LoggedSetup:
             "found: vramgui reads the start-up log of those engines"
         )
     model = setup.model
-    if not (setup.components or setup.decision or setup.facts or model.metadata or model.name):
+    if not (
+        setup.components
+        or setup.decision
+        or setup.facts
+        or model.metadata
+        or model.name
+        or model.layers
+    ):
         raise LogUnreadable(
             f"the log is {setup.engine_name}'s but holds no figure, fact or decision vramgui "
             "reads (a log cut before the engine loaded the model?)"

@@ -5,6 +5,7 @@ several GPUs, and the allocation that failed. Ollama's llama runner prints the s
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 
 from vramgui.core.logs.setup import (
@@ -87,7 +88,94 @@ _BUILD = re.compile(r"\b(?:build|version): (\d+ \([0-9a-f]+\))")
 _BREAKDOWN = re.compile(
     r"\|\s+- (\w+)(?: \((.*?)\))?\s+\|\s+(\d+) = (\d+) \+ \((\d+) = (\d+) \+\s+(\d+) \+\s+(\d+)\)"
 )
+_OVERRIDDEN = re.compile(r"[Tt]ensor (\S+?)(?: \(\w+\))? buffer type overrid+en to (\w+)")
+# ik_llama.cpp's own options, which change its graph (and compute buffers) from llama.cpp's.
+_FORK = re.compile(r"(mla_attn|fused_moe|attn_max_b)\s+= (\d+)")
 _SLOTS = re.compile(r"n_slots = (\d+), n_ctx_slot = (\d+)")
+
+# The programs whose command line a report quotes before the log, and their flags that place
+# memory: flag -> (setting, takes a value).
+_PROGRAMS = re.compile(
+    r"(?:^|[/\s])(?:llama-server|llama-cli|llama-bench|llama-sweep-bench|llama-batched-bench|llama-completion|llama-mtmd-cli|main)(?:\.exe)?\s"
+)
+_FLAGS: dict[str, tuple[str, bool]] = {
+    "-m": ("model_path", True),
+    "--model": ("model_path", True),
+    "-c": ("n_ctx", True),
+    "--ctx-size": ("n_ctx", True),
+    "-ngl": ("n_gpu_layers", True),
+    "--n-gpu-layers": ("n_gpu_layers", True),
+    "--gpu-layers": ("n_gpu_layers", True),
+    "-ot": ("override_tensor", True),
+    "--override-tensor": ("override_tensor", True),
+    "--cpu-moe": ("cpu_moe", False),
+    "-cmoe": ("cpu_moe", False),
+    "--n-cpu-moe": ("n_cpu_moe", True),
+    "-ncmoe": ("n_cpu_moe", True),
+    "-ts": ("tensor_split", True),
+    "--tensor-split": ("tensor_split", True),
+    "-sm": ("split_mode", True),
+    "--split-mode": ("split_mode", True),
+    "-mg": ("main_gpu", True),
+    "--main-gpu": ("main_gpu", True),
+    "-nkvo": ("no_kv_offload", False),
+    "--no-kv-offload": ("no_kv_offload", False),
+    "--no-op-offload": ("no_op_offload", False),
+    "-ctk": ("type_k", True),
+    "--cache-type-k": ("type_k", True),
+    "-ctv": ("type_v", True),
+    "--cache-type-v": ("type_v", True),
+    "-ub": ("n_ubatch", True),
+    "--ubatch-size": ("n_ubatch", True),
+    "-b": ("n_batch", True),
+    "--batch-size": ("n_batch", True),
+    "-np": ("n_seq_max", True),
+    "--parallel": ("n_seq_max", True),
+}
+
+
+def command_flags(lines: Sequence[str]) -> dict[str, int | float | str | bool]:
+    """The memory flags of the first llama.cpp command line the text quotes (``\\``
+    continuations joined); ``-ot`` given several times is kept as one comma-separated list."""
+    for i, line in enumerate(lines[:2000]):
+        if not _PROGRAMS.search(line + " "):
+            continue
+        parts = [line]
+        j = i
+        while parts[-1].rstrip().endswith("\\") and j + 1 < len(lines):
+            j += 1
+            parts.append(lines[j])
+        text = " ".join(p.rstrip().rstrip("\\") for p in parts)
+        try:
+            words = shlex.split(text, posix=True)
+        except ValueError:
+            words = text.split()
+        out: dict[str, int | float | str | bool] = {}
+        overrides: list[str] = []
+        k = 0
+        while k < len(words):
+            word, _, inline = words[k].partition("=")
+            known = _FLAGS.get(word) if word.startswith("-") else None
+            if known is None:
+                k += 1
+                continue
+            name, takes = known
+            if not takes:
+                out[name] = True
+                k += 1
+                continue
+            value = inline or (words[k + 1] if k + 1 < len(words) else "")
+            k += 1 if inline else 2
+            if name == "override_tensor":
+                overrides.append(value)
+            else:
+                out[name] = _number(value)
+        if overrides:
+            out["override_tensor"] = ",".join(overrides)
+        if out:
+            return out
+    return {}
+
 
 # How llama.cpp prints a file type -> the name vramgui's --quant takes.
 _FTYPE_SUFFIX = {" - Medium": "_M", " - Small": "_S", " - Large": "_L", " - Extra Small": "_XS"}
@@ -106,7 +194,7 @@ def _device(buft: str) -> str:
 
 def _file_type(text: str) -> str:
     """``Q4_K - Medium`` -> ``Q4_K_M``; ``IQ4_XS - 4.25 bpw`` -> ``IQ4_XS``."""
-    text = text.split("(")[0].strip()
+    text = text.split("(", maxsplit=1)[0].strip()
     for suffix, short in _FTYPE_SUFFIX.items():
         if text.endswith(suffix):
             return text[: -len(suffix)] + short
@@ -139,6 +227,8 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
     decision: LoggedDecision | None = None
     version = None
     kv_self = None
+    overridden: dict[str, list[str]] = {}
+    fork: list[str] = []
     for line in lines:
         if (m := _META.search(line)) is not None:
             printed.setdefault(m.group(1), m.group(2).strip())
@@ -202,6 +292,11 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
                 ("compute_buffer", 8),
             ):
                 facts[f"breakdown_{name}_{comp}"] = int(m.group(value)) * MiB
+        elif (m := _OVERRIDDEN.search(line)) is not None:
+            overridden.setdefault(_device(m.group(2)), []).append(m.group(1))
+        elif (m := _FORK.search(line)) is not None:
+            if m.group(2) != "0":
+                fork.append(f"{m.group(1)} = {m.group(2)}")
         elif (m := _SLOTS.search(line)) is not None:
             settings.setdefault("n_seq_max", int(m.group(1)))
             settings.setdefault("n_ctx_per_seq", int(m.group(2)))
@@ -213,6 +308,28 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
                 decision.figures["what"] = what
     if kv_self is not None:
         facts["kv_total_bytes"] = kv_self
+    flags = command_flags(lines)
+    for key, value in flags.items():
+        if key in (
+            "override_tensor",
+            "cpu_moe",
+            "n_cpu_moe",
+            "tensor_split",
+            "split_mode",
+            "main_gpu",
+            "no_kv_offload",
+            "no_op_offload",
+            "model_path",
+        ):
+            settings[key] = value
+        else:
+            settings.setdefault(key, value)
+    if flags.get("no_kv_offload"):
+        settings["kv_offload"] = False
+    if overridden and "override_tensor" not in settings:
+        settings["override_tensor"] = _override_patterns(overridden)
+    if fork:
+        facts["fork_options"] = ", ".join(dict.fromkeys(fork))
     model = _model(printed, meta)
     notes: list[str] = []
     if engine == "llamacpp" and not components and decision is None and not printed and not meta:
@@ -233,6 +350,23 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
         decision=decision,
         notes=tuple(notes),
     )
+
+
+def _override_patterns(overridden: dict[str, list[str]]) -> str:
+    """The tensors the log says it placed, as ``--override-tensor`` pairs: per device, one
+    pattern per tensor kind with the layers that hold it (``^blk\\.(3|4)\\.ffn_up_exps\\.weight$=CPU``)."""
+    pairs = []
+    for device, names in overridden.items():
+        layers: dict[str, list[str]] = {}
+        for name in names:
+            m = re.match(r"blk\.(\d+)\.(.+)$", name)
+            if m:
+                layers.setdefault(m.group(2), []).append(m.group(1))
+            else:
+                pairs.append(f"^{re.escape(name)}$={device}")
+        for kind, ids in layers.items():
+            pairs.append(f"^blk\\.({'|'.join(dict.fromkeys(ids))})\\.{re.escape(kind)}$={device}")
+    return ",".join(pairs)
 
 
 def _failed_what(line: str) -> str:
@@ -263,7 +397,7 @@ def _model(printed: dict[str, str], meta: dict[str, int | float | str]) -> Logge
     params = None
     if (p := printed.get("model params")) and (m := re.match(r"([\d.]+) ([KMBT])", p)):
         params = round(float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m.group(2)])
-    layers = meta.get(f"{arch}.block_count") if arch else None
+    layers = meta.get(f"{arch}.block_count") if arch else _number(printed.get("n_layer", ""))
     ctx = meta.get(f"{arch}.context_length") if arch else None
     return LoggedModel(
         name=str(name) if name else None,

@@ -69,10 +69,13 @@ def plain_lines(text: str) -> list[str]:
 
 
 def _continues(previous: str, line: str) -> bool:
-    """Whether ``line`` is the rest of ``previous``, broken by a reporter or a pager: it starts
-    with a space and a key=value, or ``previous`` ends inside an Ollama key=value line."""
+    """Whether ``line`` is the rest of ``previous``, broken by a reporter or a pager: an indented
+    line after an open quote or starting with a key=value, or any line after an Ollama line cut
+    right after its ``source=`` or ``msg=offload``."""
     if not line.strip():
         return False
-    if line.startswith(" ") and re.match(r"\s+[\w.]+=", line) and "=" in previous:
+    if line.startswith(" ") and (
+        previous.count('"') % 2 == 1 or (re.match(r"\s+[\w.]+=", line) and "=" in previous)
+    ):
         return True
-    return previous.endswith(("msg=offload", "source=server.go:405", "source=ggml.go:298"))
+    return previous.endswith("msg=offload") or re.search(r" source=\S+$", previous) is not None

@@ -71,7 +71,9 @@ def explain_all() -> list[dict[str, Any]]:
                     "difference": r.difference,
                     "flagged": r.flagged,
                     "note": r.note,
-                    "cause": misses.get(f"{r.name}@{r.device}", misses.get(r.name, "")),
+                    "cause": misses.get(
+                        f"{r.name}@{r.device}", misses.get(r.name, misses.get("*", ""))
+                    ),
                 }
             )
         out.append(entry)

@@ -23,7 +23,7 @@ from vramgui.core.logs import LoggedSetup, read_log
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.units import GiB, MiB, format_bytes
-from vramgui.core.workload import Workload
+from vramgui.core.workload import GPU_ARCHS, Workload
 
 SCHEMA = "vramgui.explain/1"
 
@@ -245,10 +245,13 @@ def _catalog_by_tokens(name: str) -> str | None:
 
 
 def _capacity(setup: LoggedSetup, gpu: str, notes: list[str]) -> int | None:
+    """The GPU's memory: the named catalog GPU's (as nvidia-smi shows it), else what the log
+    printed."""
     if gpu:
         from vramgui.hardware.gpus import find_gpu
 
-        return find_gpu(gpu).capacity_bytes()
+        found = find_gpu(gpu)
+        return found.nvml_total_bytes or found.capacity_bytes()
     total = setup.facts.get("cuda_total_bytes")
     if isinstance(total, int):
         return total + vllm_startup.CUDA_RESERVED_BYTES
@@ -256,6 +259,16 @@ def _capacity(setup: LoggedSetup, gpu: str, notes: list[str]) -> int | None:
         if d.total_bytes:
             return d.total_bytes
     return None
+
+
+def _gpu_arch(gpu: str) -> str | None:
+    """The named GPU's generation, where vramgui's engines tell them apart (vLLM's kernels)."""
+    if not gpu:
+        return None
+    from vramgui.hardware.gpus import find_gpu
+
+    arch = (find_gpu(gpu).architecture or "").lower()
+    return arch if arch in GPU_ARCHS else None
 
 
 def _row(
@@ -293,6 +306,9 @@ def _vllm(inputs: _Inputs) -> _Built:
         if key in s:
             settings[key.replace("_", "-")] = s[key]
     settings["gpus"] = int(s.get("tp", 1)) * int(s.get("pp", 1))
+    arch = _gpu_arch(gpu)
+    if arch:
+        settings["gpu-arch"] = arch
     scheme = quant or _VLLM_QUANT.get(str(s.get("quant", "")))
     if scheme:
         settings["quant"] = scheme

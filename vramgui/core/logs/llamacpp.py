@@ -96,7 +96,7 @@ _SLOTS = re.compile(r"n_slots = (\d+), n_ctx_slot = (\d+)")
 # The programs whose command line a report quotes before the log, and their flags that place
 # memory: flag -> (setting, takes a value).
 _PROGRAMS = re.compile(
-    r"(?:^|[/\s])(?:llama-server|llama-cli|llama-bench|llama-sweep-bench|llama-batched-bench|llama-completion|llama-mtmd-cli|main)(?:\.exe)?\s"
+    r"(?:^|[/\\\s])(?:llama-server|llama-cli|llama-bench|llama-sweep-bench|llama-batched-bench|llama-completion|llama-mtmd-cli|main)(?:\.exe)?\s"
 )
 _FLAGS: dict[str, tuple[str, bool]] = {
     "-m": ("model_path", True),
@@ -142,10 +142,14 @@ def command_flags(lines: Sequence[str]) -> dict[str, int | float | str | bool]:
             continue
         parts = [line]
         j = i
-        while parts[-1].rstrip().endswith("\\") and j + 1 < len(lines):
+        # Continued by a shell's \\, PowerShell's ` or cmd's ^, or by indented flag lines.
+        while j + 1 < len(lines) and (
+            parts[-1].rstrip().endswith(("\\", "`", "^"))
+            or re.match(r"\s+--?\w", lines[j + 1]) is not None
+        ):
             j += 1
             parts.append(lines[j])
-        text = " ".join(p.rstrip().rstrip("\\") for p in parts)
+        text = " ".join(p.rstrip().rstrip("\\`^") for p in parts)
         try:
             words = shlex.split(text, posix=True)
         except ValueError:
@@ -354,18 +358,25 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
 
 def _override_patterns(overridden: dict[str, list[str]]) -> str:
     """The tensors the log says it placed, as ``--override-tensor`` pairs: per device, one
-    pattern per tensor kind with the layers that hold it (``^blk\\.(3|4)\\.ffn_up_exps\\.weight$=CPU``)."""
+    pattern per tensor kind with the layers that hold it (``^blk\\.(3|4)\\.ffn_up_exps=CPU``).
+    A checkpoint read from transformers' layout may hold the gate and up experts in one tensor
+    (``ffn_gate_up_exps``): it goes where its two halves went."""
     pairs = []
     for device, names in overridden.items():
         layers: dict[str, list[str]] = {}
         for name in names:
-            m = re.match(r"blk\.(\d+)\.(.+)$", name)
-            if m:
-                layers.setdefault(m.group(2), []).append(m.group(1))
-            else:
+            m = re.match(r"blk\.(\d+)\.(.+?)(?:\.weight|\.bias)?$", name)
+            if m is None:
                 pairs.append(f"^{re.escape(name)}$={device}")
+                continue
+            kinds = [m.group(2)]
+            if m.group(2) in ("ffn_gate_exps", "ffn_up_exps"):
+                kinds.append("ffn_gate_up_exps")
+            for kind in kinds:
+                layers.setdefault(kind, []).append(m.group(1))
         for kind, ids in layers.items():
-            pairs.append(f"^blk\\.({'|'.join(dict.fromkeys(ids))})\\.{re.escape(kind)}$={device}")
+            joined = "|".join(dict.fromkeys(ids))
+            pairs.append(f"^blk\\.({joined})\\.{re.escape(kind)}($|\\.)={device}")
     return ",".join(pairs)
 
 

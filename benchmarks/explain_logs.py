@@ -70,6 +70,7 @@ def explain_all() -> list[dict[str, Any]]:
                     "estimated_bytes": r.estimated_bytes,
                     "difference": r.difference,
                     "flagged": r.flagged,
+                    "held": r.accuracy is not None,
                     "note": r.note,
                     "cause": misses.get(
                         f"{r.name}@{r.device}", misses.get(r.name, misses.get("*", ""))
@@ -93,7 +94,7 @@ def summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
             abs(r["difference"])
             for e in entries
             for r in e["rows"]
-            if r["name"] == kind and r["difference"] is not None
+            if r["name"] == kind and r["difference"] is not None and r["held"]
         ]
         if diffs:
             out[kind] = {

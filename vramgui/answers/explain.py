@@ -258,6 +258,10 @@ def _capacity(setup: LoggedSetup, gpu: str, notes: list[str]) -> int | None:
     for d in setup.devices:
         if d.total_bytes:
             return d.total_bytes
+    if setup.decision is not None:  # Ollama's estimator: the GPU memory it found free
+        available = setup.decision.figures.get("memory.available[0]")
+        if isinstance(available, int):
+            return available
     return None
 
 
@@ -272,9 +276,11 @@ def _gpu_arch(gpu: str) -> str | None:
 
 
 def _row(
-    name: str, device: str, logged: int, estimated: int | None, note: str = ""
+    name: str, device: str, logged: int, estimated: int | None, note: str = "", *, held: bool = True
 ) -> ComponentRow:
-    return ComponentRow(name, device, logged, estimated, ACCURACY.get(name), note)
+    """A row; ``held`` False for a figure that is the engine's own estimate (Ollama's), which
+    vramgui's is not held to."""
+    return ComponentRow(name, device, logged, estimated, ACCURACY.get(name) if held else None, note)
 
 
 def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
@@ -607,6 +613,18 @@ def _llamacpp(inputs: _Inputs) -> _Built:
                 sum(v for (k, _), v in estimate.items() if k == "kv_cache"),
             )
         )
+    logged_weights = setup.decision.figures.get("memory.weights.total") if setup.decision else None
+    if isinstance(logged_weights, int) and scheme is not None and inputs.source != "log":
+        rows.append(
+            _row(
+                "weights",
+                "all",
+                logged_weights,
+                sum(piece.bytes for u in placement.units for piece in u.parts),
+                f"Ollama's own estimate (memory.weights.total) beside the weights at {scheme}",
+                held=False,
+            )
+        )
     if "ollama_kv_bytes" in setup.facts:
         rows.append(
             _row(
@@ -615,10 +633,14 @@ def _llamacpp(inputs: _Inputs) -> _Built:
                 int(setup.facts["ollama_kv_bytes"]),
                 sum(v for (k, _), v in estimate.items() if k == "kv_cache"),
                 "Ollama's own estimate (memory.required.kv)",
+                held=False,
             )
         )
     advice = _advice(setup, spec, workload, capacity)
-    line = launch.llamacpp_settings(spec, placement).text
+    if setup.engine == "ollama":
+        line = launch.ollama_settings(spec, spec.name, placement).text
+    else:
+        line = launch.llamacpp_settings(spec, placement).text
     return rows, decision, advice, line, workload
 
 

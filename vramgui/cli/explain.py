@@ -104,7 +104,7 @@ def render(e: Explanation) -> str:
             frees = f", frees {format_bytes(a.frees_bytes)}" if a.frees_bytes else ""
             out.append(f"  - {printable(a.title)}{frees} (costs: {printable(a.cost)})")
     if e.launch_line:
-        out += ["", "Launch:", f"  {printable(e.launch_line)}"]
+        out += ["", "Launch:"] + [f"  {printable(line)}" for line in e.launch_line.splitlines()]
     if e.notes:
         out += ["", "Notes:"] + [f"  - {printable(n)}" for n in e.notes]
     return "\n".join(out)

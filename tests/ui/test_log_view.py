@@ -10,12 +10,12 @@ from vramgui.answers.explain import explain_text
 from vramgui.ui.log_view import LogView
 
 
-def _real(text_: str, model: str, gpu: str):
-    return explain_text(text_, model_name=model, gpu=gpu)
+def _real(text_: str, model: str, gpu: str, quant: str):
+    return explain_text(text_, model_name=model, gpu=gpu, quant=quant)
 
 
 def _explained(qtbot, view: LogView) -> None:
-    qtbot.waitUntil(lambda: view.explain_button.isEnabled(), timeout=30000)
+    qtbot.waitUntil(view.explain_button.isEnabled, timeout=30000)
 
 
 def test_pasted_vllm_refusal_is_explained(qtbot):

@@ -348,10 +348,14 @@ def _vllm(inputs: _Inputs) -> _Built:
         note = ""
         if c.name == "weights":
             estimate = plan.weights_bytes
+            note = "Model loading took: the weights on one GPU"
         elif c.name == "kv_pool":
             estimate = up.available_bytes if up is not None else None
-            if up is None:
-                note = "the GPU's capacity is not in the log: name it with --gpu"
+            note = (
+                "the KV cache memory vLLM had left: gpu_memory_utilization x the GPU - the rest"
+                if up is not None
+                else "the GPU's capacity is not in the log: name it with --gpu"
+            )
         elif c.name == "activations":
             estimate = stage.activation_bytes
         elif c.name == "non_torch":

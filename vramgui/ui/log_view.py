@@ -37,8 +37,9 @@ from vramgui.ui.workers import Worker, submit
 if TYPE_CHECKING:
     from vramgui.answers.explain import Explanation
 
-# Explain(text, model name, GPU name) -> the explanation; may block (runs on a worker thread).
-Explain = Callable[[str, str, str], "Explanation"]
+# Explain(text, model name, GPU name, quantization) -> the explanation; may block (runs on a
+# worker thread).
+Explain = Callable[[str, str, str, str], "Explanation"]
 # A dropped file is read up to this many bytes, as the command reads one.
 MAX_BYTES = 4_000_000
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
@@ -66,7 +67,7 @@ def _plain(text: str = "") -> QLabel:
 class LogView(QDialog):
     """Paste a log (or open it with a dropped file), press Explain, read the explanation."""
 
-    COLUMNS = ("Component", "Device", "Logged", "Estimate", "Difference")
+    COLUMNS = ("Component", "Device", "Logged", "Estimate", "Difference", "What the row compares")
 
     def __init__(self, explain: Explain, unit: Unit = "GiB", parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -88,12 +89,15 @@ class LogView(QDialog):
         self.model.setPlaceholderText("as the log names it")
         self.gpu = QLineEdit()
         self.gpu.setPlaceholderText("as the log prints it")
+        self.quant = QLineEdit()
+        self.quant.setPlaceholderText("as the log prints it (Q4_0, awq-int4...)")
         self.explain_button = QPushButton("Explain")
         self.explain_button.setDefault(True)
         self.status = _plain()
         form = QFormLayout()
         form.addRow("Model:", self.model)
         form.addRow("GPU:", self.gpu)
+        form.addRow("Format:", self.quant)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
@@ -133,19 +137,23 @@ class LogView(QDialog):
         right_layout.setContentsMargins(0, 0, 0, 0)
         right_layout.addWidget(self.headline)
         right_layout.addWidget(self.setup_line)
-        right_layout.addWidget(self.table, 1)
+        right_layout.addWidget(self.table)
+        self._headings: dict[str, QLabel] = {}
         for title, widget in (
             ("Why", self.why),
-            ("What to change, cheapest first", self.advice),
+            ("What to change (those that fit first, then the cheapest)", self.advice),
             ("Launch", self.launch),
             ("Notes", self.notes),
         ):
             heading = QLabel(title)
+            heading.setContentsMargins(0, 6, 0, 0)
             bold = QFont(heading.font())
             bold.setBold(True)
             heading.setFont(bold)
             right_layout.addWidget(heading)
             right_layout.addWidget(widget)
+            self._headings[title] = heading
+        right_layout.addStretch(1)
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
@@ -180,10 +188,12 @@ class LogView(QDialog):
         if self._worker is not None:
             self._worker.cancel()
         text = self.log.toPlainText()
-        model, gpu = self.model.text().strip(), self.gpu.text().strip()
+        model, gpu, quant = (w.text().strip() for w in (self.model, self.gpu, self.quant))
         self.status.setText("Reading the log…")
         self.explain_button.setEnabled(False)
-        self._worker = submit(lambda: self._explain(text, model, gpu), self._finished, self._failed)
+        self._worker = submit(
+            lambda: self._explain(text, model, gpu, quant), self._finished, self._failed
+        )
 
     def _finished(self, result: Explanation) -> None:
         self._worker = None
@@ -211,6 +221,7 @@ class LogView(QDialog):
             for label in (self.setup_line, self.why, self.advice, self.notes):
                 label.setText("")
             self.launch.setPlainText("")
+            self._fit_table()
             return
         s = e.setup
         version = f" {s.engine_version}" if s.engine_version else ""
@@ -230,10 +241,11 @@ class LogView(QDialog):
                 self._bytes(r.logged_bytes),
                 self._bytes(r.estimated_bytes),
                 diff,
+                r.note,
             )
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                if j >= 2:
+                if 2 <= j <= 4:
                     item.setTextAlignment(
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
                     )
@@ -253,4 +265,13 @@ class LogView(QDialog):
             or "Nothing to change: the log shows no shortfall, or no model to re-estimate."
         )
         self.launch.setPlainText(e.launch_line)
-        self.notes.setText("\n".join(f"• {n}" for n in e.notes))
+        self.launch.setVisible(bool(e.launch_line))
+        self._headings["Launch"].setVisible(bool(e.launch_line))
+        self.notes.setText("\n".join(f"• {n}" for n in e.notes) or "None.")
+        self._fit_table()
+
+    def _fit_table(self) -> None:
+        """As tall as its rows, up to half the view: the explanation below stays in sight."""
+        rows = sum(self.table.rowHeight(i) for i in range(self.table.rowCount()))
+        height = self.table.horizontalHeader().height() + rows + 2 * self.table.frameWidth()
+        self.table.setFixedHeight(min(max(height, 60), max(120, self.height() // 2)))

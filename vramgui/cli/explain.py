@@ -25,13 +25,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "log", help="the log file (llama.cpp, Ollama, vLLM, SGLang, a PyTorch OOM); - for stdin"
     )
     p.add_argument("--json", action="store_true", help="print the vramgui.explain/1 document")
-    p.add_argument("--model", default="", help="the model, when the log names none vramgui knows")
-    p.add_argument(
-        "--gpu", default="", help="the GPU (catalog name), when the log prints no capacity"
-    )
-    p.add_argument(
-        "--quant", default="", help="the checkpoint's quantization, when the log hides it"
-    )
+    p.add_argument("--model", help="the model, when the log names none vramgui knows")
+    p.add_argument("--gpu", help="the GPU (catalog name), when the log prints no capacity")
+    p.add_argument("--quant", help="the checkpoint's quantization, when the log hides it")
     p.set_defaults(run=run)
 
 
@@ -56,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
     from vramgui.answers.explain import explain_text, to_json
 
     result = explain_text(
-        read_text(args.log), model_name=args.model, gpu=args.gpu, quant=args.quant
+        read_text(args.log),
+        model_name=args.model or "",
+        gpu=args.gpu or "",
+        quant=args.quant or "",
     )
     if args.json:
         print(json.dumps(to_json(result), indent=2))

@@ -195,3 +195,21 @@ def test_sizes_and_plain_lines():
     assert parse_size("8.23 GB") == round(8.23 * 1000**3)
     lines = plain_lines("\x1b[31mred\x1b[0m\r\nJul 24 21:50:02 vega ollama[1]: msg=x\n")
     assert lines[:2] == ["red", "msg=x"]
+
+
+def test_memory_breakdown_table_last_pass_holds():
+    setup = read_log(text("llamacpp-ollama-breakdown-5090-3090.log"))
+    # Two --fit passes print the table; the second is what llama.cpp settled on.
+    assert _component(setup, "kv_cache", "CUDA1") == 18432 * MiB
+    assert _component(setup, "weights", "CUDA1") == 1346 * MiB
+    assert _component(setup, "compute_buffer", "CUDA0") == 4205 * MiB
+    assert _component(setup, "kv_cache", "CPU") == 18432 * MiB
+    gpus = {d.name: d for d in setup.devices}
+    assert gpus["CUDA1"].total_bytes == 24575 * MiB and gpus["CUDA1"].free_bytes == 23332 * MiB
+
+
+def test_fit_giving_up_is_a_decision():
+    setup = read_log(text("llamacpp-breakdown-1080ti-fit-abort.log"))
+    assert setup.decision.kind == "refusal"
+    assert "n_gpu_layers already set by user" in setup.decision.summary
+    assert setup.devices[0].total_bytes == 11165 * MiB

@@ -31,7 +31,8 @@ MARKERS = (
     "llama_model_loader:",
     "ggml_backend_cuda_buffer_type_alloc_buffer:",
     "ggml_cuda_init:",
-    "llama_memory_breakdown_print:",
+    "memory_breakdown_print:",
+    "params_fit",
     "llama_memory_recurrent",
     "ggml_gallocr_reserve_n",
     "graph_reserve:",
@@ -86,8 +87,10 @@ _DEVICE = re.compile(r"Device (\d+): (.+?), compute capability ([\d.]+)")
 _USING = re.compile(r"using device (CUDA\d+) \((.+?)\) - (\d+) MiB free")
 _BUILD = re.compile(r"\b(?:build|version): (\d+ \([0-9a-f]+\))")
 _BREAKDOWN = re.compile(
-    r"\|\s+- (\w+)(?: \((.*?)\))?\s+\|\s+(\d+) = (\d+) \+ \((\d+) = (\d+) \+\s+(\d+) \+\s+(\d+)\)"
+    r"\|\s+- (\S+)(?: \((.*?)\))?\s+\|\s+(\d+) = (\d+) \+ \(\s*(\d+) =\s+(\d+) \+\s+(\d+) \+\s+(\d+)\)"
 )
+_BREAKDOWN_HOST = re.compile(r"\|\s+- Host\s+\|\s+(\d+) =\s+(\d+) \+\s+(\d+) \+\s+(\d+)")
+_FIT_FAILED = re.compile(r"failed to fit params to free device memory: (.*)$")
 _OVERRIDDEN = re.compile(r"[Tt]ensor (\S+?)(?: \(\w+\))? buffer type overrid+en to (\w+)")
 # ik_llama.cpp's own options, which change its graph (and compute buffers) from llama.cpp's.
 _FORK = re.compile(r"(mla_attn|fused_moe|attn_max_b)\s+= (\d+)")
@@ -233,6 +236,7 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
     kv_self = None
     overridden: dict[str, list[str]] = {}
     fork: list[str] = []
+    breakdown: dict[str, tuple[int, int, int, str]] = {}
     for line in lines:
         if (m := _META.search(line)) is not None:
             printed.setdefault(m.group(1), m.group(2).strip())
@@ -282,20 +286,25 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
             name = f"CUDA{m.group(1)}"
             devices[name] = LoggedDevice(name, True, m.group(2))
         elif (m := _USING.search(line)) is not None:
+            known = devices.get(m.group(1))
+            total = known.total_bytes if known is not None else None
             devices[m.group(1)] = LoggedDevice(
-                m.group(1), True, m.group(2), free_bytes=int(m.group(3)) * MiB
+                m.group(1), True, m.group(2), total, int(m.group(3)) * MiB
             )
         elif (m := _BREAKDOWN.search(line)) is not None:
+            # llama.cpp prints the table at each --fit pass and at the end: the last one holds.
             name = m.group(1)
             total, free = int(m.group(3)) * MiB, int(m.group(4)) * MiB
             devices[name] = LoggedDevice(name, True, m.group(2) or "", total, free)
-            for comp, value in (
-                ("total", 5),
-                ("weights", 6),
-                ("kv_cache", 7),
-                ("compute_buffer", 8),
-            ):
-                facts[f"breakdown_{name}_{comp}"] = int(m.group(value)) * MiB
+            breakdown[name] = (int(m.group(6)), int(m.group(7)), int(m.group(8)), line)
+        elif (m := _BREAKDOWN_HOST.search(line)) is not None:
+            breakdown["CPU"] = (int(m.group(2)), int(m.group(3)), int(m.group(4)), line)
+        elif (m := _FIT_FAILED.search(line)) is not None and decision is None:
+            decision = LoggedDecision(
+                "refusal",
+                f"llama.cpp's --fit could not fit the model to the free memory: {m.group(1)}",
+                {"reason": m.group(1)},
+            )
         elif (m := _OVERRIDDEN.search(line)) is not None:
             overridden.setdefault(_device(m.group(2)), []).append(m.group(1))
         elif (m := _FORK.search(line)) is not None:
@@ -312,6 +321,17 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
                 decision.figures["what"] = what
     if kv_self is not None:
         facts["kv_total_bytes"] = kv_self
+    printed_on = {c.device for c in components}
+    for device, (model_mib, context_mib, compute_mib, line) in breakdown.items():
+        if device in printed_on:  # the buffer lines say it already, to the hundredth of a MiB
+            continue
+        for name, mib in (
+            ("weights", model_mib),
+            ("kv_cache", context_mib),
+            ("compute_buffer", compute_mib),
+        ):
+            if mib:
+                components.append(LoggedComponent(name, device, mib * MiB, line))
     flags = command_flags(lines)
     for key, value in flags.items():
         if key in (

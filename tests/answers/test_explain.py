@@ -128,3 +128,27 @@ def test_json_document_keys():
     assert "assumed" in doc["settings"]
     for c in doc["components"]:
         assert {"name", "device", "logged_bytes", "estimated_bytes"} <= set(c)
+
+
+def test_llamacpp_failed_allocation_beside_the_estimate():
+    log = text("llamacpp-glm-z1-32b-3090ti-32k.log") + (
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 353.00 MiB on device 0: "
+        "cudaMalloc failed: out of memory\n"
+        "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 370147328\n"
+        "llama_init_from_model: failed to allocate compute buffers\n"
+    )
+    e = explain_text(log)
+    assert e.setup.decision.kind == "oom"
+    assert any(
+        line.startswith("vramgui estimates that compute buffer on CUDA0")
+        for line in e.decision_lines
+    )
+    assert any("llama.cpp asked for 0.34 GiB" in line for line in e.decision_lines)
+
+
+def test_rows_listed_by_component_then_device():
+    e = _explain("llamacpp-ik-pull262-2.log")
+    kinds = [r.name for r in e.components]
+    assert kinds.index("weights") < kinds.index("kv_cache") < kinds.index("compute_buffer")
+    devices = [r.device for r in e.components if r.name == "kv_cache"]
+    assert devices[:3] == ["CUDA0", "CUDA1", "CUDA2"]

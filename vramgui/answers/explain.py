@@ -19,7 +19,7 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import rank_tensor_bytes
-from vramgui.core.logs import LoggedSetup, read_log
+from vramgui.core.logs import COMPONENTS, LoggedSetup, read_log
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.units import GiB, MiB, format_bytes
@@ -52,6 +52,13 @@ _VLLM_QUANT = {
     "gptq_marlin": "gptq-int4",
     "fp8": "fp8",
     "mxfp4": "mxfp4",
+}
+
+# What llama.cpp's failed allocation was, as the reader names it -> the component.
+_OOM_COMPONENT = {
+    "compute buffer": "compute_buffer",
+    "model weights": "weights",
+    "KV cache": "kv_cache",
 }
 
 _GGML_KV = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "q8_0": "q8_0", "q4_0": "q4_0"}
@@ -159,6 +166,7 @@ def explain(
             "no estimate: the log does not name a model vramgui knows; name it with --model "
             "(a catalog name, a GGUF file or a Hub id)"
         )
+    rows.sort(key=_row_order)
     for r in rows:
         if r.flagged:
             notes.append(
@@ -191,6 +199,12 @@ class _Inputs(NamedTuple):
     gpu: str
     notes: list[str]
     source: str
+
+
+def _row_order(r: ComponentRow) -> tuple[int, tuple[str, int]]:
+    """Components in the order the explanation lists them, each device in order."""
+    kind = COMPONENTS.index(r.name) if r.name in COMPONENTS else len(COMPONENTS)
+    return kind, _device_order(r.device)
 
 
 def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[ModelSpec | None, str]:
@@ -258,6 +272,9 @@ def _capacity(setup: LoggedSetup, gpu: str, notes: list[str]) -> int | None:
     for d in setup.devices:
         if d.total_bytes:
             return d.total_bytes
+    for d in setup.devices:
+        if d.is_gpu and d.free_bytes:  # llama.cpp: the memory the GPU had free when it loaded
+            return d.free_bytes
     if setup.decision is not None:  # Ollama's estimator: the GPU memory it found free
         available = setup.decision.figures.get("memory.available[0]")
         if isinstance(available, int):
@@ -640,6 +657,17 @@ def _llamacpp(inputs: _Inputs) -> _Built:
                 held=False,
             )
         )
+    d = setup.decision
+    what = _OOM_COMPONENT.get(str(d.figures.get("what", ""))) if d is not None else None
+    if d is not None and d.kind == "oom" and what is not None:
+        device = str(d.figures.get("device", ""))
+        guess = estimate.get((what, device))
+        if guess is not None:
+            decision.append(
+                f"vramgui estimates that {d.figures['what']} on {device} at "
+                f"{format_bytes(guess)}; llama.cpp asked for "
+                f"{format_bytes(int(d.figures['request_bytes']))}"
+            )
     advice = _advice(setup, spec, workload, capacity)
     if setup.engine == "ollama":
         line = launch.ollama_settings(spec, spec.name, placement).text
@@ -849,5 +877,6 @@ def to_json(e: Explanation) -> dict[str, Any]:
             {"title": a.title, "frees_bytes": a.frees_bytes, "cost": a.cost} for a in e.advice
         ],
         "launch": e.launch_line or None,
+        "estimate_settings": e.workload.to_dict() if e.workload is not None else None,
         "notes": list(e.notes),
     }

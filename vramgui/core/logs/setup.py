@@ -27,7 +27,9 @@ COMPONENTS = (
     "non_torch",
     "kv_pool",
     "output_buffer",
-    "total",
+    "torch_allocated",
+    "torch_reserved_free",
+    "other_processes",
 )
 
 

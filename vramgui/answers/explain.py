@@ -103,6 +103,21 @@ class Advice:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
+    """A log beside the estimate.
+
+    Attributes:
+        setup: what the log says.
+        model_name: the model estimated (or the one the log names, when none was found).
+        model_source: where the model came from: ``named`` (the user), ``catalog``, ``log``
+            (the printed GGUF metadata) or empty.
+        components: each printed figure beside its estimate.
+        decision_lines: why the engine decided what it did, in its own terms.
+        advice: the changes, those that fit first, then the cheapest.
+        launch_line: the engine's command line (or Modelfile) for the estimated setup.
+        notes: what the reader and the estimate want the user to know.
+        workload: the settings the estimate used.
+    """
+
     setup: LoggedSetup
     model_name: str | None
     model_source: str
@@ -118,39 +133,26 @@ class Explanation:
         return sum(r.estimated_bytes is not None for r in self.components)
 
 
-def explain_text(
-    text: str,
-    *,
-    model: ModelSpec | None = None,
-    model_name: str = "",
-    gpu: str = "",
-    quant: str = "",
-) -> Explanation:
+def explain_text(text: str, *, model_name: str = "", gpu: str = "", quant: str = "") -> Explanation:
     """Read ``text`` and explain it (``LogUnreadable`` when it is no log vramgui reads)."""
-    return explain(read_log(text), model=model, model_name=model_name, gpu=gpu, quant=quant)
+    return explain(read_log(text), model_name=model_name, gpu=gpu, quant=quant)
 
 
 def explain(
-    setup: LoggedSetup,
-    *,
-    model: ModelSpec | None = None,
-    model_name: str = "",
-    gpu: str = "",
-    quant: str = "",
+    setup: LoggedSetup, *, model_name: str = "", gpu: str = "", quant: str = ""
 ) -> Explanation:
     """The explanation of ``setup``.
 
     Args:
         setup: what the log says.
-        model: the model, when the caller has it (else found from the log).
         model_name: a model the user names (a catalog name, a path, a Hub id) for a log that
             names none or names it differently.
         gpu: a catalog GPU name for a log that prints no capacity.
         quant: the checkpoint's quantization (``--quant``) where the log does not say it.
     """
     notes: list[str] = list(setup.notes)
-    spec, source = (model, "given") if model is not None else _find_model(setup, model_name, notes)
-    capacity = _capacity(setup, gpu, notes)
+    spec, source = _find_model(setup, model_name, notes)
+    capacity = _capacity(setup, gpu)
     builder = {
         "vllm": _vllm,
         "sglang": _sglang,
@@ -163,8 +165,8 @@ def explain(
     )
     if spec is None and setup.engine != "pytorch":
         notes.append(
-            "no estimate: the log does not name a model vramgui knows; name it with --model "
-            "(a catalog name, a GGUF file or a Hub id)"
+            "no estimate: the log does not name a model vramgui knows; name it (a catalog name, "
+            "a GGUF file or a Hub id: --model, or the Model field)"
         )
     rows.sort(key=_row_order)
     for r in rows:
@@ -216,8 +218,8 @@ def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[Model
     name = setup.model.name
     if name:
         for candidate in (name, name.rstrip("/").rsplit("/", 1)[-1]):
-            if catalog.find(candidate) is not None:
-                return load_model(catalog.find(candidate).name).spec, "catalog"  # type: ignore[union-attr]
+            if (found := catalog.find(candidate)) is not None:
+                return load_model(found.name).spec, "catalog"
         entry = _catalog_by_tokens(name)
         if entry is not None:
             notes.append(f"the model {name!r} is taken as the catalog's {entry}")
@@ -258,7 +260,7 @@ def _catalog_by_tokens(name: str) -> str | None:
     return best[1] if best else None
 
 
-def _capacity(setup: LoggedSetup, gpu: str, notes: list[str]) -> int | None:
+def _capacity(setup: LoggedSetup, gpu: str) -> int | None:
     """The GPU's memory: the named catalog GPU's (as nvidia-smi shows it), else what the log
     printed."""
     if gpu:
@@ -300,6 +302,11 @@ def _row(
     return ComponentRow(name, device, logged, estimated, ACCURACY.get(name) if held else None, note)
 
 
+def _unestimated(setup: LoggedSetup, decision: list[str]) -> _Built:
+    """The log's figures alone, with the engine's decision: no model or setting to estimate."""
+    return [_row(c.name, c.device, c.bytes, None) for c in setup.components], decision, [], "", None
+
+
 def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
     try:
         return Workload.from_dict(settings)
@@ -320,8 +327,7 @@ def _vllm(inputs: _Inputs) -> _Built:
     if setup.decision is not None:
         decision.append(setup.decision.summary)
     if spec is None:
-        rows = [_row(c.name, c.device, c.bytes, None) for c in setup.components]
-        return rows, decision + _vllm_rule(setup, utilization), [], "", None
+        return _unestimated(setup, decision + _vllm_rule(setup, utilization))
     settings: dict[str, Any] = {"engine": "vllm", "gpu-memory-utilization": utilization}
     if setup.engine_version:
         settings["vllm-version"] = vllm_startup.rules_for(setup.engine_version).version
@@ -341,13 +347,7 @@ def _vllm(inputs: _Inputs) -> _Built:
         settings["enforce-eager"] = True
     workload = _workload(settings, notes)
     if workload is None:
-        return (
-            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
-            decision,
-            [],
-            "",
-            None,
-        )
+        return _unestimated(setup, decision)
     total = vllm_startup.cuda_total_bytes(capacity) if capacity else None
     rules = vllm_startup.rules_for(workload.vllm_version)
     sampler = setup.facts.get("sampler")
@@ -465,13 +465,7 @@ def _sglang(inputs: _Inputs) -> _Built:
         "SGLang's rule: KV pool = mem_fraction_static x free memory before the weights - weights"
     )
     if spec is None:
-        return (
-            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
-            decision,
-            [],
-            "",
-            None,
-        )
+        return _unestimated(setup, decision)
     settings: dict[str, Any] = {"engine": "sglang"}
     for key in ("seq", "tp"):
         if key in s:
@@ -483,13 +477,7 @@ def _sglang(inputs: _Inputs) -> _Built:
         settings["mem-fraction-static"] = s["mem_fraction_static"]
     workload = _workload(settings, notes)
     if workload is None:
-        return (
-            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
-            decision,
-            [],
-            "",
-            None,
-        )
+        return _unestimated(setup, decision)
     engine = sglang_startup.SglangEngine(spec, workload, rank_tensor_bytes(spec, workload))
     plan = engine.plan()
     cell = max(st.cell_bytes for st in plan.stages)
@@ -524,13 +512,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     if spec is None or not isinstance(cells, int):
         if spec is not None:
             notes.append("no estimate: the log does not print the context (n_ctx)")
-        return (
-            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
-            decision,
-            [],
-            "",
-            None,
-        )
+        return _unestimated(setup, decision)
     slots = int(s.get("n_seq_max", 1) or 1)
     scheme = quant or _gguf_type(setup, spec)
     if scheme is None:
@@ -551,13 +533,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     settings["attention"] = "eager" if flash in (0, "0", "disabled", "off") else "flash"
     workload = _workload(settings, notes)
     if workload is None:
-        return (
-            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
-            decision,
-            [],
-            "",
-            None,
-        )
+        return _unestimated(setup, decision)
     on_gpu = sorted({c.device for c in setup.components if c.device != "CPU"}, key=_device_order)
     gpus = on_gpu or ["CUDA0"]
     ngl = s.get("n_gpu_layers")
@@ -579,13 +555,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         )
     except VramguiError as exc:
         notes.append(f"no estimate: {exc}")
-        return (
-            [_row(c.name, c.device, c.bytes, None) for c in setup.components],
-            decision,
-            [],
-            "",
-            None,
-        )
+        return _unestimated(setup, decision)
     fork = setup.facts.get("fork_options")
     if fork:
         notes.append(

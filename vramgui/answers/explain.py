@@ -535,7 +535,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     if workload is None:
         return _unestimated(setup, decision)
     on_gpu = sorted({c.device for c in setup.components if c.device != "CPU"}, key=_device_order)
-    gpus = on_gpu or ["CUDA0"]
+    gpus = _gpus(setup, on_gpu)
     ngl = s.get("n_gpu_layers")
     if not on_gpu and setup.components:
         ngl = 0  # every buffer the log printed is the host's: a run on the CPU
@@ -644,6 +644,20 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     else:
         line = launch.llamacpp_settings(spec, placement).text
     return rows, decision, advice, line, workload
+
+
+def _gpus(setup: LoggedSetup, on_gpu: list[str]) -> list[str]:
+    """The GPUs the run used: those with buffers and those its placement flags send tensors to
+    (``-ot ...=CUDA1``, ``-ts`` proportions), numbered without gaps."""
+    s = setup.settings
+    names = set(on_gpu)
+    names |= {f"CUDA{i}" for i in re.findall(r"CUDA(\d+)", str(s.get("override_tensor", "")))}
+    split = str(s.get("tensor_split", ""))
+    count = len([v for v in re.split(r"[,/]+", split) if v]) if split else 0
+    indexed = [int(m.group(1)) for n in names if (m := re.match(r"CUDA(\d+)$", n))]
+    top = max([*indexed, count - 1, 0])
+    others = sorted(n for n in names if not re.match(r"CUDA\d+$", n))
+    return [f"CUDA{i}" for i in range(top + 1)] if not others else sorted(names, key=_device_order)
 
 
 def _device_order(name: str) -> tuple[str, int]:

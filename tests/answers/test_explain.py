@@ -6,7 +6,7 @@ import statistics
 import pytest
 
 from tests.logs_fixtures import SOURCES, text
-from vramgui.answers.explain import explain_text, to_json
+from vramgui.answers.explain import explain_text, shown_settings, to_json
 from vramgui.core.units import GiB
 
 
@@ -152,3 +152,17 @@ def test_rows_listed_by_component_then_device():
     assert kinds.index("weights") < kinds.index("kv_cache") < kinds.index("compute_buffer")
     devices = [r.device for r in e.components if r.name == "kv_cache"]
     assert devices[:3] == ["CUDA0", "CUDA1", "CUDA2"]
+
+
+def test_long_settings_are_shortened_for_display_and_whole_in_json():
+    log = (
+        "\n".join(
+            f"Tensor blk.{i}.ffn_up_exps.weight buffer type overriden to CPU" for i in range(400)
+        )
+        + "\nllama_kv_cache_init:      CUDA0 KV buffer size =   512.00 MiB\n"
+    )
+    e = explain_text(log)
+    shown = dict(shown_settings(e))
+    assert shown["override_tensor"].endswith("characters)")
+    assert len(shown["override_tensor"]) < 160
+    assert len(to_json(e)["settings"]["override_tensor"]) > 1000

@@ -188,6 +188,25 @@ def explain(
     )
 
 
+# A setting longer than this is shortened for display (a placement read from thousands of
+# tensor lines); the JSON keeps it whole.
+_SHOWN_SETTING = 120
+
+
+def shown_settings(e: Explanation) -> list[tuple[str, str]]:
+    """The log's settings as a front end shows them: the model's path left out (the model line
+    names it), a long value cut with its length said."""
+    out = []
+    for key, value in e.setup.settings.items():
+        if key == "model_path":
+            continue
+        text = str(value)
+        if len(text) > _SHOWN_SETTING:
+            text = f"{text[: _SHOWN_SETTING - 20]}… ({len(text):,} characters)"
+        out.append((key, text))
+    return out
+
+
 _Built = tuple[list[ComponentRow], list[str], list[Advice], str, Workload | None]
 
 

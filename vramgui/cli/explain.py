@@ -70,6 +70,8 @@ def _pct(d: float | None) -> str:
 
 def render(e: Explanation) -> str:
     """The explanation as text, every string from the log made printable."""
+    from vramgui.answers.explain import shown_settings
+
     s = e.setup
     out = [
         f"Engine: {s.engine_name}" + (f" {printable(s.engine_version)}" if s.engine_version else "")
@@ -78,9 +80,8 @@ def render(e: Explanation) -> str:
         out.append(
             f"Model: {printable(e.model_name)}" + (f" ({e.model_source})" if e.model_source else "")
         )
-    if s.settings:
-        shown = ", ".join(f"{k}={printable(str(v))}" for k, v in s.settings.items())
-        out.append(f"Settings: {shown}")
+    if settings := shown_settings(e):
+        out.append("Settings: " + ", ".join(f"{k}={printable(v)}" for k, v in settings))
     if s.assumed:
         out.append(f"Assumed (not in the log; the engine's default): {', '.join(s.assumed)}")
     if e.components:

@@ -227,7 +227,9 @@ class LogView(QDialog):
         version = f" {s.engine_version}" if s.engine_version else ""
         model = f" · {e.model_name}" if e.model_name else ""
         self.headline.setText(f"{s.engine_name}{version}{model}")
-        shown = ", ".join(f"{k}={v}" for k, v in s.settings.items() if k != "model_path")
+        from vramgui.answers.explain import shown_settings
+
+        shown = ", ".join(f"{k}={v}" for k, v in shown_settings(e))
         assumed = f"  (assumed: {', '.join(s.assumed)})" if s.assumed else ""
         self.setup_line.setText(shown + assumed)
         self.table.setRowCount(len(e.components))

@@ -37,6 +37,7 @@ MARKERS = (
     "ggml_gallocr_reserve_n",
     "graph_reserve:",
     "srv    load_model:",
+    "buffer type overrid",
 )
 
 # print_info / llm_load_print_meta names -> GGUF keys (under the architecture's prefix).

@@ -166,3 +166,12 @@ def test_long_settings_are_shortened_for_display_and_whole_in_json():
     assert shown["override_tensor"].endswith("characters)")
     assert len(shown["override_tensor"]) < 160
     assert len(to_json(e)["settings"]["override_tensor"]) > 1000
+
+
+def test_pytorch_memory_summary_in_the_explanation():
+    log = text("pytorch-oom-24gib-22mib.log") + (
+        "| Allocated memory      |  23450 MiB |  23460 MiB |  90000 MiB |  66550 MiB |\n"
+        "| Reserved memory       |  23645 MiB |  23645 MiB |  23645 MiB |      0 B   |\n"
+    )
+    e = explain_text(log)
+    assert any("tensors peaked at 22.91 GiB" in line for line in e.decision_lines)

@@ -429,6 +429,16 @@ def _vllm(inputs: _Inputs) -> _Built:
             )
         )
     decision += _vllm_rule(setup, workload.gpu_memory_utilization)
+    if up is not None:
+        decision.append(
+            f"in vramgui's estimate: {workload.gpu_memory_utilization:g} x "
+            f"{format_bytes(up.total_bytes)} = {format_bytes(up.requested_bytes)}; weights "
+            f"{format_bytes(stage.weights_bytes)}, activation peak "
+            f"{format_bytes(stage.activation_bytes)}, non-torch "
+            f"{format_bytes(stage.non_torch_bytes)}; pool {format_bytes(up.available_bytes)} "
+            f"({up.pool_tokens:,} tokens), one request of {workload.seq:,} tokens needs "
+            f"{format_bytes(up.needed_bytes)}: vLLM {'starts' if up.starts else 'refuses'}"
+        )
     advice = _advice(setup, spec, workload, capacity)
     line = launch.vllm_settings(spec, workload).text
     return rows, decision, advice, line, workload
@@ -779,6 +789,17 @@ def _pytorch(inputs: _Inputs) -> _Built:
         lines.append(
             f"PyTorch asked CUDA for {format_bytes(request)} and the GPU had {format_bytes(free)} "
             f"free: {format_bytes(max(0, request - free))} short"
+        )
+    peak = f.get("summary_allocated_memory_peak_bytes")
+    if isinstance(peak, int):
+        held = f.get("summary_reserved_memory_peak_bytes")
+        lines.append(
+            f"torch.cuda.memory_summary(): tensors peaked at {format_bytes(peak)}"
+            + (
+                f", the allocator's reserve at {format_bytes(held)}"
+                if isinstance(held, int)
+                else ""
+            )
         )
     reserved = f.get("reserved_unallocated_bytes")
     if (

@@ -175,3 +175,11 @@ def test_pytorch_memory_summary_in_the_explanation():
     )
     e = explain_text(log)
     assert any("tensors peaked at 22.91 GiB" in line for line in e.decision_lines)
+
+
+def test_a_model_that_cannot_be_loaded_still_explains_the_log(tmp_path):
+    e = explain_text(
+        text("pytorch-oom-cads-fragmented.log"), model_name=str(tmp_path / "nope.gguf")
+    )
+    assert e.setup.engine == "pytorch" and e.decision_lines
+    assert any("could not be loaded" in n for n in e.notes)

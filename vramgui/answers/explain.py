@@ -233,7 +233,10 @@ def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[Model
     from vramgui.sources.resolve import load_model
 
     if given:
-        return load_model(given).spec, "named"
+        try:
+            return load_model(given).spec, "named"
+        except VramguiError as exc:  # the log is still worth reading
+            notes.append(f"the model named could not be loaded ({exc}); the log's own is used")
     name = setup.model.name
     if name:
         for candidate in (name, name.rstrip("/").rsplit("/", 1)[-1]):

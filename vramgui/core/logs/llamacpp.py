@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 
 from vramgui.core.logs.setup import (
     LoggedComponent,
@@ -238,6 +239,7 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
     overridden: dict[str, list[str]] = {}
     fork: list[str] = []
     breakdown: dict[str, tuple[int, int, int, str]] = {}
+    failed = ""  # what the failed allocation was for, as the lines after it say
     for line in lines:
         if (m := _META.search(line)) is not None:
             printed.setdefault(m.group(1), m.group(2).strip())
@@ -316,10 +318,10 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
             settings.setdefault("n_ctx_per_seq", int(m.group(2)))
         elif version is None and (m := _BUILD.search(line)) is not None:
             version = m.group(1)
-        if decision is not None and decision.kind == "oom" and "what" not in decision.figures:
-            what = _failed_what(line)
-            if what:
-                decision.figures["what"] = what
+        if decision is not None and decision.kind == "oom" and not failed:
+            failed = _failed_what(line)
+    if decision is not None and failed:
+        decision = replace(decision, figures={**decision.figures, "what": failed})
     if kv_self is not None:
         facts["kv_total_bytes"] = kv_self
     printed_on = {c.device for c in components}
@@ -402,6 +404,8 @@ def _override_patterns(overridden: dict[str, list[str]]) -> str:
 
 
 def _failed_what(line: str) -> str:
+    """What a failed allocation was for, from the line llama.cpp prints after it ("" if not
+    this one)."""
     if "compute buffers" in line or "graph_reserve" in line:
         return "compute buffer"
     if "kv cache" in line.lower() or ("KV" in line and "failed" in line):

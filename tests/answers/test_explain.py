@@ -183,3 +183,9 @@ def test_a_model_that_cannot_be_loaded_still_explains_the_log(tmp_path):
     )
     assert e.setup.engine == "pytorch" and e.decision_lines
     assert any("could not be loaded" in n for n in e.notes)
+
+
+def test_ollama_layer_count_beside_vramgui_s():
+    e = _explain("ollama-old-rocm-llama3-70b.log")
+    line = next(x for x in e.decision_lines if x.startswith("in vramgui's estimate"))
+    assert "of 81 layers fit 24.00 GiB" in line and line.endswith("Ollama offloaded 43")

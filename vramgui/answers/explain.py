@@ -659,6 +659,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
                 held=False,
             )
         )
+    decision += _ollama_layers(setup, spec, workload)
     d = setup.decision
     what = _OOM_COMPONENT.get(str(d.figures.get("what", ""))) if d is not None else None
     if d is not None and d.kind == "oom" and what is not None:
@@ -735,6 +736,25 @@ def _summed(setup: LoggedSetup) -> list[tuple[str, str, int]]:
     for c in setup.components:
         out[(c.name, c.device)] = out.get((c.name, c.device), 0) + c.bytes
     return [(k[0], k[1], v) for k, v in out.items()]
+
+
+def _ollama_layers(setup: LoggedSetup, spec: ModelSpec, workload: Workload) -> list[str]:
+    """How many layers vramgui fits in the memory Ollama said it had, beside Ollama's count."""
+    d = setup.decision
+    if setup.engine != "ollama" or d is None or d.kind != "offload":
+        return []
+    available = [int(v) for k, v in d.figures.items() if k.startswith("memory.available[")]
+    if len(available) != 1:  # several GPUs: Ollama's split is its own, not compared
+        return []
+    try:
+        layers = offload.max_gpu_layers(spec, workload, available[0])
+    except VramguiError:
+        return []
+    return [
+        f"in vramgui's estimate {layers} of {d.figures.get('layers.model')} layers fit "
+        f"{format_bytes(available[0])} (llama.cpp's own buffers, without Ollama's margins); "
+        f"Ollama offloaded {d.figures.get('layers.offload')}"
+    ]
 
 
 def _ollama_decision(setup: LoggedSetup) -> list[str]:

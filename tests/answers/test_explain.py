@@ -189,3 +189,14 @@ def test_ollama_layer_count_beside_vramgui_s():
     e = _explain("ollama-old-rocm-llama3-70b.log")
     line = next(x for x in e.decision_lines if x.startswith("in vramgui's estimate"))
     assert "of 81 layers fit 24.00 GiB" in line and line.endswith("Ollama offloaded 43")
+
+
+def test_launch_lines_apply_the_fit():
+    ollama = _explain("ollama-old-rocm-llama3-70b.log")
+    layers = int(ollama.launch_line.split("PARAMETER num_gpu ")[1].split()[0])
+    assert layers > 43  # more than Ollama's estimator put on the GPU, 1 GiB still free
+    vllm = _explain("vllm-refusal-gpt-oss-120b-h100.log")
+    first = next(a for a in vllm.advice if a.fits)
+    assert vllm.launch_line.startswith(f'# with "{first.title}" applied')
+    doc = to_json(vllm)
+    assert doc["advice"][0]["changes"] and "fits" in doc["advice"][0]

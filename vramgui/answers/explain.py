@@ -94,11 +94,14 @@ class ComponentRow:
 
 @dataclass(frozen=True, slots=True)
 class Advice:
-    """A change, cheapest first: what it frees and what it costs."""
+    """A change, cheapest first: what it frees, what it costs, whether the setup then fits, and
+    the settings it changes (empty for advice no setting expresses)."""
 
     title: str
     frees_bytes: int | None
     cost: str
+    fits: bool = False
+    changes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +446,16 @@ def _vllm(inputs: _Inputs) -> _Built:
             f"{format_bytes(up.needed_bytes)}: vLLM {'starts' if up.starts else 'refuses'}"
         )
     advice = _advice(setup, spec, workload, capacity)
-    line = launch.vllm_settings(spec, workload).text
+    first = next((a for a in advice if a.fits), None)
+    launched = workload
+    if first is not None:
+        try:
+            launched = workload.with_(**first.changes)
+        except VramguiError:
+            first = None
+    line = launch.vllm_settings(spec, launched).text
+    if first is not None:
+        line = f'# with "{first.title}" applied\n{line}'
     return rows, decision, advice, line, workload
 
 
@@ -457,7 +469,10 @@ def _advice(
         return []
     if d.kind == "offload" and d.figures.get("layers.offload") == d.figures.get("layers.model"):
         return []
-    return [Advice(a.title, a.saves_bytes, a.cost) for a in fit.advise(spec, workload, capacity)]
+    return [
+        Advice(a.title, a.saves_bytes, a.cost, a.fits, dict(a.changes))
+        for a in fit.advise(spec, workload, capacity)
+    ]
 
 
 def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
@@ -672,10 +687,17 @@ def _llamacpp(inputs: _Inputs) -> _Built:
                 f"{format_bytes(int(d.figures['request_bytes']))}"
             )
     advice = _advice(setup, spec, workload, capacity)
+    fitted = _fitted(spec, placement, capacity, len(gpus), notes)
     if setup.engine == "ollama":
-        line = launch.ollama_settings(spec, spec.name, placement).text
+        line = launch.ollama_settings(spec, spec.name, fitted).text
     else:
-        line = launch.llamacpp_settings(spec, placement).text
+        line = launch.llamacpp_settings(spec, fitted).text
+    if fitted is not placement:
+        margin = format_bytes(offload.DEFAULT_MARGIN_BYTES)
+        line = (
+            f"# the most layers that fit {format_bytes(capacity or 0)} per GPU, {margin} left "
+            f"free\n{line}"
+        )
     return rows, decision, advice, line, workload
 
 
@@ -736,6 +758,33 @@ def _summed(setup: LoggedSetup) -> list[tuple[str, str, int]]:
     for c in setup.components:
         out[(c.name, c.device)] = out.get((c.name, c.device), 0) + c.bytes
     return [(k[0], k[1], v) for k, v in out.items()]
+
+
+def _fitted(
+    spec: ModelSpec,
+    placement: offload.Placement,
+    capacity: int | None,
+    gpus: int,
+    notes: list[str],
+) -> offload.Placement:
+    """The logged placement with as many layers on the GPUs as fit ``capacity`` each, with
+    llama.cpp's --fit margin left free (the logged one where the capacity is unknown or the
+    layers do not change)."""
+    if capacity is None:
+        return placement
+    try:
+        fitted = offload.plan_llamacpp(
+            spec,
+            placement.workload,
+            [capacity] * gpus,
+            host_ram_bytes=None,
+            layout=placement.layout,
+            margin_bytes=offload.DEFAULT_MARGIN_BYTES,
+        )
+    except VramguiError as exc:
+        notes.append(f"no fitted launch line: {exc}")
+        return placement
+    return fitted if fitted.gpu_layers != placement.gpu_layers else placement
 
 
 def _ollama_layers(setup: LoggedSetup, spec: ModelSpec, workload: Workload) -> list[str]:
@@ -921,7 +970,14 @@ def to_json(e: Explanation) -> dict[str, Any]:
             "why": list(e.decision_lines),
         },
         "advice": [
-            {"title": a.title, "frees_bytes": a.frees_bytes, "cost": a.cost} for a in e.advice
+            {
+                "title": a.title,
+                "frees_bytes": a.frees_bytes,
+                "cost": a.cost,
+                "fits": a.fits,
+                "changes": a.changes,
+            }
+            for a in e.advice
         ],
         "launch": e.launch_line or None,
         "estimate_settings": e.workload.to_dict() if e.workload is not None else None,

@@ -129,7 +129,7 @@ class LogView(QDialog):
         self.launch.setReadOnly(True)
         self.launch.setFont(mono)
         self.launch.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.launch.setMaximumHeight(self.launch.fontMetrics().lineSpacing() * 5)
+        self.launch.setFixedHeight(self._launch_height(1))
         self.notes = _plain()
         self.notes.setStyleSheet("color: gray;")
         right = QWidget()
@@ -267,10 +267,18 @@ class LogView(QDialog):
             or "Nothing to change: the log shows no shortfall, or no model to re-estimate."
         )
         self.launch.setPlainText(e.launch_line)
+        self.launch.setFixedHeight(self._launch_height(e.launch_line.count("\n") + 1))
         self.launch.setVisible(bool(e.launch_line))
         self._headings["Launch"].setVisible(bool(e.launch_line))
         self.notes.setText("\n".join(f"• {n}" for n in e.notes) or "None.")
         self._fit_table()
+
+    def _launch_height(self, lines: int) -> int:
+        """As tall as the launch text, up to ten lines (a scroll bar below a long line)."""
+        spacing = self.launch.fontMetrics().lineSpacing()
+        bar = self.launch.horizontalScrollBar().sizeHint().height()
+        margin = 2 * round(self.launch.document().documentMargin()) + 2 * self.launch.frameWidth()
+        return min(max(lines, 1), 10) * spacing + bar + margin + 8
 
     def _fit_table(self) -> None:
         """As tall as its rows, up to half the view: the explanation below stays in sight."""

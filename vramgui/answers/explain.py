@@ -896,7 +896,8 @@ def _pytorch(inputs: _Inputs) -> _Built:
     if isinstance(request, int):
         advice.append(
             Advice(
-                "Halve the batch (or the sequence length) of the step that failed",
+                "Halve the batch (or the sequence length) of the step that failed: about half "
+                "of the request",
                 request // 2,
                 "throughput; keep the effective batch with gradient accumulation",
             )

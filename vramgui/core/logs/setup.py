@@ -24,11 +24,11 @@ COMPONENTS = (
     "projector",
     "cuda_graphs",
     "activations",
+    "torch_allocated",
+    "torch_reserved_free",
     "non_torch",
     "kv_pool",
     "output_buffer",
-    "torch_allocated",
-    "torch_reserved_free",
     "other_processes",
 )
 

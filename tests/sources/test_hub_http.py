@@ -290,3 +290,26 @@ def test_https_checks_the_certificate_against_the_trust_store(tls_hub, monkeypat
     assert [m.id for m in HubClient(hub.url, timeout_s=5, cache_dir=tmp_path).search("tiny")] == [
         "org/tiny"
     ]
+
+
+def test_the_token_never_reaches_a_xet_host(fake_hub, monkeypatch, tmp_path):
+    """A Hub that keeps its files in Xet storage elsewhere: huggingface_hub would hand the token
+    to hf_xet, which sends it to that host. Every path that reads a repo keeps to vramgui's client,
+    and the token goes to the Hub's own host only."""
+    from vramgui.cli import main
+    from vramgui.core.model import ModelRef
+    from vramgui.sources.configs import config_of
+    from vramgui.sources.resolve import load_model
+
+    fake_hub.add("org/tiny", FILES)
+    monkeypatch.setenv("HF_TOKEN", "good-token")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("VRAMGUI_HOME", str(tmp_path / "vramgui"))
+    with FakeHub() as elsewhere:
+        fake_hub.xet_auth = elsewhere.url
+        assert HubClient(timeout_s=5, cache_dir=tmp_path / "a").load("org/tiny").spec.parameters
+        assert load_model("org/tiny").spec.parameters  # the window's and the CLI's reader
+        assert main(["estimate", "org/tiny", "--json"]) == 0
+        assert config_of(ModelRef("hub", "org/tiny")) == TINY_LLAMA_CONFIG  # measure's
+        assert [r for r in elsewhere.requests if r.token == "good-token"] == []
+    assert any(r.token == "good-token" and "/resolve/" in r.path for r in fake_hub.requests)

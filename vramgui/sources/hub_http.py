@@ -15,6 +15,11 @@ it is given (``set_client_factory``), and applies only inside a :meth:`HubSessio
 - **the token goes only to the endpoint's own scheme, host and port**, only http(s) redirects
   are followed, and a stored token the Hub refuses (401: an expired login) is dropped for one
   retry;
+- **no Xet**: a file the Hub keeps in Xet storage is fetched over plain HTTP through this client
+  (``HF_HUB_DISABLE_XET``, set for the whole process): huggingface_hub would otherwise hand the
+  download, with the caller's headers and so the token, to hf_xet, whose own HTTP client sends
+  them to whatever host the answer names and keeps to no deadline of ours. vramgui downloads
+  small files only (config.json, an index), where Xet saves nothing;
 - **credentials in ``HF_ENDPOINT``** (``https://user:password@mirror``) never appear in a message
   or a log line (:func:`redact`).
 
@@ -408,7 +413,12 @@ def _install_client() -> None:
         return
     with _INSTALL_LOCK:
         if not _INSTALLED.is_set():
+            from huggingface_hub import constants
             from huggingface_hub.utils import set_client_factory
+
+            # Read by the library at each download (is_xet_available), once at import from the
+            # environment: too late for an environment variable here.
+            constants.HF_HUB_DISABLE_XET = True
 
             for name in _LIBRARY_LOGGERS:
                 logging.getLogger(name).addFilter(_REDACTING)

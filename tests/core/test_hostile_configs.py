@@ -222,3 +222,72 @@ def test_every_architecture_refuses_a_core_size_of_zero(key):
                     spec_from_config(config)
                 checked += 1
     assert checked
+
+
+_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 1000,
+}
+
+
+def _ct(**weights) -> dict:
+    group = {"targets": ["Linear"], "weights": weights}
+    return {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}
+
+
+QUANTIZATION = {
+    "block-of-zeros": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=[0, 0]),
+        "'block_structure[0]'",
+    ),
+    "block-of-strings": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=["128", "x"]),
+        "'block_structure[0]'",
+    ),
+    "block-of-nan": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=[128, float("nan")]),
+        "'block_structure[1]'",
+    ),
+    "block-of-infinity": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=[float("inf"), 128]),
+        "'block_structure[0]'",
+    ),
+    "num-bits-2-62": (_ct(num_bits=2**62, strategy="group", group_size=128), "'num_bits'"),
+    "negative-num-bits": (_ct(num_bits=-4, strategy="group", group_size=128), "'num_bits'"),
+    "group-strategy-of-group-size-1": (
+        _ct(num_bits=4, strategy="group", group_size=-1),
+        "'group_size'",
+    ),
+    "modelopt-nvfp4-group-size-1": (
+        {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": -1},
+        "'group_size'",
+    ),
+    "gptq-negative-bits": ({"quant_method": "gptq", "bits": -3}, "'bits'"),
+    "fp8-block-of-zeros": (
+        {"quant_method": "fp8", "weight_block_size": [0, 0]},
+        "'weight_block_size[0]'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUANTIZATION))
+def test_a_hostile_quantization_config_is_refused_as_model_and_as_draft(case, tmp_path, capsys):
+    """Values that sized weights in negative bytes or raised ZeroDivision / Overflow errors end
+    in one message naming the field, exit 2, for the model and for a speculative draft alike."""
+    from vramgui.cli import main
+
+    quantization, field = QUANTIZATION[case]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_LLAMA, "quantization_config": quantization}))
+    for argv in (
+        ["estimate", str(path), "--json"],
+        ["estimate", "smollm-135m", "--engine", "vllm", "--speculative-model", str(path), "--json"],
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and f"quantization_config's {field} must be a whole number" in err

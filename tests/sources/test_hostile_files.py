@@ -7,6 +7,7 @@ errors may escape) and says which error, with which words, it must end in.
 """
 
 import json
+import math
 import os
 import struct
 import subprocess
@@ -268,3 +269,28 @@ def test_a_gguf_header_past_its_cap_is_refused(tmp_path, monkeypatch):
     path = tmp_path / "m.gguf"
     write_gguf(path, vocab=100_000)
     _refused(lambda: gguf_reader.load_gguf(path), match="runs past 1 MiB")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "block_count",
+        "embedding_length",
+        "feed_forward_length",
+        "attention.head_count",
+        "attention.head_count_kv",
+        "context_length",
+    ],
+)
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -float("inf"), 2.5, 1e30, -64.0])
+def test_a_gguf_size_stored_as_an_odd_float_is_refused_with_its_key(tmp_path, key, value):
+    """FLOAT32 +inf (and NaN, fractions, negative or huge values) where a size belongs: an
+    OverflowError out of the reader once; now one message naming the key, or, for a whole
+    number out of range, the family's refusal."""
+    from vramgui.core.errors import ConfigError
+
+    path = tmp_path / "model.gguf"
+    write_gguf(path, floats={key: value})
+    said = _refused(lambda: load_model(str(path)), error=ConfigError)
+    if not (math.isfinite(value) and value.is_integer()):
+        assert f"llama.{key} is {value}, not a whole number" in said

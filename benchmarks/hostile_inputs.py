@@ -340,7 +340,15 @@ def _quantization_cases() -> dict[str, str]:
         model = 'str(home / "model")'
         cases[name] = _cli(["estimate", "MODEL", "--json"], setup).replace("'MODEL'", model)
         cases[f"{name}, as a draft"] = _cli(
-            ["estimate", "smollm-135m", "--engine", "vllm", "--speculative-model", "MODEL"],
+            [
+                "estimate",
+                "smollm-135m",
+                "--engine",
+                "vllm",
+                "--speculative-model",
+                "MODEL",
+                "--json",
+            ],
             setup,
         ).replace("'MODEL'", model)
     return cases

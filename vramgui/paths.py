@@ -45,7 +45,6 @@ def user_dir(kind: Kind, create: bool = True) -> Path:
         except OSError as exc:
             where = "VRAMGUI_HOME" if home else "the user's folders"
             raise UserDirError(
-                f"cannot make vramgui's {kind} folder {path} ({exc.strerror or exc}); "
-                f"check {where}"
+                f"cannot make vramgui's {kind} folder {path} ({exc.strerror or exc}); check {where}"
             ) from None
     return path

@@ -491,7 +491,9 @@ def _compressed_tensors(
         rules=tuple(rules),
         ignore=_strings(qc.get("ignore")),
         matching="compressed-tensors",
-        kv_cache_fp8=isinstance(kv, Mapping) and kv.get("num_bits") == 8,
+        kv_cache_fp8=isinstance(kv, Mapping)
+        and kv.get("num_bits") == 8
+        and kv.get("type", "float") == "float",
     )
 
 

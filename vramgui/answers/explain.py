@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from vramgui.core import fit, launch, offload, sglang_startup, vllm_startup
-from vramgui.core.activations import LLAMACPP_UBATCH
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
@@ -576,6 +575,9 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     kv = _GGML_KV.get(str(s.get("type_k", "f16")))
     if kv:
         settings["kv-dtype"] = kv
+    for key, option in (("n_ubatch", "ubatch-size"), ("n_batch", "batch-size")):
+        if isinstance(s.get(key), int) and int(s[key]) > 0:
+            settings[option] = int(s[key])
     flash = s.get("flash_attn")
     settings["attention"] = "eager" if flash in (0, "0", "disabled", "off") else "flash"
     workload = _workload(settings, notes)
@@ -609,12 +611,6 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             f"this is ik_llama.cpp with its own options ({fork}): its compute buffers come from "
             "another graph than llama.cpp's and are not compared"
         )
-    ubatch = s.get("n_ubatch", LLAMACPP_UBATCH)
-    if ubatch != LLAMACPP_UBATCH:
-        notes.append(
-            f"-ub {ubatch}: vramgui models the compute buffer at llama.cpp's default micro-batch "
-            f"({LLAMACPP_UBATCH}); it is not compared"
-        )
     estimate: dict[tuple[str, str], int] = {}
     for i, share in enumerate(placement.shares):
         dev = gpus[i] if i < len(gpus) else f"CUDA{i}"
@@ -631,8 +627,8 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             if c[0] in ("kv_cache", "compute_buffer", "weights")
             else None
         )
-        if c[0] == "compute_buffer" and (c[1] == "CPU" or ubatch != LLAMACPP_UBATCH or fork):
-            guess = None  # the host's compute buffer, or another micro-batch, is not modelled
+        if c[0] == "compute_buffer" and (c[1] == "CPU" or fork):
+            guess = None  # the host's compute buffer is not modelled, nor the fork's graph
         if c[0] == "weights" and (scheme is None or inputs.source == "log"):
             guess = None  # without the tensor table or the file's type the weights are a guess
         rows.append(_row(c[0], c[1], c[2], guess))

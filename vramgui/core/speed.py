@@ -152,6 +152,8 @@ class Hardware:
         gpus_per_machine: GPUs one machine holds; more go over the network.
         architecture: the GPU's architecture generation ("Hopper", "Ampere"...), which sets
             the default utilization.
+        memory_type: its memory ("HBM3", "GDDR6X", "LPDDR5"...; "" where unknown), which sets
+            the share of the bandwidth llama.cpp's kernels reach (core/llamacpp_speed).
     """
 
     name: str
@@ -162,6 +164,7 @@ class Hardware:
     network_bytes_per_s: float = NETWORK_BYTES_PER_S
     gpus_per_machine: int = GPUS_PER_MACHINE
     architecture: str = ""
+    memory_type: str = ""
 
     def __post_init__(self) -> None:
         for name in ("flops", "memory_bytes_per_s", "link_bytes_per_s", "pcie_bytes_per_s"):

@@ -297,3 +297,20 @@ def test_upcast_stacked_experts_are_cast_back_at_each_forward():
     router, head = 2 * 8 * 4096, 32000 * 4096  # a parameter, not an nn.Linear: unquantized too
     assert speed._model(moe, qlora).cast_bytes == (experts + router + head) * (4 + 2)
     assert speed._model(moe, qlora.with_(precision="pure")).cast_bytes == 0
+
+
+def test_llamacpp_serving_one_sequence_is_llamacpps_measured_speed():
+    """llama-bench tg512 of Llama 3 8B Q4_K_M on an A100 SXM 80GB: 135.04 tokens/s (XiongjieDai's
+    GPU-Benchmarks-on-LLM-Inference); the roofline at 80 % of 2,039 GB/s gave about 330."""
+    from vramgui.hardware.gpus import find_gpu
+    from vramgui.hardware.rates import speed_hardware
+    from vramgui.sources import catalog
+
+    spec = catalog.find("llama-3-8b").spec()
+    hw = speed_hardware(find_gpu("A100 SXM 80GB"), "fp16")
+    w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=256)
+    served = speed.serving_speed(spec, w, hw)
+    assert served.basis == "measured" and served.notes
+    assert served.tokens_per_second == pytest.approx(135.04, rel=0.2)
+    vllm = speed.serving_speed(spec, Workload(mode="inference", engine="vllm", seq=256), hw)
+    assert vllm.basis == "roofline"

@@ -33,12 +33,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.placement import model_units
-from vramgui.core.speed import Hardware
 from vramgui.core.workload import Workload
+
+if TYPE_CHECKING:  # core.speed builds on this module
+    from vramgui.core.speed import Hardware
 
 MEASURED = "measured"
 EXTRAPOLATED = "extrapolated"

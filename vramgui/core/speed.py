@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramgui.core import dtypes, parallel, storage
+from vramgui.core import dtypes, llamacpp_speed, parallel, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role, Tensor
 from vramgui.core.offload.placement import model_units
@@ -774,12 +774,18 @@ class ServingSpeed:
         tokens_per_second: tokens generated per second over the setup's GPUs.
         step_seconds: one decode step (one token for each sequence).
         bound: "memory" (weights and KV cache reads) or "compute".
+        basis: "measured" or "extrapolated" where llama.cpp's published llama-bench rows set the
+            figure (``core.llamacpp_speed``: one sequence on one GPU), "roofline" where it is the
+            datasheet roofline at the training model's shares, checked against no measurement.
+        notes: what the figure assumes (the builds measured, why it is extrapolated).
     """
 
     concurrency: int
     tokens_per_second: float
     step_seconds: float
     bound: str
+    basis: str = "roofline"
+    notes: tuple[str, ...] = ()
 
 
 def serving_speed(
@@ -796,14 +802,22 @@ def serving_speed(
     training model; tensor parallelism adds two all-reduces of the hidden states per block over
     the link, each at least NCCL's small-message latency.
 
+    One sequence with llama.cpp on one GPU takes llama.cpp's own speed at that context instead
+    (``core.llamacpp_speed``, set from published llama-bench rows), unless the utilization was
+    set or calibrated by the user.
+
     Raises:
         WorkloadError: not an inference workload, or settings the model cannot take.
     """
     w = workload
     if w.mode != "inference":
         raise WorkloadError("a serving speed needs --mode inference")
-    u = utilization or Utilization.default_for(hardware.architecture)
     concurrency = w.batch
+    own_shares = utilization is None or utilization.source in ("default", "unmeasured")
+    if own_shares and w.engine == "llamacpp" and concurrency == 1 and w.gpus == 1 and w.tp == 1:
+        own = llamacpp_speed.decode(spec, w, hardware, depth=w.seq)
+        return ServingSpeed(1, own.tokens_per_second, own.seconds, MEMORY, own.basis, own.notes)
+    u = utilization or Utilization.default_for(hardware.architecture)
     read = flops = 0.0
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)

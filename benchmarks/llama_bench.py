@@ -203,10 +203,11 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
     """The least squares (relative errors) behind each kind's shares in core/llamacpp_speed:
     generation on weight bytes / peak, cache bytes / peak and blocks; prompt processing on
     FLOPs / fp16-accumulate peak, score bytes / peak, dequantized bytes / peak and blocks x
-    micro-batches. Needs numpy (not a dependency of vramgui)."""
+    micro-batches. Then each GPU of a kind held out in turn: its rows against the shares the
+    kind's other GPUs give (how a GPU without rows fares). Needs numpy (not a dependency)."""
     import numpy as np
 
-    groups: dict[tuple[str, str], tuple[list[list[float]], list[float]]] = {}
+    groups: dict[tuple[str, str], list[tuple[str, list[float], float]]] = {}
     for row in rows:
         if "anomalous" in row:
             continue
@@ -229,15 +230,27 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
             seconds = tokens / row["measured_tps"]
         else:
             continue
-        a, y = groups.setdefault((shares.kind, kind), ([], []))
-        a.append(features)
-        y.append(seconds)
-    for (gpu_kind, kind), (a, y) in sorted(groups.items()):
-        matrix, target = np.array(a), np.array(y)
-        coef, *_ = np.linalg.lstsq(matrix / target[:, None], np.ones(len(target)), rcond=None)
+        groups.setdefault((shares.kind, kind), []).append((row["gpu"], features, seconds))
+
+    def solve(points: list[tuple[str, list[float], float]]) -> Any:
+        matrix = np.array([p[1] for p in points])
+        target = np.array([p[2] for p in points])
+        return np.linalg.lstsq(matrix / target[:, None], np.ones(len(target)), rcond=None)[0]
+
+    for (gpu_kind, kind), points in sorted(groups.items()):
+        coef = solve(points)
         shares_of = [f"{1 / c:.3f}" if c > 0 else "n/a" for c in coef[:-1]]
         print(f"{gpu_kind:32} {kind}: shares {', '.join(shares_of)}; "
-              f"{coef[-1] * 1e6:.0f} us per block; {len(target)} rows")  # fmt: skip
+              f"{coef[-1] * 1e6:.0f} us per block; {len(points)} rows")  # fmt: skip
+        for gpu in sorted({p[0] for p in points}):
+            rest = [p for p in points if p[0] != gpu]
+            if len({p[0] for p in rest}) < 1 or len(rest) < len(coef):
+                continue
+            held = solve(rest)
+            errors = [p[2] / float(np.dot(p[1], held)) - 1 for p in points if p[0] == gpu]
+            within = sum(abs(e) <= BOUNDS[kind] for e in errors)
+            print(f"    {gpu} held out: {within} of {len(errors)} rows within "
+                  f"{BOUNDS[kind]:.0%}, worst {max(errors, key=abs):+.0%}")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -184,17 +184,23 @@ def print_summary(results: Sequence[Result]) -> None:
         print(f"  {_label(r.row)}: {r.row['anomalous']}")
 
 
+def markdown_cells(r: Result) -> tuple[str, str]:
+    """One row of the table, split where the roofline used before begins: the first part is the
+    current estimate (docs/performance.md must hold it), the second the figure before."""
+    est = "n/a" if r.estimate is None else f"{r.estimate:,.1f}"
+    before = "n/a" if r.before is None else f"{r.before:,.1f}"
+    note = " (anomalous, not counted)" if "anomalous" in r.row else ""
+    now = f"| {_label(r.row)} | {r.row['measured_tps']:,.1f} | {est} | {_pct(r.error)}{note} | {r.basis} |"
+    return now, f" {before} | {_pct(r.before_error)} |"
+
+
 def print_markdown(results: Sequence[Result]) -> None:
     print(
         "| GPU | model | test | measured tok/s | estimate | error | basis | before | error before |"
     )
     print("|---|---|---|---:|---:|---:|---|---:|---:|")
     for r in results:
-        est = "n/a" if r.estimate is None else f"{r.estimate:,.1f}"
-        before = "n/a" if r.before is None else f"{r.before:,.1f}"
-        note = " (anomalous, not counted)" if "anomalous" in r.row else ""
-        print(f"| {_label(r.row)} | {r.row['measured_tps']:,.1f} | {est} | {_pct(r.error)}{note} "
-              f"| {r.basis} | {before} | {_pct(r.before_error)} |")  # fmt: skip
+        print("".join(markdown_cells(r)))
     sources = sorted({r.row["source"] for r in results})
     print("\nSources: " + ", ".join(sources))
 

@@ -2,6 +2,7 @@
 benchmarks/data/llama_bench.json: a change that moves one row out of its bound fails."""
 
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,11 @@ def test_apple_has_no_prompt_estimate_without_a_tensor_rate():
     spec = catalog.find("llama-3-8b").spec()
     w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=512)
     assert lcs.prefill(spec, w, llama_bench.hardware("Apple M2 Ultra 192GB"), 512) is None
+
+
+def test_the_document_lists_every_row_with_its_current_estimate(results):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text()
+    missing = [
+        llama_bench._label(r.row) for r in results if llama_bench.markdown_cells(r)[0] not in doc
+    ]
+    assert not missing, "re-run `python -m benchmarks.llama_bench --markdown`"

@@ -4,6 +4,7 @@ Accuracy against published measurements is benchmarks/throughput.py's job; these
 arithmetic and the directions every setting must move the figure in.
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -312,5 +313,8 @@ def test_llamacpp_serving_one_sequence_is_llamacpps_measured_speed():
     served = speed.serving_speed(spec, w, hw)
     assert served.basis == "measured" and served.notes
     assert served.tokens_per_second == pytest.approx(135.04, rel=0.2)
+    # pp512 measured 5,947.64 tokens/s: the first token of a 512-token prompt after ~86 ms.
+    prompted = speed.serving_speed(spec, dataclasses.replace(w, seq=512, prompt=512), hw)
+    assert prompted.prefill_seconds == pytest.approx(512 / 5947.64, rel=0.25)
     vllm = speed.serving_speed(spec, Workload(mode="inference", engine="vllm", seq=256), hw)
     assert vllm.basis == "roofline"

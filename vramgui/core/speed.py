@@ -778,6 +778,9 @@ class ServingSpeed:
             figure (``core.llamacpp_speed``: one sequence on one GPU), "roofline" where it is the
             datasheet roofline at the training model's shares, checked against no measurement.
         notes: what the figure assumes (the builds measured, why it is extrapolated).
+        prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
+            else the whole context) from an empty cache, where it is estimated (llama.cpp on one
+            GPU with a tensor rate), else None.
     """
 
     concurrency: int
@@ -786,6 +789,7 @@ class ServingSpeed:
     bound: str
     basis: str = "roofline"
     notes: tuple[str, ...] = ()
+    prefill_seconds: float | None = None
 
 
 def serving_speed(
@@ -803,8 +807,8 @@ def serving_speed(
     the link, each at least NCCL's small-message latency.
 
     One sequence with llama.cpp on one GPU takes llama.cpp's own speed at that context instead
-    (``core.llamacpp_speed``, set from published llama-bench rows), unless the utilization was
-    set or calibrated by the user.
+    (``core.llamacpp_speed``, set from published llama-bench rows) at the full context, and the
+    time to first token for the prompt, unless the utilization was set or calibrated by the user.
 
     Raises:
         WorkloadError: not an inference workload, or settings the model cannot take.
@@ -816,7 +820,16 @@ def serving_speed(
     own_shares = utilization is None or utilization.source in ("default", "unmeasured")
     if own_shares and w.engine == "llamacpp" and concurrency == 1 and w.gpus == 1 and w.tp == 1:
         own = llamacpp_speed.decode(spec, w, hardware, depth=w.seq)
-        return ServingSpeed(1, own.tokens_per_second, own.seconds, MEMORY, own.basis, own.notes)
+        prompt = llamacpp_speed.prefill(spec, w, hardware, w.prompt or w.seq)
+        return ServingSpeed(
+            1,
+            own.tokens_per_second,
+            own.seconds,
+            MEMORY,
+            own.basis,
+            own.notes,
+            None if prompt is None else prompt.seconds,
+        )
     u = utilization or Utilization.default_for(hardware.architecture)
     read = flops = 0.0
     for unit in model_units(spec, w):

@@ -24,6 +24,9 @@ LOOPS = ("trainer", "custom")
 # Speculative decoding under vLLM: none, the model's own multi-token-prediction layers, or a draft
 # model (``draft_model`` names it).
 SPECULATIVE = ("none", "draft")
+# The smallest share of a GPU vLLM's --gpu-memory-utilization or SGLang's --mem-fraction-static may
+# give (1%: under a gigabyte of most GPUs); below it the figures that divide by it overflow.
+MIN_MEMORY_FRACTION = 0.01
 # The vLLM versions whose start-up rules the estimate follows (core/vllm_startup.py): 0.20 stands for
 # 0.20.2 and later, the default.
 VLLM_VERSIONS = ("0.10", "0.11", "0.20")
@@ -310,13 +313,15 @@ class Workload:
             raise WorkloadError(
                 f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
             )
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+        if not MIN_MEMORY_FRACTION <= self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
-                f"gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+                f"gpu-memory-utilization must be from {MIN_MEMORY_FRACTION} to 1, "
+                f"got {self.gpu_memory_utilization}"
             )
-        if self.mem_fraction_static is not None and not 0.0 < self.mem_fraction_static <= 1.0:
+        fraction = self.mem_fraction_static
+        if fraction is not None and not MIN_MEMORY_FRACTION <= fraction <= 1.0:
             raise WorkloadError(
-                f"mem-fraction-static must be in (0, 1], got {self.mem_fraction_static}"
+                f"mem-fraction-static must be from {MIN_MEMORY_FRACTION} to 1, got {fraction}"
             )
         if not self.lora_targets or any(not t for t in self.lora_targets):
             raise WorkloadError("lora-targets must name at least one module, e.g. q_proj,v_proj")

@@ -344,7 +344,10 @@ class TrainingPlan:
 
 def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> list[str]:
     """What the transformers release and peft do with a MoE block's experts under (Q)LoRA."""
-    experts = [t for t in spec.tensors if t.role is Role.EXPERT and not t.is_bias]
+    # The expert matrices (a checkpoint's side tensors, a quant state, are no matrices).
+    experts = [
+        t for t in spec.tensors if t.role is Role.EXPERT and not t.is_bias and len(t.shape) >= 2
+    ]
     if workload.method == "full" or not experts:
         return []
     notes = []

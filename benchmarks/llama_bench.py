@@ -78,7 +78,7 @@ def parse_test(test: str) -> tuple[str, int]:
 
 def workload(row: dict[str, Any], seq: int = 1) -> Workload:
     return Workload(mode="inference", engine="llamacpp", quant=row["quant"], seq=seq,
-                    ubatch_size=row["ubatch"], attention="flash" if row["fa"] else "sdpa")  # fmt: skip
+                    ubatch_size=row["ubatch"], attention="flash" if row["fa"] else "eager")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -70,9 +70,10 @@ def test_prompt_speed_falls_with_the_prompt_as_measured(results):
     assert falls and all(falls)
 
 
-def _speed(gpu, quant="Q4_K_M", model="llama-3-8b"):
+def _speed(gpu, quant="Q4_K_M", model="llama-3-8b", attention="eager"):
+    """tg128 as the rows ran it: without flash attention (``-fa 0``)."""
     spec = catalog.find(model).spec()
-    w = Workload(mode="inference", engine="llamacpp", quant=quant, seq=512)
+    w = Workload(mode="inference", engine="llamacpp", quant=quant, seq=512, attention=attention)
     return lcs.decode(spec, w, speed_hardware(find_gpu(gpu), "fp16"), 0, 128)
 
 
@@ -82,6 +83,20 @@ def test_a_gpu_or_quantization_without_rows_is_extrapolated_and_says_so():
     assert sxm.basis == lcs.EXTRAPOLATED and sxm.kind == lcs.HBM.kind
     assert any("H100 SXM" in note for note in sxm.notes)
     assert _speed("RTX 4090", quant="Q8_0").basis == lcs.EXTRAPOLATED
+    assert _speed("RTX 4090", attention="flash").basis == lcs.EXTRAPOLATED  # llama.cpp's default
+    moe = _speed("RTX 4090", model="qwen3-30b-a3b")
+    assert moe.basis == lcs.EXTRAPOLATED and any("mixture of experts" in n for n in moe.notes)
+
+
+def test_flash_attention_keeps_the_score_matrix_off_memory():
+    spec = catalog.find("llama-3-8b").spec()
+    hw = speed_hardware(find_gpu("RTX 4090"), "fp16")
+    runs = {
+        a: lcs.prefill(spec, Workload(mode="inference", engine="llamacpp", quant="Q4_K_M",
+                                      seq=8192, attention=a), hw, 8192)
+        for a in ("eager", "flash")
+    }  # fmt: skip
+    assert runs["flash"].tokens_per_second > runs["eager"].tokens_per_second
 
 
 def test_hbm_reads_weights_at_a_smaller_share_than_gddr():

@@ -309,12 +309,14 @@ def test_llamacpp_serving_one_sequence_is_llamacpps_measured_speed():
 
     spec = catalog.find("llama-3-8b").spec()
     hw = speed_hardware(find_gpu("A100 SXM 80GB"), "fp16")
-    w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=256)
+    w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=256, attention="eager")
     served = speed.serving_speed(spec, w, hw)
     assert served.basis == "measured" and served.notes
     assert served.tokens_per_second == pytest.approx(135.04, rel=0.2)
     # pp512 measured 5,947.64 tokens/s: the first token of a 512-token prompt after ~86 ms.
     prompted = speed.serving_speed(spec, dataclasses.replace(w, seq=512, prompt=512), hw)
     assert prompted.prefill_seconds == pytest.approx(512 / 5947.64, rel=0.25)
+    flash = speed.serving_speed(spec, dataclasses.replace(w, attention="flash"), hw)
+    assert flash.basis == "extrapolated"  # -fa on: no published row
     vllm = speed.serving_speed(spec, Workload(mode="inference", engine="vllm", seq=256), hw)
     assert vllm.basis == "roofline"

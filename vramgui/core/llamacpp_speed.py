@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vramgui.core.activations import llamacpp_flash_attention
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.placement import model_units
@@ -184,6 +185,7 @@ class _Model:
     attention_width: float  # sum over blocks of query heads x head dim
     score_heads: float  # sum over blocks of query heads
     blocks: int
+    moe: bool  # routed experts: llama.cpp's mul_mat_id kernels, which no published row covers
 
 
 def _model(spec: ModelSpec, workload: Workload) -> _Model:
@@ -197,6 +199,7 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         dtype=workload.dtype,
     )
     weights = dense = flops = kv = width = heads = 0.0
+    moe = False
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)
         if unit.index == 0 and not unit.read_bytes:
@@ -204,19 +207,24 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         weights += unit.read_bytes
         dense += 2.0 * params + 2.0 * unit.expert_parameters
         if unit.experts:
+            moe = True
             weights += unit.expert_bytes * unit.experts_per_token / unit.experts
             params += unit.expert_parameters * unit.experts_per_token / unit.experts
         flops += 2.0 * params
         kv += unit.kv_cache_bytes
         width += unit.attention_width
         heads += unit.attention_width / spec.facts.head_dim
-    return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers)
+    return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, moe)
 
 
-def _basis(hardware: Hardware, shares: KernelShares, quant: str) -> tuple[str, tuple[str, ...]]:
+def _basis(
+    hardware: Hardware, shares: KernelShares, workload: Workload, moe: bool
+) -> tuple[str, tuple[str, ...]]:
     notes = [BUILD_NOTE]
+    quant = workload.quant
     gpu_measured = hardware.name in shares.measured_gpus
     quant_measured = quant.upper() in MEASURED_QUANTS
+    flash = llamacpp_flash_attention(workload)
     if not gpu_measured:
         notes.append(
             f"no published llama-bench row on the {hardware.name}: the shares of "
@@ -224,13 +232,27 @@ def _basis(hardware: Hardware, shares: KernelShares, quant: str) -> tuple[str, t
         )
     if not quant_measured:
         notes.append(f"no published llama-bench row in {quant}: Q4_K_M's and F16's shares")
-    return (MEASURED if gpu_measured and quant_measured else EXTRAPOLATED), tuple(notes)
+    if flash:
+        notes.append(
+            "flash attention (-fa on, llama.cpp's default): no published row with it; the "
+            "prompt's score matrix stays on chip, the cache is read as without it"
+        )
+    if moe:
+        notes.append(
+            "mixture of experts: no published row; its experts costed as dense products of the "
+            "experts a token uses"
+        )
+    measured = gpu_measured and quant_measured and not flash and not moe
+    return (MEASURED if measured else EXTRAPOLATED), tuple(notes)
 
 
 def generation_terms(spec: ModelSpec, workload: Workload, depth: float) -> tuple[float, float, int]:
     """Bytes of weights and of KV cache one generated token reads at ``depth`` tokens of context,
     and the blocks it runs: the terms ``decode`` costs (``benchmarks/llama_bench.py --fit``)."""
-    m = _model(spec, workload)
+    return _generation_terms(_model(spec, workload), depth)
+
+
+def _generation_terms(m: _Model, depth: float) -> tuple[float, float, int]:
     return m.weight_bytes, m.kv_bytes_per_token * depth, m.blocks
 
 
@@ -239,19 +261,27 @@ def prompt_terms(
 ) -> tuple[float, float, float, int]:
     """What processing ``tokens`` prompt tokens after ``depth`` costs, in micro-batches of
     ``workload.ubatch_size``: matrix FLOPs (weights and attention), bytes of the fp32 score
-    matrix, bytes of the quantized weights' 16-bit copies, and blocks x micro-batches."""
+    matrix (none under flash attention, which keeps it on chip), bytes of the quantized weights'
+    16-bit copies, and blocks x micro-batches."""
+    return _prompt_terms(_model(spec, workload), workload, tokens, depth)
+
+
+def _prompt_terms(
+    m: _Model, workload: Workload, tokens: int, depth: int
+) -> tuple[float, float, float, int]:
     if tokens < 1 or depth < 0:
         raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
-    m = _model(spec, workload)
     ubatch = max(1, workload.ubatch_size)
     passes = math.ceil(tokens / ubatch)
+    flash = llamacpp_flash_attention(workload)
     flops = m.matmul_flops * tokens
     scores = 0.0
     for i in range(passes):
         n = min(ubatch, tokens - i * ubatch)
         context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
         flops += 4.0 * n * context * m.attention_width
-        scores += SCORE_BYTES * SCORE_PASSES * n * context * m.score_heads
+        if not flash:
+            scores += SCORE_BYTES * SCORE_PASSES * n * context * m.score_heads
     quantized = workload.quant.upper() not in ("F16", "BF16", "NONE")
     dequant = passes * m.dense_weight_bytes if quantized else 0.0
     return flops, scores, dequant, passes * m.blocks
@@ -265,15 +295,16 @@ def decode(
     if tokens < 1 or depth < 0:
         raise WorkloadError("generation needs at least one token and a depth of 0 or more")
     shares = kernel_shares(hardware)
+    m = _model(spec, workload)
     # The cost is linear in the depth: the mean token sees the mean depth.
-    weights, kv, blocks = generation_terms(spec, workload, depth + (tokens - 1) / 2)
+    weights, kv, blocks = _generation_terms(m, depth + (tokens - 1) / 2)
     peak = hardware.memory_bytes_per_s
     step = (
         weights / (peak * shares.weight_share)
         + kv / (peak * shares.attention_share)
         + blocks * shares.block_seconds
     )
-    basis, notes = _basis(hardware, shares, workload.quant)
+    basis, notes = _basis(hardware, shares, workload, m.moe)
     return LlamaCppSpeed(1.0 / step, tokens * step, basis, shares.kind, notes)
 
 
@@ -286,7 +317,8 @@ def prefill(
     shares = kernel_shares(hardware)
     if shares.matmul_share is None:
         return None
-    flops, scores, dequant, blocks = prompt_terms(spec, workload, tokens, depth)
+    m = _model(spec, workload)
+    flops, scores, dequant, blocks = _prompt_terms(m, workload, tokens, depth)
     peak = hardware.memory_bytes_per_s
     seconds = (
         flops / (fp16_accumulate_flops(hardware) * shares.matmul_share)
@@ -294,5 +326,5 @@ def prefill(
         + dequant / (peak * shares.dequant_share)
         + blocks * shares.ubatch_block_seconds
     )
-    basis, notes = _basis(hardware, shares, workload.quant)
+    basis, notes = _basis(hardware, shares, workload, m.moe)
     return LlamaCppSpeed(tokens / seconds, seconds, basis, shares.kind, notes)

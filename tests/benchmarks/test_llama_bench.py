@@ -117,3 +117,22 @@ def test_the_document_lists_every_row_with_its_current_estimate(results):
         llama_bench._label(r.row) for r in results if llama_bench.markdown_cells(r)[0] not in doc
     ]
     assert not missing, "re-run `python -m benchmarks.llama_bench --markdown`"
+
+
+def test_every_catalog_gpu_names_its_memory_and_falls_in_a_kind():
+    from vramgui.hardware.gpus import load_catalog
+
+    for gpu in load_catalog():
+        assert gpu.memory_type.startswith(("HBM", "GDDR", "LPDDR")), gpu.name
+    kinds = {
+        "H100 SXM": lcs.HBM,
+        "Instinct MI300X": lcs.HBM,
+        "RTX 5090": lcs.GEFORCE,
+        "RTX 2080 Ti": lcs.GEFORCE,
+        "RTX PRO 6000 Blackwell": lcs.WORKSTATION,
+        "RTX 6000 Ada": lcs.WORKSTATION,
+        "DGX Spark": lcs.WORKSTATION,
+        "Apple M4 Max 128GB": lcs.UNIFIED,
+    }
+    for name, kind in kinds.items():
+        assert lcs.kernel_shares(llama_bench.hardware(name)) is kind, name

@@ -209,8 +209,9 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
     """The least squares (relative errors) behind each kind's shares in core/llamacpp_speed:
     generation on weight bytes / peak, cache bytes / peak and blocks; prompt processing on
     FLOPs / fp16-accumulate peak, score bytes / peak, dequantized bytes / peak and blocks x
-    micro-batches. Then each GPU of a kind held out in turn: its rows against the shares the
-    kind's other GPUs give (how a GPU without rows fares). Needs numpy (not a dependency)."""
+    micro-batches, over the rows of the GPUs each kind names as measured (others are kept out to
+    check the shares on). Then each of those GPUs held out in turn: its rows against the shares
+    the kind's other GPUs give (how a GPU without rows fares). Needs numpy (not a dependency)."""
     import numpy as np
 
     groups: dict[tuple[str, str], list[tuple[str, list[float], float]]] = {}
@@ -220,6 +221,8 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
         kind, tokens = parse_test(row["test"])
         hw, spec, w = hardware(row["gpu"]), _spec(row["model"]), workload(row)
         shares = lcs.kernel_shares(hw)
+        if row["gpu"] not in shares.measured_gpus:
+            continue  # a GPU kept out of the shares, to check them on (the RTX 3070)
         peak = hw.memory_bytes_per_s
         if kind == "tg":
             weights, kv, blocks = lcs.generation_terms(spec, w, row["depth"] + (tokens - 1) / 2)

@@ -277,7 +277,7 @@ _ARCHITECTURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "blackwell",
         re.compile(
-            r"\b(?:gb?[12]\d0|b[123]\d0a?|gb10|dgx spark|jetson agx thor|rtx\s*50\d0|"
+            r"\b(?:gb?[12]\d0|b[123]\d0a?|gb10|dgx spark|jetson agx thor|rtx\s*50[5-9]0|"
             r"rtx pro \d+ blackwell|blackwell)\b",
             re.I,
         ),

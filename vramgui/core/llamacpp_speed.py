@@ -2,8 +2,9 @@
 them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
-runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json,
-270 published rows on 14 NVIDIA GPUs and the M2 Ultra; docs/performance.md, "llama.cpp speed"):
+runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
+282 published rows on 14 NVIDIA GPUs, the M2 Ultra and the M3 Max; docs/performance.md,
+"llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
   quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash

@@ -103,8 +103,8 @@ def _before(row: dict[str, Any], kind: str, tokens: int) -> float | None:
     generation, the prompt's prefill time for prompt processing."""
     gpu = _gpu(row["gpu"])
     tflops = gpu.bf16_tflops or gpu.fp16_tflops
-    if tflops is None:
-        return None
+    if tflops is None or row["gpus"] > 1:
+        return None  # no tensor rate (Apple); several GPUs: the plan's own setup, not compared
     depth = row["depth"] + tokens
     w = workload(row, seq=depth)
     placement = offload.plan("llamacpp", _spec(row["model"]), w, gpu.memory_bytes * 4)
@@ -121,7 +121,9 @@ def evaluate(row: dict[str, Any], with_before: bool = True) -> Result:
     kind, tokens = parse_test(row["test"])
     spec, hw, w = _spec(row["model"]), hardware(row["gpu"]), workload(row)
     if kind == "tg":
-        speed: lcs.LlamaCppSpeed | None = lcs.decode(spec, w, hw, row["depth"], tokens)
+        speed: lcs.LlamaCppSpeed | None = lcs.decode(
+            spec, w, hw, row["depth"], tokens, gpus=row["gpus"]
+        )
     else:
         speed = lcs.prefill(spec, w, hw, tokens, row["depth"])
     before = _before(row, kind, tokens) if with_before else None
@@ -134,12 +136,17 @@ def evaluate_all(rows: Sequence[dict[str, Any]], with_before: bool = True) -> li
     return [evaluate(r, with_before) for r in rows]
 
 
-def summary(results: Sequence[Result], kind: str, before: bool = False) -> dict[str, Any]:
-    """Share within the bound, median and worst absolute error of one kind's counted rows."""
+def summary(
+    results: Sequence[Result], kind: str, before: bool = False, several: bool | None = None
+) -> dict[str, Any]:
+    """Share within the bound, median and worst absolute error of one kind's counted rows (of
+    one GPU or of several only, where ``several`` says which)."""
     errors = [
         (r.before_error if before else r.error)
         for r in results
-        if r.kind == kind and "anomalous" not in r.row
+        if r.kind == kind
+        and "anomalous" not in r.row
+        and (several is None or (r.row["gpus"] > 1) == several)
     ]
     errors = [abs(e) for e in errors if e is not None]
     if not errors:
@@ -154,7 +161,8 @@ def summary(results: Sequence[Result], kind: str, before: bool = False) -> dict[
 
 def _label(row: dict[str, Any]) -> str:
     depth = f" @ d{row['depth']}" if row["depth"] else ""
-    return f"{row['gpu']} | {row['model']} {row['quant']} | {row['test']}{depth}"
+    gpus = f" x {row['gpus']}" if row["gpus"] > 1 else ""
+    return f"{row['gpu']}{gpus} | {row['model']} {row['quant']} | {row['test']}{depth}"
 
 
 def _pct(value: float | None) -> str:
@@ -162,14 +170,23 @@ def _pct(value: float | None) -> str:
 
 
 def print_summary(results: Sequence[Result]) -> None:
-    for kind, name in (("tg", "generation"), ("pp", "prompt processing")):
-        now, was = summary(results, kind), summary(results, kind, before=True)
+    for kind, several, name in (
+        ("tg", None, "generation"),
+        ("tg", False, "  on one GPU"),
+        ("tg", True, "  split over several GPUs"),
+        ("pp", None, "prompt processing (one GPU)"),
+    ):
+        now = summary(results, kind, several=several)
+        was = summary(results, kind, before=True, several=several)
         if not now["rows"]:
             continue
-        print(f"{name}: {now['rows']} rows, within {BOUNDS[kind]:.0%}: {now['within']:.0%} "
-              f"(before {was.get('within', 0):.0%}), median error {now['median']:.0%} "
-              f"(before {was.get('median', 0):.0%}), worst {now['worst']:.0%} "
-              f"(before {was.get('worst', 0):.0%})")  # fmt: skip
+
+        def then(key: str, was: dict[str, Any] = was) -> str:
+            return f" (before {was[key]:.0%})" if was["rows"] else ""
+
+        print(f"{name}: {now['rows']} rows, within {BOUNDS[kind]:.0%}: {now['within']:.0%}"
+              f"{then('within')}, median error {now['median']:.0%}{then('median')}, "
+              f"worst {now['worst']:.0%}{then('worst')}")  # fmt: skip
     misses = [
         r for r in results
         if r.error is not None and abs(r.error) > BOUNDS[r.kind] and "anomalous" not in r.row
@@ -216,8 +233,8 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
 
     groups: dict[tuple[str, str], list[tuple[str, list[float], float]]] = {}
     for row in rows:
-        if "anomalous" in row:
-            continue
+        if "anomalous" in row or row["gpus"] > 1:
+            continue  # the shares are one GPU's; several GPUs check the hand-over on them
         kind, tokens = parse_test(row["test"])
         hw, spec, w = hardware(row["gpu"]), _spec(row["model"]), workload(row)
         shares = lcs.kernel_shares(hw)

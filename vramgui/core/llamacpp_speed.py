@@ -3,8 +3,8 @@ them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
 runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
-282 published rows on 14 NVIDIA GPUs, the M2 Ultra and the M3 Max; docs/performance.md,
-"llama.cpp speed"):
+486 published rows on 14 NVIDIA GPUs, alone and split over several, the M2 Ultra and the M3 Max;
+docs/performance.md, "llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
   quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash
@@ -41,6 +41,7 @@ from vramgui.core.activations import llamacpp_flash_attention
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.placement import model_units
+from vramgui.core.offload.throughput import LLAMACPP_SPLIT_SECONDS
 from vramgui.core.workload import Workload
 
 if TYPE_CHECKING:  # core.speed builds on this module
@@ -289,12 +290,20 @@ def _prompt_terms(
 
 
 def decode(
-    spec: ModelSpec, workload: Workload, hardware: Hardware, depth: int = 0, tokens: int = 1
+    spec: ModelSpec,
+    workload: Workload,
+    hardware: Hardware,
+    depth: int = 0,
+    tokens: int = 1,
+    *,
+    gpus: int = 1,
 ) -> LlamaCppSpeed:
     """Generation speed of ``tokens`` tokens from ``depth`` tokens of context (llama-bench's
-    ``tg<tokens> @ d<depth>``), every layer on the GPU."""
-    if tokens < 1 or depth < 0:
-        raise WorkloadError("generation needs at least one token and a depth of 0 or more")
+    ``tg<tokens> @ d<depth>``), every layer on the GPU, or split by layers over ``gpus`` GPUs of
+    this kind (llama.cpp's default split): they work in turn, so the step is one GPU's plus a
+    hand-over between each two (the offload model's ``LLAMACPP_SPLIT_SECONDS``)."""
+    if tokens < 1 or depth < 0 or gpus < 1:
+        raise WorkloadError("generation needs at least one token, one GPU and a depth of 0 or more")
     shares = kernel_shares(hardware)
     m = _model(spec, workload)
     # The cost is linear in the depth: the mean token sees the mean depth.
@@ -304,8 +313,14 @@ def decode(
         weights / (peak * shares.weight_share)
         + kv / (peak * shares.attention_share)
         + blocks * shares.block_seconds
+        + (gpus - 1) * LLAMACPP_SPLIT_SECONDS
     )
     basis, notes = _basis(hardware, shares, workload, m.moe)
+    if gpus > 1:
+        notes += (
+            f"split by layers over {gpus} GPUs: they work in turn, "
+            f"{LLAMACPP_SPLIT_SECONDS * 1e6:.0f} us per hand-over",
+        )
     return LlamaCppSpeed(1.0 / step, tokens * step, basis, shares.kind, notes)
 
 

@@ -806,9 +806,10 @@ def serving_speed(
     training model; tensor parallelism adds two all-reduces of the hidden states per block over
     the link, each at least NCCL's small-message latency.
 
-    One sequence with llama.cpp on one GPU takes llama.cpp's own speed at that context instead
-    (``core.llamacpp_speed``, set from published llama-bench rows) at the full context, and the
-    time to first token for the prompt, unless the utilization was set or calibrated by the user.
+    One sequence with llama.cpp (on one GPU, or split by layers) takes llama.cpp's own speed at
+    the full context instead (``core.llamacpp_speed``, set from published llama-bench rows), and
+    on one GPU the time to first token for the prompt, unless the utilization was set or
+    calibrated by the user.
 
     Raises:
         WorkloadError: not an inference workload, or settings the model cannot take.
@@ -818,9 +819,12 @@ def serving_speed(
         raise WorkloadError("a serving speed needs --mode inference")
     concurrency = w.batch
     own_shares = utilization is None or utilization.source in ("default", "unmeasured")
-    if own_shares and w.engine == "llamacpp" and concurrency == 1 and w.gpus == 1 and w.tp == 1:
-        own = llamacpp_speed.decode(spec, w, hardware, depth=w.seq)
-        prompt = llamacpp_speed.prefill(spec, w, hardware, w.prompt or w.seq)
+    if own_shares and w.engine == "llamacpp" and concurrency == 1 and w.tp == 1:
+        own = llamacpp_speed.decode(spec, w, hardware, depth=w.seq, gpus=w.gpus)
+        # Several GPUs pipeline a long prompt's micro-batches: not modelled, no figure.
+        prompt = (
+            None if w.gpus > 1 else llamacpp_speed.prefill(spec, w, hardware, w.prompt or w.seq)
+        )
         return ServingSpeed(
             1,
             own.tokens_per_second,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib.resources
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from vramgui.hardware.errors import HardwareError
+from vramgui.paths import bundled
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +179,7 @@ def load_catalog() -> tuple[CatalogGpu, ...]:
     Raises:
         HardwareError: the bundled file is malformed.
     """
-    resource = importlib.resources.files("vramgui.resources") / "gpus.json"
+    resource = bundled() / "gpus.json"
     return parse_catalog(resource.read_text(encoding="utf-8"))
 
 

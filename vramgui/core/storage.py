@@ -436,3 +436,20 @@ def bits_per_weight(spec: ModelSpec, dtype: str, quant: str) -> float:
     """Stored bits per parameter over the whole model, metadata included (for display)."""
     params = spec.parameters
     return weight_bytes(spec, dtype, quant) * 8 / params if params else 0.0
+
+
+def bits_by_scheme(spec: ModelSpec, dtype: str) -> dict[str, float]:
+    """``bits_per_weight`` of ``spec`` under every ``--quant`` scheme that can store it (the
+    quantization choices' labels: Q4_K_M and Q4_K_S differ on every model, though their
+    default type is the same Q4_K), computed once per spec and dtype."""
+
+    def compute() -> dict[str, float]:
+        bits: dict[str, float] = {}
+        for name in dtypes.SCHEMES:
+            try:
+                bits[name] = bits_per_weight(spec, dtype, name)
+            except WorkloadError:
+                continue  # a scheme this checkpoint or its shapes refuse
+        return bits
+
+    return spec.cached(("bits_by_scheme", dtype), compute)

@@ -18,8 +18,9 @@ wrong, ``notice`` what changed by itself (an engine switched, a recipe applied).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -150,6 +151,8 @@ class Outlook:
         rules: the classic rules of thumb for the same setup, bytes by rule name.
         ranked: the catalog GPUs that fit (the fewest of each), cheapest work first.
         ranked_by_time: the same, fastest first.
+        bits: the model's average bits per weight under each quantization scheme that can
+            store it, by scheme name (``storage.bits_by_scheme``).
     """
 
     field: str
@@ -161,6 +164,7 @@ class Outlook:
     rules: dict[str, int]
     ranked: tuple[fit.RankedSetup, ...] = ()
     ranked_by_time: tuple[fit.RankedSetup, ...] = ()
+    bits: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 SWEEP_FIELDS = ("seq", "batch")
@@ -312,14 +316,32 @@ def stored_dtype(spec: ModelSpec) -> str | None:
     """
     if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
         return None
+    return _header_dtype(spec) or _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
+
+
+def _header_dtype(spec: ModelSpec) -> str | None:
+    """The dtype most of the stored tensors' weights are in, as their headers say, or None."""
     counts: dict[str, int] = {}
     for t in spec.tensors:
         name = _STORED_DTYPES.get(t.dtype or "")
         if name is not None:
             counts[name] = counts.get(name, 0) + t.numel
-    if counts:
-        return max(counts, key=lambda k: counts[k])
-    return _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
+    return max(counts, key=lambda k: counts[k]) if counts else None
+
+
+def dtype_disagreement(spec: ModelSpec) -> str:
+    """What to say when config.json's ``torch_dtype`` and the stored tensors' headers name
+    different dtypes (a bf16 config over fp16 files: the files are what loads), else ""."""
+    if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
+        return ""
+    config = _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
+    headers = _header_dtype(spec)
+    if config is None or headers is None or config == headers:
+        return ""
+    return (
+        f"{spec.name}: its config.json says {config} (torch_dtype) but its safetensors headers "
+        f"store {headers}; the files are what an engine loads."
+    )
 
 
 class EstimateController(QObject):
@@ -503,6 +525,9 @@ class EstimateController(QObject):
             workload, resets = mine, ()
         for reset in resets:
             self.notice.emit(wording.reset_notice(reset, loaded.spec.name))
+        disagreement = dtype_disagreement(loaded.spec)
+        if disagreement:
+            self.notice.emit(f"{disagreement} Estimated in {workload.dtype}.")
         self._forced = {
             name: getattr(mine, name)
             for name in _SETTINGS
@@ -530,7 +555,14 @@ class EstimateController(QObject):
         if w.quant != "none":
             changes["quant"] = "none"
         if changes:
-            now = ", ".join(wording.setting_text(k, v) for k, v in changes.items())
+            stored = stored_format(spec, changes.get("dtype", w.dtype))
+            now = ", ".join(
+                # "none" of a quantized checkpoint is the box's "As stored · Q8_0"
+                f"Quantization “As stored · {stored}”"
+                if k == "quant" and stored
+                else wording.setting_text(k, v)
+                for k, v in changes.items()
+            )
             was = ", ".join(wording.setting_text(k, getattr(w, k)) for k in changes)
             self.notice.emit(
                 f"{spec.name} is estimated as it is stored: {now} (was {was}), for this model only."
@@ -829,6 +861,7 @@ def compute_outlook(
         rules_of_thumb(spec, current),
         ranked,
         tuple(fit.order_setups(ranked, "time")),
+        dict(storage.bits_by_scheme(spec, workload.dtype)),
     )
 
 

@@ -770,6 +770,7 @@ class MainWindow(QMainWindow):
         self._banner("estimate", text, palette.ERROR_STYLE)
 
     def _show_outlook(self, outlook: Outlook) -> None:
+        self.precision_panel.set_bits(outlook.bits)
         analysis = self.controller.analysis
         workload = self.controller.workload
         rules = " · ".join(

@@ -148,3 +148,13 @@ def refusal(conflict: EngineConflict, model: str = "") -> str:
             f"Serve it with {others}."
         )
     return f"{_runs_only(conflict)}: pick {others} for {value_label(conflict.setting, conflict.value)}."
+
+
+def as_sentence(text: str) -> str:
+    """``text`` (a message of the sources, "cannot reach the Hub ...") as a sentence of its own:
+    a capital first and a full stop last, so that another can follow it."""
+    text = text.strip()
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."

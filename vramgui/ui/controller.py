@@ -18,9 +18,8 @@ wrong, ``notice`` what changed by itself (an engine switched, a recipe applied).
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -151,8 +150,6 @@ class Outlook:
         rules: the classic rules of thumb for the same setup, bytes by rule name.
         ranked: the catalog GPUs that fit (the fewest of each), cheapest work first.
         ranked_by_time: the same, fastest first.
-        bits: the model's average bits per weight under each quantization scheme that can
-            store it, by scheme name (``storage.bits_by_scheme``).
     """
 
     field: str
@@ -164,7 +161,6 @@ class Outlook:
     rules: dict[str, int]
     ranked: tuple[fit.RankedSetup, ...] = ()
     ranked_by_time: tuple[fit.RankedSetup, ...] = ()
-    bits: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 SWEEP_FIELDS = ("seq", "batch")
@@ -358,6 +354,7 @@ class EstimateController(QObject):
     estimate_changed = Signal(object)
     estimate_failed = Signal(str)
     outlook_changed = Signal(object)
+    bits_changed = Signal(dict)
     loading_changed = Signal(bool)
     message = Signal(str)
     notice = Signal(str)
@@ -393,6 +390,7 @@ class EstimateController(QObject):
         self._draft: tuple[str, ModelSpec] | None = None
         self._draft_loading: tuple[str, Worker] | None = None
         self._outlook_worker: Worker | None = None
+        self._bits_for: tuple[ModelSpec, str] | None = None
         self._estimate_timer = _single_shot(self, self._recompute)
         # The outlook waits for a pause in the input: a slider drag then runs one, not dozens.
         self._outlook_timer = _single_shot(self, self._recompute_outlook, OUTLOOK_DELAY_MS)
@@ -797,6 +795,29 @@ class EstimateController(QObject):
         self._outlook_worker = None
         self._outlook = outlook
         self.outlook_changed.emit(outlook)
+        self._label_schemes()
+
+    def _label_schemes(self) -> None:
+        """The bits per weight of every quantization scheme on the current model and dtype
+        (``storage.bits_by_scheme``, 0.1-0.2 s the first time for a large model): on a worker,
+        after the outlook, once per model and dtype; ``bits_changed`` says {} meanwhile."""
+        spec, dtype = self.spec, self._workload.dtype
+        if spec is None or self._labelled(spec, dtype):
+            return
+        self._bits_for = (spec, dtype)
+        self.bits_changed.emit({})
+
+        def done(bits: dict[str, float]) -> None:
+            if self._labelled(spec, dtype):  # still the current model and dtype
+                self.bits_changed.emit(bits)
+
+        submit(lambda: storage.bits_by_scheme(spec, dtype), done, self._outlook_failed)
+
+    def _labelled(self, spec: ModelSpec, dtype: str) -> bool:
+        # The spec by identity: comparing two specs compares every tensor.
+        return (
+            self._bits_for is not None and self._bits_for[0] is spec and self._bits_for[1] == dtype
+        )
 
     def _outlook_failed(self, exc: Exception) -> None:
         self._outlook_worker = None
@@ -861,7 +882,6 @@ def compute_outlook(
         rules_of_thumb(spec, current),
         ranked,
         tuple(fit.order_setups(ranked, "time")),
-        dict(storage.bits_by_scheme(spec, workload.dtype)),
     )
 
 

@@ -530,6 +530,7 @@ class MainWindow(QMainWindow):
         c.estimate_changed.connect(self._show_analysis)
         c.estimate_failed.connect(self._show_estimate_error)
         c.outlook_changed.connect(self._show_outlook)
+        c.bits_changed.connect(self.precision_panel.set_bits)
         c.loading_changed.connect(self.model_panel.show_loading)
         c.message.connect(self.show_message)
         c.notice.connect(self.show_notice)
@@ -784,7 +785,6 @@ class MainWindow(QMainWindow):
         self._banner("estimate", text, palette.ERROR_STYLE)
 
     def _show_outlook(self, outlook: Outlook) -> None:
-        self.precision_panel.set_bits(outlook.bits)
         analysis = self.controller.analysis
         workload = self.controller.workload
         rules = " · ".join(

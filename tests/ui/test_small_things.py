@@ -76,6 +76,17 @@ def test_one_model_is_listed_once_among_the_recent_ones(make_window, qtbot):
     assert [s.lower() for s in shown].count("llama-3.1-8b") == 1
 
 
+def test_a_recent_entry_saved_before_identities_were_kept_is_not_listed_twice(
+    make_window, qtbot, settings
+):
+    settings.setValue("models/recent", ["meta-llama/Llama-3.1-8B", "qwen2.5-7b"])
+    window = make_window()
+    window.controller.load_source("llama-3.1-8b")
+    qtbot.waitUntil(lambda: window.controller.source == "llama-3.1-8b", timeout=10000)
+    recent = window.model_panel.recent
+    assert [recent.itemText(i) for i in range(recent.count())] == ["llama-3.1-8b", "qwen2.5-7b"]
+
+
 def test_an_exported_chart_is_titled_with_the_model_and_setup(make_window, tmp_path):
     window = make_window()
     chart = window.breakdown_chart

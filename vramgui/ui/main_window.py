@@ -682,9 +682,11 @@ class MainWindow(QMainWindow):
         sources = _string_list(self.settings.value("models/recent"))
         identities = _string_list(self.settings.value("models/recent_ids"))
         identities += sources[len(identities) :]
-        mine = model_identity(loaded)
+        mine, name = model_identity(loaded), loaded.spec.name.lower()
         kept = [
-            (s, i) for s, i in zip(sources, identities, strict=False) if s != source and i != mine
+            (s, i)
+            for s, i in zip(sources, identities, strict=False)
+            if s != source and i != mine and s.lower() != name  # an entry typed as its name
         ]
         recent = [(source, mine), *kept][:MAX_RECENT]
         self.settings.setValue("models/recent", [s for s, _ in recent])

@@ -174,7 +174,8 @@ class PrecisionPanel(QWidget):
                 "quant",
                 self.quant,
                 "How the weights are quantized. Bits per weight: this model's average under "
-                "each choice, scales and the tensors it keeps wider (in the Weights dtype) included.",
+                "each choice, scales and the tensors it keeps wider (in the Weights dtype) "
+                "included.",
             ),
             ("kv_dtype", self.kv_dtype, "The dtype of the KV cache."),
         ):

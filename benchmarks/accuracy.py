@@ -404,7 +404,8 @@ def measure_section() -> list[str]:
         lines.append(
             f"| {r['model']} | {r['options']} | {r['parameters']:,} | {r['wall_seconds']} "
             f"| {r['run_seconds']} | {r['host_peak_rss_bytes'] / MiB:,.0f} "
-            f"| {_gib(r['measured_tensor_bytes'])} | {signed(r['error'], 2)} | {r['math_kernel_calls']} |"
+            f"| {_gib(r['measured_tensor_bytes'])} | {signed(r['error'], 2)} "
+            f"| {r['math_kernel_calls']} |"
         )
     lines += [
         "",

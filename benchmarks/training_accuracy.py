@@ -270,8 +270,9 @@ def table(rows_: list[dict], title: str) -> list[str]:
         rl = r["rules"]
         lora = rl.get("hamel_lora")
         lines.append(
-            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} | {signed(r['error'], 2)} "
-            f"| {r['phase']} | {_fmt(rl['accelerate_8'])} | {_fmt(rl['hf_docs_18'])} "
+            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} "
+            f"| {signed(r['error'], 2)} | {r['phase']} "
+            f"| {_fmt(rl['accelerate_8'])} | {_fmt(rl['hf_docs_18'])} "
             f"| {_fmt(rl['deepspeed_16'])} | {_fmt(lora) if lora else '-'} |"
         )
     errors = [abs(r["error"]) for r in rows_]
@@ -305,7 +306,8 @@ def loop_table(rows_: list[dict]) -> list[str]:
     for r in rows_:
         lines.append(
             f"| {r['id']} | {_fmt(r['trainer'])} | {_fmt(r['custom'])} "
-            f"| {_fmt(r['measured_extra'])} | {_fmt(r['estimated_extra'])} | {signed(r['error'], 2)} |"
+            f"| {_fmt(r['measured_extra'])} | {_fmt(r['estimated_extra'])} "
+            f"| {signed(r['error'], 2)} |"
         )
     return [*lines, ""]
 
@@ -331,8 +333,8 @@ def resident_table(rows_: list[dict]) -> list[str]:
             else "- | -"
         )
         lines.append(
-            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} | {signed(r['error'], 2)} "
-            f"| {alt} |"
+            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} "
+            f"| {signed(r['error'], 2)} | {alt} |"
         )
     return [*lines, ""]
 

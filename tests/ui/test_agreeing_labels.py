@@ -34,7 +34,8 @@ def test_a_q8_0_file_is_said_to_be_estimated_as_stored_q8_0(make_window, qtbot, 
     settled(qtbot, window, quant="none", engine="llamacpp")
     qtbot.waitUntil(lambda: "as it is stored" in window.banner.text(), timeout=5000)
     text = window.banner.text()
-    assert "as it is stored: Quantization “As stored · Q8_0” (was Quantization GGUF Q4_K_M)" in text
+    said = "as it is stored: Quantization “As stored · Q8_0” (was Quantization GGUF Q4_K_M)"
+    assert said in text
     assert "None (16/32-bit)" not in text
     combo = window.precision_panel.quant
     assert combo.itemData(combo.currentIndex(), SHORT_TEXT_ROLE) == "As stored · Q8_0"

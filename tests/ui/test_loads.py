@@ -107,7 +107,8 @@ def test_a_failure_in_the_child_is_written_to_the_log_file_with_its_traceback(
     qtbot.waitUntil(lambda: bool(said), timeout=20000)
     assert said[0] == "Could not read the model: RuntimeError: a reader broke"
     logged = log_file.read_text()
-    assert "ERROR vramgui.ui.workers: A child process failed: Traceback" in logged
+    assert "ERROR vramgui.ui.workers: The process reading 'bug:a reader broke' failed: " in logged
+    assert "failed: Traceback (most recent call last)" in logged
     # The child's own frames: where it raised, not where the window re-raised it.
     assert 'slow_loads.py", line' in logged
     assert "raise RuntimeError(rest)" in logged

@@ -235,7 +235,8 @@ def start_processes() -> None:
     _start_server(_context())
 
 
-# The server is started once, by whichever thread needs it first.
+# The server starts once, by whichever thread needs it first; while it starts, this process's
+# environment holds the server's path, which no child's copy of the environment may take.
 _SERVER_LOCK = threading.Lock()
 
 
@@ -300,20 +301,23 @@ def run_in_process(fn: Callable[..., Any], *args: Any, seconds: float = LOAD_SEC
             if cancelled():
                 raise _Cancelled
             if not child.is_alive() and not receiving.poll(0):
-                raise _logged(Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}"))
+                raise _logged(
+                    Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}"), args
+                )
             if time.monotonic() > deadline:
                 raise _logged(
                     Stopped(
                         f"Stopped reading {_what(args)}: it took longer than {seconds:.0f} s (a "
                         "folder on a slow or hung disk, or a network that does not answer?)"
-                    )
+                    ),
+                    args,
                 )
         try:
             ok, value, child_traceback = receiving.recv()
         except (EOFError, OSError):
             child.join(1)
             stopped = Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}")
-            raise _logged(stopped) from None
+            raise _logged(stopped, args) from None
     finally:
         receiving.close()
         if child.is_alive():
@@ -321,16 +325,16 @@ def run_in_process(fn: Callable[..., Any], *args: Any, seconds: float = LOAD_SEC
         child.join(1)
     if ok:
         return value
-    raise _logged(value, child_traceback)
+    raise _logged(value, args, child_traceback)
 
 
-def _logged(exc: BaseException, child_traceback: str = "") -> BaseException:
+def _logged(exc: BaseException, args: tuple[Any, ...], child_traceback: str = "") -> BaseException:
     """``exc``, written to the log (the file a bug report attaches) with the traceback the child
     gave: an error of vramgui's own (a model that cannot be read) as a warning, any other (a
     bug) as an error."""
     level = logging.WARNING if isinstance(exc, VramguiError) else logging.ERROR
     text = child_traceback or f"{type(exc).__name__}: {exc}"
-    log.log(level, "A child process failed: %s", text.rstrip())
+    log.log(level, "The process reading %s failed: %s", _what(args), text.rstrip())
     return exc
 
 

@@ -66,6 +66,7 @@ from vramgui.ui.controller import (
     Analysis,
     EstimateController,
     Outlook,
+    checkpoint_kv,
     disabled_reasons,
     stored_format,
 )
@@ -703,6 +704,7 @@ class MainWindow(QMainWindow):
             workload.kv_dtype,
             reasons,
             stored_format(self.controller.spec, workload.dtype),
+            checkpoint_kv=checkpoint_kv(self.controller.spec, workload),
         )
         # Saved once the inputs rest: writing the settings file on every step of a slider
         # would cost the redraw more than the estimate does.

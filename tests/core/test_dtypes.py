@@ -570,3 +570,12 @@ def test_bits_by_scheme_leaves_out_the_schemes_a_checkpoint_refuses():
     assert bits["Q4_K_M"] == bits_per_weight(LLAMA3_8B, "bf16", "Q4_K_M")
     refused = bits_by_scheme(gguf, "bf16")
     assert "nf4" not in refused and "Q4_K_S" in refused
+
+
+def test_header_dtype_is_the_stored_tensors_not_a_few_of_a_synthesized_inventory():
+    norm = next(t for t in LLAMA3_8B.tensors if t.role is Role.NORM)
+    one_f32 = tuple(replace(t, dtype="F32") if t is norm else t for t in LLAMA3_8B.tensors)
+    # A config's inventory states no dtype, save a tensor or two (a router's float32 bias).
+    assert storage.header_dtype(replace(LLAMA3_8B, tensors=one_f32)) is None
+    stored = tuple(replace(t, dtype="F32" if t is norm else "F16") for t in LLAMA3_8B.tensors)
+    assert storage.header_dtype(replace(LLAMA3_8B, tensors=stored)) == "fp16"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, write_gguf, write_model_folder
 from tests.ui.waiting import settled
+from vramgui.cli import main
+from vramgui.sources import catalog
 from vramgui.ui.widgets import SHORT_TEXT_ROLE
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "published.json"
@@ -66,4 +68,32 @@ def test_a_config_that_disagrees_with_its_files_is_named_beside_them(make_window
     qtbot.waitUntil(lambda: "torch_dtype" in window.banner.text(), timeout=5000)
     text = window.banner.text()
     assert "its config.json says bf16 (torch_dtype) but its safetensors headers store fp16" in text
-    assert "Estimated in fp16." in text
+    assert "as it is stored: Weights fp16 (was Weights bf16" in text
+
+
+def test_the_command_line_names_the_disagreement_too(tmp_path, capsys):
+    config = dict(TINY_LLAMA_CONFIG, torch_dtype="bfloat16")
+    folder = write_model_folder(tmp_path / "tiny", config, llama_tensors(config, "F16"))
+    assert main(["estimate", str(folder), "--json"]) == 0
+    notices = json.loads(capsys.readouterr().out)["notices"]
+    assert any(
+        "config.json says bf16 (torch_dtype) but its safetensors headers" in n for n in notices
+    )
+    agreeing = write_model_folder(tmp_path / "agreeing", config, llama_tensors(config, "BF16"))
+    assert main(["estimate", str(agreeing), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notices"] == []
+
+
+def test_a_config_json_with_a_float32_router_bias_is_estimated_in_its_own_dtype(
+    make_window, qtbot, tmp_path
+):
+    """GLM-4.5-Air's config.json opened alone: the one float32 tensor its inventory states (the
+    router's score-correction bias) once made the whole model fp32, its weights twice their size."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(catalog.find("glm-4.5-air").config))
+    window = make_window()
+    window.controller.update(dtype="fp16")
+    settled(qtbot, window, dtype="fp16")
+    window.controller.load_source(str(path))
+    qtbot.waitUntil(lambda: window.controller.source == str(path), timeout=10000)
+    settled(qtbot, window, dtype="bf16")  # its torch_dtype

@@ -171,8 +171,6 @@ OUTLOOK_DELAY_MS = 120
 # The training run the window times until the user says otherwise.
 DEFAULT_TRAIN_TOKENS = 100_000_000
 # Checkpoint dtypes as the Weights box names them.
-_STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
-_CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # Where a model comes from a file or folder the user opened (its own dtype then applies).
 _LOCAL_KINDS = ("local", "config", "ollama")
 RECIPE_NOTES = {
@@ -322,32 +320,7 @@ def stored_dtype(spec: ModelSpec) -> str | None:
     """
     if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
         return None
-    return _header_dtype(spec) or _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
-
-
-def _header_dtype(spec: ModelSpec) -> str | None:
-    """The dtype most of the stored tensors' weights are in, as their headers say, or None."""
-    counts: dict[str, int] = {}
-    for t in spec.tensors:
-        name = _STORED_DTYPES.get(t.dtype or "")
-        if name is not None:
-            counts[name] = counts.get(name, 0) + t.numel
-    return max(counts, key=lambda k: counts[k]) if counts else None
-
-
-def dtype_disagreement(spec: ModelSpec) -> str:
-    """What to say when config.json's ``torch_dtype`` and the stored tensors' headers name
-    different dtypes (a bf16 config over fp16 files: the files are what loads), else ""."""
-    if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
-        return ""
-    config = _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
-    headers = _header_dtype(spec)
-    if config is None or headers is None or config == headers:
-        return ""
-    return (
-        f"{spec.name}: its config.json says {config} (torch_dtype) but its safetensors headers "
-        f"store {headers}; the files are what an engine loads."
-    )
+    return storage.header_dtype(spec) or storage.config_dtype(spec)
 
 
 class EstimateController(QObject):
@@ -533,9 +506,6 @@ class EstimateController(QObject):
             workload, resets = mine, ()
         for reset in resets:
             self.notice.emit(wording.reset_notice(reset, loaded.spec.name))
-        disagreement = dtype_disagreement(loaded.spec)
-        if disagreement:
-            self.notice.emit(f"{disagreement} Estimated in {workload.dtype}.")
         self._forced = {
             name: getattr(mine, name)
             for name in _SETTINGS

@@ -67,7 +67,10 @@ def test_a_config_that_disagrees_with_its_files_is_named_beside_them(make_window
     settled(qtbot, window, dtype="fp16")
     qtbot.waitUntil(lambda: "torch_dtype" in window.banner.text(), timeout=5000)
     text = window.banner.text()
-    assert "its config.json says bf16 (torch_dtype) but its safetensors headers store fp16" in text
+    assert (
+        "Its config.json says bf16 (torch_dtype) but its safetensors headers store fp16: the files "
+        "are what an engine loads. "
+    ) in text  # a sentence of its own among the notices
     assert "as it is stored: Weights fp16 (was Weights bf16" in text
 
 

@@ -15,6 +15,7 @@ from tests.ui.waiting import settled
 from vramgui.sources.hub import HubModel
 from vramgui.sources.resolve import SearchResult
 from vramgui.ui.model_panel import ModelPanel, shorten_id
+from vramgui.ui.wording import as_sentence
 
 SIMILAR = ("nvidia/DeepSeek-V3.1-NVFP4", "nvidia/Llama-3.1-NVFP4", "nvidia/Qwen3-32B-NVFP4")
 
@@ -131,4 +132,13 @@ def test_the_offline_message_is_two_sentences(qtbot):
         "Cannot reach the Hub at https://huggingface.co: its name cannot be looked up (no "
         "network, or no DNS server answers); showing models from the bundled catalog. "
         "No models match."
+    )
+
+
+def test_a_message_made_a_sentence_keeps_the_names_it_starts_with():
+    assert as_sentence("cannot reach the Hub") == "Cannot reach the Hub."
+    assert as_sentence("llama.cpp runs it") == "llama.cpp runs it."
+    assert (
+        as_sentence("tiny.Q8_0 is estimated as it is stored.")
+        == "tiny.Q8_0 is estimated as it is stored."
     )

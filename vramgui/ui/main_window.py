@@ -77,6 +77,7 @@ from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
 from vramgui.ui.widgets import FittedLabel, guard_wheel
+from vramgui.ui.wording import as_sentence
 from vramgui.ui.workload_panel import WorkloadPanel
 
 if TYPE_CHECKING:
@@ -626,7 +627,8 @@ class MainWindow(QMainWindow):
         self._help.raise_()
 
     def _show_notices(self) -> None:
-        text, self._notices = " ".join(self._notices), []
+        # Each a sentence: a source's notices ("read from the Hugging Face cache") have no stop.
+        text, self._notices = " ".join(as_sentence(n) for n in self._notices), []
         if text:
             self._banner("notice", text, palette.WARNING_STYLE)
 

@@ -152,9 +152,12 @@ def refusal(conflict: EngineConflict, model: str = "") -> str:
 
 def as_sentence(text: str) -> str:
     """``text`` (a message of the sources, "cannot reach the Hub ...") as a sentence of its own:
-    a capital first and a full stop last, so that another can follow it."""
+    a full stop last, so that another can follow it, and a capital first where the first word
+    is a plain word (never a name: "llama.cpp", "tiny.Q8_0", "meta-llama/...")."""
     text = text.strip()
     if not text:
         return ""
-    text = text[0].upper() + text[1:]
+    first = text.split(" ", 1)[0]
+    if first.isalpha() and first.islower():
+        text = text[0].upper() + text[1:]
     return text if text.endswith((".", "!", "?")) else f"{text}."

@@ -42,6 +42,33 @@ class HostSettings:
         }
 
 
+def this_machine(ram_available_bytes: int | None) -> HostSettings:
+    """The host as a machine with ``ram_available_bytes`` free has it, the default disk."""
+    source = THIS_MACHINE if ram_available_bytes is not None else UNKNOWN
+    return HostSettings(ram_available_bytes, float(DEFAULT_DISK_READ_BYTES_PER_S), source, DEFAULT)
+
+
+def choose_host(
+    machine: HostSettings, ram_bytes: int | None = None, disk_bytes_per_s: float | None = None
+) -> HostSettings:
+    """The figures given (``set``), the ``machine``'s where None.
+
+    Raises:
+        WorkloadError: a figure given that is not positive.
+    """
+    if ram_bytes is not None and ram_bytes <= 0:
+        raise WorkloadError(f"host RAM must be positive, got {ram_bytes}")
+    if disk_bytes_per_s is not None and not disk_bytes_per_s > 0:
+        raise WorkloadError(f"disk speed must be positive, got {disk_bytes_per_s}")
+    ram = (machine.ram_bytes, machine.ram_source) if ram_bytes is None else (ram_bytes, SET)
+    disk = (
+        (machine.disk_bytes_per_s, machine.disk_source)
+        if disk_bytes_per_s is None
+        else (float(disk_bytes_per_s), SET)
+    )
+    return HostSettings(ram[0], disk[0], ram[1], disk[1])
+
+
 def host_settings(
     ram_bytes: int | None = None, disk_bytes_per_s: float | None = None
 ) -> HostSettings:
@@ -51,15 +78,10 @@ def host_settings(
     Raises:
         WorkloadError: a figure given that is not positive.
     """
-    if ram_bytes is not None and ram_bytes <= 0:
-        raise WorkloadError(f"host RAM must be positive, got {ram_bytes}")
-    if disk_bytes_per_s is not None and not disk_bytes_per_s > 0:
-        raise WorkloadError(f"disk speed must be positive, got {disk_bytes_per_s}")
-    if ram_bytes is not None:
-        ram, ram_source = ram_bytes, SET
-    else:
-        ram = read_host_info().ram_available_bytes
-        ram_source = THIS_MACHINE if ram is not None else UNKNOWN
-    if disk_bytes_per_s is not None:
-        return HostSettings(ram, float(disk_bytes_per_s), ram_source, SET)
-    return HostSettings(ram, float(DEFAULT_DISK_READ_BYTES_PER_S), ram_source, DEFAULT)
+    return choose_host(
+        this_machine(read_host_info().ram_available_bytes), ram_bytes, disk_bytes_per_s
+    )
+
+
+# Nothing known of the host: no RAM limit, the default disk (a window's tests, a fresh controller).
+UNKNOWN_HOST = this_machine(None)

@@ -26,6 +26,7 @@ from vramgui.core import fit
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate
 from vramgui.core.model import ModelSpec
+from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.speed import (
     Price,
     TrainingSpeed,
@@ -164,7 +165,13 @@ class Timing:
             "price_source": None if self.price is None else self.price.source,
         }
         if self.training is not None:
-            out = {"gpu": self.gpu, **self.training.to_dict(), "price": price}
+            out = {
+                "gpu": self.gpu,
+                **self.training.to_dict(),
+                "price": price,
+                "cost_per_million_tokens": _rounded(self.cost_per_million, 4),
+                "gpus": self.gpus,
+            }
             if self.train_tokens is not None:
                 out.update(
                     {
@@ -223,14 +230,20 @@ def time_setup(
     host: HostSettings,
     train_tokens: int | None = None,
     draft: ModelSpec | None = None,
+    n_gpu_layers: int | None = None,
+    layout: LlamaCppLayout | None = None,
 ) -> Timing | Untimed:
     """Time ``est``'s setup on GPUs named ``gpu`` of ``capacity`` bytes, on the placement that
     would run (module docstring): decoding at the batch as concurrency, or training (a run of
-    ``train_tokens`` when given)."""
+    ``train_tokens`` when given). ``n_gpu_layers`` and ``layout`` place a llama.cpp setup as
+    given (a profile's saved placement) instead of the fastest."""
     w = est.workload
     try:
         if w.mode == "inference" and w.engine == "llamacpp":
-            return _time_llamacpp(spec, w, gpu, capacity, rates, host=host)
+            answer = llamacpp_plan(
+                spec, w, capacity, rates, host=host, n_gpu_layers=n_gpu_layers, layout=layout
+            )
+            return _time_llamacpp(answer, gpu, rates)
         fits = fit.fit_rows(est, [(gpu, capacity)])[0].fits
         placement = TimedPlacement(AS_SET, gpu, w.gpus)
         if not fits:
@@ -307,21 +320,33 @@ def _per_million(tokens_per_second: float, gpus: int, price: Price | None) -> fl
 
 
 def llamacpp_plan(
-    spec: ModelSpec, workload: Workload, capacity: int, rates: Rates, *, host: HostSettings
+    spec: ModelSpec,
+    workload: Workload,
+    capacity: int,
+    rates: Rates,
+    *,
+    host: HostSettings,
+    n_gpu_layers: int | None = None,
+    layout: LlamaCppLayout | None = None,
 ) -> OffloadAnswer:
     """llama.cpp's offload plan of ``workload`` on its GPUs of ``capacity`` bytes, with the
     catalog's speeds of ``rates.gpu``: what ``vramgui plan --gpu NAME`` places by default."""
     gpus = max(1, workload.gpus)
     bandwidths = bandwidths_for(rates.gpu, host, others=[rates.gpu] * (gpus - 1))
     return plan_offload(
-        spec, workload, "llamacpp", [capacity] * gpus, bandwidths=bandwidths, host=host
+        spec,
+        workload,
+        "llamacpp",
+        [capacity] * gpus,
+        bandwidths=bandwidths,
+        host=host,
+        n_gpu_layers=n_gpu_layers,
+        layout=layout,
     )
 
 
-def _time_llamacpp(
-    spec: ModelSpec, w: Workload, gpu: str, capacity: int, rates: Rates, *, host: HostSettings
-) -> Timing | Untimed:
-    answer = llamacpp_plan(spec, w, capacity, rates, host=host)
+def _time_llamacpp(answer: OffloadAnswer, gpu: str, rates: Rates) -> Timing | Untimed:
+    host = answer.host
     p = answer.placement
     within = all(
         used <= budget for used, budget in zip(p.gpu_bytes, p.vram_budget_bytes, strict=True)

@@ -29,6 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.documents import reestimate_profile
+from vramgui.answers.rates import catalog_rates
 from vramgui.core.units import (
     Unit,
     format_bytes,
@@ -40,7 +42,7 @@ from vramgui.core.units import (
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
 from vramgui.hardware.gpus import load_catalog
-from vramgui.profiles import Profile, reopen, source_of
+from vramgui.profiles import Profile, source_of
 from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette, timing
 from vramgui.ui.plot import capacities_in_words, capacity_text, components_in_words, sentences
@@ -97,9 +99,8 @@ def reestimate(profile: Profile, load_model: Callable[[str], ResolvedModel]) -> 
 
     Never raises: a model that cannot be loaded or a setup the core refuses becomes ``error``.
     """
-    rates = timing.catalog_rates(load_catalog())
-    return reopen.reestimate(
-        profile, load_model, resolve_capacities, timing.document_with_speed(rates)
+    return reestimate_profile(
+        profile, load_model, resolve_capacities, catalog_rates(load_catalog())
     )
 
 

@@ -45,6 +45,8 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui import __version__
+from vramgui.answers.host import this_machine
+from vramgui.answers.rates import catalog_rates
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
 from vramgui.core.inference import POOLED_PHASE
@@ -149,7 +151,8 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     controller = EstimateController(
         services.load_model,
         workload,
-        rates=timing.catalog_rates(services.gpu_catalog, services.measured_utilization),
+        rates=catalog_rates(services.gpu_catalog, services.measured_utilization),
+        host=this_machine(services.host_ram_bytes),
         catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
     )
     checked = settings.value("gpus/catalog")

@@ -51,7 +51,7 @@ from vramgui.ui.offload_charts import (
     LayerChart,
     MemorySpeedChart,
     ThroughputChart,
-    rate_text,
+    format_rate,
 )
 from vramgui.ui.widgets import guard_wheel
 from vramgui.ui.workers import Worker, submit
@@ -864,7 +864,7 @@ class OffloadView(QWidget):
         if self.throughput is not None:
             t = self.throughput
             parts.append(
-                f"<b>{rate_text(t.tokens_per_second)} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
+                f"<b>{format_rate(t.tokens_per_second)} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
             )
         if self.compute_bound_batch is not None:
             parts.append(f"compute-bound from batch {self.compute_bound_batch:,}")

@@ -10,18 +10,23 @@ from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QFontMetricsF, QMouseEvent
 from PySide6.QtWidgets import QApplication
 
+from vramgui.answers.host import UNKNOWN_HOST
+from vramgui.answers.offload import bandwidths_for as host_bandwidths
 from vramgui.core import offload
 from vramgui.core.families import spec_from_config
-from vramgui.core.units import GiB
+from vramgui.core.units import GiB, format_rate
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.catalog import find
 from vramgui.ui.axes import log_bounds, log_ticks, log_ticks_within, rate_label, short_count
-from vramgui.core.units import format_rate
 from vramgui.ui.offload_charts import DEVICE_COLOURS, LayerChart, ThroughputChart
-from vramgui.ui.offload_view import bandwidths_for
 
 Q4 = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
+
+
+def bandwidths_for(gpu, **overrides):
+    """The speeds of a catalog GPU, the host unknown (default disk, no RAM limit)."""
+    return host_bandwidths(gpu, UNKNOWN_HOST, **overrides)
 
 
 @pytest.fixture(scope="module")

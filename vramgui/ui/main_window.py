@@ -166,9 +166,7 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     fallback_gpu = services.default_gpus[0] if services.default_gpus else None
     extra = {
         "Serving": extra_views.serving_view(controller),
-        "Offloading": extra_views.offload_view(
-            controller, services.gpu_catalog, services.host_ram_bytes, fallback_gpu
-        ),
+        "Offloading": extra_views.offload_view(controller, services.gpu_catalog, fallback_gpu),
         "Profiles": extra_views.profiles_view(controller, services.load_model),
     }
     window = MainWindow(

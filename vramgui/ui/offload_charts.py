@@ -649,4 +649,3 @@ class MemorySpeedChart(Chart):
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         position = event.position()
         self.show_hover(event, self.text_at(position.x(), position.y()))
-

@@ -328,9 +328,11 @@ def llamacpp_plan(
     host: HostSettings,
     n_gpu_layers: int | None = None,
     layout: LlamaCppLayout | None = None,
+    curves: bool = False,
 ) -> OffloadAnswer:
     """llama.cpp's offload plan of ``workload`` on its GPUs of ``capacity`` bytes, with the
-    catalog's speeds of ``rates.gpu``: what ``vramgui plan --gpu NAME`` places by default."""
+    catalog's speeds of ``rates.gpu``: what ``vramgui plan --gpu NAME`` places by default
+    (``curves``: with both curves walked, as ``plan_offload`` says)."""
     gpus = max(1, workload.gpus)
     bandwidths = bandwidths_for(rates.gpu, host, others=[rates.gpu] * (gpus - 1))
     return plan_offload(
@@ -342,6 +344,7 @@ def llamacpp_plan(
         host=host,
         n_gpu_layers=n_gpu_layers,
         layout=layout,
+        curves=curves,
     )
 
 

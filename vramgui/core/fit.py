@@ -106,7 +106,9 @@ class Suggestion:
         saves_bytes: memory saved per GPU.
         cost: what the user gives up.
         fits: whether the setup fits the GPU after the change.
-        total_bytes: the estimate after the change.
+        total_bytes: the estimate after the change (an offload: the GPU's memory then).
+        placement: llama.cpp's ``(-ngl, --n-cpu-moe)`` for advice that offloads (weights in
+            host RAM, nothing in the workload changed), else None.
     """
 
     title: str
@@ -115,6 +117,7 @@ class Suggestion:
     cost: str
     fits: bool
     total_bytes: int
+    placement: tuple[int, int] | None = None
 
 
 def fit_rows(est: Estimate, capacities: Iterable[Capacity]) -> list[FitRow]:

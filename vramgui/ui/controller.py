@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from vramgui.answers.advice import advise
 from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
 from vramgui.answers.host import SET, UNKNOWN_HOST, HostSettings, choose_host
 from vramgui.answers.rates import Rates, RatesFor
@@ -643,7 +644,10 @@ class EstimateController(QObject):
         return True
 
     def apply_suggestion(self, suggestion: fit.Suggestion) -> bool:
-        """Take the changes of one piece of advice."""
+        """Take the changes of one piece of advice (an offload: its llama.cpp placement)."""
+        if suggestion.placement is not None:
+            self.set_placement(suggestion.placement[0], suggestion.placement[1], False)
+            return True
         return self.update(**suggestion.changes)
 
     def set_capacities(self, capacities: tuple[tuple[str, int], ...]) -> None:
@@ -754,7 +758,8 @@ class EstimateController(QObject):
             rates = self.rates_for(name, workload.dtype)
             if rates is not None:
                 offers.append((name, capacity, rates))
-        tokens = self._train_tokens
+        tokens, host = self._train_tokens, self._host
+        target_rates = self.rates_for(target[0], workload.dtype) if target else None
         self._outlook_worker = submit(
             lambda: compute_outlook(
                 analysis.estimate,
@@ -766,6 +771,8 @@ class EstimateController(QObject):
                 draft=draft,
                 offers=offers,
                 train_tokens=tokens,
+                host=host,
+                target_rates=target_rates,
             ),
             self._outlook_done,
             self._outlook_failed,
@@ -792,8 +799,11 @@ def compute_outlook(
     draft: ModelSpec | None = None,
     offers: list[tuple[str, int, Rates]] | None = None,
     train_tokens: int | None = None,
+    host: HostSettings = UNKNOWN_HOST,
+    target_rates: Rates | None = None,
 ) -> Outlook:
-    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice,
+    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice
+    (``answers.advice``: offloading under llama.cpp, timed with ``target_rates`` and ``host``),
     the rules of thumb around the ``current`` estimate, and the GPUs of ``offers`` that fit
     ranked by the cost of the work (a training run of ``train_tokens``).
 
@@ -815,7 +825,9 @@ def compute_outlook(
             largest[name] = fit.largest_fitting(
                 spec, workload, capacity, name, gpu_name=gpu, draft=draft
             )
-        suggestions = tuple(fit.advise(spec, workload, capacity, draft))
+        suggestions = tuple(
+            advise(spec, current, capacity, host=host, rates=target_rates, draft=draft)
+        )
     ranked: tuple[fit.RankedSetup, ...] = ()
     if offers:
         ranked = tuple(

@@ -279,6 +279,7 @@ class EstimateController(QObject):
     message = Signal(str)
     notice = Signal(str)
     host_changed = Signal(object)
+    placement_changed = Signal(object)
 
     def __init__(
         self,
@@ -402,6 +403,7 @@ class EstimateController(QObject):
             placement = OffloadSettings(n_gpu_layers, n_cpu_moe, cpu_moe)
         if placement != self._placement:
             self._placement = placement
+            self.placement_changed.emit(placement)
             self._schedule()
 
     def set_offload(self, saved: OffloadSettings | None) -> None:

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from vramgui.answers.offload import bandwidths_for
 from vramgui.core.units import Unit
 from vramgui.hardware import CatalogGpu, HardwareError, find_gpu
+from vramgui.profiles import OffloadSettings
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.workers import Worker, submit
 
@@ -215,6 +216,7 @@ class OffloadFeed(QObject):
         # The tab's host RAM, disk and placement time the setup everywhere in the window.
         view.hostEdited.connect(self._host_edited)  # type: ignore[attr-defined]
         view.placementChosen.connect(controller.set_placement)  # type: ignore[attr-defined]
+        controller.placement_changed.connect(self._placement_changed)
         view.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
@@ -233,6 +235,13 @@ class OffloadFeed(QObject):
             gpus=self._choices(self._controller.capacities),
             host=self._controller.host,
             in_turns=True,
+        )
+
+    def _placement_changed(self, placement: OffloadSettings | None) -> None:
+        # Advice applied, a profile opened: the tab shows the placement the window times.
+        saved = placement or OffloadSettings()
+        self._view.set_llamacpp_placement(  # type: ignore[attr-defined]
+            saved.n_gpu_layers, saved.cpu_moe, saved.n_cpu_moe
         )
 
     def _host_edited(self, ram_bytes: int | None, disk_bytes_per_s: float) -> None:

@@ -707,6 +707,18 @@ class OffloadView(QWidget):
         self._ngl = n_gpu_layers
         self._refresh()
 
+    def set_llamacpp_placement(
+        self, n_gpu_layers: int | None, cpu_moe: bool, n_cpu_moe: int
+    ) -> None:
+        """llama.cpp's -ngl (None: the fastest that fits) and experts in host RAM, as set
+        elsewhere (advice, a profile)."""
+        last = self._last_expert_layer()
+        moved = last + 1 if cpu_moe and last >= 0 else n_cpu_moe
+        if (n_gpu_layers, moved) == (self._ngl, self._n_cpu_moe):
+            return
+        self._ngl, self._n_cpu_moe, self._fit = n_gpu_layers, moved, None
+        self._refresh()
+
     def copy_settings(self) -> None:
         """Put the shown engine's command line or JSON on the clipboard (notes left out)."""
         index = self.engine.currentIndex()

@@ -100,7 +100,7 @@ class TimedPlacement:
             "flags": self.flags,
             "text": self.describe(),
         }
-        if self.kind == OFFLOAD:
+        if self.gpu_layers is not None:
             out.update(
                 {
                     "gpu_layers": self.gpu_layers,
@@ -243,8 +243,8 @@ def time_setup(
             answer = llamacpp_plan(
                 spec, w, capacity, rates, host=host, n_gpu_layers=n_gpu_layers, layout=layout
             )
-            return _time_llamacpp(answer, gpu, rates)
-        fits = fit.fit_rows(est, [(gpu, capacity)])[0].fits
+            return _time_llamacpp(answer, gpu, rates, fits=_fits(est, gpu, capacity))
+        fits = _fits(est, gpu, capacity)
         placement = TimedPlacement(AS_SET, gpu, w.gpus)
         if not fits:
             count = fit.gpus_needed(spec, w, capacity, fit.MAX_GPUS_PER_MACHINE, draft)
@@ -260,6 +260,10 @@ def time_setup(
         return _timed(spec, w, rates, placement, train_tokens)
     except VramguiError as exc:
         return Untimed(gpu, REFUSED, str(exc))
+
+
+def _fits(est: Estimate, gpu: str, capacity: int) -> bool:
+    return fit.fit_rows(est, [(gpu, capacity)])[0].fits
 
 
 def _sharding_flags(w: Workload) -> str:
@@ -348,7 +352,11 @@ def llamacpp_plan(
     )
 
 
-def _time_llamacpp(answer: OffloadAnswer, gpu: str, rates: Rates) -> Timing | Untimed:
+def _time_llamacpp(
+    answer: OffloadAnswer, gpu: str, rates: Rates, *, fits: bool
+) -> Timing | Untimed:
+    """The timing of llama.cpp's plan: ``as set`` where the estimate fits (``fits``) and the
+    plan holds every layer on the GPUs, else the plan named (``offload``)."""
     host = answer.host
     p = answer.placement
     within = all(
@@ -362,7 +370,7 @@ def _time_llamacpp(answer: OffloadAnswer, gpu: str, rates: Rates) -> Timing | Un
             f"{format_bytes(answer.min_vram_bytes)}",
         )
     placement = TimedPlacement(
-        AS_SET if everything_on_gpus(p) else OFFLOAD,
+        AS_SET if fits and everything_on_gpus(p) else OFFLOAD,
         gpu,
         len(p.gpu_bytes),
         answer.flags,

@@ -194,9 +194,10 @@ class _Gpu:
     catalog: Any  # the catalog entry whose speeds the roofline uses, or None
 
 
-def _gpus(args: argparse.Namespace) -> list[_Gpu]:
+def _gpus(args: argparse.Namespace, total: int = 1) -> list[_Gpu]:
     """The GPUs the model spans: each --gpu (``local``: every local GPU), in order, with the
-    --vram-gib budgets when given (one figure for all, or one per GPU)."""
+    --vram-gib budgets when given (one figure for all, or one per GPU); one GPU named with
+    ``total`` (--gpus) above 1 is that many of them."""
     from vramgui.hardware.capacity import resolve_capacities
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
@@ -213,6 +214,8 @@ def _gpus(args: argparse.Namespace) -> list[_Gpu]:
         budgets = [round(_positive("vram-gib", v) * GiB) for v in figures]  # type: ignore[operator]
     if not capacities and not budgets:
         raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
+    if len(capacities) == 1 and len(budgets) <= 1 and total > 1:
+        capacities *= total
     count = max(len(capacities), len(budgets))
     if len(budgets) == 1:
         budgets *= count
@@ -444,7 +447,7 @@ def run(args: argparse.Namespace) -> int:
         doc = training_document(spec, workload)
         print(json.dumps(doc, indent=2) if args.json else format_training(doc))
         return 0
-    gpus = _gpus(args)
+    gpus = _gpus(args, workload.gpus)
     budgets = [g.budget_bytes for g in gpus]
     host = _host(args)
     bandwidths = bandwidths_from_args(args, gpus[0].catalog, host, [g.catalog for g in gpus[1:]])

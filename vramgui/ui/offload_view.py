@@ -477,11 +477,16 @@ class OffloadView(QWidget):
                 self._n_cpu_moe = 0
         self._fit = None
         engine_before = self._workload.engine if self._workload is not None else None
+        gpus_before = self._workload.gpus if self._workload is not None else None
         self._spec, self._workload = spec, workload
         self._ngl = None
         self._follow_engine(engine_before)
         if gpus is not None:
             self._take_gpus(gpus, host_ram_bytes if host is None else host.ram_bytes)
+        if workload is not None and workload.gpus != (gpus_before or 1) and self._gpus:
+            # "GPUs in total" changed: that many of the GPU chosen, as the estimate counts them.
+            self._extra = [self.gpu.currentIndex()] * (workload.gpus - 1)
+            self._show_more_gpus()
         if host is not None:
             self._take_host(host)
         if budget is not None:

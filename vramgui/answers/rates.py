@@ -75,7 +75,7 @@ def rates_for(
         NoRates: the catalog does not know the GPU, or has no rate for it in ``dtype``.
     """
     try:
-        gpu = find_gpu(name.split(": ", 1)[-1], catalog)
+        gpu = find_gpu(name.split(": ", 1)[-1], None if catalog is None else tuple(catalog))
         hardware = speed_hardware(gpu, dtype)
     except HardwareError:
         raise NoRates(

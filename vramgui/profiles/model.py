@@ -119,7 +119,7 @@ class OffloadSettings:
         """
 
         def figure(key: str, kind: tuple[type, ...], low: float) -> Any:
-            value = data.get(key)
+            value: Any = data.get(key)
             if value is None:
                 return None
             if isinstance(value, bool) or not isinstance(value, kind) or not low <= value < 2**62:

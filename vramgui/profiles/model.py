@@ -118,23 +118,24 @@ class OffloadSettings:
             ProfileError: a field of the wrong kind or out of range.
         """
 
-        def figure(key: str, kind: tuple[type, ...], low: float) -> Any:
-            value: Any = data.get(key)
+        def figure(key: str, whole: bool, low: float) -> Any:
+            value = data.get(key)
             if value is None:
                 return None
-            if isinstance(value, bool) or not isinstance(value, kind) or not low <= value < 2**62:
+            number = isinstance(value, int) or (isinstance(value, float) and not whole)
+            if isinstance(value, bool) or not number or not low <= value < 2**62:
                 raise ProfileError(f"bad profile field: 'offload.{key}' ({_short(value)})")
             return value
 
         cpu_moe = data.get("cpu_moe", False)
         if not isinstance(cpu_moe, bool):
             raise ProfileError("bad profile field: 'offload.cpu_moe' must be true or false")
-        disk = figure("disk_bytes_per_s", (int, float), 1)
+        disk = figure("disk_bytes_per_s", False, 1)
         return cls(
-            n_gpu_layers=figure("n_gpu_layers", (int,), 0),
-            n_cpu_moe=figure("n_cpu_moe", (int,), 0) or 0,
+            n_gpu_layers=figure("n_gpu_layers", True, 0),
+            n_cpu_moe=figure("n_cpu_moe", True, 0) or 0,
             cpu_moe=cpu_moe,
-            ram_bytes=figure("ram_bytes", (int,), 1),
+            ram_bytes=figure("ram_bytes", True, 1),
             disk_bytes_per_s=None if disk is None else float(disk),
         )
 

@@ -182,7 +182,7 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
             mismatches.append(f"{label}: estimate times a setup that does not fit as chosen")
         if isinstance(controller.analysis.speed, Timing) and not window["fits"]:
             text = timing.speed_text(controller.analysis.speed)
-            if controller.analysis.speed.placement.describe() not in text:
+            if controller.analysis.speed.placement.flags not in text:
                 mismatches.append(f"{label}: the window's time / cost line names no placement")
         if workload.mode == "inference":
             plan = _cli("plan", source, *flags, "--gpu", gpu, *ram, "--json")

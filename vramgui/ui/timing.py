@@ -17,8 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.answers.timing import AS_SET, Timing, Untimed
+from vramgui.answers.timing import AS_SET, OFFLOAD, TimedPlacement, Timing, Untimed
 from vramgui.core.units import (
+    format_bytes,
     format_count,
     format_duration,
     format_money,
@@ -47,9 +48,7 @@ def speed_text(summary: Timing | Untimed | None) -> str:
         return NO_TARGET
     if isinstance(summary, Untimed):
         return f"No speed or cost: {escape(summary.reason)}"
-    where = f"{summary.gpus} x {summary.gpu}" if summary.gpus > 1 else summary.gpu
-    if summary.placement.kind != AS_SET:
-        where = f"{escape(summary.placement.describe())} (as chosen it does not fit)"
+    where = escape(placement_words(summary.placement))
     price = summary.price
     parts = []
     if summary.mode == "training":
@@ -78,6 +77,20 @@ def speed_text(summary: Timing | Untimed | None) -> str:
     return " · ".join(parts)
 
 
+def placement_words(placement: TimedPlacement) -> str:
+    """The placement timed, short enough for the line: the GPUs, and what differs from the
+    setup as chosen (llama.cpp's flags and the weights in host RAM, or the GPUs it takes)."""
+    where = f"{placement.gpus} x {placement.gpu}" if placement.gpus > 1 else placement.gpu
+    if placement.kind == AS_SET or not placement.flags:
+        return where
+    if placement.kind != OFFLOAD:
+        return f"{where} ({placement.flags}; fewer do not hold it)"
+    moved = [f"{format_bytes(placement.host_bytes)} in RAM"] if placement.host_bytes else []
+    if placement.disk_bytes:
+        moved.append(f"{format_bytes(placement.disk_bytes)} from disk")
+    return f"{where} with {placement.flags}" + (f" ({', '.join(moved)})" if moved else "")
+
+
 def speed_tooltip(summary: Timing | Untimed | None) -> str:
     """What the line rests on: utilization and where it comes from, the price and its source."""
     if summary is None:
@@ -86,6 +99,7 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
         return summary.reason
     u = summary.utilization
     lines = [
+        f"Timed on: {summary.placement.describe()}",
         f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "
         + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these"),
         f"Step: {summary.step_seconds:.3g} s, bound by {summary.bound.replace('_', ' ')}"

@@ -158,3 +158,35 @@ def test_a_saved_placement_times_the_profile_as_saved(capsys):
     assert "--n-cpu-moe" in fastest["placement"]["flags"]
     assert fixed["placement"]["flags"] == "-ngl 20"
     assert fixed["tokens_per_second"] < fastest["tokens_per_second"]
+
+
+@pytest.mark.parametrize(
+    ("source", "seq", "gib", "ram_gib"),
+    [
+        ("qwen3-30b-a3b", 40960, 12, 64),
+        ("qwen3-30b-a3b", 4096, 8, 16),
+        ("qwen3-30b-a3b", 32768, 24, 8),
+        ("llama-3.1-70b", 8192, 24, 64),
+        ("llama-3.1-70b", 8192, 12, 20),
+        ("mixtral-8x7b", 4096, 16, 64),
+    ],
+)
+def test_the_fastest_points_found_by_search_are_the_best_of_the_walked_curves(
+    source, seq, gib, ram_gib
+):
+    from vramgui.answers.offload import bandwidths_for
+    from vramgui.core import offload
+    from vramgui.core.offload import curves
+    from vramgui.hardware.gpus import find_gpu
+
+    spec = load_model(source).spec
+    model = offload.llamacpp_model(spec, Workload(engine="llamacpp", quant="Q4_K_M", seq=seq))
+    bandwidths = bandwidths_for(find_gpu("RTX 4090"), HOST)
+    kwargs = {"host_ram_bytes": ram_gib * GiB, "margin_bytes": GiB}
+    found = curves.best_points(model, [gib * GiB], bandwidths, **kwargs)
+    assert found[curves.LAYERS] == curves.best(
+        curves.layer_curve(model, [gib * GiB], bandwidths, **kwargs)
+    )
+    assert found[curves.EXPERTS] == curves.best(
+        curves.expert_curve(model, [gib * GiB], bandwidths, **kwargs)
+    )

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 from vramgui.answers.host import HostSettings
 from vramgui.core import offload
 from vramgui.core.offload.budget import engine_workload
-from vramgui.core.offload.curves import EXPERTS, LAYERS, CurvePoint, best, expert_curve, layer_curve
+from vramgui.core.offload.curves import (
+    EXPERTS,
+    LAYERS,
+    CurvePoint,
+    best,
+    best_points,
+    expert_curve,
+    layer_curve,
+)
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.hardware.gpus import CatalogGpu
 from vramgui.hardware.host import pcie_bytes_per_s
@@ -92,33 +100,49 @@ class OffloadAnswer:
         bandwidths: the speeds it was timed with.
         host: the host RAM and disk it was placed with.
         throughput: decode at the workload's batch and context.
-        curve: decode against the batch (``offload.DEFAULT_BATCHES``).
-        compute_bound_batch: the smallest batch bound by compute, or None.
-        prefill_seconds: the time to read the prompt.
+        prompt_tokens: the prompt ``prefill_seconds`` reads (None: the context).
         min_vram_bytes: the one-layer floor (the least GPU memory llama.cpp can start with).
         chosen: ``fastest`` (llama.cpp, nothing given: the faster of whole layers and experts in
             host RAM), ``fitted`` (llama.cpp's ``--fit``) or ``as set``.
-        layers: llama.cpp's curve of whole layers on the GPUs (empty for other planners, or where
-            every layer fits and no curve was needed).
+        layers: llama.cpp's curve of whole layers on the GPUs (empty unless asked for).
         experts: llama.cpp's curve of experts in host RAM (empty likewise, or no experts).
+        best: llama.cpp's fastest placement that fits of each kind (``layers``, ``experts``;
+            None where none fits); empty for other planners, and where every layer fits the
+            GPUs as placed and no curve was asked for.
     """
 
     placement: Placement
     bandwidths: Bandwidths
     host: HostSettings
     throughput: Throughput
-    curve: tuple[Throughput, ...]
-    compute_bound_batch: int | None
-    prefill_seconds: float
+    prompt_tokens: int | None
     min_vram_bytes: int
     chosen: str
     layers: tuple[CurvePoint, ...] = ()
     experts: tuple[CurvePoint, ...] = ()
+    best: dict[str, CurvePoint | None] = dataclasses.field(default_factory=dict)
+
+    # The plan's speed in detail, computed when asked (timing a setup needs none of it).
+
+    @property
+    def curve(self) -> tuple[Throughput, ...]:
+        """Decode against the batch (``offload.DEFAULT_BATCHES``)."""
+        return offload.throughput_curve(self.placement, self.bandwidths)
+
+    @property
+    def compute_bound_batch(self) -> int | None:
+        """The smallest batch whose decode is bound by compute, or None."""
+        return offload.compute_bound_batch(self.placement, self.bandwidths)
+
+    @property
+    def prefill_seconds(self) -> float:
+        """The time to read the prompt."""
+        return offload.prefill_seconds(self.placement, self.bandwidths, self.prompt_tokens)
 
     @property
     def alternatives(self) -> dict[str, CurvePoint | None]:
         """The fastest placement that fits of each kind (``layers``, ``experts``)."""
-        return {LAYERS: best(self.layers), EXPERTS: best(self.experts)}
+        return self.best
 
     @property
     def flags(self) -> str:
@@ -179,7 +203,7 @@ def plan_offload(
 
     Under llama.cpp with no ``-ngl`` and no tensors placed by ``layout``, the placement is the
     fastest that fits (module docstring); ``fit`` (llama.cpp's ``--fit``) is taken as it is.
-    ``curves`` computes llama.cpp's two curves even where every layer fits the GPUs.
+    ``curves`` walks llama.cpp's two curves too (a hundred placements: for a chart).
     ``model`` is ``offload.llamacpp_model(spec, workload)`` when the caller keeps one.
 
     Raises:
@@ -187,6 +211,7 @@ def plan_offload(
     """
     layers: tuple[CurvePoint, ...] = ()
     experts: tuple[CurvePoint, ...] = ()
+    fastest: dict[str, CurvePoint | None] = {}
     chosen = AS_SET
     if planner != "llamacpp":
         placement = offload.plan(
@@ -214,21 +239,24 @@ def plan_offload(
                 margin_bytes=margin_bytes,
                 layout=base,
             )
-        auto = fit is None and _chooses_itself(n_gpu_layers, layout)
-        if curves or (auto and not everything_on_gpus(placement)):
-            kwargs: dict[str, Any] = {
-                "layout": base,
-                "host_ram_bytes": host.ram_bytes,
-                "margin_bytes": margin_bytes,
-            }
+        kwargs: dict[str, Any] = {
+            "layout": base,
+            "host_ram_bytes": host.ram_bytes,
+            "margin_bytes": margin_bytes,
+        }
+        if curves:
             layers = layer_curve(model, list(budgets), bandwidths, **kwargs)
             experts = expert_curve(model, list(budgets), bandwidths, **kwargs)
-        if auto:
+            fastest = {LAYERS: best(layers), EXPERTS: best(experts)}
+        elif not everything_on_gpus(placement):
+            # Every layer on the GPUs is the fastest there is: no search needed.
+            fastest = best_points(model, list(budgets), bandwidths, **kwargs)
+        if fit is None and _chooses_itself(n_gpu_layers, layout):
             chosen = FASTEST
-            fastest = best([*layers, *experts])
-            if fastest is not None:
+            top = best([p for p in fastest.values() if p is not None])
+            if top is not None:
                 placement = _place_point(
-                    model, fastest, budgets, host=host, margin_bytes=margin_bytes, base=base
+                    model, top, budgets, host=host, margin_bytes=margin_bytes, base=base
                 )
     throughput = offload.decode_throughput(placement, bandwidths)
     return OffloadAnswer(
@@ -236,13 +264,12 @@ def plan_offload(
         bandwidths=bandwidths,
         host=host,
         throughput=throughput,
-        curve=offload.throughput_curve(placement, bandwidths),
-        compute_bound_batch=offload.compute_bound_batch(placement, bandwidths),
-        prefill_seconds=offload.prefill_seconds(placement, bandwidths, prompt_tokens),
+        prompt_tokens=prompt_tokens,
         min_vram_bytes=offload.min_vram_bytes(spec, workload),
         chosen=chosen,
         layers=layers,
         experts=experts,
+        best=fastest,
     )
 
 

@@ -10,11 +10,12 @@ import pytest
 from vramgui.core import offload
 from vramgui.core.families import spec_from_config
 from vramgui.core.units import GiB
+from vramgui.core.units import format_rate as rate_text
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.catalog import find
 from vramgui.ui.breakdown_chart import BreakdownChart, MeasuredMark
-from vramgui.ui.offload_charts import LayerChart, ThroughputChart, rate_text, unit_runs
+from vramgui.ui.offload_charts import LayerChart, ThroughputChart, unit_runs
 from vramgui.ui.offload_view import bandwidths_for
 from vramgui.ui.plot import LOG2_LABEL_PX, log2_share, log2_ticks
 from vramgui.ui.sweep_chart import SweepChart

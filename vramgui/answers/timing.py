@@ -11,7 +11,8 @@ placement timed is part of the answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vramgui.answers.host import HostSettings
@@ -397,3 +398,46 @@ def _time_llamacpp(
         concurrency=t.batch,
         notes=p.notes,
     )
+
+
+def rank_setups(
+    spec: ModelSpec,
+    workload: Workload,
+    offers: Sequence[tuple[str, int, Rates]],
+    *,
+    by: str,
+    host: HostSettings,
+    train_tokens: int | None = None,
+    draft: ModelSpec | None = None,
+) -> list[fit.RankedSetup]:
+    """The GPUs of ``offers`` (name, capacity, rates) that fit, the fewest of each, ranked by
+    time or cost (``core.fit.rank_setups``); a llama.cpp setup timed as its plan places it on
+    them, as ``time_setup`` times it."""
+    ranked = fit.rank_setups(
+        spec,
+        workload,
+        [(name, capacity, r.hardware, r.price) for name, capacity, r in offers],
+        by=by,
+        train_tokens=train_tokens,
+        utilizations={name: r.utilization for name, _, r in offers},
+        draft=draft,
+    )
+    if workload.mode != "inference" or workload.engine != "llamacpp":
+        return ranked
+    by_name = {name: (capacity, r) for name, capacity, r in offers}
+    timed = []
+    for setup in ranked:
+        capacity, r = by_name[setup.gpu]
+        try:
+            answer = llamacpp_plan(spec, setup.workload, capacity, r, host=host)
+        except VramguiError:
+            continue
+        per_second = answer.throughput.tokens_per_second
+        timed.append(
+            replace(
+                setup,
+                tokens_per_second=per_second,
+                cost_per_million=_per_million(per_second, setup.count, setup.price),
+            )
+        )
+    return fit.order_setups(timed, by)

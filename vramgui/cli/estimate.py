@@ -623,40 +623,32 @@ def ranked_catalog(
     by: str,
     *,
     train_tokens: int | None,
-    price_per_hour: float | None = None,
-    currency: str = "USD",
+    args: argparse.Namespace,
     draft: ModelSpec | None = None,
 ) -> list[dict[str, Any]]:
-    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
-    from vramgui.core.fit import rank_setups
-    from vramgui.core.speed import Price
+    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``answers.timing``), timed
+    with --price-per-hour, --matmul-utilization and the host options."""
+    from vramgui.answers.rates import NoRates
+    from vramgui.answers.timing import rank_setups
     from vramgui.hardware.gpus import load_catalog
-    from vramgui.hardware.rates import rental_price, speed_hardware
 
     offers = []
     for gpu in load_catalog():
         if not gpu.nvml:
             continue
         try:
-            hardware = speed_hardware(gpu, workload.dtype)
-        except WorkloadError:
+            offers.append(
+                (gpu.name, gpu.capacity_bytes(), rates_from_args(gpu.name, workload, args))
+            )
+        except NoRates:
             continue
-        price = (
-            Price(price_per_hour, currency, "set with --price-per-hour")
-            if price_per_hour is not None
-            else rental_price(gpu)
-        )
-        offers.append((gpu.name, gpu.capacity_bytes(), hardware, price))
-    from vramgui.hardware.calibration import load
-
-    measured = {name: c.utilization() for name, c in load().items()}
     ranked = rank_setups(
         spec,
         workload,
         offers,
         by=by,
+        host=host_from_args(args),
         train_tokens=train_tokens,
-        utilizations=measured,
         draft=draft,
     )
     return [r.to_dict() for r in ranked]
@@ -703,13 +695,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.rank:
         extra["ranked"] = ranked_catalog(
-            spec,
-            workload,
-            args.rank,
-            train_tokens=train_tokens,
-            price_per_hour=args.price_per_hour,
-            currency=args.currency,
-            draft=draft,
+            spec, workload, args.rank, train_tokens=train_tokens, args=args, draft=draft
         )
     untimed = None
     if capacities:

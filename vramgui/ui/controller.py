@@ -30,7 +30,7 @@ from vramgui.answers.advice import advise
 from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
 from vramgui.answers.host import SET, UNKNOWN_HOST, HostSettings, choose_host
 from vramgui.answers.rates import Rates, RatesFor
-from vramgui.answers.timing import NO_RATES, Timing, Untimed, time_setup
+from vramgui.answers.timing import NO_RATES, Timing, Untimed, rank_setups, time_setup
 from vramgui.core import fit, launch, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
@@ -833,14 +833,14 @@ def compute_outlook(
     ranked: tuple[fit.RankedSetup, ...] = ()
     if offers:
         ranked = tuple(
-            fit.rank_setups(
+            rank_setups(
                 spec,
                 workload,
-                [(name, capacity, r.hardware, r.price) for name, capacity, r in offers],
+                offers,
                 by="cost",
+                host=host,
                 draft=draft,
                 train_tokens=train_tokens if workload.mode == "training" else None,
-                utilizations={name: r.utilization for name, _, r in offers},
             )
         )
     return Outlook(

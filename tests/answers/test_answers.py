@@ -190,3 +190,15 @@ def test_the_fastest_points_found_by_search_are_the_best_of_the_walked_curves(
     assert found[curves.EXPERTS] == curves.best(
         curves.expert_curve(model, [gib * GiB], bandwidths, **kwargs)
     )
+
+
+def test_estimate_gives_the_advisor_when_the_first_gpu_is_too_small():
+    doc = _json("estimate", "qwen3-30b-a3b", "--quant", "Q4_K_M", "--engine", "llamacpp",
+                "--seq", "40960", "--gpu", "RTX 3060 12GB", "--ram-gib", "64", "--json")  # fmt: skip
+    first = doc["advice"][0]
+    # The first advice is the placement the serving block times: -ngl 49 --n-cpu-moe N.
+    moved = int(doc["serving"]["placement"]["flags"].split()[-1])
+    assert first["placement"] == {"n_gpu_layers": 49, "n_cpu_moe": moved}
+    assert first["fits"] and "tokens/s" in first["cost"]
+    fits = _json("estimate", "llama-3.2-1b", "--gpu", "RTX 4090", "--json")
+    assert "advice" not in fits

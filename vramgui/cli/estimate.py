@@ -42,6 +42,8 @@ _DEFAULTS = Workload()
 # What --rank ranks by: core.fit.RANK_KEYS (named here so that the options cost no estimator
 # import; tests/cli/test_speed_cli.py checks that they agree).
 RANK_KEYS = ("cost", "time")
+# The changes the table and the JSON list when a setup does not fit, best first.
+ADVICE_SHOWN = 5
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -241,6 +243,40 @@ def timing_for(
         train_tokens=train_tokens_from_args(args),
         draft=draft,
     )
+
+
+def advice_for(
+    spec: ModelSpec,
+    est: Any,
+    capacity: tuple[str, int],
+    args: argparse.Namespace,
+    draft: ModelSpec | None = None,
+) -> list[dict[str, Any]]:
+    """What makes the setup fit the first GPU, as the window's fit advisor says it
+    (``answers.advice``): llama.cpp's placements with host RAM first, then the settings."""
+    from vramgui.answers.advice import advise
+    from vramgui.answers.rates import NoRates
+
+    gpu, size = capacity
+    try:
+        rates = rates_from_args(gpu, est.workload, args)
+    except NoRates:
+        rates = None
+    suggestions = advise(spec, est, size, host=host_from_args(args), rates=rates, draft=draft)
+    return [
+        {
+            "title": s.title,
+            "changes": s.changes,
+            "fits": s.fits,
+            "saves_bytes": s.saves_bytes,
+            "total_bytes": s.total_bytes,
+            "cost": s.cost,
+            "placement": None
+            if s.placement is None
+            else {"n_gpu_layers": s.placement[0], "n_cpu_moe": s.placement[1]},
+        }
+        for s in suggestions[:ADVICE_SHOWN]
+    ]
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
@@ -705,6 +741,8 @@ def run(args: argparse.Namespace) -> int:
         timing = timing_for(spec, est, capacities[0], args, draft)
         untimed = timing if isinstance(timing, Untimed) else None
         extra[key] = None if untimed is not None else timing.block()
+    if capacities and rows and not rows[0].fits:
+        extra["advice"] = advice_for(spec, est, capacities[0], args, draft)
     doc = estimate_document(spec, est, rows, extra)
     if untimed is not None:
         doc["notes"].append(untimed.note())
@@ -761,6 +799,9 @@ def format_table(doc: dict[str, Any]) -> str:
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))
+    for advice in doc.get("advice", []):
+        verdict = "fits" if advice["fits"] else "does not fit yet"
+        lines.append(f"advice: {advice['title']} ({verdict}; {advice['cost']})")
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"

@@ -15,7 +15,8 @@ from vramgui.profiles import ProfileStore, source_of
 
 
 class ScriptedEstimate:
-    """Stands in for vramgui.core.report.document_for: a document whose figures follow the workload."""
+    """Stands in for vramgui.answers.documents.timed_document (what profiles are saved and
+    reopened with): a document whose figures follow the workload."""
 
     def __init__(self, scale=1000):
         self.scale = scale
@@ -48,8 +49,6 @@ class ScriptedEstimate:
 @pytest.fixture
 def scripted(monkeypatch):
     fake = ScriptedEstimate()
-    monkeypatch.setattr("vramgui.core.report.document_for", fake)
-    # Reopening estimates and times (answers.documents): the same script stands in.
     monkeypatch.setattr("vramgui.answers.documents.timed_document", fake)
     return fake
 

@@ -26,7 +26,7 @@ from vramgui.profiles import ProfileStore
 from vramgui.sources.resolve import load_model
 from vramgui.ui import timing
 from vramgui.ui.capacity_view import CapacityView
-from vramgui.ui.compare_view import reestimate
+from vramgui.ui.compare_view import comparison_rows, reestimate
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.extra_views import OffloadFeed
 from vramgui.ui.offload_view import OffloadView
@@ -155,6 +155,7 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
     names: list[str] = []
     estimates: list[dict[str, Any]] = []
     timed = 0  # setups whose speed at least three views give
+    reopened = []
     for index, (source, gpu, flags) in enumerate(SETUPS):
         label = f"{source} on {gpu} {' '.join(flags)}"
         estimate = _cli("estimate", source, *flags, "--gpu", gpu, *ram, "--train-tokens", "100M",
@@ -172,7 +173,8 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
         controller.recompute_now()
         assert controller.analysis is not None and controller.analysis.estimate.workload == workload
         window = _window(controller)
-        window_compare = reestimate(ProfileStore().get(name), load_model).document
+        reopened.append(reestimate(ProfileStore().get(name), load_model))
+        window_compare = reopened[-1].document
         views = {
             "estimate --json": _shared(estimate),
             "window": window,
@@ -217,6 +219,14 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
                 serving_view.report = None
         mismatches += _disagreements(label, views)
         timed += sum("tokens/s" in figures for figures in views.values()) >= 3
+    # The window's comparison names the placement it times where the setup does not fit.
+    rows = {row.label: row for row in comparison_rows(reopened)}
+    for index, result in enumerate(reopened):
+        block = _timed_block(result.document)
+        if block is not None and block["placement"]["kind"] != AS_SET:
+            cell = rows["Tokens per second, all GPUs"].cells[index]
+            if block["placement"]["text"] not in cell:
+                mismatches.append(f"setup {index}: the comparison's speed names no placement")
     compared = _cli("profile", "compare", *names, "--json")
     for index, entry in enumerate(compared["profiles"]):
         source, gpu, flags = SETUPS[index]

@@ -37,6 +37,7 @@ from vramgui.core.units import (
     format_count,
     format_duration,
     format_money,
+    format_rate,
     to_unit,
 )
 from vramgui.core.workload import Workload
@@ -316,9 +317,12 @@ def _timing_rows(results: Sequence[Reestimate]) -> list[CompareRow]:
         currency = price.get("currency", "USD")
         count = result.profile.workload.gpus
         where = f"{count} x {block['gpu']}" if count > 1 else block["gpu"]
+        placement = block.get("placement")
+        if placement and placement["kind"] != "as set":
+            where = placement["text"]  # what runs where the setup as saved does not fit
         if "concurrency" in block:
             where += f", batch {block['concurrency']}"
-        speeds.append(f"{block['tokens_per_second']:,.0f} ({where})")
+        speeds.append(f"{format_rate(block['tokens_per_second'])} ({where})")
         cost = block.get("cost_per_million_tokens")
         per_million.append("-" if cost is None else format_money(cost, currency))
         if block.get("time_seconds") is not None:

@@ -212,10 +212,15 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
             if workload.engine == "vllm":
                 serving_view._feed.feed()
                 qtbot.waitUntil(lambda: serving_view.report is not None, timeout=20000)
-                startup = serving_view.report.gpus[0].startup
+                tab = serving_view.report.gpus[0]
                 views["Serving tab"] = {
-                    "pool tokens": None if startup is None else startup.pool_tokens
+                    "pool tokens": None if tab.startup is None else tab.startup.pool_tokens,
+                    "vLLM curve": [[n, round(at_once, 4)] for n, at_once in tab.curve],
                 }
+                views["estimate --json"]["vLLM curve"] = [
+                    [p["max_model_len"], p["max_concurrency"]]
+                    for p in estimate["serving_report"]["gpus"][0]["curve"]
+                ]
                 serving_view.report = None
         mismatches += _disagreements(label, views)
         timed += sum("tokens/s" in figures for figures in views.values()) >= 3

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from vramgui.core import fit
 from vramgui.core.errors import VramguiError
@@ -40,6 +41,23 @@ class GpuServing:
     curve: tuple[tuple[int, float], ...]
     cheapest: fit.Suggestion | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The GPU's entry of ``serving_report`` in the estimate document (docs/cli.md); the
+        start-up itself is the fit row's ``vllm``."""
+        cheapest = self.cheapest
+        return {
+            "gpu": self.name,
+            "capacity_bytes": self.capacity_bytes,
+            "error": self.error,
+            "curve": [
+                {"max_model_len": length, "max_concurrency": round(at_once, 4)}
+                for length, at_once in self.curve
+            ],
+            "cheapest_change": None
+            if cheapest is None
+            else {"title": cheapest.title, "changes": cheapest.changes, "cost": cheapest.cost},
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class ServingReport:
@@ -48,6 +66,13 @@ class ServingReport:
     seq: int
     context: int
     gpus: tuple[GpuServing, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "context": self.context,
+            "gpus": [g.to_dict() for g in self.gpus],
+        }
 
 
 def serving_report(

@@ -743,6 +743,11 @@ def run(args: argparse.Namespace) -> int:
         extra[key] = None if untimed is not None else timing.block()
     if capacities and rows and not rows[0].fits:
         extra["advice"] = advice_for(spec, est, capacities[0], args, draft)
+    if capacities and est.vllm is not None:
+        from vramgui.answers.capacity import serving_report
+
+        # The Serving tab's report: concurrency against --max-model-len, the change that starts.
+        extra["serving_report"] = serving_report(spec, workload, capacities, draft).to_dict()
     doc = estimate_document(spec, est, rows, extra)
     if untimed is not None:
         doc["notes"].append(untimed.note())

@@ -147,7 +147,7 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
     )
     offload_view = OffloadView()
     qtbot.addWidget(offload_view)
-    feed = OffloadFeed(offload_view, controller, catalog, None)
+    feed = OffloadFeed(offload_view, controller, lambda: catalog, None)
     serving_view = CapacityView(controller)
     qtbot.addWidget(serving_view)
     loaded: dict[str, Any] = {}

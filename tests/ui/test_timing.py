@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 
 from tests.ui.waiting import settled
-from vramgui.core.model import ModelRef
-from vramgui.core.speed import Hardware, Price, Utilization
-from vramgui.core.workload import Workload
-from vramgui.hardware.gpus import load_catalog
-from vramgui.profiles import Profile
-from vramgui.sources.resolve import load_model
 from vramgui.answers.host import UNKNOWN_HOST
 from vramgui.answers.rates import Rates, catalog_rates
 from vramgui.answers.timing import time_setup
 from vramgui.core.estimate import estimate
+from vramgui.core.model import ModelRef
+from vramgui.core.speed import Hardware, Price, Utilization
 from vramgui.core.units import GiB
-from vramgui.hardware.gpus import find_gpu
+from vramgui.core.workload import Workload
+from vramgui.hardware.gpus import find_gpu, load_catalog
+from vramgui.profiles import Profile
+from vramgui.sources.resolve import load_model
 from vramgui.ui import compare_view, timing
 from vramgui.ui.controller import compute_outlook
 

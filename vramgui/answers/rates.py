@@ -74,8 +74,11 @@ def rates_for(
     Raises:
         NoRates: the catalog does not know the GPU, or has no rate for it in ``dtype``.
     """
+    gpus = None if catalog is None else tuple(catalog)
     try:
-        gpu = find_gpu(name.split(": ", 1)[-1], None if catalog is None else tuple(catalog))
+        # A card added by hand is known by its own name, never taken for another.
+        own = next((g for g in gpus or () if g.name == name), None)
+        gpu = own or find_gpu(name.split(": ", 1)[-1], gpus)
         hardware = speed_hardware(gpu, dtype)
     except HardwareError:
         raise NoRates(
@@ -88,15 +91,17 @@ def rates_for(
 
 
 def catalog_rates(
-    catalog: Sequence[CatalogGpu],
+    catalog: Sequence[CatalogGpu] | Callable[[], Sequence[CatalogGpu]],
     measured: Callable[[str], Utilization | None] = lambda _name: None,
 ) -> RatesFor:
-    """Rates for the GPUs of ``catalog``, None for a GPU that cannot be timed."""
-    gpus = tuple(catalog)
+    """Rates for the GPUs of ``catalog``, None for a GPU that cannot be timed. ``catalog`` may
+    be a function that gives the GPUs known now (the catalog and the cards added by hand)."""
+    fixed = () if callable(catalog) else tuple(catalog)
+    current = catalog if callable(catalog) else lambda: fixed
 
     def rates(name: str, dtype: str) -> Rates | None:
         try:
-            return rates_for(name, dtype, catalog=gpus, measured=measured)
+            return rates_for(name, dtype, catalog=tuple(current()), measured=measured)
         except NoRates:
             return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
@@ -33,6 +34,7 @@ from vramgui.core.workload import (
 
 if TYPE_CHECKING:
     from vramgui.core.model import ModelSpec
+    from vramgui.hardware.gpus import CatalogGpu
 
 # The estimator, the sources and the GPUs are imported where they run (see vramgui.cli): the
 # options alone must not cost their import, as `vramgui plan --help` and `vramgui measure` build
@@ -74,10 +76,76 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "rental cost of the work: per million tokens trained (a whole run with --train-tokens) "
         "or generated at --batch concurrent sequences",
     )
+    add_custom_gpu_options(parser)
     add_speed_options(parser)
     add_host_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
+
+
+def add_custom_gpu_options(parser: argparse.ArgumentParser) -> None:
+    """A card the catalog lacks, given by its memory and bandwidth (docs/cli.md)."""
+    group = parser.add_argument_group(
+        "a card the catalog lacks", "fit, headroom, largest batch and context, and speed on it"
+    )
+    group.add_argument(
+        "--vram-gib",
+        default=None,
+        metavar="GIB[,GIB...]",
+        help="its memory in GiB; several figures (24,12) give one card each",
+    )
+    group.add_argument(
+        "--gpu-gbps", type=float, default=None, help="its peak memory bandwidth, GB/s (for speed)"
+    )
+    group.add_argument(
+        "--gpu-tflops",
+        type=float,
+        default=None,
+        help="its dense 16-bit tensor TFLOPS (for speed; decoding needs it as well)",
+    )
+
+
+def vram_budgets(text: str | None) -> list[int]:
+    """``--vram-gib`` in bytes: one figure, or one per GPU ("24,12"); [] when not given.
+
+    Raises:
+        WorkloadError: not a list of positive numbers.
+    """
+    if text is None:
+        return []
+    try:
+        figures = [float(value) for value in str(text).split(",")]
+    except ValueError:
+        raise WorkloadError(
+            f"--vram-gib takes GiB, one figure or one per GPU (24,12); got {text!r}"
+        ) from None
+    for figure in figures:
+        if not 0 < figure < 1e9:
+            raise WorkloadError(f"--vram-gib must be a positive number, got {figure}")
+    return [round(figure * GiB) for figure in figures]
+
+
+def custom_gpus(args: argparse.Namespace) -> list[CatalogGpu]:
+    """The cards ``--vram-gib`` (with ``--gpu-gbps``, ``--gpu-tflops``) describes, as catalog
+    entries named "Custom 20 GiB, 500 GB/s".
+
+    Raises:
+        VramguiError: a figure that is not a positive number, or a bandwidth or a rate without
+            the memory.
+    """
+    from vramgui.hardware.errors import CardFigureError
+    from vramgui.hardware.gpus import custom_gpu
+
+    budgets = vram_budgets(args.vram_gib)
+    if not budgets and (args.gpu_gbps is not None or args.gpu_tflops is not None):
+        raise WorkloadError("--gpu-gbps and --gpu-tflops describe a card: give its --vram-gib")
+    try:
+        return [custom_gpu(budget / GiB, args.gpu_gbps, args.gpu_tflops) for budget in budgets]
+    except CardFigureError as exc:
+        flag = {"memory": "--vram-gib", "bandwidth": "--gpu-gbps"}.get(exc.figure, "--gpu-tflops")
+        raise WorkloadError(
+            f"{flag} must be a positive number a card can have, got {exc.value:g}"
+        ) from None
 
 
 def add_speed_options(parser: argparse.ArgumentParser) -> None:
@@ -187,14 +255,25 @@ def host_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def rates_from_args(gpu_name: str, workload: Workload, args: argparse.Namespace) -> Any:
-    """``answers.rates.Rates`` of ``gpu_name`` with --price-per-hour and --matmul-utilization.
+def rates_from_args(
+    gpu_name: str,
+    workload: Workload,
+    args: argparse.Namespace,
+    custom: Sequence[CatalogGpu] = (),
+) -> Any:
+    """``answers.rates.Rates`` of ``gpu_name`` (a catalog GPU, or one of the ``custom`` cards)
+    with --price-per-hour and --matmul-utilization.
 
     Raises:
-        NoRates: the GPU cannot be timed.
+        NoRates: the GPU cannot be timed (a custom card names the flag it lacks).
         WorkloadError: a utilization outside (0, 1].
     """
-    from vramgui.answers.rates import rates_for, set_utilization
+    from vramgui.answers.rates import NoRates, rates_for, set_utilization
+
+    card = next((card for card in custom if card.name == gpu_name), None)
+    if card is not None and not (card.memory_bandwidth_gbps and card.bf16_tflops):
+        missing = "--gpu-tflops" if card.memory_bandwidth_gbps else "--gpu-gbps"
+        raise NoRates(gpu_name, f"{gpu_name} needs a bandwidth and a tensor rate (give {missing})")
     from vramgui.core.speed import Price
     from vramgui.hardware.calibration import measured_utilization
 
@@ -211,6 +290,7 @@ def rates_from_args(gpu_name: str, workload: Workload, args: argparse.Namespace)
     return rates_for(
         gpu_name,
         workload.dtype,
+        catalog=None if card is None else (card,),
         price=price,
         utilization=utilization,
         measured=measured_utilization,
@@ -222,15 +302,18 @@ def timing_for(
     est: Any,
     capacity: tuple[str, int],
     args: argparse.Namespace,
+    *,
     draft: ModelSpec | None = None,
+    custom: Sequence[CatalogGpu] = (),
 ) -> Any:
-    """The setup timed on the first GPU (``answers.timing``): a ``Timing``, or ``Untimed``."""
+    """The setup timed on the first GPU (a catalog GPU, or one of the ``custom`` cards;
+    ``answers.timing``): a ``Timing``, or ``Untimed``."""
     from vramgui.answers.rates import NoRates
     from vramgui.answers.timing import NO_RATES, Untimed, time_setup
 
     gpu, size = capacity
     try:
-        rates = rates_from_args(gpu, est.workload, args)
+        rates = rates_from_args(gpu, est.workload, args, custom)
     except NoRates as exc:
         return Untimed(gpu, NO_RATES, exc.reason)
     return time_setup(
@@ -250,7 +333,9 @@ def advice_for(
     est: Any,
     capacity: tuple[str, int],
     args: argparse.Namespace,
+    *,
     draft: ModelSpec | None = None,
+    custom: Sequence[CatalogGpu] = (),
 ) -> list[dict[str, Any]]:
     """What makes the setup fit the first GPU, as the window's fit advisor says it
     (``answers.advice``): llama.cpp's placements with host RAM first, then the settings."""
@@ -259,7 +344,7 @@ def advice_for(
 
     gpu, size = capacity
     try:
-        rates = rates_from_args(gpu, est.workload, args)
+        rates = rates_from_args(gpu, est.workload, args, custom)
     except NoRates:
         rates = None
     suggestions = advise(spec, est, size, host=host_from_args(args), rates=rates, draft=draft)
@@ -696,9 +781,11 @@ def run(args: argparse.Namespace) -> int:
     from vramgui.core.report import estimate_document
     from vramgui.hardware.capacity import resolve_capacities
 
+    custom = custom_gpus(args)
     loaded, workload = load_for(args)
     spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
+    capacities += [(card.name, card.capacity_bytes()) for card in custom]
     capacity = capacities[0][1] if capacities else None
     if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
@@ -738,11 +825,11 @@ def run(args: argparse.Namespace) -> int:
         from vramgui.answers.timing import Untimed
 
         key = "speed" if workload.mode == "training" else "serving"
-        timing = timing_for(spec, est, capacities[0], args, draft)
+        timing = timing_for(spec, est, capacities[0], args, draft=draft, custom=custom)
         untimed = timing if isinstance(timing, Untimed) else None
         extra[key] = None if untimed is not None else timing.block()
     if capacities and rows and not rows[0].fits:
-        extra["advice"] = advice_for(spec, est, capacities[0], args, draft)
+        extra["advice"] = advice_for(spec, est, capacities[0], args, draft=draft, custom=custom)
     if capacities and est.vllm is not None:
         from vramgui.answers.capacity import serving_report
 
@@ -751,6 +838,19 @@ def run(args: argparse.Namespace) -> int:
     doc = estimate_document(spec, est, rows, extra)
     if untimed is not None:
         doc["notes"].append(untimed.note())
+    from vramgui.hardware.gpus import engine_notes
+
+    doc["notes"] += engine_notes(workload.engine, [name for name, _ in capacities])
+    if custom:
+        doc["custom_gpus"] = [
+            {
+                "name": card.name,
+                "memory_bytes": card.memory_bytes,
+                "memory_bandwidth_gbps": card.memory_bandwidth_gbps or None,
+                "tflops_16bit": card.bf16_tflops,
+            }
+            for card in custom
+        ]
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
     if args.json:

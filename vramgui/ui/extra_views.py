@@ -187,7 +187,8 @@ class OffloadFeed(QObject):
     Args:
         view: the ``OffloadView``.
         controller: the window's controller.
-        catalog: GPUs whose bandwidth and FLOPS the speed model uses for the target GPU.
+        catalog: gives the GPUs whose bandwidth and FLOPS the speed model uses for the target GPU
+            (the catalog and the cards added by hand, as they are now).
         fallback_gpu: the catalog GPU assumed when the target matches none.
     """
 
@@ -195,13 +196,13 @@ class OffloadFeed(QObject):
         self,
         view: QWidget,
         controller: EstimateController,
-        catalog: Sequence[CatalogGpu],
+        catalog: Callable[[], Sequence[CatalogGpu]],
         fallback_gpu: str | None,
     ) -> None:
         super().__init__(view)
         self._view = view
         self._controller = controller
-        self._catalog = tuple(catalog)
+        self._catalog = catalog
         self._fallback = fallback_gpu
         self._module = importlib.import_module(OFFLOAD_MODULE)
         self._stale = True
@@ -268,12 +269,17 @@ class OffloadFeed(QObject):
         return choices
 
     def _catalog_gpu(self, name: str) -> CatalogGpu | None:
+        gpus = tuple(self._catalog())
+        # A card added by hand is known by its own name, never taken for another.
+        own = next((gpu for gpu in gpus if gpu.name == name), None)
+        if own is not None:
+            return own
         # A local GPU is named "GPU 0: NVIDIA GeForce RTX 4090"; the catalog knows the model.
         for candidate in (name.split(": ", 1)[-1], self._fallback):
             if not candidate:
                 continue
             try:
-                return find_gpu(candidate, self._catalog)
+                return find_gpu(candidate, gpus)
             except HardwareError:
                 continue
         return None
@@ -282,7 +288,7 @@ class OffloadFeed(QObject):
 def _offload_steps(
     module: ModuleType,
     controller: EstimateController,
-    catalog: Sequence[CatalogGpu],
+    catalog: Callable[[], Sequence[CatalogGpu]],
     fallback_gpu: str | None,
 ) -> BuildSteps:
     layer_chart = module.LayerChart()
@@ -312,7 +318,7 @@ def _profiles_steps(
 
 def offload_view(
     controller: EstimateController,
-    catalog: Sequence[CatalogGpu],
+    catalog: Callable[[], Sequence[CatalogGpu]],
     fallback_gpu: str | None,
 ) -> QWidget:
     """The Offloading tab, fed from ``controller``; a placeholder when not built in."""

@@ -8,8 +8,10 @@ a typed refusal carrying its data), and its ``to_dict`` is the JSON the document
 - ``rates``: a GPU's speeds, its rental price and the utilization it is timed with;
 - ``offload``: where each layer goes (llama.cpp, accelerate, streaming), how fast it runs, the
   fastest placement llama.cpp can take and its alternatives;
-- ``timing``: how fast a setup runs and what it costs, on the placement that would run;
-- ``capacity``: vLLM's start-up on each GPU (the Serving tab);
+- ``timing``: how fast a setup runs and what it costs, on the placement that would run, and the
+  GPUs to rent ranked by it;
+- ``advice``: what makes a setup fit: offloading under llama.cpp, then core's changes;
+- ``capacity``: vLLM's start-up on each GPU (the Serving tab, ``estimate``'s serving_report);
 - ``documents``: the estimate document with its timing (estimate, profiles).
 
 Modules are imported where they are used: ``vramgui plan --help`` costs none of them.

@@ -136,7 +136,9 @@ def test_a_gpu_the_catalog_lacks_has_no_rates():
 
 def test_a_profile_keeps_its_placement_and_host_and_older_ones_still_open():
     ref = load_model("llama-3.2-1b").ref
-    kept = OffloadSettings(n_gpu_layers=20, n_cpu_moe=3, ram_bytes=64 * GiB, disk_bytes_per_s=7e9)
+    kept = OffloadSettings(
+        n_gpu_layers=20, n_cpu_moe=3, ram_bytes=64 * GiB, disk_bytes_per_s=7e9, op_offload=False
+    )
     profile = Profile("p", ref, offload=kept)
     assert Profile.from_dict(profile.to_dict()).offload == kept
     older = profile.to_dict()

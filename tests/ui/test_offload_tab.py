@@ -194,5 +194,10 @@ def test_the_tab_and_the_time_cost_line_share_host_ram_placement_and_speed(
     )
     assert c.analysis.speed.placement.flags == f"-ngl {layers.placement[0]}"
 
+    view.op_offload.setChecked(False)  # --no-op-offload: the line times it too
+    c.recompute_now()
+    assert "--no-op-offload" in c.analysis.speed.placement.flags
+    assert c.offload.op_offload is False  # what a profile saved now keeps
+
     view.ram.setValue(0)  # back to this machine's
     assert c.host.ram_source == THIS_MACHINE

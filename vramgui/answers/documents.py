@@ -69,7 +69,9 @@ def timed_document(
 
 
 def _layout(offload: OffloadSettings) -> LlamaCppLayout:
-    return LlamaCppLayout(cpu_moe=offload.cpu_moe, n_cpu_moe=offload.n_cpu_moe)
+    return LlamaCppLayout(
+        cpu_moe=offload.cpu_moe, n_cpu_moe=offload.n_cpu_moe, op_offload=offload.op_offload
+    )
 
 
 def profile_host(saved: OffloadSettings | None) -> HostSettings:

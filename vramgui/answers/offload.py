@@ -151,7 +151,8 @@ class OffloadAnswer:
 
 
 def placement_flags(placement: Placement) -> str:
-    """llama.cpp's ``-ngl`` and experts-in-RAM flags of ``placement``; "" for other planners."""
+    """llama.cpp's ``-ngl``, experts-in-RAM and op-offload flags of ``placement``; "" for other
+    planners."""
     if placement.planner != "llamacpp":
         return ""
     flags = f"-ngl {placement.gpu_layers}"
@@ -160,6 +161,8 @@ def placement_flags(placement: Placement) -> str:
         flags += " --cpu-moe"
     elif layout is not None and layout.n_cpu_moe:
         flags += f" --n-cpu-moe {layout.n_cpu_moe}"
+    if layout is not None and not layout.op_offload:
+        flags += " --no-op-offload"
     return flags
 
 

@@ -135,6 +135,9 @@ def add_offload_options(parser: argparse.ArgumentParser) -> None:
         "--n-cpu-moe", type=int, default=0, metavar="N", help="experts of the first N layers in RAM"
     )
     group.add_argument("--cpu-moe", action="store_true", help="every layer's experts in RAM")
+    group.add_argument(
+        "--no-op-offload", action="store_true", help="llama.cpp --no-op-offload (see `plan`)"
+    )
 
 
 def offload_from_args(args: argparse.Namespace) -> OffloadSettings:
@@ -153,6 +156,7 @@ def offload_from_args(args: argparse.Namespace) -> OffloadSettings:
         n_gpu_layers=args.ngl,
         n_cpu_moe=args.n_cpu_moe,
         cpu_moe=args.cpu_moe,
+        op_offload=not args.no_op_offload,
         ram_bytes=host.ram_bytes if host.ram_source == "set" else None,
         disk_bytes_per_s=host.disk_bytes_per_s if host.disk_source == "set" else None,
     )

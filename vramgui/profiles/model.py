@@ -91,6 +91,7 @@ class OffloadSettings:
         n_gpu_layers: ``-ngl``; None: the fastest placement that fits.
         n_cpu_moe: ``--n-cpu-moe``: the routed experts of the first N layers in host RAM.
         cpu_moe: ``--cpu-moe``: every layer's routed experts in host RAM.
+        op_offload: llama.cpp's op offload (False: ``--no-op-offload``).
         ram_bytes: host RAM for weights; None: what the machine reopening it has free.
         disk_bytes_per_s: the disk's read speed; None: the default (NVMe).
     """
@@ -100,12 +101,14 @@ class OffloadSettings:
     cpu_moe: bool = False
     ram_bytes: int | None = None
     disk_bytes_per_s: float | None = None
+    op_offload: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "n_gpu_layers": self.n_gpu_layers,
             "n_cpu_moe": self.n_cpu_moe,
             "cpu_moe": self.cpu_moe,
+            "op_offload": self.op_offload,
             "ram_bytes": self.ram_bytes,
             "disk_bytes_per_s": self.disk_bytes_per_s,
         }
@@ -127,14 +130,16 @@ class OffloadSettings:
                 raise ProfileError(f"bad profile field: 'offload.{key}' ({_short(value)})")
             return value
 
-        cpu_moe = data.get("cpu_moe", False)
-        if not isinstance(cpu_moe, bool):
-            raise ProfileError("bad profile field: 'offload.cpu_moe' must be true or false")
+        switches = {key: data.get(key, key == "op_offload") for key in ("cpu_moe", "op_offload")}
+        for key, value in switches.items():
+            if not isinstance(value, bool):
+                raise ProfileError(f"bad profile field: 'offload.{key}' must be true or false")
         disk = figure("disk_bytes_per_s", False, 1)
         return cls(
             n_gpu_layers=figure("n_gpu_layers", True, 0),
             n_cpu_moe=figure("n_cpu_moe", True, 0) or 0,
-            cpu_moe=cpu_moe,
+            cpu_moe=switches["cpu_moe"],
+            op_offload=switches["op_offload"],
             ram_bytes=figure("ram_bytes", True, 1),
             disk_bytes_per_s=None if disk is None else float(disk),
         )

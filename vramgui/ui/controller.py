@@ -397,12 +397,14 @@ class EstimateController(QObject):
             disk_bytes_per_s=host.disk_bytes_per_s if host.disk_source == SET else None,
         )
 
-    def set_placement(self, n_gpu_layers: int | None, n_cpu_moe: int, cpu_moe: bool) -> None:
-        """Time llama.cpp with ``-ngl n_gpu_layers`` and experts in host RAM as given (None and
-        no experts: the fastest placement that fits)."""
+    def set_placement(
+        self, n_gpu_layers: int | None, n_cpu_moe: int, cpu_moe: bool, op_offload: bool = True
+    ) -> None:
+        """Time llama.cpp with ``-ngl n_gpu_layers``, experts in host RAM and op offload as
+        given (None, no experts and op offload on: the fastest placement that fits)."""
         placement = None
-        if n_gpu_layers is not None or n_cpu_moe or cpu_moe:
-            placement = OffloadSettings(n_gpu_layers, n_cpu_moe, cpu_moe)
+        if n_gpu_layers is not None or n_cpu_moe or cpu_moe or not op_offload:
+            placement = OffloadSettings(n_gpu_layers, n_cpu_moe, cpu_moe, op_offload=op_offload)
         if placement != self._placement:
             self._placement = placement
             self.placement_changed.emit(placement)
@@ -411,7 +413,7 @@ class EstimateController(QObject):
     def set_offload(self, saved: OffloadSettings | None) -> None:
         """Take a profile's placement and host (None: the fastest placement, this machine)."""
         saved = saved or OffloadSettings()
-        self.set_placement(saved.n_gpu_layers, saved.n_cpu_moe, saved.cpu_moe)
+        self.set_placement(saved.n_gpu_layers, saved.n_cpu_moe, saved.cpu_moe, saved.op_offload)
         self.set_host(saved.ram_bytes, saved.disk_bytes_per_s)
 
     def set_host(self, ram_bytes: int | None, disk_bytes_per_s: float | None) -> None:
@@ -749,7 +751,9 @@ class EstimateController(QObject):
             layout=None
             if self._placement is None
             else LlamaCppLayout(
-                cpu_moe=self._placement.cpu_moe, n_cpu_moe=self._placement.n_cpu_moe
+                cpu_moe=self._placement.cpu_moe,
+                n_cpu_moe=self._placement.n_cpu_moe,
+                op_offload=self._placement.op_offload,
             ),
         )
 

@@ -242,7 +242,7 @@ class OffloadFeed(QObject):
         # Advice applied, a profile opened: the tab shows the placement the window times.
         saved = placement or OffloadSettings()
         self._view.set_llamacpp_placement(  # type: ignore[attr-defined]
-            saved.n_gpu_layers, saved.cpu_moe, saved.n_cpu_moe
+            saved.n_gpu_layers, saved.cpu_moe, saved.n_cpu_moe, saved.op_offload
         )
 
     def _host_edited(self, ram_bytes: int | None, disk_bytes_per_s: float) -> None:

@@ -122,8 +122,9 @@ class OffloadView(QWidget):
     placementChanged = Signal(object)
     # The user's host RAM and disk speed: (RAM bytes or None for this machine's, disk bytes/s).
     hostEdited = Signal(object, float)
-    # The user's llama.cpp placement: (-ngl or None for the fastest, --n-cpu-moe, --cpu-moe).
-    placementChosen = Signal(object, int, bool)
+    # The user's llama.cpp placement: (-ngl or None for the fastest, --n-cpu-moe, --cpu-moe,
+    # op offload).
+    placementChosen = Signal(object, int, bool, bool)
 
     def __init__(
         self,
@@ -626,6 +627,7 @@ class OffloadView(QWidget):
         self._fit = None
         self._ngl = None
         self._refresh()
+        self._placement_chosen()
 
     def _experts_moved(self, value: int) -> None:
         self._n_cpu_moe = value
@@ -713,15 +715,19 @@ class OffloadView(QWidget):
         self._refresh()
 
     def set_llamacpp_placement(
-        self, n_gpu_layers: int | None, cpu_moe: bool, n_cpu_moe: int
+        self, n_gpu_layers: int | None, cpu_moe: bool, n_cpu_moe: int, op_offload: bool = True
     ) -> None:
-        """llama.cpp's -ngl (None: the fastest that fits) and experts in host RAM, as set
-        elsewhere (advice, a profile)."""
+        """llama.cpp's -ngl (None: the fastest that fits), experts in host RAM and op offload,
+        as set elsewhere (advice, a profile)."""
         last = self._last_expert_layer()
         moved = last + 1 if cpu_moe and last >= 0 else n_cpu_moe
-        if (n_gpu_layers, moved) == (self._ngl, self._n_cpu_moe):
+        now = (self._ngl, self._n_cpu_moe, self.op_offload.isChecked())
+        if (n_gpu_layers, moved, op_offload) == now:
             return
         self._ngl, self._n_cpu_moe, self._fit = n_gpu_layers, moved, None
+        blocked = self.op_offload.blockSignals(True)
+        self.op_offload.setChecked(op_offload)
+        self.op_offload.blockSignals(blocked)
         self._refresh()
 
     def copy_settings(self) -> None:
@@ -744,7 +750,7 @@ class OffloadView(QWidget):
     def _placement_chosen(self) -> None:
         """Say the user's llama.cpp placement (the window times the setup with it)."""
         layout = self.llamacpp_layout
-        self.placementChosen.emit(self._ngl, layout.n_cpu_moe, layout.cpu_moe)
+        self.placementChosen.emit(self._ngl, layout.n_cpu_moe, layout.cpu_moe, layout.op_offload)
 
     def _auto_layers(self) -> None:
         self._n_cpu_moe = 0

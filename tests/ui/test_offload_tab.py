@@ -193,6 +193,11 @@ def test_the_tab_and_the_time_cost_line_share_host_ram_placement_and_speed(
         lambda: view.placement is not None and view.placement.gpu_layers == layers.placement[0]
     )
     assert c.analysis.speed.placement.flags == f"-ngl {layers.placement[0]}"
+    c.update(seq=32768)  # new inputs: the tab keeps the placement the line times
+    c.recompute_now()
+    qtbot.waitUntil(lambda: view.answer is not None and view.answer.placement.workload.seq == 32768)
+    assert view.placement.gpu_layers == layers.placement[0]
+    assert c.analysis.speed.placement.flags == view.answer.flags
 
     view.op_offload.setChecked(False)  # --no-op-offload: the line times it too
     c.recompute_now()

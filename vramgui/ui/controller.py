@@ -387,6 +387,12 @@ class EstimateController(QObject):
         return self._machine
 
     @property
+    def placement(self) -> OffloadSettings | None:
+        """llama.cpp's placement as set (the Offloading tab, advice, a profile); None: the
+        fastest that fits."""
+        return self._placement
+
+    @property
     def offload(self) -> OffloadSettings:
         """llama.cpp's placement and the host as set: what a profile keeps."""
         p = self._placement or OffloadSettings()
@@ -485,6 +491,10 @@ class EstimateController(QObject):
         previous = self.spec
         self._model = loaded
         self._source = source if source is not None else loaded.ref.id
+        if previous is not None and previous is not loaded.spec and self._placement is not None:
+            # Another model's -ngl and experts mean nothing here: the fastest placement again.
+            self._placement = None
+            self.placement_changed.emit(None)
         self.model_changed.emit(loaded)
         for notice in loaded.notices:
             self.notice.emit(notice)

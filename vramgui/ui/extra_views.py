@@ -237,6 +237,9 @@ class OffloadFeed(QObject):
             host=self._controller.host,
             in_turns=True,
         )
+        if self._controller.placement is not None:
+            # New inputs reset the tab's -ngl: the placement the window times is set again.
+            self._placement_changed(self._controller.placement)
 
     def _placement_changed(self, placement: OffloadSettings | None) -> None:
         # Advice applied, a profile opened: the tab shows the placement the window times.

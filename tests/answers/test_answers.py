@@ -60,6 +60,17 @@ def test_a_model_larger_than_gpu_and_ram_is_timed_reading_from_disk():
     assert "read from disk" in timing.placement.describe() and timing.bound == "disk"
 
 
+def test_a_placement_given_that_the_gpu_cannot_hold_is_not_timed():
+    spec = load_model("llama-3.1-70b").spec
+    workload = Workload(engine="llamacpp", quant="Q4_K_M")
+    name, capacity = resolve_capacities(["RTX 4090"])[0]
+    est = estimate(spec, workload, capacity, name)
+    untimed = time_setup(spec, est, name, capacity, rates_for(name, "bf16"), host=HOST,
+                         n_gpu_layers=81)  # fmt: skip
+    assert isinstance(untimed, Untimed) and untimed.code == DOES_NOT_FIT
+    assert "-ngl 81" in untimed.reason
+
+
 def test_vllm_that_does_not_start_is_timed_on_the_fewest_gpus_that_start_it():
     timing = _timed("llama-3.1-70b", "H100 SXM", engine="vllm")
     assert timing.placement.kind == MORE_GPUS and timing.gpus == timing.placement.gpus == 2

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramgui.answers.host import HostSettings
+from vramgui.answers.offload import AS_SET as PLACED_AS_SET
 from vramgui.answers.offload import (
     OffloadAnswer,
     bandwidths_for,
@@ -364,12 +365,13 @@ def _time_llamacpp(
         used <= budget for used, budget in zip(p.gpu_bytes, p.vram_budget_bytes, strict=True)
     )
     if not within:
-        return Untimed(
-            gpu,
-            DOES_NOT_FIT,
+        reason = (
             f"llama.cpp cannot start on {gpu}: even one layer on the GPU needs "
-            f"{format_bytes(answer.min_vram_bytes)}",
+            f"{format_bytes(answer.min_vram_bytes)}"
+            if answer.chosen != PLACED_AS_SET
+            else f"llama.cpp with {answer.flags} needs more than {gpu} holds"
         )
+        return Untimed(gpu, DOES_NOT_FIT, reason)
     placement = TimedPlacement(
         AS_SET if fits and everything_on_gpus(p) else OFFLOAD,
         gpu,

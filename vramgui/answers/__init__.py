@@ -12,7 +12,8 @@ a typed refusal carrying its data), and its ``to_dict`` is the JSON the document
   GPUs to rent ranked by it;
 - ``advice``: what makes a setup fit: offloading under llama.cpp, then core's changes;
 - ``capacity``: vLLM's start-up on each GPU (the Serving tab, ``estimate``'s serving_report);
-- ``documents``: the estimate document with its timing (estimate, profiles).
+- ``documents``: the estimate document with its timing (estimate, profiles);
+- ``explain``: an engine's log beside the estimate (``vramgui explain``, the window's log view).
 
 Modules are imported where they are used: ``vramgui plan --help`` costs none of them.
 """

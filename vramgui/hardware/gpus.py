@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib.resources
 import json
 import re
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 from vramgui.core.workload import ENGINE_NAMES
 from vramgui.hardware.errors import CardFigureError, HardwareError
+from vramgui.paths import bundled
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +199,7 @@ def load_catalog() -> tuple[CatalogGpu, ...]:
     Raises:
         HardwareError: the bundled file is malformed.
     """
-    resource = importlib.resources.files("vramgui.resources") / "gpus.json"
+    resource = bundled() / "gpus.json"
     return parse_catalog(resource.read_text(encoding="utf-8"))
 
 

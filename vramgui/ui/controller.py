@@ -110,8 +110,6 @@ SWEEP_FIELDS = ("seq", "batch")
 _SETTINGS = tuple(f.name for f in fields(Workload))
 OUTLOOK_DELAY_MS = 120
 # Checkpoint dtypes as the Weights box names them.
-_STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
-_CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # Where a model comes from a file or folder the user opened (its own dtype then applies).
 _LOCAL_KINDS = ("local", "config", "ollama")
 RECIPE_NOTES = {
@@ -261,14 +259,7 @@ def stored_dtype(spec: ModelSpec) -> str | None:
     """
     if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
         return None
-    counts: dict[str, int] = {}
-    for t in spec.tensors:
-        name = _STORED_DTYPES.get(t.dtype or "")
-        if name is not None:
-            counts[name] = counts.get(name, 0) + t.numel
-    if counts:
-        return max(counts, key=lambda k: counts[k])
-    return _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
+    return storage.header_dtype(spec) or storage.config_dtype(spec)
 
 
 class EstimateController(QObject):
@@ -285,6 +276,7 @@ class EstimateController(QObject):
     estimate_changed = Signal(object)
     estimate_failed = Signal(str)
     outlook_changed = Signal(object)
+    bits_changed = Signal(dict)
     loading_changed = Signal(bool)
     message = Signal(str)
     notice = Signal(str)
@@ -329,6 +321,7 @@ class EstimateController(QObject):
         self._draft: tuple[str, ModelSpec] | None = None
         self._draft_loading: tuple[str, Worker] | None = None
         self._outlook_worker: Worker | None = None
+        self._bits_for: tuple[ModelSpec, str] | None = None
         self._estimate_timer = _single_shot(self, self._recompute)
         # The outlook waits for a pause in the input: a slider drag then runs one, not dozens.
         self._outlook_timer = _single_shot(self, self._recompute_outlook, OUTLOOK_DELAY_MS)
@@ -551,7 +544,14 @@ class EstimateController(QObject):
         if w.quant != "none":
             changes["quant"] = "none"
         if changes:
-            now = ", ".join(wording.setting_text(k, v) for k, v in changes.items())
+            stored = stored_format(spec, changes.get("dtype", w.dtype))
+            now = ", ".join(
+                # "none" of a quantized checkpoint is the box's "As stored · Q8_0"
+                f"Quantization “As stored · {stored}”"
+                if k == "quant" and stored
+                else wording.setting_text(k, v)
+                for k, v in changes.items()
+            )
             was = ", ".join(wording.setting_text(k, getattr(w, k)) for k in changes)
             self.notice.emit(
                 f"{spec.name} is estimated as it is stored: {now} (was {was}), for this model only."
@@ -814,6 +814,29 @@ class EstimateController(QObject):
         self._outlook_worker = None
         self._outlook = outlook
         self.outlook_changed.emit(outlook)
+        self._label_schemes()
+
+    def _label_schemes(self) -> None:
+        """The bits per weight of every quantization scheme on the current model and dtype
+        (``storage.bits_by_scheme``, 0.1-0.2 s the first time for a large model): on a worker,
+        after the outlook, once per model and dtype; ``bits_changed`` says {} meanwhile."""
+        spec, dtype = self.spec, self._workload.dtype
+        if spec is None or self._labelled(spec, dtype):
+            return
+        self._bits_for = (spec, dtype)
+        self.bits_changed.emit({})
+
+        def done(bits: dict[str, float]) -> None:
+            if self._labelled(spec, dtype):  # still the current model and dtype
+                self.bits_changed.emit(bits)
+
+        submit(lambda: storage.bits_by_scheme(spec, dtype), done, self._outlook_failed)
+
+    def _labelled(self, spec: ModelSpec, dtype: str) -> bool:
+        # The spec by identity: comparing two specs compares every tensor.
+        return (
+            self._bits_for is not None and self._bits_for[0] is spec and self._bits_for[1] == dtype
+        )
 
     def _outlook_failed(self, exc: Exception) -> None:
         self._outlook_worker = None

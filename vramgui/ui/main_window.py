@@ -50,6 +50,8 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui import __version__
+from vramgui.answers.host import this_machine
+from vramgui.answers.rates import catalog_rates
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
 from vramgui.core.inference import POOLED_PHASE
@@ -179,16 +181,15 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     controller = EstimateController(
         services.load_model,
         workload,
-        rates=timing.catalog_rates(gpu_panel.gpus, services.measured_utilization),
+        rates=catalog_rates(gpu_panel.gpus, services.measured_utilization),
+        host=this_machine(services.host_ram_bytes),
         catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
     )
     model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
     fallback_gpu = services.default_gpus[0] if services.default_gpus else None
     extra = {
         "Serving": extra_views.serving_view(controller),
-        "Offloading": extra_views.offload_view(
-            controller, gpu_panel.gpus, services.host_ram_bytes, fallback_gpu
-        ),
+        "Offloading": extra_views.offload_view(controller, gpu_panel.gpus, fallback_gpu),
         "Profiles": extra_views.profiles_view(controller, services.load_model),
     }
     window = MainWindow(

@@ -7,7 +7,7 @@ from PySide6.QtGui import QDropEvent
 
 from tests.logs_fixtures import LOGS, text
 from vramgui.answers.explain import explain_text
-from vramgui.ui.log_view import LogView
+from vramgui.ui.log_view import FLAGGED, FLAGGED_ROW, LogView
 
 
 def _real(text_: str, model: str, gpu: str, quant: str):
@@ -30,8 +30,8 @@ def test_pasted_vllm_refusal_is_explained(qtbot):
     assert view.headline.text().startswith("vLLM")
     assert view.table.rowCount() >= 2
     assert "refused" in view.why.text()
-    flagged = [view.table.item(i, 4).text() for i in range(view.table.rowCount())]
-    assert any("beyond" in cell for cell in flagged)
+    accuracy = [view.table.item(i, LogView.ACCURACY).text() for i in range(view.table.rowCount())]
+    assert any("beyond" in cell for cell in accuracy)
 
 
 def test_text_that_is_no_log_says_why_and_keeps_the_box(qtbot):
@@ -87,3 +87,88 @@ def test_window_menu_and_dropped_log_open_the_view(make_window, qtbot):
     assert window.log_view.headline.text().startswith("PyTorch")
     assert "expandable_segments" in window.log_view.advice.text()
     QThreadPool.globalInstance().waitForDone(5000)
+
+
+def _cells(view: LogView, column: int) -> list[str]:
+    return [view.table.item(i, column).text() for i in range(view.table.rowCount())]
+
+
+def test_before_any_log_the_view_says_what_it_reads(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.show()
+    intro = view.intro.text()
+    for engine in ("llama.cpp", "Ollama", "vLLM", "SGLang", "PyTorch", "drop a log file"):
+        assert engine in intro
+    assert view.intro.isVisible() and not view.table.isVisible()
+    assert not view.why.isVisible()
+
+
+def test_components_read_as_labels_and_blank_cells_say_something(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_text(text("pytorch-oom-cads-fragmented.log"))
+    view.run()
+    _explained(qtbot, view)
+    assert not view.intro.isVisible()
+    assert _cells(view, 0) == [
+        "Allocated by PyTorch",
+        "Reserved by PyTorch, unallocated",
+        "CUDA context and libraries",
+        "Other processes",
+    ]
+    notes = _cells(view, len(LogView.COLUMNS) - 1)
+    assert all(notes) and notes[0].startswith("Not estimated")
+    estimate = view.table.item(0, 3)
+    assert estimate.text() == "—" and estimate.toolTip() == "Not estimated"
+    difference_tip = view.table.horizontalHeaderItem(LogView.DIFFERENCE).toolTip()
+    assert "(estimate - logged) / logged" in difference_tip
+
+
+def test_a_row_beyond_its_accuracy_stands_out(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.set_text(text("vllm-refusal-gpt-oss-120b-h100.log"))
+    view.model.setText("gpt-oss-120b")
+    view.gpu.setText("H100 SXM")
+    view.run()
+    _explained(qtbot, view)
+    rows = view.explanation.components
+    flagged = next(i for i, r in enumerate(rows) if r.flagged)
+    item = view.table.item(flagged, LogView.ACCURACY)
+    assert item.text() == f"beyond ±{rows[flagged].accuracy:.0%}"
+    assert item.foreground().color() == FLAGGED and item.font().bold()
+    assert view.table.item(flagged, 0).background().color() == FLAGGED_ROW
+    assert "beyond" in item.toolTip() and "±" in item.toolTip()
+
+
+def test_a_row_within_its_accuracy_says_so_plainly(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.set_text(text("pytorch-oom-cads-fragmented.log"))
+    view.run()
+    _explained(qtbot, view)
+    row = next(i for i, r in enumerate(view.explanation.components) if r.name == "non_torch")
+    assert view.explanation.components[row].flagged is False
+    assert view.table.item(row, LogView.ACCURACY).text().startswith("within ±")
+    assert view.table.item(row, 0).background().color() != FLAGGED_ROW
+
+
+def test_the_lines_the_figures_came_from_are_marked(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    log = text("llamacpp-glm-z1-32b-3090ti-32k.log")
+    view.set_text(log)
+    view.run()
+    _explained(qtbot, view)
+    marked = view.log.extraSelections()
+    assert marked
+    lines = {m.cursor.selectedText() for m in marked}
+    assert any("KV buffer size" in line for line in lines)
+    rows = view.explanation.components
+    source = {(c.name, c.device): c.line for c in view.explanation.setup.components}
+    last = max(i for i, r in enumerate(rows) if source.get((r.name, r.device)))
+    view.table.setCurrentCell(last, 0)
+    line = source[(rows[last].name, rows[last].device)].strip()
+    assert line[:40] in view.log.textCursor().block().text()

@@ -18,10 +18,10 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import rank_tensor_bytes
-from vramgui.core.logs import COMPONENTS, LoggedSetup, read_log
+from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
-from vramgui.core.units import GiB, MiB, format_bytes
+from vramgui.core.units import MiB, format_bytes
 from vramgui.core.workload import GPU_ARCHS, Workload
 
 SCHEMA = "vramgui.explain/1"
@@ -174,20 +174,62 @@ def explain(
     for r in rows:
         if r.flagged:
             notes.append(
-                f"{r.name} on {r.device} differs from the estimate by {r.difference:+.1%}, more "
-                f"than its stated accuracy (±{r.accuracy:.0%}): worth reporting with this log"
+                f"{component_label(r.name)} on {device_label(r.device)} differs from the "
+                f"estimate by {difference_text(r)}, more than its stated accuracy "
+                f"(±{r.accuracy:.0%}): worth reporting with this log"
             )
     return Explanation(
         setup=setup,
         model_name=spec.name if spec is not None else setup.model.name,
         model_source=source,
         components=tuple(rows),
-        decision_lines=tuple(decision),
+        decision_lines=tuple(sentence(x) for x in decision),
         advice=tuple(advice),
         launch_line=line,
-        notes=tuple(notes),
+        notes=tuple(sentence(x) for x in notes),
         workload=workload,
     )
+
+
+# What the difference column means, said once for every front end.
+DIFFERENCE_MEANING = (
+    "(estimate - logged) / logged: + when vramgui estimates more than the engine printed, "
+    "- when less"
+)
+_LOWER_WORD = re.compile(r"[a-z]+(?:'s)?")
+
+
+def capitalised(text: str) -> str:
+    """``text`` with a first plain word capitalised (an identifier such as ``vLLM``, ``n_ctx`` or
+    ``vramgui`` kept as written)."""
+    first = text.split(" ", 1)[0]
+    if _LOWER_WORD.fullmatch(first) and not first.startswith("vramgui"):
+        return text[:1].upper() + text[1:]
+    return text
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: capitalised, with a closing full stop."""
+    text = capitalised(text)
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def device_label(device: str) -> str:
+    """A row's device as a person reads it (``all``: the figure covers every device)."""
+    return "all devices" if device == "all" else device
+
+
+def difference_text(r: ComponentRow) -> str:
+    """The difference as a signed percentage; empty when there is no estimate."""
+    d = r.difference
+    return "" if d is None else f"{d:+.1%}"
+
+
+def accuracy_text(r: ComponentRow) -> str:
+    """``beyond ±2%`` for a flagged row, ``within ±2%`` for one held to an accuracy, else empty."""
+    if r.accuracy is None or r.difference is None:
+        return ""
+    return f"{'beyond' if r.flagged else 'within'} ±{r.accuracy:.0%}"
 
 
 # A setting longer than this is shortened for display (a placement read from thousands of
@@ -393,7 +435,7 @@ def _vllm(inputs: _Inputs) -> _Built:
         elif c.name == "kv_pool":
             estimate = up.available_bytes if up is not None else None
             note = (
-                "the KV cache memory vLLM had left: gpu_memory_utilization x the GPU - the rest"
+                "the KV cache memory vLLM had left: gpu_memory_utilization × the GPU - the rest"
                 if up is not None
                 else "the GPU's capacity is not in the log: name it with --gpu"
             )
@@ -436,7 +478,7 @@ def _vllm(inputs: _Inputs) -> _Built:
     decision += _vllm_rule(setup, workload.gpu_memory_utilization)
     if up is not None:
         decision.append(
-            f"in vramgui's estimate: {workload.gpu_memory_utilization:g} x "
+            f"In vramgui's estimate: {workload.gpu_memory_utilization:g} × "
             f"{format_bytes(up.total_bytes)} = {format_bytes(up.requested_bytes)}; weights "
             f"{format_bytes(stage.weights_bytes)}, activation peak "
             f"{format_bytes(stage.activation_bytes)}, non-torch "
@@ -480,23 +522,24 @@ def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
     total = facts.get("cuda_total_bytes")
     parts = {c.name: c.bytes for c in setup.components}
     line = (
-        f"vLLM's rule: KV pool = gpu_memory_utilization ({utilization:g}) x total GPU memory - "
+        f"vLLM's rule: KV pool = gpu_memory_utilization ({utilization:g}) × total GPU memory - "
         "weights - activation peak - non-torch memory"
     )
     if isinstance(total, int) and "weights" in parts:
         line += (
-            f" = {utilization:g} x {total / GiB:.2f} GiB - {parts['weights'] / GiB:.2f} GiB - ..."
+            f" = {utilization:g} × {format_bytes(total)} - {format_bytes(parts['weights'])} - "
+            "the rest"
         )
     out = [line]
     d = setup.decision
     if d is not None and d.kind == "refusal" and "needed_bytes" in d.figures:
         short = int(d.figures["needed_bytes"]) - int(d.figures["available_bytes"])
         out.append(
-            f"it refuses to start when one request of --max-model-len tokens does not fit the "
+            f"It refuses to start when one request of --max-model-len tokens does not fit the "
             f"pool: {format_bytes(short)} short"
         )
         if "estimated_max_model_len" in d.figures:
-            out.append(f"the pool holds {int(d.figures['estimated_max_model_len']):,} tokens")
+            out.append(f"The pool holds {int(d.figures['estimated_max_model_len']):,} tokens")
     return out
 
 
@@ -553,7 +596,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         decision.append(setup.decision.summary)
         what = setup.decision.figures.get("what")
         if what:
-            decision.append(f"the allocation that failed was the {what}")
+            decision.append(f"The allocation that failed was the {what}")
     cells = s.get("n_ctx") or s.get("kv_cells")
     if spec is None or not isinstance(cells, int):
         if spec is not None:
@@ -678,7 +721,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         guess = estimate.get((what, device))
         if guess is not None:
             decision.append(
-                f"vramgui estimates that {d.figures['what']} on {device} at "
+                f"vramgui's estimate of that {d.figures['what']} on {device} is "
                 f"{format_bytes(guess)}; llama.cpp asked for "
                 f"{format_bytes(int(d.figures['request_bytes']))}"
             )
@@ -796,7 +839,7 @@ def _ollama_layers(setup: LoggedSetup, spec: ModelSpec, workload: Workload) -> l
     except VramguiError:
         return []
     return [
-        f"in vramgui's estimate {layers} of {d.figures.get('layers.model')} layers fit "
+        f"In vramgui's estimate, {layers} of {d.figures.get('layers.model')} layers fit "
         f"{format_bytes(available[0])} (llama.cpp's own buffers, without Ollama's margins); "
         f"Ollama offloaded {d.figures.get('layers.offload')}"
     ]
@@ -824,7 +867,7 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
     ]
     shown = [f"{label} {format_bytes(int(f[key]))}" for label, key in parts if key in f]
     if shown:
-        lines.append("its estimate: " + ", ".join(shown))
+        lines.append("Ollama's own estimate: " + ", ".join(shown))
     return lines
 
 
@@ -887,7 +930,7 @@ def _pytorch(inputs: _Inputs) -> _Built:
         )
     others = next((c.bytes for c in setup.components if c.name == "other_processes"), 0)
     if others >= 256 * MiB:
-        lines.append(f"other processes hold {format_bytes(others)} of this GPU")
+        lines.append(f"Other processes hold {format_bytes(others)} of this GPU")
         advice.append(Advice("Close the other programs using this GPU", others, "none"))
     if isinstance(request, int):
         advice.append(

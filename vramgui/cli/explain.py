@@ -64,13 +64,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(d: float | None) -> str:
-    return "" if d is None else f"{d:+.1%}"
-
-
 def render(e: Explanation) -> str:
     """The explanation as text, every string from the log made printable."""
-    from vramgui.answers.explain import shown_settings
+    from vramgui.answers.explain import (
+        DIFFERENCE_MEANING,
+        accuracy_text,
+        device_label,
+        difference_text,
+        shown_settings,
+    )
+    from vramgui.core.logs import component_label
 
     s = e.setup
     out = [
@@ -87,15 +90,17 @@ def render(e: Explanation) -> str:
     if e.components:
         rows = [
             (
-                r.name,
-                printable(r.device),
+                component_label(r.name),
+                printable(device_label(r.device)),
                 format_bytes(r.logged_bytes),
-                "-" if r.estimated_bytes is None else format_bytes(r.estimated_bytes),
-                _pct(r.difference) + (" !" if r.flagged else ""),
+                "not estimated" if r.estimated_bytes is None else format_bytes(r.estimated_bytes),
+                difference_text(r),
+                ("! " if r.flagged else "") + accuracy_text(r),
             )
             for r in e.components
         ]
-        out += ["", table(("component", "device", "logged", "estimate", "difference"), rows)]
+        header = ("component", "device", "logged", "estimate", "difference", "accuracy")
+        out += ["", table(header, rows), f"difference: {DIFFERENCE_MEANING}"]
     if e.decision_lines:
         out += ["", "Why:"] + [f"  {printable(line)}" for line in e.decision_lines]
     if e.advice:

@@ -172,3 +172,38 @@ def test_the_lines_the_figures_came_from_are_marked(qtbot):
     view.table.setCurrentCell(last, 0)
     line = source[(rows[last].name, rows[last].device)].strip()
     assert line[:40] in view.log.textCursor().block().text()
+
+
+def test_a_log_from_a_terminal_shows_without_its_colour_codes(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.set_text("\x1b[32mI\x1b[0m print_info: n_vocab = 129280\n")
+    assert view.log.toPlainText() == "I print_info: n_vocab = 129280\n"
+    view.log.clear()
+    pasted = QMimeData()
+    pasted.setText("\x1b[34mllama_context: n_ctx = 4096\x1b[0m")
+    view.log.insertFromMimeData(pasted)
+    assert view.log.toPlainText() == "llama_context: n_ctx = 4096"
+
+
+def test_a_file_dropped_in_the_box_is_opened_not_its_path_pasted(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    dropped = QMimeData()
+    dropped.setUrls([QUrl.fromLocalFile(str(LOGS / "pytorch-oom-cads-fragmented.log"))])
+    assert view.log.canInsertFromMimeData(dropped)
+    view.log.insertFromMimeData(dropped)
+    _explained(qtbot, view)
+    assert view.log.toPlainText().startswith("torch.OutOfMemoryError")
+    assert view.headline.text().startswith("PyTorch")
+
+
+def test_a_log_without_figures_shows_no_empty_table(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.show()
+    view.set_text(text("llamacpp-dsv4-ansi.log"))
+    view.run()
+    _explained(qtbot, view)
+    assert view.explanation is not None and not view.explanation.components
+    assert not view.table.isVisible() and view.notes.isVisible()

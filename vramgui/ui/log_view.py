@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 
 from vramgui.core.errors import VramguiError
 from vramgui.core.logs import component_label
+from vramgui.core.logs.text import without_escapes
 from vramgui.core.units import Unit, format_bytes
 from vramgui.ui.workers import Worker, submit
 
@@ -64,6 +65,8 @@ MARKED_LINES = 200
 FOUND_BY = 80
 # The log box's share of the width, in percent: the explanation is the answer.
 LEFT_SHARE = 36
+# The explanation's widest, in pixels: longer lines are hard to read on a wide screen.
+READABLE_WIDTH = 1100
 UNESTIMATED = "Not estimated: the log's figure alone"
 SAME_THING = "vramgui's estimate of the same figure"
 UNHELD = "No stated accuracy: the logged figure is the engine's own estimate, not what it allocated"
@@ -115,10 +118,12 @@ class LogEdit(QPlainTextEdit):
 
     def insertFromMimeData(self, source: QMimeData) -> None:
         path = _dropped_file(source)
-        if path is None:
-            super().insertFromMimeData(source)
-        else:
+        if path is not None:
             self.file_dropped.emit(path)
+        elif source.hasText():  # a log copied from a terminal, without its colour codes
+            self.insertPlainText(without_escapes(source.text()))
+        else:
+            super().insertFromMimeData(source)
 
 
 def _dropped_file(data: QMimeData) -> str | None:
@@ -250,8 +255,10 @@ class LogView(QDialog):
             right_layout.addWidget(widget)
             self._headings[title] = heading
         right_layout.addStretch(1)
+        right.setMaximumWidth(READABLE_WIDTH)
         scroll = QScrollArea()
         scroll.setWidget(right)
+        scroll.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -270,7 +277,7 @@ class LogView(QDialog):
 
     # ----------------------------------------------------------------------------- input
     def set_text(self, text: str) -> None:
-        self.log.setPlainText(text)
+        self.log.setPlainText(without_escapes(text))
 
     def open_file(self, path: str) -> None:
         """Put a dropped or opened log in the box and explain it."""
@@ -342,6 +349,7 @@ class LogView(QDialog):
         self.setup_line.setText("\n".join(x for x in (shown, assumed) if x))
         self.setup_line.setVisible(bool(shown or assumed))
         self.table.setRowCount(len(e.components))
+        self.table.setVisible(bool(e.components))
         for i, r in enumerate(e.components):
             self._fill_row(i, r)
         self.why.setText("\n".join(e.decision_lines) or "The log shows no decision to explain.")

@@ -207,3 +207,13 @@ def test_a_log_without_figures_shows_no_empty_table(qtbot):
     _explained(qtbot, view)
     assert view.explanation is not None and not view.explanation.components
     assert not view.table.isVisible() and view.notes.isVisible()
+
+
+def test_the_line_with_the_engines_decision_is_marked(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.set_text(text("pytorch-oom-cads-fragmented.log"))
+    view.run()
+    _explained(qtbot, view)
+    marked = [m.cursor.selectedText() for m in view.log.extraSelections()]
+    assert any(line.startswith("torch.OutOfMemoryError: CUDA out of memory") for line in marked)

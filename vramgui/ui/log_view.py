@@ -63,6 +63,16 @@ SOURCE_LINE = QColor("#fff3b0")
 MARKED_LINES = 200
 # A line is found in the box by this many characters of its start.
 FOUND_BY = 80
+# Where a decision is printed, for the readers that take it from the whole text: Ollama's
+# offload line, vLLM's refusal, PyTorch's message, llama.cpp's failed allocation.
+DECISION_MARKERS = (
+    'msg="offload',
+    "ValueError: ",
+    "OutOfMemoryError",
+    "CUDA out of memory",
+    "cudaMalloc failed",
+    "failed to allocate",
+)
 # The log box's share of the width, in percent: the explanation is the answer.
 LEFT_SHARE = 36
 # The explanation's widest, in pixels: longer lines are hard to read on a wide screen.
@@ -459,8 +469,10 @@ class LogView(QDialog):
         """Tint the lines the figures came from and bring the first into view."""
         selections = []
         first: QTextCursor | None = None
-        for c in e.setup.components[:MARKED_LINES]:
-            cursor = self._find(c.line)
+        found = [self._find(c.line) for c in e.setup.components[:MARKED_LINES]]
+        if e.setup.decision is not None:
+            found.append(self._decision_line())
+        for cursor in found:
             if cursor is None:
                 continue
             mark = QTextEdit.ExtraSelection()
@@ -472,6 +484,18 @@ class LogView(QDialog):
         self.log.setExtraSelections(selections)
         if first is not None:
             self._scroll_to(first)
+
+    def _decision_line(self) -> QTextCursor | None:
+        """The whole line where the engine printed its decision, when a marker finds it."""
+        for marker in DECISION_MARKERS:
+            cursor = self.log.document().find(marker)
+            if not cursor.isNull():
+                cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock)
+                cursor.movePosition(
+                    QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor
+                )
+                return cursor
+        return None
 
     def _show_source(self, row: int) -> None:
         cursor = self._find(self._source_line(row))

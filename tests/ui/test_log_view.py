@@ -217,3 +217,16 @@ def test_the_line_with_the_engines_decision_is_marked(qtbot):
     _explained(qtbot, view)
     marked = [m.cursor.selectedText() for m in view.log.extraSelections()]
     assert any(line.startswith("torch.OutOfMemoryError: CUDA out of memory") for line in marked)
+
+
+def test_lines_that_start_alike_are_each_marked_whole(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.set_text(text("ollama-new-mistral3-2gpu.log"))
+    view.run()
+    _explained(qtbot, view)
+    marked = [m.cursor.selectedText() for m in view.log.extraSelections()]
+    weights = [line for line in marked if 'msg="model weights"' in line]
+    assert len(weights) == 3
+    assert {line.split("buffer=")[1].split()[0] for line in weights} == {"CUDA0", "CUDA1", "CPU"}
+    assert all(line.startswith("time=") for line in weights)

@@ -437,7 +437,7 @@ def _vllm(inputs: _Inputs) -> _Built:
             note = (
                 "the KV cache memory vLLM had left: gpu_memory_utilization × the GPU - the rest"
                 if up is not None
-                else "the GPU's capacity is not in the log: name it with --gpu"
+                else "the GPU's capacity is not in the log: name it (--gpu, or the GPU field)"
             )
         elif c.name == "activations":
             estimate = stage.activation_bytes
@@ -551,7 +551,7 @@ def _sglang(inputs: _Inputs) -> _Built:
     s = setup.settings
     decision = [setup.decision.summary] if setup.decision else []
     decision.append(
-        "SGLang's rule: KV pool = mem_fraction_static x free memory before the weights - weights"
+        "SGLang's rule: KV pool = mem_fraction_static × free memory before the weights - weights"
     )
     if spec is None:
         return _unestimated(setup, decision)

@@ -144,6 +144,13 @@ def _dropped_file(data: QMimeData) -> str | None:
     return None
 
 
+def _whole_line(cursor: QTextCursor) -> QTextCursor:
+    """``cursor`` widened to the whole line (block) it is on."""
+    cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock)
+    cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+    return cursor
+
+
 class LogView(QDialog):
     """Paste a log (or open it with a dropped file), press Explain, read the explanation."""
 
@@ -433,7 +440,7 @@ class LogView(QDialog):
         self.table.resizeRowsToContents()
         rows = sum(self.table.rowHeight(i) for i in range(self.table.rowCount()))
         height = self.table.horizontalHeader().height() + rows + 2 * self.table.frameWidth()
-        self.table.setFixedHeight(min(max(height, 60), max(120, self.height() // 2)))
+        self.table.setFixedHeight(min(height, max(120, self.height() // 2)))
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -458,12 +465,16 @@ class LogView(QDialog):
         )
 
     def _find(self, line: str) -> QTextCursor | None:
-        """The log line in the box (its start is enough: the reader joined wrapped lines)."""
-        text = line.strip()[:FOUND_BY]
+        """The whole log line in the box that holds ``line`` (the reader took prefixes off; a line
+        it joined from wrapped ones is found by its start)."""
+        text = line.strip()
         if not text:
             return None
-        cursor = self.log.document().find(text)
-        return None if cursor.isNull() else cursor
+        for needle in (text, text[:FOUND_BY]):
+            cursor = self.log.document().find(needle)
+            if not cursor.isNull():
+                return _whole_line(cursor)
+        return None
 
     def _mark_sources(self, e: Explanation) -> None:
         """Tint the lines the figures came from and bring the first into view."""
@@ -490,11 +501,7 @@ class LogView(QDialog):
         for marker in DECISION_MARKERS:
             cursor = self.log.document().find(marker)
             if not cursor.isNull():
-                cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock)
-                cursor.movePosition(
-                    QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor
-                )
-                return cursor
+                return _whole_line(cursor)
         return None
 
     def _show_source(self, row: int) -> None:

@@ -7,7 +7,7 @@ from PySide6.QtGui import QDropEvent
 
 from tests.logs_fixtures import LOGS, text
 from vramgui.answers.explain import explain_text
-from vramgui.ui.log_view import FLAGGED, FLAGGED_ROW, LogView
+from vramgui.ui.log_view import FLAGGED, FLAGGED_ROW, LogView, continued
 
 
 def _real(text_: str, model: str, gpu: str, quant: str):
@@ -230,3 +230,18 @@ def test_lines_that_start_alike_are_each_marked_whole(qtbot):
     assert len(weights) == 3
     assert {line.split("buffer=")[1].split()[0] for line in weights} == {"CUDA0", "CUDA1", "CPU"}
     assert all(line.startswith("time=") for line in weights)
+
+
+def test_a_long_launch_line_is_cut_before_its_options_and_stays_the_same_command():
+    import shlex
+
+    line = (
+        'vllm serve openai/gpt-oss-120b --kv-transfer-config \'{"role": -1, "x": -2}\' '
+        "--dtype bfloat16 --max-model-len 131072 --gpu-memory-utilization 0.95"
+    )
+    cut = continued(line, 40)
+    assert cut.count("\n") >= 2 and all(len(x) <= 50 for x in cut.splitlines())
+    assert all(x.endswith(" \\") for x in cut.splitlines()[:-1])
+    # a shell drops each backslash-newline: the same words, the quoted JSON not cut inside
+    assert shlex.split(cut.replace("\\\n", "")) == shlex.split(line)
+    assert continued("# a comment " * 20, 40) == "# a comment " * 20

@@ -61,6 +61,8 @@ FLAGGED_ROW = QColor("#fdecea")
 SOURCE_LINE = QColor("#fff3b0")
 # The log's own lines tinted at most: a log of thousands of buffer lines stays quick.
 MARKED_LINES = 200
+# A launch line longer than this is cut before its options (``continued``).
+LAUNCH_WIDTH = 90
 # A line is found in the box by this many characters of its start.
 FOUND_BY = 80
 # Where a decision is printed, for the readers that take it from the whole text: Ollama's
@@ -142,6 +144,30 @@ def _dropped_file(data: QMimeData) -> str | None:
         if url.isLocalFile():
             return url.toLocalFile()
     return None
+
+
+def continued(line: str, width: int = LAUNCH_WIDTH) -> str:
+    """A long shell command cut before its options into lines of about ``width`` characters,
+    each ending with `` \\`` (the same command when copied); a cut falls only at a space outside
+    quotes, and a comment or a short line is left as it is."""
+    if len(line) <= width or line.startswith("#"):
+        return line
+    cuts, quote = [], ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " " and line[i + 1 : i + 2] == "-":
+            cuts.append(i)
+    out, start, last = [], 0, 0
+    for cut in [*cuts, len(line)]:
+        if cut - start > width and last > start:
+            out.append(line[start:last])
+            start = last + 1
+        last = cut
+    out.append(line[start:])
+    return " \\\n    ".join(out)
 
 
 def _whole_line(cursor: QTextCursor) -> QTextCursor:
@@ -379,7 +405,7 @@ class LogView(QDialog):
             )
             or "Nothing to change: the log shows no shortfall, or no model to re-estimate."
         )
-        self.launch.setText(e.launch_line)
+        self.launch.setText("\n".join(continued(x) for x in e.launch_line.splitlines()))
         self.launch.setVisible(bool(e.launch_line))
         self._headings["Launch"].setVisible(bool(e.launch_line))
         self.notes.setText("\n".join(f"• {n}" for n in e.notes))

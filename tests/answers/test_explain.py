@@ -221,3 +221,17 @@ def test_why_lines_and_notes_are_sentences():
         assert not first.isalpha() or not first.islower() or first == "vramgui's", line
     assert any(line.startswith("It refuses to start") for line in e.decision_lines)
     assert any(n.startswith("KV cache pool on GPU 0 differs") for n in e.notes)
+
+
+def test_advice_reads_the_same_in_both_front_ends():
+    from vramgui.answers.explain import Advice, advice_text
+    from vramgui.core.units import GiB
+
+    assert advice_text(Advice("FP8 KV cache", 2 * GiB, "some accuracy")) == (
+        "FP8 KV cache — frees 2.00 GiB · costs: some accuracy"
+    )
+    assert advice_text(Advice("Gradient checkpointing (training)", None, "compute")) == (
+        "Gradient checkpointing (training) — costs: compute"
+    )
+    in_bytes = advice_text(Advice("x", 2 * GiB, "y"), lambda n: f"{n:,} B")  # the window's unit
+    assert in_bytes == "x — frees 2,147,483,648 B · costs: y"

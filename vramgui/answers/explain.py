@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -223,6 +224,13 @@ def difference_text(r: ComponentRow) -> str:
     """The difference as a signed percentage; empty when there is no estimate."""
     d = r.difference
     return "" if d is None else f"{d:+.1%}"
+
+
+def advice_text(a: Advice, size: Callable[[int], str] = format_bytes) -> str:
+    """A change as both front ends write it: what it is, what it frees (``size`` formats the
+    bytes in the reader's unit), what it costs."""
+    frees = f"frees {size(a.frees_bytes)} · " if a.frees_bytes else ""
+    return f"{a.title} — {frees}costs: {a.cost}"
 
 
 def accuracy_text(r: ComponentRow) -> str:

@@ -69,6 +69,7 @@ def render(e: Explanation) -> str:
     from vramgui.answers.explain import (
         DIFFERENCE_MEANING,
         accuracy_text,
+        advice_text,
         device_label,
         difference_text,
         shown_settings,
@@ -104,10 +105,8 @@ def render(e: Explanation) -> str:
     if e.decision_lines:
         out += ["", "Why:"] + [f"  {printable(line)}" for line in e.decision_lines]
     if e.advice:
-        out += ["", "What to change (cheapest first):"]
-        for a in e.advice:
-            frees = f", frees {format_bytes(a.frees_bytes)}" if a.frees_bytes else ""
-            out.append(f"  - {printable(a.title)}{frees} (costs: {printable(a.cost)})")
+        out += ["", "What to change (those that fit first, then the cheapest):"]
+        out += [f"  - {printable(advice_text(a))}" for a in e.advice]
     if e.launch_line:
         out += ["", "Launch:"] + [f"  {printable(line)}" for line in e.launch_line.splitlines()]
     if e.notes:

@@ -381,7 +381,7 @@ class LogView(QDialog):
         if e is None:
             self.headline.setText("Explain a log")
             return
-        from vramgui.answers.explain import shown_settings
+        from vramgui.answers.explain import advice_text, shown_settings
 
         s = e.setup
         version = f" {s.engine_version}" if s.engine_version else ""
@@ -397,12 +397,7 @@ class LogView(QDialog):
             self._fill_row(i, r)
         self.why.setText("\n".join(e.decision_lines) or "The log shows no decision to explain.")
         self.advice.setText(
-            "\n".join(
-                f"• {a.title}"
-                + (f" — frees {self._bytes(a.frees_bytes)}" if a.frees_bytes else "")
-                + f" (costs: {a.cost})"
-                for a in e.advice
-            )
+            "\n".join(f"• {advice_text(a, self._bytes)}" for a in e.advice)
             or "Nothing to change: the log shows no shortfall, or no model to re-estimate."
         )
         self.launch.setText("\n".join(continued(x) for x in e.launch_line.splitlines()))

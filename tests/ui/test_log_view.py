@@ -245,3 +245,17 @@ def test_a_long_launch_line_is_cut_before_its_options_and_stays_the_same_command
     # a shell drops each backslash-newline: the same words, the quoted JSON not cut inside
     assert shlex.split(cut.replace("\\\n", "")) == shlex.split(line)
     assert continued("# a comment " * 20, 40) == "# a comment " * 20
+
+
+def test_ctrl_enter_explains_the_box(qtbot):
+    view = LogView(_real)
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_text(text("pytorch-oom-cads-fragmented.log"))
+    before = view.log.toPlainText()
+    view.log.setFocus()
+    qtbot.keyClick(view.log, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    _explained(qtbot, view)
+    assert view.headline.text().startswith("PyTorch")
+    assert view.log.toPlainText() == before  # no new line typed into the log

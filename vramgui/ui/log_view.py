@@ -16,6 +16,7 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QFontDatabase,
+    QKeyEvent,
     QResizeEvent,
     QShowEvent,
     QTextCursor,
@@ -121,9 +122,18 @@ def _plain(text: str = "") -> QLabel:
 
 
 class LogEdit(QPlainTextEdit):
-    """The log box: lines wrapped, and a dropped log file opened rather than its path pasted."""
+    """The log box: lines wrapped, a dropped log file opened rather than its path pasted, and
+    Ctrl+Enter asking for the explanation (Enter starts a new line)."""
 
     file_dropped = Signal(str)
+    explain_requested = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.explain_requested.emit()
+        else:
+            super().keyPressEvent(event)
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:
         return _dropped_file(source) is not None or super().canInsertFromMimeData(source)
@@ -230,6 +240,9 @@ class LogView(QDialog):
         self.quant.setPlaceholderText("as the log prints it (Q4_0, awq-int4...)")
         self.explain_button = QPushButton("Explain")
         self.explain_button.setDefault(True)
+        # Enter in the log box starts a new line: Ctrl+Enter explains.
+        self.explain_button.setToolTip("Explain the log (Ctrl+Enter)")
+        self.log.explain_requested.connect(self._shortcut_run)
         self.status = _plain()
         form = QFormLayout()
         form.addRow("Model:", self.model)
@@ -336,6 +349,10 @@ class LogView(QDialog):
         self._show(self.explanation)
 
     # ----------------------------------------------------------------------------- work
+    def _shortcut_run(self) -> None:
+        if self.explain_button.isEnabled():
+            self.run()
+
     def run(self) -> None:
         """Explain the box's text on a worker thread; the last request wins."""
         if self._worker is not None:

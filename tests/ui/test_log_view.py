@@ -10,8 +10,8 @@ from vramgui.answers.explain import explain_text
 from vramgui.ui.log_view import FLAGGED, FLAGGED_ROW, LogView, continued
 
 
-def _real(text_: str, model: str, gpu: str, quant: str):
-    return explain_text(text_, model_name=model, gpu=gpu, quant=quant)
+def _real(text_: str, model: str, gpu: str, quant: str, unit: str = "GiB"):
+    return explain_text(text_, model_name=model, gpu=gpu, quant=quant, unit=unit)
 
 
 def _explained(qtbot, view: LogView) -> None:
@@ -64,8 +64,12 @@ def test_units_follow_the_window(qtbot):
     view.set_text(text("pytorch-oom-24gib-22mib.log"))
     view.run()
     _explained(qtbot, view)
+    assert "MiB free" in view.why.text() and "GiB is reserved" in view.why.text()
     view.set_unit("GB")
     assert view.table.item(0, 2).text().endswith("GB")
+    _explained(qtbot, view)  # the sentences are written again in the new unit
+    why = view.why.text()
+    assert "MB free" in why and "GB is reserved" in why and "iB" not in why
 
 
 def test_window_menu_and_dropped_log_open_the_view(make_window, qtbot):

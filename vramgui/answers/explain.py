@@ -12,6 +12,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from vramgui.core import fit, launch, offload, sglang_startup, vllm_startup
@@ -22,7 +23,7 @@ from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
-from vramgui.core.units import MiB, format_bytes
+from vramgui.core.units import MiB, Unit, format_bytes
 from vramgui.core.workload import GPU_ARCHS, Workload
 
 SCHEMA = "vramgui.explain/1"
@@ -136,13 +137,20 @@ class Explanation:
         return sum(r.estimated_bytes is not None for r in self.components)
 
 
-def explain_text(text: str, *, model_name: str = "", gpu: str = "", quant: str = "") -> Explanation:
+def explain_text(
+    text: str, *, model_name: str = "", gpu: str = "", quant: str = "", unit: Unit = "GiB"
+) -> Explanation:
     """Read ``text`` and explain it (``LogUnreadable`` when it is no log vramgui reads)."""
-    return explain(read_log(text), model_name=model_name, gpu=gpu, quant=quant)
+    return explain(read_log(text), model_name=model_name, gpu=gpu, quant=quant, unit=unit)
 
 
 def explain(
-    setup: LoggedSetup, *, model_name: str = "", gpu: str = "", quant: str = ""
+    setup: LoggedSetup,
+    *,
+    model_name: str = "",
+    gpu: str = "",
+    quant: str = "",
+    unit: Unit = "GiB",
 ) -> Explanation:
     """The explanation of ``setup``.
 
@@ -152,6 +160,7 @@ def explain(
             names none or names it differently.
         gpu: a catalog GPU name for a log that prints no capacity.
         quant: the checkpoint's quantization (``--quant``) where the log does not say it.
+        unit: the unit the sentences write sizes in (GiB or GB, as the reader set it).
     """
     notes: list[str] = list(setup.notes)
     spec, source = _find_model(setup, model_name, notes)
@@ -164,7 +173,7 @@ def explain(
         "pytorch": _pytorch,
     }[setup.engine]
     rows, decision, advice, line, workload = builder(
-        _Inputs(setup, spec, capacity, quant, gpu, notes, source)
+        _Inputs(setup, spec, capacity, quant, gpu, notes, source, partial(format_bytes, unit=unit))
     )
     if spec is None and setup.engine != "pytorch":
         notes.append(
@@ -272,6 +281,7 @@ class _Inputs(NamedTuple):
     gpu: str
     notes: list[str]
     source: str
+    fmt: Callable[[float], str]
 
 
 def _row_order(r: ComponentRow) -> tuple[int, tuple[str, int]]:
@@ -393,7 +403,7 @@ def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
 
 
 def _vllm(inputs: _Inputs) -> _Built:
-    setup, spec, capacity, quant, gpu, notes, _source = inputs
+    setup, spec, capacity, quant, gpu, notes, _source, fmt = inputs
     s = setup.settings
     rows: list[ComponentRow] = []
     decision: list[str] = []
@@ -401,7 +411,7 @@ def _vllm(inputs: _Inputs) -> _Built:
     if setup.decision is not None:
         decision.append(setup.decision.summary)
     if spec is None:
-        return _unestimated(setup, decision + _vllm_rule(setup, utilization))
+        return _unestimated(setup, decision + _vllm_rule(setup, utilization, fmt))
     settings: dict[str, Any] = {"engine": "vllm", "gpu-memory-utilization": utilization}
     if setup.engine_version:
         settings["vllm-version"] = vllm_startup.rules_for(setup.engine_version).version
@@ -483,16 +493,16 @@ def _vllm(inputs: _Inputs) -> _Built:
                 f"one request of {workload.seq:,} tokens",
             )
         )
-    decision += _vllm_rule(setup, workload.gpu_memory_utilization)
+    decision += _vllm_rule(setup, workload.gpu_memory_utilization, fmt)
     if up is not None:
         decision.append(
             f"In vramgui's estimate: {workload.gpu_memory_utilization:g} × "
-            f"{format_bytes(up.total_bytes)} = {format_bytes(up.requested_bytes)}; weights "
-            f"{format_bytes(stage.weights_bytes)}, activation peak "
-            f"{format_bytes(stage.activation_bytes)}, non-torch "
-            f"{format_bytes(stage.non_torch_bytes)}; pool {format_bytes(up.available_bytes)} "
+            f"{fmt(up.total_bytes)} = {fmt(up.requested_bytes)}; weights "
+            f"{fmt(stage.weights_bytes)}, activation peak "
+            f"{fmt(stage.activation_bytes)}, non-torch "
+            f"{fmt(stage.non_torch_bytes)}; pool {fmt(up.available_bytes)} "
             f"({up.pool_tokens:,} tokens), one request of {workload.seq:,} tokens needs "
-            f"{format_bytes(up.needed_bytes)}: vLLM {'starts' if up.starts else 'refuses'}"
+            f"{fmt(up.needed_bytes)}: vLLM {'starts' if up.starts else 'refuses'}"
         )
     advice = _advice(setup, spec, workload, capacity)
     first = next((a for a in advice if a.fits), None)
@@ -524,7 +534,7 @@ def _advice(
     ]
 
 
-def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
+def _vllm_rule(setup: LoggedSetup, utilization: float, fmt: Callable[[float], str]) -> list[str]:
     """vLLM's own rule, in its terms, with the log's figures where it printed them."""
     facts = setup.facts
     total = facts.get("cuda_total_bytes")
@@ -534,17 +544,14 @@ def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
         "weights - activation peak - non-torch memory"
     )
     if isinstance(total, int) and "weights" in parts:
-        line += (
-            f" = {utilization:g} × {format_bytes(total)} - {format_bytes(parts['weights'])} - "
-            "the rest"
-        )
+        line += f" = {utilization:g} × {fmt(total)} - {fmt(parts['weights'])} - the rest"
     out = [line]
     d = setup.decision
     if d is not None and d.kind == "refusal" and "needed_bytes" in d.figures:
         short = int(d.figures["needed_bytes"]) - int(d.figures["available_bytes"])
         out.append(
             f"It refuses to start when one request of --max-model-len tokens does not fit the "
-            f"pool: {format_bytes(short)} short"
+            f"pool: {fmt(short)} short"
         )
         if "estimated_max_model_len" in d.figures:
             out.append(f"The pool holds {int(d.figures['estimated_max_model_len']):,} tokens")
@@ -555,7 +562,7 @@ def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
 
 
 def _sglang(inputs: _Inputs) -> _Built:
-    setup, spec, _capacity, quant, _gpu, notes, _source = inputs
+    setup, spec, _capacity, quant, _gpu, notes, _source, _fmt = inputs
     s = setup.settings
     decision = [setup.decision.summary] if setup.decision else []
     decision.append(
@@ -597,9 +604,9 @@ def _sglang(inputs: _Inputs) -> _Built:
 
 
 def _llamacpp(inputs: _Inputs) -> _Built:
-    setup, spec, capacity, quant, _gpu, notes, _source = inputs
+    setup, spec, capacity, quant, _gpu, notes, _source, fmt = inputs
     s = setup.settings
-    decision = _ollama_decision(setup) if setup.engine == "ollama" else []
+    decision = _ollama_decision(setup, fmt) if setup.engine == "ollama" else []
     if setup.decision is not None and setup.decision.kind == "oom":
         decision.append(setup.decision.summary)
         what = setup.decision.figures.get("what")
@@ -721,7 +728,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
                 held=False,
             )
         )
-    decision += _ollama_layers(setup, spec, workload)
+    decision += _ollama_layers(setup, spec, workload, fmt)
     d = setup.decision
     what = _OOM_COMPONENT.get(str(d.figures.get("what", ""))) if d is not None else None
     if d is not None and d.kind == "oom" and what is not None:
@@ -730,8 +737,8 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         if guess is not None:
             decision.append(
                 f"vramgui's estimate of that {d.figures['what']} on {device} is "
-                f"{format_bytes(guess)}; llama.cpp asked for "
-                f"{format_bytes(int(d.figures['request_bytes']))}"
+                f"{fmt(guess)}; llama.cpp asked for "
+                f"{fmt(int(d.figures['request_bytes']))}"
             )
     advice = _advice(setup, spec, workload, capacity)
     fitted = _fitted(spec, placement, capacity, len(gpus), notes)
@@ -740,10 +747,9 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     else:
         line = launch.llamacpp_settings(spec, fitted).text
     if fitted is not placement:
-        margin = format_bytes(offload.DEFAULT_MARGIN_BYTES)
+        margin = fmt(offload.DEFAULT_MARGIN_BYTES)
         line = (
-            f"# the most layers that fit {format_bytes(capacity or 0)} per GPU, {margin} left "
-            f"free\n{line}"
+            f"# the most layers that fit {fmt(capacity or 0)} per GPU, {margin} left free\n{line}"
         )
     return rows, decision, advice, line, workload
 
@@ -834,7 +840,9 @@ def _fitted(
     return fitted if fitted.gpu_layers != placement.gpu_layers else placement
 
 
-def _ollama_layers(setup: LoggedSetup, spec: ModelSpec, workload: Workload) -> list[str]:
+def _ollama_layers(
+    setup: LoggedSetup, spec: ModelSpec, workload: Workload, fmt: Callable[[float], str]
+) -> list[str]:
     """How many layers vramgui fits in the memory Ollama said it had, beside Ollama's count."""
     d = setup.decision
     if setup.engine != "ollama" or d is None or d.kind != "offload":
@@ -848,12 +856,12 @@ def _ollama_layers(setup: LoggedSetup, spec: ModelSpec, workload: Workload) -> l
         return []
     return [
         f"In vramgui's estimate, {layers} of {d.figures.get('layers.model')} layers fit "
-        f"{format_bytes(available[0])} (llama.cpp's own buffers, without Ollama's margins); "
+        f"{fmt(available[0])} (llama.cpp's own buffers, without Ollama's margins); "
         f"Ollama offloaded {d.figures.get('layers.offload')}"
     ]
 
 
-def _ollama_decision(setup: LoggedSetup) -> list[str]:
+def _ollama_decision(setup: LoggedSetup, fmt: Callable[[float], str]) -> list[str]:
     d = setup.decision
     if d is None or d.kind != "offload":
         return []
@@ -862,10 +870,10 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
     available = [v for k, v in f.items() if k.startswith("memory.available[")]
     if "memory.required.partial" in f and available:
         lines.append(
-            f"Ollama's rule: as many layers as fit memory.available ({' + '.join(format_bytes(int(a)) for a in available)}); "
+            f"Ollama's rule: as many layers as fit memory.available ({' + '.join(fmt(int(a)) for a in available)}); "
             f"those {f['layers.offload']} layers need memory.required.partial = "
-            f"{format_bytes(int(f['memory.required.partial']))}, all {f['layers.model']} would need "
-            f"memory.required.full = {format_bytes(int(f.get('memory.required.full', 0)))}"
+            f"{fmt(int(f['memory.required.partial']))}, all {f['layers.model']} would need "
+            f"memory.required.full = {fmt(int(f.get('memory.required.full', 0)))}"
         )
     parts = [
         ("weights", "memory.weights.total"),
@@ -873,7 +881,7 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
         ("compute graph (partial offload)", "memory.graph.partial"),
         ("projector", "projector.weights"),
     ]
-    shown = [f"{label} {format_bytes(int(f[key]))}" for label, key in parts if key in f]
+    shown = [f"{label} {fmt(int(f[key]))}" for label, key in parts if key in f]
     if shown:
         lines.append("Ollama's own estimate: " + ", ".join(shown))
     return lines
@@ -883,7 +891,7 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
 
 
 def _pytorch(inputs: _Inputs) -> _Built:
-    setup, _spec, _capacity, _quant, _gpu, notes, _source = inputs
+    setup, _spec, _capacity, _quant, _gpu, notes, _source, fmt = inputs
     rows = [
         _row(
             c.name,
@@ -906,19 +914,15 @@ def _pytorch(inputs: _Inputs) -> _Built:
     request, free = f.get("request_bytes"), f.get("free_bytes")
     if isinstance(request, int) and isinstance(free, int):
         lines.append(
-            f"PyTorch asked CUDA for {format_bytes(request)} and the GPU had {format_bytes(free)} "
-            f"free: {format_bytes(max(0, request - free))} short"
+            f"PyTorch asked CUDA for {fmt(request)} and the GPU had {fmt(free)} "
+            f"free: {fmt(max(0, request - free))} short"
         )
     peak = f.get("summary_allocated_memory_peak_bytes")
     if isinstance(peak, int):
         held = f.get("summary_reserved_memory_peak_bytes")
         lines.append(
-            f"torch.cuda.memory_summary(): tensors peaked at {format_bytes(peak)}"
-            + (
-                f", the allocator's reserve at {format_bytes(held)}"
-                if isinstance(held, int)
-                else ""
-            )
+            f"torch.cuda.memory_summary(): tensors peaked at {fmt(peak)}"
+            + (f", the allocator's reserve at {fmt(held)}" if isinstance(held, int) else "")
         )
     reserved = f.get("reserved_unallocated_bytes")
     if (
@@ -926,9 +930,7 @@ def _pytorch(inputs: _Inputs) -> _Built:
         and isinstance(request, int)
         and reserved >= min(request, 512 * MiB)
     ):
-        lines.append(
-            f"{format_bytes(reserved)} is reserved by PyTorch but unallocated: fragmentation"
-        )
+        lines.append(f"{fmt(reserved)} is reserved by PyTorch but unallocated: fragmentation")
         advice.append(
             Advice(
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
@@ -938,7 +940,7 @@ def _pytorch(inputs: _Inputs) -> _Built:
         )
     others = next((c.bytes for c in setup.components if c.name == "other_processes"), 0)
     if others >= 256 * MiB:
-        lines.append(f"Other processes hold {format_bytes(others)} of this GPU")
+        lines.append(f"Other processes hold {fmt(others)} of this GPU")
         advice.append(Advice("Close the other programs using this GPU", others, "none"))
     if isinstance(request, int):
         advice.append(

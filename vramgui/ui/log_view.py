@@ -51,9 +51,9 @@ from vramgui.ui.workers import Worker, submit
 if TYPE_CHECKING:
     from vramgui.answers.explain import ComponentRow, Explanation
 
-# Explain(text, model name, GPU name, quantization) -> the explanation; may block (runs on a
-# worker thread).
-Explain = Callable[[str, str, str, str], "Explanation"]
+# Explain(text, model name, GPU name, quantization, unit) -> the explanation, its sentences'
+# sizes in the unit; may block (runs on a worker thread).
+Explain = Callable[[str, str, str, str, Unit], "Explanation"]
 # A dropped file is read up to this many bytes, as the command reads one.
 MAX_BYTES = 4_000_000
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
@@ -220,6 +220,8 @@ class LogView(QDialog):
         self._explain = explain
         self._unit: Unit = unit
         self._worker: Worker | None = None
+        # The last request explained (text, model, GPU, format): explained again in a new unit.
+        self._request: tuple[str, str, str, str] | None = None
         self.explanation: Explanation | None = None
 
         self.log = LogEdit()
@@ -345,8 +347,12 @@ class LogView(QDialog):
         self.run()
 
     def set_unit(self, unit: Unit) -> None:
+        """Sizes in ``unit``: the table at once, the sentences by explaining the same request
+        again (they are written in a unit)."""
         self._unit = unit
         self._show(self.explanation)
+        if self.explanation is not None and self._request is not None:
+            self._submit(self._request)
 
     # ----------------------------------------------------------------------------- work
     def _shortcut_run(self) -> None:
@@ -355,15 +361,17 @@ class LogView(QDialog):
 
     def run(self) -> None:
         """Explain the box's text on a worker thread; the last request wins."""
+        model, gpu, quant = (w.text().strip() for w in (self.model, self.gpu, self.quant))
+        self._request = (self.log.toPlainText(), model, gpu, quant)
+        self._submit(self._request)
+
+    def _submit(self, request: tuple[str, str, str, str]) -> None:
         if self._worker is not None:
             self._worker.cancel()
-        text = self.log.toPlainText()
-        model, gpu, quant = (w.text().strip() for w in (self.model, self.gpu, self.quant))
+        unit = self._unit
         self.status.setText("Reading the log…")
         self.explain_button.setEnabled(False)
-        self._worker = submit(
-            lambda: self._explain(text, model, gpu, quant), self._finished, self._failed
-        )
+        self._worker = submit(lambda: self._explain(*request, unit), self._finished, self._failed)
 
     def _finished(self, result: Explanation) -> None:
         self._worker = None

@@ -235,3 +235,10 @@ def test_advice_reads_the_same_in_both_front_ends():
     )
     in_bytes = advice_text(Advice("x", 2 * GiB, "y"), lambda n: f"{n:,} B")  # the window's unit
     assert in_bytes == "x — frees 2,147,483,648 B · costs: y"
+
+
+def test_an_oom_with_more_free_than_asked_is_not_called_short():
+    # PyTorch printed 2.26 GiB asked and 3.03 GiB free: no shortfall to state.
+    e = explain_text(text("pytorch-oom-old-6gib.log"))
+    asked = next(x for x in e.decision_lines if x.startswith("PyTorch asked CUDA"))
+    assert "not short on paper" in asked and "B short" not in asked

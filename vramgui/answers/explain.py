@@ -913,9 +913,12 @@ def _pytorch(inputs: _Inputs) -> _Built:
     lines.append(d.summary)
     request, free = f.get("request_bytes"), f.get("free_bytes")
     if isinstance(request, int) and isinstance(free, int):
+        asked = f"PyTorch asked CUDA for {fmt(request)} and the GPU had {fmt(free)} free"
         lines.append(
-            f"PyTorch asked CUDA for {fmt(request)} and the GPU had {fmt(free)} "
-            f"free: {fmt(max(0, request - free))} short"
+            f"{asked}: {fmt(request - free)} short"
+            if request > free
+            else f"{asked} when the message was written: not short on paper (the message does not "
+            "say why the allocation failed)"
         )
     peak = f.get("summary_allocated_memory_peak_bytes")
     if isinstance(peak, int):

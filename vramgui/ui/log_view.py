@@ -85,7 +85,7 @@ SAME_THING = "vramgui's estimate of the same figure"
 UNHELD = "No stated accuracy: the logged figure is the engine's own estimate, not what it allocated"
 INTRO = (
     "Paste on the left what an engine printed, or drop a log file on this window, and press "
-    "Explain. Each figure the engine printed is laid beside vramgui's estimate of the same "
+    "Explain (Ctrl+Enter). Each figure the engine printed is laid beside vramgui's estimate of the same "
     "thing; then why the engine decided what it did (the layers it offloaded, a refusal, an "
     "out-of-memory), what to change, those that fit first, then the cheapest, and the launch "
     "line that applies it.\n\n"

@@ -105,7 +105,31 @@ _LFM2_FF = (
 _FALCON_H1_SSM = "(mamba_d_ssm if mamba_d_ssm is not None else int(mamba_expand * hidden_size))"
 _FALCON_H1_CONV = f"{_FALCON_H1_SSM} + 2 * mamba_d_state * mamba_n_groups"
 _FALCON_H1_PROJ = f"2 * {_FALCON_H1_SSM} + 2 * mamba_d_state * mamba_n_groups + mamba_n_heads"
+# The MLA attention of DeepSeek-V3.2, GLM-5 (glm_moe_dsa), Sarvam, MiniCPM3 and A.X K2: the rope
+# slice of each query head and of the shared key is qk_rope_head_dim wide (their config classes
+# point head_dim at it too). The learner fitted the default's 64 (32) as a bare number, so a
+# config naming another rope width was counted wrong while called exact
+# (benchmarks/perturbed_counts.py found them).
+_MLA_ROPE = "kv_lora_rank + qk_rope_head_dim"
+_MLA_QUERY = "num_attention_heads * qk_nope_head_dim + num_attention_heads * qk_rope_head_dim"
+
+
+def _mla(query: str, width: str = _MLA_QUERY) -> dict[str, dict[int, str]]:
+    """The rope-sized dimensions of an MLA attention whose query projection is ``query``."""
+    return {
+        f"model.layers.{{}}.self_attn.{query}.weight": {0: width},
+        "model.layers.{}.self_attn.kv_a_proj_with_mqa.weight": {0: _MLA_ROPE},
+        "model.layers.{}.self_attn.kv_a_proj_with_mqa.bias": {0: _MLA_ROPE},
+    }
+
+
 OVERRIDES: dict[str, dict[str, dict[int, str]]] = {
+    "deepseek_v32": _mla("q_b_proj"),
+    "glm_moe_dsa": _mla("q_b_proj"),
+    "minicpm3": _mla("q_b_proj"),
+    "sarvam_mla": _mla("q_proj"),
+    # modeling_axk2.AXK2Attention: queries and their gate in one projection.
+    "axk2": _mla("q_gate_proj", f"{_MLA_QUERY} + num_attention_heads * v_head_dim"),
     "falcon_h1": {
         "model.layers.{}.mamba.dt_bias": {0: "mamba_n_heads"},
         "model.layers.{}.mamba.A_log": {0: "mamba_n_heads"},

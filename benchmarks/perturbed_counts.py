@@ -6,7 +6,8 @@ others, or is called approximate for another reason. This probe takes each table
 config, cut to a few layers (per-layer lists cycled) so each build is quick, and changes its
 integer attributes one at a time (nested ones such as ``text_config.*`` included; a width with
 its head count kept dividing it, a K/V head count kept dividing the heads), each to a value the
-table was not learned at. transformers counts each on the meta device, as
+table was not learned at; sizes the default leaves unset (a LoRA rank, a head width) are given
+one, and fractions that may size a tensor (a rotary share, an expansion factor) are changed. transformers counts each on the meta device, as
 tools/build_architectures.py counts; the estimate reads each config.json alone. A change that
 moves transformers' count and leaves the estimate's where it was is a constant of the table; one
 that moves both differently is a size read wrong. Either, with the estimate calling itself exact,
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -70,9 +72,31 @@ LAYERS = 6
 BUDGET_S = 30.0
 
 
-def _candidates(key: str, v: int, rng: random.Random) -> list[int]:
-    """Values to try for one integer attribute, the first that builds kept."""
+# Sizes a default may leave unset (a LoRA rank, a head width), given a value; fractions that
+# size a tensor (a rotary share, an expansion factor), changed.
+_UNSET = re.compile(r"(size|dim|rank|heads|experts)$")
+_FRACTION = re.compile(r"(factor|ratio|expand|multiplier|fraction)$")
+
+
+def _probed(leaf: str, value: Any) -> bool:
+    """Whether an attribute of the default is changed alone: an integer size, an unset size or
+    a fraction that may size a tensor."""
+    if _SKIP.fullmatch(leaf) or _LAYERS.match(leaf):
+        return False
+    if value is None:
+        return bool(_UNSET.search(leaf))
+    if isinstance(value, float):
+        return bool(_FRACTION.search(leaf)) and value > 0
+    return _is_int(value)
+
+
+def _candidates(key: str, v: Any, rng: random.Random, width: int) -> list[Any]:
+    """Values to try for one attribute, the first that builds kept."""
     leaf = key.rsplit(".", 1)[-1]
+    if v is None:
+        return [width // 4, width // 2, 64]
+    if isinstance(v, float):
+        return [v / 2, v * 2, v * 3 / 2]
     if _STRUCTURE.search(leaf) or v < 16:
         first = _small(v, rng)
         return [x for x in dict.fromkeys([first, v + 1, max(v - 1, 0), v * 2]) if x != v]
@@ -117,15 +141,16 @@ def probe_type(key: str, budget_s: float = BUDGET_S) -> dict[str, Any]:
     }
     t0 = time.perf_counter()
     for attr, value in _leaves(full):
-        leaf = attr.rsplit(".", 1)[-1]
-        if not _is_int(value) or _SKIP.fullmatch(leaf) or _LAYERS.match(leaf):
+        if not _probed(attr.rsplit(".", 1)[-1], value):
             continue
         if time.perf_counter() - t0 > budget_s:
             out["not_probed"].append(attr)
             continue
         current = start.get(attr, value)
         row: dict[str, Any] = {"attribute": attr, "default": current}
-        for new in _candidates(attr, current, rng):
+        scope = attr.rpartition(".")[0]
+        width = start.get(f"{scope}.hidden_size" if scope else "hidden_size")
+        for new in _candidates(attr, current, rng, width if _is_int(width) else 1024):
             changes = _with_layers(full, _grouped(full, {**start, attr: new}))
             if changes.get(attr) != new:
                 continue  # kept consistent by moving it back (a K/V head count)

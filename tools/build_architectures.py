@@ -123,6 +123,8 @@ def _mla(query: str, width: str = _MLA_QUERY) -> dict[str, dict[int, str]]:
     }
 
 
+_GPT_NEO_FF = "intermediate_size if intermediate_size is not None else 4 * hidden_size"
+_TROCR_KV = "cross_attention_hidden_size if cross_attention_hidden_size is not None else d_model"
 OVERRIDES: dict[str, dict[str, dict[int, str]]] = {
     "deepseek_v32": _mla("q_b_proj"),
     "glm_moe_dsa": _mla("q_b_proj"),
@@ -166,6 +168,16 @@ OVERRIDES: dict[str, dict[str, dict[int, str]]] = {
         "model.layers.{}.post_attention_layernorm.weight": {0: "hidden_size"},
         "model.norm.weight": {0: "hidden_size"},
         "lm_head.weight": {0: "vocab_size", 1: "hidden_size"},
+    },
+    # modeling_gpt_neo.GPTNeoBlock: intermediate_size, or four times the width where unset.
+    "gpt_neo": {
+        f"transformer.h.{{}}.mlp.{name}": {d: _GPT_NEO_FF}
+        for name, d in (("c_fc.weight", 0), ("c_fc.bias", 0), ("c_proj.weight", 1))
+    },
+    # modeling_trocr.TrOCRAttention: the cross-attention's keys and values read
+    # cross_attention_hidden_size where set (an encoder of another width).
+    "trocr": {
+        f"model.decoder.layers.{{}}.encoder_attn.{p}_proj.weight": {1: _TROCR_KV} for p in "kv"
     },
     # modeling_xlnet.XLNetRelativeAttention: d_model wide, n_head heads of d_head.
     "xlnet": {
@@ -230,6 +242,15 @@ DERIVED: dict[str, dict[str, str]] = {
     "moshi": {"head_dim": "hidden_size // num_attention_heads"},
     # XLNetConfig: d_model // n_head.
     "xlnet": {"d_head": "d_model // n_head"},
+}
+
+# Sizes a default leaves unset that the learner did not reach, whose tensors the entry lacks: a
+# config that sets one is said to be approximate. q_lora_rank: the low-rank query (q_a_proj,
+# q_a_layernorm, q_b_proj) in place of q_proj.
+UNLEARNED: dict[str, list[str]] = {
+    "bailing_hybrid": ["q_lora_rank"],
+    "kimi_linear": ["q_lora_rank"],
+    "sarvam_mla": ["q_lora_rank"],
 }
 
 # Presence the default config cannot show (every one of its layers is alike): model type ->
@@ -988,7 +1009,8 @@ class Learner:
                     self.observe(b)
         # Unset sizes that no build could give a value: the entry does not know what they do.
         self.unlearned = sorted(
-            a for a in self.attrs if self.base_flat.get(a) is None and a not in self.single
+            {a for a in self.attrs if self.base_flat.get(a) is None and a not in self.single}
+            | set(UNLEARNED.get(self.model_type, ()))
         )
         self.log(f"  {len(self.single)} attributes size tensors: {sorted(self.single)}")
         self.fams = self._families()

@@ -56,6 +56,7 @@ from benchmarks.parameter_counts import (
     judge,
     model_class_of,
 )
+from benchmarks.percent import signed
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import _defaulted_sizes, configs, table
 from vramgui.core.families.classic import CLASSIC_TYPES
@@ -288,7 +289,7 @@ def main() -> int:
         found = [r for r in probed["rows"] if "finding" in r]
         shown = ", ".join(
             f"{r['attribute']} {r['finding']}{' (called exact)' if r['silent'] else ''} "
-            f"({r['estimate'] / r['transformers'] - 1:+.2%})"
+            f"({signed(r['estimate'] / r['transformers'] - 1, 2)})"
             for r in found
         )
         state = probed.get("skipped") or shown or "ok"

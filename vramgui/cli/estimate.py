@@ -364,6 +364,8 @@ def advice_for(
             "fits": s.fits,
             "saves_bytes": s.saves_bytes,
             "total_bytes": s.total_bytes,
+            "kv_pool_bytes": s.pool_bytes,
+            "kv_pool_tokens": s.pool_tokens,
             "cost": s.cost,
             "placement": None
             if s.placement is None

@@ -67,6 +67,8 @@ def test_an_inference_line_says_the_cost_per_million_tokens_at_the_batch():
     summary = summarize_speed(spec, Workload(batch=8), "Test GPU", _rates(), 10**8)
     text = timing.speed_text(summary)
     assert text.startswith("<b>$") and "per million tokens" in text and "at batch 8" in text
+    # What bounds the step in words (was "bound by memory"), as the command line says it.
+    assert summary.bound == "memory" and "s, GPU-memory-bound" in timing.speed_tooltip(summary)
 
 
 def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_window):

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.bounds import bound_text
 from vramgui.answers.timing import AS_SET, OFFLOAD, TimedPlacement, Timing, Untimed
 from vramgui.core.units import (
     format_bytes,
@@ -102,7 +103,7 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
         f"Timed on: {summary.placement.describe()}",
         f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "
         + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these"),
-        f"Step: {summary.step_seconds:.3g} s, bound by {summary.bound.replace('_', ' ')}"
+        f"Step: {summary.step_seconds:.3g} s, {bound_text(summary.bound)}"
         + (f"; MFU {summary.mfu:.0%}" if summary.mfu is not None else ""),
     ]
     if summary.price is not None:

@@ -517,6 +517,8 @@ def test_a_vllm_refusal_line_says_how_more_gpus_shard_and_what_it_lacks(capsys):
     assert "of them fit" not in line and "headroom -" not in line
     assert "; 2 GPUs with --tensor-parallel-size 2 would start it" in line
     assert "short of vLLM's start-up check" in line
+    shown = [x for x in out.splitlines() if x.startswith("advice: --max-num-seqs 64 (fits; ")]
+    assert shown and "KV pool" in shown[0] and "tokens), " in shown[0]
     code, out, _ = _run(capsys, *args, "--seq", 131072, "--json")
     doc = json.loads(out)
     assert doc["gpus_needed"] == {"H100 SXM": 2} and doc["fit"][0]["headroom_bytes"] < 0

@@ -973,9 +973,17 @@ def format_table(doc: dict[str, Any]) -> str:
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))
+    from vramgui.answers.advice import saving_text
+
     for advice in doc.get("advice", []):
         verdict = "fits" if advice["fits"] else "does not fit yet"
-        lines.append(f"advice: {advice['title']} ({verdict}; {advice['cost']})")
+        gives = saving_text(
+            advice["saves_bytes"], advice["kv_pool_bytes"], advice["kv_pool_tokens"]
+        )
+        lines.append(
+            f"advice: {advice['title']} ({verdict}; {gives + '; ' if gives else ''}"
+            f"{advice['cost']})"
+        )
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"

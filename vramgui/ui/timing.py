@@ -40,6 +40,14 @@ _SOURCES = {
 }
 
 
+# What a speed rests on (``Timing.basis``, ``RankedSetup.basis``), in the window's words.
+BASIS_WORDS = {
+    "measured": "measured (llama-bench)",
+    "extrapolated": "extrapolated",
+    "roofline": "roofline, not measured",
+}
+
+
 def speed_text(summary: Timing | Untimed | None) -> str:
     """The line's words, what decides first: a training run's time and cost, or the cost per
     million generated tokens; then the speed behind them, and the placement timed where it is
@@ -68,13 +76,28 @@ def speed_text(summary: Timing | Untimed | None) -> str:
                 f"<b>{format_money(summary.cost_per_million, price.currency)}</b> per million "
                 "tokens"
             )
-        parts.append(
-            f"<b>{format_rate(summary.tokens_per_second)} tokens/s</b> at batch {summary.concurrency} "
-            f"on {where}"
-        )
+        decode = f"<b>{format_rate(summary.decode_tokens_per_second)} tokens/s</b> decode"
+        if summary.concurrency > 1:
+            decode += (
+                f" per sequence ({format_rate(summary.tokens_per_second)} at batch "
+                f"{summary.concurrency})"
+            )
+        parts.append(f"{decode} on {where}")
+        if summary.prefill_seconds is not None and summary.prompt_tokens is not None:
+            parts.append(
+                f"first token in <b>{_wait(summary.prefill_seconds)}</b> "
+                f"({format_count(summary.prompt_tokens)}-token prompt)"
+            )
+        if summary.basis:
+            parts.append(BASIS_WORDS.get(summary.basis, summary.basis))
     if price is None:
         parts.append("no rental price for this GPU")
     return " · ".join(parts)
+
+
+def _wait(seconds: float) -> str:
+    """A wait of a few seconds or less, to the hundredth; longer ones as durations."""
+    return f"{seconds:.2f} s" if seconds < 10 else format_duration(seconds)
 
 
 def placement_words(placement: TimedPlacement) -> str:
@@ -98,10 +121,18 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
     if isinstance(summary, Untimed):
         return summary.reason
     u = summary.utilization
-    lines = [
-        f"Timed on: {summary.placement.describe()}",
-        f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "
-        + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these"),
+    lines = [f"Timed on: {summary.placement.describe()}"]
+    if summary.basis in ("measured", "extrapolated"):
+        lines.append(
+            f"Speed {summary.basis}: llama.cpp's kernels as published llama-bench rows measured "
+            "them (docs/performance.md, 'llama.cpp speed')"
+        )
+    else:
+        lines.append(
+            f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "
+            + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these")
+        )
+    lines += [
         f"Step: {summary.step_seconds:.3g} s, bound by {summary.bound.replace('_', ' ')}"
         + (f"; MFU {summary.mfu:.0%}" if summary.mfu is not None else ""),
     ]
@@ -201,6 +232,9 @@ def ranked_text(ranked: Sequence[object], mode: str, limit: int = 5) -> str:
         per_second = getattr(r, "tokens_per_second", 0.0)
         price = getattr(r, "price", None)
         text = f"{place}. {count} x {gpu}: {per_second:,.0f} tokens/s"
+        basis = getattr(r, "basis", "")
+        if basis:
+            text += f" ({BASIS_WORDS.get(basis, basis)})"
         seconds, cost = getattr(r, "time_seconds", None), getattr(r, "cost", None)
         if seconds is not None:
             text += f", {format_duration(seconds)}"

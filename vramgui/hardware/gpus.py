@@ -257,11 +257,15 @@ def find_gpu(name: str, catalog: tuple[CatalogGpu, ...] | None = None) -> Catalo
             f"GPU {name!r} is ambiguous: it matches {names}. Use one of these names."
         )
     # "4070" names no entry, but it starts "4070 Ti": suggest by word prefix, then by spelling.
-    suggestions = [
-        gpu.name
-        for gpu in gpus
-        if all(any(word.startswith(w) for word in _tokens(gpu.name)) for w in wanted)
-    ]
+    # The shortest names first: they add the least to what was typed.
+    suggestions = sorted(
+        (
+            gpu.name
+            for gpu in gpus
+            if all(any(word.startswith(w) for word in _tokens(gpu.name)) for w in wanted)
+        ),
+        key=len,
+    )
     if not suggestions:
         by_key = {" ".join(_tokens(gpu.name)): gpu.name for gpu in gpus}
         suggestions = [by_key[key] for key in difflib.get_close_matches(joined, list(by_key), n=3)]

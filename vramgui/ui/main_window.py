@@ -139,8 +139,8 @@ class Services:
         host_ram_bytes: RAM available for offloaded layers (None: unknown).
         measured_utilization: catalog GPU name -> the speed model's utilization measured on it
             by `vramgui measure --device cuda`, or None (the default then applies).
-        explain_log: (log text, model name, GPU name, quantization) -> the log's explanation;
-            may block (runs on a worker thread).
+        explain_log: (log text, model name, GPU name, quantization, unit) -> the log's
+            explanation, its sentences in the unit; may block (runs on a worker thread).
     """
 
     load_model: Callable[[str], ResolvedModel]
@@ -153,14 +153,16 @@ class Services:
     schemes: Mapping[str, Scheme] = field(default_factory=lambda: SCHEMES)
     host_ram_bytes: int | None = None
     measured_utilization: Callable[[str], Utilization | None] = lambda _name: None
-    explain_log: Callable[[str, str, str, str], Any] = field(default_factory=lambda: explain_log)
+    explain_log: Callable[[str, str, str, str, Unit], Any] = field(
+        default_factory=lambda: explain_log
+    )
 
 
-def explain_log(text: str, model: str, gpu: str, quant: str) -> Any:
+def explain_log(text: str, model: str, gpu: str, quant: str, unit: Unit = "GiB") -> Any:
     """``answers.explain`` of a pasted log, imported when first used."""
     from vramgui.answers.explain import explain_text
 
-    return explain_text(text, model_name=model, gpu=gpu, quant=quant)
+    return explain_text(text, model_name=model, gpu=gpu, quant=quant, unit=unit)
 
 
 def build_window(services: Services, settings: QSettings) -> MainWindow:
@@ -230,7 +232,7 @@ class MainWindow(QMainWindow):
         settings: QSettings,
         *,
         extra_tabs: Mapping[str, QWidget],
-        explain_log: Callable[[str, str, str, str], Any] | None = None,
+        explain_log: Callable[[str, str, str, str, Unit], Any] | None = None,
     ) -> None:
         super().__init__()
         self._explain_log = explain_log

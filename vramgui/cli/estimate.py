@@ -1128,8 +1128,8 @@ def serving_line(serving: dict[str, Any], gpus: int) -> str:
         where = f"{placement['text']} (the setup as chosen does not fit)"
     text = (
         f"serving on {where}: {format_rate(serving['tokens_per_second'])} tokens/s generated at batch "
-        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context, "
-        f"{serving['basis']})"
+        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context"
+        + (f", {serving['basis']})" if serving.get("basis") else ")")
     )
     if serving.get("time_to_first_token_seconds") is not None:
         text += (

@@ -64,8 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="transformers: prompt tokens it prefills; the rest of --seq is generated (default: "
-        "--seq, a prefill of the whole context)",
+        help="transformers: prompt tokens it prefills; the rest of --seq is generated; llama.cpp: "
+        "the prompt of the time to first token (default: --seq, a prefill of the whole context)",
     )
     parser.add_argument(
         "--free-memory",
@@ -1141,6 +1141,8 @@ def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list
     lines = [f"ranked ({settings['mode']}):"]
     for place, r in enumerate(ranked, 1):
         text = f"  {place}. {r['count']} x {r['gpu']}: {r['tokens_per_second']:,.0f} tokens/s"
+        if r.get("basis"):
+            text += f" ({r['basis']})"
         price = r["price"]
         if r["time_seconds"] is not None:
             text += f", {format_duration(r['time_seconds'])}"
@@ -1166,8 +1168,14 @@ def serving_line(serving: dict[str, Any], gpus: int) -> str:
         where = f"{placement['text']} (the setup as chosen does not fit)"
     text = (
         f"serving on {where}: {format_rate(serving['tokens_per_second'])} tokens/s generated at batch "
-        f"{serving['concurrency']} ({bound_text(serving['bound'])} decode at full context)"
+        f"{serving['concurrency']} ({bound_text(serving['bound'])} decode at full context"
+        + (f", {serving['basis']})" if serving.get("basis") else ")")
     )
+    if serving.get("time_to_first_token_seconds") is not None:
+        text += (
+            f", first token after {serving['time_to_first_token_seconds']:,.2f} s "
+            f"({serving['prompt_tokens']:,}-token prompt)"
+        )
     price = serving.get("price")
     if serving["cost_per_million_tokens"] is not None and price:
         text += (

@@ -688,6 +688,9 @@ class RankedSetup:
         time_seconds: the run's wall time (training with tokens to train), else None.
         gpu_hours: the run's GPU-hours, else None.
         cost: the run's cost, else None.
+        basis: what the speed rests on: "measured" or "extrapolated" (llama.cpp, from published
+            llama-bench rows), "roofline" (datasheet peaks at the default shares; inference) or
+            "" (training, ``core.speed.training_speed``).
     """
 
     gpu: str
@@ -699,6 +702,7 @@ class RankedSetup:
     time_seconds: float | None = None
     gpu_hours: float | None = None
     cost: float | None = None
+    basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -712,6 +716,7 @@ class RankedSetup:
             "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 3),
             "cost": None if self.cost is None else round(self.cost, 2),
             "price": None if self.price is None else self.price.to_dict(),
+            "basis": self.basis or None,
         }
 
 
@@ -751,11 +756,13 @@ def rank_setups(
             continue
         trial = sharded(workload, count)
         u = (utilizations or {}).get(name)
+        basis = ""
         try:
             if trial.mode == "training":
                 per_second = training_speed(spec, trial, hardware, u).tokens_per_second
             else:
-                per_second = serving_speed(spec, trial, hardware, u).tokens_per_second
+                served = serving_speed(spec, trial, hardware, u)
+                per_second, basis = served.tokens_per_second, served.basis
         except VramguiError:
             continue
         per_million = None if price is None else cost_per_million_tokens(per_second, count, price)
@@ -768,7 +775,9 @@ def rank_setups(
                 "gpu_hours": hours,
                 "cost": None if price is None else hours * price.per_gpu_hour,
             }
-        ranked.append(RankedSetup(name, count, trial, per_second, price, per_million, **run))
+        ranked.append(
+            RankedSetup(name, count, trial, per_second, price, per_million, **run, basis=basis)
+        )
     return order_setups(ranked, by)
 
 

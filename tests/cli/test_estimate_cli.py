@@ -534,6 +534,6 @@ def test_the_serving_line_words_what_bounds_decoding(capsys):
     code, out, _ = _run(capsys, *args)
     assert code == 0
     serving = next(x for x in out.splitlines() if x.startswith("serving on"))
-    assert "(host-memory-bound decode at full context)" in serving  # was "cpu_memory-bound"
+    assert "(host-memory-bound decode at full context" in serving  # was "cpu_memory-bound"
     code, out, _ = _run(capsys, *args, "--json")
     assert json.loads(out)["serving"]["bound"] == "cpu_memory"  # the JSON keeps the value

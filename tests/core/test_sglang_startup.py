@@ -11,7 +11,7 @@ from vramgui.core.fit import fit_rows, largest_fitting
 from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.launch import launch_settings, sglang_settings
 from vramgui.core.units import GiB, MiB
-from vramgui.core.vllm_startup import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, NON_TORCH_TP_BYTES
+from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, NON_TORCH_TP_BYTES
 from vramgui.core.workload import EngineConflictError, Workload
 from vramgui.sources.catalog import load_catalog
 

@@ -23,7 +23,7 @@ from vramgui.core.speed import (
     serving_speed,
     training_speed,
 )
-from vramgui.core.vllm_startup import Startup
+from vramgui.core.vllm.startup import Startup
 from vramgui.core.workload import MAX_BATCH, Workload
 
 Capacity = tuple[str, int]

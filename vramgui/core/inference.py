@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, serving, sglang_startup, vllm_startup
+from vramgui.core import dtypes, serving, sglang_startup
 from vramgui.core.activations import (
     LLAMACPP_UBATCH,
     llamacpp_compute_buffer,
@@ -30,6 +30,10 @@ from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buf
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.units import GiB
+from vramgui.core.vllm.encoders import towers_named, unmodelled_note
+from vramgui.core.vllm.kv_layout import layer_specs
+from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, SERVE_BATCHED_TOKENS
+from vramgui.core.vllm.startup import Draft, VllmEngine, VllmPlan, rotary_cache_bytes
 from vramgui.core.workload import Workload
 
 # The peak of an engine that pre-allocates its KV pool (vLLM, SGLang): sized for one GPU, or,
@@ -64,7 +68,7 @@ class InferenceBreakdown:
     phase: str
     notes: tuple[str, ...]
     details: dict[str, int | float | bool | str]
-    vllm: vllm_startup.VllmEngine | None = None
+    vllm: VllmEngine | None = None
     overhead_bytes: int | None = None
     sglang: sglang_startup.SglangEngine | None = None
 
@@ -314,7 +318,7 @@ class InferencePlan:
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
-        self._vllm: vllm_startup.VllmEngine | None = None
+        self._vllm: VllmEngine | None = None
         self._sglang: sglang_startup.SglangEngine | None = None
         self._rotary = 0
         self._details: dict[str, int | float | bool | str] = {}
@@ -343,14 +347,14 @@ class InferencePlan:
                 )
             self._notes = tuple(notes)
         elif workload.engine == "vllm":
-            engine = vllm_startup.VllmEngine(
+            engine = VllmEngine(
                 spec, workload, rank_tensor_bytes(spec, workload), _draft(draft, workload)
             )
             plan = engine.plan(self._capacity, self._gpu_name)  # raises what vLLM refuses
             self._vllm = engine
             # vLLM counts its rotary cos / sin table in "Model loading took"; here it is a
             # buffer beside the weights, in the runtime overhead.
-            self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
+            self._rotary = rotary_cache_bytes(spec, workload)
             self._weights = plan.weights_bytes - self._rotary
             self._phase = POOLED_PHASE if self._capacity is not None else UNPOOLED_PHASE
             if workload.speculative == "draft" and draft is None:
@@ -361,7 +365,7 @@ class InferencePlan:
             if plan.encoder is not None:
                 self._notes = (*self._notes, plan.encoder.note)
             if plan.unmodelled:
-                note = vllm_startup.unmodelled_note(spec, plan.unmodelled, plan.rules)
+                note = unmodelled_note(spec, plan.unmodelled, plan.rules)
                 self._notes = (*self._notes, note)
             self._details = {
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
@@ -380,7 +384,7 @@ class InferencePlan:
             self._sglang = sglang
             # SGLang's rotary table is loaded with the weights ("Load weight end. mem usage");
             # here it is a buffer beside them, in the runtime overhead.
-            self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
+            self._rotary = rotary_cache_bytes(spec, workload)
             self._weights = served.weights_bytes - self._rotary
             self._phase = POOLED_PHASE if self._capacity is not None else UNPOOLED_PHASE
             self._notes = sglang_startup.notes(spec, workload)
@@ -417,7 +421,7 @@ class InferencePlan:
             notes = (*notes, *self._outside(batch, seq))
         elif self._vllm is not None:
             kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
-            overhead = vllm_startup.CUDA_CONTEXT_BYTES + self._rotary
+            overhead = CUDA_CONTEXT_BYTES + self._rotary
             if needs is not None:
                 # No GPU, or one vLLM refuses: the total is the GPU vLLM needs to start.
                 overhead = needs - (self._weights + kv + activations)
@@ -468,7 +472,7 @@ class InferencePlan:
             "approximate.",
         )
 
-    def _vllm_needs(self, plan: vllm_startup.VllmPlan, kv: int) -> int:
+    def _vllm_needs(self, plan: VllmPlan, kv: int) -> int:
         """The GPU (as nvidia-smi counts it) on which vLLM holds ``kv`` of KV pool besides the
         rest of ``plan``: its share (--gpu-memory-utilization) holds them, and what it leaves
         free holds the CUDA context."""
@@ -476,8 +480,8 @@ class InferencePlan:
         held = self._weights + self._rotary + kv + plan.activation_bytes
         share = math.ceil(held / utilization)
         if utilization < 1:
-            share = max(share, math.ceil(vllm_startup.CUDA_CONTEXT_BYTES / (1 - utilization)))
-        return share + vllm_startup.CUDA_RESERVED_BYTES
+            share = max(share, math.ceil(CUDA_CONTEXT_BYTES / (1 - utilization)))
+        return share + CUDA_RESERVED_BYTES
 
     def _vllm_breakdown(
         self, batch: int, seq: int, details: dict[str, int | float | bool | str]
@@ -542,8 +546,7 @@ class InferencePlan:
             f"holds {at_most}{up.pool_tokens:,} tokens: {at_most}{up.max_concurrency:.2f} "
             f"requests of {seq:,} tokens at once"
             + (
-                f" (less by what the profile of its {vllm_startup.towers_named(up.unmodelled)} "
-                "takes)."
+                f" (less by what the profile of its {towers_named(up.unmodelled)} takes)."
                 if up.unmodelled
                 else "."
             )
@@ -677,17 +680,17 @@ def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, R
     )
 
 
-def _draft(draft: ModelSpec | None, w: Workload) -> vllm_startup.Draft | None:
+def _draft(draft: ModelSpec | None, w: Workload) -> Draft | None:
     """A draft model's share of one GPU, served in the target's dtype and tensor parallelism."""
     if draft is None or w.speculative != "draft":
         return None
     plain = w.with_(quant="none", enable_lora=False, speculative="none", mtp=False)
     weights = sum(size for _, _, size in rank_tensor_bytes(draft, plain))
     layers = range(draft.facts.num_layers)
-    specs = tuple(vllm_startup.layer_specs(draft, plain, layers))
-    tokens = w.max_num_batched_tokens or vllm_startup.SERVE_BATCHED_TOKENS[0]
+    specs = tuple(layer_specs(draft, plain, layers))
+    tokens = w.max_num_batched_tokens or SERVE_BATCHED_TOKENS[0]
     activation = vllm_profile_peak(draft, plain, tokens, 0)
-    return vllm_startup.Draft(draft.name, weights, specs, activation)
+    return Draft(draft.name, weights, specs, activation)
 
 
 def _check_kv_dtype(workload: Workload) -> None:

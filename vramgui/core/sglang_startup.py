@@ -42,16 +42,9 @@ from vramgui.core.activations import vllm_profile_peak
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.units import GiB, MiB
-from vramgui.core.vllm_startup import (
-    CUDA_CONTEXT_BYTES,
-    NON_TORCH_TP_BYTES,
-    Kind,
-    cuda_total_bytes,
-    layer_specs,
-    on_stage,
-    pipeline_layers,
-    rotary_cache_bytes,
-)
+from vramgui.core.vllm.kv_layout import Kind, layer_specs
+from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, NON_TORCH_TP_BYTES, cuda_total_bytes
+from vramgui.core.vllm.startup import on_stage, pipeline_layers, rotary_cache_bytes
 from vramgui.core.workload import SGLANG_VERSIONS, Workload
 
 LATEST = SGLANG_VERSIONS[-1]

@@ -24,7 +24,7 @@ LOOPS = ("trainer", "custom")
 # Speculative decoding under vLLM: none, the model's own multi-token-prediction layers, or a draft
 # model (``draft_model`` names it).
 SPECULATIVE = ("none", "draft")
-# The vLLM versions whose start-up rules the estimate follows (core/vllm_startup.py): 0.20 stands for
+# The vLLM versions whose start-up rules the estimate follows (core/vllm/rules.py): 0.20 stands for
 # 0.20.2 and later, the default.
 VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 # The SGLang versions whose start-up rules the estimate follows (core/sglang_startup.py): each

@@ -29,9 +29,9 @@ from vramgui.core.vllm.encoders import (
 )
 from vramgui.core.vllm.kv_layout import LayerKv, kv_layout, layer_specs
 from vramgui.core.vllm.profile import Scheduler, lora_slot_bytes, scheduler_settings
-from vramgui.core.vllm.rules import RULES, rules_for
+from vramgui.core.vllm.rules import RULES, Rules, rules_for
 from vramgui.core.vllm.startup import VllmEngine, pipeline_layers
-from vramgui.core.workload import Workload
+from vramgui.core.workload import VLLM_VERSIONS, Workload
 from vramgui.sources.catalog import load_catalog
 
 RTX_4090 = 24564 * MiB  # what nvidia-smi reports
@@ -368,6 +368,13 @@ def test_versions_map_to_the_rules_read():
     assert rules_for("0.34.0") is RULES["0.20"]
     assert rules_for("0.9.2") is RULES["0.10"]
     assert replace(RULES["0.20"], sampler="pytorch").cuda_graphs_in_pool
+
+
+def test_the_version_table_is_one_named_record_per_version():
+    assert tuple(RULES) == VLLM_VERSIONS
+    assert all(version == rules.version for version, rules in RULES.items())
+    with pytest.raises(TypeError):  # a row of unlabelled values is refused
+        Rules("0.30", True, True, True, True, True, True, True, "flashinfer", True, True)  # type: ignore[misc]
 
 
 # The vision encoder's profile (vLLM 0.24 gpu_model_runner.profile_run, Qwen3VLProcessingInfo).

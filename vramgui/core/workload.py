@@ -361,6 +361,12 @@ class Workload:
             return INFERENCE_SETTINGS | LORA_SETTINGS
         return INFERENCE_SETTINGS
 
+    def applicable(self) -> Workload:
+        """This workload with the settings that do not apply to it (:meth:`unused`) at their
+        defaults: what is left of another mode's setup says nothing of this one."""
+        defaults = Workload()
+        return replace(self, **{name: getattr(defaults, name) for name in self.unused()})
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict, with the CLI's option names (dashes)."""
         out = asdict(self)

@@ -13,6 +13,7 @@ from typing import Any
 from vramgui.core import dtypes
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
+from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.core.sglang_startup import SglangStartup
 from vramgui.core.speed import (
@@ -504,12 +505,14 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
             _vllm_candidates(w, add)
         if w.engine == "sglang":
             _sglang_candidates(w, add)
-        if w.engine in ("vllm", "sglang") and w.kv_dtype != "fp8":
-            add("FP8 KV cache", {"kv_dtype": "fp8"}, "slightly less accurate attention")
-        if w.engine == "llamacpp" and w.kv_dtype not in ("q8_0", "q4_0"):
-            add("q8_0 KV cache", {"kv_dtype": "q8_0"}, "negligible quality loss")
-        if w.engine == "llamacpp" and w.kv_dtype != "q4_0":
-            add("q4_0 KV cache", {"kv_dtype": "q4_0"}, "some quality loss on long contexts")
+        kv_bytes = dtypes.kv_bytes_per_element(w.kv_dtype, w.dtype)
+        for kv in KV_CACHE_TYPES:
+            if (
+                kv.saving
+                and w.engine in kv.engines
+                and dtypes.kv_bytes_per_element(kv.name, w.dtype) < kv_bytes
+            ):
+                add(f"{kv.saving} KV cache", {"kv_dtype": kv.name}, kv.saving_cost)
         if w.attention == "eager":
             add("SDPA attention", {"attention": "sdpa"}, "none: same results, less memory")
         for quant in _narrower_quants(w):

@@ -262,7 +262,6 @@ class InferencePlan:
         "_checked",
         "_details",
         "_error",
-        "_error_first",
         "_facts",
         "_format_notes",
         "_gpu_name",
@@ -295,17 +294,11 @@ class InferencePlan:
         learned = facts.model_type in LEARNED_POSITIONS
         self._max_seq = facts.max_position_embeddings if learned else None
         self._error: VramguiError | None = None
-        self._error_first = True  # raised before the context's own check
-        try:
-            _check_kv_dtype(workload)
-        except VramguiError as exc:
-            self._error = exc
-            return
         self._capacity, self._gpu_name = capacity_bytes, gpu_name
         try:
             self._prepare(spec, workload, draft, device)
         except VramguiError as exc:
-            self._error, self._error_first = exc, False
+            self._error = exc
 
     def _prepare(
         self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None, device: str
@@ -403,8 +396,6 @@ class InferencePlan:
         Raises:
             WorkloadError: a setting the engine or the model does not support.
         """
-        if self._error is not None and self._error_first:
-            raise self._error.with_traceback(None)
         if self._max_seq is not None and seq > self._max_seq:
             raise WorkloadError(
                 f"{self._facts.model_type} has learned position embeddings for "
@@ -691,20 +682,6 @@ def _draft(draft: ModelSpec | None, w: Workload) -> Draft | None:
     tokens = w.max_num_batched_tokens or SERVE_BATCHED_TOKENS[0]
     activation = vllm_profile_peak(draft, plain, tokens, 0)
     return Draft(draft.name, weights, specs, activation)
-
-
-def _check_kv_dtype(workload: Workload) -> None:
-    kv = workload.kv_dtype
-    if workload.engine == "transformers" and kv in ("fp8", "q8_0", "q4_0"):
-        raise WorkloadError(
-            f"--kv-dtype {kv} is not a transformers DynamicCache dtype; use --engine vllm (fp8) "
-            "or --engine llamacpp (q8_0, q4_0)"
-        )
-    if workload.engine in ("vllm", "sglang") and kv in ("q8_0", "q4_0"):
-        name = "vLLM" if workload.engine == "vllm" else "SGLang"
-        raise WorkloadError(f"--kv-dtype {kv} is a llama.cpp cache type; {name} offers fp8")
-    if workload.engine == "llamacpp" and kv == "fp8":
-        raise WorkloadError("llama.cpp has no fp8 KV cache; use q8_0 or q4_0")
 
 
 def _check_model(spec: ModelSpec, workload: Workload) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramgui.core import activations, dtypes
+from vramgui.core.kv_cache_types import KV_CACHE_TYPE, KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
 from vramgui.core.offload.overrides import TensorOverride
@@ -27,14 +28,6 @@ from vramgui.core.workload import Workload, served_family
 # of the estimate is sized for.
 LLAMACPP_BATCH = 2048
 
-_LLAMACPP_CACHE_TYPES = {
-    "auto": "f16",  # llama.cpp's default whatever the weights are
-    "fp32": "f32",
-    "fp16": "f16",
-    "bf16": "bf16",
-    "q8_0": "q8_0",
-    "q4_0": "q4_0",
-}
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -108,11 +101,17 @@ def _compact_overrides(overrides: Sequence[TensorOverride]) -> list[str]:
     return out
 
 
+def _llamacpp_cache_type(w: Workload) -> str:
+    """llama.cpp's ``--cache-type-k`` / ``-v`` for the workload's KV dtype (f16, its default, for
+    one it does not take)."""
+    return KV_CACHE_TYPE[w.kv_dtype].flags.get("llamacpp", "f16")
+
+
 def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
     """``llama-server`` flags for a llama.cpp placement: ``-ngl``, ``-c``, cache types, batches,
     flash attention, and the tensor overrides and split across GPUs of its layout."""
     w = placement.workload
-    cache = _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16")
+    cache = _llamacpp_cache_type(w)
     args = [
         "-ngl",
         str(placement.gpu_layers),
@@ -180,7 +179,6 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
 # "vram-based default context"). Its docs say 24 and 48 GiB; the code tests 23 and 47 GiB "to
 # account for small differences in the exact value", so a 24 GB card (23.99 GiB) gets 32k.
 OLLAMA_CONTEXTS = ((23 * 1024**3, 4096), (47 * 1024**3, 32768), (None, 262144))
-_OLLAMA_CACHE_TYPES = {"q8_0": "q8_0", "q4_0": "q4_0"}
 
 
 def ollama_context(total_vram_bytes: int) -> int:
@@ -244,8 +242,9 @@ def ollama_settings(spec: ModelSpec, name: str, placement: Placement) -> LaunchS
         f"PARAMETER num_gpu {layers}",
     ]
     env = [f"OLLAMA_FLASH_ATTENTION={1 if activations.llamacpp_flash_attention(w) else 0}"]
-    if w.kv_dtype in _OLLAMA_CACHE_TYPES:
-        env.append(f"OLLAMA_KV_CACHE_TYPE={_OLLAMA_CACHE_TYPES[w.kv_dtype]}")
+    ollama_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("ollama")
+    if ollama_cache is not None:
+        env.append(f"OLLAMA_KV_CACHE_TYPE={ollama_cache}")
     if w.batch > 1:
         env.append(f"OLLAMA_NUM_PARALLEL={w.batch}")
     custom = re.sub(
@@ -283,8 +282,8 @@ def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         "Context Length": w.seq * w.batch,
         "GPU Offload": f"{placement.gpu_layers} of {n} layers",
         "Flash Attention": "On" if activations.llamacpp_flash_attention(w) else "Off",
-        "K Cache Quantization Type": _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16"),
-        "V Cache Quantization Type": _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16"),
+        "K Cache Quantization Type": _llamacpp_cache_type(w),
+        "V Cache Quantization Type": _llamacpp_cache_type(w),
     }
     if experts:
         settings["Number of layers for which to force MoE weights onto CPU"] = experts
@@ -371,10 +370,12 @@ def vllm_settings(
     notes = []
     if w.pp > 1:
         args += ["--pipeline-parallel-size", str(w.pp)]
-    if w.kv_dtype == "fp8":
-        args += ["--kv-cache-dtype", "fp8"]
-    elif w.kv_dtype in ("q8_0", "q4_0"):
-        notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is fp8.")
+    kv = KV_CACHE_TYPE[w.kv_dtype]
+    if "vllm" in kv.flags:
+        args += ["--kv-cache-dtype", kv.flags["vllm"]]
+    elif "vllm" not in kv.engines:
+        smaller = " / ".join(t.name for t in KV_CACHE_TYPES if t.saving and "vllm" in t.engines)
+        notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is {smaller}.")
     if w.max_num_seqs is not None:
         args += ["--max-num-seqs", str(w.max_num_seqs)]
     if w.max_num_batched_tokens is not None:
@@ -448,10 +449,9 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
         args += ["--tp-size", str(w.tp)]
     if w.pp > 1:
         args += ["--pp-size", str(w.pp)]
-    if w.kv_dtype == "fp8":
-        args += ["--kv-cache-dtype", "fp8_e4m3"]
-    elif w.kv_dtype == "bf16":
-        args += ["--kv-cache-dtype", "bf16"]
+    sglang_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("sglang")
+    if sglang_cache is not None:
+        args += ["--kv-cache-dtype", sglang_cache]
     if served_family(w.quant, spec.quantization) == "gguf":
         # SGLang loads a local .gguf file as GGUF (ServerArgs: check_gguf_file).
         model = _gguf_path(spec)

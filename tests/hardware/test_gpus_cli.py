@@ -107,3 +107,9 @@ def test_catalog_json_and_table(capsys):
     assert "24.00 GiB" in table  # marketed
     assert "23.99 GiB" in table  # NVML's total
     assert "$1,599" in table
+    # unified memory: the share the GPU may use beside the whole
+    (m3,) = [line for line in table.splitlines() if line.startswith("Apple M3 Ultra 512GB")]
+    assert "512.00 GiB" in m3 and "384.00 GiB" in m3
+    assert by_name["Apple M3 Ultra 512GB"]["engines_unavailable"]["vllm"].startswith("vLLM has no")
+    assert by_name["RTX 5070 Ti"]["price_kind"] == "launch MSRP"
+    assert by_name["RTX 5070 Ti"]["price_date"] == "2025-01-06"

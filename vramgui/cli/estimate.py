@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
@@ -33,6 +34,7 @@ from vramgui.core.workload import (
 
 if TYPE_CHECKING:
     from vramgui.core.model import ModelSpec
+    from vramgui.hardware.gpus import CatalogGpu
 
 # The estimator, the sources and the GPUs are imported where they run (see vramgui.cli): the
 # options alone must not cost their import, as `vramgui plan --help` and `vramgui measure` build
@@ -72,9 +74,75 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "rental cost of the work: per million tokens trained (a whole run with --train-tokens) "
         "or generated at --batch concurrent sequences",
     )
+    add_custom_gpu_options(parser)
     add_speed_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
+
+
+def add_custom_gpu_options(parser: argparse.ArgumentParser) -> None:
+    """A card the catalog lacks, given by its memory and bandwidth (docs/cli.md)."""
+    group = parser.add_argument_group(
+        "a card the catalog lacks", "fit, headroom, largest batch and context, and speed on it"
+    )
+    group.add_argument(
+        "--vram-gib",
+        default=None,
+        metavar="GIB[,GIB...]",
+        help="its memory in GiB; several figures (24,12) give one card each",
+    )
+    group.add_argument(
+        "--gpu-gbps", type=float, default=None, help="its peak memory bandwidth, GB/s (for speed)"
+    )
+    group.add_argument(
+        "--gpu-tflops",
+        type=float,
+        default=None,
+        help="its dense 16-bit tensor TFLOPS (for speed; decoding needs it as well)",
+    )
+
+
+def vram_budgets(text: str | None) -> list[int]:
+    """``--vram-gib`` in bytes: one figure, or one per GPU ("24,12"); [] when not given.
+
+    Raises:
+        WorkloadError: not a list of positive numbers.
+    """
+    if text is None:
+        return []
+    try:
+        figures = [float(value) for value in str(text).split(",")]
+    except ValueError:
+        raise WorkloadError(
+            f"--vram-gib takes GiB, one figure or one per GPU (24,12); got {text!r}"
+        ) from None
+    for figure in figures:
+        if not 0 < figure < 1e9:
+            raise WorkloadError(f"--vram-gib must be a positive number, got {figure}")
+    return [round(figure * GiB) for figure in figures]
+
+
+def custom_gpus(args: argparse.Namespace) -> list[CatalogGpu]:
+    """The cards ``--vram-gib`` (with ``--gpu-gbps``, ``--gpu-tflops``) describes, as catalog
+    entries named "Custom 20 GiB, 500 GB/s".
+
+    Raises:
+        VramguiError: a figure that is not a positive number, or a bandwidth or a rate without
+            the memory.
+    """
+    from vramgui.hardware.errors import CardFigureError
+    from vramgui.hardware.gpus import custom_gpu
+
+    budgets = vram_budgets(args.vram_gib)
+    if not budgets and (args.gpu_gbps is not None or args.gpu_tflops is not None):
+        raise WorkloadError("--gpu-gbps and --gpu-tflops describe a card: give its --vram-gib")
+    try:
+        return [custom_gpu(budget / GiB, args.gpu_gbps, args.gpu_tflops) for budget in budgets]
+    except CardFigureError as exc:
+        flag = {"memory": "--vram-gib", "bandwidth": "--gpu-gbps"}.get(exc.figure, "--gpu-tflops")
+        raise WorkloadError(
+            f"{flag} must be a positive number a card can have, got {exc.value:g}"
+        ) from None
 
 
 def add_speed_options(parser: argparse.ArgumentParser) -> None:
@@ -153,10 +221,14 @@ def train_tokens_from_args(args: argparse.Namespace) -> int | None:
 
 
 def speed_for(
-    spec: ModelSpec, workload: Workload, gpu_name: str, args: argparse.Namespace
+    spec: ModelSpec,
+    workload: Workload,
+    gpu_name: str,
+    args: argparse.Namespace,
+    custom: Sequence[CatalogGpu] = (),
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name``, or None
-    and why there is none."""
+    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name`` (a
+    catalog GPU, or one of the ``custom`` cards), or None and why there is none."""
     from vramgui.core.report import serving_block, speed_block
     from vramgui.core.speed import Price
     from vramgui.hardware.errors import HardwareError
@@ -164,7 +236,14 @@ def speed_for(
     from vramgui.hardware.rates import rental_price, speed_hardware
 
     try:
-        gpu = find_gpu(gpu_name)
+        card = next((card for card in custom if card.name == gpu_name), None)
+        if card is not None and not (card.memory_bandwidth_gbps and card.bf16_tflops):
+            missing = "--gpu-tflops" if card.memory_bandwidth_gbps else "--gpu-gbps"
+            return (
+                None,
+                f"no speed: {gpu_name} needs a bandwidth and a tensor rate (give {missing})",
+            )
+        gpu = card or find_gpu(gpu_name)
         hardware = speed_hardware(gpu, workload.dtype)
     except HardwareError:
         return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
@@ -632,9 +711,11 @@ def run(args: argparse.Namespace) -> int:
     from vramgui.core.report import estimate_document
     from vramgui.hardware.capacity import resolve_capacities
 
+    custom = custom_gpus(args)
     loaded, workload = load_for(args)
     spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
+    capacities += [(card.name, card.capacity_bytes()) for card in custom]
     capacity = capacities[0][1] if capacities else None
     if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
@@ -678,10 +759,23 @@ def run(args: argparse.Namespace) -> int:
     speed_note = None
     if capacities:
         key = "speed" if workload.mode == "training" else "serving"
-        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args)
+        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args, custom)
     doc = estimate_document(spec, est, rows, extra)
-    if speed_note and workload.mode == "training":
+    if speed_note and (workload.mode == "training" or custom):
         doc["notes"].append(speed_note)
+    from vramgui.hardware.gpus import engine_notes
+
+    doc["notes"] += engine_notes(workload.engine, [name for name, _ in capacities])
+    if custom:
+        doc["custom_gpus"] = [
+            {
+                "name": card.name,
+                "memory_bytes": card.memory_bytes,
+                "memory_bandwidth_gbps": card.memory_bandwidth_gbps or None,
+                "tflops_16bit": card.bf16_tflops,
+            }
+            for card in custom
+        ]
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = list(loaded.notices)
     if args.json:

@@ -78,6 +78,7 @@ def snapshot_document(snapshot: GpuSnapshot) -> dict[str, Any]:
 def _catalog_dict(gpu: CatalogGpu) -> dict[str, Any]:
     document = dataclasses.asdict(gpu)
     document["capacity_bytes"] = gpu.capacity_bytes()
+    document["engines_unavailable"] = dict(gpu.engines_unavailable)
     return document
 
 
@@ -141,6 +142,7 @@ def _catalogtable(gpus: tuple[CatalogGpu, ...]) -> str:
             gpu.name,
             gpu.vendor,
             format_bytes(gpu.memory_bytes),
+            "-" if gpu.usable_memory_bytes is None else format_bytes(gpu.usable_memory_bytes),
             _nvml_total(gpu),
             f"{gpu.memory_bandwidth_gbps:,.0f} GB/s",
             _tflops(gpu.bf16_tflops or gpu.fp16_tflops),
@@ -150,6 +152,6 @@ def _catalogtable(gpus: tuple[CatalogGpu, ...]) -> str:
         )
         for gpu in gpus
     ]
-    header = ("GPU", "vendor", "memory", "NVML total", "bandwidth", "16-bit TFLOPS", "price",
-              "rent/hour", "NVML")  # fmt: skip
+    header = ("GPU", "vendor", "memory", "GPU share", "NVML total", "bandwidth", "16-bit TFLOPS",
+              "price", "rent/hour", "NVML")  # fmt: skip
     return table(header, rows)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
-from vramgui.cli.estimate import add_estimate_options, load_for
+from vramgui.cli.estimate import add_estimate_options, load_for, vram_budgets
 from vramgui.cli.text import APPROXIMATE, is_approximate, printable
 from vramgui.core import offload
 from vramgui.core.errors import WorkloadError
@@ -201,15 +201,7 @@ def _gpus(args: argparse.Namespace) -> list[_Gpu]:
     from vramgui.hardware.gpus import find_gpu
 
     capacities = resolve_capacities(args.gpu) if args.gpu else []
-    budgets: list[int] = []
-    if args.vram_gib is not None:
-        try:
-            figures = [float(v) for v in str(args.vram_gib).split(",")]
-        except ValueError:
-            raise WorkloadError(
-                f"--vram-gib takes GiB, one figure or one per GPU (24,12); got {args.vram_gib!r}"
-            ) from None
-        budgets = [round(_positive("vram-gib", v) * GiB) for v in figures]  # type: ignore[operator]
+    budgets = vram_budgets(args.vram_gib)
     if not capacities and not budgets:
         raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
     count = max(len(capacities), len(budgets))

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vramgui.hardware.errors import HardwareError
+from vramgui.core.workload import ENGINE_NAMES
+from vramgui.hardware.errors import CardFigureError, HardwareError
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,10 @@ class CatalogGpu:
     ``usable_memory_bytes`` is what one device can use where that is less (Apple's GPU wiring
     limit, one die of a two-die board). TFLOPS are dense tensor rates with FP32 accumulate; a
     None means the GPU lacks the format or the vendor publishes no figure. ``nvml`` is False for
-    GPUs NVML cannot query (Apple, AMD).
+    GPUs NVML cannot query (Apple, AMD, Intel, NVIDIA's unified-memory systems).
+    ``price_kind``, ``price_source`` and ``price_date`` say what ``typical_price_usd`` is (a launch
+    MSRP, a reported street price), where it was read and when. ``engines_unavailable`` names the
+    engines that do not run on the GPU, each with why.
     """
 
     name: str
@@ -53,6 +57,10 @@ class CatalogGpu:
     architecture: str = ""
     nvml_total_bytes: int | None = None
     nvml_total_source: str | None = None
+    price_kind: str | None = None
+    price_source: str | None = None
+    price_date: str | None = None
+    engines_unavailable: tuple[tuple[str, str], ...] = ()
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> int:
@@ -96,6 +104,9 @@ _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "architecture": str,
     "nvml_total_bytes": int,
     "nvml_total_source": str,
+    "price_kind": str,
+    "price_source": str,
+    "price_date": str,
 }
 
 
@@ -114,6 +125,11 @@ def _entry(raw: Any) -> CatalogGpu:
             raise HardwareError(f"GPU catalog entry {label!r}: {key} is not {kind}")
     if (raw.get("nvml_total_bytes") or 0) > raw["memory_bytes"]:
         raise HardwareError(f"GPU catalog entry {label!r}: nvml_total_bytes exceeds memory_bytes")
+    engines = raw.get("engines_unavailable", {})
+    if not isinstance(engines, dict) or not all(
+        isinstance(key, str) and isinstance(why, str) for key, why in engines.items()
+    ):
+        raise HardwareError(f"GPU catalog entry {label!r}: engines_unavailable is not a mapping")
     lists = {key: raw.get(key, []) for key in ("aliases", "sources")}
     for key, value in lists.items():
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
@@ -141,6 +157,10 @@ def _entry(raw: Any) -> CatalogGpu:
         architecture=raw.get("architecture") or "",
         nvml_total_bytes=raw.get("nvml_total_bytes"),
         nvml_total_source=raw.get("nvml_total_source"),
+        price_kind=raw.get("price_kind"),
+        price_source=raw.get("price_source"),
+        price_date=raw.get("price_date"),
+        engines_unavailable=tuple(engines.items()),
     )
 
 
@@ -193,8 +213,13 @@ def _tokens(text: str) -> tuple[str, ...]:
     """Lower-case words of a GPU name, with "16 GB" as "16gb" and "4070 Ti" as "4070ti"."""
     text = re.sub(r"[-_/,()]", " ", text.lower())
     text = re.sub(r"\b(\d+)\s*(?:gib|gb|g)\b", r"\1gb", text)
-    # A suffix makes another card ("4070" is not "4070 Ti"), so it is glued to its number.
-    text = re.sub(r"\b(\d{3,4})\s+(ti|super|xtx|xt)\b", r"\1\2", text)
+    # A suffix makes another card ("4070" is not "4070 Ti", nor "4070 Ti" "4070 Ti Super"), so
+    # the suffixes are glued to their number.
+    text = re.sub(
+        r"\b(\d{3,4})((?:\s+(?:ti|super|xtx|xt)\b)+)",
+        lambda m: m.group(1) + m.group(2).replace(" ", ""),
+        text,
+    )
     return tuple(word for word in text.split() if word not in _NOISE)
 
 
@@ -248,12 +273,19 @@ _ARCHITECTURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "blackwell",
         re.compile(
-            r"\b(?:gb?[12]\d0|b[12]\d0a?|rtx\s*50\d0|rtx pro \d+ blackwell|blackwell)\b", re.I
+            r"\b(?:gb?[12]\d0|b[123]\d0a?|gb10|dgx spark|jetson agx thor|rtx\s*50\d0|"
+            r"rtx pro \d+ blackwell|blackwell)\b",
+            re.I,
         ),
     ),
     ("hopper", re.compile(r"\b(?:gh200|h[12]00|h[28]00|h20|hopper)\b", re.I)),
     ("ada", re.compile(r"\b(?:rtx\s*40\d0|l40s?|l4|l20|rtx\s*\d+\s*ada|ada)\b", re.I)),
-    ("ampere", re.compile(r"\b(?:a100|a800|a40|a30|a16|a10g?|a2|rtx\s*a\d+|rtx\s*30\d0)\b", re.I)),
+    (
+        "ampere",
+        re.compile(
+            r"\b(?:a100|a800|a40|a30|a16|a10g?|a2|rtx\s*a\d+|rtx\s*30\d0|jetson agx orin)\b", re.I
+        ),
+    ),
     ("turing", re.compile(r"\b(?:t4|rtx\s*20\d0|quadro rtx|titan rtx|gtx\s*16\d0)\b", re.I)),
     ("volta", re.compile(r"\b(?:v100|titan v)\b", re.I)),
 )
@@ -276,3 +308,61 @@ def architecture_of(name: str) -> str:
         if pattern.search(name):
             return arch
     return "auto"
+
+
+CUSTOM_VENDOR = "Custom"
+# Bounds on what a person types for a card: far past any GPU sold, short of typing mistakes.
+_CUSTOM_LIMITS = {"memory": 1 << 20, "bandwidth": 1e6, "tflops": 1e6}
+
+
+def custom_gpu(
+    memory_gib: float,
+    bandwidth_gbps: float | None = None,
+    tflops: float | None = None,
+    name: str = "",
+) -> CatalogGpu:
+    """A card described by hand: its memory in GiB, its peak memory bandwidth in GB/s and,
+    optionally, its dense 16-bit tensor TFLOPS and a name (default "Custom 20 GiB, 500 GB/s").
+
+    The card is held to its whole memory (no driver reserve is known), and is timed only where
+    it has a bandwidth and a tensor rate.
+
+    Raises:
+        CardFigureError: a figure that is not a positive number within reason (which one, in
+            ``figure``).
+    """
+    for what, value in (("memory", memory_gib), ("bandwidth", bandwidth_gbps), ("tflops", tflops)):
+        if value is not None and not 0 < value <= _CUSTOM_LIMITS[what]:
+            raise CardFigureError(what, value)
+    label = f"Custom {memory_gib:g} GiB" + (f", {bandwidth_gbps:g} GB/s" if bandwidth_gbps else "")
+    return CatalogGpu(
+        name=name.strip() or label,
+        vendor=CUSTOM_VENDOR,
+        memory_bytes=round(memory_gib * (1 << 30)),
+        memory_bandwidth_gbps=float(bandwidth_gbps or 0),
+        fp16_tflops=tflops,
+        bf16_tflops=tflops,
+        fp8_tflops=None,
+        interconnect="unknown",
+        pcie_gen=None,
+        typical_price_usd=None,
+        nvml=False,
+        notes="Added by hand"
+        + ("" if bandwidth_gbps else "; no bandwidth: no speed")
+        + ("" if tflops else "; no tensor rate: no speed"),
+    )
+
+
+def engine_notes(engine: str, gpu_names: list[str] | tuple[str, ...]) -> list[str]:
+    """Why ``engine`` cannot run on each of ``gpu_names`` the catalog knows it does not run on
+    ("vLLM does not run on Apple M4 Max 128GB: ...")."""
+    notes = []
+    for name in dict.fromkeys(gpu_names):
+        try:
+            gpu = find_gpu(name)
+        except HardwareError:
+            continue
+        why = dict(gpu.engines_unavailable).get(engine)
+        if why:
+            notes.append(f"{ENGINE_NAMES.get(engine, engine)} does not run on {gpu.name}: {why}.")
+    return notes

@@ -50,7 +50,7 @@ from vramgui.core.workload import (
     adjusted,
     quant_family,
 )
-from vramgui.hardware.gpus import architecture_of
+from vramgui.hardware.gpus import architecture_of, engine_notes
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, loads, submit
 
@@ -128,12 +128,14 @@ class Analysis:
         fit: one row per chosen GPU, the target first.
         speed: how fast and at what cost it runs on the target GPU, or None where it cannot be
             timed (no target, a GPU the catalog lacks).
+        engine_notes: the chosen GPUs the engine does not run on, each with why.
     """
 
     spec: ModelSpec
     estimate: Estimate
     fit: tuple[fit.FitRow, ...]
     speed: SpeedSummary | None = None
+    engine_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -714,7 +716,13 @@ class EstimateController(QObject):
                 self._outlook_worker = None
             self.estimate_failed.emit(_describe(exc))
             return
-        self._analysis = Analysis(spec, result, rows, self._speed(spec, self._workload))
+        self._analysis = Analysis(
+            spec,
+            result,
+            rows,
+            self._speed(spec, self._workload),
+            tuple(engine_notes(self._workload.engine, [gpu for gpu, _ in self._capacities])),
+        )
         self.estimate_changed.emit(self._analysis)
         self._outlook_timer.start()
 

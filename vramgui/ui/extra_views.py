@@ -185,7 +185,8 @@ class OffloadFeed(QObject):
     Args:
         view: the ``OffloadView``.
         controller: the window's controller.
-        catalog: GPUs whose bandwidth and FLOPS the speed model uses for the target GPU.
+        catalog: gives the GPUs whose bandwidth and FLOPS the speed model uses for the target GPU
+            (the catalog and the cards added by hand, as they are now).
         host_ram_bytes: RAM available for offloaded layers (None: no limit).
         fallback_gpu: the catalog GPU assumed when the target matches none.
     """
@@ -194,14 +195,14 @@ class OffloadFeed(QObject):
         self,
         view: QWidget,
         controller: EstimateController,
-        catalog: Sequence[CatalogGpu],
+        catalog: Callable[[], Sequence[CatalogGpu]],
         host_ram_bytes: int | None,
         fallback_gpu: str | None,
     ) -> None:
         super().__init__(view)
         self._view = view
         self._controller = controller
-        self._catalog = tuple(catalog)
+        self._catalog = catalog
         self._host_ram_bytes = host_ram_bytes
         self._fallback = fallback_gpu
         self._module = importlib.import_module(OFFLOAD_MODULE)
@@ -253,12 +254,17 @@ class OffloadFeed(QObject):
         return choices
 
     def _catalog_gpu(self, name: str) -> CatalogGpu | None:
+        gpus = tuple(self._catalog())
+        # A card added by hand is known by its own name, never taken for another.
+        own = next((gpu for gpu in gpus if gpu.name == name), None)
+        if own is not None:
+            return own
         # A local GPU is named "GPU 0: NVIDIA GeForce RTX 4090"; the catalog knows the model.
         for candidate in (name.split(": ", 1)[-1], self._fallback):
             if not candidate:
                 continue
             try:
-                return find_gpu(candidate, self._catalog)
+                return find_gpu(candidate, gpus)
             except HardwareError:
                 continue
         return None
@@ -267,7 +273,7 @@ class OffloadFeed(QObject):
 def _offload_steps(
     module: ModuleType,
     controller: EstimateController,
-    catalog: Sequence[CatalogGpu],
+    catalog: Callable[[], Sequence[CatalogGpu]],
     host_ram_bytes: int | None,
     fallback_gpu: str | None,
 ) -> BuildSteps:
@@ -298,7 +304,7 @@ def _profiles_steps(
 
 def offload_view(
     controller: EstimateController,
-    catalog: Sequence[CatalogGpu],
+    catalog: Callable[[], Sequence[CatalogGpu]],
     host_ram_bytes: int | None,
     fallback_gpu: str | None,
 ) -> QWidget:

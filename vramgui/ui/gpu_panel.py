@@ -1,4 +1,5 @@
-"""The GPU panel: local GPUs from NVML (refreshed off the GUI thread) and catalog GPUs to compare.
+"""The GPU panel: local GPUs from NVML (refreshed off the GUI thread), cards added by hand and
+catalog GPUs to compare.
 
 Checked GPUs are the ones the estimate is held against; the first checked is the target of the
 fit advisor. Each row carries a fit badge.
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QBrush, QColor, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QHeaderView,
     QLabel,
+    QMenu,
+    QPushButton,
     QStyle,
     QTreeWidget,
     QTreeWidgetItem,
@@ -22,25 +25,38 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core.units import Unit, format_bytes, to_unit
+from vramgui.core.workload import ENGINE_NAMES
 from vramgui.hardware import CatalogGpu, GpuSnapshot
+from vramgui.hardware.gpus import CUSTOM_VENDOR
 from vramgui.ui import palette
+from vramgui.ui.add_card import AddCardDialog
 from vramgui.ui.workers import Worker, submit
 
 REFRESH_MS = 3000
 _NAME, _MEMORY, _FIT = range(3)
+# The longest name the list shows whole: longer ones (a card added by hand, "Ryzen AI Max+ 395
+# 128GB") keep both ends and the tooltip holds them, so that the panel leaves the estimate its
+# room on a laptop screen.
+_NAME_RULER = "Apple M2 Ultra 192GB"
+# The widest fit badge.
+_BADGE_RULER = "✘ 888.8 short"
 
 
 class GpuPanel(QWidget):
-    """Lists local and catalog GPUs; emits ``capacities_changed`` with the checked ones.
+    """Lists local GPUs, cards added by hand and catalog GPUs; emits ``capacities_changed`` with
+    the checked ones, and ``cards_changed`` with the cards added by hand when one is added or
+    removed.
 
     Args:
         probe: returns a fresh :class:`GpuSnapshot`; called on a worker thread, never raises.
         catalog: GPUs to compare against.
-        checked_catalog: names of catalog GPUs checked at start.
+        checked_catalog: names of catalog GPUs (and cards added by hand) checked at start.
         refresh_ms: how often local GPUs are read again; 0 reads them once.
+        cards: cards added by hand earlier (``hardware.gpus.custom_gpu``).
     """
 
     capacities_changed = Signal(object)
+    cards_changed = Signal(object)
 
     def __init__(
         self,
@@ -49,6 +65,8 @@ class GpuPanel(QWidget):
         checked_catalog: Iterable[str] = (),
         refresh_ms: int = REFRESH_MS,
         parent: QWidget | None = None,
+        *,
+        cards: Sequence[CatalogGpu] = (),
     ) -> None:
         super().__init__(parent)
         self._probe = probe
@@ -77,32 +95,48 @@ class GpuPanel(QWidget):
         # every estimate, so their column just takes the width left over.
         for column in (_NAME, _MEMORY):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+        # The stretched badge column shrinks no narrower than its size when stretching starts:
+        # the widest badge, not Qt's default 100 px.
+        header.resizeSection(_FIT, self._badge_width())
         header.setStretchLastSection(True)
         self.local_group = QTreeWidgetItem(self.tree, ["This machine"])
+        self.cards_group = QTreeWidgetItem(self.tree, ["Added by hand"])
         self.catalog_group = QTreeWidgetItem(self.tree, ["Compare with"])
-        for group in (self.local_group, self.catalog_group):
+        self._groups = (self.local_group, self.cards_group, self.catalog_group)
+        for group in self._groups:
             group.setFlags(Qt.ItemFlag.ItemIsEnabled)
             font = group.font(_NAME)
             font.setBold(True)
             group.setFont(_NAME, font)
-        self._catalog = {gpu.name: gpu for gpu in catalog}
+        self._catalog: dict[str, CatalogGpu] = {}
         wanted = set(checked_catalog)
+        for gpu in cards:
+            self._add_item(self.cards_group, gpu, gpu.name in wanted)
         for gpu in catalog:
-            item = QTreeWidgetItem(self.catalog_group, [gpu.name, "", ""])
-            item.setData(_NAME, Qt.ItemDataRole.UserRole, gpu.name)
-            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(
-                _NAME, Qt.CheckState.Checked if gpu.name in wanted else Qt.CheckState.Unchecked
-            )
-            item.setToolTip(_NAME, _catalog_tooltip(gpu))
-        for group in (self.local_group, self.catalog_group):
+            self._add_item(self.catalog_group, gpu, gpu.name in wanted)
+        for group in self._groups:
             group.setFirstColumnSpanned(True)
+        self.cards_group.setHidden(not cards)
         self.tree.expandAll()
         self._fit_name_column()
+        self.add_button = QPushButton("Add a card…")
+        self.add_button.setToolTip(
+            "A GPU the list lacks, by its memory and bandwidth (and, for a speed, its compute)"
+        )
+        self.add_button.clicked.connect(self.open_add_dialog)
+        self.dialog: AddCardDialog | None = None
+        self.remove_action = QAction("Remove this card", self.tree)
+        self.remove_action.setShortcut(QKeySequence.StandardKey.Delete)
+        self.remove_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        self.remove_action.triggered.connect(self._remove_current)
+        self.tree.addAction(self.remove_action)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.reason)
         layout.addWidget(self.tree, 1)
+        layout.addWidget(self.add_button)
         layout.addWidget(self.use_free)
         self._refresh_memory_column()
         self.tree.itemChanged.connect(self._item_changed)
@@ -131,9 +165,10 @@ class GpuPanel(QWidget):
             self._pending = None
 
     def capacities(self) -> tuple[tuple[str, int], ...]:
-        """Checked GPUs as ``(name, capacity_bytes)``: local ones first, then catalog ones."""
+        """Checked GPUs as ``(name, capacity_bytes)``: local ones first, then the cards added by
+        hand, then catalog ones."""
         pairs: list[tuple[str, int]] = []
-        for group in (self.local_group, self.catalog_group):
+        for group in self._groups:
             for item in _children(group):
                 capacity = item.data(_MEMORY, Qt.ItemDataRole.UserRole)
                 if item.checkState(_NAME) == Qt.CheckState.Checked and capacity is not None:
@@ -141,12 +176,109 @@ class GpuPanel(QWidget):
         return tuple(pairs)
 
     def checked_catalog(self) -> list[str]:
-        """Names of the checked catalog GPUs (saved between runs)."""
+        """Names of the checked cards added by hand and catalog GPUs (saved between runs)."""
         return [
             item.data(_NAME, Qt.ItemDataRole.UserRole)
-            for item in _children(self.catalog_group)
+            for group in (self.cards_group, self.catalog_group)
+            for item in _children(group)
             if item.checkState(_NAME) == Qt.CheckState.Checked
         ]
+
+    def cards(self) -> list[CatalogGpu]:
+        """The cards added by hand, in the order shown."""
+        return [
+            self._catalog[item.data(_NAME, Qt.ItemDataRole.UserRole)]
+            for item in _children(self.cards_group)
+        ]
+
+    def gpus(self) -> tuple[CatalogGpu, ...]:
+        """Every GPU the panel knows the figures of: the catalog's and the cards added by hand."""
+        return tuple(self._catalog.values())
+
+    def has_gpu(self, name: str) -> bool:
+        """Whether a GPU of this name is listed (local, added by hand or in the catalog)."""
+        return self._find(name) is not None
+
+    def add_card(self, gpu: CatalogGpu, checked: bool = True) -> None:
+        """List a card added by hand (checked: the estimate is held against it).
+
+        Raises:
+            ValueError: a GPU of that name is already listed.
+        """
+        if self.has_gpu(gpu.name):
+            raise ValueError(f"{gpu.name!r} is already listed")
+        blocked = self.tree.blockSignals(True)
+        self._add_item(self.cards_group, gpu, checked)
+        self.cards_group.setHidden(False)
+        self.tree.expandItem(self.cards_group)
+        self.tree.blockSignals(blocked)
+        self._fit_name_column()
+        self.cards_changed.emit(self.cards())
+        self._emit_capacities()
+
+    def remove_card(self, name: str) -> None:
+        """Take a card added by hand off the list.
+
+        Raises:
+            KeyError: no card added by hand has that name.
+        """
+        item = next(
+            (
+                i
+                for i in _children(self.cards_group)
+                if i.data(_NAME, Qt.ItemDataRole.UserRole) == name
+            ),
+            None,
+        )
+        if item is None:
+            raise KeyError(name)
+        self.cards_group.removeChild(item)
+        del self._catalog[name]
+        self.cards_group.setHidden(self.cards_group.childCount() == 0)
+        self._fit_name_column()
+        self.cards_changed.emit(self.cards())
+        self._emit_capacities()
+
+    def open_add_dialog(self) -> AddCardDialog:
+        """Show the "Add a card" dialog; an accepted card is listed and checked."""
+        dialog = AddCardDialog(self.has_gpu, self)
+        dialog.accepted.connect(lambda: self._card_accepted(dialog))
+        dialog.finished.connect(lambda _result: self._dialog_closed(dialog))
+        self.dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _dialog_closed(self, dialog: AddCardDialog) -> None:
+        if self.dialog is dialog:
+            self.dialog = None
+        dialog.deleteLater()
+
+    def _card_accepted(self, dialog: AddCardDialog) -> None:
+        card = dialog.card()
+        if card is not None:
+            self.add_card(card)
+
+    def _context_menu(self, position: QPoint) -> None:
+        item = self.tree.itemAt(position)
+        if item is None or item.parent() is not self.cards_group:
+            return
+        self.tree.setCurrentItem(item)
+        menu = QMenu(self.tree)
+        menu.addAction(self.remove_action)
+        menu.popup(self.tree.viewport().mapToGlobal(position))
+
+    def _remove_current(self) -> None:
+        item = self.tree.currentItem()
+        if item is not None and item.parent() is self.cards_group:
+            self.remove_card(item.data(_NAME, Qt.ItemDataRole.UserRole))
+
+    def _add_item(self, group: QTreeWidgetItem, gpu: CatalogGpu, checked: bool) -> None:
+        self._catalog[gpu.name] = gpu
+        item = QTreeWidgetItem(group, [gpu.name, "", ""])
+        item.setData(_NAME, Qt.ItemDataRole.UserRole, gpu.name)
+        item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(_NAME, Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        item.setToolTip(_NAME, _catalog_tooltip(gpu))
 
     def set_unit(self, unit: Unit) -> None:
         self._unit = unit
@@ -238,7 +370,7 @@ class GpuPanel(QWidget):
                     )
             elif capacity is not None:
                 item.setText(_MEMORY, _figure(capacity, unit))
-        for item in _children(self.catalog_group):
+        for item in [*_children(self.cards_group), *_children(self.catalog_group)]:
             entry = self._catalog[item.data(_NAME, Qt.ItemDataRole.UserRole)]
             item.setData(_MEMORY, Qt.ItemDataRole.UserRole, entry.capacity_bytes())
             item.setText(_MEMORY, _figure(entry.capacity_bytes(), unit))
@@ -247,27 +379,28 @@ class GpuPanel(QWidget):
         self._fit_column(_MEMORY, self._texts(_MEMORY))
 
     def _texts(self, column: int) -> list[str]:
-        return [
-            item.text(column)
-            for group in (self.local_group, self.catalog_group)
-            for item in _children(group)
-        ]
+        return [item.text(column) for group in self._groups for item in _children(group)]
 
     def _fit_name_column(self) -> None:
         # The group titles span all columns, so only the GPU names set the width.
         self._fit_column(_NAME, self._texts(_NAME))
 
+    def _badge_width(self) -> int:
+        return self.tree.fontMetrics().horizontalAdvance(_BADGE_RULER) + 12
+
     def _fit_column(self, column: int, texts: list[str]) -> None:
         metrics = self.tree.fontMetrics()
         widest = max((metrics.horizontalAdvance(text) for text in texts), default=0)
+        if column == _NAME:
+            widest = min(widest, metrics.horizontalAdvance(_NAME_RULER))
         # Room for the indentation and the check box (first column), and the cell margins.
         extra = 12 + (self.tree.indentation() + 24 if column == _NAME else 0)
         width = max(widest + extra, self.tree.header().sectionSizeHint(column))
         header = self.tree.header()
         if header.sectionSize(column) != width:
             header.resizeSection(column, width)
-        # Never so narrow that a name or a badge is cut: the panel keeps room for all three.
-        badge = metrics.horizontalAdvance("✘ 888.8 short") + 12
+        # Never so narrow that a badge is cut: the panel keeps room for all three columns.
+        badge = self._badge_width()
         scrollbar = self.tree.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
         self.tree.setMinimumWidth(
             header.sectionSize(_NAME)
@@ -279,7 +412,7 @@ class GpuPanel(QWidget):
 
     def _paint_fit(self) -> None:
         blocked = self.tree.blockSignals(True)
-        for group in (self.local_group, self.catalog_group):
+        for group in self._groups:
             for item in _children(group):
                 name = item.data(_NAME, Qt.ItemDataRole.UserRole)
                 fit = self._fit.get(name)
@@ -307,7 +440,7 @@ class GpuPanel(QWidget):
         self.tree.blockSignals(blocked)
 
     def _find(self, name: str) -> QTreeWidgetItem | None:
-        for group in (self.local_group, self.catalog_group):
+        for group in self._groups:
             for item in _children(group):
                 if item.data(_NAME, Qt.ItemDataRole.UserRole) == name:
                     return item
@@ -332,11 +465,26 @@ def _figure(n: int, unit: Unit) -> str:
 
 
 def _catalog_tooltip(gpu: CatalogGpu) -> str:
+    if gpu.vendor == CUSTOM_VENDOR:
+        parts = [gpu.name, f"{format_bytes(gpu.memory_bytes)} of memory"]
+        if gpu.memory_bandwidth_gbps:
+            parts.append(f"{gpu.memory_bandwidth_gbps:g} GB/s memory bandwidth")
+        parts.append(
+            f"{gpu.bf16_tflops:g} TFLOPS (16-bit)"
+            if gpu.bf16_tflops
+            else "compute unknown: no speed"
+        )
+        parts.append("Added by hand; right-click to remove it")
+        return "\n".join(parts)
     parts = [f"{gpu.vendor} {gpu.name}", f"{gpu.memory_bandwidth_gbps:g} GB/s memory bandwidth"]
     if gpu.typical_price_usd:
         parts.append(f"about ${gpu.typical_price_usd:,}")
     if gpu.notes:
         parts.append(gpu.notes)
+    parts.extend(
+        f"{ENGINE_NAMES.get(engine, engine)} does not run here: {why}"
+        for engine, why in gpu.engines_unavailable
+    )
     return "\n".join(parts)
 
 

@@ -53,7 +53,7 @@ from vramgui.core.speed import Utilization
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
-from vramgui.ui import extra_views, palette, report, timing
+from vramgui.ui import add_card, extra_views, palette, report, timing
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import EXPLANATIONS, SHORT_EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
@@ -146,25 +146,30 @@ class Services:
 def build_window(services: Services, settings: QSettings) -> MainWindow:
     """Build the window from ``services``, restore the last session from ``settings``, start."""
     workload = _restored_workload(settings)
-    controller = EstimateController(
-        services.load_model,
-        workload,
-        rates=timing.catalog_rates(services.gpu_catalog, services.measured_utilization),
-        catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
-    )
     checked = settings.value("gpus/catalog")
-    model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
     gpu_panel = GpuPanel(
         services.probe,
         services.gpu_catalog,
         _string_list(checked) if checked is not None else services.default_gpus,
         services.gpu_refresh_ms,
+        cards=add_card.cards_from_settings(settings.value(add_card.SETTINGS_KEY)),
     )
+    # Cards added by hand are kept at once: a crash loses none.
+    gpu_panel.cards_changed.connect(
+        lambda cards: settings.setValue(add_card.SETTINGS_KEY, add_card.cards_to_settings(cards))
+    )
+    controller = EstimateController(
+        services.load_model,
+        workload,
+        rates=timing.catalog_rates(gpu_panel.gpus, services.measured_utilization),
+        catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
+    )
+    model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
     fallback_gpu = services.default_gpus[0] if services.default_gpus else None
     extra = {
         "Serving": extra_views.serving_view(controller),
         "Offloading": extra_views.offload_view(
-            controller, services.gpu_catalog, services.host_ram_bytes, fallback_gpu
+            controller, gpu_panel.gpus, services.host_ram_bytes, fallback_gpu
         ),
         "Profiles": extra_views.profiles_view(controller, services.load_model),
     }
@@ -717,7 +722,7 @@ class MainWindow(QMainWindow):
         self.breakdown_model.set_components(shown, unit)
         self._fit_table_height()
         self._fit_component_column(shown)
-        notes = "\n".join(est.notes)
+        notes = "\n".join([*est.notes, *analysis.engine_notes])
         if notes != self.notes.text():  # a new text lays the table's pane out again
             self.notes.setText(notes)
             self.notes.setToolTip(notes)

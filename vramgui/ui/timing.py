@@ -39,17 +39,21 @@ NO_TARGET = (
 
 
 def catalog_rates(
-    catalog: Sequence[CatalogGpu],
+    catalog: Sequence[CatalogGpu] | Callable[[], Sequence[CatalogGpu]],
     measured: Callable[[str], Utilization | None] = lambda _name: None,
 ) -> RatesFor:
     """Rates for the GPUs of ``catalog`` (a local GPU by its NVML name): datasheet peaks, the
     catalog's rental price, and the utilization measured on that GPU model where there is one,
-    else its architecture's default."""
-    gpus = tuple(catalog)
+    else its architecture's default. ``catalog`` may be a function that gives the GPUs known
+    now (the catalog and the cards added by hand); a GPU's own name wins over a tolerant match.
+    """
+    fixed = () if callable(catalog) else tuple(catalog)
+    current = catalog if callable(catalog) else lambda: fixed
 
     def rates(name: str, dtype: str) -> Rates | None:
+        gpus = tuple(current())
         try:
-            gpu = find_gpu(name, gpus)
+            gpu = next((g for g in gpus if g.name == name), None) or find_gpu(name, gpus)
             hardware = speed_hardware(gpu, dtype)
         except (HardwareError, WorkloadError):
             return None

@@ -1,0 +1,119 @@
+"""`vramgui estimate --vram-gib X --gpu-gbps Y [--gpu-tflops Z]`: a card the catalog lacks."""
+
+import json
+
+import pytest
+
+from vramgui.cli import main
+from vramgui.cli.estimate import vram_budgets
+from vramgui.core.errors import WorkloadError
+from vramgui.core.units import GiB
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+}
+
+
+@pytest.fixture
+def config_path(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    return path
+
+
+def _doc(capsys, *args):
+    assert main(["estimate", *map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_card_given_by_memory_and_bandwidth_is_fitted_by_its_name(capsys, config_path):
+    doc = _doc(capsys, config_path, "--vram-gib", 20, "--gpu-gbps", 500)
+    (row,) = doc["fit"]
+    assert row["gpu"] == "Custom 20 GiB, 500 GB/s"
+    assert row["capacity_bytes"] == 20 * GiB
+    assert row["headroom_bytes"] == 20 * GiB - doc["per_gpu"]["total_bytes"]
+    assert row["fits"]
+    largest = doc["largest_fitting"]["Custom 20 GiB, 500 GB/s"]
+    assert largest["seq"] == LLAMA["max_position_embeddings"] and largest["batch"] >= 1
+    assert doc["custom_gpus"] == [
+        {
+            "name": "Custom 20 GiB, 500 GB/s",
+            "memory_bytes": 20 * GiB,
+            "memory_bandwidth_gbps": 500.0,
+            "tflops_16bit": None,
+        }
+    ]
+    # no tensor rate: no speed, and the document says which flag gives one
+    assert "serving" not in doc or doc["serving"] is None
+    assert any("--gpu-tflops" in note for note in doc["notes"])
+
+
+def test_a_smaller_card_holds_a_smaller_batch(capsys, config_path):
+    big = _doc(capsys, config_path, "--vram-gib", 40)["largest_fitting"]["Custom 40 GiB"]
+    small = _doc(capsys, config_path, "--vram-gib", 16)["largest_fitting"]["Custom 16 GiB"]
+    assert big["batch"] > small["batch"]
+
+
+def test_a_card_with_the_4090s_figures_decodes_as_fast_as_the_catalogs(capsys, config_path):
+    catalog = _doc(capsys, config_path, "--gpu", "RTX 4090")["serving"]
+    custom = _doc(capsys, config_path, "--vram-gib", 24, "--gpu-gbps", 1008, "--gpu-tflops", 165.2)[
+        "serving"
+    ]
+    assert custom["gpu"] == "Custom 24 GiB, 1008 GB/s"
+    # decoding one sequence reads the weights once a token: the bandwidth decides
+    assert catalog["bound"] == custom["bound"] == "memory"
+    assert custom["tokens_per_second"] == pytest.approx(catalog["tokens_per_second"], rel=1e-6)
+
+
+def test_several_figures_give_one_card_each_beside_catalog_gpus(capsys, config_path):
+    doc = _doc(capsys, config_path, "--gpu", "L4", "--vram-gib", "12,8", "--gpu-gbps", 360)
+    assert [row["gpu"] for row in doc["fit"]] == [
+        "L4",
+        "Custom 12 GiB, 360 GB/s",
+        "Custom 8 GiB, 360 GB/s",
+    ]
+    assert not doc["fit"][2]["fits"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gpu-gbps", "500"], "give its --vram-gib"),
+        (["--vram-gib", "lots"], "--vram-gib takes GiB"),
+        (["--vram-gib", "-3"], "--vram-gib must be a positive number"),
+        (["--vram-gib", "20", "--gpu-gbps", "-1"], "--gpu-gbps must be a positive number"),
+        (["--vram-gib", "20", "--gpu-tflops", "0"], "--gpu-tflops must be a positive number"),
+        (["--vram-gib", "5e6"], "--vram-gib must be a positive number"),
+    ],
+)
+def test_bad_card_figures_exit_2_with_the_flag_named(capsys, config_path, args, needle):
+    assert main(["estimate", str(config_path), *args]) == 2
+    out, err = capsys.readouterr()
+    assert not out and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_plan_and_estimate_read_vram_gib_with_one_parser():
+    from vramgui.cli import plan
+
+    assert plan.vram_budgets is vram_budgets
+    assert vram_budgets("24,12.5") == [24 * GiB, round(12.5 * GiB)]
+    assert vram_budgets(None) == []
+    with pytest.raises(WorkloadError, match="one per GPU"):
+        vram_budgets("24;12")
+
+
+def test_vllm_on_an_apple_gpu_is_noted(capsys, config_path):
+    doc = _doc(capsys, config_path, "--engine", "vllm", "--gpu", "M3 Ultra")
+    assert any(
+        note.startswith("vLLM does not run on Apple M3 Ultra 512GB: vLLM has no Metal backend")
+        for note in doc["notes"]
+    )
+    llamacpp = _doc(capsys, config_path, "--gpu", "M3 Ultra", "--quant", "Q4_K_M")
+    assert not any("does not run on" in note for note in llamacpp["notes"])

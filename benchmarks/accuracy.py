@@ -77,6 +77,37 @@ def inference_rows() -> list[dict]:
     return rows
 
 
+def decode_rows() -> list[dict]:
+    """Harness inference cases' decode phase: generate's last step against the estimate with a
+    one-token prompt and the whole context cached (``--prompt``), the moment that bounds a
+    short prompt's peak. The harness's decode step caches the prompt and one token more."""
+    records = json.loads((DATA / "measured_inference.json").read_text())["cases"]
+    rows = []
+    for rec in records:
+        decode = rec.get("phase_peaks", {}).get("decode")
+        if decode is None:
+            continue
+        spec = spec_from_config(load_config(rec["config"]), rec["model"])
+        settings = {k: v for k, v in rec["settings"].items() if k in _SETTING_KEYS}
+        w = Workload.from_dict(settings)
+        cpu = inference_breakdown(spec, w.with_(seq=w.seq + 1, prompt=1), device="cpu")
+        est = cpu.weights_bytes + cpu.kv_cache_bytes + cpu.activations_bytes
+        measured = decode["peak_bytes"]
+        rows.append(
+            {
+                "id": rec["id"],
+                "measured": measured,
+                "estimate": est,
+                "error": relative_error(est, measured),
+                "rules": {},
+                "note": "",
+                "apart": False,
+                "phase": cpu.phase,
+            }
+        )
+    return rows
+
+
 def published_component_rows() -> list[dict]:
     """Engine-reported components from published.json, each against the estimate."""
     doc = json.loads(PUBLISHED.read_text())
@@ -436,6 +467,7 @@ def document() -> str:
         "  parameter and Hamel Husain's LoRA rule.",
         "",
         *table(inference, "Inference (harness, transformers)"),
+        *table(decode_rows(), "generate's last step, the whole context cached (harness; --prompt)"),
         *architectures_section(),
         *parameter_counts_section(),
         *table(published_component_rows(), "Inference components (published engine figures)"),

@@ -165,6 +165,200 @@ print(f"import: exit {{first}}, again: exit {{again}}, list: {{listed.count('unr
       f"unreadable; {{imported.splitlines()[0][:150]}}")
 """
 
+# One command line, as a user runs it, after ``setup`` (Python run first: files, environment).
+# Prints its exit status and first line; flags any control character that reached the output and
+# any negative byte count in a JSON answer; ``after`` may add to what is said (``extra``).
+_CLI = """
+import contextlib, io, json, os, re, sys, tempfile, unicodedata
+from pathlib import Path
+home = Path(tempfile.mkdtemp())
+os.environ["VRAMGUI_HOME"] = str(home / "vramgui")
+os.environ["HF_HOME"] = str(home / "hf")
+os.environ.pop("HF_TOKEN", None)
+extra = ""
+{setup}
+from vramgui.cli import main
+out, err = {stream}, io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+        code = main({argv!r})
+    except SystemExit as exc:
+        code = exc.code
+{after}
+out.flush()
+text = out.getvalue() if isinstance(out, io.StringIO) else out.buffer.getvalue().decode("cp1252")
+said = text + err.getvalue()
+raw = sum(1 for c in said if c != "\\n" and unicodedata.category(c)[0] == "C")
+negative = re.search(r'bytes": -[0-9]', said)
+first = (err.getvalue().strip() or text.strip()).splitlines()[:1]
+print(f"exit {{code}}" + (f", {{raw}} control characters printed raw" if raw else "")
+      + (", negative bytes" if negative else "") + extra + (f": {{first[0][:150]}}" if first else ""))
+"""
+
+_CONFIG_FILE = """
+config = {config}
+path = home / "model" / "config.json"
+path.parent.mkdir()
+path.write_text(json.dumps(config))
+"""
+_TINY = (
+    "{'model_type': 'llama', 'hidden_size': 256, 'intermediate_size': 512, "
+    "'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 1000"
+)
+
+
+def _cli(argv: list[str], setup: str = "", after: str = "", stream: str = "io.StringIO()") -> str:
+    return _CLI.format(argv=argv, setup=setup, after=after, stream=stream)
+
+
+# A Hub whose files live in Xet storage on a second host; both count the requests with the token.
+_XET = """
+from tests.fakehub.server import FakeHub
+from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, repo_files
+hub, storage = FakeHub().start(), FakeHub().start()
+hub.add("org/tiny", repo_files(TINY_LLAMA_CONFIG, llama_tensors(TINY_LLAMA_CONFIG)))
+hub.xet_auth = storage.url
+os.environ.update(HF_ENDPOINT=hub.url, HF_TOKEN="hf_secret")
+"""
+_XET_COUNT = """
+extra = (f", token sent {sum(r.token == 'hf_secret' for r in hub.requests)} times to the Hub, "
+         f"{sum(r.token == 'hf_secret' for r in storage.requests)} times to the Xet host")
+"""
+_XET_MEASURE = (
+    _XET
+    + """
+from vramgui.core.model import ModelRef
+from vramgui.sources.configs import config_of
+config_of(ModelRef("hub", "org/tiny"))
+"""
+)
+
+# Every core size of every table architecture at 0: how many are refused, estimated, crash.
+_ZERO_SIZES = """
+import collections
+from tests.architecture_table import bare
+from vramgui.core.errors import ConfigError
+from vramgui.core.families import spec_from_config, table
+from vramgui.core.estimate import estimate
+from vramgui.core.workload import Workload
+SIZES = ("hidden_size", "intermediate_size", "num_attention_heads", "head_dim", "vocab_size",
+         "num_key_value_heads")
+counts = collections.Counter()
+for key in sorted(table._table()["architectures"]):
+    arch = table.architecture(*key.partition(":")[::2])
+    for name in SIZES:
+        for sub in ("", "text_config"):
+            if f"{sub}.{name}".lstrip(".") not in arch.defaults:
+                continue
+            config = dict(bare(key), **({sub: {name: 0}} if sub else {name: 0}))
+            try:
+                spec = spec_from_config(config)
+                estimate(spec, Workload(mode="training", seq=64))
+            except ConfigError:
+                counts["refused"] += 1
+            except Exception as exc:
+                counts[type(exc).__name__] += 1
+            else:
+                counts["estimated"] += 1
+print(", ".join(f"{n} {k}" for k, n in counts.most_common()))
+"""
+
+_GGUF_INF = """
+from tests.fakehub.files import write_gguf
+write_gguf(home / "model.gguf", floats={{"{key}": float("inf")}})
+"""
+_LOCAL_LIST = """
+import tempfile
+from pathlib import Path
+home = Path(tempfile.mkdtemp())
+from tests.fakehub.files import write_gguf
+from tests.fakehub.stores import sample_stores
+from vramgui.sources import on_disk
+from vramgui.ui.local_models import read_all
+stores = sample_stores(home / "stores")
+write_gguf(stores.lm_studio[0] / "lmstudio-community" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf",
+           floats={"block_count": float("inf")})
+try:
+    found = read_all(lambda: on_disk.scan(stores), on_disk.open_model)
+except Exception as exc:
+    print(f"the whole list lost: {type(exc).__name__}: {exc}")
+else:
+    bad = [f for f in found if f.spec is None]
+    print(f"{len(found) - len(bad)} of {len(found)} rows estimated; {bad[0].problem[:110]}")
+"""
+
+_EVIL = "'\\x1b]0;owned\\x07\\x1b[2J\\x9b31m\\u202e'"
+_ESCAPES = _CONFIG_FILE.format(
+    config=_TINY + f", 'architectures': ['LlamaForCausalLM' + {_EVIL}],"
+    f" 'quantization_config': {{'quant_method': 'own' + {_EVIL}}}}}"
+)
+
+_TENSORS = """
+from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, write_model_folder
+tensors = {{**llama_tensors(TINY_LLAMA_CONFIG), "{name}": ("BF16", {shape})}}
+write_model_folder(home / "model", TINY_LLAMA_CONFIG, tensors)
+"""
+
+_NAMES = _CONFIG_FILE.format(config=_TINY + "}").replace('"model"', '"名前"')
+_CP1252 = 'io.TextIOWrapper(io.BytesIO(), encoding="cp1252")'
+
+_ENVIRONMENT = {
+    "HF_TOKEN_PATH a named pipe": "os.mkfifo(home / 'fifo'); os.environ['HF_TOKEN_PATH'] = "
+    "str(home / 'fifo')",
+    "HF_TOKEN_PATH /dev/zero": "os.environ['HF_TOKEN_PATH'] = '/dev/zero'",
+    "HF_ENDPOINT=http://[::1": "os.environ['HF_ENDPOINT'] = 'http://[::1'",
+    "HF_ENDPOINT port 99999": "os.environ['HF_ENDPOINT'] = 'http://127.0.0.1:99999'",
+    "HF_HUB_ETAG_TIMEOUT=abc": "os.environ['HF_HUB_ETAG_TIMEOUT'] = 'abc'",
+    "VRAMGUI_HOME naming a file": "(home / 'file').write_text('x'); "
+    "os.environ['VRAMGUI_HOME'] = str(home / 'file')",
+}
+# No Hub answers here: a refused connection, at once.
+_OFFLINE_HUB = "os.environ.setdefault('HF_ENDPOINT', 'http://127.0.0.1:9')\n"
+
+_WINDOWS_NAMES = """
+import tempfile
+from pathlib import Path
+home = Path(tempfile.mkdtemp())
+from vramgui.profiles import ProfileStore
+from tests.profiles.test_store import make
+store = ProfileStore(home / "profiles")
+names = ["CON", "nul", "Aux.txt", "COM1", "lpt9 . .", "COM¹", "con-profile"]
+for name in names:
+    store.save(make(name))
+files = sorted(p.name for p in store.directory.glob("*.json"))
+print(f"{len(store.names())} of {len(names)} listed back; files: {', '.join(files)}")
+"""
+
+
+def _quantization_cases() -> dict[str, str]:
+    from tests.core.test_hostile_configs import _LLAMA, QUANTIZATION
+
+    cases = {}
+    for name, (quantization, _) in QUANTIZATION.items():
+        setup = _CONFIG_FILE.format(config=repr({**_LLAMA, "quantization_config": quantization}))
+        setup = setup.replace("nan", "float('nan')").replace("inf,", "float('inf'),")
+        model = 'str(home / "model")'
+        cases[name] = _cli(["estimate", "MODEL", "--json"], setup).replace("'MODEL'", model)
+        cases[f"{name}, as a draft"] = _cli(
+            [
+                "estimate",
+                "smollm-135m",
+                "--engine",
+                "vllm",
+                "--speculative-model",
+                "MODEL",
+                "--json",
+            ],
+            setup,
+        ).replace("'MODEL'", model)
+    return cases
+
+
+def _model(argv: list[str], setup: str, **kwargs: str) -> str:
+    """A command line on the model ``setup`` wrote to ``home / "model"``."""
+    return _cli(argv, setup, **kwargs).replace("'MODEL'", 'str(home / "model")')
+
+
 GROUPS = {
     "configs": {name: _SPEC.format(config=config) for name, config in CONFIGS.items()},
     "measure": {name: _MEASURE.format(config=config) for name, config in MEASURE.items()},
@@ -172,7 +366,69 @@ GROUPS = {
     "profiles": {
         "bundle with 10,000 GPU names of 1,000 characters": _PROFILES.format(gpus=10_000),
     },
+    "xet": {
+        "estimate, files in Xet storage elsewhere": _cli(
+            ["estimate", "org/tiny"], _XET, _XET_COUNT
+        ),
+        "measure's config.json, the same Hub": _cli(["gpus"], _XET_MEASURE, _XET_COUNT),
+    },
+    "zero-sizes": {"every core size at 0, every table architecture": _ZERO_SIZES},
+    "gguf": {
+        **{
+            f"FLOAT32 +inf {key}": _cli(["estimate", "MODEL"], _GGUF_INF.format(key=key)).replace(
+                "'MODEL'", 'str(home / "model.gguf")'
+            )
+            for key in ("block_count", "embedding_length", "attention.head_count", "context_length")
+        },
+        "'On this machine' with one +inf GGUF": _LOCAL_LIST,
+    },
+    "escapes": {
+        "estimate, escapes in architecture and quant_method": _model(
+            ["estimate", "MODEL"], _ESCAPES
+        ),
+        "estimate --engine vllm, the same": _model(
+            ["estimate", "MODEL", "--engine", "vllm"], _ESCAPES
+        ),
+    },
+    "tensors": {
+        f"{what}, training": _model(
+            ["estimate", "MODEL", "--mode", "training"], _TENSORS.format(name=name, shape=shape)
+        )
+        for what, name, shape in (
+            ("scalar embed_tokens.weight", "model.embed_tokens.weight", "()"),
+            ("[32, 0] embed_tokens.weight", "model.embed_tokens.weight", "(32, 0)"),
+            ("[32, 0] q_proj", "model.layers.0.self_attn.q_proj.weight", "(32, 0)"),
+        )
+    },
+    "encoding": {
+        f"cp1252 output: {' '.join(argv[:2])}": _cli(argv, _NAMES + setup, stream=_CP1252).replace(
+            "'MODEL'", 'str(home / "名前")'
+        )
+        for argv, setup in (
+            (["estimate", "MODEL"], ""),
+            (["profile", "save", "名前", "MODEL"], ""),
+            (
+                ["profile", "list"],
+                "from vramgui.cli import main as m\nm(['profile', 'save', '名前', "
+                "str(home / '名前')])\n",
+            ),
+        )
+    },
+    "environment": {
+        f"{name}, {' '.join(argv)}": _cli(argv, _OFFLINE_HUB.join(("", setup)))
+        for name, setup in _ENVIRONMENT.items()
+        for argv in (["search", "llama"], ["profile", "list"])
+        if "VRAMGUI_HOME" in name or argv[0] == "search"
+    },
+    "arguments": {
+        f"--gpu-memory-utilization {value}": _cli(
+            ["estimate", "smollm-135m", "--engine", "vllm", "--gpu-memory-utilization", value]
+        )
+        for value in ("1e-300", "0.01")
+    },
+    "profile-names": {"names Windows reserves": _WINDOWS_NAMES},
 }
+GROUPS["quantization"] = _quantization_cases()
 STDIN = {"measure": "y\n"}
 
 

@@ -303,6 +303,7 @@ def estimate_for(spec: ModelSpec, case: Case) -> Buffers:
         seq=case.ctx,
         kv_dtype=kv,
         attention="flash" if case.fa == "on" else "eager",
+        ubatch_size=case.ubatch,
     )
     # Room to spare on every device: the case sets -ngl, nothing is chosen by the budget.
     budgets = [1 << 40] * case.devices

@@ -25,7 +25,7 @@ from vramgui.core import rules, storage
 from vramgui.core.families import spec_from_config
 from vramgui.core.training import training_estimate
 from vramgui.core.units import GiB
-from vramgui.core.workload import Workload
+from vramgui.core.workload import Workload, transformers_release
 from vramgui.measure.compare import relative_error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +53,7 @@ _SETTING_KEYS = {
     "tp",
     "pp",
     "loop",
+    "transformers-version",
 }
 # peft's default targets when a case names none (the harness then lets peft choose).
 _PEFT_DEFAULT_TARGETS = {
@@ -68,9 +69,12 @@ _PEFT_DEFAULT_TARGETS = {
 }
 
 
-def workload_of(settings: dict, model_type: str) -> Workload:
-    """The Workload of a case's settings (CLI option names)."""
+def workload_of(settings: dict, model_type: str, versions: dict | None = None) -> Workload:
+    """The Workload of a case's settings (CLI option names), under the transformers release the
+    case ran (``versions``, when it names one)."""
     data = {k: v for k, v in settings.items() if k in _SETTING_KEYS and v not in ("", None)}
+    if versions and "transformers" in versions:
+        data.setdefault("transformers-version", transformers_release(versions["transformers"]))
     if data.get("method", "full") != "full" and "lora-targets" not in data:
         data["lora-targets"] = _PEFT_DEFAULT_TARGETS[model_type]
     data["mode"] = "training"
@@ -195,7 +199,7 @@ def published_rows() -> list[dict]:
         measured, how = found
         spec = spec_from_config(config, case["model"])
         settings = dict(case["settings"])
-        w = workload_of(settings, spec.facts.model_type)
+        w = workload_of(settings, spec.facts.model_type, case.get("versions"))
         out.append(
             _row(
                 case["id"],
@@ -222,7 +226,7 @@ def resident_rows() -> list[dict]:
         if after is None:
             continue
         spec = spec_from_config(config, case["model"])
-        w = workload_of(case["settings"], spec.facts.model_type)
+        w = workload_of(case["settings"], spec.facts.model_type, case.get("versions"))
         parts = training_estimate(spec, w).components
         held = sum(parts.get(k, 0) for k in ("weights", "lora_adapters", "optimizer_states"))
         # The alternative the figures should tell apart: the quant state divided like the codes.
@@ -347,6 +351,11 @@ BNB_NOTES = (
     "  dequantized to fp32). QLoRA's recipe is `--quant nf4` (NF4, double quantization).",
     "  transformers before 5 loaded the modules left unquantized in fp16 when no dtype was",
     "  given; 5.x takes the checkpoint's dtype (`--dtype`).",
+    "- transformers 4 holds a Mixtral / Qwen-MoE / DeepSeek block's experts as nn.Linear layers,",
+    "  which bitsandbytes quantizes; transformers 5 stacks them into parameters it leaves in 16 bits",
+    "  (fp32 after `prepare_model_for_kbit_training`). The fms-mixtral cases ran transformers 4.48",
+    "  and are estimated under `--transformers-version 4.46` (each published case under the release",
+    "  of its own transformers); under 5.0 they would read +372 %, +266 %, +173 % and +126 %.",
     "- bitsandbytes' 4-bit matmul keeps only the packed weight for backward since 0.43.2",
     "  (earlier versions also kept its input in the compute dtype): the estimate keeps none.",
     "- Single-GPU QLoRA follows `prepare_model_for_kbit_training`: embeddings, norms and head",

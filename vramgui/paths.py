@@ -10,12 +10,22 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from vramgui.core.errors import VramguiError
+
 Kind = Literal["data", "cache", "config", "log"]
 APP_NAME = "vramgui"
 
 
+class UserDirError(VramguiError):
+    """vramgui's own folder cannot be made (``VRAMGUI_HOME`` names a file, a read-only place)."""
+
+
 def user_dir(kind: Kind, create: bool = True) -> Path:
-    """The directory for ``kind``, created unless ``create`` is False."""
+    """The directory for ``kind``, created unless ``create`` is False.
+
+    Raises:
+        UserDirError: it cannot be created; the message names the folder and the setting.
+    """
     home = os.environ.get("VRAMGUI_HOME")
     if home:
         path = Path(home) / kind
@@ -30,5 +40,11 @@ def user_dir(kind: Kind, create: bool = True) -> Path:
         }[kind]
         path = Path(getter(APP_NAME, appauthor=False))
     if create:
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            where = "VRAMGUI_HOME" if home else "the user's folders"
+            raise UserDirError(
+                f"cannot make vramgui's {kind} folder {path} ({exc.strerror or exc}); check {where}"
+            ) from None
     return path

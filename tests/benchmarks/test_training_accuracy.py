@@ -46,3 +46,23 @@ def test_the_custom_loop_adds_what_was_measured():
     for p in pairs:
         assert p["measured_extra"] > 0
         assert abs(p["estimated_extra"] / p["measured_extra"] - 1) < 0.01, p["id"]
+
+
+def test_mixtral_qlora_follows_the_transformers_release_it_ran(own_collection_only):
+    """fms-acceleration's Mixtral-8x7B QLoRA runs (transformers 4.48: one nn.Linear per expert,
+    quantized by bitsandbytes) against the estimate under that release; transformers 5's
+    stacked experts, left in 16 bits and upcast to fp32, would be several times the figure."""
+    peaks = {r["id"]: r for r in training_accuracy.published_rows() if "mixtral" in r["id"]}
+    held = {r["id"]: r for r in training_accuracy.resident_rows() if "mixtral" in r["id"]}
+    assert len(peaks) == len(held) == 4
+    for case_id, row in peaks.items():
+        assert abs(row["error"]) < 0.10, case_id
+        assert abs(held[case_id]["error"]) < 0.05, case_id
+    doc = json.loads(training_accuracy.PUBLISHED_TRAINING.read_text())
+    case = next(c for c in doc["cases"] if c["id"] == "fms-mixtral-8x7b-qlora-nf4-bs4")
+    spec = training_accuracy.spec_from_config(
+        training_accuracy.load_config(case["model"]), case["model"]
+    )
+    five = training_accuracy.workload_of(case["settings"], "mixtral", {"transformers": "5.0"})
+    stacked = training_accuracy.training_estimate(spec, five).total_bytes
+    assert stacked > 3 * case["measured"]["bytes"]

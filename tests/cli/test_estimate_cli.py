@@ -226,6 +226,9 @@ def test_bad_config_exits_2_with_one_line(capsys, tmp_path, content, needle):
         (["--kv-dtype", "fp8"], "kv-dtype"),
         (["--gpus", "3", "--tp", "3"], "heads"),
         (["--gpu", "Voodoo 5"], "voodoo"),
+        (["--ubatch-size", "0"], "ubatch-size"),
+        (["--batch-size", "-5"], "batch-size"),
+        (["--seq", "1024", "--prompt", "4096"], "--prompt"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(capsys, config_path, args, needle):
@@ -479,3 +482,27 @@ def test_a_vision_tower_left_out_of_vllms_profile_leaves_upper_bounds(capsys):
     assert "vLLM starts unless the profile of its vision tower (not counted) needs more" in line
     assert "KV pool at most " in line and "largest --max-model-len at most" in line
     assert "note: This model has a vision tower." in out
+
+
+def test_prompt_batch_sizes_and_release_are_settings_of_the_document(capsys, config_path):
+    code, out, _ = _run(capsys, "estimate", config_path, "--seq", 4096, "--prompt", 256, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["settings"]["prompt"] == 256
+    assert doc["settings"]["transformers-version"] == "5.0"
+    assert doc["per_gpu"]["phase"].startswith("generation")
+    code, out, _ = _run(
+        capsys, "estimate", config_path, "--engine", "llamacpp", "--ubatch-size", 1024, "--json"
+    )
+    doc = json.loads(out)
+    assert (doc["settings"]["ubatch-size"], doc["settings"]["batch-size"]) == (1024, 2048)
+
+
+def test_the_table_names_the_software_it_follows(capsys, config_path):
+    _, out, _ = _run(capsys, "estimate", config_path, "--seq", 4096, "--prompt", 512)
+    assert "transformers 5.0, prompt 512" in out.splitlines()[1]
+    _, out, _ = _run(capsys, "estimate", config_path, "--engine", "llamacpp", "--ubatch-size", 256)
+    assert "llamacpp -ub 256 -b 2048" in out.splitlines()[1]
+    args = ("--mode", "training", "--method", "lora", "--transformers-version", "4.46")
+    _, out, _ = _run(capsys, "estimate", config_path, *args)
+    assert out.splitlines()[1].endswith("transformers 4.46")

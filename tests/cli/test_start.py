@@ -51,7 +51,8 @@ def _heavy(modules: set[str]) -> set[str]:
 
 def test_the_top_level_help_imports_no_subcommand():
     modules = _imported_by("--help")
-    assert not {m for m in modules if m.startswith("vramgui.cli.")}
+    # vramgui.cli.text writes every run's output (escaped, in any encoding): no subcommand.
+    assert not {m for m in modules if m.startswith("vramgui.cli.")} - {"vramgui.cli.text"}
     assert not _heavy(modules)
 
 

@@ -459,7 +459,7 @@ def test_a_left_out_core_size_takes_the_class_default_and_says_so(config, field,
         (dict(TINY["mixtral-moe"], num_experts_per_tok=9), "'num_experts_per_tok' = 9"),
         (
             dict(TINY["gemma3-multimodal"], text_config={"hidden_size": -1}),
-            "not a possible size",
+            "'text_config.hidden_size' must be at least 1, not -1",
         ),
         (without(TINY["deepseek_v2-lite"], "num_experts_per_tok"), "'num_experts_per_tok'"),
         (dict(TINY["deepseek_v3-mla"], kv_lora_rank=None, q_lora_rank="x"), "'q_lora_rank'"),

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.architecture_table import bare
 from tests.bounded import run_bounded
 from vramgui.core.errors import ConfigError
-from vramgui.core.families import expressions, spec_from_config
+from vramgui.core.families import CLASSIC_TYPES, expressions, spec_from_config, table
 from vramgui.core.families.expressions import MAX_RANGE, compile_expression
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "families"
@@ -53,7 +54,7 @@ REFUSED = {
     ),
     "string-head-count-times-head-dim": (
         "{'model_type': 'gemma4_text', 'num_attention_heads': 'abcdefgh', 'head_dim': 2**28}",
-        "do not give a size of model.layers.0.self_attn.q_proj.weight",
+        "'num_attention_heads' must be a whole number, not 'abcdefgh'",
     ),
     "per-layer-config-of-2-62-layers": (
         "{'model_type': 'smollm3', 'num_hidden_layers': 2**62,"
@@ -187,3 +188,106 @@ def test_a_message_shows_a_bounded_value():
     with pytest.raises(ConfigError) as caught:
         spec_from_config({**qwen3_moe, "mlp_only_layers": ["x" * 1000] * 30})
     assert len(str(caught.value)) < 200
+
+
+_CORE_SIZES = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "head_dim",
+    "vocab_size",
+    "num_key_value_heads",
+)
+# Sizes a classic family's model never reads (MLA's head sizes have names of their own; GPT
+# BigCode's single key/value head follows multi_query): a config may say anything there.
+_UNREAD = {("deepseek_v3", "head_dim"), ("gpt_bigcode", "num_key_value_heads")}
+
+
+@pytest.mark.parametrize("key", sorted(table._table()["architectures"]))
+def test_every_architecture_refuses_a_core_size_of_zero(key):
+    """Each core size the table's entry sets (the model's or its text_config's), given as 0 or as
+    a string, is refused with its name, as the classic families refuse it."""
+    model_type, _, class_name = key.partition(":")
+    arch = table.architecture(model_type, class_name)
+    checked = 0
+    for name in _CORE_SIZES:
+        for sub in ("", "text_config"):
+            if f"{sub}.{name}".lstrip(".") not in arch.defaults or (model_type, name) in _UNREAD:
+                continue
+            for bad in (0, "4096"):
+                config = dict(bare(key), **({sub: {name: bad}} if sub else {name: bad}))
+                # The classic families word it their own way (a head count, a derived size).
+                said = None if model_type in CLASSIC_TYPES else rf"'{sub}\.?{name}' must be"
+                with pytest.raises(ConfigError, match=said):
+                    spec_from_config(config)
+                checked += 1
+    assert checked
+
+
+_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 1000,
+}
+
+
+def _ct(**weights) -> dict:
+    group = {"targets": ["Linear"], "weights": weights}
+    return {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}
+
+
+QUANTIZATION = {
+    "block-of-zeros": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=[0, 0]),
+        "'block_structure[0]'",
+    ),
+    "block-of-strings": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=["128", "x"]),
+        "'block_structure[0]'",
+    ),
+    "block-of-nan": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=[128, float("nan")]),
+        "'block_structure[1]'",
+    ),
+    "block-of-infinity": (
+        _ct(num_bits=8, type="float", strategy="block", block_structure=[float("inf"), 128]),
+        "'block_structure[0]'",
+    ),
+    "num-bits-2-62": (_ct(num_bits=2**62, strategy="group", group_size=128), "'num_bits'"),
+    "negative-num-bits": (_ct(num_bits=-4, strategy="group", group_size=128), "'num_bits'"),
+    "group-strategy-of-group-size-1": (
+        _ct(num_bits=4, strategy="group", group_size=-1),
+        "'group_size'",
+    ),
+    "modelopt-nvfp4-group-size-1": (
+        {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": -1},
+        "'group_size'",
+    ),
+    "gptq-negative-bits": ({"quant_method": "gptq", "bits": -3}, "'bits'"),
+    "fp8-block-of-zeros": (
+        {"quant_method": "fp8", "weight_block_size": [0, 0]},
+        "'weight_block_size[0]'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUANTIZATION))
+def test_a_hostile_quantization_config_is_refused_as_model_and_as_draft(case, tmp_path, capsys):
+    """Values that sized weights in negative bytes or raised ZeroDivision / Overflow errors end
+    in one message naming the field, exit 2, for the model and for a speculative draft alike."""
+    from vramgui.cli import main
+
+    quantization, field = QUANTIZATION[case]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_LLAMA, "quantization_config": quantization}))
+    for argv in (
+        ["estimate", str(path), "--json"],
+        ["estimate", "smollm-135m", "--engine", "vllm", "--speculative-model", str(path), "--json"],
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and f"quantization_config's {field} must be a whole number" in err

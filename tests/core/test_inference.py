@@ -141,3 +141,63 @@ def test_encoder_forward_has_no_kv_cache(real_spec):
     assert est.phase == "forward"
     with pytest.raises(WorkloadError, match="encoder"):
         estimate(real_spec("google-bert/bert-base-cased"), Workload(engine="vllm", seq=512))
+
+
+def test_a_short_prompt_prefills_its_own_length_beside_the_whole_context_cache(real_spec):
+    """--prompt: the prefill's moment at the prompt's length, the KV cache at --seq, the peak the
+    larger of the prefill and the last step."""
+    spec = real_spec(LLAMA3)
+    full = inference_breakdown(spec, Workload(seq=8192))
+    assert inference_breakdown(spec, Workload(seq=8192, prompt=8192)) == full
+    chat = inference_breakdown(spec, Workload(seq=8192, prompt=512))
+    assert chat.kv_cache_bytes == full.kv_cache_bytes
+    assert chat.activations_bytes < full.activations_bytes / 10
+    assert chat.phase.startswith("generation")
+    assert any("prompt of 512 tokens" in n for n in chat.notes)
+    served = inference_breakdown(spec, Workload(engine="llamacpp", seq=8192, prompt=512))
+    assert any("whatever the prompt's length" in n for n in served.notes)
+    # A prompt near the context: the prefill's moment is that of a context of the prompt's
+    # length (its activations and its cache), the breakdown's KV the whole context's.
+    long = inference_breakdown(spec, Workload(seq=8192, prompt=8000))
+    alone = inference_breakdown(spec, Workload(seq=8000))
+    assert long.phase == "prefill"
+    assert long.kv_cache_bytes == full.kv_cache_bytes
+    moment = long.kv_cache_bytes + long.activations_bytes
+    assert moment == alone.kv_cache_bytes + alone.activations_bytes
+
+
+def test_a_prompt_longer_than_the_context_is_the_whole_context(real_spec):
+    """The window's context can shrink below the prompt it had: the prompt is then all of it."""
+    spec = real_spec(LLAMA3)
+    assert inference_breakdown(spec, Workload(seq=1024, prompt=2048)) == inference_breakdown(
+        spec, Workload(seq=1024)
+    )
+    with pytest.raises(WorkloadError, match="--prompt"):
+        Workload(prompt=0)
+
+
+def test_llamacpp_compute_buffer_follows_the_micro_batch(real_spec):
+    """The buffer is sized for min(-ub, -b) tokens (llama_context: n_ubatch = min(n_batch,
+    n_ubatch)); the logits of each token of the micro-batch make most of a dense model's."""
+    spec = real_spec(LLAMA3)
+    w = Workload(engine="llamacpp", quant="Q4_K_M", seq=8192)
+    base = inference_breakdown(spec, w).activations_bytes
+    double = inference_breakdown(spec, w.with_(ubatch_size=1024)).activations_bytes
+    assert double == pytest.approx(2 * base, rel=0.01)
+    capped = inference_breakdown(spec, w.with_(ubatch_size=1024, batch_size=512))
+    assert capped.activations_bytes == base
+    assert any("-b 512" in n for n in capped.notes)
+
+
+def test_llamacpp_sliding_window_cache_holds_one_micro_batch_more(real_spec):
+    """llama_kv_cache_iswa sizes a sliding-window layer's cache to the window plus one
+    micro-batch, in 256-cell pages: -ub 1024 adds 512 cells to each such layer over -ub 512."""
+    spec = real_spec("google/gemma-3-1b-pt")
+    w = Workload(engine="llamacpp", quant="Q8_0", seq=32768)
+    base = kv_cache_bytes(spec, w)
+    wider = kv_cache_bytes(spec, w.with_(ubatch_size=1024))
+    facts = spec.facts
+    sliding = sum(1 for kind in facts.layer_types if kind.name == "SLIDING")
+    per_cell = 2 * facts.num_kv_heads * facts.head_dim * 2  # K and V in f16
+    assert wider - base == 512 * sliding * per_cell
+    assert kv_cache_bytes(spec, w.with_(ubatch_size=1024, batch_size=512)) == base

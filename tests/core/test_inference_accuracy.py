@@ -59,3 +59,17 @@ def test_measurements_span_the_families_and_settings():
     assert min(c["settings"]["batch"] for c in cases) == 1
     assert max(c["settings"]["batch"] for c in cases) >= 32
     assert max(c["settings"]["seq"] for c in cases) >= 32768
+
+
+def test_the_last_decoding_step_within_one_percent_of_measurement():
+    """--prompt: the moment of generate's last step (the KV cache of the whole context, a
+    one-token forward, DynamicCache's concatenation or attention's repeated K / V of one layer)
+    against the harness's decode phase (benchmarks.accuracy.decode_rows)."""
+    from benchmarks.accuracy import decode_rows
+
+    rows = decode_rows()
+    assert len(rows) >= 30
+    assert all(r["phase"].startswith("generation") for r in rows)
+    assert statistics.median(abs(r["error"]) for r in rows) <= 0.001
+    misses = {r["id"]: round(r["error"], 4) for r in rows if abs(r["error"]) > 0.01}
+    assert not misses

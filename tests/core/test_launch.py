@@ -179,3 +179,37 @@ def test_accelerate_loads_with_the_bitsandbytes_config_the_estimate_assumes(llam
         llama7b, offload.plan_accelerate(llama7b, w.with_(quant="none"), 24 * GiB)
     )
     assert "quantization_config" not in plain.notes[-1]
+
+
+def test_llamacpp_batch_sizes_reach_the_launch_line_and_the_compute_buffer(llama7b):
+    """-ub sizes the compute buffer; llama.cpp runs micro-batches of min(-ub, -b)
+    (llama_context: n_ubatch = min(n_batch, n_ubatch))."""
+    w = Workload(quant="Q4_K_M", engine="llamacpp", seq=8192)
+    default = offload.plan_llamacpp(llama7b, w, 24 * GiB)
+    assert _flag(launch.llamacpp_settings(llama7b, default).args, "-b") == "2048"
+    wide = offload.plan_llamacpp(llama7b, w.with_(ubatch_size=1024), 24 * GiB)
+    s = launch.llamacpp_settings(llama7b, wide)
+    assert _flag(s.args, "-ub") == "1024" and _flag(s.args, "-b") == "2048"
+    assert wide.buffers_bytes > default.buffers_bytes
+    capped = offload.plan_llamacpp(llama7b, w.with_(ubatch_size=1024, batch_size=512), 24 * GiB)
+    assert capped.buffers_bytes == default.buffers_bytes
+    assert _flag(launch.llamacpp_settings(llama7b, capped).args, "-b") == "512"
+
+
+def test_ollama_and_lm_studio_take_the_micro_batch_as_their_batch(llama7b):
+    """Ollama's runner hands llama.cpp num_batch as n_ubatch; LM Studio's Evaluation Batch
+    Size is its batch. Their defaults (512) are left unsaid."""
+    w = Workload(quant="Q4_K_M", engine="llamacpp", seq=4096)
+    plain = offload.plan_llamacpp(llama7b, w, 24 * GiB)
+    assert not any(
+        "num_batch" in line
+        for line in launch.ollama_settings(llama7b, "m", plain).config["modelfile"]
+    )
+    assert "Evaluation Batch Size" not in launch.lmstudio_settings(llama7b, plain).config
+    wide = offload.plan_llamacpp(llama7b, w.with_(ubatch_size=1024), 24 * GiB)
+    assert (
+        "PARAMETER num_batch 1024" in launch.ollama_settings(llama7b, "m", wide).config["modelfile"]
+    )
+    assert launch.lmstudio_settings(llama7b, wide).config["Evaluation Batch Size"] == 1024
+    logical = offload.plan_llamacpp(llama7b, w.with_(batch_size=4096), 24 * GiB)
+    assert any("--batch-size" in n for n in launch.ollama_settings(llama7b, "m", logical).notes)

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks import llamacpp_buffers
+from vramgui.core import activations
 from vramgui.core.units import MiB
+from vramgui.core.workload import Workload
+from vramgui.sources.catalog import find
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "llamacpp_buffers.json"
 RECORDED = json.loads(DATA.read_text())
@@ -62,3 +65,25 @@ def test_a_device_llama_cpp_left_empty_is_empty_in_the_estimate(tmp_path):
     # -ngl 6 of 9 on two devices: the host keeps the first three blocks and their cache.
     estimated = _estimate(tmp_path, "dense, 2 devices, -ngl 6")
     assert estimated.kv["cpu"] > 0 and estimated.model["cpu"] > estimated.model["gpu:0"] // 2
+
+
+def test_a_published_micro_batch_of_1024_sizes_the_block_gpus_buffers():
+    """llama.cpp build 5331 (33eff402), DeepSeek-V3-0324 UD-Q2_K_XL over four GPUs with -ngl 99,
+    -c 16384, -fa, -ub 1024 and the routed experts of each GPU's layers overridden to it or to
+    the CPU: "CUDA1 compute buffer size = 788.00 MiB", CUDA2 788.00, CUDA3 788.01 (the GPUs
+    running blocks without the output layer; ikawrakow/ik_llama.cpp pull request 394, comment of
+    2025-05-10). The first GPU's 3,285 MiB holds the copies of host experts, from the file's own
+    types, which this test does not rebuild."""
+    facts = find("deepseek-v3").spec().facts
+    w = Workload(engine="llamacpp", seq=16384, ubatch_size=1024)
+    for blocks in ((12, 17), (17, 27), (27, 61)):
+        buffer = activations.llamacpp_compute_buffer(
+            facts,
+            w.batch,
+            w.seq,
+            flash_attention=activations.llamacpp_flash_attention(w),
+            ubatch=activations.llamacpp_ubatch(w),
+            output=False,
+            blocks=blocks,
+        )
+        assert buffer / MiB == pytest.approx(788.0, abs=0.02)

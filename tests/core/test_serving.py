@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from vramgui.core import dtypes, serving, storage
+from vramgui.core import dtypes, launch, serving, storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
@@ -255,3 +255,69 @@ def test_transformers_bitsandbytes_leaves_stacked_experts_in_16_bits():
     # a dense model is quantized whole
     llama = find("llama-3.1-8b").spec()
     assert _weights(llama, engine="transformers", quant="nf4") < 0.4 * _weights(llama)
+
+
+def _kv_per_token(spec, **settings) -> float:
+    return estimate(spec, Workload(**settings)).details["kv_bytes_per_token"]
+
+
+def test_a_modelopt_fp8_kv_scheme_sets_auto_for_vllm_and_sglang():
+    """nvidia/Gemma-4-31B-IT-NVFP4 ships kv_cache_scheme {num_bits 8, type float, static} under
+    quant_method modelopt: vLLM's resolve_kv_cache_dtype_string (engine/arg_utils.py) and
+    SGLang's configure_kv_cache_dtype turn --kv-cache-dtype auto into fp8."""
+    gemma = find("gemma-4-31b-it-nvfp4").spec()
+    auto = estimate(gemma, Workload(engine="vllm", seq=8192))
+    forced = estimate(gemma, Workload(engine="vllm", seq=8192, kv_dtype="fp8"))
+    sixteen = estimate(gemma, Workload(engine="vllm", seq=8192, kv_dtype="bf16"))
+    assert auto.details["kv_bytes_per_token"] == forced.details["kv_bytes_per_token"]
+    assert 2 * auto.details["kv_bytes_per_token"] == sixteen.details["kv_bytes_per_token"]
+    assert auto.details["kv_cache_dtype"] == "fp8"
+    assert any("KV-cache scheme" in n and "fp8" in n for n in auto.notes)
+    assert "kv_cache_dtype" not in forced.details
+    # vLLM 0.11 kept auto at the model dtype (its attention layer's TODO).
+    old = Workload(engine="vllm", seq=8192, vllm_version="0.11")
+    assert serving.checkpoint_kv_dtype(gemma, old) is None
+    sglang = _kv_per_token(gemma, engine="sglang", seq=8192)
+    assert sglang == _kv_per_token(gemma, engine="sglang", seq=8192, kv_dtype="fp8")
+
+
+def test_a_compressed_tensors_fp8_kv_scheme_is_vllms_alone():
+    """llm-compressor's kv_cache_scheme: vLLM's attention layers cache in fp8 (pull request
+    30141); SGLang reads kv_cache_quant_algo only; transformers caches in the compute dtype."""
+    config = copy.deepcopy(find("llama-3.1-8b").config)
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized",
+        "config_groups": {
+            "g": {
+                "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                "targets": ["Linear"],
+            }
+        },
+        "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False},
+        "ignore": ["lm_head"],
+    }
+    spec = as_shipped(spec_from_config(config), config)
+    plain = find("llama-3.1-8b").spec()
+    assert _kv_per_token(spec, engine="vllm") == _kv_per_token(plain, engine="vllm") / 2
+    assert _kv_per_token(spec, engine="sglang") == _kv_per_token(plain, engine="sglang")
+    served = estimate(spec, Workload(engine="transformers", seq=4096))
+    assert (
+        served.components["kv_cache"] == estimate(plain, Workload(seq=4096)).components["kv_cache"]
+    )
+    # vLLM's compressed-tensors attention layers cache in fp8 whatever is asked.
+    asked = estimate(spec, Workload(engine="vllm", kv_dtype="bf16"))
+    assert asked.details["kv_bytes_per_token"] == _kv_per_token(spec, engine="vllm")
+    assert any("not bf16" in n for n in asked.notes)
+    # An int8 KV scheme is not an fp8 cache.
+    config["quantization_config"]["kv_cache_scheme"]["type"] = "int"
+    int8 = as_shipped(spec_from_config(config), config)
+    assert _kv_per_token(int8, engine="vllm") == _kv_per_token(plain, engine="vllm")
+
+
+def test_a_16_bit_cache_asked_of_a_modelopt_fp8_kv_checkpoint_is_said_to_vllm():
+    """vLLM would take the checkpoint's FP8 scheme under auto: the line asks for bfloat16."""
+    gemma = find("gemma-4-31b-it-nvfp4").spec()
+    asked = launch.vllm_settings(gemma, Workload(engine="vllm", kv_dtype="bf16")).args
+    assert asked[asked.index("--kv-cache-dtype") + 1] == "bfloat16"
+    assert "--kv-cache-dtype" not in launch.vllm_settings(gemma, Workload(engine="vllm")).args

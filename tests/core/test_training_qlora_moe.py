@@ -192,3 +192,42 @@ def test_inference_with_bitsandbytes_keeps_the_experts_16_bit_from_headers_too()
     w = Workload.from_dict({"engine": "transformers", "dtype": "bf16", "quant": "nf4"})
     served = serving.served_storage(spec, w)
     assert {st.storage for st in served.storage if st.tensor.role is Role.EXPERT} == {"BF16"}
+
+
+def test_transformers_4_holds_experts_as_linear_layers_bitsandbytes_quantizes():
+    """transformers 4's MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock hold an nn.ModuleList of
+    expert MLPs; GptOssExperts already stacked them in 4.x."""
+    qwen = find("qwen3-30b-a3b").spec()
+    held = storage.bitsandbytes_storage(qwen, "bf16", "nf4", "4.57")
+    assert {st.storage for st in held if st.tensor.role is Role.EXPERT} == {"nf4"}
+    gpt_oss = find("gpt-oss-20b").spec()
+    assert {
+        st.storage
+        for st in storage.bitsandbytes_storage(gpt_oss, "bf16", "nf4", "4.57")
+        if st.tensor.role is Role.EXPERT and not st.tensor.is_bias
+    } == {"BF16"}
+    five = training_estimate(qwen, _workload(16, lora_targets=["q_proj", "v_proj"]))
+    four = training_estimate(
+        qwen, _workload(16, lora_targets=["q_proj", "v_proj"], transformers_version="4.57")
+    )
+    assert four.components["weights"] < five.components["weights"] / 4
+    assert any("nn.Linear layers, which bitsandbytes quantizes" in n for n in four.notes)
+    assert any("expert by expert, so they are approximate" in n for n in four.notes)
+    assert not any("expert by expert" in n for n in five.notes)
+
+
+def test_transformers_4_experts_take_one_adapter_per_linear_and_fold_nothing():
+    """peft adapts each expert's nn.Linear by its own name under transformers 4: w1 alone is a
+    target, each linear gets rank r, and no expert stack is folded."""
+    mixtral = find("mixtral-8x7b").spec()
+    with pytest.raises(WorkloadError, match="without w3"):
+        resolve_lora_targets(mixtral, ("w1",))
+    w1 = resolve_lora_targets(mixtral, ("w1",), "4.57")
+    f = mixtral.facts
+    experts, h, inter = f.num_experts, f.hidden_size, f.moe_intermediate_size or f.intermediate_size
+    assert adapter_parameters(mixtral, w1, 8) == f.num_layers * experts * 8 * (h + inter)
+    both = resolve_lora_targets(mixtral, ("w1", "w3", "w2"), "4.57")
+    assert adapter_parameters(mixtral, both, 8) == 3 * adapter_parameters(mixtral, w1, 8)
+    w = _workload(8, lora_targets=["w1", "w3", "w2"], transformers_version="4.57")
+    ctx = _context(mixtral, w, "cuda", "cuda", False)
+    assert sum(folded_expert_bytes(mixtral, i, ctx) for i in range(f.num_layers)) == 0

@@ -16,6 +16,7 @@ SAFETENSORS_ITEMSIZE = {
     "BF16": 2,
     "I32": 4,
     "I64": 8,
+    "U64": 8,
     "U8": 1,
     "I8": 1,
     "F8_E4M3": 1,
@@ -149,10 +150,17 @@ GGUF_LLAMA = {"hidden": 256, "ff": 512, "layers": 2, "heads": 4, "kv_heads": 2, 
 
 
 def write_gguf(
-    path: Path, arch: str = "llama", file_type: int | None = 15, experts: int = 0, **overrides
+    path: Path,
+    arch: str = "llama",
+    file_type: int | None = 15,
+    experts: int = 0,
+    floats: dict[str, float] | None = None,
+    **overrides,
 ) -> dict:
     """A tiny llama-like GGUF with mixed quant types, MoE when ``experts``; returns
-    name -> (type name, torch shape, bytes)."""
+    name -> (type name, torch shape, bytes). ``floats`` stores sizes (``block_count``...) as
+    FLOAT32 values instead."""
+    floats = floats or {}
     import gguf
 
     dims = {**GGUF_LLAMA, **overrides}
@@ -179,12 +187,19 @@ def write_gguf(
         layout[f"{b}.ffn_up.weight"] = (q.Q4_K, (ff, h))
         layout[f"{b}.ffn_down.weight"] = (q.Q8_0, (h, ff))
     writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_block_count(dims["layers"])
-    writer.add_context_length(2048)
-    writer.add_embedding_length(h)
-    writer.add_feed_forward_length(ff)
-    writer.add_head_count(dims["heads"])
-    writer.add_head_count_kv(dims["kv_heads"])
+    sizes = {
+        "block_count": dims["layers"],
+        "context_length": 2048,
+        "embedding_length": h,
+        "feed_forward_length": ff,
+        "attention.head_count": dims["heads"],
+        "attention.head_count_kv": dims["kv_heads"],
+    }
+    for key, value in sizes.items():
+        if key in floats:  # a size stored as a FLOAT32, as a hostile file may
+            writer.add_float32(f"{arch}.{key}", floats[key])
+        else:
+            writer.add_uint32(f"{arch}.{key}", value)
     writer.add_layer_norm_rms_eps(1e-5)
     if file_type is not None:
         writer.add_file_type(file_type)

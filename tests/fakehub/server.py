@@ -14,6 +14,10 @@ A stored token the Hub no longer accepts is answered 401 everywhere (``hub.revok
 a renamed repo answers every request with a same-host redirect to its new name
 (``hub.renamed["org/old"] = "org/new"``); a moved Hub redirects every request to another server
 (``hub.moved_to = other.url``).
+A Hub whose files are kept in Xet storage (``hub.xet_auth = other.url``) answers every file with
+``X-Xet-Hash`` and a ``Link: <other/api/models/.../xet-read-token/...>; rel="xet-auth"``, as the
+Hub does; ``other`` (any FakeHub) answers that route with a Xet access token already expired, so a
+Xet client comes back to refresh it.
 Failures and delays are set per repo (``hub.fail[repo] = 500``, ``hub.delay_s[repo] = 3``), per
 file (``hub.delay_s["org/name/config.json"]``) or for search (``hub.fail["search"]``); an answer
 sent one body byte at a time, this many seconds apart, likewise (``hub.drip_s[key] = 0.02``).
@@ -30,6 +34,7 @@ import json
 import re
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -60,6 +65,7 @@ class RequestLog:
     path: str
     range: str | None
     authorized: bool
+    token: str = ""  # what followed "Bearer " in the Authorization header
 
 
 @dataclass
@@ -77,6 +83,7 @@ class FakeHub:
     revoked: set[str] = field(default_factory=set)
     renamed: dict[str, str] = field(default_factory=dict)
     moved_to: str | None = None
+    xet_auth: str | None = None  # the host that hands out Xet tokens for this Hub's files
     tls: ssl.SSLContext | None = None  # serve https with this server context
 
     def __post_init__(self) -> None:
@@ -128,6 +135,7 @@ class FakeHub:
 _SHARDED = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/safetensors-metadata/(?P<index>.+)$")
 _INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_XET_TOKEN = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/xet-read-token/(?P<rev>[^/]+)$")
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
 
@@ -149,7 +157,13 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(parts.path)
         auth = self.headers.get("Authorization", "")
         self.fake.requests.append(
-            RequestLog(self.command, path, self.headers.get("Range"), auth.startswith("Bearer "))
+            RequestLog(
+                self.command,
+                path,
+                self.headers.get("Range"),
+                auth.startswith("Bearer "),
+                auth.removeprefix("Bearer "),
+            )
         )
         if self._redirected(path):
             return
@@ -158,6 +172,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path == "/api/models":
             self._search(parse_qs(parts.query))
+            return
+        if _XET_TOKEN.match(path):
+            self._xet_token(head)
             return
         sharded = _SHARDED.match(path)
         if sharded is not None:
@@ -247,6 +264,18 @@ class _Handler(BaseHTTPRequestHandler):
             headers[shard] = json.loads(data[8 : 8 + length])
         self._json({"index": {"metadata": index.get("metadata")}, "headers": headers})
 
+    def _xet_token(self, head: bool) -> None:
+        """A Xet access token for this server's storage, expired the moment it is sent."""
+        url, expiry = self.fake.url, int(time.time())
+        headers = {
+            "X-Xet-Cas-Url": url,
+            "X-Xet-Access-Token": "xet-access",
+            "X-Xet-Token-Expiration": str(expiry),
+            "Content-Type": "application/json",
+        }
+        body = json.dumps({"accessToken": "xet-access", "exp": expiry, "casUrl": url}).encode()
+        self._send(200, body, headers=headers, head=head)
+
     def _info(self, repo: FakeRepo, query: dict[str, list[str]], head: bool) -> None:
         blobs = query.get("blobs", [""])[0] == "true"
         siblings = []
@@ -281,6 +310,10 @@ class _Handler(BaseHTTPRequestHandler):
             "ETag": f'"{hashlib.sha1(data).hexdigest()}"',
             "Accept-Ranges": "bytes",
         }
+        if self.fake.xet_auth is not None:
+            headers["X-Xet-Hash"] = hashlib.sha256(data).hexdigest()
+            route = f"{self.fake.xet_auth}/api/models/{repo.repo_id}/xet-read-token/{repo.sha}"
+            headers["Link"] = f'<{route}>; rel="xet-auth"'
         match = _RANGE.match(self.headers.get("Range", ""))
         if match is None or self.fake.ignore_range:
             self._send(200, data, headers=headers, head=head)

@@ -499,3 +499,27 @@ def test_a_serving_profile_keeps_no_setting_of_an_earlier_training_setup(store):
     assert Profile.from_dict(older).workload == Workload(batch=2)
     training = make(workload=Workload(mode="training", method="lora", engine="vllm", lora_rank=8))
     assert training.workload.engine == "transformers" and training.workload.lora_rank == 8
+
+
+_WINDOWS_DEVICES = {"con", "prn", "aux", "nul"} | {
+    f"{p}{n}" for p in ("com", "lpt") for n in range(10)
+}
+
+
+def test_names_windows_reserves_for_devices_are_saved_under_other_file_names(store):
+    """On Windows a file named con.json or nul.txt is the device, not a file: such a profile was
+    lost there. Every one of these is saved, listed and read back, each in a file of its own."""
+    names = [
+        "CON", "nul", "Aux.txt", "PRN.json", "COM1", "com9.log", "LPT1", "lpt9 . .", "NUL.",
+        "con ", "COM¹", "LPT²", "con-profile", "Con Profile", "profile",
+    ]  # fmt: skip
+    saved = []
+    for name in names:
+        if store.find(name) is None:
+            store.save(make(name))
+            saved.append(name.strip())
+    stems = [p.name.split(".")[0] for p in store.directory.glob("*.json")]
+    assert not {stem.rstrip(" .").casefold() for stem in stems} & _WINDOWS_DEVICES
+    assert len(stems) == len(saved)
+    assert sorted(store.names(), key=str.casefold) == sorted(saved, key=str.casefold)
+    assert all(store.get(name).name == name for name in saved)

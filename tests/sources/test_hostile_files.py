@@ -7,6 +7,7 @@ errors may escape) and says which error, with which words, it must end in.
 """
 
 import json
+import math
 import os
 import struct
 import subprocess
@@ -268,3 +269,75 @@ def test_a_gguf_header_past_its_cap_is_refused(tmp_path, monkeypatch):
     path = tmp_path / "m.gguf"
     write_gguf(path, vocab=100_000)
     _refused(lambda: gguf_reader.load_gguf(path), match="runs past 1 MiB")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "block_count",
+        "embedding_length",
+        "feed_forward_length",
+        "attention.head_count",
+        "attention.head_count_kv",
+        "context_length",
+    ],
+)
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -float("inf"), 2.5, 1e30, -64.0])
+def test_a_gguf_size_stored_as_an_odd_float_is_refused_with_its_key(tmp_path, key, value):
+    """FLOAT32 +inf (and NaN, fractions, negative or huge values) where a size belongs: an
+    OverflowError out of the reader once; now one message naming the key, or, for a whole
+    number out of range, the family's refusal."""
+    from vramgui.core.errors import ConfigError
+
+    path = tmp_path / "model.gguf"
+    write_gguf(path, floats={key: value})
+    said = _refused(lambda: load_model(str(path)), error=ConfigError)
+    if not (math.isfinite(value) and value.is_integer()):
+        assert f"llama.{key} is {value}, not a whole number" in said
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "said"),
+    [
+        ("model.embed_tokens.weight", (), "has 0 dimensions where the model's has 2"),
+        ("model.embed_tokens.weight", (32, 0), "holds no elements"),
+        ("model.layers.0.self_attn.q_proj.weight", (32, 0), "holds no elements"),
+        ("model.layers.0.self_attn.o_proj.weight", (64,), "has 1 dimensions where the model's"),
+        ("model.norm.weight", (0,), "holds no elements"),
+    ],
+)
+def test_a_tensor_of_an_impossible_rank_or_size_is_refused_by_name(tmp_path, name, shape, said):
+    """A scalar embedding raised IndexError and a [32, 0] tensor ZeroDivisionError in the
+    training estimate (inference passed): each checkpoint is now refused, naming the tensor."""
+    from tests.fakehub.files import write_model_folder
+
+    tensors = {**TENSORS, name: ("BF16", shape)}
+    folder = write_model_folder(tmp_path / "model", TINY_LLAMA_CONFIG, tensors)
+    message = _refused(lambda: load_model(str(folder)))
+    assert f"tensor {name} of shape {list(shape)} {said}" in message
+
+
+def test_a_quant_state_beside_the_experts_leaves_qlora_to_the_expert_matrices():
+    """A bitsandbytes checkpoint's 1-D quant state is named like an expert weight; QLoRA's note on
+    the stacked experts sized it as a matrix (IndexError)."""
+    import dataclasses
+
+    from vramgui.core.estimate import estimate
+    from vramgui.core.model import Role, Tensor
+    from vramgui.core.workload import Workload
+    from vramgui.sources.catalog import find
+
+    base = find("qwen3-30b-a3b").spec()
+    state = Tensor(
+        "model.layers.0.mlp.experts.0.up_proj.weight.quant_state.bitsandbytes__nf4",
+        (3,),
+        Role.EXPERT,
+        0,
+        "up_proj",
+        "U64",
+    )
+    spec = dataclasses.replace(base, tensors=(*base.tensors, state))
+    workload = Workload.from_dict(
+        {"mode": "training", "method": "qlora", "quant": "nf4", "seq": 32, "batch": 1}
+    )
+    assert estimate(spec, workload).total_bytes > estimate(base, workload).total_bytes > 0

@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +291,86 @@ def test_https_checks_the_certificate_against_the_trust_store(tls_hub, monkeypat
     assert [m.id for m in HubClient(hub.url, timeout_s=5, cache_dir=tmp_path).search("tiny")] == [
         "org/tiny"
     ]
+
+
+def test_the_token_never_reaches_a_xet_host(fake_hub, monkeypatch, tmp_path):
+    """A Hub that keeps its files in Xet storage elsewhere: huggingface_hub would hand the token
+    to hf_xet, which sends it to that host. Every path that reads a repo keeps to vramgui's client,
+    and the token goes to the Hub's own host only."""
+    from vramgui.cli import main
+    from vramgui.core.model import ModelRef
+    from vramgui.sources.configs import config_of
+    from vramgui.sources.resolve import load_model
+
+    fake_hub.add("org/tiny", FILES)
+    monkeypatch.setenv("HF_TOKEN", "good-token")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("VRAMGUI_HOME", str(tmp_path / "vramgui"))
+    with FakeHub() as elsewhere:
+        fake_hub.xet_auth = elsewhere.url
+        assert HubClient(timeout_s=5, cache_dir=tmp_path / "a").load("org/tiny").spec.parameters
+        assert load_model("org/tiny").spec.parameters  # the window's and the CLI's reader
+        assert main(["estimate", "org/tiny", "--json"]) == 0
+        assert config_of(ModelRef("hub", "org/tiny")) == TINY_LLAMA_CONFIG  # measure's
+        assert [r for r in elsewhere.requests if r.token == "good-token"] == []
+    assert any(r.token == "good-token" and "/resolve/" in r.path for r in fake_hub.requests)
+
+
+_CLI = """
+import sys
+from vramgui.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+@pytest.mark.parametrize("token_file", ["fifo", "/dev/zero"])
+def test_a_token_path_that_is_no_file_is_not_read(fake_hub, tmp_path, token_file):
+    """HF_TOKEN_PATH naming a named pipe blocked every search forever (in the window, a pool
+    thread each); /dev/zero read until MemoryError. Neither is a token file: none is sent."""
+    import os
+
+    from tests.bounded import run_bounded
+
+    fake_hub.add("org/tiny", FILES)
+    if token_file == "fifo":
+        token_file = str(tmp_path / "fifo")
+        os.mkfifo(token_file)
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": fake_hub.url,
+        "HF_TOKEN_PATH": token_file,
+        "VRAMGUI_HOME": str(tmp_path / "home"),
+    }
+    done = run_bounded(_CLI.format(argv=["search", "tiny"]), env=env)
+    assert "org/tiny" in done.stdout
+    assert [r.authorized for r in fake_hub.requests] == [False]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "said"),
+    [
+        ("HF_ENDPOINT", "http://[::1", "HF_ENDPOINT 'http://[::1' is not a usable URL"),
+        ("HF_ENDPOINT", "http://127.0.0.1:99999", "Port out of range"),
+        ("HF_ENDPOINT", "ftp://mirror", "expected http(s)://host"),
+        ("HF_HUB_ETAG_TIMEOUT", "abc", "HF_HUB_ETAG_TIMEOUT='abc' is not a whole number"),
+        ("HF_HUB_DOWNLOAD_TIMEOUT", "1.5", "HF_HUB_DOWNLOAD_TIMEOUT='1.5' is not a whole number"),
+        ("VRAMGUI_HOME", "a-file", "cannot make vramgui's data folder"),
+    ],
+)
+def test_an_unusable_setting_is_named_in_one_line(tmp_path, setting, value, said):
+    import os
+
+    from tests.bounded import run_bounded
+
+    if setting == "VRAMGUI_HOME":
+        value = str(tmp_path / value)
+        Path(value).write_text("not a folder")
+    env = {
+        **os.environ,
+        "VRAMGUI_HOME": str(tmp_path / "home"),
+        "HF_TOKEN_PATH": str(tmp_path / "no-token"),
+        setting: value,
+    }
+    argv = ["profile", "list"] if setting == "VRAMGUI_HOME" else ["estimate", "org/tiny"]
+    done = run_bounded(_CLI.format(argv=argv), env=env, codes=(2,))
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -179,3 +179,51 @@ def test_the_window_shows_the_list_and_opens_a_model_from_it(qtbot, stores, serv
     window.model_panel.query.clear()
     assert area.currentWidget() is view
     window.close()
+
+
+def test_a_gguf_with_an_infinite_size_costs_only_its_own_row(qtbot, view, stores):
+    from tests.fakehub.files import write_gguf
+
+    gguf = stores.lm_studio[0] / "lmstudio-community" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf"
+    write_gguf(gguf, floats={"block_count": float("inf")})
+    view.set_setup(Workload(), None)
+    _shown_and_fitted(qtbot, view)
+    rows = _rows(view)
+    assert len(rows) > 1 and "org/tiny" in rows
+    bad = next(r for r in range(view.table_model.rowCount()) if "Tiny-Q4_K_M" in _name(view, r))
+    assert view.table_model.index(bad, 2).data() == "n/a"
+    tip = view.table_model.index(bad, 0).data(Qt.ItemDataRole.ToolTipRole)
+    assert "llama.block_count is inf" in tip
+
+
+def _name(view, row):
+    return view.table_model.index(row, 0).data()
+
+
+def test_any_fault_in_one_model_costs_only_its_own_row(stores, monkeypatch):
+    """Whatever one model's reading or estimate raises, the other rows stand."""
+    from vramgui.ui import local_models
+
+    scanned = on_disk.scan(stores)
+    first = scanned.models[0]
+
+    def open_model(model):
+        if model is first:
+            raise OverflowError("cannot convert float infinity to integer")
+        return on_disk.open_model(model)
+
+    found = local_models.read_all(lambda: scanned, open_model)
+    assert found[0].spec is None and "OverflowError" in found[0].problem
+    assert all(item.spec is not None for item in found[1:])
+
+    real = local_models.estimate
+
+    def estimate(spec, *args):
+        if spec is found[1].spec:
+            raise ZeroDivisionError("division by zero")
+        return real(spec, *args)
+
+    monkeypatch.setattr(local_models, "estimate", estimate)
+    fits = local_models.fits_of(found, Workload(), None)
+    assert "OverflowError" in fits[0].note and "ZeroDivisionError" in fits[1].note
+    assert all(fit.total_bytes for fit in fits[2:]) and len(fits) == len(found) > 2

@@ -77,6 +77,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vramgui.ui.app import main as gui_main
 
         return gui_main()
+    from vramgui.cli.text import SafeStream
+
+    streams = sys.stdout, sys.stderr
+    # Every line goes through one escaping, encoding-proof writer (text read from files).
+    sys.stdout, sys.stderr = (SafeStream(s) if s is not None else s for s in streams)
+    try:
+        return _run(args_list)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run(args_list: list[str]) -> int:
     parser = build_parser(args_list)
     args = parser.parse_args(args_list)
     if args.command is None:

@@ -27,6 +27,7 @@ from vramgui.core.workload import (
     OPTIMIZERS,
     PRECISIONS,
     SGLANG_VERSIONS,
+    TRANSFORMERS_VERSIONS,
     VLLM_VERSIONS,
     Workload,
     default_engine,
@@ -56,6 +57,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "source", help="config.json, model folder, .safetensors, .gguf, Hub id or catalog name"
     )
     add_estimate_options(parser)
+    parser.add_argument(
+        "--prompt",
+        type=int,
+        default=None,
+        metavar="N",
+        help="transformers: prompt tokens it prefills; the rest of --seq is generated (default: "
+        "--seq, a prefill of the whole context)",
+    )
     parser.add_argument(
         "--free-memory",
         action="store_true",
@@ -335,7 +344,8 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         "--kv-cache-dtype",
         choices=KV_DTYPES,
         default=d.kv_dtype,
-        help="KV cache dtype; auto follows --dtype (llama.cpp: f16)",
+        help="KV cache dtype; auto follows --dtype (llama.cpp: f16), or a checkpoint's FP8 "
+        "KV-cache scheme where the engine takes it (vLLM, SGLang)",
     )
     parser.add_argument(
         "--attention", choices=ATTENTIONS, default=d.attention, help="attention implementation"
@@ -397,8 +407,17 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="optimizer states (and ZeRO-3 parameters) in host RAM",
     )
+    parser.add_argument(
+        "--transformers-version",
+        choices=TRANSFORMERS_VERSIONS,
+        default=d.transformers_version,
+        help="the transformers release to follow: from 5.0 a MoE block's experts are stacked "
+        "parameters, which bitsandbytes (QLoRA, --quant nf4 / int8) leaves in 16 bits (fp32 "
+        "after QLoRA's upcast); before, each expert is a linear layer it quantizes",
+    )
     add_vllm_options(parser)
     add_sglang_options(parser)
+    add_llamacpp_options(parser)
     parser.add_argument(
         "--overhead-gib",
         type=float,
@@ -498,6 +517,29 @@ def add_vllm_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_llamacpp_options(parser: argparse.ArgumentParser) -> None:
+    """llama.cpp's batch sizes, named as ``llama-server`` names them (docs/cli.md)."""
+    d = _DEFAULTS
+    group = parser.add_argument_group(
+        "llama.cpp", "what `llama-server` takes (with --engine llamacpp; Ollama: num_batch)"
+    )
+    group.add_argument(
+        "--ubatch-size",
+        type=int,
+        default=d.ubatch_size,
+        metavar="N",
+        help="physical micro-batch (-ub): the compute buffer is sized for one micro-batch of "
+        "this many tokens",
+    )
+    group.add_argument(
+        "--batch-size",
+        type=int,
+        default=d.batch_size,
+        metavar="N",
+        help="logical batch (-b); micro-batches are at most this large",
+    )
+
+
 def add_sglang_options(parser: argparse.ArgumentParser) -> None:
     """SGLang's own knobs, named as ``python -m sglang.launch_server`` names them (docs/cli.md)."""
     group = parser.add_argument_group(
@@ -547,6 +589,12 @@ def workload_from_args(
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
     speculative = "draft" if args.speculative_model else "none"
+    prompt = getattr(args, "prompt", None)  # estimate's, for the prefill's memory; plan's too
+    if prompt is not None and prompt > seq:
+        raise WorkloadError(
+            f"--prompt {prompt:,} is longer than the context --seq {seq:,}, which holds the "
+            "prompt and the generated tokens"
+        )
     gpu_arch = args.gpu_arch
     if gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
@@ -597,6 +645,10 @@ def workload_from_args(
         mtp=args.mtp,
         mem_fraction_static=args.mem_fraction_static,
         sglang_version=args.sglang_version,
+        ubatch_size=args.ubatch_size,
+        batch_size=args.batch_size,
+        prompt=prompt,
+        transformers_version=args.transformers_version,
     )
 
 
@@ -785,6 +837,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stack_text(settings: dict[str, Any]) -> str:
+    """The settings line's software: the engine (transformers with its release, and the prompt
+    it prefills; llama.cpp with its batch sizes)."""
+    engine = settings["engine"] if settings["mode"] == "inference" else "transformers"
+    if engine == "llamacpp":
+        return f", llamacpp -ub {settings.get('ubatch-size')} -b {settings.get('batch-size')}"
+    if engine != "transformers":
+        return f", {engine}"
+    prompt = settings.get("prompt")
+    text = f", transformers {settings.get('transformers-version')}"
+    return text + (f", prompt {prompt:,}" if prompt and settings["mode"] == "inference" else "")
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the document for people."""
     from vramgui.core.estimate import COMPONENTS
@@ -796,7 +861,8 @@ def format_table(doc: dict[str, Any]) -> str:
         model_line(model),
         f"{s['mode']}: batch {s['batch']}, seq {s['seq']:,}, {s['dtype']}"
         + (f", {s['quant']}" if s["quant"] != "none" else "")
-        + (f", {s['engine']}" if s["mode"] == "inference" else f", {s['method']}, {s['optimizer']}")
+        + (f", {s['method']}, {s['optimizer']}" if s["mode"] == "training" else "")
+        + _stack_text(s)
         + (f", {doc['gpus']} GPUs" if doc["gpus"] > 1 else ""),
         "",
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 # What an approximate estimate says of itself, after its figures.
 APPROXIMATE = (
@@ -24,6 +24,35 @@ def printable(text: str) -> str:
         c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c
         for c in text
     )
+
+
+class SafeStream:
+    """A text stream for the terminal: every control or format character but newline is written
+    escaped, and what the stream's encoding cannot hold (a name in CJK on a cp1252
+    console, output redirected on Windows) as a backslash escape instead of UnicodeEncodeError.
+
+    The one place every line of text output passes: whatever a table, note or message quotes
+    from a file, it cannot drive the terminal. (A name's own newline is escaped where the name
+    is printed: ``printable``.)
+    """
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+        self._encoding = getattr(inner, "encoding", None) or "utf-8"
+
+    def write(self, text: str) -> int:
+        safe = "\n".join(printable(part) for part in text.split("\n"))
+        try:
+            safe.encode(self._encoding)
+        except UnicodeEncodeError:
+            safe = safe.encode(self._encoding, "backslashreplace").decode(self._encoding)
+        except LookupError:  # an encoding Python does not know: ASCII holds everything escaped
+            safe = safe.encode("ascii", "backslashreplace").decode("ascii")
+        self._inner.write(safe)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
@@ -45,8 +74,8 @@ def model_line(model: dict[str, Any]) -> str:
     if model.get("inventory") == "approximate":
         count = f"about {count}, approximate"
     stored = model.get("stored_format")
-    return f"{printable(model['name'])}  ({model['architecture']}, {count}" + (
-        f"; stored as {stored})" if stored else ")"
+    return f"{printable(model['name'])}  ({printable(model['architecture'])}, {count}" + (
+        f"; stored as {printable(stored)})" if stored else ")"
     )
 
 

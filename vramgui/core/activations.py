@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from vramgui.core import dtypes, llamacpp_mla
 from vramgui.core.model import ArchFacts, ModelSpec, Role
-from vramgui.core.workload import Workload
+from vramgui.core.workload import LLAMACPP_UBATCH, Workload
 
 # vLLM's sampler warm-up (the end of its profiling run) holds, per sequence and vocabulary entry,
 # the model's 16-bit logits, their fp32 copy and what top-k / top-p sampling makes of them.
@@ -17,8 +17,6 @@ from vramgui.core.workload import Workload
 # work on the fp32 logits and probabilities: 11-12 bytes (vLLM 0.10.1.1 on A100s,
 # dennislee22/vLLM-benchmarking).
 VLLM_SAMPLER_BYTES = {"pytorch": 39, "flashinfer": 12}
-# llama.cpp's physical micro-batch (n_ubatch) default: its compute buffer is sized for it.
-LLAMACPP_UBATCH = 512
 # ggml-cuda's op offload: an operation whose weight lives in host memory runs on the GPU, the
 # weight copied in, from this many tokens (rows of a matrix product; GGML_OP_OFFLOAD_MIN_BATCH).
 LLAMACPP_OP_OFFLOAD_MIN_BATCH = 32
@@ -90,6 +88,13 @@ def llamacpp_flash_attention(workload: Workload) -> bool:
     ``-fa off``; flash and the default are ``-fa on`` / ``-fa auto``, which turns it on on every
     backend that has the kernel (CUDA, Metal, Vulkan, the CPU)."""
     return workload.attention != "eager"
+
+
+def llamacpp_ubatch(workload: Workload) -> int:
+    """The micro-batch llama.cpp sizes its compute buffer for: ``-ub``, at most ``-b``
+    (llama_context: ``n_ubatch = min(n_batch, n_ubatch)``; the context bounds both, which
+    :func:`llamacpp_compute_buffer` applies)."""
+    return min(workload.ubatch_size, workload.batch_size)
 
 
 def llamacpp_compute_buffer(

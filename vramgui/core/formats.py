@@ -36,6 +36,7 @@ from typing import Any
 
 from vramgui.core import dtypes
 from vramgui.core.dtypes import Scheme
+from vramgui.core.errors import ConfigError, shown
 from vramgui.core.model import Role, Tensor
 
 # Roles whose 2-D weights are linear layers a quantizer may replace; routers stay in 16 bits
@@ -338,8 +339,47 @@ def _strings(value: object) -> tuple[str, ...]:
     return ()
 
 
-def _int(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+# What a quantization config may say: bits per value, values per scale (a group, a block side).
+MAX_BITS = 16
+MAX_GROUP = 1 << 20
+
+
+def _whole(
+    qc: Mapping[str, Any], key: str, default: int, *, low: int, high: int, also: int | None = None
+) -> int:
+    """``qc[key]`` as a whole number from ``low`` to ``high`` (or ``also``); ``default`` when
+    absent or null.
+
+    Raises:
+        ConfigError: any other value (a string, NaN, infinity, a fraction, out of range), which
+            would otherwise size weights in negative or astronomic bytes.
+    """
+    value = qc.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if whole and (low <= value <= high or value == also):
+        return value
+    allowed = f"from {low} to {high:,}" + (f" or {also}" if also is not None else "")
+    raise ConfigError(
+        f"quantization_config's '{key}' must be a whole number {allowed}, not {shown(value)}"
+    )
+
+
+def _block(qc: Mapping[str, Any], key: str) -> tuple[int, int] | None:
+    """A ``[rows, cols]`` scale block (None when absent or null), each side checked."""
+    value = qc.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ConfigError(
+            f"quantization_config's '{key}' must be two whole numbers, not {shown(value)}"
+        )
+    sides = {f"{key}[0]": value[0], f"{key}[1]": value[1]}
+    rows, cols = (_whole(sides, side, 0, low=1, high=MAX_GROUP) for side in sides)
+    return rows, cols
 
 
 def _mxfp4(qc: Mapping[str, Any], config: Mapping[str, Any], scale_bytes: int) -> StoredFormat:
@@ -358,9 +398,9 @@ def _fine_grained_fp8(
     ue8m0 = str(qc.get("scale_fmt", "float")).lower() == "ue8m0"
     static = str(qc.get("activation_scheme", "dynamic")).lower() == "static"
     # FineGrainedFP8Config's default is 128 x 128; an explicit null means one scale per tensor
-    block = qc.get("weight_block_size", (128, 128))
-    if isinstance(block, list | tuple) and len(block) == 2 and all(_int(b, 0) > 0 for b in block):
-        scheme = dtypes.fp8_block_scheme(block[0], block[1], scale_bytes=1 if ue8m0 else 4)
+    block = _block(qc, "weight_block_size") if "weight_block_size" in qc else (128, 128)
+    if block is not None:
+        scheme = dtypes.fp8_block_scheme(*block, scale_bytes=1 if ue8m0 else 4)
         if static:  # FP8Linear's activation_scale, one fp32 per layer
             scheme = _with(scheme, extra_bytes=4)
     else:
@@ -395,8 +435,9 @@ def _fbgemm_fp8(qc: Mapping[str, Any], config: Mapping[str, Any], scale_bytes: i
 
 def _gptq_awq(qc: Mapping[str, Any], config: Mapping[str, Any], scale_bytes: int) -> StoredFormat:
     method = str(qc.get("quant_method", "")).lower()
-    bits = _int(qc.get("bits", qc.get("w_bit")), 4)
-    group = _int(qc.get("group_size", qc.get("q_group_size")), 128)
+    bits = _whole(qc, "bits" if "bits" in qc else "w_bit", 4, low=1, high=MAX_BITS)
+    group_key = "group_size" if "group_size" in qc else "q_group_size"
+    group = _whole(qc, group_key, 128, low=0, high=MAX_GROUP, also=-1)
     base = "awq-int4" if method == "awq" else f"gptq-int{8 if bits == 8 else 4}"
     if group > 0:
         scheme = dtypes.get_scheme(base if group == 128 else f"{base}-g{group}")
@@ -450,7 +491,9 @@ def _compressed_tensors(
         rules=tuple(rules),
         ignore=_strings(qc.get("ignore")),
         matching="compressed-tensors",
-        kv_cache_fp8=isinstance(kv, Mapping) and kv.get("num_bits") == 8,
+        kv_cache_fp8=isinstance(kv, Mapping)
+        and kv.get("num_bits") == 8
+        and kv.get("type", "float") == "float",
     )
 
 
@@ -461,13 +504,14 @@ def _ct_scheme(group: Mapping[str, Any], default_format: str, scale_bytes: int) 
     weights = group.get("weights")
     if not isinstance(weights, Mapping):
         return None
-    bits = _int(weights.get("num_bits"), 8)
+    bits = _whole(weights, "num_bits", 8, low=1, high=MAX_BITS)
     kind = str(weights.get("type", "int")).lower()
     strategy = str(weights.get("strategy") or "").lower()
     if not strategy:  # QuantizationArgs' inference from the group size
         size = weights.get("group_size")
         strategy = "tensor" if size is None else "channel" if size == -1 else "group"
-    group_size = _int(weights.get("group_size"), 0) if strategy in ("group", "tensor_group") else 0
+    grouped = strategy in ("group", "tensor_group")
+    group_size = _whole(weights, "group_size", 0, low=1, high=MAX_GROUP) if grouped else 0
     symmetric = weights.get("symmetric", True) is not False
     actorder = str(weights.get("actorder") or "").lower() == "group"
     acts = group.get("input_activations")
@@ -479,9 +523,9 @@ def _ct_scheme(group: Mapping[str, Any], default_format: str, scale_bytes: int) 
         # weight_global_scale, and input_global_scale where activations are quantized too
         return dtypes.nvfp4_scheme(extra_bytes=8 if isinstance(acts, Mapping) else 4)
     if kind == "float" and bits == 8:
-        block = weights.get("block_structure")
-        if strategy == "block" and isinstance(block, list | tuple) and len(block) == 2:
-            scheme = dtypes.fp8_block_scheme(int(block[0]), int(block[1]), scale_bytes=scale_bytes)
+        block = _block(weights, "block_structure") if strategy == "block" else None
+        if block is not None:
+            scheme = dtypes.fp8_block_scheme(*block, scale_bytes=scale_bytes)
         elif strategy == "tensor":
             scheme = _with(dtypes.SCHEMES["fp8-tensor"], scale_bytes=scale_bytes, extra_bytes=0)
         else:
@@ -540,7 +584,7 @@ def _modelopt(
     if isinstance(inner, Mapping):  # hf_quant_config.json: {"quantization": {...}}
         qc = {**qc, **inner}
     algo = str(qc.get("quant_algo", "")).upper()
-    group = _int(qc.get("group_size"), 0)
+    group = _whole(qc, "group_size", 0, low=0, high=MAX_GROUP)
     ignore = _strings(qc.get("exclude_modules")) or _strings(qc.get("ignore"))
     kv = qc.get("kv_cache_quant_algo") or qc.get("kv_cache_scheme")
     kv_fp8 = (isinstance(kv, str) and kv.upper() == "FP8") or (
@@ -559,7 +603,8 @@ def _modelopt(
         by_scheme: dict[tuple[str, int], list[str]] = {}
         for name, spec in layers.items():
             if isinstance(spec, Mapping):
-                key = (str(spec.get("quant_algo", "")), _int(spec.get("group_size"), 0))
+                size = _whole(spec, "group_size", 0, low=0, high=MAX_GROUP)
+                key = (str(spec.get("quant_algo", "")), size)
                 by_scheme.setdefault(key, []).append(str(name))
         for (layer_algo, layer_group), names in by_scheme.items():
             scheme = _modelopt_scheme(layer_algo, layer_group)

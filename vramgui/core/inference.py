@@ -16,17 +16,18 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, serving, sglang_startup
+from vramgui.core import dtypes, serving, sglang_startup, storage
 from vramgui.core.activations import (
-    LLAMACPP_UBATCH,
     llamacpp_compute_buffer,
     llamacpp_flash_attention,
+    llamacpp_ubatch,
     vllm_profile_peak,
 )
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.families import validation
 from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
+from vramgui.core.prefill.attention import SDPA_GQA_HEAD_DIM
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.units import GiB
@@ -34,7 +35,7 @@ from vramgui.core.vllm.encoders import towers_named, unmodelled_note
 from vramgui.core.vllm.kv_layout import layer_specs
 from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, SERVE_BATCHED_TOKENS
 from vramgui.core.vllm.startup import Draft, VllmEngine, VllmPlan, rotary_cache_bytes
-from vramgui.core.workload import Workload
+from vramgui.core.workload import ENGINE_NAMES, Workload
 
 # The peak of an engine that pre-allocates its KV pool (vLLM, SGLang): sized for one GPU, or,
 # without a GPU to size it, the KV cache of the tokens asked for.
@@ -85,8 +86,23 @@ def kv_cache_bytes(spec: ModelSpec, workload: Workload, tokens: int | None = Non
 
 
 def _kv_shape(spec: ModelSpec, workload: Workload) -> _KvShape:
-    key = ("inference_kv", workload.kv_dtype, workload.dtype, workload.engine, workload.tp)
+    workload = engine_kv_workload(spec, workload)
+    key = (
+        "inference_kv",
+        workload.kv_dtype,
+        workload.dtype,
+        workload.engine,
+        workload.tp,
+        llamacpp_ubatch(workload),
+    )
     return spec.cached(key, lambda: _KvShape.of(spec, workload))
+
+
+def engine_kv_workload(spec: ModelSpec, workload: Workload) -> Workload:
+    """``workload`` with the KV cache dtype the engine takes from the checkpoint under
+    ``--kv-dtype auto`` (``serving.checkpoint_kv_dtype``), else ``workload`` itself."""
+    kv = serving.checkpoint_kv_dtype(spec, workload)
+    return workload if kv is None else workload.with_(kv_dtype=kv)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +144,7 @@ class _KvShape:
             per_elem=per_elem,
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
-            window_ubatch=LLAMACPP_UBATCH if workload.engine == "llamacpp" else 0,
+            window_ubatch=llamacpp_ubatch(workload) if workload.engine == "llamacpp" else 0,
         )
 
     @property
@@ -187,6 +203,21 @@ def _kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
         return max(1, facts.num_heads // tp)
     # With fewer KV heads than tensor-parallel ranks, engines replicate heads: one per rank.
     return max(1, -(-facts.num_kv_heads // tp))
+
+
+def _decode_repeat_per_token(spec: ModelSpec, workload: Workload) -> int:
+    """Bytes per cached token of one layer's keys and values repeated to every query head on
+    one GPU, where transformers' attention repeats them (``repeat_kv``): eager attention, or
+    SDPA with heads its GQA kernel does not take; 0 where it does not."""
+    facts = spec.facts
+    if facts.is_mla or facts.num_kv_heads in (1, facts.num_heads):
+        return 0
+    v_dim = facts.v_head_dim or facts.head_dim
+    sdpa_repeats = facts.head_dim > SDPA_GQA_HEAD_DIM or facts.head_dim != v_dim
+    if attention_used(spec, workload) != "eager" and not sdpa_repeats:
+        return 0
+    heads = max(1, facts.num_heads // workload.tp)
+    return heads * (facts.head_dim + v_dim) * dtypes.DTYPE_BYTES[workload.dtype]
 
 
 def _layer_caches(spec: ModelSpec, workload: Workload) -> tuple[Size, ...]:
@@ -260,6 +291,7 @@ class InferencePlan:
     __slots__ = (
         "_capacity",
         "_checked",
+        "_decode_repeat",
         "_details",
         "_error",
         "_facts",
@@ -267,6 +299,7 @@ class InferencePlan:
         "_gpu_name",
         "_host",
         "_kv",
+        "_layer_caches",
         "_max_seq",
         "_notes",
         "_phase",
@@ -301,8 +334,9 @@ class InferencePlan:
             self._error = exc
 
     def _prepare(
-        self, spec: ModelSpec, workload: Workload, draft: ModelSpec | None, device: str
+        self, spec: ModelSpec, asked: Workload, draft: ModelSpec | None, device: str
     ) -> None:
+        workload = engine_kv_workload(spec, asked)
         _check_model(spec, workload)
         weights, host = _resident_weights(spec, workload)
         self._format_notes = serving.served_storage(spec, workload).notes
@@ -317,14 +351,26 @@ class InferencePlan:
         self._details: dict[str, int | float | bool | str] = {}
         self._notes: tuple[str, ...] = ()
         self._checked: validation.Checked | None = None
+        self._layer_caches: tuple[Size, ...] = ()
+        self._decode_repeat = 0
         if workload.engine == "transformers":
             self._checked = validation.checked(spec.facts.model_type)
+            self._layer_caches = _layer_caches(spec, workload)
+            self._decode_repeat = _decode_repeat_per_token(spec, workload)
             self._prefill = spec.cached(
                 ("inference_prefill", workload.dtype, workload.attention, workload.tp, device),
-                lambda: Prefill.of(spec, workload, _layer_caches(spec, workload), device=device),
+                lambda: Prefill.of(spec, workload, self._layer_caches, device=device),
             )
             self._phase = "prefill" if spec.facts.is_decoder else "forward"
             notes = []
+            if spec.facts.is_moe and not storage.experts_stacked(
+                spec.facts.model_type, workload.transformers_version
+            ):
+                notes.append(
+                    "The experts' activations follow transformers 5's MoE code, measured; "
+                    f"transformers {workload.transformers_version} runs them expert by expert, "
+                    "so they are approximate."
+                )
             if attention_used(spec, workload) != workload.attention:
                 notes.append(
                     f"transformers runs {spec.facts.model_type} with eager attention only; "
@@ -389,6 +435,20 @@ class InferencePlan:
         else:
             self._phase = "context allocated up front"
             self._details = {"host_embedding_bytes": host}
+            if workload.ubatch_size > workload.batch_size:
+                self._notes = (
+                    f"llama.cpp runs micro-batches of at most -b {workload.batch_size:,} tokens, "
+                    f"so -ub {workload.ubatch_size:,} sizes nothing beyond it.",
+                )
+        if workload.engine != "transformers" and workload.prompt is not None:
+            self._notes = (
+                *self._notes,
+                f"{ENGINE_NAMES[workload.engine]} sizes its memory for the whole context and "
+                "its own batch, whatever the prompt's length.",
+            )
+        if workload is not asked:
+            self._notes = (*self._notes, serving.checkpoint_kv_note(spec, asked))
+            self._details["kv_cache_dtype"] = workload.kv_dtype
 
     def breakdown(self, batch: int, seq: int) -> InferenceBreakdown:
         """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens.
@@ -407,9 +467,11 @@ class InferencePlan:
         notes = self._notes
         details = dict(self._details)
         overhead = None
+        phase = self._phase
         if self._prefill is not None:  # the transformers engine
-            activations = self._prefill.peak(batch, seq)
-            notes = (*notes, *self._outside(batch, seq))
+            prompt = min(self._workload.prompt or seq, seq)
+            activations, phase, said = self._transformers_moment(batch, prompt, seq, kv)
+            notes = (*notes, *said, *self._outside(batch, prompt))
         elif self._vllm is not None:
             kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
             overhead = CUDA_CONTEXT_BYTES + self._rotary
@@ -427,19 +489,50 @@ class InferencePlan:
                 batch,
                 seq,
                 flash_attention=llamacpp_flash_attention(self._workload),
+                ubatch=llamacpp_ubatch(self._workload),
             )
         return InferenceBreakdown(
             weights_bytes=self._weights,
             kv_cache_bytes=kv,
             activations_bytes=activations,
             host_bytes=self._host,
-            phase=self._phase,
+            phase=phase,
             notes=(*self._format_notes, *notes),
             details=details,
             vllm=self._vllm,
             overhead_bytes=overhead,
             sglang=self._sglang,
         )
+
+    def _transformers_moment(
+        self, batch: int, prompt: int, seq: int, kv: int
+    ) -> tuple[int, str, tuple[str, ...]]:
+        """transformers' activations at the peak of ``generate``, its phase and a note: the
+        prefill of ``prompt`` tokens beside their KV cache, or the last decoding step, with the
+        KV cache of ``seq`` tokens and the step's own tensors, whichever holds more.
+
+        The step is a one-token forward beside the larger of two transients over one layer's
+        whole cache: DynamicCache's concatenation (each layer's keys, then values, written into
+        a new tensor one token longer before the old one is freed) and, where attention repeats
+        grouped K / V to every query head (eager; SDPA past its GQA kernel's head size), the
+        repeated keys and values."""
+        assert self._prefill is not None
+        prefill = self._prefill.peak(batch, prompt)
+        if prompt == seq or self._kv is None:
+            return prefill, self._phase, ()
+        at_prompt = self._kv.bytes(batch, prompt) + prefill
+        concatenation = max((c.at(batch, seq) for c in self._layer_caches), default=0) // 2
+        repeated = batch * seq * self._decode_repeat
+        step = self._prefill.peak(batch, 1) + max(concatenation, repeated)
+        note = (
+            f"transformers prefills the prompt of {prompt:,} tokens and generates up to {seq:,}: "
+            f"the peak is the larger of the prefill (its activations beside the KV cache of "
+            f"{prompt:,} tokens) and the last step (the KV cache of {seq:,} tokens); here "
+            f"{'the prefill' if at_prompt > kv + step else 'the last step'}."
+        )
+        if at_prompt > kv + step:
+            return at_prompt - kv, self._phase, (note,)
+        return step, "generation (the last step, the KV cache at the full context)", (note,)
 
     def _outside(self, batch: int, seq: int) -> tuple[str, ...]:
         """A note where the workload lies outside the shapes and sizes this architecture's
@@ -646,7 +739,17 @@ def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
         return gpu, host
 
     return spec.cached(
-        ("resident_weights", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp, w.vllm_version),
+        (
+            "resident_weights",
+            w.dtype,
+            w.quant,
+            w.engine,
+            w.tp,
+            w.gpu_arch,
+            w.mtp,
+            w.vllm_version,
+            w.transformers_version,
+        ),
         compute,
     )
 
@@ -666,7 +769,17 @@ def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, R
         )
 
     return spec.cached(
-        ("rank_tensors", w.dtype, w.quant, w.engine, w.tp, w.gpu_arch, w.mtp, w.vllm_version),
+        (
+            "rank_tensors",
+            w.dtype,
+            w.quant,
+            w.engine,
+            w.tp,
+            w.gpu_arch,
+            w.mtp,
+            w.vllm_version,
+            w.transformers_version,
+        ),
         compute,
     )
 

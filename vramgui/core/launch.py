@@ -21,12 +21,9 @@ from vramgui.core.kv_cache_types import KV_CACHE_TYPE, KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
 from vramgui.core.offload.overrides import TensorOverride
+from vramgui.core.serving import checkpoint_kv_dtype
 from vramgui.core.units import MiB
-from vramgui.core.workload import Workload, served_family
-
-# llama.cpp's logical batch (-b) default; its physical micro-batch (-ub) is what the compute buffer
-# of the estimate is sized for.
-LLAMACPP_BATCH = 2048
+from vramgui.core.workload import LLAMACPP_BATCH, Workload, served_family
 
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -117,10 +114,11 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         str(placement.gpu_layers),
         "-c",
         str(w.seq * w.batch),
+        # The compute buffer of the estimate is sized for one micro-batch of min(-ub, -b).
         "-b",
-        str(LLAMACPP_BATCH),
+        str(w.batch_size),
         "-ub",
-        str(activations.LLAMACPP_UBATCH),
+        str(w.ubatch_size),
         "--cache-type-k",
         cache,
         "--cache-type-v",
@@ -179,6 +177,12 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
 # "vram-based default context"). Its docs say 24 and 48 GiB; the code tests 23 and 47 GiB "to
 # account for small differences in the exact value", so a 24 GB card (23.99 GiB) gets 32k.
 OLLAMA_CONTEXTS = ((23 * 1024**3, 4096), (47 * 1024**3, 32768), (None, 262144))
+# Ollama's num_batch default (api/types.go, DefaultOptions: NumBatch 512). Its runner hands
+# llama.cpp n_ubatch = num_batch and n_batch = num_batch x parallel requests
+# (llama/llama.go, NewContextParams).
+OLLAMA_NUM_BATCH = 512
+# LM Studio's Evaluation Batch Size default (its load settings, evalBatchSize).
+LMSTUDIO_EVAL_BATCH = 512
 
 
 def ollama_context(total_vram_bytes: int) -> int:
@@ -241,6 +245,14 @@ def ollama_settings(spec: ModelSpec, name: str, placement: Placement) -> LaunchS
         f"PARAMETER num_ctx {w.seq}",
         f"PARAMETER num_gpu {layers}",
     ]
+    ubatch = activations.llamacpp_ubatch(w)
+    if ubatch != OLLAMA_NUM_BATCH:
+        modelfile.append(f"PARAMETER num_batch {ubatch}")
+    if w.batch_size != LLAMACPP_BATCH:
+        notes.append(
+            "Ollama takes no --batch-size: its runner hands llama.cpp num_batch as -ub and "
+            f"num_batch x parallel requests ({ubatch * w.batch:,} here) as -b."
+        )
     env = [f"OLLAMA_FLASH_ATTENTION={1 if activations.llamacpp_flash_attention(w) else 0}"]
     ollama_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("ollama")
     if ollama_cache is not None:
@@ -287,6 +299,14 @@ def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
     }
     if experts:
         settings["Number of layers for which to force MoE weights onto CPU"] = experts
+    ubatch = activations.llamacpp_ubatch(w)
+    batch_note = []
+    if ubatch != LMSTUDIO_EVAL_BATCH:
+        settings["Evaluation Batch Size"] = ubatch
+        batch_note.append(
+            "Evaluation Batch Size (evalBatchSize) is the batch LM Studio hands llama.cpp; the "
+            f"compute buffer here assumes it runs micro-batches of that size ({ubatch:,})."
+        )
     model = spec.name if spec.name.endswith(".gguf") else "MODEL"
     command = _command(
         ["lms", "load", model], ["--gpu", ratio, "--context-length", str(w.seq * w.batch)]
@@ -296,6 +316,7 @@ def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         notes.append("lms load has no expert setting: set it in the app's load settings.")
     if layout is not None and layout.overrides:
         notes.append("LM Studio takes no --override-tensor: llama.cpp's line above does.")
+    notes += batch_note
     return LaunchSettings(
         engine="LM Studio",
         config=settings,
@@ -376,6 +397,9 @@ def vllm_settings(
     elif "vllm" not in kv.engines:
         smaller = " / ".join(t.name for t in KV_CACHE_TYPES if t.saving and "vllm" in t.engines)
         notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is {smaller}.")
+    elif w.kv_dtype == "bf16" and checkpoint_kv_dtype(spec, w.with_(kv_dtype="auto")):
+        # Without it, vLLM takes the checkpoint's FP8 KV-cache scheme.
+        args += ["--kv-cache-dtype", "bfloat16"]
     if w.max_num_seqs is not None:
         args += ["--max-num-seqs", str(w.max_num_seqs)]
     if w.max_num_batched_tokens is not None:

@@ -34,7 +34,7 @@ from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.storage import TensorStorage
 from vramgui.core.vllm.rules import RULES
-from vramgui.core.workload import ENGINE_NAMES, GPU_ARCHS, Workload
+from vramgui.core.workload import ENGINE_NAMES, GPU_ARCHS, TRANSFORMERS_VERSIONS, Workload
 
 # Compute capabilities from which the formats run natively (FP8, FP4 tensor cores).
 _FP8_NATIVE = (8, 9)
@@ -56,6 +56,55 @@ class Served:
 
     storage: tuple[TensorStorage, ...]
     notes: tuple[str, ...]
+
+
+def checkpoint_kv_dtype(spec: ModelSpec, w: Workload) -> str | None:
+    """The KV cache dtype the engine takes from the checkpoint (under ``--kv-dtype auto``, and for
+    vLLM's compressed-tensors path under any), or None where it keeps the dtype asked for.
+
+    - vLLM (0.20 rules): a ModelOpt checkpoint's ``kv_cache_quant_algo: FP8`` (in config.json or
+      ``hf_quant_config.json``, which vLLM reads into the same config) sets ``auto`` to fp8
+      (``resolve_kv_cache_dtype_string`` in engine/arg_utils.py, FP8 the only algorithm mapped);
+      a compressed-tensors ``kv_cache_scheme`` makes every attention layer cache in fp8,
+      overriding ``--kv-cache-dtype`` (attention/layer.py, pull request 30141). 0.10 and 0.11
+      keep ``auto`` at the model dtype.
+    - SGLang (0.5 line): ``configure_kv_cache_dtype`` takes fp8 where the quantization config's
+      ``kv_cache_quant_algo`` is FP8 (ModelOpt; compressed-tensors has no such attribute).
+    - transformers caches in the compute dtype and llama.cpp runs GGUF files: neither.
+    """
+    fmt = spec.stored_format
+    if w.kv_dtype == "fp8" or fmt is None or not fmt.kv_cache_fp8:
+        return None
+    if spec.quantization is None or storage.overridden(spec, w.quant):
+        return None  # another scheme in place of the checkpoint's
+    if w.engine == "vllm" and w.vllm_version not in ("0.10", "0.11"):
+        if fmt.method == "compressed-tensors":
+            return "fp8"  # whatever --kv-cache-dtype says
+        return "fp8" if fmt.method == "modelopt" and w.kv_dtype == "auto" else None
+    if w.engine == "sglang" and w.sglang_version == "0.5.6" and w.kv_dtype == "auto":
+        return "fp8" if fmt.method == "modelopt" else None
+    return None
+
+
+def checkpoint_kv_note(spec: ModelSpec, w: Workload) -> str:
+    """What the engine does with the checkpoint's KV-cache scheme under ``auto`` (the setting
+    :func:`checkpoint_kv_dtype` found one for)."""
+    fmt = spec.stored_format
+    assert fmt is not None
+    key = (
+        "compressed-tensors kv_cache_scheme"
+        if fmt.method == "compressed-tensors"
+        else "ModelOpt KV-cache scheme (kv_cache_quant_algo / kv_cache_scheme)"
+    )
+    asked = (
+        "under --kv-dtype auto"
+        if w.kv_dtype == "auto"
+        else f"whatever --kv-cache-dtype says (not {w.kv_dtype})"
+    )
+    return (
+        f"The checkpoint's {key} is FP8: {ENGINE_NAMES[w.engine]} caches K and V in fp8 {asked} "
+        "(one byte per element)."
+    )
 
 
 def _kind(spec: ModelSpec, w: Workload) -> str:
@@ -92,7 +141,17 @@ def served_storage(spec: ModelSpec, w: Workload) -> Served:
         WorkloadError: the engine cannot load the checkpoint on the GPU given.
     """
     return spec.cached(
-        ("served_storage", w.dtype, w.quant, w.engine, w.gpu_arch, w.mtp, w.tp, w.vllm_version),
+        (
+            "served_storage",
+            w.dtype,
+            w.quant,
+            w.engine,
+            w.gpu_arch,
+            w.mtp,
+            w.tp,
+            w.vllm_version,
+            w.transformers_version,
+        ),
         lambda: _served(spec, w),
     )
 
@@ -159,14 +218,20 @@ def _bnb_experts(
     model dtype (``storage.bitsandbytes_storage``)."""
     if spec.quantization is not None and not storage.overridden(spec, w.quant):
         return stored, []  # a bitsandbytes checkpoint: stored as it is
-    held = storage.bitsandbytes_storage(spec, w.dtype, w.quant)
+    held = storage.bitsandbytes_storage(spec, w.dtype, w.quant, w.transformers_version)
     added = sum(h.bytes for h in held) - sum(s.bytes for s in stored)
     if not added:
         return stored, []
     return held, [
         f"transformers' bitsandbytes quantizes nn.Linear layers only: "
-        f"{spec.facts.model_type}'s experts are stacked parameters and stay in {w.dtype} "
-        f"({_gib(added)} more than quantized)."
+        f"{spec.facts.model_type}'s experts are stacked parameters in transformers "
+        f"{w.transformers_version} and stay in {w.dtype} ({_gib(added)} more than quantized"
+        + (
+            "; transformers 4 held them as nn.Linear layers, which it quantizes: "
+            "--transformers-version)."
+            if not storage.experts_stacked(spec.facts.model_type, TRANSFORMERS_VERSIONS[0])
+            else ")."
+        )
     ]
 
 

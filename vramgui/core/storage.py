@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from vramgui.core import dtypes, formats, gguf_mix
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
+from vramgui.core.workload import TRANSFORMERS_VERSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,23 +344,57 @@ def quantized_by(scheme: dtypes.Scheme, t: Tensor) -> bool:
     )
 
 
-def bitsandbytes_quantizes(scheme: dtypes.Scheme, t: Tensor) -> bool:
+# The MoE types whose transformers 4 modelling code already held the routed experts as stacked
+# parameters or custom modules rather than one nn.Linear per expert projection (4.57:
+# GptOssExperts, Llama4TextExperts, DbrxExperts, GraniteMoeParallelExperts,
+# JetMoeParallelExperts, Qwen3VLMoeTextExperts).
+STACKED_EXPERTS_V4 = frozenset(
+    {
+        "dbrx",
+        "gpt_oss",
+        "granitemoe",
+        "granitemoehybrid",
+        "granitemoeshared",
+        "jetmoe",
+        "llama4",
+        "llama4_text",
+        "qwen3_vl_moe",
+        "qwen3_vl_moe_text",
+    }
+)
+
+
+def experts_stacked(model_type: str, transformers_version: str) -> bool:
+    """Whether the transformers release holds ``model_type``'s routed experts as stacked
+    parameters: every MoE type from 5.0 (its MoE refactor fused them into
+    ``experts.gate_up_proj`` / ``experts.down_proj``), a few before it
+    (``STACKED_EXPERTS_V4``)."""
+    return not transformers_version.startswith("4.") or model_type in STACKED_EXPERTS_V4
+
+
+def bitsandbytes_quantizes(scheme: dtypes.Scheme, t: Tensor, stacked: bool = True) -> bool:
     """Whether transformers' bitsandbytes holds ``t`` in ``scheme``: it replaces nn.Linear
-    layers only, and transformers 5 holds a MoE block's routed experts as stacked parameters
-    (``experts.gate_up_proj``, ``experts.down_proj``), which it leaves in the model dtype."""
-    return t.role is not Role.EXPERT and quantized_by(scheme, t)
+    layers only, so routed experts held as stacked parameters (``stacked``, see
+    :func:`experts_stacked`) stay in the model dtype; experts held as nn.Linear per expert
+    (transformers 4) are quantized like any linear layer."""
+    return (not stacked or t.role is not Role.EXPERT) and quantized_by(scheme, t)
 
 
-def bitsandbytes_storage(spec: ModelSpec, dtype: str, quant: str) -> tuple[TensorStorage, ...]:
-    """``assign_storage`` as transformers' bitsandbytes loads the model: the routed experts in
-    ``dtype`` (``bitsandbytes_quantizes``)."""
+def bitsandbytes_storage(
+    spec: ModelSpec, dtype: str, quant: str, transformers_version: str = TRANSFORMERS_VERSIONS[-1]
+) -> tuple[TensorStorage, ...]:
+    """``assign_storage`` as transformers' bitsandbytes loads the model: routed experts held as
+    stacked parameters by the release (:func:`experts_stacked`) in ``dtype``."""
+    stored = assign_storage(spec, dtype, quant)
+    if not experts_stacked(spec.facts.model_type, transformers_version):
+        return stored
     base = dtypes.WORKLOAD_TYPES[dtype]
     scheme = dtypes.get_scheme(quant)
     return tuple(
         _unquantized(st.tensor, base)
         if st.storage == scheme.name and st.tensor.role is Role.EXPERT
         else st
-        for st in assign_storage(spec, dtype, quant)
+        for st in stored
     )
 
 

@@ -25,6 +25,9 @@ LOOPS = ("trainer", "custom")
 # Speculative decoding under vLLM: none, the model's own multi-token-prediction layers, or a draft
 # model (``draft_model`` names it).
 SPECULATIVE = ("none", "draft")
+# The smallest share of a GPU vLLM's --gpu-memory-utilization or SGLang's --mem-fraction-static may
+# give (1%: under a gigabyte of most GPUs); below it the figures that divide by it overflow.
+MIN_MEMORY_FRACTION = 0.01
 # The vLLM versions whose start-up rules the estimate follows (core/vllm/rules.py): 0.20 stands for
 # 0.20.2 and later, the default.
 VLLM_VERSIONS = ("0.10", "0.11", "0.20")
@@ -33,6 +36,14 @@ VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 # by tensor-parallel size; 0.4.9: 0.4.9 to 0.4.10, by GPU memory; 0.5.6: the 0.5 line, by
 # chunked prefill and CUDA graph sizes), the default.
 SGLANG_VERSIONS = ("0.4.4", "0.4.9", "0.5.6")
+# llama-server's logical batch (-b, --batch-size) and physical micro-batch (-ub, --ubatch-size)
+# defaults (common/common.h: n_batch 2048, n_ubatch 512).
+LLAMACPP_BATCH = 2048
+LLAMACPP_UBATCH = 512
+# The transformers releases whose model code the estimate follows: what changes between them is
+# how a MoE block holds its routed experts (core/storage.py, ``experts_fused``). 5.0 stands for
+# the 5 line, the default.
+TRANSFORMERS_VERSIONS = ("4.46", "4.57", "5.0")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 ENGINE_NAMES = {
@@ -101,7 +112,15 @@ METHOD_RECIPES: dict[str, dict[str, Any]] = {
 
 # Settings that apply to one mode only (``Workload.unused``), and LoRA's to its methods only.
 INFERENCE_SETTINGS = frozenset(
-    {"engine", "kv_dtype", "gpu_memory_utilization", "mem_fraction_static"}
+    {
+        "engine",
+        "kv_dtype",
+        "gpu_memory_utilization",
+        "mem_fraction_static",
+        "ubatch_size",
+        "batch_size",
+        "prompt",
+    }
 )
 LORA_SETTINGS = frozenset({"lora_rank", "lora_targets"})
 TRAINING_SETTINGS = LORA_SETTINGS | frozenset(
@@ -181,6 +200,15 @@ class Workload:
             (vLLM's ``gpu_memory_utilization`` does not apply to SGLang: the two fractions are of
             different totals and leave different things outside.)
         sglang_version: the SGLang version whose start-up rules to follow (``SGLANG_VERSIONS``).
+        ubatch_size: llama.cpp's physical micro-batch (``-ub``): its compute buffer is sized for
+            one micro-batch of this many tokens.
+        batch_size: llama.cpp's logical batch (``-b``); llama.cpp runs micro-batches of at most
+            this many tokens (``n_ubatch = min(n_batch, n_ubatch)``).
+        prompt: tokens the transformers engine prefills (the rest of ``seq`` is generated), at
+            most ``seq`` (a longer prompt is the whole context); None: the whole context.
+        transformers_version: the transformers release whose model code to follow
+            (``TRANSFORMERS_VERSIONS``): transformers 5 holds every MoE block's experts as
+            stacked parameters, which bitsandbytes leaves unquantized.
     """
 
     mode: str = "inference"
@@ -223,6 +251,10 @@ class Workload:
     mtp: bool = False
     mem_fraction_static: float | None = None
     sglang_version: str = SGLANG_VERSIONS[-1]
+    ubatch_size: int = LLAMACPP_UBATCH
+    batch_size: int = LLAMACPP_BATCH
+    prompt: int | None = None
+    transformers_version: str = TRANSFORMERS_VERSIONS[-1]
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
@@ -238,6 +270,7 @@ class Workload:
         _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
         _check_choice("sglang-version", self.sglang_version, SGLANG_VERSIONS)
         _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
+        _check_choice("transformers-version", self.transformers_version, TRANSFORMERS_VERSIONS)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
         _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
@@ -255,6 +288,10 @@ class Workload:
         _check_range("max-loras", self.max_loras, 1, 1 << 10)
         _check_range("max-lora-rank", self.max_lora_rank, 1, 1 << 16)
         _check_range("num-speculative-tokens", self.num_speculative_tokens, 1, 64)
+        _check_range("ubatch-size", self.ubatch_size, 1, MAX_SEQ)
+        _check_range("batch-size", self.batch_size, 1, MAX_SEQ)
+        if self.prompt is not None:
+            _check_range("prompt", self.prompt, 1, MAX_SEQ)
         if self.mtp and self.speculative == "draft":
             raise WorkloadError(
                 "speculate with the model's MTP layers (--mtp) or a draft model "
@@ -264,13 +301,15 @@ class Workload:
             raise WorkloadError(
                 f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
             )
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+        if not MIN_MEMORY_FRACTION <= self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
-                f"gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+                f"gpu-memory-utilization must be from {MIN_MEMORY_FRACTION} to 1, "
+                f"got {self.gpu_memory_utilization}"
             )
-        if self.mem_fraction_static is not None and not 0.0 < self.mem_fraction_static <= 1.0:
+        fraction = self.mem_fraction_static
+        if fraction is not None and not MIN_MEMORY_FRACTION <= fraction <= 1.0:
             raise WorkloadError(
-                f"mem-fraction-static must be in (0, 1], got {self.mem_fraction_static}"
+                f"mem-fraction-static must be from {MIN_MEMORY_FRACTION} to 1, got {fraction}"
             )
         if not self.lora_targets or any(not t for t in self.lora_targets):
             raise WorkloadError("lora-targets must name at least one module, e.g. q_proj,v_proj")
@@ -576,6 +615,21 @@ def adjusted(
     return Workload(**settings), tuple(resets)
 
 
+def transformers_release(version: str) -> str:
+    """The release of ``TRANSFORMERS_VERSIONS`` whose rules a transformers version follows: the
+    latest not above it ("4.48.1" -> "4.46"; the oldest for anything older).
+
+    Raises:
+        WorkloadError: not a version number.
+    """
+    try:
+        wanted = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        raise WorkloadError(f"not a transformers version: {shown(version)}") from None
+    known = [v for v in TRANSFORMERS_VERSIONS if tuple(map(int, v.split("."))) <= wanted]
+    return known[-1] if known else TRANSFORMERS_VERSIONS[0]
+
+
 def default_engine(quant: str, stored: str | None = None) -> str:
     """The engine that runs a quantization (and a checkpoint stored as ``stored``) as it is."""
     family = served_family(quant, stored)
@@ -602,8 +656,10 @@ _INT_FIELDS = {
     "max_loras",
     "max_lora_rank",
     "num_speculative_tokens",
+    "ubatch_size",
+    "batch_size",
 }
-_OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens"}
+_OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens", "prompt"}
 _FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
 _BOOL_FIELDS = {
     "grad_checkpointing",

@@ -65,6 +65,11 @@ MAX_PROFILE_BYTES = 1 * MiB
 # An export of about 2,000 of the largest profiles.
 MAX_BUNDLE_BYTES = 32 * MiB
 _MAX_SLUG = 60
+# Names Windows gives its devices, with or without an extension (learn.microsoft.com: "Naming
+# Files, Paths, and Namespaces"); a slug has no dot, so its whole is what is checked.
+_WINDOWS_DEVICES = frozenset(
+    ["con", "prn", "aux", "nul", *(f"{port}{n}" for port in ("com", "lpt") for n in range(10))]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +109,13 @@ Names = list[str]
 
 
 def slugify(name: str) -> str:
-    """A file-name-safe, lower-case form of a profile name (ASCII letters, digits, dashes)."""
+    """A file-name-safe, lower-case form of a profile name (ASCII letters, digits, dashes), on
+    every system: never a device name Windows reserves (``con``, ``nul``, ``com1``...), which a
+    file there cannot be named, whatever its extension."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:_MAX_SLUG].strip("-")
+    if slug in _WINDOWS_DEVICES:
+        return f"{slug}-profile"
     return slug or "profile"
 
 

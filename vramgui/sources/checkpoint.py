@@ -19,7 +19,7 @@ from typing import IO, Any
 from vramgui.core import formats, mtp, naming
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import spec_from_config
-from vramgui.core.model import Inventory, ModelRef, ModelSpec, Tensor
+from vramgui.core.model import Inventory, ModelRef, ModelSpec, Role, Tensor
 from vramgui.sources.errors import BadModelFile, ModelNotFound
 
 
@@ -193,6 +193,27 @@ def as_shipped(
     return dataclasses.replace(spec, **extra)
 
 
+def _check_shapes(stored: tuple[Tensor, ...], built: tuple[Tensor, ...], name: str) -> None:
+    """Refuse stored tensors no model could hold: a weight without elements, one of another rank
+    than the config builds under its name, an embedding matrix that is not a matrix.
+
+    Raises:
+        BadModelFile: naming the tensor, its shape and what was expected.
+    """
+    ranks = {t.name: len(t.shape) for t in built}
+    for t in stored:
+        expected = ranks.get(t.name)
+        if t.role is Role.EMBEDDING and t.name.endswith(".weight") and not t.is_bias:
+            expected = 2
+        if t.numel == 0 and t.role is not Role.OTHER:
+            problem = "holds no elements"
+        elif expected is not None and len(t.shape) != expected:
+            problem = f"has {len(t.shape)} dimensions where the model's has {expected}"
+        else:
+            continue
+        raise BadModelFile(f"{name}: tensor {t.name} of shape {list(t.shape)} {problem}")
+
+
 def _sizes_from_tensors(
     config: Mapping[str, Any], stored: list[HeaderTensor]
 ) -> tuple[dict[str, Any], str]:
@@ -272,6 +293,7 @@ def spec_from_checkpoint(
             inventory=Inventory.APPROXIMATE if warnings else shipped.inventory,
         )
     tensors = inventory(stored)
+    _check_shapes(tensors, spec.tensors, name)
     layers = spec.facts.num_layers
     model = tuple(t for t in tensors if not mtp.is_mtp_tensor(t.name, t.layer, layers))
     extra = tuple(t for t in tensors if mtp.is_mtp_tensor(t.name, t.layer, layers))

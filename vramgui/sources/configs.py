@@ -12,7 +12,7 @@ from typing import Any
 
 from vramgui.core.model import ModelRef
 from vramgui.sources import catalog, local
-from vramgui.sources.errors import GatedModel, HubUnavailable, IncompleteModel, ModelNotFound
+from vramgui.sources.errors import HubUnavailable, IncompleteModel, ModelNotFound
 
 HUB_TIMEOUT_S = 10.0
 
@@ -50,28 +50,31 @@ def config_of(ref: ModelRef) -> dict[str, Any]:
 
 
 def _hub_config(repo_id: str, revision: str | None) -> Path:
-    import huggingface_hub
-    from huggingface_hub import errors
+    """config.json of a Hub repo through vramgui's Hub client (its deadline, its token rules),
+    else the copy in the Hugging Face cache."""
+    from vramgui.sources import hub_repo
+    from vramgui.sources.hub import HubClient
+    from vramgui.sources.hub_http import hub_cache_dir
 
+    session = HubClient(timeout_s=HUB_TIMEOUT_S).session()
     try:
-        return Path(
-            huggingface_hub.hf_hub_download(
-                repo_id, "config.json", revision=revision, etag_timeout=HUB_TIMEOUT_S
-            )
+        return hub_repo.download(
+            session,
+            session.api(),
+            repo_id,
+            "config.json",
+            revision or "main",
+            limit_bytes=local.MAX_CONFIG_BYTES,
         )
-    except errors.GatedRepoError:
-        raise GatedModel(
-            f"{repo_id} is gated: accept its terms on its Hub page and log in (hf auth login)"
-        ) from None
-    except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError):
-        raise ModelNotFound(
-            f"{repo_id} (revision {revision or 'main'}) is not on the Hub"
-        ) from None
-    except errors.RemoteEntryNotFoundError:
-        raise IncompleteModel(f"{repo_id} has no config.json") from None
-    except OSError as exc:
-        # Offline, a timeout, a server error, with nothing in the cache.
+    except HubUnavailable as exc:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(
+            repo_id, "config.json", cache_dir=hub_cache_dir(), revision=revision
+        )
+        if isinstance(cached, str):
+            return Path(cached)
         raise HubUnavailable(
-            f"config.json of {repo_id} could not be fetched and is not in the Hugging Face "
-            f"cache ({type(exc).__name__})"
+            f"config.json of {repo_id} could not be fetched ({exc}) and is not in the Hugging "
+            "Face cache"
         ) from None

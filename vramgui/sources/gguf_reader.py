@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from vramgui.core.errors import ConfigError
+from vramgui.core.errors import ConfigError, shown
 from vramgui.core.families import SUPPORTED_MODEL_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.sources.checkpoint import (
@@ -424,9 +424,18 @@ def gguf_config(
             return max(value) if value else default
         return value
 
+    def whole(key: str, default: Any = None) -> int:
+        # Sizes stored as floats (a FLOAT32 +inf block_count) must still be whole numbers.
+        value = get(key, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{arch}.{key} is {shown(value)}, not a whole number")
+        return value
+
     warnings: list[str] = []
     model_type = _GGUF_ARCH_TO_MODEL_TYPE.get(arch)
-    experts = int(get("expert_count", 0) or 0)
+    experts = whole("expert_count", 0)
     names = {s.name: s for s in stored}
     if model_type == "llama" and experts:
         model_type = "mixtral"
@@ -438,9 +447,9 @@ def gguf_config(
         )
         model_type = "llama"
     embed = names.get("token_embd.weight")
-    hidden = int(get("embedding_length", embed.shape[-1] if embed else 0))
+    hidden = whole("embedding_length", embed.shape[-1] if embed else 0)
     vocab = token_count or (embed.shape[0] if embed else 0)
-    heads = int(get("attention.head_count", 0) or 0)
+    heads = whole("attention.head_count", 0)
     if not (hidden and heads and vocab and get("block_count")):
         raise IncompleteModel(
             "the GGUF metadata lacks block_count, embedding_length, head_count or a vocabulary; "
@@ -448,13 +457,13 @@ def gguf_config(
         )
     config: dict[str, Any] = {
         "model_type": model_type,
-        "num_hidden_layers": int(get("block_count")),
+        "num_hidden_layers": whole("block_count"),
         "hidden_size": hidden,
-        "intermediate_size": int(get("feed_forward_length", 4 * hidden)),
+        "intermediate_size": whole("feed_forward_length", 4 * hidden),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(get("attention.head_count_kv", heads)),
-        "head_dim": int(get("attention.key_length", hidden // heads)),
-        "max_position_embeddings": int(get("context_length", 4096)),
+        "num_key_value_heads": whole("attention.head_count_kv", heads),
+        "head_dim": whole("attention.key_length", hidden // heads),
+        "max_position_embeddings": whole("context_length", 4096),
         "vocab_size": int(vocab),
         "tie_word_embeddings": "output.weight" not in names,
     }
@@ -479,8 +488,8 @@ def gguf_config(
     if get("attention.key_length_mla") is not None:
         # MLA as convert_hf_to_gguf writes it since 2025: key_length / value_length describe the
         # cached latent (kv_lora_rank + rotary, kv_lora_rank); the heads' sizes have keys of their own.
-        config["head_dim"] = int(get("attention.key_length_mla"))
-        config["v_head_dim"] = int(get("attention.value_length_mla", config["head_dim"]))
+        config["head_dim"] = whole("attention.key_length_mla")
+        config["v_head_dim"] = whole("attention.value_length_mla", config["head_dim"])
         config["num_key_value_heads"] = heads
     if model_type.startswith("deepseek") and "qk_rope_head_dim" in config:
         # MLA: GGUF's key_length is the whole q/k head, the rotary part included.

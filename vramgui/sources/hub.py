@@ -184,7 +184,8 @@ class HubClient:
     # ------------------------------------------------------------------ cache
 
     def _root(self) -> Path:
-        return self._cache_dir or user_dir("cache") / "hub"
+        # Not created here: a cache that cannot be made only costs speed (_write_cache).
+        return self._cache_dir or user_dir("cache", create=False) / "hub"
 
     def _search_path(self, query: str, limit: int) -> Path:
         key = hashlib.sha256(f"{self.endpoint}\n{query.strip().lower()}\n{limit}".encode())

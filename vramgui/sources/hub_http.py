@@ -15,6 +15,11 @@ it is given (``set_client_factory``), and applies only inside a :meth:`HubSessio
 - **the token goes only to the endpoint's own scheme, host and port**, only http(s) redirects
   are followed, and a stored token the Hub refuses (401: an expired login) is dropped for one
   retry;
+- **no Xet**: a file the Hub keeps in Xet storage is fetched over plain HTTP through this client
+  (``HF_HUB_DISABLE_XET``, set for the whole process): huggingface_hub would otherwise hand the
+  download, with the caller's headers and so the token, to hf_xet, whose own HTTP client sends
+  them to whatever host the answer names and keeps to no deadline of ours. vramgui downloads
+  small files only (config.json, an index), where Xet saves nothing;
 - **credentials in ``HF_ENDPOINT``** (``https://user:password@mirror``) never appear in a message
   or a log line (:func:`redact`).
 
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from vramgui import __version__
+from vramgui.files import read_regular
 from vramgui.sources.errors import (
     BadModelFile,
     GatedModel,
@@ -62,6 +68,10 @@ HEADER_SLACK_BYTES = 64 * 1024
 # Repo information lists every file; a few MB for the largest repos.
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 _TRUE = ("1", "ON", "YES", "TRUE")
+# A token is about 40 characters; a token file is never near this.
+MAX_TOKEN_BYTES = 64 * 1024
+# Settings huggingface_hub reads as whole numbers when it is imported (a ValueError there).
+_LIBRARY_WHOLE_NUMBERS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
 _CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LIBRARY_LOGGERS = ("httpx2", "httpcore2", "huggingface_hub")
@@ -72,6 +82,27 @@ T = TypeVar("T")
 def redact(text: str) -> str:
     """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``."""
     return _CREDENTIALS.sub("***@", text)
+
+
+def check_settings(endpoint: str) -> None:
+    """Raise SourceError, naming the setting, where the endpoint is no http(s) URL (an unclosed
+    ``[``, a port past 65535) or a setting huggingface_hub parses at import is not a number."""
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 (parsed here: out of range or not a number raises)
+    except ValueError as exc:
+        raise SourceError(f"HF_ENDPOINT {redact(endpoint)!r} is not a usable URL ({exc})") from None
+    if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
+        raise SourceError(
+            f"HF_ENDPOINT {redact(endpoint)!r} is not a usable URL (expected http(s)://host)"
+        )
+    for name in _LIBRARY_WHOLE_NUMBERS:
+        value = os.environ.get(name, "").strip()
+        if value and not value.isdigit():
+            raise SourceError(
+                f"{name}={value[:40]!r} is not a whole number of seconds; huggingface_hub cannot "
+                "start with it (unset it or give a number)"
+            )
 
 
 def check_online() -> None:
@@ -97,7 +128,8 @@ def stored_token() -> tuple[str, str] | None:
             return token, name
     path = Path(os.path.expandvars(os.path.expanduser(_token_path())))
     try:
-        token = _clean_token(path.read_text(encoding="utf-8"))
+        # A regular file of a token's size only: a named pipe would block, /dev/zero never end.
+        token = _clean_token(read_regular(path, MAX_TOKEN_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return (token, f"the login `hf auth login` stored in {path}") if token else None
@@ -188,9 +220,13 @@ class HubSession:
         endpoint: the Hub URL (``HF_ENDPOINT`` or huggingface.co).
         timeout_s: the whole call's budget, from now; every request shares it.
         token: a token handed in; by default the stored one (``stored_token``).
+
+    Raises:
+        SourceError: the endpoint or a huggingface_hub setting is unusable (``check_settings``).
     """
 
     def __init__(self, endpoint: str, timeout_s: float, token: str | None = None) -> None:
+        check_settings(endpoint)
         self.endpoint = endpoint.rstrip("/")
         self.timeout_s = timeout_s
         found = (token, "the token given") if token else stored_token()
@@ -408,7 +444,12 @@ def _install_client() -> None:
         return
     with _INSTALL_LOCK:
         if not _INSTALLED.is_set():
+            from huggingface_hub import constants
             from huggingface_hub.utils import set_client_factory
+
+            # Read by the library at each download (is_xet_available), once at import from the
+            # environment: too late for an environment variable here.
+            constants.HF_HUB_DISABLE_XET = True
 
             for name in _LIBRARY_LOGGERS:
                 logging.getLogger(name).addFilter(_REDACTING)

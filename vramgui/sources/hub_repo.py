@@ -25,6 +25,7 @@ from vramgui.sources.hub_http import HEADER_SLACK_BYTES, HubSession, RangesIgnor
 from vramgui.sources.results import ResolvedModel
 
 if TYPE_CHECKING:
+    from huggingface_hub import HfApi
     from huggingface_hub.hf_api import ModelInfo, RepoSibling
 
 # GGUF headers hold the tokenizer (a few MB for 150k-token vocabularies): read growing prefixes.
@@ -117,22 +118,10 @@ class RepoReader:
         size = _sibling_size(siblings.get(filename))
         if size is not None and size > limit:
             raise BadModelFile(f"{filename} of {repo_id} is too large to be what it claims")
-        session = self._session
-
-        def download(at: str) -> Path:
-            path = session.run(
-                f"{filename} of {repo_id}",
-                lambda: self._api.hf_hub_download(
-                    repo_id, filename, revision=at, cache_dir=hub_cache_dir(), token=session.auth
-                ),
-                limit_bytes=limit + 2 * HEADER_SLACK_BYTES,  # a HEAD, then the GET
-                repo_id=repo_id,
-                filename=filename,
-            )
-            return Path(path)
-
-        path = download(revision)
-        return path if path.parent.name == sha or "/" in filename else download(sha)
+        path = download(self._session, self._api, repo_id, filename, revision, limit_bytes=limit)
+        if path.parent.name == sha or "/" in filename:
+            return path
+        return download(self._session, self._api, repo_id, filename, sha, limit_bytes=limit)
 
     def _headers(
         self, repo_id: str, sha: str, files: list[str], sizes: dict[str, int | None]
@@ -242,6 +231,32 @@ class RepoReader:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def download(
+    session: HubSession,
+    api: HfApi,
+    repo_id: str,
+    filename: str,
+    revision: str,
+    *,
+    limit_bytes: int,
+) -> Path:
+    """A small file of a repo, downloaded through ``session`` into the shared Hugging Face cache.
+
+    Raises:
+        HubUnavailable, ModelNotFound, GatedModel, IncompleteModel: as ``HubSession.run``.
+    """
+    path = session.run(
+        f"{filename} of {repo_id}",
+        lambda: api.hf_hub_download(
+            repo_id, filename, revision=revision, cache_dir=hub_cache_dir(), token=session.auth
+        ),
+        limit_bytes=limit_bytes + 2 * HEADER_SLACK_BYTES,  # a HEAD, then the GET
+        repo_id=repo_id,
+        filename=filename,
+    )
+    return Path(path)
 
 
 def _checked(tensors: dict[str, Any], size: int | None, origin: str) -> list[HeaderTensor]:

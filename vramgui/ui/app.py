@@ -20,7 +20,7 @@ from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from vramgui import __version__
-from vramgui.paths import user_dir
+from vramgui.paths import UserDirError, user_dir
 from vramgui.ui import local_models, main_window, workers
 from vramgui.ui.compat import forget_imported_sources, keep_singletons_alive
 from vramgui.ui.main_window import MainWindow, Services
@@ -279,7 +279,11 @@ def main(
     if problem is not None:
         sys.stderr.write(problem)
         return 1
-    path = setup_logging()
+    try:
+        path = setup_logging()
+    except UserDirError as exc:  # VRAMGUI_HOME names a file, a read-only place
+        sys.stderr.write(f"vramgui: {exc}\n")
+        return 2
     sys.excepthook = handle_exception
     log.info("vramgui %s starting; log file %s", __version__, path)
     app = create_application(sys.argv if argv is None else argv)

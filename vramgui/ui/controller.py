@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.core import fit, launch, storage
+from vramgui.core import fit, launch, serving, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
@@ -305,6 +305,14 @@ def stored_format(spec: ModelSpec | None, dtype: str) -> str:
     if spec is None or spec.quantization is None:
         return ""
     return storage.format_label(spec, dtype) or spec.quantization
+
+
+def checkpoint_kv(spec: ModelSpec | None, workload: Workload) -> str:
+    """The KV cache dtype the engine takes from the checkpoint's own KV-cache scheme
+    (``serving.checkpoint_kv_dtype``), "" where it takes the one asked for."""
+    if spec is None or workload.mode != "inference":
+        return ""
+    return serving.checkpoint_kv_dtype(spec, workload) or ""
 
 
 def stored_dtype(spec: ModelSpec) -> str | None:

@@ -9,6 +9,7 @@ pass. The stores are only read (``vramgui.sources.on_disk``).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from vramgui.ui import palette
 from vramgui.ui.table_model import FlatTableModel
 from vramgui.ui.workers import Worker, submit
 
+_LOG = logging.getLogger(__name__)
 REFIT_DELAY_MS = 250
 # The first look waits for the window to be complete (about 1 s after start here): the workers
 # first draw the estimate, its sweep and the advice.
@@ -83,9 +85,17 @@ def read_all(scan: Callable[[], Any], open_model: Callable[[Any], Any]) -> tuple
     for model in scan().models:
         try:
             found.append(Found(model, open_model(model).spec))
-        except VramguiError as exc:
-            found.append(Found(model, None, str(exc)))
+        except Exception as exc:  # one model's fault costs only its own row
+            found.append(Found(model, None, _problem(exc, "read")))
     return tuple(found)
+
+
+def _problem(exc: Exception, doing: str) -> str:
+    """Why a row has no spec or no estimate: our message, or a fault named as one (and logged)."""
+    if isinstance(exc, VramguiError):
+        return str(exc)
+    _LOG.warning("a local model could not be %s", doing, exc_info=exc)
+    return f"could not be {doing} ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def fits_of(
@@ -112,8 +122,8 @@ def fits_of(
             if any(r.setting == "engine" for r in resets):
                 note = ", ".join(filter(None, (note, f"with {setup.engine}")))
             est = estimate(item.spec, setup, target[1] if target else None)
-        except VramguiError as exc:
-            fits.append(Fit(None, None, str(exc)))
+        except Exception as exc:  # one model's fault costs only its own row
+            fits.append(Fit(None, None, _problem(exc, "estimated")))
             continue
         row = fit_rows(est, (target,))[0] if target else None
         fits.append(Fit(est.total_bytes, row.fits if row else None, note))

@@ -61,6 +61,7 @@ from vramgui.ui.controller import (
     Analysis,
     EstimateController,
     Outlook,
+    checkpoint_kv,
     disabled_reasons,
     stored_format,
 )
@@ -686,6 +687,7 @@ class MainWindow(QMainWindow):
             workload.kv_dtype,
             reasons,
             stored_format(self.controller.spec, workload.dtype),
+            checkpoint_kv=checkpoint_kv(self.controller.spec, workload),
         )
         # Saved once the inputs rest: writing the settings file on every step of a slider
         # would cost the redraw more than the estimate does.

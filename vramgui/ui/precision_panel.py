@@ -129,15 +129,23 @@ class PrecisionPanel(QWidget):
         kv_dtype: str,
         reasons: dict[str, str],
         stored: str = "",
+        *,
+        checkpoint_kv: str = "",
     ) -> None:
         """Show the current settings; disable what ``reasons`` names, with the reason as tooltip.
 
         ``reasons`` names whole controls ("quant") or single choices ("quant:Q4_K_M",
         "kv_dtype:fp8"). ``stored`` is the checkpoint's own format ("MXFP4 experts, bf16
         elsewhere"), "" for a model stored unquantized: the quantization box then offers it as
-        "As stored", and says when another choice replaces it.
+        "As stored", and says when another choice replaces it. ``checkpoint_kv`` is the KV cache
+        dtype the engine takes from the checkpoint's own KV-cache scheme ("fp8"), which the
+        automatic choice then names.
         """
         self._show_stored(stored, quant)
+        auto = self.kv_dtype.findData("auto")
+        label = f"As the checkpoint ({checkpoint_kv})" if checkpoint_kv else KV_DTYPES[0][1]
+        if self.kv_dtype.itemText(auto) != label:
+            self.kv_dtype.setItemText(auto, label)
         self.dtype.set_value(dtype)
         self.quant.set_value(quant)
         self.kv_dtype.set_value(kv_dtype)

@@ -66,6 +66,8 @@ def workload_arguments(workload: Workload) -> list[str]:
             continue  # a default the command line leaves to the engine
         elif key == "speculative":
             continue  # a draft model names itself (--speculative-model)
+        elif key == "prompt":
+            continue  # the harness prefills the whole context, and `measure` estimates that
         elif key == "draft-model":
             args += ["--speculative-model", value] if value else []
         elif key == "enable-prefix-caching":

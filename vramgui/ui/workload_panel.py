@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core.vllm.profile import LORA_RANKS
-from vramgui.core.workload import MAX_BATCH, Workload
+from vramgui.core.workload import MAX_BATCH, MAX_SEQ, TRANSFORMERS_VERSIONS, Workload
 from vramgui.ui.widgets import ChoiceCombo, SliderSpin, allow_choice, set_tooltip
 
 MODES = (("inference", "Inference (serve)"), ("training", "Training (fine-tune)"))
@@ -55,6 +55,12 @@ SPECULATIVE = (("none", "Off"), ("draft", "A draft model"))
 VLLM_VERSIONS = (("0.20", "0.20.2 and later"), ("0.11", "0.11"), ("0.10", "0.10"))
 PREFIX_CACHING = (("default", "vLLM's default"), ("on", "On"), ("off", "Off"))
 SGLANG_VERSIONS = (("0.5.6", "0.5"), ("0.4.9", "0.4.9-0.4.10"), ("0.4.4", "0.4.0-0.4.8"))
+TRANSFORMERS_RELEASES = tuple(
+    (v, f"{v.split('.')[0]}.x" if v == TRANSFORMERS_VERSIONS[-1] else v)
+    for v in reversed(TRANSFORMERS_VERSIONS)
+)
+# The prompt spin box shows "the whole context" at 0.
+WHOLE_CONTEXT = "Whole context"
 # The static-fraction spin box shows SGLang's own default (for the GPU) at its minimum.
 SGLANG_DEFAULT = "Default"
 _FRACTION_DEFAULT = 0.0
@@ -95,6 +101,16 @@ _HINTS = {
     "enable_prefix_caching": "--enable-prefix-caching: for models with state layers (Mamba, "
     "linear attention) vLLM then keeps one more state per request, or one per block of tokens; "
     "up to 0.24 it is off for them unless asked for.",
+    "prompt": "Prompt tokens transformers prefills; the rest of the context is generated. The "
+    "peak is the larger of the prefill (its activations beside the prompt's KV cache) and the "
+    "last step (the KV cache of the whole context). Whole context: a prefill of all of it.",
+    "ubatch_size": "-ub (--ubatch-size): llama.cpp's physical micro-batch; its compute buffer "
+    "is sized for one of this many tokens (at most -b). Ollama: num_batch.",
+    "batch_size": "-b (--batch-size): llama.cpp's logical batch; micro-batches are at most "
+    "this large.",
+    "transformers_version": "The transformers release: from 5.0 a MoE block's experts are "
+    "stacked parameters, which bitsandbytes (QLoRA, 4- and 8-bit loading) leaves in 16 bits "
+    "(fp32 after QLoRA's upcast); before, each expert is a linear layer it quantizes.",
     "lora_targets": "Module names LoRA adapts, comma-separated, or all-linear.",
     "grad_accum": "Gradient accumulation: micro-batches per optimizer step; does not change "
     "peak memory per step.",
@@ -172,6 +188,17 @@ class WorkloadPanel(QWidget):
         self.fsdp = QCheckBox("FSDP full shard")
         self.cpu_offload = QCheckBox("Offload optimizer to CPU")
         self.mtp = QCheckBox("Load MTP layers")
+        self.prompt = QSpinBox()
+        self.prompt.setRange(0, MAX_SEQ)
+        self.prompt.setSingleStep(256)
+        self.prompt.setSpecialValueText(WHOLE_CONTEXT)
+        self.ubatch_size = QSpinBox()
+        self.ubatch_size.setRange(1, MAX_SEQ)
+        self.ubatch_size.setSingleStep(128)
+        self.batch_size = QSpinBox()
+        self.batch_size.setRange(1, MAX_SEQ)
+        self.batch_size.setSingleStep(512)
+        self.transformers_version = ChoiceCombo(TRANSFORMERS_RELEASES)
         self._seq_label = QLabel("Context")
 
         common = QFormLayout()
@@ -179,11 +206,20 @@ class WorkloadPanel(QWidget):
         common.addRow("Batch", self.batch)
         common.addRow(self._seq_label, self.seq)
         common.addRow("Attention", self.attention)
+        common.addRow("transformers", self.transformers_version)
+        self._common = common
 
         self.inference_box = QGroupBox("Inference")
         form = QFormLayout(self.inference_box)
         form.addRow("Engine", self.engine)
+        form.addRow("Prompt", self.prompt)
         form.addRow(self.mtp)
+        self._inference_form = form
+
+        self.llamacpp_box = QGroupBox("llama.cpp")
+        form = QFormLayout(self.llamacpp_box)
+        form.addRow("Micro-batch (-ub)", self.ubatch_size)
+        form.addRow("Batch (-b)", self.batch_size)
 
         self.vllm_box = QGroupBox("vLLM")
         form = QFormLayout(self.vllm_box)
@@ -232,6 +268,7 @@ class WorkloadPanel(QWidget):
         layout.addWidget(self.inference_box)
         layout.addWidget(self.vllm_box)
         layout.addWidget(self.sglang_box)
+        layout.addWidget(self.llamacpp_box)
         layout.addWidget(self.training_box)
         layout.addWidget(self.parallel_box)
 
@@ -263,6 +300,7 @@ class WorkloadPanel(QWidget):
             (self.speculative, workload.speculative),
             (self.vllm_version, workload.vllm_version),
             (self.sglang_version, workload.sglang_version),
+            (self.transformers_version, workload.transformers_version),
             (
                 self.enable_prefix_caching,
                 {None: "default", True: "on", False: "off"}[workload.enable_prefix_caching],
@@ -290,6 +328,8 @@ class WorkloadPanel(QWidget):
             (self.num_speculative_tokens, workload.num_speculative_tokens),
             (self.cpu_offload_gb, workload.cpu_offload_gb),
             (self.mem_fraction_static, workload.mem_fraction_static or _FRACTION_DEFAULT),
+            (self.ubatch_size, workload.ubatch_size),
+            (self.batch_size, workload.batch_size),
         ):
             # A spin box repaints on every setValue, even of the value it shows.
             if spin.value() != number:
@@ -305,6 +345,15 @@ class WorkloadPanel(QWidget):
         self.inference_box.setVisible(not training)
         self.vllm_box.setVisible(not training and workload.engine == "vllm")
         self.sglang_box.setVisible(not training and workload.engine == "sglang")
+        self.llamacpp_box.setVisible(not training and workload.engine == "llamacpp")
+        transformers = workload.engine == "transformers"
+        self._inference_form.setRowVisible(self.prompt, transformers)
+        self._common.setRowVisible(self.transformers_version, training or transformers)
+        # The prompt is at most the context: a longer one reads as the whole context.
+        prompt = workload.prompt if workload.prompt and workload.prompt < workload.seq else 0
+        _quietly(self.prompt.setMaximum, self.prompt, workload.seq)
+        if self.prompt.value() != prompt:
+            _quietly(self.prompt.setValue, self.prompt, prompt)
         self.training_box.setVisible(training)
         for name in (
             "engine",
@@ -354,6 +403,7 @@ class WorkloadPanel(QWidget):
             "speculative",
             "vllm_version",
             "sglang_version",
+            "transformers_version",
         ):
             combo: ChoiceCombo = getattr(self, name)
             combo.currentIndexChanged.connect(
@@ -387,10 +437,15 @@ class WorkloadPanel(QWidget):
             "max_loras",
             "num_speculative_tokens",
             "cpu_offload_gb",
+            "ubatch_size",
+            "batch_size",
         ):
             spin = getattr(self, name)
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(lambda value, n=name: self._emit(**{n: value}))
+        self.prompt.setKeyboardTracking(False)
+        # 0 is the whole context.
+        self.prompt.valueChanged.connect(lambda value: self._emit(prompt=value or None))
         for name in ("max_num_seqs", "max_num_batched_tokens"):
             spin = getattr(self, name)
             spin.setKeyboardTracking(False)

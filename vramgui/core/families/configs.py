@@ -15,6 +15,7 @@ from typing import Any
 
 from vramgui.core.errors import ConfigError, shown
 from vramgui.core.families.expressions import MAX_RANGE, MemberList, compile_expression
+from vramgui.core.families.facts import check_core_sizes
 from vramgui.core.families.table import Architecture, architecture
 
 # Published config.json files hold integers, but some write them as floats (4096.0).
@@ -390,9 +391,11 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
     sizes it sets that the table was learned without.
 
     Raises:
-        ConfigError: a derived attribute cannot be computed from the config's values.
+        ConfigError: a core size given or derived is not a whole number of at least 1, or a
+            derived attribute cannot be computed from the config's values.
     """
     given = flatten(config, arch)
+    check_core_sizes(given)  # before anything is derived from them: the message names them
     unlearned = [
         *_unlearned_sizes(arch, given),
         *_unread_head_dims(arch, given),
@@ -471,6 +474,7 @@ def resolve(arch: Architecture, config: Mapping[str, Any]) -> tuple[dict[str, An
         prefixes = {k.rpartition(".")[0] + "." for k in flat if "." in k} | {""}
         for prefix in prefixes:
             normalize(flat, given, prefix)
+    check_core_sizes(flat)
     return {k: MemberList(v) if type(v) is list else v for k, v in flat.items()}, [
         *guesses,
         *unlearned,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vramgui.core.errors import ConfigError, shown
 from vramgui.core.model import ArchFacts, LayerType, Role, Tensor
 
 # Prefixes under which multimodal configs keep their language model's attributes.
@@ -81,6 +82,19 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "attention_dropout": ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"),
     "hidden_dropout": ("hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "dropout"),
 }
+# The sizes every model has, under each of their names: at least 1 wherever a config gives them.
+_CORE_SIZES = frozenset(
+    name
+    for fact in (
+        "hidden_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "intermediate_size",
+        "vocab_size",
+    )
+    for name in _ALIASES[fact]
+)
 _KIND_NAMES: dict[str, LayerType] = {
     "full_attention": LayerType.FULL,
     "attention": LayerType.FULL,
@@ -140,6 +154,24 @@ class _Reader:
         return (
             float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
         )
+
+
+def check_core_sizes(flat: Mapping[str, Any]) -> None:
+    """Hold every core size of a resolved config (hidden size, heads, KV heads, head_dim, MLP
+    width, vocabulary; the model's and its sub-configs', per-layer lists included) to what the
+    classic families require: a whole number, at least 1.
+
+    Raises:
+        ConfigError: naming the first size that is not.
+    """
+    for key, value in flat.items():
+        if value is None or key.rpartition(".")[2] not in _CORE_SIZES:
+            continue
+        for v in value if isinstance(value, list) else (value,):
+            if not _is_int(v):
+                raise ConfigError(f"'{key}' must be a whole number, not {shown(value)}")
+            if v < 1:
+                raise ConfigError(f"'{key}' must be at least 1, not {v}")
 
 
 def _is_int(v: Any) -> bool:

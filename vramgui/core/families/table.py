@@ -174,6 +174,8 @@ def tensors(arch: Architecture, flat: Mapping[str, Any]) -> list[Tensor]:
                 continue
             name = rule.name.format(*idx)
             shape = tuple(_size(d, flat, idx, f"a size of {name}") for d in rule.shape)
+            if 0 in shape:
+                raise ConfigError(_empty(name, rule.shape[shape.index(0)], flat))
             info = naming.classify(name)
             # The block is the index in the decoder's block lists, whatever the list is called
             # (``transformer.attentions.3``); a tower's own blocks are not the decoder's.
@@ -182,6 +184,20 @@ def tensors(arch: Architecture, flat: Mapping[str, Any]) -> list[Tensor]:
             if len(out) > MAX_TENSORS:
                 raise ConfigError(f"the config makes over {MAX_TENSORS:,} tensors")
     return out
+
+
+def _empty(name: str, text: str, flat: Mapping[str, Any]) -> str:
+    """Why a tensor has no elements: the sizes of the config that are 0 (as the classic families
+    refuse them: every size at least 1)."""
+    zeros = sorted(n for n in names_in(text) if _has_zero(flat.get(n)))
+    given = ", ".join(f"'{n}' = 0" for n in zeros) or f"{text} = 0"
+    return f"{given} leaves {name} without elements: every size must be at least 1"
+
+
+def _has_zero(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_has_zero(v) for v in value)
+    return value == 0 and not isinstance(value, bool)
 
 
 def _block_lists(arch: Architecture) -> frozenset[str]:

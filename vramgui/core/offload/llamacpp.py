@@ -291,6 +291,7 @@ class LlamaCppModel:
                     w.batch,
                     w.seq,
                     flash_attention=activations.llamacpp_flash_attention(w),
+                    ubatch=activations.llamacpp_ubatch(w),
                     output=receiver == main,
                     layers=receiver == main,
                     host_experts=host,
@@ -332,6 +333,7 @@ class LlamaCppModel:
             w.batch,
             w.seq,
             flash_attention=activations.llamacpp_flash_attention(w),
+            ubatch=activations.llamacpp_ubatch(w),
             output=output,
             layers=blocks is not None,
             pipeline_copies=copies,
@@ -471,7 +473,9 @@ class LlamaCppModel:
                 PlacedUnit(u, device, kv_device, gpu_weights, () if whole else tuple(pieces))
             )
         hosted = self._host_experts(laid, layout)
-        ub = min(activations.LLAMACPP_UBATCH, self.workload.seq * self.workload.batch)
+        ub = min(
+            activations.llamacpp_ubatch(self.workload), self.workload.seq * self.workload.batch
+        )
         largest = max((max(c) for _, c in hosted), default=0)
         copied = largest if ub >= activations.LLAMACPP_OP_OFFLOAD_MIN_BATCH else 0
         notes = _notes(

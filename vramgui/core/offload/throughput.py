@@ -208,7 +208,7 @@ def _forward_seconds(
     # llama.cpp cuts a prompt into micro-batches and reads every weight once per micro-batch.
     passes = 1
     if llamacpp and new_tokens > 1:
-        passes = math.ceil(batch * new_tokens / activations.LLAMACPP_UBATCH)
+        passes = math.ceil(batch * new_tokens / activations.llamacpp_ubatch(w))
     tokens = batch * new_tokens
     tokens_per_pass = tokens / passes
     # llama.cpp computes small batches where the weights are; from 32 tokens it copies host

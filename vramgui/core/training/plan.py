@@ -24,6 +24,7 @@ from vramgui.core.training.components import (
 from vramgui.core.training.phases import phase_moments, stage_blocks, walk_blocks
 from vramgui.core.training.replay import ADAPTER_BYTES, ReplayContext
 from vramgui.core.training.weights import (
+    EXPERT_LINEARS_TARGET,
     adapter_parameters,
     folded_expert_bytes,
     kbit_upcast,
@@ -93,7 +94,7 @@ def _context(
         param_bytes, compute, autocast = 4, sixteen, True
     targets: frozenset[str] = frozenset()
     if workload.method != "full":
-        targets = resolve_lora_targets(spec, workload.lora_targets)
+        targets = resolve_lora_targets(spec, workload.lora_targets, workload.transformers_version)
     sharded_4bit = workload.method == "qlora" and (workload.fsdp or workload.zero == 3)
     return ReplayContext(
         batch=workload.batch,
@@ -259,7 +260,8 @@ class TrainingPlan:
                 # bitsandbytes dequantizes one 4-bit weight at a time, to the compute dtype, for
                 # its matmul.
                 resident[DEQUANTIZED_WEIGHT] = (
-                    largest_four_bit(spec, ctx.tp, workload.quant) * ctx.compute_bytes
+                    largest_four_bit(spec, ctx.tp, workload.quant, workload.transformers_version)
+                    * ctx.compute_bytes
                 )
             self._stages.append(
                 _StagePlan(
@@ -341,11 +343,32 @@ class TrainingPlan:
 
 
 def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> list[str]:
-    """What transformers 5 and peft do with a MoE block's stacked experts under (Q)LoRA."""
-    experts = [t for t in spec.tensors if t.role is Role.EXPERT and not t.is_bias]
+    """What the transformers release and peft do with a MoE block's experts under (Q)LoRA."""
+    # The expert matrices (a checkpoint's side tensors, a quant state, are no matrices).
+    experts = [
+        t for t in spec.tensors if t.role is Role.EXPERT and not t.is_bias and len(t.shape) >= 2
+    ]
     if workload.method == "full" or not experts:
         return []
     notes = []
+    version = workload.transformers_version
+    if not storage.experts_stacked(spec.facts.model_type, version):
+        if workload.method == "qlora":
+            notes.append(
+                f"transformers {version} holds each routed expert as nn.Linear layers, which "
+                "bitsandbytes quantizes like the others (transformers 5 stacks them into "
+                "parameters it leaves unquantized: --transformers-version 5.0)"
+            )
+        notes.append(
+            f"The experts' activations follow transformers 5's MoE code, measured; "
+            f"transformers {version} runs them expert by expert, so they are approximate"
+        )
+        if any(t.startswith(EXPERT_LINEARS_TARGET) for t in ctx.lora_targets):
+            notes.append(
+                f"peft adapts each expert's linear layers of transformers {version} on its own "
+                "(rank r each); their LoRA activations are approximate"
+            )
+        return notes
     if workload.method == "qlora":
         held = sum(t.numel for t in experts) * ctx.param_bytes // workload.tp
         scheme = dtypes.get_scheme(workload.quant)
@@ -357,7 +380,8 @@ def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> li
             // workload.tp
         )
         notes.append(
-            "transformers 5 holds the routed experts as stacked parameters, which bitsandbytes "
+            f"transformers {version} holds the routed experts as stacked parameters, which "
+            "bitsandbytes "
             "(it replaces nn.Linear layers) leaves unquantized"
             + (
                 ", and prepare_model_for_kbit_training upcasts them to fp32"
@@ -365,7 +389,7 @@ def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> li
                 else ""
             )
             + f": {format_bytes(held)} per GPU (transformers 4 held each expert as an nn.Linear, "
-            f"which bitsandbytes quantized: {format_bytes(four_bit)})"
+            f"which bitsandbytes quantized: {format_bytes(four_bit)}; --transformers-version 4.57)"
         )
     folded = sum(folded_expert_bytes(spec, layer, ctx) for layer in range(spec.facts.num_layers))
     if folded:

@@ -12,7 +12,7 @@ from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
 from vramgui.core.training.optimizers import OptimizerBytes, optimizer_bytes
 from vramgui.core.training.replay import ReplayContext
-from vramgui.core.workload import Workload
+from vramgui.core.workload import TRANSFORMERS_VERSIONS, Workload
 
 ALL_LINEAR = "all-linear"
 
@@ -55,6 +55,10 @@ _FUSED = {"mixtral": frozenset({"w1", "w3"}), "qwen2_moe": frozenset({"gate_proj
 # module name, so that a linear module of the same name is not taken for it).
 EXPERTS_TARGET = "experts:"
 ROUTER_TARGET = "router:"
+# Under transformers 4 each expert's projection is an nn.Linear that peft adapts by its own name:
+# this prefix + the stacked parameter + "/" + the transformers 4 name (one per linear of the
+# stack: gate_up_proj stands for two).
+EXPERT_LINEARS_TARGET = "expert-linears:"
 
 
 def kbit_upcast(workload: Workload) -> bool:
@@ -102,11 +106,14 @@ def lora_rank_of(spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int)
 
     A linear module named in ``targets`` gets ``rank``. A stacked expert parameter or a router
     gets an adapter only where the resolved targets name it (``PEFT_MOE_GROUPS``): the fused
-    gate_up_proj with twice the rank.
+    gate_up_proj with twice the rank; the experts' linears of transformers 4 with ``rank`` each
+    (:func:`adapter_shapes`).
     """
     if t.layer is None or not t.is_matrix:
         return 0
     if _stacked_expert(t):
+        if _expert_linears(t, targets):
+            return rank
         if f"{EXPERTS_TARGET}{t.module}" not in targets:
             return 0
         return 2 * rank if t.module == "gate_up_proj" else rank
@@ -119,23 +126,45 @@ def adapter_shapes(
     spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int
 ) -> tuple[tuple[int, int], ...]:
     """The LoRA A and B matrices peft gives ``t`` (none when it is not adapted): a stack of
-    experts gets one pair for all of them, A (rank x experts, in) and B (out, rank x experts)."""
+    experts gets one pair for all of them, A (rank x experts, in) and B (out, rank x experts);
+    the expert linears of transformers 4 one pair per expert and linear (here summed over the
+    experts, per linear of the stack)."""
     r = lora_rank_of(spec, t, targets, rank)
     if not r:
         return ()
     stacked = math.prod(t.shape[:-2])
+    linears = _expert_linears(t, targets)
+    if linears:
+        out = t.shape[-2] // len(_fused_names(spec, t.module))
+        return ((r * stacked, t.shape[-1]), (out, r * stacked)) * linears
     return ((r * stacked, t.shape[-1]), (t.shape[-2], r * stacked))
+
+
+def _expert_linears(t: Tensor, targets: frozenset[str]) -> int:
+    """How many transformers 4 expert linears of the stack ``t`` the resolved targets adapt."""
+    prefix = f"{EXPERT_LINEARS_TARGET}{t.module}/"
+    return sum(1 for target in targets if target.startswith(prefix))
+
+
+def _fused_names(spec: ModelSpec, module: str) -> tuple[str, ...]:
+    """The transformers 4 names of the linears a stacked expert parameter holds (two for
+    gate_up_proj)."""
+    group = PEFT_MOE_GROUPS.get(spec.facts.model_type)
+    names = _V4_NAMES[group] if group is not None else {}
+    return tuple(n for n, param in names.items() if param == module) or (module,)
+
+
+def adapter_numels(spec: ModelSpec, t: Tensor, targets: frozenset[str], rank: int, tp: int) -> int:
+    """The LoRA parameters of ``t`` (:func:`adapter_shapes`) on one tensor-parallel rank."""
+    shapes = adapter_shapes(spec, t, targets, rank)
+    return math.ceil(sum(a * b for a, b in shapes) / tp)
 
 
 def adapter_parameters(spec: ModelSpec, targets: frozenset[str], rank: int) -> int:
     """Every LoRA parameter peft adds to ``spec`` (one GPU, no tensor parallelism)."""
     return spec.cached(
         ("training_adapter_parameters", rank, targets),
-        lambda: sum(
-            adapter_numel(t, r, 1)
-            for t in spec.tensors
-            if (r := lora_rank_of(spec, t, targets, rank))
-        ),
+        lambda: sum(adapter_numels(spec, t, targets, rank, 1) for t in spec.tensors),
     )
 
 
@@ -157,17 +186,20 @@ def folded_expert_bytes(spec: ModelSpec, layer: int, ctx: ReplayContext) -> int:
         lambda: sum(
             math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) * ctx.param_bytes
             for t in spec.layer_tensors(layer)
-            if _stacked_expert(t) and lora_rank_of(spec, t, ctx.lora_targets, ctx.lora_rank)
+            if _stacked_expert(t) and f"{EXPERTS_TARGET}{t.module}" in ctx.lora_targets
         ),
     )
 
 
-def resolve_lora_targets(spec: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
+def resolve_lora_targets(
+    spec: ModelSpec, targets: tuple[str, ...], transformers_version: str = TRANSFORMERS_VERSIONS[-1]
+) -> frozenset[str]:
     """What LoRA adapts, as peft resolves the names: the linear modules it matches by name, and
     for the MoE types peft converts, the stacked expert parameters and routers their
     transformers 4 names stand for (``EXPERTS_TARGET`` / ``ROUTER_TARGET`` + the parameter).
     ``all-linear`` = every linear in the blocks (not lm_head), and for those types the experts and
-    the router too.
+    the router too. Under transformers 4 those experts are nn.Linear layers peft matches by
+    name, each on its own (``EXPERT_LINEARS_TARGET``), beside every other linear of that name.
 
     Raises:
         WorkloadError: a target names nothing peft would adapt, or one half of a fused pair.
@@ -185,6 +217,15 @@ def resolve_lora_targets(spec: ModelSpec, targets: tuple[str, ...]) -> frozenset
     if group is None:
         return frozenset(named)
     mapped = named & set(renamed)
+    if not storage.experts_stacked(spec.facts.model_type, transformers_version):
+        out = named & set(modules)
+        for name in mapped:
+            param = renamed[name]
+            if param == "gate":
+                out.add(ROUTER_TARGET + param)
+            else:
+                out.add(f"{EXPERT_LINEARS_TARGET}{param}/{name}")
+        return frozenset(out)
     fused = _FUSED[group]
     if mapped & fused and not fused <= mapped:
         raise WorkloadError(
@@ -217,20 +258,14 @@ def _unknown_targets(
     return text
 
 
-def adapter_numel(t: Tensor, rank: int, tp: int) -> int:
-    """LoRA A (r x in) and B (out x r) of one adapted weight, on one tensor-parallel rank."""
-    out_f, in_f = t.shape[-2], t.shape[-1]
-    return math.ceil(rank * (in_f + out_f) * math.prod(t.shape[:-2]) / tp)
-
-
 def _trainable_numels(
     spec: ModelSpec, tensors: tuple[Tensor, ...] | list[Tensor], ctx: ReplayContext
 ) -> list[int]:
     """Elements of each trainable tensor among ``tensors`` on this rank."""
     if ctx.full:
         return [math.ceil(t.numel * parallel.tp_share(t, ctx.tp)) for t in tensors]
-    ranks = ((t, lora_rank_of(spec, t, ctx.lora_targets, ctx.lora_rank)) for t in tensors)
-    return [adapter_numel(t, r, ctx.tp) for t, r in ranks if r]
+    numels = (adapter_numels(spec, t, ctx.lora_targets, ctx.lora_rank, ctx.tp) for t in tensors)
+    return [n for n in numels if n]
 
 
 def _copy_bytes(tensors: tuple[Tensor, ...], ctx: ReplayContext) -> int:
@@ -276,17 +311,24 @@ def group_sums(
     return spec.cached(key, compute)
 
 
-def largest_four_bit(spec: ModelSpec, tp: int, quant: str) -> int:
+def largest_four_bit(spec: ModelSpec, tp: int, quant: str, transformers_version: str) -> int:
     """Elements of the largest weight bitsandbytes holds in 4 bits, on one rank (what it
-    dequantizes for one matmul)."""
+    dequantizes for one matmul): one expert's projection where the release holds experts as
+    nn.Linear layers."""
     scheme = dtypes.get_scheme(quant)
+    stacked = storage.experts_stacked(spec.facts.model_type, transformers_version)
+
+    def elements(t: Tensor) -> int:
+        experts = 1 if stacked or t.role is not Role.EXPERT else math.prod(t.shape[:-2])
+        return math.ceil(t.numel // experts * parallel.tp_share(t, tp))
+
     return spec.cached(
-        ("training_largest_four_bit", tp, quant),
+        ("training_largest_four_bit", tp, quant, stacked),
         lambda: max(
             (
-                math.ceil(t.numel * parallel.tp_share(t, tp))
+                elements(t)
                 for t in spec.tensors
-                if t.layer is not None and storage.bitsandbytes_quantizes(scheme, t)
+                if t.layer is not None and storage.bitsandbytes_quantizes(scheme, t, stacked)
             ),
             default=0,
         ),
@@ -363,6 +405,7 @@ def stage_facts(
         workload.dtype,
         workload.quant,
         workload.optimizer,
+        workload.transformers_version,
         state_item,
         ctx.param_bytes,
         ctx.storage_bytes,
@@ -381,7 +424,9 @@ def _weight_bytes(
     those the 4-bit weights' quant state."""
     if workload.method == "qlora":
         sub = ModelSpec(spec.name, spec.facts, tuple(tensors), spec.architecture)
-        stored = storage.bitsandbytes_storage(sub, workload.dtype, workload.quant)
+        stored = storage.bitsandbytes_storage(
+            sub, workload.dtype, workload.quant, workload.transformers_version
+        )
         quantized = [s for s in stored if s.storage == workload.quant]
         codes = sum(storage.bnb_4bit_packed_bytes(s.tensor.shape) for s in quantized)
         quantized_bytes = sum(s.bytes for s in quantized)
@@ -407,5 +452,7 @@ def _gathered_layer_bytes(
         storage.bnb_4bit_packed_bytes(s.tensor.shape)
         if s.storage == workload.quant
         else s.tensor.numel * ctx.param_bytes
-        for s in storage.bitsandbytes_storage(sub, workload.dtype, workload.quant)
+        for s in storage.bitsandbytes_storage(
+            sub, workload.dtype, workload.quant, workload.transformers_version
+        )
     )

@@ -138,7 +138,12 @@ def attention_flops(spec: ModelSpec, w: Workload) -> float:
 def _build_token_work(spec: ModelSpec, w: Workload) -> TokenWork:
     f = spec.facts
     split = w.tp * w.pp  # tensor parallel divides each product, pipeline the layers
-    targets = resolve_lora_targets(spec, w.lora_targets) if w.method != "full" else frozenset()
+    targets = (
+        resolve_lora_targets(spec, w.lora_targets, w.transformers_version)
+        if w.method != "full"
+        else frozenset()
+    )
+    stacked = storage.experts_stacked(f.model_type, w.transformers_version)
     sixteen = 4 if w.precision == "fp32" or w.dtype == "fp32" else dtypes.dtype_bytes(w.dtype)
     scheme = dtypes.get_scheme(w.quant)
     quant_bits = scheme.nominal_bits_per_weight if w.quant != "none" else 0.0
@@ -162,7 +167,7 @@ def _build_token_work(spec: ModelSpec, w: Workload) -> TokenWork:
         block += numel * share
         if w.method == "full":
             trainable += numel * share
-        quantized = w.method == "qlora" and storage.bitsandbytes_quantizes(scheme, t)
+        quantized = w.method == "qlora" and storage.bitsandbytes_quantizes(scheme, t, stacked)
         if quantized:
             read += numel * sixteen
             dequant += numel * (quant_bits / 8 + sixteen)

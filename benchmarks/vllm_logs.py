@@ -24,8 +24,8 @@ from typing import Any
 
 from vramgui.core import storage
 from vramgui.core.families import spec_from_config
-from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.model import ModelSpec, Role
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
 from vramgui.core.vllm.profile import CUDA_RESERVED_BYTES, cuda_total_bytes
 from vramgui.core.vllm.rules import rules_for

@@ -8,8 +8,8 @@ from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
 from vramgui.core.fit import fit_rows, largest_fitting
-from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.launch import launch_settings, sglang_settings
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
 from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, NON_TORCH_TP_BYTES
 from vramgui.core.workload import SGLANG_VERSIONS, EngineConflictError, Workload

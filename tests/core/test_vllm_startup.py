@@ -10,9 +10,9 @@ from vramgui.core.activations import vllm_profile_peak
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
 from vramgui.core.fit import advise, fit_rows, gpus_needed, largest_fitting
-from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.launch import vllm_settings
 from vramgui.core.model import Role, Tensor
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.report import document_for
 from vramgui.core.units import GiB, MiB
 from vramgui.core.vllm.encoders import (

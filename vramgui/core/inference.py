@@ -25,11 +25,12 @@ from vramgui.core.activations import (
 )
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.families import validation
-from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
 from vramgui.core.prefill.attention import SDPA_GQA_HEAD_DIM
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
+from vramgui.core.rank_weights import rank_tensor_bytes, resident_weights
 from vramgui.core.units import GiB
 from vramgui.core.vllm.encoders import towers_named, unmodelled_note
 from vramgui.core.vllm.kv_layout import layer_specs
@@ -338,7 +339,7 @@ class InferencePlan:
     ) -> None:
         workload = engine_kv_workload(spec, asked)
         _check_model(spec, workload)
-        weights, host = _resident_weights(spec, workload)
+        weights, host = resident_weights(spec, workload)
         self._format_notes = serving.served_storage(spec, workload).notes
         if workload.engine == "transformers":
             weights += buffer_bytes(spec)
@@ -720,70 +721,6 @@ class InferencePlan:
         return kv, up.activation_bytes, (*self._notes, *notes), up.used_bytes + up.activation_bytes
 
 
-def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP,
-    as the engine holds them (``serving``: a format it dequantizes, kernels' padding, MTP
-    layers)."""
-
-    def compute() -> tuple[int, int]:
-        gpu = host = 0
-        for st in serving.served_storage(spec, w).storage:
-            t = st.tensor
-            if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
-                # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
-                host += st.bytes
-                if spec.facts.tie_word_embeddings and spec.facts.is_decoder:
-                    gpu += st.bytes  # tied: the output layer on the GPU is a copy of it
-                continue
-            gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
-        return gpu, host
-
-    return spec.cached(
-        (
-            "resident_weights",
-            w.dtype,
-            w.quant,
-            w.engine,
-            w.tp,
-            w.gpu_arch,
-            w.mtp,
-            w.vllm_version,
-            w.transformers_version,
-        ),
-        compute,
-    )
-
-
-def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, Role, int], ...]:
-    """Each weight tensor's bytes on one tensor-parallel rank, with its layer and role, as the
-    engine holds them (``serving.served_storage``: kernels' padding, MTP layers when loaded)."""
-
-    def compute() -> tuple[tuple[int | None, Role, int], ...]:
-        return tuple(
-            (
-                st.tensor.layer,
-                st.tensor.role,
-                round(st.bytes * _tp_share(st.tensor.role, st.tensor.is_bias, st.tensor.module, w)),
-            )
-            for st in serving.served_storage(spec, w).storage
-        )
-
-    return spec.cached(
-        (
-            "rank_tensors",
-            w.dtype,
-            w.quant,
-            w.engine,
-            w.tp,
-            w.gpu_arch,
-            w.mtp,
-            w.vllm_version,
-            w.transformers_version,
-        ),
-        compute,
-    )
-
-
 def _draft(draft: ModelSpec | None, w: Workload) -> Draft | None:
     """A draft model's share of one GPU, served in the target's dtype and tensor parallelism."""
     if draft is None or w.speculative != "draft":
@@ -806,14 +743,3 @@ def _check_model(spec: ModelSpec, workload: Workload) -> None:
         )
     if workload.engine != "transformers" and not facts.is_decoder:
         raise WorkloadError(f"{workload.engine} serves decoder models; this one is an encoder")
-
-
-def _tp_share(role: Role, is_bias: bool, module: str, workload: Workload) -> float:
-    """Fraction of a tensor one tensor-parallel rank holds."""
-    if workload.tp == 1:
-        return 1.0
-    if role in (Role.NORM, Role.POSITION) or role is Role.ROUTER:
-        return 1.0
-    if is_bias and module in ("o_proj", "down_proj", "dense", "c_proj", "out_proj", "fc2"):
-        return 1.0  # row-parallel layers add their bias once, after the all-reduce
-    return 1.0 / workload.tp

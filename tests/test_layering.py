@@ -113,3 +113,14 @@ def test_shared_file_helpers_sit_below_the_services():
     for name in _imports(PACKAGE / "files.py"):
         top = name.split(".")[0]
         assert name.startswith("vramgui.core") if top == "vramgui" else top in STDLIB, name
+
+
+def test_answers_sit_between_the_front_ends_and_the_services():
+    # vramgui/answers: the use cases both front ends call; they import the services and core,
+    # never a front end, measure, or Qt.
+    for path in _modules("answers"):
+        for name in _imports(path):
+            if name.startswith("vramgui."):
+                layer = name.split(".")[1]
+                assert layer in ("answers", "core", *SIBLINGS), f"{path}: {name}"
+            assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path}: {name}"

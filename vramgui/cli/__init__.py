@@ -1,4 +1,4 @@
-"""The headless front end: ``vramgui [estimate|gpus|search|local|profile|plan|measure] ...``.
+"""The headless front end: ``vramgui [estimate|gpus|search|local|profile|plan|measure|explain] ...``.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)`` and ``run(args) -> int``.
 Only the module of the subcommand that runs is imported, and each module imports what its work
@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "profile": "save, list, show, compare, export and import estimate profiles",
     "plan": "per-layer offload plan: GPU layers, host RAM, disk, tokens/s, launch settings",
     "measure": "run the setup and compare what it used with the estimate",
+    "explain": "read an engine's log (llama.cpp, Ollama, vLLM, SGLang, a PyTorch OOM) and lay it beside the estimate",
 }
 
 

@@ -67,6 +67,7 @@ from vramgui.ui.controller import (
 )
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.help import ONLINE_DOCS, HelpWindow, docs_folder
+from vramgui.ui.log_view import LogView, is_log_file
 from vramgui.ui.model_panel import MAX_RECENT, ModelPanel, droppable_path
 from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
@@ -130,6 +131,8 @@ class Services:
         host_ram_bytes: RAM available for offloaded layers (None: unknown).
         measured_utilization: catalog GPU name -> the speed model's utilization measured on it
             by `vramgui measure --device cuda`, or None (the default then applies).
+        explain_log: (log text, model name, GPU name, quantization) -> the log's explanation;
+            may block (runs on a worker thread).
     """
 
     load_model: Callable[[str], ResolvedModel]
@@ -142,6 +145,14 @@ class Services:
     schemes: Mapping[str, Scheme] = field(default_factory=lambda: SCHEMES)
     host_ram_bytes: int | None = None
     measured_utilization: Callable[[str], Utilization | None] = lambda _name: None
+    explain_log: Callable[[str, str, str, str], Any] = field(default_factory=lambda: explain_log)
+
+
+def explain_log(text: str, model: str, gpu: str, quant: str) -> Any:
+    """``answers.explain`` of a pasted log, imported when first used."""
+    from vramgui.answers.explain import explain_text
+
+    return explain_text(text, model_name=model, gpu=gpu, quant=quant)
 
 
 def build_window(services: Services, settings: QSettings) -> MainWindow:
@@ -181,6 +192,7 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
         gpu_panel,
         settings,
         extra_tabs=extra,
+        explain_log=services.explain_log,
     )
     source = settings.value("models/last") or services.default_source
     if source:
@@ -211,8 +223,11 @@ class MainWindow(QMainWindow):
         settings: QSettings,
         *,
         extra_tabs: Mapping[str, QWidget],
+        explain_log: Callable[[str, str, str, str], Any] | None = None,
     ) -> None:
         super().__init__()
+        self._explain_log = explain_log
+        self.log_view: LogView | None = None
         self.controller = controller
         self.settings = settings
         self.model_panel = model_panel
@@ -470,12 +485,16 @@ class MainWindow(QMainWindow):
         file_menu = bar.addMenu("&File")
         self.action_open_file = _action(self, "&Open model file…", QKeySequence.StandardKey.Open)
         self.action_open_folder = _action(self, "Open model &folder…", "Ctrl+Shift+O")
+        self.action_paste_log = _action(self, "Paste a &log…", "Ctrl+L")
         self.action_save_profile = _action(self, "&Save profile…", QKeySequence.StandardKey.Save)
         self.action_export_breakdown = _action(self, "&Export breakdown chart as PNG…", "Ctrl+E")
         self.action_export_sweep = _action(self, "Export &sweep chart as PNG…", "Ctrl+Shift+E")
         self.action_quit = _action(self, "&Quit", QKeySequence.StandardKey.Quit)
         for action in (self.action_open_file, self.action_open_folder):
             file_menu.addAction(action)
+        file_menu.addAction(self.action_paste_log)
+        if self._explain_log is None:
+            self.action_paste_log.setEnabled(False)
         file_menu.addSeparator()
         file_menu.addAction(self.action_save_profile)
         file_menu.addSeparator()
@@ -555,6 +574,7 @@ class MainWindow(QMainWindow):
         self.action_export_sweep.triggered.connect(
             lambda: self._export_chart(self.sweep_chart, "sweep")
         )
+        self.action_paste_log.triggered.connect(lambda _checked=False: self.show_log_view())
         self.action_quit.triggered.connect(self.close)
         self.action_copy_text.triggered.connect(self.copy_text)
         self.action_copy_json.triggered.connect(self.copy_json)
@@ -577,6 +597,8 @@ class MainWindow(QMainWindow):
                 set_view_unit(unit)
         self.breakdown_chart.set_unit(unit)
         self.sweep_chart.set_unit(unit)
+        if self.log_view is not None:
+            self.log_view.set_unit(unit)
         if self.controller.analysis is not None:
             self._show_analysis(self.controller.analysis)
         if self.controller.outlook is not None:
@@ -857,14 +879,41 @@ class MainWindow(QMainWindow):
         return super().eventFilter(watched, event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if event.mimeData().hasUrls() and droppable_path(event.mimeData().urls()):
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        if droppable_path(urls) or self._dropped_log(urls):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        path = droppable_path(event.mimeData().urls())
+        urls = event.mimeData().urls()
+        path = droppable_path(urls)
         if path:
             event.acceptProposedAction()
             self.controller.load_source(path)
+        elif log := self._dropped_log(urls):
+            event.acceptProposedAction()
+            self.show_log_view(log)
+
+    def _dropped_log(self, urls: Sequence[QUrl]) -> str | None:
+        """The first dropped local log file (.log, .txt...), when logs can be explained."""
+        if self._explain_log is None:
+            return None
+        for url in urls:
+            if url.isLocalFile() and is_log_file(url.toLocalFile()):
+                return url.toLocalFile()
+        return None
+
+    def show_log_view(self, path: str | None = None) -> LogView | None:
+        """Open the log view (one per window), explaining ``path`` when one is given."""
+        if self._explain_log is None:
+            return None
+        if self.log_view is None:
+            self.log_view = LogView(self._explain_log, self.unit, self)
+            self.log_view.resize(1280, 720)
+        self.log_view.show()
+        self.log_view.raise_()
+        if path:
+            self.log_view.open_file(path)
+        return self.log_view
 
     def _save_workload(self) -> None:
         self._save_inputs.stop()

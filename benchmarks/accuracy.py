@@ -22,6 +22,7 @@ from pathlib import Path
 
 from benchmarks import architectures, sglang_logs, stored_formats, training_accuracy, vllm_logs
 from benchmarks.harness.cases import PUBLISHED, load_config
+from benchmarks.percent import signed
 from vramgui.core import rules, storage
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
@@ -185,10 +186,10 @@ def table(rows: list[dict], title: str) -> list[str]:
     )
     lines = [f"### {title}", "", head + " note |", "|---" * (4 + 2 * len(rule_names)) + "|---|"]
     for r in rows:
-        cells = [r["id"], _gib(r["measured"]), _gib(r["estimate"]), f"{r['error']:+.2%}"]
+        cells = [r["id"], _gib(r["measured"]), _gib(r["estimate"]), signed(r["error"], 2)]
         for name in rule_names:
             value = r["rules"].get(name)
-            cells += [_gib(value), f"{value / r['measured'] - 1:+.1%}"] if value else ["", ""]
+            cells += [_gib(value), signed(value / r["measured"] - 1, 1)] if value else ["", ""]
         lines.append("| " + " | ".join(cells) + f" | {r['note']} |")
     lines += ["", summary(rows), ""]
     return lines
@@ -213,7 +214,7 @@ def gguf_table(rows: list[dict]) -> list[str]:
         "|---|---:|---:|---:|",
     ]
     lines += [
-        f"| {r['id']} | {r['published']:.4f} | {r['estimate']:.4f} | {r['error']:+.3%} |"
+        f"| {r['id']} | {r['published']:.4f} | {r['estimate']:.4f} | {signed(r['error'], 3)} |"
         for r in rows
     ]
     worst = max(abs(r["error"]) for r in rows)
@@ -258,7 +259,7 @@ def _cell(row: dict | None) -> str:
         return ""
     if "error" not in row:
         return "not run"
-    return f"{row['error']:+.1%}" + (" \\*" if row["cuda"] else "")
+    return signed(row["error"], 1) + (" \\*" if row["cuda"] else "")
 
 
 def architectures_section() -> list[str]:
@@ -352,7 +353,7 @@ def parameter_counts_section() -> list[str]:
         got = f"{r['estimate']:,}" if r.get("estimate") is not None else "refused"
         lines.append(
             f"| {r['kind'].removeprefix('published: ')} | {r['type']} | {r['transformers']:,} "
-            f"| {got} | {r.get('error', 0.0):+.2%} | {r['inventory']} |"
+            f"| {got} | {signed(r.get('error', 0.0), 2)} | {r['inventory']} |"
         )
     off = sorted(
         (r for r in rows if r["verdict"] != "refused" and abs(r.get("error", 0.0)) > 0.01),
@@ -363,7 +364,7 @@ def parameter_counts_section() -> list[str]:
             "",
             "More than 1 % off: "
             + ", ".join(
-                f"{r['type']} ({r['kind']}, {r['error']:+.1%}, {r['inventory']})" for r in off
+                f"{r['type']} ({r['kind']}, {signed(r['error'], 1)}, {r['inventory']})" for r in off
             )
             + ".",
         ]
@@ -395,7 +396,7 @@ def _held_out_lines() -> list[str]:
         cells = []
         for b, s in shapes:
             errors = [r["error"] for r in rows if (r["batch"], r["seq"]) == (b, s) and "error" in r]
-            cells.append(f"{max(errors, key=abs):+.1%}" if errors else "not run")
+            cells.append(signed(max(errors, key=abs), 1) if errors else "not run")
         lines.append(f"| {t} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -434,7 +435,8 @@ def measure_section() -> list[str]:
         lines.append(
             f"| {r['model']} | {r['options']} | {r['parameters']:,} | {r['wall_seconds']} "
             f"| {r['run_seconds']} | {r['host_peak_rss_bytes'] / MiB:,.0f} "
-            f"| {_gib(r['measured_tensor_bytes'])} | {r['error']:+.2%} | {r['math_kernel_calls']} |"
+            f"| {_gib(r['measured_tensor_bytes'])} | {signed(r['error'], 2)} "
+            f"| {r['math_kernel_calls']} |"
         )
     lines += [
         "",

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.percent import signed
 from vramgui.core.errors import VramguiError
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import inference_breakdown
@@ -309,7 +310,7 @@ def _shown(r: dict) -> str:
         + (f"[{p['config']}]" if p["config"] else "")
         + ": "
         + (
-            f"{p['error']:+.2%}"
+            signed(p["error"], 2)
             if "error" in p
             else str(p.get("measure_error") or p.get("estimate_error"))[:40]
         )

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.percent import signed
 from vramgui.answers.explain import explain_text
 from vramgui.core.logs import ENGINE_NAMES, LogUnreadable
 from vramgui.core.units import MiB
@@ -144,7 +145,7 @@ def write_markdown(entries: list[dict[str, Any]], stats: dict[str, Any]) -> None
             lines.append(
                 f"| {label} | {engine} | {r['name']} | {r['device']} | "
                 f"{r['logged_bytes'] / MiB:,.1f} | {r['estimated_bytes'] / MiB:,.1f} | "
-                f"{r['difference']:+.1%} | {cause} |"
+                f"{signed(r['difference'], 1)} | {cause} |"
             )
     lines.append("")
     lines.append(

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.percent import signed
 from benchmarks.vllm_logs import log_spec, summary
 from vramgui.core import sglang_startup
 from vramgui.core.rank_weights import rank_tensor_bytes
@@ -118,7 +119,7 @@ def format_table(table: list[dict[str, Any]]) -> str:
         free = _pair(r["free_before_logged_gib"], r["free_before_estimate_gib"], "/")
         weights = _pair(r["weights_logged_gib"], r["weights_estimate_gib"], "/")
         tokens = f"{r['tokens_logged']:,}/{r['tokens_estimate']:,}"
-        arithmetic = f"{r['arithmetic_error']:+.1%}" if "arithmetic_error" in r else ""
+        arithmetic = signed(r["arithmetic_error"], 1) if "arithmetic_error" in r else ""
         lines.append(
             f"{r['id']:<34}{r['split']:<9}{r['rules']:<7}{fraction:>13}{free:>14}{weights:>14}"
             f"{tokens:>20}{r['error']:>+8.1%}{arithmetic:>8}"
@@ -173,13 +174,13 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
     for r in table:
         log = logs[r["id"]]
         gpu = f"{r['gpus']} x {r['gpu']}" if r["gpus"] > 1 else r["gpu"]
-        arithmetic = f"{r['arithmetic_error']:+.1%}" if "arithmetic_error" in r else ""
+        arithmetic = signed(r["arithmetic_error"], 1) if "arithmetic_error" in r else ""
         lines.append(
             f"| [{r['id']}]({log['url']}) | {log['model']} ({r['kind']}) | {gpu} | "
             f"{r['sglang']} | {_pair(r['fraction_logged'], r['fraction_estimate'], ' / ', 3)} | "
             f"{_pair(r['free_before_logged_gib'], r['free_before_estimate_gib'], ' / ')} | "
             f"{_pair(r['weights_logged_gib'], r['weights_estimate_gib'], ' / ')} | "
-            f"{r['tokens_logged']:,} / {r['tokens_estimate']:,} | {r['error']:+.1%} | "
+            f"{r['tokens_logged']:,} / {r['tokens_estimate']:,} | {signed(r['error'], 1)} | "
             f"{arithmetic} | {r['split']} |"
         )
     lines.append("")

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import checkpoint_layouts as lay
+from benchmarks.percent import signed
 from vramgui.core import storage
 from vramgui.sources.catalog import find
 from vramgui.sources.resolve import load_model
@@ -372,7 +373,7 @@ def section() -> list[str]:
     for r in found:
         lines.append(
             f"| {r['case']} | {r['model']} | {r['format']} | {r['stored'] / 1e9:,.3f} | "
-            f"{r['estimate'] / 1e9:,.3f} | {r['error']:+.4%} | {r['source']} |"
+            f"{r['estimate'] / 1e9:,.3f} | {signed(r['error'], 4)} | {r['source']} |"
         )
     worst = max(abs(r["error"]) for r in found)
     lines += [

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.harness.cases import PUBLISHED, load_config
+from benchmarks.percent import signed
 from vramgui.core import rules, storage
 from vramgui.core.families import spec_from_config
 from vramgui.core.training import training_estimate
@@ -273,8 +274,9 @@ def table(rows_: list[dict], title: str) -> list[str]:
         rl = r["rules"]
         lora = rl.get("hamel_lora")
         lines.append(
-            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} | {r['error']:+.2%} "
-            f"| {r['phase']} | {_fmt(rl['accelerate_8'])} | {_fmt(rl['hf_docs_18'])} "
+            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} "
+            f"| {signed(r['error'], 2)} | {r['phase']} "
+            f"| {_fmt(rl['accelerate_8'])} | {_fmt(rl['hf_docs_18'])} "
             f"| {_fmt(rl['deepspeed_16'])} | {_fmt(lora) if lora else '-'} |"
         )
     errors = [abs(r["error"]) for r in rows_]
@@ -308,7 +310,8 @@ def loop_table(rows_: list[dict]) -> list[str]:
     for r in rows_:
         lines.append(
             f"| {r['id']} | {_fmt(r['trainer'])} | {_fmt(r['custom'])} "
-            f"| {_fmt(r['measured_extra'])} | {_fmt(r['estimated_extra'])} | {r['error']:+.2%} |"
+            f"| {_fmt(r['measured_extra'])} | {_fmt(r['estimated_extra'])} "
+            f"| {signed(r['error'], 2)} |"
         )
     return [*lines, ""]
 
@@ -329,13 +332,13 @@ def resident_table(rows_: list[dict]) -> list[str]:
     for r in rows_:
         divided = r["if_divided"]
         alt = (
-            f"{_fmt(divided)} | {relative_error(divided, r['measured']):+.2%}"
+            f"{_fmt(divided)} | {signed(relative_error(divided, r['measured']), 2)}"
             if divided != r["estimate"]
             else "- | -"
         )
         lines.append(
-            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} | {r['error']:+.2%} "
-            f"| {alt} |"
+            f"| {r['id']} | {_fmt(r['measured'])} | {_fmt(r['estimate'])} "
+            f"| {signed(r['error'], 2)} | {alt} |"
         )
     return [*lines, ""]
 

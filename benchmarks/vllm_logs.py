@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.percent import signed
 from vramgui.core import storage
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import ModelSpec, Role
@@ -166,7 +167,7 @@ def _checkpoint_line(r: dict[str, Any]) -> str:
     logged, estimate = r["checkpoint_logged_gib"], r["checkpoint_estimate_gib"]
     return (
         f"checkpoint size, {r['id']}: logged {logged:.2f} GiB, estimate {estimate:.2f} GiB "
-        f"({estimate / logged - 1:+.1%})"
+        f"({signed(estimate / logged - 1, 1)})"
     )
 
 
@@ -180,8 +181,8 @@ def format_table(table: list[dict[str, Any]]) -> str:
         weights = _gib(r["weights_logged_gib"], r["weights_estimate_gib"], "/")
         kv = _gib(r["available_logged_gib"], r["available_estimate_gib"], "/")
         tokens = _tokens_cell(r, "/")
-        error = f"{r['error']:+.1%}" if "error" in r else ""
-        layout = f"{r['layout_error']:+.1%}" if "layout_error" in r else ""
+        error = signed(r["error"], 1) if "error" in r else ""
+        layout = signed(r["layout_error"], 1) if "layout_error" in r else ""
         version = r["vllm"].split()[0]
         lines.append(
             f"{r['id']:<46}{r['split']:<9}{version:<8}{weights:>14}{kv:>14}{tokens:>24}"
@@ -284,8 +285,8 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
     ]
     for r in table:
         log = logs[r["id"]]
-        error = f"{r['error']:+.1%}" if "error" in r else ""
-        layout = f"{r['layout_error']:+.1%}" if "layout_error" in r else ""
+        error = signed(r["error"], 1) if "error" in r else ""
+        layout = signed(r["layout_error"], 1) if "layout_error" in r else ""
         weights = _gib(r["weights_logged_gib"], r["weights_estimate_gib"], " / ")
         pool = _gib(r["available_logged_gib"], r["available_estimate_gib"], " / ")
         tokens = _tokens_cell(r, " / ")

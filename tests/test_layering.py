@@ -1,4 +1,5 @@
-"""The import rule of docs/architecture.md: ui -> {sources, hardware, profiles} -> core; core is pure."""
+"""The import rule of docs/architecture.md: {cli, ui} -> answers -> {sources, hardware, profiles}
+-> core; core is pure."""
 
 import ast
 import sys
@@ -41,10 +42,29 @@ def test_services_import_core_not_ui_or_siblings(sub):
     for path in _modules(sub):
         for name in _imports(path):
             assert not name.startswith("vramgui.ui"), f"{path} imports {name}"
+            assert not name.startswith("vramgui.answers"), f"{path} imports {name}"
             for other in SIBLINGS:
                 if other != sub:
                     assert not name.startswith(f"vramgui.{other}"), f"{path} imports {name}"
             assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path} imports {name}"
+
+
+def test_answers_sit_between_the_front_ends_and_the_services():
+    # The questions the product answers, for every front end: they import the services and
+    # core, never a front end, Qt or torch.
+    allowed = ("answers", "core", "sources", "hardware", "profiles")
+    for path in _modules("answers"):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top == "vramgui":
+                assert name.split(".")[1] in allowed, f"{path} imports {name}"
+            else:
+                assert top in STDLIB, f"{path} imports third-party {name}"
+
+
+def test_core_does_not_import_the_answers():
+    for path in _modules("core"):
+        assert not any(n.startswith("vramgui.answers") for n in _imports(path)), path
 
 
 def test_ui_does_not_import_the_cli():
@@ -113,14 +133,3 @@ def test_shared_file_helpers_sit_below_the_services():
     for name in _imports(PACKAGE / "files.py"):
         top = name.split(".")[0]
         assert name.startswith("vramgui.core") if top == "vramgui" else top in STDLIB, name
-
-
-def test_answers_sit_between_the_front_ends_and_the_services():
-    # vramgui/answers: the use cases both front ends call; they import the services and core,
-    # never a front end, measure, or Qt.
-    for path in _modules("answers"):
-        for name in _imports(path):
-            if name.startswith("vramgui."):
-                layer = name.split(".")[1]
-                assert layer in ("answers", "core", *SIBLINGS), f"{path}: {name}"
-            assert name.split(".")[0] not in ("PySide6", "pyqtgraph"), f"{path}: {name}"

@@ -1,4 +1,5 @@
-"""User directories (data, cache, config, logs), behind one function tests can redirect.
+"""User directories (data, cache, config, logs), behind one function tests can redirect, and
+the bundled files (catalogs, icons, documents), behind another.
 
 ``VRAMGUI_HOME`` puts everything under one folder (tests, portable installs). Directories are
 created when first needed, never at import.
@@ -7,6 +8,8 @@ created when first needed, never at import.
 from __future__ import annotations
 
 import os
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Literal
 
@@ -48,3 +51,26 @@ def user_dir(kind: Kind, create: bool = True) -> Path:
                 f"cannot make vramgui's {kind} folder {path} ({exc.strerror or exc}); check {where}"
             ) from None
     return path
+
+
+# Where the bundled files lie in a source checkout: pyproject.toml's package-dir installs this
+# folder of the repository as the vramgui.resources package (tests/test_paths.py checks that
+# the two agree).
+CHECKOUT_RESOURCES = "resources"
+
+
+def bundled() -> Traversable:
+    """The bundled files: the ``vramgui.resources`` package (catalogs, icons, desktop files).
+
+    Installed (a wheel, an editable install, the bundle), importlib.resources finds them. Run
+    from a source checkout without installing (``python -m vramgui`` in the repository imports
+    the checkout's ``vramgui/`` before any installed copy), they are the repository's own
+    resources/: the files of the code that runs, never another copy's.
+    """
+    try:
+        return resources.files("vramgui.resources")
+    except ModuleNotFoundError:
+        folder = Path(__file__).resolve().parents[1] / CHECKOUT_RESOURCES
+        if not folder.is_dir():
+            raise
+        return folder

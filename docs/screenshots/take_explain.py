@@ -5,6 +5,9 @@ a vLLM refusal (vllm issue 27508: gpt-oss-120b at 131,072 tokens on one H100) an
 out-of-memory message with a fragmented reserve (murong-xu/CADS issue 4), from tests/data/logs,
 with the model, GPU and format their reports name. Run under Xvfb, as ``take_screenshots.py``
 says; user settings go to a temporary folder and no network is needed.
+
+``take_explain.py [WIDTHxHEIGHT FOLDER]`` takes them at another size into another folder, with
+the view before any log is pasted (``explain-empty.png``).
 """
 
 from __future__ import annotations
@@ -47,9 +50,21 @@ CASES = (
 
 def main() -> int:
     qapp = app.create_application(sys.argv[:1])
+    size, folder = (1280, 720), HERE
+    if len(sys.argv) == 3:
+        width, height = sys.argv[1].split("x")
+        size, folder = (int(width), int(height)), Path(sys.argv[2])
+        folder.mkdir(parents=True, exist_ok=True)
+        empty = LogView(explain_log)
+        empty.resize(*size)
+        empty.show()
+        for _ in range(10):
+            qapp.processEvents()
+        empty.grab().save(str(folder / "explain-empty.png"))
+        empty.close()
     for out, log, model, gpu, quant in CASES:
         view = LogView(explain_log)
-        view.resize(1280, 720)
+        view.resize(*size)
         view.set_text((LOGS / log).read_text(encoding="utf-8"))
         for field, value in ((view.model, model), (view.gpu, gpu), (view.quant, quant)):
             field.setText(value)
@@ -62,7 +77,7 @@ def main() -> int:
         for _ in range(20):
             qapp.processEvents()
             time.sleep(0.02)
-        view.grab().save(str(HERE / out))
+        view.grab().save(str(folder / out))
         view.close()
     QThreadPool.globalInstance().waitForDone(5000)
     return 0

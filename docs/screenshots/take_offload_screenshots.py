@@ -18,12 +18,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PySide6.QtCore import QTimer  # noqa: TID251 - it drives the view
 
+from vramgui.answers.host import UNKNOWN_HOST
+from vramgui.answers.offload import bandwidths_for
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.resolve import load_model
 from vramgui.ui import app
-from vramgui.ui.offload_view import GpuChoice, OffloadView, bandwidths_for
+from vramgui.ui.offload_view import GpuChoice, OffloadView
 
 HERE = Path(__file__).resolve().parent
 Q4_32K = Workload(quant="Q4_K_M", engine="llamacpp", seq=32768)
@@ -31,7 +33,7 @@ Q4_32K = Workload(quant="Q4_K_M", engine="llamacpp", seq=32768)
 
 def choice(name: str) -> GpuChoice:
     gpu = find_gpu(name)
-    return GpuChoice(gpu.name, gpu.capacity_bytes(), bandwidths_for(gpu))
+    return GpuChoice(gpu.name, gpu.capacity_bytes(), bandwidths_for(gpu, UNKNOWN_HOST))
 
 
 def main() -> int:

@@ -41,16 +41,18 @@ OFFLOAD = ("offload.png", "llama-2-7b", "RTX 3060", 4, 16)
 
 def offload_shot() -> None:
     """The offload view alone, as docs/offload.md shows it."""
+    from vramgui.answers.host import UNKNOWN_HOST
+    from vramgui.answers.offload import bandwidths_for
     from vramgui.core.units import GiB
     from vramgui.core.workload import Workload
     from vramgui.hardware.gpus import find_gpu
     from vramgui.sources.resolve import load_model
-    from vramgui.ui.offload_view import GpuChoice, OffloadView, bandwidths_for
+    from vramgui.ui.offload_view import GpuChoice, OffloadView
 
     name, model, gpu, vram_gib, ram_gib = OFFLOAD
     view = OffloadView()
     budget = GpuChoice(
-        f"{gpu}, {vram_gib} GiB budget", vram_gib * GiB, bandwidths_for(find_gpu(gpu))
+        f"{gpu}, {vram_gib} GiB budget", vram_gib * GiB, bandwidths_for(find_gpu(gpu), UNKNOWN_HOST)
     )
     view.set_inputs(
         load_model(model).spec,

@@ -140,7 +140,7 @@ def test_llamacpp_failed_allocation_beside_the_estimate():
     e = explain_text(log)
     assert e.setup.decision.kind == "oom"
     assert any(
-        line.startswith("vramgui estimates that compute buffer on CUDA0")
+        line.startswith("vramgui's estimate of that compute buffer on CUDA0")
         for line in e.decision_lines
     )
     assert any("llama.cpp asked for 0.34 GiB" in line for line in e.decision_lines)
@@ -187,8 +187,8 @@ def test_a_model_that_cannot_be_loaded_still_explains_the_log(tmp_path):
 
 def test_ollama_layer_count_beside_vramgui_s():
     e = _explain("ollama-old-rocm-llama3-70b.log")
-    line = next(x for x in e.decision_lines if x.startswith("in vramgui's estimate"))
-    assert "of 81 layers fit 24.00 GiB" in line and line.endswith("Ollama offloaded 43")
+    line = next(x for x in e.decision_lines if x.startswith("In vramgui's estimate"))
+    assert "of 81 layers fit 24.00 GiB" in line and line.endswith("Ollama offloaded 43.")
 
 
 def test_launch_lines_apply_the_fit():
@@ -200,3 +200,45 @@ def test_launch_lines_apply_the_fit():
     assert vllm.launch_line.startswith(f'# with "{first.title}" applied')
     doc = to_json(vllm)
     assert doc["advice"][0]["changes"] and "fits" in doc["advice"][0]
+
+
+def test_every_component_has_a_label():
+    from vramgui.core.logs import COMPONENT_LABELS, COMPONENTS, component_label
+
+    assert set(COMPONENT_LABELS) == set(COMPONENTS)
+    assert component_label("torch_reserved_free") == "Reserved by PyTorch, unallocated"
+    assert component_label("something_new") == "something_new"
+
+
+def test_why_lines_and_notes_are_sentences():
+    e = explain_text(
+        text("vllm-refusal-gpt-oss-120b-h100.log"), model_name="gpt-oss-120b", gpu="H100 SXM"
+    )
+    assert e.decision_lines and e.notes
+    for line in (*e.decision_lines, *e.notes):
+        assert line.endswith((".", "?", "!")), line
+        first = line.split(" ", 1)[0]  # a plain lower-case word starts no line; vLLM may
+        assert not first.isalpha() or not first.islower() or first == "vramgui's", line
+    assert any(line.startswith("It refuses to start") for line in e.decision_lines)
+    assert any(n.startswith("KV cache pool on GPU 0 differs") for n in e.notes)
+
+
+def test_advice_reads_the_same_in_both_front_ends():
+    from vramgui.answers.explain import Advice, advice_text
+    from vramgui.core.units import GiB
+
+    assert advice_text(Advice("FP8 KV cache", 2 * GiB, "some accuracy")) == (
+        "FP8 KV cache — frees 2.00 GiB · costs: some accuracy"
+    )
+    assert advice_text(Advice("Gradient checkpointing (training)", None, "compute")) == (
+        "Gradient checkpointing (training) — costs: compute"
+    )
+    in_bytes = advice_text(Advice("x", 2 * GiB, "y"), lambda n: f"{n:,} B")  # the window's unit
+    assert in_bytes == "x — frees 2,147,483,648 B · costs: y"
+
+
+def test_an_oom_with_more_free_than_asked_is_not_called_short():
+    # PyTorch printed 2.26 GiB asked and 3.03 GiB free: no shortfall to state.
+    e = explain_text(text("pytorch-oom-old-6gib.log"))
+    asked = next(x for x in e.decision_lines if x.startswith("PyTorch asked CUDA"))
+    assert "not short on paper" in asked and "B short" not in asked

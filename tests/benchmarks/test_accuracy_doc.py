@@ -1,8 +1,28 @@
-"""docs/accuracy.md's section on `vramgui measure` (no torch needed)."""
+"""docs/accuracy.md: its section on `vramgui measure` (no torch needed), its percentages."""
 
 import json
+import re
+from pathlib import Path
+
+import pytest
 
 from benchmarks import accuracy
+from benchmarks.percent import signed
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "text"),
+    [(0.0123, 1, "+1.2%"), (-0.004, 1, "-0.4%"), (-0.00001, 2, "0.00%"), (0.00004, 2, "0.00%")],
+)
+def test_an_error_that_rounds_to_nothing_has_no_sign(value, digits, text):
+    assert signed(value, digits) == text
+
+
+def test_the_document_shows_no_signed_zero():
+    """F1 once opened tables of "-0.00%"."""
+    assert re.findall(r"[-+]0\.0*%", (DOCS / "accuracy.md").read_text(encoding="utf-8")) == []
 
 
 def test_the_document_says_the_gpu_path_is_not_run_yet_and_lists_the_limits(tmp_path, monkeypatch):

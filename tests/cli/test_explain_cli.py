@@ -17,7 +17,32 @@ def test_text_output_names_engine_and_components(capsys):
     code, out, _ = _run(capsys, "explain", LOGS / "llamacpp-glm-z1-32b-3090ti-32k.log")
     assert code == 0
     assert out.startswith("Engine: llama.cpp")
-    assert "kv_cache" in out and "CUDA0" in out and "Launch:" in out
+    assert "KV cache" in out and "CUDA0" in out and "Launch:" in out
+    assert "kv_cache" not in out  # the JSON's name; the text says what it is
+
+
+def test_text_output_flags_a_row_beyond_its_accuracy_and_says_the_sign(capsys):
+    code, out, _ = _run(
+        capsys,
+        "explain",
+        LOGS / "vllm-refusal-gpt-oss-120b-h100.log",
+        "--model",
+        "gpt-oss-120b",
+        "--gpu",
+        "H100 SXM",
+    )
+    assert code == 0
+    pool = next(line for line in out.splitlines() if line.startswith("KV cache pool"))
+    assert pool.endswith("! beyond ±10%")
+    assert "difference: (estimate - logged) / logged" in out
+
+
+def test_text_output_says_what_is_not_estimated(capsys):
+    code, out, _ = _run(capsys, "explain", LOGS / "pytorch-oom-cads-fragmented.log")
+    assert code == 0
+    allocated = next(line for line in out.splitlines() if line.startswith("Allocated by PyTorch"))
+    assert "not estimated" in allocated
+    assert "within ±50%" in out
 
 
 def test_json_output(capsys):

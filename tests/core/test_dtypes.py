@@ -15,7 +15,7 @@ from vramgui.core.dtypes import SCHEMES, get_scheme, kv_bytes_per_element, stora
 from vramgui.core.errors import ConfigError, WorkloadError
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import Role, Tensor
-from vramgui.core.storage import assign_storage, bits_per_weight, weight_bytes
+from vramgui.core.storage import assign_storage, bits_by_scheme, bits_per_weight, weight_bytes
 
 # Published figures with their sources (benchmarks/data/validation.md describes them).
 PUBLISHED = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "published.json"
@@ -561,3 +561,21 @@ def test_four_bit_codes_are_half_a_byte_per_weight_without_the_quant_state():
         blocks = numel // 64
         # uint8 absmax per block, its fp32 offset, fp32 absmax per 256 blocks, the 16-entry code
         assert s.bytes - codes == blocks + 4 + 4 * math.ceil(blocks / 256) + 64
+
+
+def test_bits_by_scheme_leaves_out_the_schemes_a_checkpoint_refuses():
+    gguf = replace(LLAMA3_8B, quantization="Q4_K_M", name="llama.Q4_K_M.gguf")
+    bits = bits_by_scheme(LLAMA3_8B, "bf16")
+    assert set(bits) == set(SCHEMES)  # an unquantized model takes every scheme
+    assert bits["Q4_K_M"] == bits_per_weight(LLAMA3_8B, "bf16", "Q4_K_M")
+    refused = bits_by_scheme(gguf, "bf16")
+    assert "nf4" not in refused and "Q4_K_S" in refused
+
+
+def test_header_dtype_is_the_stored_tensors_not_a_few_of_a_synthesized_inventory():
+    norm = next(t for t in LLAMA3_8B.tensors if t.role is Role.NORM)
+    one_f32 = tuple(replace(t, dtype="F32") if t is norm else t for t in LLAMA3_8B.tensors)
+    # A config's inventory states no dtype, save a tensor or two (a router's float32 bias).
+    assert storage.header_dtype(replace(LLAMA3_8B, tensors=one_f32)) is None
+    stored = tuple(replace(t, dtype="F32" if t is norm else "F16") for t in LLAMA3_8B.tensors)
+    assert storage.header_dtype(replace(LLAMA3_8B, tensors=stored)) == "fp16"

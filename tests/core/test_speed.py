@@ -5,6 +5,7 @@ Accuracy against published measurements is benchmarks/throughput.py's job; these
 arithmetic and the directions every setting must move the figure in.
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -300,3 +301,30 @@ def test_upcast_stacked_experts_are_cast_back_at_each_forward():
     router, head = 2 * 8 * 4096, 32000 * 4096  # a parameter, not an nn.Linear: unquantized too
     assert work.token_work(moe, qlora).cast_bytes == (experts + router + head) * (4 + 2)
     assert work.token_work(moe, qlora.with_(precision="pure")).cast_bytes == 0
+
+
+def test_llamacpp_serving_one_sequence_is_llamacpps_measured_speed():
+    """llama-bench tg512 of Llama 3 8B Q4_K_M on an A100 SXM 80GB: 135.04 tokens/s (XiongjieDai's
+    GPU-Benchmarks-on-LLM-Inference); the roofline at 80 % of 2,039 GB/s gave about 330."""
+    from vramgui.hardware.gpus import find_gpu
+    from vramgui.hardware.rates import speed_hardware
+    from vramgui.sources import catalog
+
+    spec = catalog.find("llama-3-8b").spec()
+    hw = speed_hardware(find_gpu("A100 SXM 80GB"), "fp16")
+    w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=256, attention="eager")
+    served = speed.serving_speed(spec, w, hw)
+    assert served.basis == "measured" and served.notes
+    assert served.tokens_per_second == pytest.approx(135.04, rel=0.2)
+    # pp512 measured 5,947.64 tokens/s: the first token of a 512-token prompt after ~86 ms.
+    prompted = speed.serving_speed(spec, dataclasses.replace(w, seq=512, prompt=512), hw)
+    assert prompted.prefill_seconds == pytest.approx(512 / 5947.64, rel=0.25)
+    flash = speed.serving_speed(spec, dataclasses.replace(w, attention="flash"), hw)
+    assert flash.basis == "extrapolated"  # -fa on: no published row
+    # Split by layers over four RTX 4090s: tg512 measured 120.32 tokens/s (130.58 on one).
+    four = dataclasses.replace(w, gpus=4)
+    split = speed.serving_speed(spec, four, speed_hardware(find_gpu("RTX 4090"), "fp16"))
+    assert split.tokens_per_second == pytest.approx(120.32, rel=0.2)
+    assert split.prefill_seconds is None  # a prompt pipelined over GPUs: not modelled
+    vllm = speed.serving_speed(spec, Workload(mode="inference", engine="vllm", seq=256), hw)
+    assert vllm.basis == "roofline"

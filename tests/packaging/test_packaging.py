@@ -23,9 +23,9 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 
 import vramgui
+from tests.packaging.wheel import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -145,27 +145,7 @@ def _data_files() -> dict[str, Path]:
 
 
 def test_a_wheel_holds_every_module_and_every_data_file(tmp_path):
-    # Built from a copy of the sources, so that no earlier build/ folder lends it a file.
-    for requirement in map(Requirement, PYPROJECT["build-system"]["requires"]):
-        installed = importlib.metadata.version(requirement.name)
-        if installed not in requirement.specifier:
-            pytest.skip(f"{requirement.name} {installed} cannot build it ({requirement})")
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    for folder in ("vramgui", "resources", "docs"):
-        shutil.copytree(
-            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
-        )
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
-    subprocess.run(
-        [*command, "-q", "-w", str(tmp_path / "dist"), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=240,
-    )
-    (wheel,) = (tmp_path / "dist").glob("vramgui-*.whl")
+    wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "vramgui").rglob("*.py")}
     assert sorted(modules - names) == []

@@ -15,13 +15,14 @@ from vramgui.profiles import ProfileStore, source_of
 
 
 class ScriptedEstimate:
-    """Stands in for vramgui.core.report.document_for: a document whose figures follow the workload."""
+    """Stands in for vramgui.answers.documents.timed_document (what profiles are saved and
+    reopened with): a document whose figures follow the workload."""
 
     def __init__(self, scale=1000):
         self.scale = scale
         self.calls = []
 
-    def __call__(self, spec, workload, capacities):
+    def __call__(self, spec, workload, capacities, **_timing):
         gpu_names = [name for name, _ in capacities]
         self.calls.append((spec.name, workload, gpu_names))
         weights = spec.parameters * 2
@@ -48,7 +49,7 @@ class ScriptedEstimate:
 @pytest.fixture
 def scripted(monkeypatch):
     fake = ScriptedEstimate()
-    monkeypatch.setattr("vramgui.core.report.document_for", fake)
+    monkeypatch.setattr("vramgui.answers.documents.timed_document", fake)
     return fake
 
 
@@ -88,7 +89,7 @@ def test_save_list_show(capsys, scripted):
 
 def test_show_reports_what_changed_since_saving(capsys, monkeypatch, scripted):
     assert run(capsys, "save", "Plan", "llama-3.2-1b", "--seq", "4096", "--gpu", "RTX 4090")[0] == 0
-    monkeypatch.setattr("vramgui.core.report.document_for", ScriptedEstimate(scale=3000))
+    monkeypatch.setattr("vramgui.answers.documents.timed_document", ScriptedEstimate(scale=3000))
     code, out, _ = run(capsys, "show", "plan", "--json")
     assert code == 0
     changes = {c["figure"]: (c["saved"], c["now"]) for c in json.loads(out)["changes"]}

@@ -3,9 +3,11 @@ and a load import, which token they send and where, one deadline per call agains
 that drips its answer, the retry policy, answers too large to be what they claim, and
 credentials in HF_ENDPOINT kept out of every message and log line."""
 
+import errno
 import json
 import logging
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -199,8 +201,28 @@ def test_one_deadline_bounds_every_hub_path_against_a_dripping_answer(fake_hub, 
 def test_no_hub_at_the_endpoint(tmp_path):
     with FakeHub() as gone:
         url = gone.url
-    with pytest.raises(HubUnavailable, match="cannot reach the Hub"):
+    with pytest.raises(HubUnavailable, match="cannot reach the Hub") as info:
         HubClient(url, timeout_s=1, cache_dir=tmp_path).search("tiny")
+    assert str(info.value).endswith(
+        ": the connection was refused (nothing listens at that address)"
+    )
+    assert "Error)" not in str(info.value)  # once "(ConnectionRefusedError)"
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (socket.gaierror(-2, "Name or service not known"), "its name cannot be looked up"),
+        (OSError(errno.ENETUNREACH, "Network is unreachable"), "the network is unreachable"),
+        (ConnectionResetError(104, "Connection reset by peer"), "the connection was cut"),
+        (OSError(errno.EIO, "Input/output error"), "a network error (Input/output error)"),
+    ],
+)
+def test_network_errors_are_worded_for_people(error, words):
+    """Offline, a search once said "cannot reach the Hub at ... (gaierror)"."""
+    reason = hub_http.network_reason(error)
+    assert reason.startswith(words)
+    assert type(error).__name__ not in reason
 
 
 def test_an_answer_too_large_for_a_search_is_refused(fake_hub, monkeypatch, tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings, QThreadPool
@@ -40,6 +42,18 @@ def probe() -> FakeProbe:
 def services(probe, fake_hub) -> Services:  # noqa: F811 - the fixture above
     """The application's own services, pointed at the fake Hub, with a scripted GPU probe."""
     return replace(app.real_services(), probe=probe.snapshot, gpu_refresh_ms=0)
+
+
+@pytest.fixture
+def log_file():
+    """The application's log file (``app.setup_logging``), its handler removed afterwards."""
+    path: Path = app.setup_logging()
+    yield path
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "baseFilename", None) == str(path):
+            root.removeHandler(handler)
+            handler.close()
 
 
 @pytest.fixture

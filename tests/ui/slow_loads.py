@@ -2,7 +2,8 @@
 (``vramgui.ui.workers.in_process``) imports them by name.
 
 ``load("hang:PIDFILE")`` writes its process id to PIDFILE and never returns;
-``load("memory:")`` asks for 8 GiB; ``load("crash:")`` dies on a signal; any other source is
+``load("memory:")`` asks for 8 GiB; ``load("crash:")`` dies on a signal; ``load("bug:TEXT")``
+raises a RuntimeError of TEXT, as a bug in a reader would; any other source is
 ``vramgui.sources.resolve.load_model``'s.
 """
 
@@ -30,4 +31,6 @@ def load(source: str) -> ResolvedModel:
         return held  # type: ignore[return-value] # never reached under the child's limit
     if kind == "crash":
         os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "bug":
+        raise RuntimeError(rest)
     return load_model(source)

@@ -145,7 +145,7 @@ def test_the_window_notes_that_vllm_does_not_run_on_an_apple_gpu(make_window, qt
 
 
 def test_the_offloading_tab_plans_a_card_with_its_own_bandwidth(make_window, qtbot):
-    from vramgui.ui.offload_view import bandwidths_for
+    from vramgui.answers.offload import bandwidths_for
 
     window = make_window()
     panel = window.gpu_panel
@@ -162,4 +162,4 @@ def test_the_offloading_tab_plans_a_card_with_its_own_bandwidth(make_window, qtb
     view = tab.view()
     qtbot.waitUntil(lambda: [g.name for g in view._gpus] == [card.name], timeout=5000)
     # its own speeds, not the fallback GPU's (the RTX 4090's 1,008 GB/s)
-    assert view._gpus[0].bandwidths == bandwidths_for(card)
+    assert view._gpus[0].bandwidths == bandwidths_for(card, window.controller.host)

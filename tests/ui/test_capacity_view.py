@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from vramgui.answers.capacity import serving_report
 from vramgui.core.units import GiB
-from vramgui.ui.capacity_view import ServingChart, serving_report
+from vramgui.ui.capacity_view import ServingChart
 from vramgui.ui.extra_views import LazyTab, view_of
 from vramgui.ui.workload_panel import VLLM_DEFAULT
 

@@ -98,6 +98,28 @@ def test_a_waiting_load_never_holds_the_threads_other_work_needs(qtbot, controll
     qtbot.waitUntil(lambda: controller.spec is not None, timeout=20000)
 
 
+def test_a_failure_in_the_child_is_written_to_the_log_file_with_its_traceback(
+    qtbot, controller, log_file
+):
+    said: list[str] = []
+    controller.message.connect(said.append)
+    controller.load_source("bug:a reader broke")
+    qtbot.waitUntil(lambda: bool(said), timeout=20000)
+    assert said[0] == "Could not read the model: RuntimeError: a reader broke"
+    logged = log_file.read_text()
+    assert "ERROR vramgui.ui.workers: The process reading 'bug:a reader broke' failed: " in logged
+    assert "failed: Traceback (most recent call last)" in logged
+    # The child's own frames: where it raised, not where the window re-raised it.
+    assert 'slow_loads.py", line' in logged
+    assert "raise RuntimeError(rest)" in logged
+    assert logged.rstrip().endswith("RuntimeError: a reader broke")
+
+
+def test_a_child_that_dies_is_written_to_the_log_file(qtbot, controller, log_file):
+    controller.load_source("crash:")
+    qtbot.waitUntil(lambda: "ended on signal 9" in log_file.read_text(), timeout=20000)
+
+
 def test_the_hostile_config_of_the_probe_ends_in_a_message(qtbot, tmp_path):
     """The config that once froze a worker for minutes: in the application's own load."""
     from vramgui.ui import app

@@ -350,22 +350,15 @@ def test_local_gpus_are_listed_and_held_against(make_window, probe, qtbot):
     assert window.controller.capacities[0][1] == 20 * GiB
 
 
-def test_excepthook_logs_and_shows_a_dialog(qtbot, monkeypatch):
+def test_excepthook_logs_and_shows_a_dialog(qtbot, monkeypatch, log_file):
     shown = []
     monkeypatch.setattr(QMessageBox, "exec", lambda self: shown.append(self.text()) or 0)
-    path = app.setup_logging()
     try:
-        try:
-            raise RuntimeError("boom")
-        except RuntimeError as exc:
-            app.handle_exception(RuntimeError, exc, exc.__traceback__)
-    finally:
-        for handler in list(logging.getLogger().handlers):
-            if getattr(handler, "baseFilename", None) == str(path):
-                logging.getLogger().removeHandler(handler)
-                handler.close()
+        raise RuntimeError("boom")
+    except RuntimeError as exc:
+        app.handle_exception(RuntimeError, exc, exc.__traceback__)
     assert shown == ["RuntimeError: boom"]
-    assert "RuntimeError: boom" in path.read_text()
+    assert "RuntimeError: boom" in log_file.read_text()
 
 
 def test_droppable_paths(tmp_path):

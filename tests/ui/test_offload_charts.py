@@ -10,17 +10,23 @@ from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QFontMetricsF, QMouseEvent
 from PySide6.QtWidgets import QApplication
 
+from vramgui.answers.host import UNKNOWN_HOST
+from vramgui.answers.offload import bandwidths_for as host_bandwidths
 from vramgui.core import offload
 from vramgui.core.families import spec_from_config
-from vramgui.core.units import GiB
+from vramgui.core.units import GiB, format_rate
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.catalog import find
 from vramgui.ui.axes import log_bounds, log_ticks, log_ticks_within, rate_label, short_count
-from vramgui.ui.offload_charts import DEVICE_COLOURS, LayerChart, ThroughputChart, rate_text
-from vramgui.ui.offload_view import bandwidths_for
+from vramgui.ui.offload_charts import DEVICE_COLOURS, LayerChart, ThroughputChart
 
 Q4 = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
+
+
+def bandwidths_for(gpu, **overrides):
+    """The speeds of a catalog GPU, the host unknown (default disk, no RAM limit)."""
+    return host_bandwidths(gpu, UNKNOWN_HOST, **overrides)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +108,7 @@ def test_throughput_chart_ranges_hold_the_curve_and_its_hover_tells_the_bound(qt
     point = chart._points(plot)[3][1]
     text = chart.text_at(point.x() + 2, point.y() - 2)
     assert text.startswith(
-        f"batch {curve[3].batch}: {rate_text(curve[3].tokens_per_second)} tokens/s"
+        f"batch {curve[3].batch}: {format_rate(curve[3].tokens_per_second)} tokens/s"
     )
     assert "bound by" in text
     assert chart.text_at(plot.left() - 30, plot.top()) == ""

@@ -144,3 +144,65 @@ def test_a_build_without_the_view_says_so(monkeypatch, make_window) -> None:
     window = make_window()
     assert isinstance(window.extra_tabs["Profiles"], QLabel)
     assert not window.action_save_profile.isEnabled()
+
+
+def test_the_tab_and_the_time_cost_line_share_host_ram_placement_and_speed(
+    make_window, qtbot
+) -> None:
+    from vramgui.answers.host import SET, THIS_MACHINE
+    from vramgui.answers.timing import OFFLOAD
+    from vramgui.core.units import GiB
+    from vramgui.core.workload import Workload
+    from vramgui.sources.resolve import load_model
+
+    window = make_window()
+    c = window.controller
+    panel = window.gpu_panel
+    for name, _ in panel.capacities():
+        panel.set_checked(name, False)
+    panel.set_checked("RTX 3060 12GB", True)
+    c.set_model(load_model("qwen3-30b-a3b"), "qwen3-30b-a3b")
+    c.set_workload(Workload(engine="llamacpp", quant="Q4_K_M", seq=40960))
+    show_tab(window, "Offloading")
+    tab = window.extra_tabs["Offloading"]
+    qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
+    view = tab.view()
+    assert c.host.ram_source == THIS_MACHINE and view.ram.value() == 0
+    assert view.ram.specialValueText().startswith("this machine")
+
+    view.ram.setValue(64)  # the user's other machine
+    c.recompute_now()
+    assert (c.host.ram_bytes, c.host.ram_source) == (64 * GiB, SET)
+    qtbot.waitUntil(lambda: view.answer is not None and view.host.ram_bytes == 64 * GiB)
+    speed = c.analysis.speed
+    assert speed.placement.kind == OFFLOAD and speed.placement.host.ram_bytes == 64 * GiB
+    # One figure: the line and the tab time the same placement.
+    assert speed.placement.flags == view.answer.flags
+    assert round(speed.tokens_per_second, 1) == round(view.answer.throughput.tokens_per_second, 1)
+    assert view.answer.flags in window.speed_line.text.text()
+
+    # The advisor's offload placement, applied, moves the tab's sliders and the line.
+    qtbot.waitUntil(
+        lambda: c.outlook is not None and any(s.placement for s in c.outlook.suggestions),
+        timeout=30000,
+    )
+    layers = next(s for s in c.outlook.suggestions if s.placement and s.placement[1] == 0)
+    c.apply_suggestion(layers)
+    c.recompute_now()
+    qtbot.waitUntil(
+        lambda: view.placement is not None and view.placement.gpu_layers == layers.placement[0]
+    )
+    assert c.analysis.speed.placement.flags == f"-ngl {layers.placement[0]}"
+    c.update(seq=32768)  # new inputs: the tab keeps the placement the line times
+    c.recompute_now()
+    qtbot.waitUntil(lambda: view.answer is not None and view.answer.placement.workload.seq == 32768)
+    assert view.placement.gpu_layers == layers.placement[0]
+    assert c.analysis.speed.placement.flags == view.answer.flags
+
+    view.op_offload.setChecked(False)  # --no-op-offload: the line times it too
+    c.recompute_now()
+    assert "--no-op-offload" in c.analysis.speed.placement.flags
+    assert c.offload.op_offload is False  # what a profile saved now keeps
+
+    view.ram.setValue(0)  # back to this machine's
+    assert c.host.ram_source == THIS_MACHINE

@@ -8,6 +8,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
+from vramgui.answers.host import UNKNOWN_HOST
+from vramgui.answers.offload import bandwidths_for as host_bandwidths
 from vramgui.core import offload
 from vramgui.core.families import spec_from_config
 from vramgui.core.offload import Bandwidths
@@ -16,9 +18,14 @@ from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.catalog import find
 from vramgui.ui.offload_charts import DEVICE_COLOURS
-from vramgui.ui.offload_view import GpuChoice, OffloadView, bandwidths_for
+from vramgui.ui.offload_view import GpuChoice, OffloadView
 
 Q4 = Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048)
+
+
+def bandwidths_for(gpu, **overrides):
+    """The speeds of a catalog GPU, the host unknown (default disk, no RAM limit)."""
+    return host_bandwidths(gpu, UNKNOWN_HOST, **overrides)
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +277,10 @@ def test_experts_slider_keeps_the_experts_in_host_ram(qtbot, qwen3moe):
     assert len(layers) == 50 and len(experts) == 49
     assert curves_best(experts).tokens_per_second > curves_best(layers).tokens_per_second
     assert "fastest that fits" in view.memory_chart.accessibleDescription()
-    assert whole.layout is not None and not whole.layout.moves_experts
+    # At "most that fit" the tab took the fastest placement that fits: here experts in RAM.
+    fastest = curves_best(experts)
+    assert whole.layout is not None and whole.layout.n_cpu_moe == fastest.value
+    assert whole.gpu_layers == 49 and whole.gpu_bytes == fastest.gpu_bytes
 
 
 def curves_best(points):

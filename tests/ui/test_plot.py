@@ -7,17 +7,24 @@ import math
 
 import pytest
 
+from vramgui.answers.host import UNKNOWN_HOST
+from vramgui.answers.offload import bandwidths_for as host_bandwidths
 from vramgui.core import offload
 from vramgui.core.families import spec_from_config
 from vramgui.core.units import GiB
+from vramgui.core.units import format_rate as rate_text
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.sources.catalog import find
 from vramgui.ui.breakdown_chart import BreakdownChart, MeasuredMark
-from vramgui.ui.offload_charts import LayerChart, ThroughputChart, rate_text, unit_runs
-from vramgui.ui.offload_view import bandwidths_for
+from vramgui.ui.offload_charts import LayerChart, ThroughputChart, unit_runs
 from vramgui.ui.plot import LOG2_LABEL_PX, log2_share, log2_ticks
 from vramgui.ui.sweep_chart import SweepChart
+
+
+def bandwidths_for(gpu, **overrides):
+    """The speeds of a catalog GPU, the host unknown (default disk, no RAM limit)."""
+    return host_bandwidths(gpu, UNKNOWN_HOST, **overrides)
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,10 @@ import pytest
 from PySide6.QtCore import Qt, QThreadPool
 from PySide6.QtGui import QColor
 
-from vramgui.cli.profile import estimate_for
+from vramgui.answers.documents import saved_document
 from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
+from vramgui.hardware.capacity import resolve_capacities
 from vramgui.profiles import Profile, ProfileStore, source_of
 from vramgui.profiles.reopen import Reestimate
 from vramgui.sources.resolve import load_model
@@ -451,7 +452,10 @@ def test_a_profile_saved_in_the_window_has_the_cli_and_window_figures(
     saved_per_gpu = profile.saved_estimate["per_gpu"]
     assert saved_per_gpu["components"] == dict(window.components)
     assert saved_per_gpu["total_bytes"] == window.total_bytes
-    cli = estimate_for(load_model(source_of(profile.model)), profile.workload, profile.gpus)
+    capacities = resolve_capacities(list(profile.gpus))
+    cli = saved_document(
+        load_model(source_of(profile.model)), profile.workload, capacities, rates=lambda *_: None
+    )
     now = reestimate(profile, load_model)
     assert now.error is None
     assert now.document["per_gpu"] == cli["per_gpu"] == saved_per_gpu

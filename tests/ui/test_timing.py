@@ -5,33 +5,46 @@ from __future__ import annotations
 import pytest
 
 from tests.ui.waiting import settled
+from vramgui.answers.host import UNKNOWN_HOST
+from vramgui.answers.rates import Rates, catalog_rates
+from vramgui.answers.timing import time_setup
+from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelRef
 from vramgui.core.speed import Hardware, Price, Utilization
+from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
-from vramgui.hardware.gpus import load_catalog
+from vramgui.hardware.gpus import find_gpu, load_catalog
 from vramgui.profiles import Profile
 from vramgui.sources.resolve import load_model
 from vramgui.ui import compare_view, timing
-from vramgui.ui.controller import Rates, compute_outlook, summarize_speed
+from vramgui.ui.controller import compute_outlook
 
 LORA = Workload(mode="training", method="lora", precision="pure", batch=2, seq=1024)
 
 
 def _rates(price=2.0):
     hardware = Hardware("Test GPU", 312e12, 2e12, 300e9, 25e9, architecture="Ampere")
-    return Rates(hardware, None if price is None else Price(price, "USD", "test", "2026-01-01"),
+    return Rates(find_gpu("A100 80GB"), hardware,
+                 None if price is None else Price(price, "USD", "test", "2026-01-01"),
                  Utilization.default_for("Ampere"))  # fmt: skip
 
 
+def summarize_speed(spec, workload, gpu, rates, train_tokens):
+    """The setup timed on one 80 GiB GPU named ``gpu`` (it fits: timed as chosen)."""
+    tokens = train_tokens if workload.mode == "training" else None
+    est = estimate(spec, workload)
+    return time_setup(spec, est, gpu, 80 * GiB, rates, host=UNKNOWN_HOST, train_tokens=tokens)
+
+
 def test_catalog_rates_know_catalog_and_nvml_names_and_nothing_else():
-    rates = timing.catalog_rates(load_catalog())
+    rates = catalog_rates(load_catalog())
     a100 = rates("NVIDIA A100-SXM4-80GB", "bf16") or rates("A100 80GB", "bf16")
     assert a100 is not None and a100.hardware.architecture == "Ampere"
     assert a100.price is not None and a100.price.date
     assert rates("Some Unknown Accelerator", "bf16") is None
     assert rates("Apple M2 Ultra 192GB", "bf16") is None  # no tensor rate: no speed
     measured = Utilization(matmul=0.3, attention=0.2, source="measured", detail="here")
-    calibrated = timing.catalog_rates(load_catalog(), lambda name: measured)
+    calibrated = catalog_rates(load_catalog(), lambda name: measured)
     assert calibrated("A100 80GB", "bf16").utilization is measured
 
 
@@ -168,7 +181,7 @@ def test_the_application_reads_the_stored_calibrations_at_start():
     assert measured is not None and measured.source == "measured"
     assert measured.matmul == pytest.approx(0.4, abs=1e-3)
     assert services.measured_utilization("H100 SXM") is None
-    rates = timing.catalog_rates(services.gpu_catalog, services.measured_utilization)
+    rates = catalog_rates(services.gpu_catalog, services.measured_utilization)
     assert rates("A100 80GB", "bf16").utilization is measured
     summary = summarize_speed(spec, work, "A100 SXM 80GB", rates("A100 80GB", "bf16"), 10**8)
     assert "measured on this GPU model (NVIDIA A100" in timing.speed_tooltip(summary)

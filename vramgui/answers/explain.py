@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from vramgui.core import fit, launch, offload, sglang_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
-from vramgui.core.logs import COMPONENTS, LoggedSetup, read_log
+from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.rank_weights import rank_tensor_bytes
-from vramgui.core.units import GiB, MiB, format_bytes
+from vramgui.core.units import MiB, Unit, format_bytes
 from vramgui.core.vllm.profile import CUDA_RESERVED_BYTES, cuda_total_bytes
 from vramgui.core.vllm.rules import rules_for
 from vramgui.core.vllm.startup import build_plan
@@ -138,13 +140,20 @@ class Explanation:
         return sum(r.estimated_bytes is not None for r in self.components)
 
 
-def explain_text(text: str, *, model_name: str = "", gpu: str = "", quant: str = "") -> Explanation:
+def explain_text(
+    text: str, *, model_name: str = "", gpu: str = "", quant: str = "", unit: Unit = "GiB"
+) -> Explanation:
     """Read ``text`` and explain it (``LogUnreadable`` when it is no log vramgui reads)."""
-    return explain(read_log(text), model_name=model_name, gpu=gpu, quant=quant)
+    return explain(read_log(text), model_name=model_name, gpu=gpu, quant=quant, unit=unit)
 
 
 def explain(
-    setup: LoggedSetup, *, model_name: str = "", gpu: str = "", quant: str = ""
+    setup: LoggedSetup,
+    *,
+    model_name: str = "",
+    gpu: str = "",
+    quant: str = "",
+    unit: Unit = "GiB",
 ) -> Explanation:
     """The explanation of ``setup``.
 
@@ -154,6 +163,7 @@ def explain(
             names none or names it differently.
         gpu: a catalog GPU name for a log that prints no capacity.
         quant: the checkpoint's quantization (``--quant``) where the log does not say it.
+        unit: the unit the sentences write sizes in (GiB or GB, as the reader set it).
     """
     notes: list[str] = list(setup.notes)
     spec, source = _find_model(setup, model_name, notes)
@@ -166,7 +176,7 @@ def explain(
         "pytorch": _pytorch,
     }[setup.engine]
     rows, decision, advice, line, workload = builder(
-        _Inputs(setup, spec, capacity, quant, gpu, notes, source)
+        _Inputs(setup, spec, capacity, quant, gpu, notes, source, partial(format_bytes, unit=unit))
     )
     if spec is None and setup.engine != "pytorch":
         notes.append(
@@ -177,20 +187,69 @@ def explain(
     for r in rows:
         if r.flagged:
             notes.append(
-                f"{r.name} on {r.device} differs from the estimate by {r.difference:+.1%}, more "
-                f"than its stated accuracy (±{r.accuracy:.0%}): worth reporting with this log"
+                f"{component_label(r.name)} on {device_label(r.device)} differs from the "
+                f"estimate by {difference_text(r)}, more than its stated accuracy "
+                f"(±{r.accuracy:.0%}): worth reporting with this log"
             )
     return Explanation(
         setup=setup,
         model_name=spec.name if spec is not None else setup.model.name,
         model_source=source,
         components=tuple(rows),
-        decision_lines=tuple(decision),
+        decision_lines=tuple(sentence(x) for x in decision),
         advice=tuple(advice),
         launch_line=line,
-        notes=tuple(notes),
+        notes=tuple(sentence(x) for x in notes),
         workload=workload,
     )
+
+
+# What the difference column means, said once for every front end.
+DIFFERENCE_MEANING = (
+    "(estimate - logged) / logged: + when vramgui estimates more than the engine printed, "
+    "- when less"
+)
+_LOWER_WORD = re.compile(r"[a-z]+(?:'s)?")
+
+
+def capitalised(text: str) -> str:
+    """``text`` with a first plain word capitalised (an identifier such as ``vLLM``, ``n_ctx`` or
+    ``vramgui`` kept as written)."""
+    first = text.split(" ", 1)[0]
+    if _LOWER_WORD.fullmatch(first) and not first.startswith("vramgui"):
+        return text[:1].upper() + text[1:]
+    return text
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: capitalised, with a closing full stop."""
+    text = capitalised(text)
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def device_label(device: str) -> str:
+    """A row's device as a person reads it (``all``: the figure covers every device)."""
+    return "all devices" if device == "all" else device
+
+
+def difference_text(r: ComponentRow) -> str:
+    """The difference as a signed percentage; empty when there is no estimate."""
+    d = r.difference
+    return "" if d is None else f"{d:+.1%}"
+
+
+def advice_text(a: Advice, size: Callable[[int], str] = format_bytes) -> str:
+    """A change as both front ends write it: what it is, what it frees (``size`` formats the
+    bytes in the reader's unit), what it costs."""
+    frees = f"frees {size(a.frees_bytes)} · " if a.frees_bytes else ""
+    return f"{a.title} — {frees}costs: {a.cost}"
+
+
+def accuracy_text(r: ComponentRow) -> str:
+    """``beyond ±2%`` for a flagged row, ``within ±2%`` for one held to an accuracy, else empty."""
+    if r.accuracy is None or r.difference is None:
+        return ""
+    return f"{'beyond' if r.flagged else 'within'} ±{r.accuracy:.0%}"
 
 
 # A setting longer than this is shortened for display (a placement read from thousands of
@@ -225,6 +284,7 @@ class _Inputs(NamedTuple):
     gpu: str
     notes: list[str]
     source: str
+    fmt: Callable[[float], str]
 
 
 def _row_order(r: ComponentRow) -> tuple[int, tuple[str, int]]:
@@ -346,7 +406,7 @@ def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
 
 
 def _vllm(inputs: _Inputs) -> _Built:
-    setup, spec, capacity, quant, gpu, notes, _source = inputs
+    setup, spec, capacity, quant, gpu, notes, _source, fmt = inputs
     s = setup.settings
     rows: list[ComponentRow] = []
     decision: list[str] = []
@@ -354,7 +414,7 @@ def _vllm(inputs: _Inputs) -> _Built:
     if setup.decision is not None:
         decision.append(setup.decision.summary)
     if spec is None:
-        return _unestimated(setup, decision + _vllm_rule(setup, utilization))
+        return _unestimated(setup, decision + _vllm_rule(setup, utilization, fmt))
     settings: dict[str, Any] = {"engine": "vllm", "gpu-memory-utilization": utilization}
     if setup.engine_version:
         settings["vllm-version"] = rules_for(setup.engine_version).version
@@ -396,9 +456,9 @@ def _vllm(inputs: _Inputs) -> _Built:
         elif c.name == "kv_pool":
             estimate = up.available_bytes if up is not None else None
             note = (
-                "the KV cache memory vLLM had left: gpu_memory_utilization x the GPU - the rest"
+                "the KV cache memory vLLM had left: gpu_memory_utilization × the GPU - the rest"
                 if up is not None
-                else "the GPU's capacity is not in the log: name it with --gpu"
+                else "the GPU's capacity is not in the log: name it (--gpu, or the GPU field)"
             )
         elif c.name == "activations":
             estimate = stage.activation_bytes
@@ -436,16 +496,16 @@ def _vllm(inputs: _Inputs) -> _Built:
                 f"one request of {workload.seq:,} tokens",
             )
         )
-    decision += _vllm_rule(setup, workload.gpu_memory_utilization)
+    decision += _vllm_rule(setup, workload.gpu_memory_utilization, fmt)
     if up is not None:
         decision.append(
-            f"in vramgui's estimate: {workload.gpu_memory_utilization:g} x "
-            f"{format_bytes(up.total_bytes)} = {format_bytes(up.requested_bytes)}; weights "
-            f"{format_bytes(stage.weights_bytes)}, activation peak "
-            f"{format_bytes(stage.activation_bytes)}, non-torch "
-            f"{format_bytes(stage.non_torch_bytes)}; pool {format_bytes(up.available_bytes)} "
+            f"In vramgui's estimate: {workload.gpu_memory_utilization:g} × "
+            f"{fmt(up.total_bytes)} = {fmt(up.requested_bytes)}; weights "
+            f"{fmt(stage.weights_bytes)}, activation peak "
+            f"{fmt(stage.activation_bytes)}, non-torch "
+            f"{fmt(stage.non_torch_bytes)}; pool {fmt(up.available_bytes)} "
             f"({up.pool_tokens:,} tokens), one request of {workload.seq:,} tokens needs "
-            f"{format_bytes(up.needed_bytes)}: vLLM {'starts' if up.starts else 'refuses'}"
+            f"{fmt(up.needed_bytes)}: vLLM {'starts' if up.starts else 'refuses'}"
         )
     advice = _advice(setup, spec, workload, capacity)
     first = next((a for a in advice if a.fits), None)
@@ -477,29 +537,27 @@ def _advice(
     ]
 
 
-def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
+def _vllm_rule(setup: LoggedSetup, utilization: float, fmt: Callable[[float], str]) -> list[str]:
     """vLLM's own rule, in its terms, with the log's figures where it printed them."""
     facts = setup.facts
     total = facts.get("cuda_total_bytes")
     parts = {c.name: c.bytes for c in setup.components}
     line = (
-        f"vLLM's rule: KV pool = gpu_memory_utilization ({utilization:g}) x total GPU memory - "
+        f"vLLM's rule: KV pool = gpu_memory_utilization ({utilization:g}) × total GPU memory - "
         "weights - activation peak - non-torch memory"
     )
     if isinstance(total, int) and "weights" in parts:
-        line += (
-            f" = {utilization:g} x {total / GiB:.2f} GiB - {parts['weights'] / GiB:.2f} GiB - ..."
-        )
+        line += f" = {utilization:g} × {fmt(total)} - {fmt(parts['weights'])} - the rest"
     out = [line]
     d = setup.decision
     if d is not None and d.kind == "refusal" and "needed_bytes" in d.figures:
         short = int(d.figures["needed_bytes"]) - int(d.figures["available_bytes"])
         out.append(
-            f"it refuses to start when one request of --max-model-len tokens does not fit the "
-            f"pool: {format_bytes(short)} short"
+            f"It refuses to start when one request of --max-model-len tokens does not fit the "
+            f"pool: {fmt(short)} short"
         )
         if "estimated_max_model_len" in d.figures:
-            out.append(f"the pool holds {int(d.figures['estimated_max_model_len']):,} tokens")
+            out.append(f"The pool holds {int(d.figures['estimated_max_model_len']):,} tokens")
     return out
 
 
@@ -507,11 +565,11 @@ def _vllm_rule(setup: LoggedSetup, utilization: float) -> list[str]:
 
 
 def _sglang(inputs: _Inputs) -> _Built:
-    setup, spec, _capacity, quant, _gpu, notes, _source = inputs
+    setup, spec, _capacity, quant, _gpu, notes, _source, _fmt = inputs
     s = setup.settings
     decision = [setup.decision.summary] if setup.decision else []
     decision.append(
-        "SGLang's rule: KV pool = mem_fraction_static x free memory before the weights - weights"
+        "SGLang's rule: KV pool = mem_fraction_static × free memory before the weights - weights"
     )
     if spec is None:
         return _unestimated(setup, decision)
@@ -549,14 +607,14 @@ def _sglang(inputs: _Inputs) -> _Built:
 
 
 def _llamacpp(inputs: _Inputs) -> _Built:
-    setup, spec, capacity, quant, _gpu, notes, _source = inputs
+    setup, spec, capacity, quant, _gpu, notes, _source, fmt = inputs
     s = setup.settings
-    decision = _ollama_decision(setup) if setup.engine == "ollama" else []
+    decision = _ollama_decision(setup, fmt) if setup.engine == "ollama" else []
     if setup.decision is not None and setup.decision.kind == "oom":
         decision.append(setup.decision.summary)
         what = setup.decision.figures.get("what")
         if what:
-            decision.append(f"the allocation that failed was the {what}")
+            decision.append(f"The allocation that failed was the {what}")
     cells = s.get("n_ctx") or s.get("kv_cells")
     if spec is None or not isinstance(cells, int):
         if spec is not None:
@@ -673,7 +731,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
                 held=False,
             )
         )
-    decision += _ollama_layers(setup, spec, workload)
+    decision += _ollama_layers(setup, spec, workload, fmt)
     d = setup.decision
     what = _OOM_COMPONENT.get(str(d.figures.get("what", ""))) if d is not None else None
     if d is not None and d.kind == "oom" and what is not None:
@@ -681,9 +739,9 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         guess = estimate.get((what, device))
         if guess is not None:
             decision.append(
-                f"vramgui estimates that {d.figures['what']} on {device} at "
-                f"{format_bytes(guess)}; llama.cpp asked for "
-                f"{format_bytes(int(d.figures['request_bytes']))}"
+                f"vramgui's estimate of that {d.figures['what']} on {device} is "
+                f"{fmt(guess)}; llama.cpp asked for "
+                f"{fmt(int(d.figures['request_bytes']))}"
             )
     advice = _advice(setup, spec, workload, capacity)
     fitted = _fitted(spec, placement, capacity, len(gpus), notes)
@@ -692,10 +750,9 @@ def _llamacpp(inputs: _Inputs) -> _Built:
     else:
         line = launch.llamacpp_settings(spec, fitted).text
     if fitted is not placement:
-        margin = format_bytes(offload.DEFAULT_MARGIN_BYTES)
+        margin = fmt(offload.DEFAULT_MARGIN_BYTES)
         line = (
-            f"# the most layers that fit {format_bytes(capacity or 0)} per GPU, {margin} left "
-            f"free\n{line}"
+            f"# the most layers that fit {fmt(capacity or 0)} per GPU, {margin} left free\n{line}"
         )
     return rows, decision, advice, line, workload
 
@@ -786,7 +843,9 @@ def _fitted(
     return fitted if fitted.gpu_layers != placement.gpu_layers else placement
 
 
-def _ollama_layers(setup: LoggedSetup, spec: ModelSpec, workload: Workload) -> list[str]:
+def _ollama_layers(
+    setup: LoggedSetup, spec: ModelSpec, workload: Workload, fmt: Callable[[float], str]
+) -> list[str]:
     """How many layers vramgui fits in the memory Ollama said it had, beside Ollama's count."""
     d = setup.decision
     if setup.engine != "ollama" or d is None or d.kind != "offload":
@@ -799,13 +858,13 @@ def _ollama_layers(setup: LoggedSetup, spec: ModelSpec, workload: Workload) -> l
     except VramguiError:
         return []
     return [
-        f"in vramgui's estimate {layers} of {d.figures.get('layers.model')} layers fit "
-        f"{format_bytes(available[0])} (llama.cpp's own buffers, without Ollama's margins); "
+        f"In vramgui's estimate, {layers} of {d.figures.get('layers.model')} layers fit "
+        f"{fmt(available[0])} (llama.cpp's own buffers, without Ollama's margins); "
         f"Ollama offloaded {d.figures.get('layers.offload')}"
     ]
 
 
-def _ollama_decision(setup: LoggedSetup) -> list[str]:
+def _ollama_decision(setup: LoggedSetup, fmt: Callable[[float], str]) -> list[str]:
     d = setup.decision
     if d is None or d.kind != "offload":
         return []
@@ -814,10 +873,10 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
     available = [v for k, v in f.items() if k.startswith("memory.available[")]
     if "memory.required.partial" in f and available:
         lines.append(
-            f"Ollama's rule: as many layers as fit memory.available ({' + '.join(format_bytes(int(a)) for a in available)}); "
+            f"Ollama's rule: as many layers as fit memory.available ({' + '.join(fmt(int(a)) for a in available)}); "
             f"those {f['layers.offload']} layers need memory.required.partial = "
-            f"{format_bytes(int(f['memory.required.partial']))}, all {f['layers.model']} would need "
-            f"memory.required.full = {format_bytes(int(f.get('memory.required.full', 0)))}"
+            f"{fmt(int(f['memory.required.partial']))}, all {f['layers.model']} would need "
+            f"memory.required.full = {fmt(int(f.get('memory.required.full', 0)))}"
         )
     parts = [
         ("weights", "memory.weights.total"),
@@ -825,9 +884,9 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
         ("compute graph (partial offload)", "memory.graph.partial"),
         ("projector", "projector.weights"),
     ]
-    shown = [f"{label} {format_bytes(int(f[key]))}" for label, key in parts if key in f]
+    shown = [f"{label} {fmt(int(f[key]))}" for label, key in parts if key in f]
     if shown:
-        lines.append("its estimate: " + ", ".join(shown))
+        lines.append("Ollama's own estimate: " + ", ".join(shown))
     return lines
 
 
@@ -835,7 +894,7 @@ def _ollama_decision(setup: LoggedSetup) -> list[str]:
 
 
 def _pytorch(inputs: _Inputs) -> _Built:
-    setup, _spec, _capacity, _quant, _gpu, notes, _source = inputs
+    setup, _spec, _capacity, _quant, _gpu, notes, _source, fmt = inputs
     rows = [
         _row(
             c.name,
@@ -857,20 +916,19 @@ def _pytorch(inputs: _Inputs) -> _Built:
     lines.append(d.summary)
     request, free = f.get("request_bytes"), f.get("free_bytes")
     if isinstance(request, int) and isinstance(free, int):
+        asked = f"PyTorch asked CUDA for {fmt(request)} and the GPU had {fmt(free)} free"
         lines.append(
-            f"PyTorch asked CUDA for {format_bytes(request)} and the GPU had {format_bytes(free)} "
-            f"free: {format_bytes(max(0, request - free))} short"
+            f"{asked}: {fmt(request - free)} short"
+            if request > free
+            else f"{asked} when the message was written: not short on paper (the message does not "
+            "say why the allocation failed)"
         )
     peak = f.get("summary_allocated_memory_peak_bytes")
     if isinstance(peak, int):
         held = f.get("summary_reserved_memory_peak_bytes")
         lines.append(
-            f"torch.cuda.memory_summary(): tensors peaked at {format_bytes(peak)}"
-            + (
-                f", the allocator's reserve at {format_bytes(held)}"
-                if isinstance(held, int)
-                else ""
-            )
+            f"torch.cuda.memory_summary(): tensors peaked at {fmt(peak)}"
+            + (f", the allocator's reserve at {fmt(held)}" if isinstance(held, int) else "")
         )
     reserved = f.get("reserved_unallocated_bytes")
     if (
@@ -878,9 +936,7 @@ def _pytorch(inputs: _Inputs) -> _Built:
         and isinstance(request, int)
         and reserved >= min(request, 512 * MiB)
     ):
-        lines.append(
-            f"{format_bytes(reserved)} is reserved by PyTorch but unallocated: fragmentation"
-        )
+        lines.append(f"{fmt(reserved)} is reserved by PyTorch but unallocated: fragmentation")
         advice.append(
             Advice(
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
@@ -890,7 +946,7 @@ def _pytorch(inputs: _Inputs) -> _Built:
         )
     others = next((c.bytes for c in setup.components if c.name == "other_processes"), 0)
     if others >= 256 * MiB:
-        lines.append(f"other processes hold {format_bytes(others)} of this GPU")
+        lines.append(f"Other processes hold {fmt(others)} of this GPU")
         advice.append(Advice("Close the other programs using this GPU", others, "none"))
     if isinstance(request, int):
         advice.append(

@@ -11,7 +11,7 @@ from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.text import APPROXIMATE, is_approximate, model_line
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
-from vramgui.core.units import GiB, format_bytes, format_duration, format_money
+from vramgui.core.units import GiB, format_bytes, format_duration, format_money, format_rate
 from vramgui.core.units import parse_count as units_parse_count
 from vramgui.core.vllm.encoders import towers_named
 from vramgui.core.workload import (
@@ -45,6 +45,8 @@ _DEFAULTS = Workload()
 # What --rank ranks by: core.fit.RANK_KEYS (named here so that the options cost no estimator
 # import; tests/cli/test_speed_cli.py checks that they agree).
 RANK_KEYS = ("cost", "time")
+# The changes the table and the JSON list when a setup does not fit, best first.
+ADVICE_SHOWN = 5
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -85,6 +87,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_custom_gpu_options(parser)
     add_speed_options(parser)
+    add_host_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(run=run)
 
@@ -229,70 +232,145 @@ def train_tokens_from_args(args: argparse.Namespace) -> int | None:
     return max(1, round(epochs * args.dataset_tokens))
 
 
-def speed_for(
-    spec: ModelSpec,
-    workload: Workload,
+def add_host_options(parser: argparse.ArgumentParser) -> None:
+    """The host RAM and disk a llama.cpp setup that does not fit its GPUs is placed with."""
+    group = parser.add_argument_group(
+        "host (llama.cpp places what the GPUs do not hold in host RAM, then on disk)"
+    )
+    group.add_argument(
+        "--ram-gib", type=float, default=None, help="host RAM for weights (default: available now)"
+    )
+    group.add_argument(
+        "--disk-gbps", type=float, default=None, help="disk read speed, GB/s (default: NVMe)"
+    )
+
+
+def host_from_args(args: argparse.Namespace) -> Any:
+    """``answers.host.HostSettings`` from --ram-gib and --disk-gbps (this machine's where not
+    given).
+
+    Raises:
+        WorkloadError: a figure that is not positive.
+    """
+    from vramgui.answers.host import host_settings
+    from vramgui.core.units import GB
+
+    for flag, value in (("ram-gib", args.ram_gib), ("disk-gbps", args.disk_gbps)):
+        if value is not None and not 0 < value < 1e9:
+            raise WorkloadError(f"--{flag} must be a positive number, got {value}")
+    return host_settings(
+        None if args.ram_gib is None else round(args.ram_gib * GiB),
+        None if args.disk_gbps is None else args.disk_gbps * GB,
+    )
+
+
+def rates_from_args(
     gpu_name: str,
+    workload: Workload,
     args: argparse.Namespace,
     custom: Sequence[CatalogGpu] = (),
-) -> tuple[dict[str, Any] | None, str | None]:
-    """The ``speed`` block (training) or ``serving`` block (inference) on ``gpu_name`` (a
-    catalog GPU, or one of the ``custom`` cards), or None and why there is none."""
-    from vramgui.core.report import serving_block, speed_block
+) -> Any:
+    """``answers.rates.Rates`` of ``gpu_name`` (a catalog GPU, or one of the ``custom`` cards)
+    with --price-per-hour and --matmul-utilization.
+
+    Raises:
+        NoRates: the GPU cannot be timed (a custom card names the flag it lacks).
+        WorkloadError: a utilization outside (0, 1].
+    """
+    from vramgui.answers.rates import NoRates, rates_for, set_utilization
+
+    card = next((card for card in custom if card.name == gpu_name), None)
+    if card is not None and not (card.memory_bandwidth_gbps and card.bf16_tflops):
+        missing = "--gpu-tflops" if card.memory_bandwidth_gbps else "--gpu-gbps"
+        raise NoRates(gpu_name, f"{gpu_name} needs a bandwidth and a tensor rate (give {missing})")
     from vramgui.core.speed import Price
-    from vramgui.hardware.errors import HardwareError
-    from vramgui.hardware.gpus import find_gpu
-    from vramgui.hardware.rates import rental_price, speed_hardware
-
-    try:
-        card = next((card for card in custom if card.name == gpu_name), None)
-        if card is not None and not (card.memory_bandwidth_gbps and card.bf16_tflops):
-            missing = "--gpu-tflops" if card.memory_bandwidth_gbps else "--gpu-gbps"
-            return (
-                None,
-                f"no speed: {gpu_name} needs a bandwidth and a tensor rate (give {missing})",
-            )
-        gpu = card or find_gpu(gpu_name)
-        hardware = speed_hardware(gpu, workload.dtype)
-    except HardwareError:
-        return None, f"no speed: {gpu_name} is not in the GPU catalog (its peak rates are unknown)"
-    except WorkloadError as exc:
-        return None, f"no speed: {exc}"
-    utilization = utilization_for(hardware, args.matmul_utilization)
-    if args.price_per_hour is not None:
-        price: Price | None = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
-    else:
-        price = rental_price(gpu)
-    if workload.mode == "inference":
-        return serving_block(spec, workload, hardware, utilization=utilization, price=price), None
-    block = speed_block(
-        spec,
-        workload,
-        hardware,
-        utilization=utilization,
-        train_tokens=train_tokens_from_args(args),
-        price=price,
-    )
-    return block, None
-
-
-def utilization_for(hardware: Any, matmul: float | None) -> Any:
-    """The utilization to use on ``hardware``: the user's share, else the one measured on this
-    GPU model by `vramgui measure --device cuda`, else the architecture's default."""
-    from vramgui.core.speed import ATTENTION_SHARE, Utilization
     from vramgui.hardware.calibration import measured_utilization
 
-    if matmul is None:
-        measured = measured_utilization(hardware.name)
-        return measured or Utilization.default_for(hardware.architecture)
-    if not 0 < matmul <= 1:
-        raise WorkloadError(f"--matmul-utilization must be in (0, 1], got {matmul}")
-    return Utilization(
-        matmul=matmul,
-        attention=matmul * ATTENTION_SHARE,
-        source="set",
-        detail="--matmul-utilization",
+    price = None
+    if args.price_per_hour is not None:
+        price = Price(args.price_per_hour, args.currency, "set with --price-per-hour")
+    utilization = None
+    if args.matmul_utilization is not None:
+        if not 0 < args.matmul_utilization <= 1:
+            raise WorkloadError(
+                f"--matmul-utilization must be in (0, 1], got {args.matmul_utilization}"
+            )
+        utilization = set_utilization(args.matmul_utilization, "--matmul-utilization")
+    return rates_for(
+        gpu_name,
+        workload.dtype,
+        catalog=None if card is None else (card,),
+        price=price,
+        utilization=utilization,
+        measured=measured_utilization,
     )
+
+
+def timing_for(
+    spec: ModelSpec,
+    est: Any,
+    capacity: tuple[str, int],
+    args: argparse.Namespace,
+    *,
+    draft: ModelSpec | None = None,
+    custom: Sequence[CatalogGpu] = (),
+) -> Any:
+    """The setup timed on the first GPU (a catalog GPU, or one of the ``custom`` cards;
+    ``answers.timing``): a ``Timing``, or ``Untimed``."""
+    from vramgui.answers.rates import NoRates
+    from vramgui.answers.timing import NO_RATES, Untimed, time_setup
+
+    gpu, size = capacity
+    try:
+        rates = rates_from_args(gpu, est.workload, args, custom)
+    except NoRates as exc:
+        return Untimed(gpu, NO_RATES, exc.reason)
+    return time_setup(
+        spec,
+        est,
+        gpu,
+        size,
+        rates,
+        host=host_from_args(args),
+        train_tokens=train_tokens_from_args(args),
+        draft=draft,
+    )
+
+
+def advice_for(
+    spec: ModelSpec,
+    est: Any,
+    capacity: tuple[str, int],
+    args: argparse.Namespace,
+    *,
+    draft: ModelSpec | None = None,
+    custom: Sequence[CatalogGpu] = (),
+) -> list[dict[str, Any]]:
+    """What makes the setup fit the first GPU, as the window's fit advisor says it
+    (``answers.advice``): llama.cpp's placements with host RAM first, then the settings."""
+    from vramgui.answers.advice import advise
+    from vramgui.answers.rates import NoRates
+
+    gpu, size = capacity
+    try:
+        rates = rates_from_args(gpu, est.workload, args, custom)
+    except NoRates:
+        rates = None
+    suggestions = advise(spec, est, size, host=host_from_args(args), rates=rates, draft=draft)
+    return [
+        {
+            "title": s.title,
+            "changes": s.changes,
+            "fits": s.fits,
+            "saves_bytes": s.saves_bytes,
+            "total_bytes": s.total_bytes,
+            "cost": s.cost,
+            "placement": None
+            if s.placement is None
+            else {"n_gpu_layers": s.placement[0], "n_cpu_moe": s.placement[1]},
+        }
+        for s in suggestions[:ADVICE_SHOWN]
+    ]
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
@@ -718,40 +796,32 @@ def ranked_catalog(
     by: str,
     *,
     train_tokens: int | None,
-    price_per_hour: float | None = None,
-    currency: str = "USD",
+    args: argparse.Namespace,
     draft: ModelSpec | None = None,
 ) -> list[dict[str, Any]]:
-    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``core.fit.rank_setups``)."""
-    from vramgui.core.fit import rank_setups
-    from vramgui.core.speed import Price
+    """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``answers.timing``), timed
+    with --price-per-hour, --matmul-utilization and the host options."""
+    from vramgui.answers.rates import NoRates
+    from vramgui.answers.timing import rank_setups
     from vramgui.hardware.gpus import load_catalog
-    from vramgui.hardware.rates import rental_price, speed_hardware
 
     offers = []
     for gpu in load_catalog():
         if not gpu.nvml:
             continue
         try:
-            hardware = speed_hardware(gpu, workload.dtype)
-        except WorkloadError:
+            offers.append(
+                (gpu.name, gpu.capacity_bytes(), rates_from_args(gpu.name, workload, args))
+            )
+        except NoRates:
             continue
-        price = (
-            Price(price_per_hour, currency, "set with --price-per-hour")
-            if price_per_hour is not None
-            else rental_price(gpu)
-        )
-        offers.append((gpu.name, gpu.capacity_bytes(), hardware, price))
-    from vramgui.hardware.calibration import load
-
-    measured = {name: c.utilization() for name, c in load().items()}
     ranked = rank_setups(
         spec,
         workload,
         offers,
         by=by,
+        host=host_from_args(args),
         train_tokens=train_tokens,
-        utilizations=measured,
         draft=draft,
     )
     return [r.to_dict() for r in ranked]
@@ -800,21 +870,26 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.rank:
         extra["ranked"] = ranked_catalog(
-            spec,
-            workload,
-            args.rank,
-            train_tokens=train_tokens,
-            price_per_hour=args.price_per_hour,
-            currency=args.currency,
-            draft=draft,
+            spec, workload, args.rank, train_tokens=train_tokens, args=args, draft=draft
         )
-    speed_note = None
+    untimed = None
     if capacities:
+        from vramgui.answers.timing import Untimed
+
         key = "speed" if workload.mode == "training" else "serving"
-        extra[key], speed_note = speed_for(spec, workload, capacities[0][0], args, custom)
+        timing = timing_for(spec, est, capacities[0], args, draft=draft, custom=custom)
+        untimed = timing if isinstance(timing, Untimed) else None
+        extra[key] = None if untimed is not None else timing.block()
+    if capacities and rows and not rows[0].fits:
+        extra["advice"] = advice_for(spec, est, capacities[0], args, draft=draft, custom=custom)
+    if capacities and est.vllm is not None:
+        from vramgui.answers.capacity import serving_report
+
+        # The Serving tab's report: concurrency against --max-model-len, the change that starts.
+        extra["serving_report"] = serving_report(spec, workload, capacities, draft).to_dict()
     doc = estimate_document(spec, est, rows, extra)
-    if speed_note and (workload.mode == "training" or custom):
-        doc["notes"].append(speed_note)
+    if untimed is not None:
+        doc["notes"].append(untimed.note())
     from vramgui.hardware.gpus import engine_notes
 
     doc["notes"] += engine_notes(workload.engine, [name for name, _ in capacities])
@@ -895,6 +970,9 @@ def format_table(doc: dict[str, Any]) -> str:
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))
+    for advice in doc.get("advice", []):
+        verdict = "fits" if advice["fits"] else "does not fit yet"
+        lines.append(f"advice: {advice['title']} ({verdict}; {advice['cost']})")
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -984,6 +1062,9 @@ def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
     """The table's lines for the ``speed`` block: throughput, and the run's time and cost."""
     u = speed["utilization"]
     where = f"{gpus} x {speed['gpu']}" if gpus > 1 else speed["gpu"]
+    placement = speed.get("placement")
+    if placement and placement["kind"] != "as set":
+        where = f"{placement['text']} (the setup as chosen does not fit)"
     basis = {
         "default": f"default for {u.get('detail', 'this GPU')}",
         "unmeasured": "a guess: no measurement on this architecture",
@@ -991,7 +1072,7 @@ def speed_lines(speed: dict[str, Any], gpus: int) -> list[str]:
         "set": "set with --matmul-utilization",
     }.get(u["source"], u["source"])
     lines = [
-        f"speed on {where}: {speed['tokens_per_second']:,.0f} tokens/s, "
+        f"speed on {where}: {format_rate(speed['tokens_per_second'])} tokens/s, "
         f"{speed['step_seconds']:.2f} s a step (MFU {speed['mfu']:.0%}; matrix products at "
         f"{u['matmul']:.0%} of peak, {basis})"
     ]
@@ -1037,10 +1118,14 @@ def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list
 
 
 def serving_line(serving: dict[str, Any], gpus: int) -> str:
-    """The table's line for the ``serving`` block: decode speed and cost per million tokens."""
+    """The table's line for the ``serving`` block: decode speed and cost per million tokens,
+    on the placement timed when it is not the setup as chosen."""
     where = f"{gpus} x {serving['gpu']}" if gpus > 1 else serving["gpu"]
+    placement = serving.get("placement")
+    if placement and placement["kind"] != "as set":
+        where = f"{placement['text']} (the setup as chosen does not fit)"
     text = (
-        f"serving on {where}: {serving['tokens_per_second']:,.0f} tokens/s generated at batch "
+        f"serving on {where}: {format_rate(serving['tokens_per_second'])} tokens/s generated at batch "
         f"{serving['concurrency']} ({serving['bound']}-bound decode at full context)"
     )
     price = serving.get("price")

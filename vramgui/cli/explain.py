@@ -64,13 +64,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(d: float | None) -> str:
-    return "" if d is None else f"{d:+.1%}"
-
-
 def render(e: Explanation) -> str:
     """The explanation as text, every string from the log made printable."""
-    from vramgui.answers.explain import shown_settings
+    from vramgui.answers.explain import (
+        DIFFERENCE_MEANING,
+        accuracy_text,
+        advice_text,
+        device_label,
+        difference_text,
+        shown_settings,
+    )
+    from vramgui.core.logs import component_label
 
     s = e.setup
     out = [
@@ -87,22 +91,22 @@ def render(e: Explanation) -> str:
     if e.components:
         rows = [
             (
-                r.name,
-                printable(r.device),
+                component_label(r.name),
+                printable(device_label(r.device)),
                 format_bytes(r.logged_bytes),
-                "-" if r.estimated_bytes is None else format_bytes(r.estimated_bytes),
-                _pct(r.difference) + (" !" if r.flagged else ""),
+                "not estimated" if r.estimated_bytes is None else format_bytes(r.estimated_bytes),
+                difference_text(r),
+                ("! " if r.flagged else "") + accuracy_text(r),
             )
             for r in e.components
         ]
-        out += ["", table(("component", "device", "logged", "estimate", "difference"), rows)]
+        header = ("component", "device", "logged", "estimate", "difference", "accuracy")
+        out += ["", table(header, rows), f"difference: {DIFFERENCE_MEANING}"]
     if e.decision_lines:
         out += ["", "Why:"] + [f"  {printable(line)}" for line in e.decision_lines]
     if e.advice:
-        out += ["", "What to change (cheapest first):"]
-        for a in e.advice:
-            frees = f", frees {format_bytes(a.frees_bytes)}" if a.frees_bytes else ""
-            out.append(f"  - {printable(a.title)}{frees} (costs: {printable(a.cost)})")
+        out += ["", "What to change (those that fit first, then the cheapest):"]
+        out += [f"  - {printable(advice_text(a))}" for a in e.advice]
     if e.launch_line:
         out += ["", "Launch:"] + [f"  {printable(line)}" for line in e.launch_line.splitlines()]
     if e.notes:

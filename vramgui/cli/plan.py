@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,8 +18,10 @@ from vramgui.core.units import GB, GiB, format_bytes
 from vramgui.core.workload import Workload, served_family
 
 if TYPE_CHECKING:
+    from vramgui.answers.host import HostSettings
+    from vramgui.answers.offload import OffloadAnswer
     from vramgui.core.model import ModelSpec
-    from vramgui.core.offload import Bandwidths, Placement, curves
+    from vramgui.core.offload import Bandwidths, curves
     from vramgui.core.offload.fit import FitResult
 
 SCHEMA = "vramgui.plan/1"
@@ -193,9 +194,10 @@ class _Gpu:
     catalog: Any  # the catalog entry whose speeds the roofline uses, or None
 
 
-def _gpus(args: argparse.Namespace) -> list[_Gpu]:
+def _gpus(args: argparse.Namespace, total: int = 1) -> list[_Gpu]:
     """The GPUs the model spans: each --gpu (``local``: every local GPU), in order, with the
-    --vram-gib budgets when given (one figure for all, or one per GPU)."""
+    --vram-gib budgets when given (one figure for all, or one per GPU); one GPU named with
+    ``total`` (--gpus) above 1 is that many of them."""
     from vramgui.hardware.capacity import resolve_capacities
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
@@ -204,6 +206,8 @@ def _gpus(args: argparse.Namespace) -> list[_Gpu]:
     budgets = vram_budgets(args.vram_gib)
     if not capacities and not budgets:
         raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
+    if len(capacities) == 1 and len(budgets) <= 1 and total > 1:
+        capacities *= total
     count = max(len(capacities), len(budgets))
     if len(budgets) == 1:
         budgets *= count
@@ -228,43 +232,34 @@ def _gpus(args: argparse.Namespace) -> list[_Gpu]:
 
 
 def bandwidths_from_args(
-    args: argparse.Namespace, gpu: Any, others: Sequence[Any] = ()
+    args: argparse.Namespace, gpu: Any, host: HostSettings, others: Sequence[Any] = ()
 ) -> Bandwidths:
-    """The speed model's bandwidths: the GPU's catalog peaks and host defaults, as overridden,
-    with the memory bandwidths at the share decoding reaches (``--gpu-efficiency``,
-    ``--ram-efficiency``); ``others`` are the catalog entries of GPU 1, 2... when the model
-    spans several (their own peaks at the same share)."""
+    """The speed model's bandwidths (``answers.offload.bandwidths_for``): the GPU's catalog
+    peaks and host defaults, as overridden; ``others`` are the catalog entries of GPU 1, 2...
+    when the model spans several."""
+    from vramgui.answers.offload import bandwidths_for
     from vramgui.hardware.gpus import find_gpu
-    from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
 
     source = gpu if gpu is not None else find_gpu(DEFAULT_GPU)
-    catalog_tflops = source.bf16_tflops or source.fp16_tflops
-    tflops = _positive("gpu-tflops", args.gpu_tflops) or catalog_tflops
+    tflops = _positive("gpu-tflops", args.gpu_tflops) or source.bf16_tflops or source.fp16_tflops
     if tflops is None:
         raise WorkloadError(
             f"the catalog has no 16-bit TFLOPS for {source.name}; give --gpu-tflops"
         )
     gpu_gbps = _positive("gpu-gbps", args.gpu_gbps)
     pcie_gbps = _positive("pcie-gbps", args.pcie_gbps)
-    disk_gbps = _positive("disk-gbps", args.disk_gbps)
-    bandwidths = offload.expected_bandwidths(
-        gpu_peak_bytes_per_s=gpu_gbps * GB if gpu_gbps else source.memory_bandwidth_bytes_per_s,
-        pcie_bytes_per_s=pcie_gbps * GB if pcie_gbps else pcie_bytes_per_s(source.pcie_gen or 4),
-        cpu_ram_peak_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
-        disk_bytes_per_s=disk_gbps * GB if disk_gbps else DEFAULT_DISK_READ_BYTES_PER_S,
+    return bandwidths_for(
+        source,
+        host,
+        gpu_peak_bytes_per_s=gpu_gbps * GB if gpu_gbps else None,
         gpu_flops=tflops * 1e12,
+        pcie=pcie_gbps * GB if pcie_gbps else None,
+        cpu_ram_peak_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
         cpu_flops=_positive("cpu-tflops", args.cpu_tflops) * 1e12,  # type: ignore[operator]
         gpu_efficiency=args.gpu_efficiency,
         host_efficiency=args.ram_efficiency,
+        others=[o if o is not None else source for o in others],
     )
-    if not others:
-        return bandwidths
-    speeds = []
-    for other in others:
-        entry = other if other is not None else source
-        flops = (entry.bf16_tflops or entry.fp16_tflops or tflops) * 1e12
-        speeds.append((entry.memory_bandwidth_bytes_per_s * args.gpu_efficiency, flops))
-    return dataclasses.replace(bandwidths, other_gpus=tuple(speeds))
 
 
 def _layout(args: argparse.Namespace, planner: str) -> LlamaCppLayout:
@@ -289,13 +284,14 @@ def _layout(args: argparse.Namespace, planner: str) -> LlamaCppLayout:
     return layout
 
 
-def _host_ram(args: argparse.Namespace) -> int | None:
-    ram = _positive("ram-gib", args.ram_gib)
-    if ram is not None:
-        return round(ram * GiB)
-    from vramgui.hardware.host import read_host_info
+def _host(args: argparse.Namespace) -> HostSettings:
+    from vramgui.answers.host import host_settings
 
-    return read_host_info().ram_available_bytes
+    ram = _positive("ram-gib", args.ram_gib)
+    disk = _positive("disk-gbps", args.disk_gbps)
+    return host_settings(
+        None if ram is None else round(ram * GiB), None if disk is None else disk * GB
+    )
 
 
 def _layer_entry(p: offload.PlacedUnit) -> dict[str, Any]:
@@ -337,23 +333,20 @@ def _curve(points: Sequence[curves.CurvePoint]) -> list[dict[str, Any]]:
 
 def plan_document(
     spec: ModelSpec,
-    workload: Workload,
-    placement: Placement,
-    bandwidths: Bandwidths,
+    answer: OffloadAnswer,
     *,
     gpu_name: str,
-    prompt_tokens: int | None = None,
     gpu_names: Sequence[str] = (),
-    host_ram_bytes: int | None = None,
     fit: FitResult | None = None,
     ollama: str | None = None,
 ) -> dict[str, Any]:
-    """The ``vramgui.plan/1`` document: layers with devices, memory, speed and launch settings."""
+    """The ``vramgui.plan/1`` document of an offload plan (``answers.offload``): layers with
+    devices, memory, speed, the alternatives and launch settings."""
     from vramgui.core import launch
     from vramgui.core.report import model_summary
 
-    speed = offload.decode_throughput(placement, bandwidths)
-    curve = offload.throughput_curve(placement, bandwidths)
+    placement, bandwidths, speed = answer.placement, answer.bandwidths, answer.throughput
+    workload = placement.workload
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "model": model_summary(spec),
@@ -369,11 +362,13 @@ def plan_document(
             "gpu_flops": bandwidths.gpu_flops,
             "cpu_flops": bandwidths.cpu_flops,
         },
+        "host": answer.host.to_dict(),
+        "chosen": answer.chosen,
         "vram_budget_bytes": list(placement.vram_budget_bytes),
         "margin_bytes": placement.margin_bytes,
         "fits": placement.fits,
         "gpu_layers": placement.gpu_layers,
-        "min_vram_bytes": offload.min_vram_bytes(spec, workload),
+        "min_vram_bytes": answer.min_vram_bytes,
         "gpu_bytes": list(placement.gpu_bytes),
         "host_bytes": placement.host_bytes,
         "disk_bytes": placement.disk_bytes,
@@ -383,11 +378,11 @@ def plan_document(
         "layers": [_layer_entry(p) for p in placement.units],
         "tokens_per_second": speed.tokens_per_second,
         "bound": speed.bound,
-        "prefill_seconds": offload.prefill_seconds(placement, bandwidths, prompt_tokens),
-        "compute_bound_batch": offload.compute_bound_batch(placement, bandwidths),
+        "prefill_seconds": answer.prefill_seconds,
+        "compute_bound_batch": answer.compute_bound_batch,
         "throughput": [
             {"batch": t.batch, "tokens_per_second": t.tokens_per_second, "bound": t.bound}
-            for t in curve
+            for t in answer.curve
         ],
         "launch": [
             s.to_dict() for s in launch.launch_settings(spec, workload, placement, ollama=ollama)
@@ -414,25 +409,10 @@ def plan_document(
             "main_gpu": layout.main_gpu,
             "op_offload": layout.op_offload,
         }
-        from vramgui.core.offload import curves
-
-        model = offload.llamacpp_model(spec, workload)
-        budgets = placement.vram_budget_bytes
-        kwargs = {
-            "layout": layout,
-            "host_ram_bytes": host_ram_bytes,
-            "margin_bytes": placement.margin_bytes,
-        }
-        layers = curves.layer_curve(model, budgets, bandwidths, **kwargs)  # type: ignore[arg-type]
-        by_experts = curves.expert_curve(model, budgets, bandwidths, **kwargs)  # type: ignore[arg-type]
-        doc["curves"] = {"layers": _curve(layers), "experts": _curve(by_experts)}
-        fastest = {
-            kind: curves.best(points)
-            for kind, points in (("layers", layers), ("experts", by_experts))
-        }
+        doc["curves"] = {"layers": _curve(answer.layers), "experts": _curve(answer.experts)}
         doc["best"] = {
             kind: _curve([point])[0] if point is not None else None
-            for kind, point in fastest.items()
+            for kind, point in answer.alternatives.items()
         }
     if fit is not None:
         doc["fit"] = {
@@ -447,6 +427,7 @@ def plan_document(
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan as a table or as JSON."""
+    from vramgui.answers.offload import plan_offload
     from vramgui.core import launch
     from vramgui.sources.results import OLLAMA_PREFIX
 
@@ -458,9 +439,10 @@ def run(args: argparse.Namespace) -> int:
         doc = training_document(spec, workload)
         print(json.dumps(doc, indent=2) if args.json else format_training(doc))
         return 0
-    gpus = _gpus(args)
+    gpus = _gpus(args, workload.gpus)
     budgets = [g.budget_bytes for g in gpus]
-    bandwidths = bandwidths_from_args(args, gpus[0].catalog, [g.catalog for g in gpus[1:]])
+    host = _host(args)
+    bandwidths = bandwidths_from_args(args, gpus[0].catalog, host, [g.catalog for g in gpus[1:]])
     planner = args.planner or ("llamacpp" if workload.engine == "llamacpp" else "accelerate")
     if args.ngl is not None and planner != "llamacpp":
         raise WorkloadError("--ngl applies to --planner llamacpp")
@@ -482,7 +464,6 @@ def run(args: argparse.Namespace) -> int:
         if planner == "llamacpp":
             workload, said = launch.ollama_workload(spec, workload, budgets, seq_given=seq_given)
             notices += said
-    host_ram = _host_ram(args)
     margin = _margin(args)
     fit = None
     if args.fit:
@@ -499,30 +480,28 @@ def run(args: argparse.Namespace) -> int:
             margin_bytes=margin,
             context_auto=args.fit_ctx is not None or not seq_given,
             min_context=args.fit_ctx or offload.DEFAULT_FIT_MIN_CONTEXT,
-            host_ram_bytes=host_ram,
+            host_ram_bytes=host.ram_bytes,
             layout=layout,
         )
-        placement = dataclasses.replace(fit.placement, margin_bytes=margin)
-    else:
-        placement = offload.plan(
-            planner,
-            spec,
-            workload,
-            budgets,
-            host_ram_bytes=host_ram,
-            n_gpu_layers=args.ngl,
-            margin_bytes=margin,
-            layout=layout if planner == "llamacpp" else None,
-        )
+    answer = plan_offload(
+        spec,
+        workload,
+        planner,
+        budgets,
+        bandwidths=bandwidths,
+        host=host,
+        n_gpu_layers=args.ngl,
+        layout=layout if planner == "llamacpp" else None,
+        margin_bytes=margin,
+        prompt_tokens=args.prompt,
+        fit=fit,
+        curves=True,
+    )
     doc = plan_document(
         spec,
-        placement.workload,
-        placement,
-        bandwidths,
+        answer,
         gpu_name=gpus[0].name,
-        prompt_tokens=args.prompt,
         gpu_names=[g.name for g in gpus],
-        host_ram_bytes=host_ram,
         fit=fit,
         ollama=ollama,
     )
@@ -605,6 +584,15 @@ def _runs(layers: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
     ]
 
 
+# Where the host figures come from, as the table says it (answers.host).
+_HOST_SOURCES = {
+    "set": "--ram-gib / --disk-gbps",
+    "this machine": "available on this machine now; --ram-gib sets it",
+    "unknown": "unknown: no limit assumed; --ram-gib sets it",
+    "default": "the NVMe default; --disk-gbps sets it",
+}
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text view of the plan for people."""
     s = doc["settings"]
@@ -632,9 +620,13 @@ def format_table(doc: dict[str, Any]) -> str:
             f"{format_bytes(share['kv_cache_bytes'])}, compute buffer "
             f"{format_bytes(share['buffers_bytes'])}"
         )
+    host = doc["host"]
+    ram = "unknown" if host["ram_bytes"] is None else format_bytes(host["ram_bytes"])
     lines.append(
-        f"host RAM: {format_bytes(doc['host_bytes'])}   disk: {format_bytes(doc['disk_bytes'])}   "
-        f"one-layer floor: {format_bytes(doc['min_vram_bytes'])}"
+        f"host RAM: {format_bytes(doc['host_bytes'])} of {ram} ({_HOST_SOURCES[host['ram_source']]})"
+        f"   disk: {format_bytes(doc['disk_bytes'])} at {host['disk_bytes_per_s'] / GB:g} GB/s"
+        f" ({_HOST_SOURCES[host['disk_source']]})   one-layer floor: "
+        f"{format_bytes(doc['min_vram_bytes'])}"
     )
     lines.append(
         f"decode: {doc['tokens_per_second']:,.2f} tokens/s (bound by {doc['bound'].replace('_', ' ')})"
@@ -643,6 +635,10 @@ def format_table(doc: dict[str, Any]) -> str:
     turn = doc["compute_bound_batch"]
     if turn:
         lines.append(f"compute-bound from batch {turn:,}")
+    if doc.get("chosen") == "fastest" and doc.get("best"):
+        lines.append(
+            "the launch lines below take the fastest placement that fits; the alternatives:"
+        )
     for kind, label in (("layers", "whole layers"), ("experts", "experts in host RAM")):
         point = (doc.get("best") or {}).get(kind)
         if point:

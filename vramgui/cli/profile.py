@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
-from vramgui.cli.estimate import add_estimate_options, load_for
+from vramgui.cli.estimate import add_estimate_options, add_host_options, host_from_args, load_for
 from vramgui.cli.text import printable, table
 from vramgui.core.units import format_bytes
-from vramgui.core.workload import Workload
 from vramgui.profiles import (
     MAX_BUNDLE_BYTES,
     NameTaken,
+    OffloadSettings,
     Profile,
     ProfileError,
     ProfileStore,
@@ -32,7 +32,6 @@ from vramgui.profiles.compare import MODEL, TOTAL, FitCell, compare
 
 if TYPE_CHECKING:
     from vramgui.profiles.reopen import Reestimate
-    from vramgui.sources.results import ResolvedModel
 
 LIST_SCHEMA = "vramgui.profiles/1"
 SHOW_SCHEMA = "vramgui.profile-show/1"
@@ -61,6 +60,7 @@ def add_parser(subparsers: Any) -> None:
     save.add_argument("name", metavar="NAME")
     save.add_argument("source", metavar="SOURCE", help="path, catalog name or Hub repo id")
     add_estimate_options(save)
+    add_offload_options(save)
     save.add_argument(
         "--notes",
         default=None,
@@ -125,20 +125,42 @@ def add_parser(subparsers: Any) -> None:
     imp.set_defaults(run=_import)
 
 
-def estimate_for(
-    loaded: ResolvedModel, workload: Workload, gpus: tuple[str, ...]
-) -> dict[str, Any]:
-    """The estimate document (``vramgui.estimate/1``) of a setup, with where its model came from.
+def add_offload_options(parser: argparse.ArgumentParser) -> None:
+    """The placement and host a llama.cpp profile keeps (``vramgui plan``'s flags)."""
+    add_host_options(parser)
+    group = parser.add_argument_group("llama.cpp placement kept with the profile")
+    group.add_argument(
+        "--ngl", type=int, default=None, help="llama.cpp -ngl (default: the fastest that fits)"
+    )
+    group.add_argument(
+        "--n-cpu-moe", type=int, default=0, metavar="N", help="experts of the first N layers in RAM"
+    )
+    group.add_argument("--cpu-moe", action="store_true", help="every layer's experts in RAM")
+    group.add_argument(
+        "--no-op-offload", action="store_true", help="llama.cpp --no-op-offload (see `plan`)"
+    )
+
+
+def offload_from_args(args: argparse.Namespace) -> OffloadSettings:
+    """The placement and host a profile keeps, from the flags (checked as `plan` checks them).
 
     Raises:
-        VramguiError: the workload does not apply to the model, or a GPU name is unknown.
+        WorkloadError: a negative layer count or a host figure that is not positive.
     """
-    from vramgui.core.report import document_for
-    from vramgui.hardware.capacity import resolve_capacities
+    from vramgui.core.errors import WorkloadError
 
-    document = document_for(loaded.spec, workload, resolve_capacities(list(gpus)))
-    document["source"] = loaded.ref.to_dict()
-    return document
+    for flag, value in (("ngl", args.ngl), ("n-cpu-moe", args.n_cpu_moe)):
+        if value is not None and value < 0:
+            raise WorkloadError(f"--{flag} must be 0 or more, got {value}")
+    host = host_from_args(args)
+    return OffloadSettings(
+        n_gpu_layers=args.ngl,
+        n_cpu_moe=args.n_cpu_moe,
+        cpu_moe=args.cpu_moe,
+        op_offload=not args.no_op_offload,
+        ram_bytes=host.ram_bytes if host.ram_source == "set" else None,
+        disk_bytes_per_s=host.disk_bytes_per_s if host.disk_source == "set" else None,
+    )
 
 
 def _save(args: argparse.Namespace) -> int:
@@ -146,8 +168,13 @@ def _save(args: argparse.Namespace) -> int:
     # As `estimate` reads it: a GGUF file or an Ollama model is served by llama.cpp unless
     # --engine says otherwise, and a longer context than the model's is refused.
     loaded, workload = load_for(args)
+    from vramgui.answers.documents import saved_document
+    from vramgui.hardware.capacity import resolve_capacities
+
     gpus = _gpu_names(args)
-    document = estimate_for(loaded, workload, gpus)
+    offload = offload_from_args(args)
+    capacities = resolve_capacities(list(gpus))
+    document = saved_document(loaded, workload, capacities, rates=_rates(), offload=offload)
     previous = store.find(args.name) if args.update else None
     notes = args.notes
     if notes is None:
@@ -159,6 +186,7 @@ def _save(args: argparse.Namespace) -> int:
         gpus=gpus,
         notes=notes,
         saved_estimate=document,
+        offload=offload,
     )
     try:
         saved = store.save(profile, update=args.update)
@@ -225,13 +253,23 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _reopen(profile: Profile) -> Reestimate:
-    """Re-estimate a profile; a model that cannot be loaded now leaves only the saved estimate."""
-    from vramgui.core.report import document_for
+    """Re-estimate a profile and time it on its first GPU with its saved placement and host
+    (``answers.documents.reestimate_profile``, as the window compares profiles); a model that
+    cannot be loaded now leaves only the saved estimate."""
+    from vramgui.answers.documents import reestimate_profile
     from vramgui.hardware.capacity import resolve_capacities
-    from vramgui.profiles.reopen import reestimate
     from vramgui.sources.resolve import load_model
 
-    return reestimate(profile, load_model, resolve_capacities, document_for)
+    return reestimate_profile(profile, load_model, resolve_capacities, _rates())
+
+
+def _rates() -> Any:
+    """The catalog's rates, with the utilization measured on this machine's GPU models."""
+    from vramgui.answers.rates import catalog_rates
+    from vramgui.hardware.calibration import measured_utilization
+    from vramgui.hardware.gpus import load_catalog
+
+    return catalog_rates(load_catalog(), measured_utilization)
 
 
 def _notices(r: Reestimate) -> list[str]:

@@ -107,7 +107,9 @@ class Suggestion:
         saves_bytes: memory saved per GPU.
         cost: what the user gives up.
         fits: whether the setup fits the GPU after the change.
-        total_bytes: the estimate after the change.
+        total_bytes: the estimate after the change (an offload: the GPU's memory then).
+        placement: llama.cpp's ``(-ngl, --n-cpu-moe)`` for advice that offloads (weights in
+            host RAM, nothing in the workload changed), else None.
     """
 
     title: str
@@ -116,6 +118,7 @@ class Suggestion:
     cost: str
     fits: bool
     total_bytes: int
+    placement: tuple[int, int] | None = None
 
 
 def fit_rows(est: Estimate, capacities: Iterable[Capacity]) -> list[FitRow]:
@@ -396,7 +399,7 @@ def gpus_needed(
     (under vLLM: the fewest on which vLLM starts).
     """
     for count in _powers_of_two(limit):
-        margin = _margin(spec, _sharded(workload, count), capacity_bytes, draft)
+        margin = _margin(spec, sharded(workload, count), capacity_bytes, draft)
         if margin is not None and margin[0] >= 0:
             return count
     return None
@@ -707,7 +710,7 @@ def rank_setups(
         count = gpus_needed(spec, workload, capacity, limit, draft)
         if count is None:
             continue
-        trial = _sharded(workload, count)
+        trial = sharded(workload, count)
         u = (utilizations or {}).get(name)
         try:
             if trial.mode == "training":
@@ -741,7 +744,7 @@ def order_setups(ranked: Iterable[RankedSetup], by: str) -> list[RankedSetup]:
     )
 
 
-def _sharded(workload: Workload, count: int) -> Workload:
+def sharded(workload: Workload, count: int) -> Workload:
     """The workload on ``count`` GPUs, sharded as ``gpus_needed`` shards it."""
     if workload.mode == "training":
         return workload.with_(

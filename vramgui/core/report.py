@@ -13,15 +13,6 @@ from vramgui.core.estimate import Estimate, estimate, parameters_without_embeddi
 from vramgui.core.fit import FitRow, fit_rows
 from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.offload import layer_weights
-from vramgui.core.speed import (
-    Hardware,
-    Price,
-    Utilization,
-    cost_per_million_tokens,
-    run_cost,
-    serving_speed,
-    training_speed,
-)
 from vramgui.core.workload import Workload
 
 SCHEMA = "vramgui.estimate/1"
@@ -113,70 +104,3 @@ def rules_of_thumb(spec: ModelSpec, est: Estimate) -> dict[str, int]:
         for name, per_param in (("accelerate_8_bytes", 8), ("hf_docs_18_bytes", 18)):
             out[name] = rules.training_bytes_per_parameter(spec.parameters, per_param)
     return out
-
-
-def speed_block(
-    spec: ModelSpec,
-    workload: Workload,
-    hardware: Hardware,
-    *,
-    utilization: Utilization | None = None,
-    train_tokens: int | None = None,
-    price: Price | None = None,
-) -> dict[str, Any]:
-    """The document's ``speed`` object for a training workload on GPUs like ``hardware``:
-    throughput and step time, and with ``train_tokens`` the run's wall time, GPU-hours and cost
-    (docs/cli.md lists the keys).
-
-    Raises:
-        WorkloadError: not a training workload, or settings the model cannot take.
-    """
-    speed = training_speed(spec, workload, hardware, utilization)
-    block = {"gpu": hardware.name, **speed.to_dict()}
-    if price is not None:
-        block["price"] = price.to_dict()
-    if train_tokens is not None:
-        run = run_cost(speed, workload.gpus, train_tokens, price)
-        block.update(
-            {
-                "train_tokens": run.tokens,
-                "time_seconds": round(run.time_seconds, 1),
-                "gpu_hours": round(run.gpu_hours, 3),
-                "cost": None if run.cost is None else round(run.cost, 2),
-                "currency": None if price is None else price.currency,
-                "price_source": None if price is None else price.source,
-            }
-        )
-    return block
-
-
-def serving_block(
-    spec: ModelSpec,
-    workload: Workload,
-    hardware: Hardware,
-    *,
-    utilization: Utilization | None = None,
-    price: Price | None = None,
-) -> dict[str, Any]:
-    """The document's ``serving`` object for an inference workload on GPUs like ``hardware``:
-    decode throughput at the batch as concurrency and the cost of a million generated tokens
-    (docs/cli.md lists the keys).
-
-    Raises:
-        WorkloadError: not an inference workload, or settings the model cannot take.
-    """
-    served = serving_speed(spec, workload, hardware, utilization)
-    per_million = (
-        None
-        if price is None
-        else cost_per_million_tokens(served.tokens_per_second, workload.gpus, price)
-    )
-    return {
-        "gpu": hardware.name,
-        "concurrency": served.concurrency,
-        "tokens_per_second": round(served.tokens_per_second, 1),
-        "step_seconds": round(served.step_seconds, 6),
-        "bound": served.bound,
-        "cost_per_million_tokens": None if per_million is None else round(per_million, 4),
-        "price": None if price is None else price.to_dict(),
-    }

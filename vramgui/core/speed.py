@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramgui.core import dtypes, parallel
+from vramgui.core import dtypes, llamacpp_speed, parallel
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.offload.placement import model_units
@@ -123,6 +123,8 @@ class Hardware:
         gpus_per_machine: GPUs one machine holds; more go over the network.
         architecture: the GPU's architecture generation ("Hopper", "Ampere"...), which sets
             the default utilization.
+        memory_type: its memory ("HBM3", "GDDR6X", "LPDDR5"...; "" where unknown), which sets
+            the share of the bandwidth llama.cpp's kernels reach (core/llamacpp_speed).
     """
 
     name: str
@@ -133,6 +135,7 @@ class Hardware:
     network_bytes_per_s: float = NETWORK_BYTES_PER_S
     gpus_per_machine: int = GPUS_PER_MACHINE
     architecture: str = ""
+    memory_type: str = ""
 
     def __post_init__(self) -> None:
         for name in ("flops", "memory_bytes_per_s", "link_bytes_per_s", "pcie_bytes_per_s"):
@@ -549,12 +552,22 @@ class ServingSpeed:
         tokens_per_second: tokens generated per second over the setup's GPUs.
         step_seconds: one decode step (one token for each sequence).
         bound: "memory" (weights and KV cache reads) or "compute".
+        basis: "measured" or "extrapolated" where llama.cpp's published llama-bench rows set the
+            figure (``core.llamacpp_speed``: one sequence on one GPU), "roofline" where it is the
+            datasheet roofline at the training model's shares, checked against no measurement.
+        notes: what the figure assumes (the builds measured, why it is extrapolated).
+        prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
+            else the whole context) from an empty cache, where it is estimated (llama.cpp on one
+            GPU with a tensor rate), else None.
     """
 
     concurrency: int
     tokens_per_second: float
     step_seconds: float
     bound: str
+    basis: str = "roofline"
+    notes: tuple[str, ...] = ()
+    prefill_seconds: float | None = None
 
 
 def serving_speed(
@@ -571,14 +584,35 @@ def serving_speed(
     training model; tensor parallelism adds two all-reduces of the hidden states per block over
     the link, each at least NCCL's small-message latency.
 
+    One sequence with llama.cpp (on one GPU, or split by layers) takes llama.cpp's own speed at
+    the full context instead (``core.llamacpp_speed``, set from published llama-bench rows), and
+    on one GPU the time to first token for the prompt, unless the utilization was set or
+    calibrated by the user.
+
     Raises:
         WorkloadError: not an inference workload, or settings the model cannot take.
     """
     w = workload
     if w.mode != "inference":
         raise WorkloadError("a serving speed needs --mode inference")
-    u = utilization or Utilization.default_for(hardware.architecture)
     concurrency = w.batch
+    own_shares = utilization is None or utilization.source in ("default", "unmeasured")
+    if own_shares and w.engine == "llamacpp" and concurrency == 1 and w.tp == 1:
+        own = llamacpp_speed.decode(spec, w, hardware, depth=w.seq, gpus=w.gpus)
+        # Several GPUs pipeline a long prompt's micro-batches: not modelled, no figure.
+        prompt = (
+            None if w.gpus > 1 else llamacpp_speed.prefill(spec, w, hardware, w.prompt or w.seq)
+        )
+        return ServingSpeed(
+            1,
+            own.tokens_per_second,
+            own.seconds,
+            MEMORY,
+            own.basis,
+            own.notes,
+            None if prompt is None else prompt.seconds,
+        )
+    u = utilization or Utilization.default_for(hardware.architecture)
     read = flops = 0.0
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)

@@ -462,6 +462,34 @@ _PART_NAMES = {
 }
 
 
+# The Weights choices, as safetensors headers and config.json's torch_dtype name them.
+HEADER_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
+CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def header_dtype(spec: ModelSpec) -> str | None:
+    """The Weights choice most of the stored tensors' weights are in, as their headers say
+    ("bf16", "fp16", "fp32"), or None where no tensor states one of them, or where the tensors
+    come from config.json (most state no dtype; the few that do, a router's float32 bias, say
+    nothing of the rest)."""
+    counts: Counter[str] = Counter()
+    stated = total = 0
+    for t in spec.tensors:
+        total += t.numel
+        stated += t.numel if t.dtype else 0
+        name = HEADER_DTYPES.get(t.dtype or "")
+        if name is not None:
+            counts[name] += t.numel
+    if not counts or 2 * stated < total:
+        return None
+    return counts.most_common(1)[0][0]
+
+
+def config_dtype(spec: ModelSpec) -> str | None:
+    """The Weights choice config.json's ``torch_dtype`` names, or None."""
+    return CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
+
+
 def weight_bytes(spec: ModelSpec, dtype: str, quant: str) -> int:
     """Bytes of all weights of ``spec`` under the dtype and scheme (see ``assign_storage``)."""
     return sum(s.bytes for s in assign_storage(spec, dtype, quant))
@@ -471,3 +499,20 @@ def bits_per_weight(spec: ModelSpec, dtype: str, quant: str) -> float:
     """Stored bits per parameter over the whole model, metadata included (for display)."""
     params = spec.parameters
     return weight_bytes(spec, dtype, quant) * 8 / params if params else 0.0
+
+
+def bits_by_scheme(spec: ModelSpec, dtype: str) -> dict[str, float]:
+    """``bits_per_weight`` of ``spec`` under every ``--quant`` scheme that can store it (the
+    quantization choices' labels: Q4_K_M and Q4_K_S differ on every model, though their
+    default type is the same Q4_K), computed once per spec and dtype."""
+
+    def compute() -> dict[str, float]:
+        bits: dict[str, float] = {}
+        for name in dtypes.SCHEMES:
+            try:
+                bits[name] = bits_per_weight(spec, dtype, name)
+            except WorkloadError:
+                continue  # a scheme this checkpoint or its shapes refuse
+        return bits
+
+    return spec.cached(("bits_by_scheme", dtype), compute)

@@ -110,3 +110,12 @@ def format_money(amount: float, currency: str | None = "USD") -> str:
     if currency in (None, "USD"):
         return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
     return f"{amount:,.2f} {currency}"
+
+
+def format_rate(tokens_per_second: float) -> str:
+    """Tokens/s with the digits that matter, from 0.0035 to 12,000."""
+    if tokens_per_second >= 100:
+        return f"{tokens_per_second:,.0f}"
+    if tokens_per_second >= 1:
+        return f"{tokens_per_second:.1f}"
+    return f"{tokens_per_second:.2g}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib.resources
 import json
 import re
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 from vramgui.core.workload import ENGINE_NAMES
 from vramgui.hardware.errors import CardFigureError, HardwareError
+from vramgui.paths import bundled
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,9 @@ class CatalogGpu:
     GPUs NVML cannot query (Apple, AMD, Intel, NVIDIA's unified-memory systems).
     ``price_kind``, ``price_source`` and ``price_date`` say what ``typical_price_usd`` is (a launch
     MSRP, a reported street price), where it was read and when. ``engines_unavailable`` names the
-    engines that do not run on the GPU, each with why.
+    engines that do not run on the GPU, each with why. ``memory_type`` is its memory ("HBM3",
+    "GDDR6X", "LPDDR5"...; "" where unknown): llama.cpp's kernels reach different shares of
+    HBM's and GDDR's bandwidth.
     """
 
     name: str
@@ -61,6 +63,7 @@ class CatalogGpu:
     price_source: str | None = None
     price_date: str | None = None
     engines_unavailable: tuple[tuple[str, str], ...] = ()
+    memory_type: str = ""
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> int:
@@ -161,6 +164,7 @@ def _entry(raw: Any) -> CatalogGpu:
         price_source=raw.get("price_source"),
         price_date=raw.get("price_date"),
         engines_unavailable=tuple(engines.items()),
+        memory_type=raw.get("memory_type") or "",
     )
 
 
@@ -199,7 +203,7 @@ def load_catalog() -> tuple[CatalogGpu, ...]:
     Raises:
         HardwareError: the bundled file is malformed.
     """
-    resource = importlib.resources.files("vramgui.resources") / "gpus.json"
+    resource = bundled() / "gpus.json"
     return parse_catalog(resource.read_text(encoding="utf-8"))
 
 
@@ -253,11 +257,15 @@ def find_gpu(name: str, catalog: tuple[CatalogGpu, ...] | None = None) -> Catalo
             f"GPU {name!r} is ambiguous: it matches {names}. Use one of these names."
         )
     # "4070" names no entry, but it starts "4070 Ti": suggest by word prefix, then by spelling.
-    suggestions = [
-        gpu.name
-        for gpu in gpus
-        if all(any(word.startswith(w) for word in _tokens(gpu.name)) for w in wanted)
-    ]
+    # The shortest names first: they add the least to what was typed.
+    suggestions = sorted(
+        (
+            gpu.name
+            for gpu in gpus
+            if all(any(word.startswith(w) for word in _tokens(gpu.name)) for w in wanted)
+        ),
+        key=len,
+    )
     if not suggestions:
         by_key = {" ".join(_tokens(gpu.name)): gpu.name for gpu in gpus}
         suggestions = [by_key[key] for key in difflib.get_close_matches(joined, list(by_key), n=3)]
@@ -273,7 +281,7 @@ _ARCHITECTURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "blackwell",
         re.compile(
-            r"\b(?:gb?[12]\d0|b[123]\d0a?|gb10|dgx spark|jetson agx thor|rtx\s*50\d0|"
+            r"\b(?:gb?[12]\d0|b[123]\d0a?|gb10|dgx spark|jetson agx thor|rtx\s*50[5-9]0|"
             r"rtx pro \d+ blackwell|blackwell)\b",
             re.I,
         ),

@@ -37,6 +37,7 @@ def speed_hardware(gpu: CatalogGpu, dtype: str) -> Hardware:
         link_bytes_per_s=link,
         pcie_bytes_per_s=float(pcie),
         architecture=gpu.architecture,
+        memory_type=gpu.memory_type,
     )
 
 

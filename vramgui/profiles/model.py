@@ -84,6 +84,68 @@ def check_notes(notes: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class OffloadSettings:
+    """The placement saved with a profile (llama.cpp's flags) and the host it is planned for.
+
+    Attributes:
+        n_gpu_layers: ``-ngl``; None: the fastest placement that fits.
+        n_cpu_moe: ``--n-cpu-moe``: the routed experts of the first N layers in host RAM.
+        cpu_moe: ``--cpu-moe``: every layer's routed experts in host RAM.
+        op_offload: llama.cpp's op offload (False: ``--no-op-offload``).
+        ram_bytes: host RAM for weights; None: what the machine reopening it has free.
+        disk_bytes_per_s: the disk's read speed; None: the default (NVMe).
+    """
+
+    n_gpu_layers: int | None = None
+    n_cpu_moe: int = 0
+    cpu_moe: bool = False
+    ram_bytes: int | None = None
+    disk_bytes_per_s: float | None = None
+    op_offload: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_gpu_layers": self.n_gpu_layers,
+            "n_cpu_moe": self.n_cpu_moe,
+            "cpu_moe": self.cpu_moe,
+            "op_offload": self.op_offload,
+            "ram_bytes": self.ram_bytes,
+            "disk_bytes_per_s": self.disk_bytes_per_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OffloadSettings:
+        """Read the ``offload`` object of a profile; a field left out takes its default.
+
+        Raises:
+            ProfileError: a field of the wrong kind or out of range.
+        """
+
+        def figure(key: str, whole: bool, low: float) -> Any:
+            value = data.get(key)
+            if value is None:
+                return None
+            number = isinstance(value, int) or (isinstance(value, float) and not whole)
+            if isinstance(value, bool) or not number or not low <= value < 2**62:
+                raise ProfileError(f"bad profile field: 'offload.{key}' ({_short(value)})")
+            return value
+
+        switches = {key: data.get(key, key == "op_offload") for key in ("cpu_moe", "op_offload")}
+        for key, value in switches.items():
+            if not isinstance(value, bool):
+                raise ProfileError(f"bad profile field: 'offload.{key}' must be true or false")
+        disk = figure("disk_bytes_per_s", False, 1)
+        return cls(
+            n_gpu_layers=figure("n_gpu_layers", True, 0),
+            n_cpu_moe=figure("n_cpu_moe", True, 0) or 0,
+            cpu_moe=switches["cpu_moe"],
+            op_offload=switches["op_offload"],
+            ram_bytes=figure("ram_bytes", True, 1),
+            disk_bytes_per_s=None if disk is None else float(disk),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     """One saved setup.
 
@@ -98,6 +160,8 @@ class Profile:
         created: when the profile was first saved (UTC).
         modified: when it was last saved (UTC).
         format_version: the file format version the profile was read from or will be written in.
+        offload: the placement and host saved with it; None where none was (profiles saved
+            before it was kept read as None).
     """
 
     name: str
@@ -109,6 +173,7 @@ class Profile:
     created: dt.datetime = field(default_factory=now)
     modified: dt.datetime = field(default_factory=now)
     format_version: int = FORMAT_VERSION
+    offload: OffloadSettings | None = None
 
     def __post_init__(self) -> None:
         # A profile keeps the settings of its own setup: a serving profile's LoRA rank or
@@ -118,7 +183,7 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         """The profile's JSON document."""
-        return {
+        out = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "app_version": __version__,
@@ -135,6 +200,9 @@ class Profile:
             "modified": self.modified.isoformat(),
             "saved_estimate": self.saved_estimate,
         }
+        if self.offload is not None:
+            out["offload"] = self.offload.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> Profile:
@@ -177,6 +245,11 @@ class Profile:
             created=_timestamp(data, "created"),
             modified=_timestamp(data, "modified"),
             format_version=version,
+            offload=(
+                None
+                if data.get("offload") is None
+                else OffloadSettings.from_dict(_field(data, "offload", dict))
+            ),
         )
 
 

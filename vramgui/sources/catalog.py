@@ -3,7 +3,7 @@
 Each entry carries the model's published config.json, where those values were read, and the exact
 parameter counts transformers gives for it (the whole checkpoint, its language model, and each part);
 ``tools/build_catalog.py`` generates ``resources/catalog.json`` (see docs/catalog.md), so no number
-here is typed by hand. The catalog is read once, through ``importlib.resources``, so it
+here is typed by hand. The catalog is read once, through ``vramgui.paths.bundled``, so it
 works the same from a checkout, an installed package and a frozen bundle.
 """
 
@@ -14,12 +14,12 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
 from vramgui.core.families import spec_from_config
 from vramgui.core.model import ModelRef, ModelSpec
+from vramgui.paths import bundled
 from vramgui.sources.checkpoint import as_shipped
 from vramgui.sources.errors import SourceError
 
@@ -156,7 +156,7 @@ def load_catalog() -> tuple[CatalogEntry, ...]:
         SourceError: the bundled file is missing or not a catalog this version can read; that is a
             broken installation, so the message says to reinstall.
     """
-    path = resources.files("vramgui.resources") / "catalog.json"
+    path = bundled() / "catalog.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

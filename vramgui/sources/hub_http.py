@@ -31,6 +31,7 @@ offline switches are read here at each call and handed to the library explicitly
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -656,7 +657,37 @@ def _mapped_network_errors(activity: _Activity, step: str) -> Any:
             raise session.timed_out(activity.what) from None
         if step == "read":
             raise HubUnavailable(f"the Hub stopped sending {activity.what}") from None
-        reason = type(cause).__name__
+        reason = network_reason(cause)
         if isinstance(cause, ConnectionRefusedError):
-            raise _Retry(f"cannot reach the Hub at {session.where} ({reason})") from None
-        raise HubUnavailable(f"cannot reach the Hub at {session.where} ({reason})") from None
+            raise _Retry(f"cannot reach the Hub at {session.where}: {reason}") from None
+        raise HubUnavailable(f"cannot reach the Hub at {session.where}: {reason}") from None
+
+
+# What the network errors mean to a person (the errno of an OSError without its own class).
+_NETWORK_ERRNOS = {
+    errno.ENETUNREACH: "the network is unreachable (is this computer online?)",
+    errno.EHOSTUNREACH: "the server is unreachable from this network",
+    errno.ENETDOWN: "the network is down",
+}
+
+
+def network_reason(exc: BaseException) -> str:
+    """Why a connection failed, in words ("its name cannot be looked up: no network, or no
+    DNS server answers"), never an exception's class name alone."""
+    import socket
+    import ssl
+
+    if isinstance(exc, socket.gaierror):
+        return "its name cannot be looked up (no network, or no DNS server answers)"
+    if isinstance(exc, ConnectionRefusedError):
+        return "the connection was refused (nothing listens at that address)"
+    if isinstance(exc, ConnectionResetError | ConnectionAbortedError):
+        return "the connection was cut (a proxy or firewall in the way?)"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "its certificate cannot be verified (SSL_CERT_FILE names the trusted ones)"
+    if isinstance(exc, ssl.SSLError):
+        return "the secure connection failed"
+    if isinstance(exc, OSError) and exc.errno in _NETWORK_ERRNOS:
+        return _NETWORK_ERRNOS[exc.errno]
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return f"a network error ({detail})" if detail else "a network error"

@@ -16,7 +16,8 @@ import shlex
 import time
 from pathlib import Path
 
-from vramgui.core.model import ModelRef
+from vramgui.core import storage
+from vramgui.core.model import ModelRef, ModelSpec
 from vramgui.sources import catalog, local
 from vramgui.sources.checkpoint import describe_os_error, local_ref, open_regular, regular_size
 from vramgui.sources.errors import BadModelFile, HubUnavailable, ModelNotFound, SourceError
@@ -32,12 +33,39 @@ _SHOWN_CHARS = 120
 
 
 def load_model(source: str, *, hub: HubClient | None = None) -> ResolvedModel:
-    """The ModelSpec of a path, catalog name, Ollama model or Hub repo id.
+    """The ModelSpec of a path, catalog name, Ollama model or Hub repo id, with a notice where
+    its config.json and its files disagree on the dtype (``dtype_notice``).
 
     Raises:
         ModelNotFound: nothing matches; the message lists what was tried.
         SourceError / ConfigError: the model was found but cannot be read (the message says why).
     """
+    return _with_dtype_notice(_load_model(source, hub))
+
+
+def _with_dtype_notice(loaded: ResolvedModel) -> ResolvedModel:
+    notice = dtype_notice(loaded.spec)
+    if not notice:
+        return loaded
+    return ResolvedModel(spec=loaded.spec, ref=loaded.ref, notices=(*loaded.notices, notice))
+
+
+def dtype_notice(spec: ModelSpec) -> str:
+    """What to say where config.json's ``torch_dtype`` and the stored tensors' headers name
+    different dtypes (a bf16 config over fp16 files: the files are what an engine loads), else
+    ""."""
+    if storage.from_gguf(spec):
+        return ""
+    config, headers = storage.config_dtype(spec), storage.header_dtype(spec)
+    if config is None or headers is None or config == headers:
+        return ""
+    return (
+        f"its config.json says {config} (torch_dtype) but its safetensors headers store "
+        f"{headers}: the files are what an engine loads"
+    )
+
+
+def _load_model(source: str, hub: HubClient | None) -> ResolvedModel:
     text = source.strip()
     if not text:
         raise ModelNotFound("no model given: pass a path, a catalog name or a Hub repo id")
@@ -119,12 +147,16 @@ def load_ref(ref: ModelRef, *, hub: HubClient | None = None) -> ResolvedModel:
 
     A Hub model is read at the commit it was read at before (from the Hugging Face cache or
     vramgui's own when possible); a local file that changed since is read as it is now, with a
-    notice.
+    notice; a dtype its config.json and its files disagree on, with another.
 
     Raises:
         ModelNotFound: the catalog entry, file or repo is gone.
         SourceError / ConfigError: it is there but cannot be read.
     """
+    return _with_dtype_notice(_load_ref(ref, hub))
+
+
+def _load_ref(ref: ModelRef, hub: HubClient | None) -> ResolvedModel:
     if ref.kind == "catalog":
         entry = _catalog_entry(ref.id)
         if entry is None:

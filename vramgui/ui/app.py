@@ -10,7 +10,6 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -20,7 +19,7 @@ from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from vramgui import __version__
-from vramgui.paths import UserDirError, user_dir
+from vramgui.paths import UserDirError, bundled, user_dir
 from vramgui.ui import local_models, main_window, workers
 from vramgui.ui.compat import forget_imported_sources, keep_singletons_alive
 from vramgui.ui.main_window import MainWindow, Services
@@ -115,7 +114,7 @@ def handle_exception(
 def app_icon() -> QIcon:
     """The application icon at every bundled size; an empty icon when none is bundled."""
     icon = QIcon()
-    folder = resources.files("vramgui.resources").joinpath("icons")
+    folder = bundled().joinpath("icons")
     if not folder.is_dir():
         return icon
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):

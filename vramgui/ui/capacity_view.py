@@ -13,8 +13,6 @@ dozen estimates) whenever the setup changes while the tab is visible.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QObject, QPointF, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPaintEvent, QPen
@@ -31,22 +29,15 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from vramgui.core import fit
-from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import estimate
-from vramgui.core.model import ModelSpec
+from vramgui.answers.capacity import SHORTEST_LEN, GpuServing, ServingReport, serving_report
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.vllm.encoders import towers_named
-from vramgui.core.vllm.startup import Startup
-from vramgui.core.workload import Workload
 from vramgui.ui import palette
 from vramgui.ui.axes import short_count
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.plot import Chart, log2_share, sentences
 from vramgui.ui.workers import Worker, submit
 
-# The shortest --max-model-len the chart starts from.
-SHORTEST_LEN = 1024
 # The report waits this long after the last change (a slider drag computes once).
 FEED_DELAY_MS = 150
 COLUMNS = (
@@ -61,75 +52,6 @@ COLUMNS = (
     ("Longest", "The longest --max-model-len vLLM starts with on this GPU"),
     ("Cheapest change to start", "The gentlest change that makes vLLM start here"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class GpuServing:
-    """vLLM on one GPU.
-
-    Attributes:
-        name: the GPU.
-        capacity_bytes: its memory.
-        startup: vLLM's start-up there (None: vLLM refuses the settings for this model).
-        error: why there is no start-up, else "".
-        curve: ``(max_model_len, requests at once)`` from :data:`SHORTEST_LEN` to the model's
-            context, the current length included; below 1 vLLM does not start (0: no pool).
-        cheapest: the cheapest change that makes vLLM start there, where it does not.
-    """
-
-    name: str
-    capacity_bytes: int
-    startup: Startup | None
-    error: str
-    curve: tuple[tuple[int, float], ...]
-    cheapest: fit.Suggestion | None
-
-
-@dataclass(frozen=True, slots=True)
-class ServingReport:
-    """vLLM on every chosen GPU, for one model and setting."""
-
-    seq: int
-    context: int
-    gpus: tuple[GpuServing, ...]
-
-
-def serving_report(
-    spec: ModelSpec,
-    workload: Workload,
-    capacities: Sequence[tuple[str, int]],
-    draft: ModelSpec | None = None,
-) -> ServingReport:
-    """vLLM's start-up on each of ``capacities`` (pure: runs on a worker thread)."""
-    context = max(spec.facts.max_position_embeddings, workload.seq)
-    lengths = sorted(
-        {2**k for k in range(int(math.log2(SHORTEST_LEN)), int(math.log2(context)) + 1)}
-        | {workload.seq, context}
-    )
-    out = []
-    for name, capacity in capacities:
-        try:
-            engine = estimate(spec, workload, capacity, name, draft).vllm
-            if engine is None:
-                raise VramguiError("not served by vLLM")
-            plan = engine.plan(capacity, name)
-        except VramguiError as exc:
-            out.append(GpuServing(name, capacity, None, str(exc), (), None))
-            continue
-        up = engine.startup(capacity, name)
-        curve = []
-        for length in lengths:
-            at = plan.startup(capacity, workload.gpu_memory_utilization, length)
-            # Below one request vLLM refuses: the share of a request its pool holds still shows
-            # how far it is from starting.
-            curve.append((length, at.max_concurrency if at.largest_model_len else 0.0))
-        cheapest = None
-        if not up.starts or up.used_bytes > capacity:
-            cheapest = next(
-                (s for s in fit.advise(spec, workload, capacity, draft) if s.fits), None
-            )
-        out.append(GpuServing(name, capacity, up, "", tuple(curve), cheapest))
-    return ServingReport(workload.seq, context, tuple(out))
 
 
 class ServingChart(Chart):

@@ -28,17 +28,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.documents import reestimate_profile
+from vramgui.answers.rates import catalog_rates
 from vramgui.core.units import (
     Unit,
     format_bytes,
     format_count,
     format_duration,
     format_money,
+    format_rate,
     to_unit,
 )
 from vramgui.hardware.capacity import resolve_capacities
 from vramgui.hardware.gpus import load_catalog
-from vramgui.profiles import Profile, reopen
+from vramgui.profiles import Profile
 from vramgui.profiles.compare import (
     GPU,
     MODEL,
@@ -106,9 +109,8 @@ def reestimate(profile: Profile, load_model: Callable[[str], ResolvedModel]) -> 
 
     Never raises: a model that cannot be loaded or a setup the core refuses becomes ``error``.
     """
-    rates = timing.catalog_rates(load_catalog())
-    return reopen.reestimate(
-        profile, load_model, resolve_capacities, timing.document_with_speed(rates)
+    return reestimate_profile(
+        profile, load_model, resolve_capacities, catalog_rates(load_catalog())
     )
 
 
@@ -269,9 +271,12 @@ def _timing_rows(results: Sequence[Reestimate]) -> list[CompareRow]:
         currency = price.get("currency", "USD")
         count = result.profile.workload.gpus
         where = f"{count} x {block['gpu']}" if count > 1 else block["gpu"]
+        placement = block.get("placement")
+        if placement and placement["kind"] != "as set":
+            where = placement["text"]  # what runs where the setup as saved does not fit
         if "concurrency" in block:
             where += f", batch {block['concurrency']}"
-        speeds.append(f"{block['tokens_per_second']:,.0f} ({where})")
+        speeds.append(f"{format_rate(block['tokens_per_second'])} ({where})")
         cost = block.get("cost_per_million_tokens")
         per_million.append("-" if cost is None else format_money(cost, currency))
         if block.get("time_seconds") is not None:

@@ -18,29 +18,28 @@ wrong, ``notice`` what changed by itself (an engine switched, a recipe applied).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from vramgui.answers.advice import advise
+from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
+from vramgui.answers.host import SET, UNKNOWN_HOST, HostSettings, choose_host
+from vramgui.answers.rates import Rates, RatesFor
+from vramgui.answers.timing import NO_RATES, Timing, Untimed, rank_setups, time_setup
 from vramgui.core import fit, launch, serving, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
+from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.report import rules_of_thumb
-from vramgui.core.speed import (
-    Hardware,
-    Price,
-    Utilization,
-    cost_per_million_tokens,
-    run_cost,
-    serving_speed,
-    training_speed,
-)
+from vramgui.core.speed import Price
 from vramgui.core.training import FOUR_BIT_SCHEMES
 from vramgui.core.workload import (
     METHOD_RECIPES,
@@ -51,71 +50,12 @@ from vramgui.core.workload import (
     quant_family,
 )
 from vramgui.hardware.gpus import architecture_of, engine_notes
+from vramgui.profiles import OffloadSettings
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, loads, submit
 
 if TYPE_CHECKING:
     from vramgui.sources.results import ResolvedModel
-
-
-@dataclass(frozen=True, slots=True)
-class Rates:
-    """What timing and pricing work on one GPU model needs.
-
-    Attributes:
-        hardware: the GPU as ``core.speed`` sees it.
-        price: one GPU-hour's price (the catalog's, or the user's), or None.
-        utilization: the shares of peak to time with (a measured one where there is one).
-    """
-
-    hardware: Hardware
-    price: Price | None
-    utilization: Utilization
-
-
-# (GPU name, compute dtype) -> its rates, or None where the GPU cannot be timed.
-RatesFor = Callable[[str, str], "Rates | None"]
-
-
-@dataclass(frozen=True, slots=True)
-class SpeedSummary:
-    """How fast the current setup runs on the target GPU, and what it costs.
-
-    Attributes:
-        gpu: the target GPU (every GPU of the setup is one).
-        gpus: GPUs of the setup.
-        mode: "training" or "inference".
-        tokens_per_second: trained or generated, over all GPUs.
-        step_seconds: an optimizer step (training) or a decode step (inference).
-        mfu: model FLOPs utilization (training), else None.
-        bound: the part of the step that takes longest.
-        utilization: the shares of peak used.
-        price: the price of a GPU-hour, or None.
-        cost_per_million: the price of a million tokens trained or generated, or None.
-        train_tokens: the tokens of the training run timed, or None.
-        time_seconds: the run's wall time, or None.
-        gpu_hours: the run's GPU-hours, or None.
-        cost: the run's cost, or None.
-        notes: what the figures assume.
-        concurrency: sequences decoded together (inference).
-    """
-
-    gpu: str
-    gpus: int
-    mode: str
-    tokens_per_second: float
-    step_seconds: float
-    mfu: float | None
-    bound: str
-    utilization: Utilization
-    price: Price | None
-    cost_per_million: float | None
-    train_tokens: int | None = None
-    time_seconds: float | None = None
-    gpu_hours: float | None = None
-    cost: float | None = None
-    notes: tuple[str, ...] = ()
-    concurrency: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,15 +66,16 @@ class Analysis:
         spec: the model estimated.
         estimate: the estimate, per GPU.
         fit: one row per chosen GPU, the target first.
-        speed: how fast and at what cost it runs on the target GPU, or None where it cannot be
-            timed (no target, a GPU the catalog lacks).
+        speed: how fast and at what cost it runs on the target GPU, on the placement that would
+            run (``answers.timing``); ``Untimed`` with the reason where none runs or the GPU
+            cannot be timed; None without a target.
         engine_notes: the chosen GPUs the engine does not run on, each with why.
     """
 
     spec: ModelSpec
     estimate: Estimate
     fit: tuple[fit.FitRow, ...]
-    speed: SpeedSummary | None = None
+    speed: Timing | Untimed | None = None
     engine_notes: tuple[str, ...] = ()
 
 
@@ -168,11 +109,7 @@ class Outlook:
 SWEEP_FIELDS = ("seq", "batch")
 _SETTINGS = tuple(f.name for f in fields(Workload))
 OUTLOOK_DELAY_MS = 120
-# The training run the window times until the user says otherwise.
-DEFAULT_TRAIN_TOKENS = 100_000_000
 # Checkpoint dtypes as the Weights box names them.
-_STORED_DTYPES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
-_CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # Where a model comes from a file or folder the user opened (its own dtype then applies).
 _LOCAL_KINDS = ("local", "config", "ollama")
 RECIPE_NOTES = {
@@ -324,14 +261,7 @@ def stored_dtype(spec: ModelSpec) -> str | None:
     """
     if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
         return None
-    counts: dict[str, int] = {}
-    for t in spec.tensors:
-        name = _STORED_DTYPES.get(t.dtype or "")
-        if name is not None:
-            counts[name] = counts.get(name, 0) + t.numel
-    if counts:
-        return max(counts, key=lambda k: counts[k])
-    return _CONFIG_DTYPES.get(spec.facts.torch_dtype or "")
+    return storage.header_dtype(spec) or storage.config_dtype(spec)
 
 
 class EstimateController(QObject):
@@ -348,9 +278,12 @@ class EstimateController(QObject):
     estimate_changed = Signal(object)
     estimate_failed = Signal(str)
     outlook_changed = Signal(object)
+    bits_changed = Signal(dict)
     loading_changed = Signal(bool)
     message = Signal(str)
     notice = Signal(str)
+    host_changed = Signal(object)
+    placement_changed = Signal(object)
 
     def __init__(
         self,
@@ -360,10 +293,17 @@ class EstimateController(QObject):
         *,
         rates: RatesFor | None = None,
         catalog: tuple[tuple[str, int], ...] = (),
+        host: HostSettings | None = None,
     ) -> None:
         super().__init__(parent)
         self._load_model = load_model
         self._rates = rates
+        # Host RAM and disk for what llama.cpp does not hold on the GPUs: the Offloading tab
+        # sets them; the time / cost line follows.
+        self._machine = host or UNKNOWN_HOST
+        self._host = self._machine
+        # llama.cpp's placement as the Offloading tab set it: None, the fastest that fits.
+        self._placement: OffloadSettings | None = None
         self._catalog = catalog
         self._train_tokens = DEFAULT_TRAIN_TOKENS
         self._price_per_hour: float | None = None
@@ -383,6 +323,7 @@ class EstimateController(QObject):
         self._draft: tuple[str, ModelSpec] | None = None
         self._draft_loading: tuple[str, Worker] | None = None
         self._outlook_worker: Worker | None = None
+        self._bits_for: tuple[ModelSpec, str] | None = None
         self._estimate_timer = _single_shot(self, self._recompute)
         # The outlook waits for a pause in the input: a slider drag then runs one, not dozens.
         self._outlook_timer = _single_shot(self, self._recompute_outlook, OUTLOOK_DELAY_MS)
@@ -438,6 +379,65 @@ class EstimateController(QObject):
         """The user's price of one GPU-hour, or None for the catalog's."""
         return self._price_per_hour
 
+    @property
+    def host(self) -> HostSettings:
+        """The host RAM and disk speed offloaded layers are placed and timed with."""
+        return self._host
+
+    @property
+    def machine_host(self) -> HostSettings:
+        """This machine's host figures: what the host settings return to when cleared."""
+        return self._machine
+
+    @property
+    def placement(self) -> OffloadSettings | None:
+        """llama.cpp's placement as set (the Offloading tab, advice, a profile); None: the
+        fastest that fits."""
+        return self._placement
+
+    @property
+    def offload(self) -> OffloadSettings:
+        """llama.cpp's placement and the host as set: what a profile keeps."""
+        p = self._placement or OffloadSettings()
+        host = self._host
+        return dataclasses.replace(
+            p,
+            ram_bytes=host.ram_bytes if host.ram_source == SET else None,
+            disk_bytes_per_s=host.disk_bytes_per_s if host.disk_source == SET else None,
+        )
+
+    def set_placement(
+        self, n_gpu_layers: int | None, n_cpu_moe: int, cpu_moe: bool, op_offload: bool = True
+    ) -> None:
+        """Time llama.cpp with ``-ngl n_gpu_layers``, experts in host RAM and op offload as
+        given (None, no experts and op offload on: the fastest placement that fits)."""
+        placement = None
+        if n_gpu_layers is not None or n_cpu_moe or cpu_moe or not op_offload:
+            placement = OffloadSettings(n_gpu_layers, n_cpu_moe, cpu_moe, op_offload=op_offload)
+        if placement != self._placement:
+            self._placement = placement
+            self.placement_changed.emit(placement)
+            self._schedule()
+
+    def set_offload(self, saved: OffloadSettings | None) -> None:
+        """Take a profile's placement and host (None: the fastest placement, this machine)."""
+        saved = saved or OffloadSettings()
+        self.set_placement(saved.n_gpu_layers, saved.n_cpu_moe, saved.cpu_moe, saved.op_offload)
+        self.set_host(saved.ram_bytes, saved.disk_bytes_per_s)
+
+    def set_host(self, ram_bytes: int | None, disk_bytes_per_s: float | None) -> None:
+        """Place and time with ``ram_bytes`` of host RAM and a disk of ``disk_bytes_per_s``
+        (None: this machine's available RAM, the default disk).
+
+        Raises:
+            WorkloadError: a figure that is not positive.
+        """
+        host = choose_host(self._machine, ram_bytes, disk_bytes_per_s)
+        if host != self._host:
+            self._host = host
+            self.host_changed.emit(host)
+            self._schedule()
+
     def set_train_tokens(self, tokens: int) -> None:
         """Time and price a training run of ``tokens`` tokens."""
         if tokens < 1:
@@ -459,7 +459,7 @@ class EstimateController(QObject):
             return rates
         currency = rates.price.currency if rates.price else "USD"
         price = Price(self._price_per_hour, currency, "set in the window")
-        return Rates(rates.hardware, price, rates.utilization)
+        return replace(rates, price=price)
 
     @property
     def max_seq(self) -> int:
@@ -494,6 +494,10 @@ class EstimateController(QObject):
         previous = self.spec
         self._model = loaded
         self._source = source if source is not None else loaded.ref.id
+        if previous is not None and previous is not loaded.spec and self._placement is not None:
+            # Another model's -ngl and experts mean nothing here: the fastest placement again.
+            self._placement = None
+            self.placement_changed.emit(None)
         self.model_changed.emit(loaded)
         for notice in loaded.notices:
             self.notice.emit(notice)
@@ -542,7 +546,14 @@ class EstimateController(QObject):
         if w.quant != "none":
             changes["quant"] = "none"
         if changes:
-            now = ", ".join(wording.setting_text(k, v) for k, v in changes.items())
+            stored = stored_format(spec, changes.get("dtype", w.dtype))
+            now = ", ".join(
+                # "none" of a quantized checkpoint is the box's "As stored · Q8_0"
+                f"Quantization “As stored · {stored}”"
+                if k == "quant" and stored
+                else wording.setting_text(k, v)
+                for k, v in changes.items()
+            )
             was = ", ".join(wording.setting_text(k, getattr(w, k)) for k in changes)
             self.notice.emit(
                 f"{spec.name} is estimated as it is stored: {now} (was {was}), for this model only."
@@ -659,7 +670,10 @@ class EstimateController(QObject):
         return True
 
     def apply_suggestion(self, suggestion: fit.Suggestion) -> bool:
-        """Take the changes of one piece of advice."""
+        """Take the changes of one piece of advice (an offload: its llama.cpp placement)."""
+        if suggestion.placement is not None:
+            self.set_placement(suggestion.placement[0], suggestion.placement[1], False)
+            return True
         return self.update(**suggestion.changes)
 
     def set_capacities(self, capacities: tuple[tuple[str, int], ...]) -> None:
@@ -728,24 +742,40 @@ class EstimateController(QObject):
             spec,
             result,
             rows,
-            self._speed(spec, self._workload),
+            self._speed(spec, result),
             tuple(engine_notes(self._workload.engine, [gpu for gpu, _ in self._capacities])),
         )
         self.estimate_changed.emit(self._analysis)
         self._outlook_timer.start()
 
-    def _speed(self, spec: ModelSpec, workload: Workload) -> SpeedSummary | None:
-        """The current setup timed and priced on the target GPU, or None where it cannot be."""
+    def _speed(self, spec: ModelSpec, est: Estimate) -> Timing | Untimed | None:
+        """The current setup timed and priced on the target GPU (``answers.timing``)."""
         if not self._capacities:
             return None
-        gpu = self._capacities[0][0]
-        rates = self.rates_for(gpu, workload.dtype)
+        gpu, capacity = self._capacities[0]
+        rates = self.rates_for(gpu, est.workload.dtype)
         if rates is None:
-            return None
-        try:
-            return summarize_speed(spec, workload, gpu, rates, self._train_tokens)
-        except VramguiError:
-            return None
+            return Untimed(
+                gpu, NO_RATES, f"{gpu} is not in the GPU catalog (its peak rates are unknown)"
+            )
+        return time_setup(
+            spec,
+            est,
+            gpu,
+            capacity,
+            rates,
+            host=self._host,
+            train_tokens=self._train_tokens if est.workload.mode == "training" else None,
+            draft=self.draft,
+            n_gpu_layers=None if self._placement is None else self._placement.n_gpu_layers,
+            layout=None
+            if self._placement is None
+            else LlamaCppLayout(
+                cpu_moe=self._placement.cpu_moe,
+                n_cpu_moe=self._placement.n_cpu_moe,
+                op_offload=self._placement.op_offload,
+            ),
+        )
 
     def _recompute_outlook(self) -> None:
         spec, analysis = self.spec, self._analysis
@@ -762,7 +792,8 @@ class EstimateController(QObject):
             rates = self.rates_for(name, workload.dtype)
             if rates is not None:
                 offers.append((name, capacity, rates))
-        tokens = self._train_tokens
+        tokens, host = self._train_tokens, self._host
+        target_rates = self.rates_for(target[0], workload.dtype) if target else None
         self._outlook_worker = submit(
             lambda: compute_outlook(
                 analysis.estimate,
@@ -774,6 +805,8 @@ class EstimateController(QObject):
                 draft=draft,
                 offers=offers,
                 train_tokens=tokens,
+                host=host,
+                target_rates=target_rates,
             ),
             self._outlook_done,
             self._outlook_failed,
@@ -783,6 +816,29 @@ class EstimateController(QObject):
         self._outlook_worker = None
         self._outlook = outlook
         self.outlook_changed.emit(outlook)
+        self._label_schemes()
+
+    def _label_schemes(self) -> None:
+        """The bits per weight of every quantization scheme on the current model and dtype
+        (``storage.bits_by_scheme``, 0.1-0.2 s the first time for a large model): on a worker,
+        after the outlook, once per model and dtype; ``bits_changed`` says {} meanwhile."""
+        spec, dtype = self.spec, self._workload.dtype
+        if spec is None or self._labelled(spec, dtype):
+            return
+        self._bits_for = (spec, dtype)
+        self.bits_changed.emit({})
+
+        def done(bits: dict[str, float]) -> None:
+            if self._labelled(spec, dtype):  # still the current model and dtype
+                self.bits_changed.emit(bits)
+
+        submit(lambda: storage.bits_by_scheme(spec, dtype), done, self._outlook_failed)
+
+    def _labelled(self, spec: ModelSpec, dtype: str) -> bool:
+        # The spec by identity: comparing two specs compares every tensor.
+        return (
+            self._bits_for is not None and self._bits_for[0] is spec and self._bits_for[1] == dtype
+        )
 
     def _outlook_failed(self, exc: Exception) -> None:
         self._outlook_worker = None
@@ -800,8 +856,11 @@ def compute_outlook(
     draft: ModelSpec | None = None,
     offers: list[tuple[str, int, Rates]] | None = None,
     train_tokens: int | None = None,
+    host: HostSettings = UNKNOWN_HOST,
+    target_rates: Rates | None = None,
 ) -> Outlook:
-    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice,
+    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice
+    (``answers.advice``: offloading under llama.cpp, timed with ``target_rates`` and ``host``),
     the rules of thumb around the ``current`` estimate, and the GPUs of ``offers`` that fit
     ranked by the cost of the work (a training run of ``train_tokens``).
 
@@ -823,18 +882,20 @@ def compute_outlook(
             largest[name] = fit.largest_fitting(
                 spec, workload, capacity, name, gpu_name=gpu, draft=draft
             )
-        suggestions = tuple(fit.advise(spec, workload, capacity, draft))
+        suggestions = tuple(
+            advise(spec, current, capacity, host=host, rates=target_rates, draft=draft)
+        )
     ranked: tuple[fit.RankedSetup, ...] = ()
     if offers:
         ranked = tuple(
-            fit.rank_setups(
+            rank_setups(
                 spec,
                 workload,
-                [(name, capacity, r.hardware, r.price) for name, capacity, r in offers],
+                offers,
                 by="cost",
+                host=host,
                 draft=draft,
                 train_tokens=train_tokens if workload.mode == "training" else None,
-                utilizations={name: r.utilization for name, _, r in offers},
             )
         )
     return Outlook(
@@ -848,39 +909,6 @@ def compute_outlook(
         ranked,
         tuple(fit.order_setups(ranked, "time")),
     )
-
-
-def summarize_speed(
-    spec: ModelSpec, workload: Workload, gpu: str, rates: Rates, train_tokens: int
-) -> SpeedSummary:
-    """Time and price ``workload`` on GPUs like ``gpu``: a training run of ``train_tokens``, or
-    decoding at the batch as concurrency.
-
-    Raises:
-        VramguiError: the setup cannot be timed.
-    """
-    w, price = workload, rates.price
-    if w.mode == "training":
-        trained = training_speed(spec, w, rates.hardware, rates.utilization)
-        run = run_cost(trained, w.gpus, train_tokens, price)
-        per_million = (
-            None
-            if price is None
-            else cost_per_million_tokens(trained.tokens_per_second, w.gpus, price)
-        )
-        return SpeedSummary(
-            gpu, w.gpus, w.mode, trained.tokens_per_second, trained.step_seconds, trained.mfu,
-            trained.bound, trained.utilization, price, per_million, train_tokens,
-            run.time_seconds, run.gpu_hours, run.cost, trained.notes,
-        )  # fmt: skip
-    served = serving_speed(spec, w, rates.hardware, rates.utilization)
-    per_million = (
-        None if price is None else cost_per_million_tokens(served.tokens_per_second, w.gpus, price)
-    )
-    return SpeedSummary(
-        gpu, w.gpus, w.mode, served.tokens_per_second, served.step_seconds, None, served.bound,
-        rates.utilization, price, per_million, concurrency=served.concurrency,
-    )  # fmt: skip
 
 
 def _single_shot(parent: QObject, slot: Callable[[], None], interval_ms: int = 0) -> QTimer:

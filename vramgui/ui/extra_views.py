@@ -20,8 +20,10 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from vramgui.answers.offload import bandwidths_for
 from vramgui.core.units import Unit
 from vramgui.hardware import CatalogGpu, HardwareError, find_gpu
+from vramgui.profiles import OffloadSettings
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.workers import Worker, submit
 
@@ -187,7 +189,6 @@ class OffloadFeed(QObject):
         controller: the window's controller.
         catalog: gives the GPUs whose bandwidth and FLOPS the speed model uses for the target GPU
             (the catalog and the cards added by hand, as they are now).
-        host_ram_bytes: RAM available for offloaded layers (None: no limit).
         fallback_gpu: the catalog GPU assumed when the target matches none.
     """
 
@@ -196,14 +197,12 @@ class OffloadFeed(QObject):
         view: QWidget,
         controller: EstimateController,
         catalog: Callable[[], Sequence[CatalogGpu]],
-        host_ram_bytes: int | None,
         fallback_gpu: str | None,
     ) -> None:
         super().__init__(view)
         self._view = view
         self._controller = controller
         self._catalog = catalog
-        self._host_ram_bytes = host_ram_bytes
         self._fallback = fallback_gpu
         self._module = importlib.import_module(OFFLOAD_MODULE)
         self._stale = True
@@ -214,6 +213,11 @@ class OffloadFeed(QObject):
         controller.model_changed.connect(self._changed)
         controller.workload_changed.connect(self._changed)
         controller.capacities_changed.connect(self._changed)
+        controller.host_changed.connect(self._changed)
+        # The tab's host RAM, disk and placement time the setup everywhere in the window.
+        view.hostEdited.connect(self._host_edited)  # type: ignore[attr-defined]
+        view.placementChosen.connect(controller.set_placement)  # type: ignore[attr-defined]
+        controller.placement_changed.connect(self._placement_changed)
         view.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
@@ -230,9 +234,23 @@ class OffloadFeed(QObject):
             self._controller.spec,
             self._controller.workload,
             gpus=self._choices(self._controller.capacities),
-            host_ram_bytes=self._host_ram_bytes,
+            host=self._controller.host,
             in_turns=True,
         )
+        if self._controller.placement is not None:
+            # New inputs reset the tab's -ngl: the placement the window times is set again.
+            self._placement_changed(self._controller.placement)
+
+    def _placement_changed(self, placement: OffloadSettings | None) -> None:
+        # Advice applied, a profile opened: the tab shows the placement the window times.
+        saved = placement or OffloadSettings()
+        self._view.set_llamacpp_placement(  # type: ignore[attr-defined]
+            saved.n_gpu_layers, saved.cpu_moe, saved.n_cpu_moe, saved.op_offload
+        )
+
+    def _host_edited(self, ram_bytes: int | None, disk_bytes_per_s: float) -> None:
+        disk = self._controller.machine_host.disk_bytes_per_s
+        self._controller.set_host(ram_bytes, None if disk_bytes_per_s == disk else disk_bytes_per_s)
 
     def _changed(self, _what: object = None) -> None:
         # Placing every layer costs milliseconds: only a visible view follows each change.
@@ -249,7 +267,7 @@ class OffloadFeed(QObject):
         choices = []
         for name, capacity in capacities:
             gpu = self._catalog_gpu(name)
-            bandwidths = self._module.bandwidths_for(gpu) if gpu is not None else None
+            bandwidths = bandwidths_for(gpu, self._controller.host) if gpu is not None else None
             choices.append(self._module.GpuChoice(name, capacity, bandwidths))
         return choices
 
@@ -274,7 +292,6 @@ def _offload_steps(
     module: ModuleType,
     controller: EstimateController,
     catalog: Callable[[], Sequence[CatalogGpu]],
-    host_ram_bytes: int | None,
     fallback_gpu: str | None,
 ) -> BuildSteps:
     layer_chart = module.LayerChart()
@@ -282,7 +299,7 @@ def _offload_steps(
     throughput_chart = module.ThroughputChart()
     yield
     view: QWidget = module.OffloadView(layer_chart=layer_chart, throughput_chart=throughput_chart)
-    feed = OffloadFeed(view, controller, catalog, host_ram_bytes, fallback_gpu)
+    feed = OffloadFeed(view, controller, catalog, fallback_gpu)
     yield
     # Placed before it is shown: its first paint already has the model.
     feed.feed()
@@ -305,7 +322,6 @@ def _profiles_steps(
 def offload_view(
     controller: EstimateController,
     catalog: Callable[[], Sequence[CatalogGpu]],
-    host_ram_bytes: int | None,
     fallback_gpu: str | None,
 ) -> QWidget:
     """The Offloading tab, fed from ``controller``; a placeholder when not built in."""
@@ -313,7 +329,7 @@ def offload_view(
         return placeholder()
     return LazyTab(
         OFFLOAD_MODULE,
-        lambda module: _offload_steps(module, controller, catalog, host_ram_bytes, fallback_gpu),
+        lambda module: _offload_steps(module, controller, catalog, fallback_gpu),
     )
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout, QWidget
+
+from vramgui.paths import bundled
 
 ONLINE_DOCS = "https://github.com/vramgui/vramgui/tree/main/docs"
 
@@ -18,7 +19,7 @@ def docs_folder() -> Path | None:
     An installed package and the bundle carry them as ``vramgui.resources/docs``; a checkout (an
     editable install) reads the repository's own docs/.
     """
-    installed = Path(str(resources.files("vramgui.resources"))) / "docs"
+    installed = Path(str(bundled())) / "docs"
     checkout = Path(__file__).resolve().parents[2] / "docs"
     for folder in (installed, checkout):
         if (folder / "accuracy.md").is_file():

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer, QUrl
+from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, Qt, QTimer, QUrl
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -19,8 +19,13 @@ from PySide6.QtGui import (
     QDesktopServices,
     QDragEnterEvent,
     QDropEvent,
+    QFont,
+    QFontMetrics,
     QGuiApplication,
     QKeySequence,
+    QPainter,
+    QPalette,
+    QPixmap,
     QTextDocument,
 )
 from PySide6.QtWidgets import (
@@ -45,6 +50,8 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui import __version__
+from vramgui.answers.host import this_machine
+from vramgui.answers.rates import catalog_rates
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
 from vramgui.core.inference import POOLED_PHASE
@@ -73,6 +80,7 @@ from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
 from vramgui.ui.widgets import FittedLabel, guard_wheel
+from vramgui.ui.wording import as_sentence
 from vramgui.ui.workload_panel import WorkloadPanel
 
 if TYPE_CHECKING:
@@ -131,8 +139,8 @@ class Services:
         host_ram_bytes: RAM available for offloaded layers (None: unknown).
         measured_utilization: catalog GPU name -> the speed model's utilization measured on it
             by `vramgui measure --device cuda`, or None (the default then applies).
-        explain_log: (log text, model name, GPU name, quantization) -> the log's explanation;
-            may block (runs on a worker thread).
+        explain_log: (log text, model name, GPU name, quantization, unit) -> the log's
+            explanation, its sentences in the unit; may block (runs on a worker thread).
     """
 
     load_model: Callable[[str], ResolvedModel]
@@ -145,14 +153,16 @@ class Services:
     schemes: Mapping[str, Scheme] = field(default_factory=lambda: SCHEMES)
     host_ram_bytes: int | None = None
     measured_utilization: Callable[[str], Utilization | None] = lambda _name: None
-    explain_log: Callable[[str, str, str, str], Any] = field(default_factory=lambda: explain_log)
+    explain_log: Callable[[str, str, str, str, Unit], Any] = field(
+        default_factory=lambda: explain_log
+    )
 
 
-def explain_log(text: str, model: str, gpu: str, quant: str) -> Any:
+def explain_log(text: str, model: str, gpu: str, quant: str, unit: Unit = "GiB") -> Any:
     """``answers.explain`` of a pasted log, imported when first used."""
     from vramgui.answers.explain import explain_text
 
-    return explain_text(text, model_name=model, gpu=gpu, quant=quant)
+    return explain_text(text, model_name=model, gpu=gpu, quant=quant, unit=unit)
 
 
 def build_window(services: Services, settings: QSettings) -> MainWindow:
@@ -173,16 +183,15 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
     controller = EstimateController(
         services.load_model,
         workload,
-        rates=timing.catalog_rates(gpu_panel.gpus, services.measured_utilization),
+        rates=catalog_rates(gpu_panel.gpus, services.measured_utilization),
+        host=this_machine(services.host_ram_bytes),
         catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
     )
     model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
     fallback_gpu = services.default_gpus[0] if services.default_gpus else None
     extra = {
         "Serving": extra_views.serving_view(controller),
-        "Offloading": extra_views.offload_view(
-            controller, gpu_panel.gpus, services.host_ram_bytes, fallback_gpu
-        ),
+        "Offloading": extra_views.offload_view(controller, gpu_panel.gpus, fallback_gpu),
         "Profiles": extra_views.profiles_view(controller, services.load_model),
     }
     window = MainWindow(
@@ -223,7 +232,7 @@ class MainWindow(QMainWindow):
         settings: QSettings,
         *,
         extra_tabs: Mapping[str, QWidget],
-        explain_log: Callable[[str, str, str, str], Any] | None = None,
+        explain_log: Callable[[str, str, str, str, Unit], Any] | None = None,
     ) -> None:
         super().__init__()
         self._explain_log = explain_log
@@ -550,12 +559,14 @@ class MainWindow(QMainWindow):
         c.estimate_changed.connect(self._show_analysis)
         c.estimate_failed.connect(self._show_estimate_error)
         c.outlook_changed.connect(self._show_outlook)
+        c.bits_changed.connect(self.precision_panel.set_bits)
         c.loading_changed.connect(self.model_panel.show_loading)
         c.message.connect(self.show_message)
         c.notice.connect(self.show_notice)
         self.model_panel.source_chosen.connect(c.load_source)
         self.precision_panel.changed.connect(self.change)
         self.workload_panel.changed.connect(self.change)
+        self.workload_panel.notice.connect(self.show_notice)
         self.gpu_panel.capacities_changed.connect(c.set_capacities)
         self.advisor.apply_requested.connect(lambda s: self.change(s.changes))
         self.speed_line.tokens_changed.connect(c.set_train_tokens)
@@ -579,7 +590,7 @@ class MainWindow(QMainWindow):
         self.action_copy_text.triggered.connect(self.copy_text)
         self.action_copy_json.triggered.connect(self.copy_json)
         self.action_find.triggered.connect(self.model_panel.query.setFocus)
-        self.action_method.triggered.connect(lambda: self.open_docs("accuracy.md"))
+        self.action_method.triggered.connect(lambda: self.open_docs("estimates.md"))
         self.action_docs.triggered.connect(lambda: QDesktopServices.openUrl(QUrl(DOCS_URL)))
         self.action_about.triggered.connect(self._about)
 
@@ -641,7 +652,8 @@ class MainWindow(QMainWindow):
         self._help.raise_()
 
     def _show_notices(self) -> None:
-        text, self._notices = " ".join(self._notices), []
+        # Each a sentence: a source's notices ("read from the Hugging Face cache") have no stop.
+        text, self._notices = " ".join(as_sentence(n) for n in self._notices), []
         if text:
             self._banner("notice", text, palette.WARNING_STYLE)
 
@@ -693,12 +705,22 @@ class MainWindow(QMainWindow):
         self._show_workload(self.controller.workload)
         self.setWindowTitle(f"{loaded.spec.name} — vramgui")
         self._show_badge(loaded.spec, ())
-        recent = [source] + [
-            s for s in _string_list(self.settings.value("models/recent")) if s != source
+        # One entry a model: "llama-3.1-8b" and "meta-llama/Llama-3.1-8B" are one model. Each
+        # entry's identity is kept beside it (entries saved before have their source as one).
+        sources = _string_list(self.settings.value("models/recent"))
+        identities = _string_list(self.settings.value("models/recent_ids"))
+        identities += sources[len(identities) :]
+        mine, name = model_identity(loaded), loaded.spec.name.lower()
+        kept = [
+            (s, i)
+            for s, i in zip(sources, identities, strict=False)
+            if s != source and i != mine and s.lower() != name  # an entry typed as its name
         ]
-        self.settings.setValue("models/recent", recent[:MAX_RECENT])
+        recent = [(source, mine), *kept][:MAX_RECENT]
+        self.settings.setValue("models/recent", [s for s, _ in recent])
+        self.settings.setValue("models/recent_ids", [i for _, i in recent])
         self.settings.setValue("models/last", source)
-        self.model_panel.set_recent(recent)
+        self.model_panel.set_recent([s for s, _ in recent])
 
     def _show_workload(self, workload: Workload) -> None:
         reasons = disabled_reasons(workload, self.controller.spec)
@@ -851,8 +873,11 @@ class MainWindow(QMainWindow):
             self.export_chart(chart, path)
 
     def export_chart(self, chart: QWidget, path: str) -> bool:
-        """Save ``chart`` as a PNG image at ``path``."""
-        saved = chart.grab().save(path, "PNG")
+        """Save ``chart`` as a PNG image at ``path``, titled with the model, the setup and the
+        peak (an image shared alone says what it shows)."""
+        analysis = self.controller.analysis
+        title = report.title_lines(analysis, self.unit) if analysis is not None else []
+        saved = titled(chart.grab(), title, chart.palette()).save(path, "PNG")
         if not saved:
             self.show_message(f"Could not write {path}")
         return saved
@@ -969,6 +994,44 @@ def _restored_workload(settings: QSettings) -> Workload:
         return Workload.from_dict(json.loads(raw))
     except (ValueError, WorkloadError):
         return Workload()
+
+
+def titled(image: QPixmap, lines: Sequence[str], colors: QPalette) -> QPixmap:
+    """``image`` below ``lines`` of text (wrapped to its width), on the window's background."""
+    if not lines:
+        return image
+    ratio = image.devicePixelRatio()
+    width = round(image.width() / ratio)
+    font = QFont()
+    font.setBold(True)
+    metrics = QFontMetrics(font)
+    pad = metrics.height() // 2
+    flags = int(Qt.TextFlag.TextWordWrap)
+    boxes = [metrics.boundingRect(QRect(pad, 0, width - 2 * pad, 10**4), flags, t) for t in lines]
+    band = 2 * pad + sum(box.height() for box in boxes)
+    out = QPixmap(round(width * ratio), round((band + image.height() / ratio) * ratio))
+    out.setDevicePixelRatio(ratio)
+    out.fill(colors.color(QPalette.ColorRole.Window))
+    painter = QPainter(out)
+    painter.setFont(font)
+    painter.setPen(colors.color(QPalette.ColorRole.WindowText))
+    top = pad
+    for text, box in zip(lines, boxes, strict=True):
+        painter.drawText(QRect(pad, top, width - 2 * pad, box.height()), flags, text)
+        top += box.height()
+    painter.drawPixmap(0, band, image)
+    painter.end()
+    return out
+
+
+def model_identity(loaded: ResolvedModel) -> str:
+    """What makes two loads the same model, whatever was typed: the file or folder for one
+    opened here, else the model's name (the catalog's name, a Hub id or its alias all read as
+    the repo id) and the file chosen in a Hub repo."""
+    ref = loaded.ref
+    if ref.kind in ("local", "config", "ollama"):
+        return f"{ref.kind}:{ref.id}"
+    return f"{loaded.spec.name.lower()}|{ref.file or ''}"
 
 
 def _string_list(value: object) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from PySide6.QtCore import (
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     Qt,
     QTimer,
@@ -26,6 +27,8 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QStackedWidget,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -35,6 +38,7 @@ from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.units import Unit
 from vramgui.ui import palette
 from vramgui.ui.table_model import FlatTableModel
+from vramgui.ui.wording import as_sentence
 from vramgui.ui.workers import Worker, submit
 
 SEARCH_DEBOUNCE_MS = 150
@@ -95,6 +99,78 @@ def parameters_text(spec: ModelSpec) -> str:
     return f"{count_text(spec.parameters)} parameters"
 
 
+# A word of a repo name with the separator before it: "Llama-3.1-8B" is "Llama", "-3", ".1", "-8B".
+_NAME_WORD = re.compile(r"[-_.]?[^-_.]+|[-_.]+")
+
+
+def shorten_id(repo_id: str, others: Iterable[str], fits: Callable[[str], bool]) -> str:
+    """``repo_id`` shortened until ``fits`` says it does, keeping what tells it from ``others``
+    (the other results listed with it).
+
+    Cut in the middle, "nvidia/DeepSeek-V3.1-NVFP4" beside "nvidia/Llama-3.1-NVFP4" both read
+    "nvidia/…1-NVFP4". Left out instead, in turn, each gap shown as "…": the owner every
+    other result shares, the words of the name every other result has too (from the end: a
+    format suffix all share), then the owner; what is left keeps its start (the model's name),
+    for the caller to cut at the right if it still does not fit.
+    """
+    if fits(repo_id):
+        return repo_id
+    owner, _, name = repo_id.rpartition("/")
+    owners: set[str] = set()
+    common: set[str] | None = None
+    for other in others:
+        if other == repo_id:
+            continue
+        other_owner, _, other_name = other.rpartition("/")
+        owners.add(other_owner.lower())
+        words = {_bare(w) for w in _NAME_WORD.findall(other_name)}
+        common = words if common is None else common & words
+    pieces = _NAME_WORD.findall(name)
+    kept = [True] * len(pieces)
+
+    def shown(with_owner: bool) -> str:
+        body, gap = "", False
+        for piece, keep in zip(pieces, kept, strict=True):
+            if keep:
+                body, gap = body + piece, False
+            elif not gap:
+                body, gap = body + "…", True
+        if not owner:
+            return body
+        return f"{owner}/{body}" if with_owner else f"…/{body}"
+
+    with_owner = not (owner and owners == {owner.lower()})
+    if fits(shown(with_owner)):
+        return shown(with_owner)
+    for i in reversed(range(1, len(pieces))):  # the first word names the model: it stays
+        if common is not None and _bare(pieces[i]) in common:
+            kept[i] = False
+            if fits(shown(with_owner)):
+                return shown(with_owner)
+    return shown(False)
+
+
+def _bare(piece: str) -> str:
+    return piece.lstrip("-_.").lower()
+
+
+class _DistinguishingElide(QStyledItemDelegate):
+    """Draws a repo id too long for its cell as ``shorten_id`` shortens it against the other
+    results (the tooltip has the whole id)."""
+
+    def __init__(self, ids: Callable[[], Sequence[str]], parent: QObject) -> None:
+        super().__init__(parent)
+        self._ids = ids
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: _Index) -> None:
+        super().initStyleOption(option, index)
+        metrics = option.fontMetrics
+        # The cell's text room: its width less the style's margins (a few pixels a side).
+        room = option.rect.width() - 2 * (metrics.horizontalAdvance(" ") + 2)
+        short = shorten_id(option.text, self._ids(), lambda t: metrics.horizontalAdvance(t) <= room)
+        option.text = metrics.elidedText(short, Qt.TextElideMode.ElideRight, room)
+
+
 def _cells(hit: Any) -> tuple[str, str, str, str]:
     # One word, the one that matters most (the tooltip has both): a narrow panel keeps its room
     # for the repo ids.
@@ -137,6 +213,10 @@ class SearchResultsModel(FlatTableModel):
 
     def result(self, row: int) -> Any:
         return self._rows[row]
+
+    def ids(self) -> list[str]:
+        """The repo ids listed, in order."""
+        return [cells[0] for cells in self._cells]
 
     def row_total(self) -> int:
         return len(self._rows)
@@ -201,10 +281,11 @@ class ModelPanel(QWidget):
         # Always in the layout at one height: results arriving then move no other panel, which
         # would re-lay out and repaint the whole side column while the user types.
         self.results.setFixedHeight(RESULTS_HEIGHT_PX)
-        # A repo id too long for a narrow panel keeps its start and its end ("bartowski/Lla…-GGUF"
-        # beside "unsloth/Llama…-GGUF"): results of one search differ at either; the tooltip has
-        # the whole id.
-        self.results.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # A repo id too long for a narrow panel keeps what tells it from the other results
+        # (``shorten_id``); the tooltip has the whole id.
+        self.results.setItemDelegateForColumn(
+            0, _DistinguishingElide(self.results_model.ids, self.results)
+        )
         self.results.verticalHeader().setDefaultSectionSize(self.results.fontMetrics().height() + 6)
         header = self.results.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -345,10 +426,10 @@ class ModelPanel(QWidget):
         self._pending = None
         self._shown_query = query
         self.results_model.set_results(outcome.results)
-        notice = outcome.offline_notice
+        notice = as_sentence(outcome.offline_notice or "")
         if not outcome.results:
-            notice = (notice + " " if notice else "") + "No models match."
-        self.status.setText(notice or "")
+            notice = f"{notice} No models match.".lstrip()
+        self.status.setText(notice)
         self.status.setVisible(bool(notice))
         if self._pick_when_found:
             self._pick_when_found = False

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QWidget
 
 from vramgui.core import offload
 from vramgui.core.offload import CPU, DISK, Placement, Throughput, curves
-from vramgui.core.units import GB, Unit, format_bytes
+from vramgui.core.units import GB, Unit, format_bytes, format_rate
 from vramgui.ui import palette
 from vramgui.ui.axes import (
     log_bounds,
@@ -367,14 +367,14 @@ class ThroughputChart(Chart):
         if not self.curve:
             return "No throughput yet."
         points = ", ".join(
-            f"{t.batch:,}: {rate_text(t.tokens_per_second)}"
+            f"{t.batch:,}: {format_rate(t.tokens_per_second)}"
             for t in self.curve
             if 0 < t.tokens_per_second < math.inf
         )
         current = self.current
         now = (
             f"At the current batch of {current.batch:,}: "
-            f"{rate_text(current.tokens_per_second)} tokens/s, bound by "
+            f"{format_rate(current.tokens_per_second)} tokens/s, bound by "
             f"{RESOURCE_LABELS[current.bound]}."
             if current is not None and 0 < current.tokens_per_second < math.inf
             else ""
@@ -463,7 +463,7 @@ class ThroughputChart(Chart):
         if best is None:
             return ""
         return (
-            f"batch {best.batch:,}: {rate_text(best.tokens_per_second)} tokens/s,"
+            f"batch {best.batch:,}: {format_rate(best.tokens_per_second)} tokens/s,"
             f" bound by {RESOURCE_LABELS[best.bound]}"
         )
 
@@ -546,14 +546,14 @@ class MemorySpeedChart(Chart):
                 parts.append(
                     f"{CURVE_LABELS[kind].capitalize()}: the fastest that fits is {best.flag}, "
                     f"{format_bytes(best.total_gpu_bytes, self._unit)} of GPU memory, "
-                    f"{rate_text(best.tokens_per_second)} tokens/s."
+                    f"{format_rate(best.tokens_per_second)} tokens/s."
                 )
             elif points:
                 parts.append(f"{CURVE_LABELS[kind].capitalize()}: no point fits.")
         if self.current is not None:
             parts.append(
                 f"Now: {format_bytes(self.current[0], self._unit)}, "
-                f"{rate_text(self.current[1])} tokens/s."
+                f"{format_rate(self.current[1])} tokens/s."
             )
         return sentences(*parts)
 
@@ -643,18 +643,9 @@ class MemorySpeedChart(Chart):
         verdict = "fits" if best.fits else "does not fit with the margin kept"
         return (
             f"{best.flag}: {format_bytes(best.total_gpu_bytes, self._unit)} of GPU memory, "
-            f"{rate_text(best.tokens_per_second)} tokens/s ({verdict})"
+            f"{format_rate(best.tokens_per_second)} tokens/s ({verdict})"
         )
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         position = event.position()
         self.show_hover(event, self.text_at(position.x(), position.y()))
-
-
-def rate_text(tokens_per_second: float) -> str:
-    """Tokens/s with the digits that matter, from 0.0035 to 12,000."""
-    if tokens_per_second >= 100:
-        return f"{tokens_per_second:,.0f}"
-    if tokens_per_second >= 1:
-        return f"{tokens_per_second:.1f}"
-    return f"{tokens_per_second:.2g}"

@@ -35,23 +35,22 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.host import SET, THIS_MACHINE, UNKNOWN_HOST, HostSettings
+from vramgui.answers.offload import OffloadAnswer, plan_offload
 from vramgui.core import launch, offload
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement, Throughput, curves
 from vramgui.core.offload.fit import FitResult, fit_llamacpp
 from vramgui.core.offload.overrides import LlamaCppLayout
-from vramgui.core.units import GB, GiB, Unit, format_bytes
+from vramgui.core.units import GB, GiB, Unit, format_bytes, format_rate
 from vramgui.core.workload import EngineConflictError, Workload, adjusted, served_family
-from vramgui.hardware.gpus import CatalogGpu
-from vramgui.hardware.host import DEFAULT_DISK_READ_BYTES_PER_S, pcie_bytes_per_s
 from vramgui.ui import palette, wording
 from vramgui.ui.offload_charts import (
     RESOURCE_LABELS,
     LayerChart,
     MemorySpeedChart,
     ThroughputChart,
-    rate_text,
 )
 from vramgui.ui.widgets import guard_wheel
 from vramgui.ui.workers import Worker, submit
@@ -110,33 +109,6 @@ class GpuChoice:
     bandwidths: Bandwidths | None = None
 
 
-def bandwidths_for(
-    gpu: CatalogGpu,
-    *,
-    gpu_flops: float | None = None,
-    disk_bytes_per_s: float = DEFAULT_DISK_READ_BYTES_PER_S,
-    cpu_ram_peak_bytes_per_s: float = offload.DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
-    cpu_flops: float = offload.DEFAULT_CPU_FLOPS,
-) -> Bandwidths:
-    """The speeds decoding reaches with a catalog GPU on a PCIe link of its generation.
-
-    Memory bandwidths are the measured shares of the peaks (``offload.expected_bandwidths``).
-    Where the catalog has no 16-bit TFLOPS for ``gpu`` and none is given, the rate is unknown
-    (infinite: decode is never called compute-bound) until the user enters one.
-    """
-    if gpu_flops is None:
-        tflops = gpu.bf16_tflops or gpu.fp16_tflops
-        gpu_flops = math.inf if tflops is None else tflops * 1e12
-    return offload.expected_bandwidths(
-        gpu_peak_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
-        pcie_bytes_per_s=pcie_bytes_per_s(gpu.pcie_gen or 4),
-        cpu_ram_peak_bytes_per_s=cpu_ram_peak_bytes_per_s,
-        disk_bytes_per_s=disk_bytes_per_s,
-        gpu_flops=gpu_flops,
-        cpu_flops=cpu_flops,
-    )
-
-
 class OffloadView(QWidget):
     """Per-layer placement, GPU-layers slider, tokens/s vs batch and launch settings.
 
@@ -148,6 +120,11 @@ class OffloadView(QWidget):
     """
 
     placementChanged = Signal(object)
+    # The user's host RAM and disk speed: (RAM bytes or None for this machine's, disk bytes/s).
+    hostEdited = Signal(object, float)
+    # The user's llama.cpp placement: (-ngl or None for the fastest, --n-cpu-moe, --cpu-moe,
+    # op offload).
+    placementChosen = Signal(object, int, bool, bool)
 
     def __init__(
         self,
@@ -160,7 +137,10 @@ class OffloadView(QWidget):
         self._spec: ModelSpec | None = None
         self._workload: Workload | None = None
         self._vram_bytes = 8 * 1024**3
-        self._host_bytes: int | None = None
+        self._host: HostSettings = UNKNOWN_HOST
+        # This machine's available RAM, what the host RAM box returns to at "this machine".
+        self._machine_ram: int | None = None
+        self.answer: OffloadAnswer | None = None
         self._bandwidths: Bandwidths | None = None
         self._gpus: tuple[GpuChoice, ...] = ()
         self._unit: Unit = "GiB"
@@ -310,10 +290,26 @@ class OffloadView(QWidget):
             spin.valueChanged.connect(self._bandwidth_edited)
             self.spins[key] = spin
             form.addRow(label, spin)
+        self.ram = QDoubleSpinBox()
+        self.ram.setRange(0.0, 1 << 20)
+        self.ram.setDecimals(1)
+        self.ram.setSuffix(" GiB")
+        self.ram.setKeyboardTracking(False)
+        self.ram.setToolTip(
+            "Host RAM for the weights the GPUs do not hold (beyond it llama.cpp reads them from "
+            "disk). 0: the RAM available on this machine now; enter another machine's to plan "
+            "for it. A profile keeps it."
+        )
+        self.ram.valueChanged.connect(self._host_edited)
+        form.insertRow(0, "Host RAM", self.ram)
+        self.spins["disk_bytes_per_s"].setToolTip(
+            "Read speed of the disk holding what host RAM does not (default: a PCIe 4.0 NVMe "
+            "drive, 3.5 GB/s). A profile keeps it."
+        )
         self.spins["gpu_flops"].setSpecialValueText("unknown")
         self.spins["gpu_bytes_per_s"].setToolTip(SPEED_HINTS["gpu"])
         self.spins["cpu_ram_bytes_per_s"].setToolTip(SPEED_HINTS["ram"])
-        speeds = QGroupBox("Speeds (editable)")
+        speeds = QGroupBox("Host and speeds (editable)")
         speeds.setToolTip(SPEED_HINTS["box"])
         speeds.setLayout(form)
 
@@ -401,6 +397,44 @@ class OffloadView(QWidget):
         self._take_budget(vram_bytes, host_ram_bytes)
         self._refresh()
 
+    @property
+    def host(self) -> HostSettings:
+        """The host RAM and disk speed the plan uses."""
+        return self._host
+
+    def set_host(self, host: HostSettings) -> None:
+        """Plan with ``host``: its RAM, and its disk speed in the speeds."""
+        self._take_host(host)
+        self._refresh()
+
+    def _take_host(self, host: HostSettings) -> None:
+        self._host = host
+        if host.ram_source != SET:
+            self._machine_ram = host.ram_bytes
+        machine = "unknown" if self._machine_ram is None else f"{self._machine_ram / GiB:.1f} GiB"
+        blocked = self.ram.blockSignals(True)
+        self.ram.setSpecialValueText(f"this machine: {machine}")
+        self.ram.setValue(host.ram_bytes / GiB if host.ram_source == SET and host.ram_bytes else 0)
+        self.ram.blockSignals(blocked)
+        if (
+            self._bandwidths is not None
+            and self._bandwidths.disk_bytes_per_s != host.disk_bytes_per_s
+        ):
+            self._take_bandwidths(
+                dataclasses.replace(self._bandwidths, disk_bytes_per_s=host.disk_bytes_per_s)
+            )
+
+    def _host_edited(self) -> None:
+        ram = round(self.ram.value() * GiB) if self.ram.value() > 0 else None
+        self._host = dataclasses.replace(
+            self._host,
+            ram_bytes=ram if ram is not None else self._machine_ram,
+            ram_source=SET if ram is not None else THIS_MACHINE,
+        )
+        self.hostEdited.emit(ram, self._host.disk_bytes_per_s)
+        self._ngl = None
+        self._refresh()
+
     def set_bandwidths(self, bandwidths: Bandwidths) -> None:
         """The speeds of the roofline; the spin boxes show them for editing."""
         self._take_bandwidths(bandwidths)
@@ -415,6 +449,7 @@ class OffloadView(QWidget):
         bandwidths: Bandwidths | None = None,
         gpus: Sequence[GpuChoice] | None = None,
         host_ram_bytes: int | None = None,
+        host: HostSettings | None = None,
         in_turns: bool = False,
     ) -> None:
         """Model, settings and, when given, budget and speeds at once: the view places once.
@@ -430,6 +465,8 @@ class OffloadView(QWidget):
             bandwidths: as for :meth:`set_bandwidths`; None keeps them.
             gpus: the GPUs to choose from, as for :meth:`set_gpus`; None keeps them.
             host_ram_bytes: host RAM with ``gpus`` (None: no limit).
+            host: the host RAM and disk to plan with (this machine's, or as the user set them);
+                None keeps them.
             in_turns: draw the placement now and the speeds, launch settings and summary in the
                 next event-loop turn (``placementChanged`` then), so that neither turn is long.
         """
@@ -441,11 +478,18 @@ class OffloadView(QWidget):
                 self._n_cpu_moe = 0
         self._fit = None
         engine_before = self._workload.engine if self._workload is not None else None
+        gpus_before = self._workload.gpus if self._workload is not None else None
         self._spec, self._workload = spec, workload
         self._ngl = None
         self._follow_engine(engine_before)
         if gpus is not None:
-            self._take_gpus(gpus, host_ram_bytes)
+            self._take_gpus(gpus, host_ram_bytes if host is None else host.ram_bytes)
+        if workload is not None and workload.gpus != (gpus_before or 1) and self._gpus:
+            # "GPUs in total" changed: that many of the GPU chosen, as the estimate counts them.
+            self._extra = [self.gpu.currentIndex()] * (workload.gpus - 1)
+            self._show_more_gpus()
+        if host is not None:
+            self._take_host(host)
         if budget is not None:
             self._take_budget(*budget)
         if bandwidths is not None:
@@ -483,7 +527,7 @@ class OffloadView(QWidget):
         chosen = self.gpu_name
         extra = [self._gpus[i].name for i in self._extra if i < len(self._gpus)]
         self._gpus = tuple(gpus)
-        self._host_bytes = host_ram_bytes
+        self._host = dataclasses.replace(self._host, ram_bytes=host_ram_bytes)
         names = [gpu.name for gpu in self._gpus]
         self._extra = [names.index(name) for name in extra if name in names]
         self._show_gpus(chosen)
@@ -568,9 +612,11 @@ class OffloadView(QWidget):
         if not 0 <= index < len(self._gpus):
             return
         gpu = self._gpus[index]
-        self._take_budget(gpu.capacity_bytes, self._host_bytes)
+        self._take_budget(gpu.capacity_bytes, self._host.ram_bytes)
         if gpu.bandwidths is not None:
-            self._take_bandwidths(gpu.bandwidths)
+            self._take_bandwidths(
+                dataclasses.replace(gpu.bandwidths, disk_bytes_per_s=self._host.disk_bytes_per_s)
+            )
 
     def _gpu_chosen(self) -> None:
         self._take_gpu()
@@ -581,11 +627,13 @@ class OffloadView(QWidget):
         self._fit = None
         self._ngl = None
         self._refresh()
+        self._placement_chosen()
 
     def _experts_moved(self, value: int) -> None:
         self._n_cpu_moe = value
         self._fit = None
         self._refresh()
+        self._placement_chosen()
 
     def fit_like_llamacpp(self) -> None:
         """Place as llama.cpp's --fit would (on a worker; the view follows when it is done)."""
@@ -597,7 +645,7 @@ class OffloadView(QWidget):
         base = LlamaCppLayout(
             split_mode=self.split_mode.currentData(), op_offload=self.op_offload.isChecked()
         )
-        budgets, margin, host = self.budgets, self.margin_bytes, self._host_bytes
+        budgets, margin, host = self.budgets, self.margin_bytes, self._host.ram_bytes
         served = workload.with_(mode="inference", engine="llamacpp")
         self.fit_button.setEnabled(False)
         self._fit_job = submit(
@@ -625,7 +673,9 @@ class OffloadView(QWidget):
         self._show_error(wording.window_text(str(exc)))
 
     def _take_budget(self, vram_bytes: int, host_ram_bytes: int | None) -> None:
-        self._vram_bytes, self._host_bytes = vram_bytes, host_ram_bytes
+        self._vram_bytes = vram_bytes
+        if host_ram_bytes != self._host.ram_bytes:
+            self._host = dataclasses.replace(self._host, ram_bytes=host_ram_bytes)
         self._ngl = None
 
     def _take_bandwidths(self, bandwidths: Bandwidths) -> None:
@@ -664,6 +714,22 @@ class OffloadView(QWidget):
         self._ngl = n_gpu_layers
         self._refresh()
 
+    def set_llamacpp_placement(
+        self, n_gpu_layers: int | None, cpu_moe: bool, n_cpu_moe: int, op_offload: bool = True
+    ) -> None:
+        """llama.cpp's -ngl (None: the fastest that fits), experts in host RAM and op offload,
+        as set elsewhere (advice, a profile)."""
+        last = self._last_expert_layer()
+        moved = last + 1 if cpu_moe and last >= 0 else n_cpu_moe
+        now = (self._ngl, self._n_cpu_moe, self.op_offload.isChecked())
+        if (n_gpu_layers, moved, op_offload) == now:
+            return
+        self._ngl, self._n_cpu_moe, self._fit = n_gpu_layers, moved, None
+        blocked = self.op_offload.blockSignals(True)
+        self.op_offload.setChecked(op_offload)
+        self.op_offload.blockSignals(blocked)
+        self._refresh()
+
     def copy_settings(self) -> None:
         """Put the shown engine's command line or JSON on the clipboard (notes left out)."""
         index = self.engine.currentIndex()
@@ -679,9 +745,17 @@ class OffloadView(QWidget):
     def _slider_moved(self, value: int) -> None:
         self._ngl = value
         self._refresh()
+        self._placement_chosen()
+
+    def _placement_chosen(self) -> None:
+        """Say the user's llama.cpp placement (the window times the setup with it)."""
+        layout = self.llamacpp_layout
+        self.placementChosen.emit(self._ngl, layout.n_cpu_moe, layout.cpu_moe, layout.op_offload)
 
     def _auto_layers(self) -> None:
+        self._n_cpu_moe = 0
         self.set_gpu_layers(None)
+        self._placement_chosen()
 
     def _bandwidth_edited(self) -> None:
         values = {
@@ -702,12 +776,24 @@ class OffloadView(QWidget):
             ),
             other_gpus=others,
         )
+        if values["disk_bytes_per_s"] != self._host.disk_bytes_per_s:
+            self._host = dataclasses.replace(
+                self._host, disk_bytes_per_s=values["disk_bytes_per_s"], disk_source=SET
+            )
+            self.hostEdited.emit(
+                self._host.ram_bytes if self._host.ram_source == SET else None,
+                self._host.disk_bytes_per_s,
+            )
         self._refresh()
 
     # --- drawing ------------------------------------------------------------------------------
 
     def _place(self) -> Placement | None:
+        """Place and time the model (``answers.offload.plan_offload``, as ``vramgui plan``):
+        under llama.cpp with the slider at "most that fit" and no experts moved, the fastest
+        placement that fits."""
         spec = self._spec
+        self.answer = None
         if spec is None or self._workload is None:
             return None
         planner = self.planner.currentData()
@@ -720,27 +806,52 @@ class OffloadView(QWidget):
         self._adjustments = tuple(wording.reset_notice(r, spec.name) for r in resets)
         if self._floor_bytes is None:
             self._floor_bytes = offload.min_vram_bytes(spec, workload)
-        margin = self.margin_bytes
-        if planner != "llamacpp":
-            return offload.plan(
-                planner,
-                spec,
-                workload,
-                self.budgets,
-                host_ram_bytes=self._host_bytes,
-                margin_bytes=margin,
-            )
-        if self._llamacpp is None or self._llamacpp.workload != workload:
-            self._llamacpp = offload.llamacpp_model(spec, workload)
-        if self._fit is not None and self._fit.placement.workload == workload:
-            return dataclasses.replace(self._fit.placement, margin_bytes=margin)
-        return self._llamacpp.place(
-            self.budgets,
-            host_ram_bytes=self._host_bytes,
-            n_gpu_layers=self._ngl,
-            margin_bytes=margin,
-            layout=self.llamacpp_layout,
+        layout = None
+        if planner == "llamacpp":
+            if self._llamacpp is None or self._llamacpp.workload != workload:
+                self._llamacpp = offload.llamacpp_model(spec, workload)
+            layout = self.llamacpp_layout
+        fit = (
+            self._fit
+            if self._fit is not None and self._fit.placement.workload == workload
+            else None
         )
+        bandwidths = self._all_bandwidths()
+        if bandwidths is None:
+            # No speeds known for this GPU: placed, not timed.
+            if planner != "llamacpp":
+                return offload.plan(
+                    planner,
+                    spec,
+                    workload,
+                    self.budgets,
+                    host_ram_bytes=self._host.ram_bytes,
+                    margin_bytes=self.margin_bytes,
+                )
+            assert self._llamacpp is not None
+            if fit is not None:
+                return dataclasses.replace(fit.placement, margin_bytes=self.margin_bytes)
+            return self._llamacpp.place(
+                self.budgets,
+                host_ram_bytes=self._host.ram_bytes,
+                n_gpu_layers=self._ngl,
+                margin_bytes=self.margin_bytes,
+                layout=layout,
+            )
+        self.answer = plan_offload(
+            spec,
+            workload,
+            planner,
+            self.budgets,
+            bandwidths=bandwidths,
+            host=self._host,
+            n_gpu_layers=self._ngl,
+            layout=layout,
+            margin_bytes=self.margin_bytes,
+            fit=fit,
+            model=self._llamacpp,
+        )
+        return self.answer.placement
 
     @property
     def llamacpp_layout(self) -> LlamaCppLayout:
@@ -854,24 +965,29 @@ class OffloadView(QWidget):
             f"<b>{escape(name)}: {format_bytes(used, unit)}</b> of {format_bytes(budget, unit)}"
             for name, used, budget in zip(names, p.gpu_bytes, p.vram_budget_bytes, strict=False)
         ]
+        host = self._host
+        ram = "no limit" if host.ram_bytes is None else format_bytes(host.ram_bytes, unit)
+        where = "set" if host.ram_source == SET else host.ram_source
         parts = [
             " + ".join(gpus) + f" ({verdict}{kept})",
-            f"host RAM {format_bytes(p.host_bytes, unit)}",
+            f"host RAM {format_bytes(p.host_bytes, unit)} of {ram} ({where})",
             f"disk {format_bytes(p.disk_bytes, unit)}",
         ]
+        if self.answer is not None and self.answer.chosen == "fastest" and self.answer.flags:
+            parts.append(f"fastest that fits: {self.answer.flags}")
         if self._floor_bytes is not None:
             parts.append(f"one-layer floor {format_bytes(self._floor_bytes, unit)}")
         if self.throughput is not None:
             t = self.throughput
             parts.append(
-                f"<b>{rate_text(t.tokens_per_second)} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
+                f"<b>{format_rate(t.tokens_per_second)} tokens/s</b> (bound by {RESOURCE_LABELS[t.bound]})"
             )
         if self.compute_bound_batch is not None:
             parts.append(f"compute-bound from batch {self.compute_bound_batch:,}")
-        bandwidths = self._all_bandwidths()
-        if bandwidths is not None:
-            prefill = offload.prefill_seconds(p, bandwidths)
-            parts.append(f"prefill of {p.workload.seq:,} tokens {prefill:,.2f} s")
+        if self.answer is not None:
+            parts.append(
+                f"prefill of {p.workload.seq:,} tokens {self.answer.prefill_seconds:,.2f} s"
+            )
         self.summary.setStyleSheet("" if p.fits else palette.WARNING_STYLE)
         notes = "".join(f"<br>{escape(note)}" for note in (*self._adjustments, *p.notes))
         self.summary.setText(" &nbsp;·&nbsp; ".join(parts) + f"<small>{notes}</small>")
@@ -883,10 +999,11 @@ class OffloadView(QWidget):
             self.throughput_chart.set_curve((), None, None)
             self._draw_curves(placement, None)
             return
-        self.throughput = offload.decode_throughput(placement, bw)
-        curve = offload.throughput_curve(placement, bw)
-        self.compute_bound_batch = offload.compute_bound_batch(placement, bw)
-        self.throughput_chart.set_curve(curve, self.throughput, self.compute_bound_batch)
+        answer = self.answer
+        assert answer is not None  # timed with the placement whenever there are speeds
+        self.throughput = answer.throughput
+        self.compute_bound_batch = answer.compute_bound_batch
+        self.throughput_chart.set_curve(answer.curve, self.throughput, self.compute_bound_batch)
         self._draw_curves(placement, bw)
 
     def _draw_curves(self, placement: Placement | None, bw: Bandwidths | None) -> None:
@@ -903,7 +1020,7 @@ class OffloadView(QWidget):
                 current = (sum(placement.gpu_bytes), self.throughput.tokens_per_second)
             self.memory_chart.set_curves((), (), budget_bytes=0, current=current)
             return
-        budgets, margin, host = self.budgets, self.margin_bytes, self._host_bytes
+        budgets, margin, host = self.budgets, self.margin_bytes, self._host.ram_bytes
         layout = self.llamacpp_layout
         current = (
             sum(placement.gpu_bytes),
@@ -911,6 +1028,11 @@ class OffloadView(QWidget):
         )
         self.memory_chart.current = current
         self.memory_chart.refresh()
+        if self.answer is not None and self.answer.layers:
+            # The plan already walked both curves to find the fastest placement.
+            self.curves = (self.answer.layers, self.answer.experts)
+            self.memory_chart.set_curves(*self.curves, budget_bytes=sum(budgets), current=current)
+            return
 
         def work() -> tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]]:
             kwargs = {"layout": layout, "host_ram_bytes": host, "margin_bytes": margin}

@@ -46,13 +46,25 @@ _AS_STORED_HINT = (
 )
 
 
-def short_label(scheme: Scheme) -> str:
-    """A scheme as the closed box shows it: "bnb NF4 · 4.13 bits", "Q4_K_M · 4.5 bits"."""
+def short_label(scheme: Scheme, bits: float | None = None) -> str:
+    """A scheme as the closed box shows it: "bnb NF4 · 4.13 bits", "Q4_K_M · 4.89 bits".
+
+    ``bits``: its bits per weight on the model picked; None: the scheme's nominal width.
+    """
     if scheme.family == "none":
         return "None (16/32-bit)"
     label = scheme.name if scheme.family == "gguf" else scheme.label.split(" (")[0]
     label = label.replace("bitsandbytes", "bnb")
-    return f"{label} · {round(scheme.nominal_bits_per_weight, 2):g} bits"
+    return f"{label} · {_bits_text(scheme, bits)} bits"
+
+
+def item_label(scheme: Scheme, bits: float | None = None) -> str:
+    """A scheme as the open list shows it: "Q4_K_M (llama.cpp)  ·  4.89 bits/weight"."""
+    return f"    {scheme.label}  ·  {_bits_text(scheme, bits)} bits/weight"
+
+
+def _bits_text(scheme: Scheme, bits: float | None) -> str:
+    return f"{round(scheme.nominal_bits_per_weight if bits is None else bits, 2):g}"
 
 
 class PrecisionPanel(QWidget):
@@ -81,6 +93,7 @@ class PrecisionPanel(QWidget):
         self.stored.setToolTip(_AS_STORED_HINT)
         self._stored_label = QLabel("Stored as")
         self._stored_text = ""
+        self._bits: dict[str, float] = {}
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Weights", self.dtype)
@@ -112,15 +125,29 @@ class PrecisionPanel(QWidget):
                 font = header.font()
                 font.setBold(True)
                 header.setFont(font)
-            self.quant.addItem(
-                f"    {scheme.label}  ·  {scheme.nominal_bits_per_weight:g} bits/weight",
-                scheme.name,
-            )
+            self.quant.addItem(item_label(scheme), scheme.name)
             index = self.quant.count() - 1
             self.quant.setItemData(index, scheme.description, Qt.ItemDataRole.ToolTipRole)
             self.quant.setItemData(index, scheme.description, _DESCRIPTION_ROLE)
             # The closed box is narrow: the label and the bits, without the words around them.
             self.quant.setItemData(index, short_label(scheme), SHORT_TEXT_ROLE)
+
+    def set_bits(self, bits: Mapping[str, float]) -> None:
+        """Label each scheme with its average bits per weight on the model picked (by scheme
+        name, ``storage.bits_per_weight``: stored bytes x 8 over the model's parameters, as
+        the mix assigns each tensor); a scheme left out shows its nominal width."""
+        self._bits = dict(bits)
+        model = self.quant.model()
+        assert isinstance(model, QStandardItemModel)
+        for index in range(self.quant.count()):
+            name = self.quant.itemData(index)
+            if name is None or name == "none":
+                continue
+            scheme, value = self._schemes[name], self._bits.get(name)
+            model.item(index).setText(item_label(scheme, value))
+            model.item(index).setData(short_label(scheme, value), SHORT_TEXT_ROLE)
+        self._label_stored()
+        self.quant.update()  # the closed box paints the item's short text
 
     def set_values(
         self,
@@ -151,7 +178,13 @@ class PrecisionPanel(QWidget):
         self.kv_dtype.set_value(kv_dtype)
         for name, widget, hint in (
             ("dtype", self.dtype, "The dtype of unquantized weights and of compute."),
-            ("quant", self.quant, "How the weights are quantized; bits per weight include scales."),
+            (
+                "quant",
+                self.quant,
+                "How the weights are quantized. Bits per weight: this model's average under "
+                "each choice, scales and the tensors it keeps wider (in the Weights dtype) "
+                "included.",
+            ),
             ("kv_dtype", self.kv_dtype, "The dtype of the KV cache."),
         ):
             reason = reasons.get(name)
@@ -169,22 +202,28 @@ class PrecisionPanel(QWidget):
                     self.quant, index, reason, self.quant.itemData(index, _DESCRIPTION_ROLE)
                 )
 
+    def _label_stored(self) -> None:
+        """The "none" choice: the checkpoint's own format where it has one, with its bits per
+        weight once known."""
+        model = self.quant.model()
+        assert isinstance(model, QStandardItemModel)
+        item = model.item(self._none_index)
+        none, stored, bits = self._schemes["none"], self._stored_text, self._bits.get("none")
+        if stored:
+            per_weight = "" if bits is None else f"  ·  {round(bits, 2):g} bits/weight"
+            item.setText(f"    As stored: {stored}{per_weight}")
+            item.setData(f"As stored · {stored}", SHORT_TEXT_ROLE)
+            item.setData(_AS_STORED_HINT, _DESCRIPTION_ROLE)
+        else:
+            item.setText(item_label(none, bits))
+            item.setData(short_label(none), SHORT_TEXT_ROLE)
+            item.setData(none.description, _DESCRIPTION_ROLE)
+
     def _show_stored(self, stored: str, quant: str) -> None:
         """The "none" choice as the checkpoint's own format, and the line that says which."""
         if stored != self._stored_text:
             self._stored_text = stored
-            model = self.quant.model()
-            assert isinstance(model, QStandardItemModel)
-            item = model.item(self._none_index)
-            none = self._schemes["none"]
-            if stored:
-                item.setText(f"    As stored: {stored}")
-                item.setData(f"As stored · {stored}", SHORT_TEXT_ROLE)
-                item.setData(_AS_STORED_HINT, _DESCRIPTION_ROLE)
-            else:
-                item.setText(f"    {none.label}  ·  {none.nominal_bits_per_weight:g} bits/weight")
-                item.setData(short_label(none), SHORT_TEXT_ROLE)
-                item.setData(none.description, _DESCRIPTION_ROLE)
+            self._label_stored()
             self.quant.update()  # the closed box paints the item's short text
         self._stored_label.setVisible(bool(stored))
         self.stored.setVisible(bool(stored))

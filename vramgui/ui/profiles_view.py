@@ -53,14 +53,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.documents import saved_document
+from vramgui.answers.rates import RatesFor
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
-from vramgui.core.fit import fit_rows
-from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import (
     NameTaken,
+    OffloadSettings,
     Profile,
     ProfileError,
     ProfileListing,
@@ -101,21 +102,27 @@ INFO_STYLE = (
 _Index = QModelIndex | QPersistentModelIndex
 
 
+def _untimed(_gpu: str, _dtype: str) -> None:
+    return None
+
+
 def profile_from_setup(
     name: str,
     loaded: ResolvedModel,
     workload: Workload,
     capacities: Sequence[tuple[str, int]],
     notes: str = "",
+    *,
+    rates: RatesFor = _untimed,
+    offload: OffloadSettings | None = None,
 ) -> Profile:
-    """A profile of the window's current setup, with its estimate as computed now.
+    """A profile of the window's current setup, with its estimate as computed now, timed with
+    ``rates``, its placement and host as ``answers.documents.saved_document`` saves it.
 
     A setup the core refuses (an invalid combination) is still saved, without an estimate.
     """
     try:
-        est = estimate(loaded.spec, workload, capacities[0][1] if capacities else None)
-        document = estimate_document(loaded.spec, est, fit_rows(est, capacities))
-        document["source"] = loaded.ref.to_dict()
+        document = saved_document(loaded, workload, list(capacities), rates=rates, offload=offload)
     except VramguiError:
         document = {}
     return Profile(
@@ -125,6 +132,7 @@ def profile_from_setup(
         gpus=tuple(gpu for gpu, _ in capacities),
         notes=notes,
         saved_estimate=document,
+        offload=offload,
     )
 
 
@@ -650,6 +658,8 @@ class ProfilesView(QWidget):
                 self.controller.workload,
                 self.controller.capacities,
                 previous.notes if previous is not None else "",
+                rates=self.controller.rates_for,
+                offload=self.controller.offload,
             )
             saved = self.store.save(profile, update=update)
         except NameTaken as exc:
@@ -724,6 +734,7 @@ class ProfilesView(QWidget):
         self._opening = None
         self.opening.hide()
         self.controller.set_workload(profile.workload)
+        self.controller.set_offload(profile.offload)
         self.controller.set_model(loaded, source)
         self._current = profile.name
         self._update_actions()

@@ -20,8 +20,9 @@ def as_json(analysis: Analysis) -> str:
     return json.dumps(document, indent=2, default=str)
 
 
-def as_text(analysis: Analysis, unit: Unit) -> str:
-    """A plain-text table a person can paste into a chat or an issue."""
+def title_lines(analysis: Analysis, unit: Unit) -> list[str]:
+    """The model and setup, then the peak: the head of the text and the title of an exported
+    chart."""
     est = analysis.estimate
     w = est.workload
     what = (
@@ -31,11 +32,16 @@ def as_text(analysis: Analysis, unit: Unit) -> str:
     )
     quant = "" if w.quant == "none" else f", {w.quant}"
     about = "about " if analysis.spec.inventory is Inventory.APPROXIMATE else ""
-    lines = [
+    return [
         f"{est.model_name}: {what}, {w.dtype}{quant}, {w.gpus} GPU(s)",
         f"Peak per GPU: {about}{format_bytes(est.total_bytes, unit)} ({est.phase})",
-        f"Model inventory: {analysis.spec.inventory.value}",
     ]
+
+
+def as_text(analysis: Analysis, unit: Unit) -> str:
+    """A plain-text table a person can paste into a chat or an issue."""
+    est = analysis.estimate
+    lines = [*title_lines(analysis, unit), f"Model inventory: {analysis.spec.inventory.value}"]
     width = max(len(component_label(name)) for name in est.components) if est.components else 0
     for name, size in est.components.items():
         lines.append(f"  {component_label(name):<{width}}  {format_bytes(size, unit):>12}")

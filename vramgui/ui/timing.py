@@ -3,7 +3,8 @@ training run takes and what it costs; and the rates it is timed with, from the G
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from html import escape
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -16,51 +17,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.errors import VramguiError, WorkloadError
-from vramgui.core.model import ModelSpec
-from vramgui.core.report import document_for
-from vramgui.core.speed import Utilization
-from vramgui.core.units import format_count, format_duration, format_money, parse_count
-from vramgui.core.workload import Workload
-from vramgui.hardware.errors import HardwareError
-from vramgui.hardware.gpus import CatalogGpu, find_gpu
-from vramgui.hardware.rates import rental_price, speed_hardware
-from vramgui.ui.controller import (
-    DEFAULT_TRAIN_TOKENS,
-    Rates,
-    RatesFor,
-    SpeedSummary,
-    summarize_speed,
+from vramgui.answers.timing import AS_SET, OFFLOAD, TimedPlacement, Timing, Untimed
+from vramgui.core.units import (
+    format_bytes,
+    format_count,
+    format_duration,
+    format_money,
+    format_rate,
+    parse_count,
 )
 
 NO_TARGET = (
     "Check a GPU of the catalog on the right to see how fast the setup runs and what it costs."
 )
-
-
-def catalog_rates(
-    catalog: Sequence[CatalogGpu] | Callable[[], Sequence[CatalogGpu]],
-    measured: Callable[[str], Utilization | None] = lambda _name: None,
-) -> RatesFor:
-    """Rates for the GPUs of ``catalog`` (a local GPU by its NVML name): datasheet peaks, the
-    catalog's rental price, and the utilization measured on that GPU model where there is one,
-    else its architecture's default. ``catalog`` may be a function that gives the GPUs known
-    now (the catalog and the cards added by hand); a GPU's own name wins over a tolerant match.
-    """
-    fixed = () if callable(catalog) else tuple(catalog)
-    current = catalog if callable(catalog) else lambda: fixed
-
-    def rates(name: str, dtype: str) -> Rates | None:
-        gpus = tuple(current())
-        try:
-            gpu = next((g for g in gpus if g.name == name), None) or find_gpu(name, gpus)
-            hardware = speed_hardware(gpu, dtype)
-        except (HardwareError, WorkloadError):
-            return None
-        utilization = measured(gpu.name) or Utilization.default_for(gpu.architecture)
-        return Rates(hardware, rental_price(gpu), utilization)
-
-    return rates
 
 
 _SOURCES = {
@@ -71,12 +40,15 @@ _SOURCES = {
 }
 
 
-def speed_text(summary: SpeedSummary | None) -> str:
+def speed_text(summary: Timing | Untimed | None) -> str:
     """The line's words, what decides first: a training run's time and cost, or the cost per
-    million generated tokens; then the speed behind them."""
+    million generated tokens; then the speed behind them, and the placement timed where it is
+    not the setup as chosen. A setup nothing runs says so instead."""
     if summary is None:
         return NO_TARGET
-    where = f"{summary.gpus} x {summary.gpu}" if summary.gpus > 1 else summary.gpu
+    if isinstance(summary, Untimed):
+        return f"No speed or cost: {escape(summary.reason)}"
+    where = escape(placement_words(summary.placement))
     price = summary.price
     parts = []
     if summary.mode == "training":
@@ -88,7 +60,7 @@ def speed_text(summary: SpeedSummary | None) -> str:
             if summary.cost is not None and price is not None:
                 run += f" for <b>{format_money(summary.cost, price.currency)}</b>"
             parts.append(run)
-        parts.append(f"{summary.tokens_per_second:,.0f} tokens/s on {where}")
+        parts.append(f"{format_rate(summary.tokens_per_second)} tokens/s on {where}")
         parts.append(f"{summary.step_seconds:.2g} s a step")
     else:
         if summary.cost_per_million is not None and price is not None:
@@ -97,7 +69,7 @@ def speed_text(summary: SpeedSummary | None) -> str:
                 "tokens"
             )
         parts.append(
-            f"<b>{summary.tokens_per_second:,.0f} tokens/s</b> at batch {summary.concurrency} "
+            f"<b>{format_rate(summary.tokens_per_second)} tokens/s</b> at batch {summary.concurrency} "
             f"on {where}"
         )
     if price is None:
@@ -105,12 +77,29 @@ def speed_text(summary: SpeedSummary | None) -> str:
     return " · ".join(parts)
 
 
-def speed_tooltip(summary: SpeedSummary | None) -> str:
+def placement_words(placement: TimedPlacement) -> str:
+    """The placement timed, short enough for the line: the GPUs, and what differs from the
+    setup as chosen (llama.cpp's flags and the weights in host RAM, or the GPUs it takes)."""
+    where = f"{placement.gpus} x {placement.gpu}" if placement.gpus > 1 else placement.gpu
+    if placement.kind == AS_SET or not placement.flags:
+        return where
+    if placement.kind != OFFLOAD:
+        return f"{where} ({placement.flags}; fewer do not hold it)"
+    moved = [f"{format_bytes(placement.host_bytes)} in RAM"] if placement.host_bytes else []
+    if placement.disk_bytes:
+        moved.append(f"{format_bytes(placement.disk_bytes)} from disk")
+    return f"{where} with {placement.flags}" + (f" ({', '.join(moved)})" if moved else "")
+
+
+def speed_tooltip(summary: Timing | Untimed | None) -> str:
     """What the line rests on: utilization and where it comes from, the price and its source."""
     if summary is None:
         return NO_TARGET
+    if isinstance(summary, Untimed):
+        return summary.reason
     u = summary.utilization
     lines = [
+        f"Timed on: {summary.placement.describe()}",
         f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "
         + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these"),
         f"Step: {summary.step_seconds:.3g} s, bound by {summary.bound.replace('_', ' ')}"
@@ -172,16 +161,17 @@ class SpeedLine(QWidget):
         layout.addWidget(self.price)
         self._tokens = 0
 
-    def show_summary(self, summary: SpeedSummary | None, train_tokens: int) -> None:
+    def show_summary(self, summary: Timing | Untimed | None, train_tokens: int) -> None:
         """Show ``summary``; the tokens and price controls apply to training only."""
         text, tip = speed_text(summary), speed_tooltip(summary)
         if self.text.text() != text:  # a new text lays the row out again
             self.text.setText(text)
             self.text.setToolTip(tip)
-        training = summary is not None and summary.mode == "training"
+        timed = isinstance(summary, Timing)
+        training = timed and summary.mode == "training"  # type: ignore[union-attr]
         for widget in (self.tokens_label, self.tokens):
             widget.setVisible(training)
-        self.price.setVisible(summary is not None)
+        self.price.setVisible(timed)
         if train_tokens != self._tokens:
             self._tokens = train_tokens
             self.tokens.setText(format_count(train_tokens))
@@ -235,51 +225,6 @@ def price_sources(ranked: Sequence[object]) -> Mapping[str, str]:
         if price is not None:
             out.setdefault(price.source, price.date)
     return out
-
-
-def document_with_speed(
-    rates: RatesFor, train_tokens: int = DEFAULT_TRAIN_TOKENS
-) -> Callable[[ModelSpec, Workload, list[tuple[str, int]]], dict[str, Any]]:
-    """``core.report.document_for`` with the setup timed and priced on its first GPU, for the
-    comparison of profiles: ``speed`` as `vramgui estimate` writes it (training, a run of
-    ``train_tokens``), or ``serving`` (inference: tokens per second at the batch as
-    concurrency and the cost per million tokens). A GPU that cannot be timed adds neither."""
-
-    def document(
-        spec: ModelSpec, workload: Workload, capacities: list[tuple[str, int]]
-    ) -> dict[str, Any]:
-        doc = document_for(spec, workload, capacities)
-        if not capacities:
-            return doc
-        gpu = capacities[0][0]
-        r = rates(gpu, workload.dtype)
-        if r is None:
-            return doc
-        try:
-            summary = summarize_speed(spec, workload, gpu, r, train_tokens)
-        except VramguiError:
-            return doc
-        block: dict[str, Any] = {
-            "gpu": gpu,
-            "tokens_per_second": summary.tokens_per_second,
-            "cost_per_million_tokens": summary.cost_per_million,
-            "price": None if r.price is None else r.price.to_dict(),
-        }
-        if workload.mode == "training":
-            block.update(
-                {
-                    "step_seconds": summary.step_seconds,
-                    "train_tokens": train_tokens,
-                    "time_seconds": summary.time_seconds,
-                    "cost": summary.cost,
-                }
-            )
-            doc["speed"] = block
-        else:
-            doc["serving"] = {**block, "concurrency": summary.concurrency}
-        return doc
-
-    return document
 
 
 def timed(document: dict[str, Any]) -> dict[str, Any] | None:

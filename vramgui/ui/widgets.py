@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel
+from PySide6.QtGui import QPainter, QPaintEvent, QStandardItemModel, QValidator
 from PySide6.QtWidgets import (
     QAbstractSlider,
     QAbstractSpinBox,
@@ -27,15 +27,48 @@ from PySide6.QtWidgets import (
 _STEPS_PER_OCTAVE = 8
 
 
+class ClampingSpinBox(QSpinBox):
+    """A spin box that takes a number typed past its maximum as the maximum and says so
+    (``clamped`` with the number typed).
+
+    QSpinBox refuses the keystroke that crosses the maximum: 99999999 typed into a box of at
+    most 4,096 silently read 999.
+    """
+
+    clamped = Signal(object)  # any size of number can be typed
+
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
+        result = super().validate(text, pos)
+        typed = self._typed(text)
+        if typed is not None and typed > self.maximum():
+            return (QValidator.State.Intermediate, text, pos)  # fixed up when editing ends
+        return result
+
+    def fixup(self, text: str) -> str:
+        typed = self._typed(text)
+        if typed is not None and typed > self.maximum():
+            self.clamped.emit(typed)
+            return self.textFromValue(self.maximum())
+        return text
+
+    def _typed(self, text: str) -> int | None:
+        """The whole number typed (group separators allowed), or None."""
+        digits = text.strip().replace(self.locale().groupSeparator(), "")
+        return int(digits) if digits.isdigit() else None
+
+
 class SliderSpin(QWidget):
-    """A log-scale slider and a spin box that show one integer; ``valueChanged`` on user edits."""
+    """A log-scale slider and a spin box that show one integer; ``valueChanged`` on user edits,
+    ``clamped`` (the number typed, the maximum) when a number past the maximum was typed."""
 
     valueChanged = Signal(int)
+    clamped = Signal(object, int)
 
     def __init__(self, minimum: int, maximum: int, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.spin = QSpinBox()
+        self.spin = ClampingSpinBox()
+        self.spin.clamped.connect(lambda typed: self.clamped.emit(typed, self.spin.maximum()))
         self.spin.setKeyboardTracking(False)
         self.spin.setGroupSeparatorShown(True)
         self.spin.setMinimumWidth(90)

@@ -148,3 +148,16 @@ def refusal(conflict: EngineConflict, model: str = "") -> str:
             f"Serve it with {others}."
         )
     return f"{_runs_only(conflict)}: pick {others} for {value_label(conflict.setting, conflict.value)}."
+
+
+def as_sentence(text: str) -> str:
+    """``text`` (a message of the sources, "cannot reach the Hub ...") as a sentence of its own:
+    a full stop last, so that another can follow it, and a capital first where the first word
+    is a plain word (never a name: "llama.cpp", "tiny.Q8_0", "meta-llama/...")."""
+    text = text.strip()
+    if not text:
+        return ""
+    first = text.split(" ", 1)[0]
+    if first.isalpha() and first.islower():
+        text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."

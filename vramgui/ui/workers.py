@@ -10,18 +10,22 @@ waits for the child, and kills it when the worker is cancelled (a newer load sup
 the child runs past its time bound; the child is also held to ``CHILD_ADDRESS_SPACE_BYTES`` of
 memory where the system allows it. Children fork from a server started once
 (``multiprocessing``'s forkserver, with the readers preloaded; spawn where there is none), so
-that each costs tens of milliseconds, not an interpreter's start.
+that each costs tens of milliseconds, not an interpreter's start. The server imports the
+vramgui this process imported, wherever it was started from (``_start_server``). What a child
+raises reaches the caller, and the log file with the child's traceback.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import multiprocessing
 import os
 import select
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
@@ -42,6 +46,8 @@ CHILD_ADDRESS_SPACE_BYTES = 4 * 2**30
 _POLL_SECONDS = 0.05
 # What the children import before they fork: every reader a load may need.
 _PRELOAD = ["vramgui.sources.resolve", "vramgui.sources.on_disk", __name__]
+
+log = logging.getLogger(__name__)
 
 # Workers stay referenced until their outcome reaches the GUI thread, so neither Python nor Qt
 # frees one mid-run.
@@ -226,11 +232,42 @@ def _context() -> ForkServerContext | SpawnContext:
 def start_processes() -> None:
     """Start the server children fork from now, so that the first load does not wait for it
     (it imports the readers on its own core meanwhile)."""
-    context = _context()
-    if context.get_start_method() == "forkserver":
-        from multiprocessing import forkserver
+    _start_server(_context())
 
-        forkserver.ensure_running()
+
+# The server starts once, by whichever thread needs it first; while it starts, this process's
+# environment holds the server's path, which no child's copy of the environment may take.
+_SERVER_LOCK = threading.Lock()
+
+
+def _start_server(context: ForkServerContext | SpawnContext) -> None:
+    """Start the process server, if this context has one and it is not running, on this
+    process's import path.
+
+    Python 3.11 starts it with ``python -c``, which puts the current folder first on its path,
+    and its preloading ignores the path it is given: started in a source checkout, it imported
+    the checkout's ``vramgui/`` while this process ran an installed one (which alone has
+    ``vramgui.resources``), and every load failed. It starts here with the safe path (no
+    current folder) and this process's path in ``PYTHONPATH``, set for the start alone. Spawned
+    children are given this process's path by multiprocessing itself.
+    """
+    if context.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    path = [entry or os.getcwd() for entry in sys.path]  # "": the current folder
+    with _SERVER_LOCK:
+        saved = {name: os.environ.get(name) for name in ("PYTHONSAFEPATH", "PYTHONPATH")}
+        os.environ["PYTHONSAFEPATH"] = "1"
+        os.environ["PYTHONPATH"] = os.pathsep.join(e for e in path if os.pathsep not in e)
+        try:
+            forkserver.ensure_running()
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def in_process(fn: Callable[[str], Any], seconds: float = LOAD_SECONDS) -> Callable[[str], Any]:
@@ -250,9 +287,11 @@ def run_in_process(fn: Callable[..., Any], *args: Any, seconds: float = LOAD_SEC
             which.
     """
     context = _context()
+    _start_server(context)
     receiving, sending = context.Pipe(duplex=False)
     # This process's environment now (the server's is the one it started with).
-    environment = dict(os.environ)
+    with _SERVER_LOCK:
+        environment = dict(os.environ)
     child = context.Process(target=_child, args=(sending, environment, fn, args), daemon=True)
     child.start()
     sending.close()
@@ -262,17 +301,23 @@ def run_in_process(fn: Callable[..., Any], *args: Any, seconds: float = LOAD_SEC
             if cancelled():
                 raise _Cancelled
             if not child.is_alive() and not receiving.poll(0):
-                raise Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}")
+                raise _logged(
+                    Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}"), args
+                )
             if time.monotonic() > deadline:
-                raise Stopped(
-                    f"Stopped reading {_what(args)}: it took longer than {seconds:.0f} s (a "
-                    "folder on a slow or hung disk, or a network that does not answer?)"
+                raise _logged(
+                    Stopped(
+                        f"Stopped reading {_what(args)}: it took longer than {seconds:.0f} s (a "
+                        "folder on a slow or hung disk, or a network that does not answer?)"
+                    ),
+                    args,
                 )
         try:
-            ok, value = receiving.recv()
+            ok, value, child_traceback = receiving.recv()
         except (EOFError, OSError):
             child.join(1)
-            raise Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}") from None
+            stopped = Stopped(f"Reading {_what(args)} failed: {_death(child.exitcode)}")
+            raise _logged(stopped, args) from None
     finally:
         receiving.close()
         if child.is_alive():
@@ -280,7 +325,17 @@ def run_in_process(fn: Callable[..., Any], *args: Any, seconds: float = LOAD_SEC
         child.join(1)
     if ok:
         return value
-    raise value
+    raise _logged(value, args, child_traceback)
+
+
+def _logged(exc: BaseException, args: tuple[Any, ...], child_traceback: str = "") -> BaseException:
+    """``exc``, written to the log (the file a bug report attaches) with the traceback the child
+    gave: an error of vramgui's own (a model that cannot be read) as a warning, any other (a
+    bug) as an error."""
+    level = logging.WARNING if isinstance(exc, VramguiError) else logging.ERROR
+    text = child_traceback or f"{type(exc).__name__}: {exc}"
+    log.log(level, "The process reading %s failed: %s", _what(args), text.rstrip())
+    return exc
 
 
 def _child(
@@ -290,20 +345,23 @@ def _child(
     os.environ.update(environment)
     _hold_memory(CHILD_ADDRESS_SPACE_BYTES)
     _end_with_the_caller(sending)
+    # What it returned or raised, and the traceback of what it raised (which does not pickle).
     try:
-        outcome: tuple[bool, Any] = (True, fn(*args))
+        outcome: tuple[bool, Any, str] = (True, fn(*args), "")
     except MemoryError:
         limit = CHILD_ADDRESS_SPACE_BYTES // 2**30
         outcome = (
             False,
             Stopped(f"Stopped reading {_what(args)}: it took more than {limit} GiB of memory"),
+            "",
         )
     except Exception as exc:
-        outcome = (False, exc)
+        outcome = (False, exc, "".join(traceback.format_exception(exc)))
     try:
         sending.send(outcome)
     except Exception as exc:  # a result or an exception that does not pickle
-        sending.send((False, Stopped(f"Reading {_what(args)} failed: {type(exc).__name__}")))
+        stopped = Stopped(f"Reading {_what(args)} failed: {type(exc).__name__}")
+        sending.send((False, stopped, "".join(traceback.format_exception(exc))))
 
 
 def _end_with_the_caller(sending: Connection) -> None:

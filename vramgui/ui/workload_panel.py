@@ -131,9 +131,11 @@ _HINTS = {
 
 
 class WorkloadPanel(QWidget):
-    """Edits a :class:`Workload`; emits ``changed`` with the settings the user touched."""
+    """Edits a :class:`Workload`; emits ``changed`` with the settings the user touched, and
+    ``notice`` with what the panel did by itself (a number typed past a box's maximum)."""
 
     changed = Signal(dict)
+    notice = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -393,6 +395,18 @@ class WorkloadPanel(QWidget):
         self.batch.valueChanged.connect(lambda v: self._emit(batch=v))
         self.seq.valueChanged.connect(lambda v: self._emit(seq=v))
         self.lora_rank.valueChanged.connect(lambda v: self._emit(lora_rank=v))
+        self.seq.clamped.connect(
+            lambda typed, most: self.notice.emit(
+                f"{self._seq_label.text()} {typed:,} is longer than this model takes, "
+                f"{most:,} tokens: set to {most:,}."
+            )
+        )
+        for label, spin in (("Batch", self.batch), ("LoRA rank", self.lora_rank)):
+            spin.clamped.connect(
+                lambda typed, most, label=label: self.notice.emit(
+                    f"{label} {typed:,} is more than this box takes, {most:,}: set to {most:,}."
+                )
+            )
         for name in (
             "attention",
             "engine",

@@ -9,6 +9,7 @@ import re
 from vramgui.core.errors import VramguiError
 from vramgui.core.logs import llamacpp, ollama, pytorch, sglang, vllm
 from vramgui.core.logs.setup import (
+    COMPONENT_LABELS,
     COMPONENTS,
     ENGINE_NAMES,
     LoggedComponent,
@@ -16,6 +17,7 @@ from vramgui.core.logs.setup import (
     LoggedDevice,
     LoggedModel,
     LoggedSetup,
+    component_label,
 )
 from vramgui.core.logs.text import MAX_CHARS, plain_lines
 
@@ -25,6 +27,7 @@ _OLLAMA = re.compile(
 
 __all__ = [
     "COMPONENTS",
+    "COMPONENT_LABELS",
     "ENGINE_NAMES",
     "LogUnreadable",
     "LoggedComponent",
@@ -32,6 +35,7 @@ __all__ = [
     "LoggedDevice",
     "LoggedModel",
     "LoggedSetup",
+    "component_label",
     "read_log",
 ]
 

@@ -77,9 +77,8 @@ def oom(lines: Sequence[str]) -> tuple[LoggedDecision, LoggedDevice, list[Logged
         key = s.group(1).lower().replace(" ", "_")
         figures[f"summary_{key}_current_bytes"] = size_bytes(s.group(2), s.group(3))
         figures[f"summary_{key}_peak_bytes"] = size_bytes(s.group(4), s.group(5))
-    summary = "CUDA out of memory"
-    if request is not None:
-        summary += f" trying to allocate {request / 2**30:.2f} GiB on {device}"
+    # The request is said by the explanation, beside the free memory, in the reader's unit.
+    summary = f"CUDA out of memory on {device}"
     return (
         LoggedDecision("oom", summary, figures),
         LoggedDevice(device, True, total_bytes=total, free_bytes=free),

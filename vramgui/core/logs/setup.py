@@ -31,6 +31,27 @@ COMPONENTS = (
     "output_buffer",
     "other_processes",
 )
+# Each component as a person reads it (the CLI's text and the window; the JSON keeps the names).
+COMPONENT_LABELS: dict[str, str] = {
+    "weights": "Weights",
+    "kv_cache": "KV cache",
+    "recurrent_state": "Recurrent state",
+    "compute_buffer": "Compute buffer",
+    "projector": "Multimodal projector",
+    "cuda_graphs": "CUDA graphs",
+    "activations": "Activation peak",
+    "torch_allocated": "Allocated by PyTorch",
+    "torch_reserved_free": "Reserved by PyTorch, unallocated",
+    "non_torch": "CUDA context and libraries",
+    "kv_pool": "KV cache pool",
+    "output_buffer": "Output buffer",
+    "other_processes": "Other processes",
+}
+
+
+def component_label(name: str) -> str:
+    """The label of a component (``COMPONENTS``); an unknown name as it is."""
+    return COMPONENT_LABELS.get(name, name)
 
 
 @dataclass(frozen=True, slots=True)

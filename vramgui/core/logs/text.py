@@ -51,11 +51,17 @@ def parse_size(text: str) -> int | None:
     return size_bytes(match.group(1), match.group(2)) if match else None
 
 
+def without_escapes(text: str) -> str:
+    """``text`` without terminal escape sequences (colours, cursor moves, titles): what a log box
+    shows of a log copied from a terminal."""
+    return _ANSI.sub("", text)
+
+
 def plain_lines(text: str) -> list[str]:
     """The log's lines, without escape sequences, control characters and other programs'
     prefixes, with lines that journald or a reporter wrapped joined again; a line is at most
     ``MAX_LINE`` characters."""
-    text = _ANSI.sub("", text[:MAX_CHARS]).replace("\r\n", "\n").replace("\r", "\n")
+    text = without_escapes(text[:MAX_CHARS]).replace("\r\n", "\n").replace("\r", "\n")
     out: list[str] = []
     for raw in text.split("\n"):
         line = _CONTROL.sub("", raw)[:MAX_LINE]

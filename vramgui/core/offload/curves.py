@@ -5,7 +5,7 @@ roofline, so the curves follow the same rules as a single plan."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from vramgui.core.offload.llamacpp import LlamaCppModel
@@ -129,3 +129,82 @@ def best(points: Sequence[CurvePoint]) -> CurvePoint | None:
     """The fastest point that fits, or None."""
     fitting = [p for p in points if p.fits]
     return max(fitting, key=lambda p: p.tokens_per_second, default=None)
+
+
+def best_points(
+    model: LlamaCppModel,
+    budgets: Sequence[int],
+    bandwidths: Bandwidths,
+    *,
+    layout: LlamaCppLayout | None = None,
+    host_ram_bytes: int | None = None,
+    margin_bytes: int = 0,
+) -> dict[str, CurvePoint | None]:
+    """The fastest point that fits of each curve (``best`` of ``layer_curve`` and of
+    ``expert_curve``), found with a few placements instead of every one.
+
+    On either curve more on the GPUs decodes faster and takes more GPU memory and less host RAM:
+    the best whole-layer point is the most layers within the GPUs' budgets, the best experts
+    point the fewest expert layers in host RAM within them; where that point overflows host RAM,
+    every point with less on the GPUs does too, and the curve has none.
+    """
+    layers_base = replace(layout or LlamaCppLayout(), cpu_moe=False, n_cpu_moe=0, overrides=())
+    experts_base = replace(layout or LlamaCppLayout(), cpu_moe=False, overrides=())
+
+    def layers_at(ngl: int) -> CurvePoint:
+        placement = model.place(
+            budgets,
+            host_ram_bytes=host_ram_bytes,
+            n_gpu_layers=ngl,
+            layout=layers_base,
+            margin_bytes=margin_bytes,
+        )
+        return _point(LAYERS, ngl, placement, bandwidths)
+
+    def experts_at(n: int) -> CurvePoint:
+        placement = model.place(
+            budgets,
+            host_ram_bytes=host_ram_bytes,
+            n_gpu_layers=model.blocks + 1,
+            layout=replace(experts_base, n_cpu_moe=n),
+            margin_bytes=margin_bytes,
+        )
+        return _point(EXPERTS, n, placement, bandwidths)
+
+    out: dict[str, CurvePoint | None] = {
+        LAYERS: _last_within(list(range(model.blocks + 2)), layers_at, budgets, margin_bytes)
+    }
+    out[EXPERTS] = None
+    if model.moe_blocks:
+        last = max(u.index for u in model.units if u.expert_bytes)
+        counts = [n for n in range(last + 1) if not n or model.units[n].expert_bytes]
+        # Fewest expert layers in host RAM first: the search runs over the reversed list.
+        out[EXPERTS] = _last_within(counts[::-1], experts_at, budgets, margin_bytes)
+    return out
+
+
+def _last_within(
+    values: list[int],
+    point_at: Callable[[int], CurvePoint],
+    budgets: Sequence[int],
+    margin_bytes: int,
+) -> CurvePoint | None:
+    """The point of the last of ``values`` whose GPUs stay within their budgets less the margin
+    (GPU memory grows along ``values``), if it fits; a binary search."""
+
+    def within(point: CurvePoint) -> bool:
+        return all(
+            used <= budget - margin_bytes
+            for used, budget in zip(point.gpu_bytes, budgets, strict=True)
+        )
+
+    low, high = 0, len(values) - 1
+    found: CurvePoint | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        point = point_at(values[middle])
+        if within(point):
+            found, low = point, middle + 1
+        else:
+            high = middle - 1
+    return found if found is not None and found.fits else None

@@ -1,0 +1,300 @@
+"""llama.cpp speed: the estimate against published ``llama-bench`` rows, each row of
+benchmarks/data/llama_bench.json (ppN prompt processing, tgN generation, ``@ dN`` depth).
+
+For every row: the measured tokens/s, the estimate of ``vramgui.core.llamacpp_speed`` (its
+basis: measured or extrapolated), the error, and the roofline the plan used before it (the
+offload model at 80 % of the peak bandwidth and the datasheet tensor peak). Then the share of
+rows within 20 % (generation) and 25 % (prompt), the median and the worst error. Rows the data
+marks anomalous are listed and left out of the figures.
+
+    .venv/bin/python -m benchmarks.llama_bench             # the summary and the misses
+    .venv/bin/python -m benchmarks.llama_bench --markdown  # every row, for docs/performance.md
+    .venv/bin/python -m benchmarks.llama_bench --fit       # the least squares behind the shares
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from vramgui.core import llamacpp_speed as lcs
+from vramgui.core import offload
+from vramgui.core.errors import WorkloadError
+from vramgui.core.model import ModelSpec
+from vramgui.core.speed import Hardware
+from vramgui.core.workload import Workload
+from vramgui.hardware.gpus import CatalogGpu, find_gpu
+from vramgui.hardware.rates import speed_hardware
+from vramgui.sources import catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data" / "llama_bench.json"
+# The issue's bounds: generation within 20 %, prompt processing within 25 %.
+BOUNDS = {"tg": 0.20, "pp": 0.25}
+
+
+def load_rows(path: Path = DATA) -> list[dict[str, Any]]:
+    return list(json.loads(path.read_text())["rows"])
+
+
+@cache
+def _spec(model: str) -> ModelSpec:
+    entry = catalog.find(model)
+    if entry is None:
+        raise SystemExit(f"{model!r} is not in the catalog")
+    return entry.spec()
+
+
+@cache
+def _gpu(name: str) -> CatalogGpu:
+    gpu = find_gpu(name)
+    if gpu is None:
+        raise SystemExit(f"{name!r} is not in the GPU catalog")
+    return gpu
+
+
+def hardware(name: str) -> Hardware:
+    """The speed model's view of a catalog GPU. Apple publishes no tensor rate: generation does
+    not use one and ``prefill`` gives no estimate there, so a placeholder stands in."""
+    gpu = _gpu(name)
+    try:
+        return speed_hardware(gpu, "fp16")
+    except WorkloadError:
+        return Hardware(name=gpu.name, flops=1.0, memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
+                        link_bytes_per_s=1.0, pcie_bytes_per_s=1.0, architecture=gpu.architecture,
+                        memory_type=gpu.memory_type)  # fmt: skip
+
+
+def parse_test(test: str) -> tuple[str, int]:
+    """("pp", 512) from "pp512"."""
+    return test[:2], int(test[2:])
+
+
+def workload(row: dict[str, Any], seq: int = 1) -> Workload:
+    return Workload(mode="inference", engine="llamacpp", quant=row["quant"], seq=seq,
+                    ubatch_size=row["ubatch"], attention="flash" if row["fa"] else "eager")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Result:
+    row: dict[str, Any]
+    kind: str  # "pp" or "tg"
+    estimate: float | None
+    basis: str
+    before: float | None
+
+    @property
+    def error(self) -> float | None:
+        return None if self.estimate is None else self.estimate / self.row["measured_tps"] - 1
+
+    @property
+    def before_error(self) -> float | None:
+        return None if self.before is None else self.before / self.row["measured_tps"] - 1
+
+
+def _before(row: dict[str, Any], kind: str, tokens: int) -> float | None:
+    """The offload roofline's figure (what ``vramgui plan`` gave): at the full context for
+    generation, the prompt's prefill time for prompt processing."""
+    gpu = _gpu(row["gpu"])
+    tflops = gpu.bf16_tflops or gpu.fp16_tflops
+    if tflops is None or row["gpus"] > 1:
+        return None  # no tensor rate (Apple); several GPUs: the plan's own setup, not compared
+    depth = row["depth"] + tokens
+    w = workload(row, seq=depth)
+    placement = offload.plan("llamacpp", _spec(row["model"]), w, gpu.memory_bytes * 4)
+    bw = offload.expected_bandwidths(
+        gpu_peak_bytes_per_s=gpu.memory_bandwidth_bytes_per_s, pcie_bytes_per_s=25e9,
+        gpu_flops=tflops * 1e12, disk_bytes_per_s=1e9,
+    )  # fmt: skip
+    if kind == "tg":
+        return offload.decode_throughput(placement, bw).tokens_per_second
+    return tokens / offload.prefill_seconds(placement, bw, tokens)
+
+
+def evaluate(row: dict[str, Any], with_before: bool = True) -> Result:
+    kind, tokens = parse_test(row["test"])
+    spec, hw, w = _spec(row["model"]), hardware(row["gpu"]), workload(row)
+    if kind == "tg":
+        speed: lcs.LlamaCppSpeed | None = lcs.decode(
+            spec, w, hw, row["depth"], tokens, gpus=row["gpus"]
+        )
+    else:
+        speed = lcs.prefill(spec, w, hw, tokens, row["depth"])
+    before = _before(row, kind, tokens) if with_before else None
+    if speed is None:
+        return Result(row, kind, None, "none", before)
+    return Result(row, kind, speed.tokens_per_second, speed.basis, before)
+
+
+def evaluate_all(rows: Sequence[dict[str, Any]], with_before: bool = True) -> list[Result]:
+    return [evaluate(r, with_before) for r in rows]
+
+
+def summary(
+    results: Sequence[Result], kind: str, before: bool = False, several: bool | None = None
+) -> dict[str, Any]:
+    """Share within the bound, median and worst absolute error of one kind's counted rows (of
+    one GPU or of several only, where ``several`` says which)."""
+    errors = [
+        (r.before_error if before else r.error)
+        for r in results
+        if r.kind == kind
+        and "anomalous" not in r.row
+        and (several is None or (r.row["gpus"] > 1) == several)
+    ]
+    errors = [abs(e) for e in errors if e is not None]
+    if not errors:
+        return {"rows": 0}
+    return {
+        "rows": len(errors),
+        "within": sum(e <= BOUNDS[kind] for e in errors) / len(errors),
+        "median": statistics.median(errors),
+        "worst": max(errors),
+    }
+
+
+def _label(row: dict[str, Any]) -> str:
+    depth = f" @ d{row['depth']}" if row["depth"] else ""
+    gpus = f" x {row['gpus']}" if row["gpus"] > 1 else ""
+    return f"{row['gpu']}{gpus} | {row['model']} {row['quant']} | {row['test']}{depth}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.0%}"
+
+
+def print_summary(results: Sequence[Result]) -> None:
+    for kind, several, name in (
+        ("tg", None, "generation"),
+        ("tg", False, "  on one GPU"),
+        ("tg", True, "  split over several GPUs"),
+        ("pp", None, "prompt processing (one GPU)"),
+    ):
+        now = summary(results, kind, several=several)
+        was = summary(results, kind, before=True, several=several)
+        if not now["rows"]:
+            continue
+
+        def then(key: str, was: dict[str, Any] = was) -> str:
+            return f" (before {was[key]:.0%})" if was["rows"] else ""
+
+        print(f"{name}: {now['rows']} rows, within {BOUNDS[kind]:.0%}: {now['within']:.0%}"
+              f"{then('within')}, median error {now['median']:.0%}{then('median')}, "
+              f"worst {now['worst']:.0%}{then('worst')}")  # fmt: skip
+    misses = [
+        r for r in results
+        if r.error is not None and abs(r.error) > BOUNDS[r.kind] and "anomalous" not in r.row
+    ]  # fmt: skip
+    print(f"\nmisses ({len(misses)}):")
+    for r in misses:
+        print(f"  {_label(r.row)}: measured {r.row['measured_tps']:,.1f}, estimate "
+              f"{r.estimate:,.1f} ({_pct(r.error)})")  # fmt: skip
+    anomalous = [r for r in results if "anomalous" in r.row]
+    print(f"\nleft out as anomalous ({len(anomalous)}):")
+    for r in anomalous:
+        print(f"  {_label(r.row)}: {r.row['anomalous']}")
+
+
+def markdown_cells(r: Result) -> tuple[str, str]:
+    """One row of the table, split where the roofline used before begins: the first part is the
+    current estimate (docs/performance.md must hold it), the second the figure before."""
+    est = "n/a" if r.estimate is None else f"{r.estimate:,.1f}"
+    before = "n/a" if r.before is None else f"{r.before:,.1f}"
+    note = " (anomalous, not counted)" if "anomalous" in r.row else ""
+    now = f"| {_label(r.row)} | {r.row['measured_tps']:,.1f} | {est} | {_pct(r.error)}{note} | {r.basis} |"
+    return now, f" {before} | {_pct(r.before_error)} |"
+
+
+def print_markdown(results: Sequence[Result]) -> None:
+    print(
+        "| GPU | model | test | measured tok/s | estimate | error | basis | before | error before |"
+    )
+    print("|---|---|---|---:|---:|---:|---|---:|---:|")
+    for r in results:
+        print("".join(markdown_cells(r)))
+    sources = sorted({r.row["source"] for r in results})
+    print("\nSources: " + ", ".join(sources))
+
+
+def fit(rows: Sequence[dict[str, Any]]) -> None:
+    """The least squares (relative errors) behind each kind's shares in core/llamacpp_speed:
+    generation on weight bytes / peak, cache bytes / peak and blocks; prompt processing on
+    FLOPs / fp16-accumulate peak, score bytes / peak, dequantized bytes / peak and blocks x
+    micro-batches, over the rows of the GPUs each kind names as measured (others are kept out to
+    check the shares on). Then each of those GPUs held out in turn: its rows against the shares
+    the kind's other GPUs give (how a GPU without rows fares). Needs numpy (not a dependency)."""
+    import numpy as np
+
+    groups: dict[tuple[str, str], list[tuple[str, list[float], float]]] = {}
+    for row in rows:
+        if "anomalous" in row or row["gpus"] > 1:
+            continue  # the shares are one GPU's; several GPUs check the hand-over on them
+        kind, tokens = parse_test(row["test"])
+        hw, spec, w = hardware(row["gpu"]), _spec(row["model"]), workload(row)
+        shares = lcs.kernel_shares(hw)
+        if row["gpu"] not in shares.measured_gpus:
+            continue  # a GPU kept out of the shares, to check them on (the RTX 3070)
+        peak = hw.memory_bytes_per_s
+        if kind == "tg":
+            weights, kv, blocks = lcs.generation_terms(spec, w, row["depth"] + (tokens - 1) / 2)
+            features = [weights / peak, kv / peak, blocks]
+            seconds = 1.0 / row["measured_tps"]
+        elif shares.matmul_share is not None:
+            flops, scores, dequant, blocks = lcs.prompt_terms(spec, w, tokens, row["depth"])
+            features = [
+                flops / lcs.fp16_accumulate_flops(hw),
+                scores / peak,
+                dequant / peak,
+                blocks,
+            ]
+            seconds = tokens / row["measured_tps"]
+        else:
+            continue
+        groups.setdefault((shares.kind, kind), []).append((row["gpu"], features, seconds))
+
+    def solve(points: list[tuple[str, list[float], float]]) -> Any:
+        matrix = np.array([p[1] for p in points])
+        target = np.array([p[2] for p in points])
+        return np.linalg.lstsq(matrix / target[:, None], np.ones(len(target)), rcond=None)[0]
+
+    for (gpu_kind, kind), points in sorted(groups.items()):
+        coef = solve(points)
+        shares_of = [f"{1 / c:.3f}" if c > 0 else "n/a" for c in coef[:-1]]
+        print(f"{gpu_kind:32} {kind}: shares {', '.join(shares_of)}; "
+              f"{coef[-1] * 1e6:.0f} us per block; {len(points)} rows")  # fmt: skip
+        for gpu in sorted({p[0] for p in points}):
+            rest = [p for p in points if p[0] != gpu]
+            if len({p[0] for p in rest}) < 1 or len(rest) < len(coef):
+                continue
+            held = solve(rest)
+            errors = [p[2] / float(np.dot(p[1], held)) - 1 for p in points if p[0] == gpu]
+            within = sum(abs(e) <= BOUNDS[kind] for e in errors)
+            print(f"    {gpu} held out: {within} of {len(errors)} rows within "
+                  f"{BOUNDS[kind]:.0%}, worst {max(errors, key=abs):+.0%}")  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true", help="every row, as a table")
+    parser.add_argument("--fit", action="store_true", help="the least squares behind the shares")
+    args = parser.parse_args(argv)
+    rows = load_rows()
+    if args.fit:
+        fit(rows)
+        return 0
+    results = evaluate_all(rows)
+    if args.markdown:
+        print_markdown(results)
+    else:
+        print_summary(results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""llama.cpp's speed estimate against every published llama-bench row of
+benchmarks/data/llama_bench.json: a change that moves one row out of its bound fails."""
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from benchmarks import llama_bench
+from vramgui.core import llamacpp_speed as lcs
+from vramgui.core.workload import Workload
+from vramgui.hardware.gpus import find_gpu
+from vramgui.hardware.rates import speed_hardware
+from vramgui.sources import catalog
+
+ROWS = llama_bench.load_rows()
+# What the model reaches (docs/performance.md, "llama.cpp speed"), per kind of row (test, split
+# over several GPUs): the share of counted rows within the issue's bound (generation 20 %,
+# prompt 25 %), and the largest error of any row.
+SHARE_WITHIN = {("tg", False): 0.95, ("tg", True): 0.93, ("pp", False): 0.95}
+WORST = {("tg", False): 0.25, ("tg", True): 0.40, ("pp", False): 0.40}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return llama_bench.evaluate_all(ROWS, with_before=False)
+
+
+def test_every_row_names_a_catalog_gpu_and_model_and_its_source():
+    assert len(ROWS) >= 120
+    for row in ROWS:
+        assert find_gpu(row["gpu"]) is not None, row["gpu"]
+        assert catalog.find(row["model"]) is not None, row["model"]
+        assert row["source"].startswith("https://") and row["build"]
+        assert row["measured_tps"] > 0 and row["test"][:2] in ("pp", "tg")
+
+
+def test_rows_left_out_are_those_whose_prompt_speed_rises_with_length():
+    by_setup = defaultdict(dict)
+    for row in ROWS:
+        setup = row["gpu"], row["gpus"], row["model"], row["quant"]
+        by_setup[setup][row["test"]] = row["measured_tps"]
+    for row in ROWS:
+        tests = by_setup[row["gpu"], row["gpus"], row["model"], row["quant"]]
+        rises = row["test"].startswith("pp") and tests.get("pp8192", 0) > tests["pp512"]
+        assert ("anomalous" in row) == rises, llama_bench._label(row)
+
+
+@pytest.mark.parametrize(("kind", "several"), list(SHARE_WITHIN))
+def test_share_of_rows_within_the_bound(results, kind, several):
+    figures = llama_bench.summary(results, kind, several=several)
+    assert figures["rows"] >= 100
+    assert figures["within"] >= SHARE_WITHIN[kind, several], figures
+
+
+def test_no_row_off_by_more_than_its_worst_bound(results):
+    off = [
+        f"{llama_bench._label(r.row)}: {r.error:+.0%}"
+        for r in results
+        if "anomalous" not in r.row
+        and r.error is not None
+        and abs(r.error) > WORST[r.kind, r.row["gpus"] > 1]
+    ]
+    assert not off
+
+
+def test_prompt_speed_falls_with_the_prompt_as_measured(results):
+    """Attention without flash attention grows with the context: pp8192 below pp512."""
+    by_setup = defaultdict(dict)
+    for r in results:
+        if r.kind == "pp" and r.estimate is not None and "anomalous" not in r.row:
+            by_setup[r.row["gpu"], r.row["model"], r.row["quant"]][r.row["test"]] = r.estimate
+    falls = [tests["pp8192"] < tests["pp512"] for tests in by_setup.values() if "pp8192" in tests]
+    assert falls and all(falls)
+
+
+def _speed(gpu, quant="Q4_K_M", model="llama-3-8b", attention="eager"):
+    """tg128 as the rows ran it: without flash attention (``-fa 0``)."""
+    spec = catalog.find(model).spec()
+    w = Workload(mode="inference", engine="llamacpp", quant=quant, seq=512, attention=attention)
+    return lcs.decode(spec, w, speed_hardware(find_gpu(gpu), "fp16"), 0, 128)
+
+
+def test_a_gpu_or_quantization_without_rows_is_extrapolated_and_says_so():
+    assert _speed("H100 PCIe").basis == lcs.MEASURED
+    sxm = _speed("H100 SXM")
+    assert sxm.basis == lcs.EXTRAPOLATED and sxm.kind == lcs.HBM.kind
+    assert any("H100 SXM" in note for note in sxm.notes)
+    assert _speed("RTX 4090", quant="Q8_0").basis == lcs.EXTRAPOLATED
+    assert _speed("RTX 4090", attention="flash").basis == lcs.EXTRAPOLATED  # llama.cpp's default
+    moe = _speed("RTX 4090", model="qwen3-30b-a3b")
+    assert moe.basis == lcs.EXTRAPOLATED and any("mixture of experts" in n for n in moe.notes)
+
+
+def test_flash_attention_keeps_the_score_matrix_off_memory():
+    spec = catalog.find("llama-3-8b").spec()
+    hw = speed_hardware(find_gpu("RTX 4090"), "fp16")
+    runs = {
+        a: lcs.prefill(spec, Workload(mode="inference", engine="llamacpp", quant="Q4_K_M",
+                                      seq=8192, attention=a), hw, 8192)
+        for a in ("eager", "flash")
+    }  # fmt: skip
+    assert runs["flash"].tokens_per_second > runs["eager"].tokens_per_second
+
+
+def test_hbm_reads_weights_at_a_smaller_share_than_gddr():
+    """The A100 80GB has twice the RTX 3090's bandwidth, yet generates about as fast."""
+    a100, rtx3090 = _speed("A100 SXM 80GB"), _speed("RTX 3090")
+    assert a100.tokens_per_second < 1.5 * rtx3090.tokens_per_second
+
+
+def test_apple_has_no_prompt_estimate_without_a_tensor_rate():
+    spec = catalog.find("llama-3-8b").spec()
+    w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=512)
+    assert lcs.prefill(spec, w, llama_bench.hardware("Apple M2 Ultra 192GB"), 512) is None
+
+
+def test_the_document_lists_every_row_with_its_current_estimate(results):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text()
+    missing = [
+        llama_bench._label(r.row) for r in results if llama_bench.markdown_cells(r)[0] not in doc
+    ]
+    assert not missing, "re-run `python -m benchmarks.llama_bench --markdown`"
+
+
+def test_every_catalog_gpu_names_its_memory_and_falls_in_a_kind():
+    from vramgui.hardware.gpus import load_catalog
+
+    for gpu in load_catalog():
+        assert gpu.memory_type.startswith(("HBM", "GDDR", "LPDDR")), gpu.name
+    kinds = {
+        "H100 SXM": lcs.HBM,
+        "Instinct MI300X": lcs.HBM,
+        "RTX 5090": lcs.GEFORCE,
+        "RTX 2080 Ti": lcs.GEFORCE,
+        "RTX PRO 6000 Blackwell": lcs.WORKSTATION,
+        "RTX 6000 Ada": lcs.WORKSTATION,
+        "DGX Spark": lcs.WORKSTATION,
+        "Apple M4 Max 128GB": lcs.UNIFIED,
+    }
+    for name, kind in kinds.items():
+        assert lcs.kernel_shares(llama_bench.hardware(name)) is kind, name

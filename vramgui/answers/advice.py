@@ -1,0 +1,67 @@
+"""What to change when a setup does not fit: ``core.fit.advise``'s changes to the settings and,
+under llama.cpp, what a llama.cpp user does first: put whole layers (``-ngl``) or the routed
+experts (``--n-cpu-moe``) in host RAM, each with the speed it runs at."""
+
+from __future__ import annotations
+
+from vramgui.answers.host import HostSettings
+from vramgui.answers.rates import Rates
+from vramgui.answers.timing import llamacpp_plan
+from vramgui.core import fit
+from vramgui.core.errors import VramguiError
+from vramgui.core.estimate import Estimate
+from vramgui.core.model import ModelSpec
+from vramgui.core.offload.curves import LAYERS, CurvePoint
+from vramgui.core.units import format_bytes, format_rate
+
+
+def advise(
+    spec: ModelSpec,
+    current: Estimate,
+    capacity: int,
+    *,
+    host: HostSettings,
+    rates: Rates | None,
+    draft: ModelSpec | None = None,
+) -> list[fit.Suggestion]:
+    """Changes that make ``current``'s setup fit ``capacity`` bytes: offloading first under
+    llama.cpp (fastest first; timed with ``rates``, the target GPU's), then the settings."""
+    w = current.workload
+    changes = fit.advise(spec, w, capacity, draft)
+    if w.mode != "inference" or w.engine != "llamacpp" or rates is None:
+        return changes
+    if current.total_bytes <= capacity:
+        return changes
+    try:
+        answer = llamacpp_plan(spec, w, capacity, rates, host=host, curves=True)
+    except VramguiError:
+        return changes
+    points = [p for p in answer.alternatives.values() if p is not None]
+    points.sort(key=lambda p: -p.tokens_per_second)
+    every = answer.placement.blocks + 1
+    return [_offload(p, current.total_bytes, host, every) for p in points] + changes
+
+
+def _offload(point: CurvePoint, total_bytes: int, host: HostSettings, every: int) -> fit.Suggestion:
+    """The advice of one placement with part of the model in host RAM (``every``: the layers
+    llama.cpp places, all of which stay on the GPU when experts move)."""
+    if point.kind == LAYERS:
+        title = f"Put layers in host RAM: {point.flag} of {every}"
+        placement = (point.value, 0)
+    else:
+        title = f"Put experts in host RAM: -ngl {every} {point.flag}"
+        placement = (every, point.value)
+    ram = "" if host.ram_bytes is None else f" of {format_bytes(host.ram_bytes)}"
+    cost = (
+        f"decodes at about {format_rate(point.tokens_per_second)} tokens/s with "
+        f"{format_bytes(point.host_bytes)} in host RAM{ram} (llama.cpp)"
+    )
+    return fit.Suggestion(
+        title,
+        {},
+        total_bytes - point.total_gpu_bytes,
+        cost,
+        True,
+        point.total_gpu_bytes,
+        placement=placement,
+    )

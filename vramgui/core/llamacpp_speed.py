@@ -1,0 +1,346 @@
+"""llama.cpp's own speed on one GPU: prompt processing and generation as ``llama-bench`` measures
+them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
+
+A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
+runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
+486 published rows on 14 NVIDIA GPUs, alone and split over several, the M2 Ultra and the M3 Max;
+docs/performance.md, "llama.cpp speed"):
+
+- **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
+  quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash
+  attention: per-head products of a 128-wide row, then an fp32 softmax), and launches a fixed
+  set of kernels per block. One token costs
+  ``weights / (peak * weight_share) + kv(depth) / (peak * attention_share) + blocks * block_s``.
+  On GDDR cards the weights stream at 0.85-0.96 of the peak; on HBM (A100, H100 PCIe) at 0.61:
+  one token's products are too few to keep enough bytes in flight for HBM's latency. The cache
+  is read at a far smaller share (0.1-0.46), which is why generation slows with depth.
+- **Prompt processing** cuts the prompt into micro-batches of ``-ub`` tokens. Each costs the
+  weights' matrix products at a share of the 16-bit tensor peak with fp16 accumulation (what
+  cuBLAS runs for llama.cpp; a GeForce card does it at twice the FP32-accumulate rate the
+  catalog lists), the attention products over the context so far at that rate, the fp32 score
+  matrix written and read four times (no flash attention: it grows with depth, so a long prompt
+  is slower per token), for quantized weights their 16-bit copy (dequantized for cuBLAS, each
+  micro-batch), and a fixed time per block.
+
+Each share is set per kind of GPU by least squares over every published row of that kind
+(``benchmarks/llama_bench.py --fit`` prints them), not on one case. A GPU, a quantization or a
+setting (flash attention) no published row covers takes its kind's figures and the estimate says
+it is extrapolated. The rows are llama.cpp builds of May 2024; later builds prefill faster (MMQ on int8 tensor
+cores replaced the dequantize-and-cuBLAS path for K-quants: 1.7x on an RTX 3090's Q6_K pp2048 in
+ggml-org/llama.cpp pull request 7860; CUDA graphs; flash attention by default).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vramgui.core.activations import llamacpp_flash_attention
+from vramgui.core.errors import WorkloadError
+from vramgui.core.model import ModelSpec
+from vramgui.core.offload.placement import model_units
+from vramgui.core.offload.throughput import LLAMACPP_SPLIT_SECONDS
+from vramgui.core.workload import Workload
+
+if TYPE_CHECKING:  # core.speed builds on this module
+    from vramgui.core.speed import Hardware
+
+MEASURED = "measured"
+EXTRAPOLATED = "extrapolated"
+# The quantizations and settings the published rows cover.
+MEASURED_QUANTS = frozenset({"Q4_K_M", "F16"})
+# The builds the rows ran (docs/performance.md, "llama.cpp speed").
+BUILD_NOTE = (
+    "llama.cpp's speed as builds of May 2024 measured it (no flash attention, -ub 512); later "
+    "builds prefill faster (MMQ on tensor cores, flash attention)"
+)
+# Bytes per score of the attention's fp32 KQ matrix, and the passes over it without flash
+# attention: the product writes it, the softmax reads and writes it, the product with V reads it.
+SCORE_BYTES = 4
+SCORE_PASSES = 4
+# GeForce names (RTX 2080 ... RTX 5090): their catalog tensor rate is FP32-accumulate, half the
+# FP16-accumulate rate cuBLAS runs for llama.cpp's 16-bit products.
+_GEFORCE = re.compile(r"^RTX [2-5]0[5-9]0")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelShares:
+    """What llama.cpp's kernels reach on one kind of GPU, set from published llama-bench rows.
+
+    Attributes:
+        kind: the kind of GPU, as the notes name it.
+        weight_share: generation, share of peak memory bandwidth reading the weights.
+        attention_share: generation, share of peak bandwidth reading the KV cache.
+        block_seconds: generation, fixed time per block per token (kernel launches, small ops).
+        matmul_share: prompt, share of the fp16-accumulate tensor peak the products reach; None
+            where the kind has no tensor rate (Apple), so no prompt estimate.
+        score_share: prompt, share of peak bandwidth moving the fp32 score matrix.
+        dequant_share: prompt, share of peak bandwidth writing quantized weights' 16-bit copy.
+        ubatch_block_seconds: prompt, fixed time per block per micro-batch.
+        measured_gpus: the GPUs whose published rows set these figures.
+    """
+
+    kind: str
+    weight_share: float
+    attention_share: float
+    block_seconds: float
+    matmul_share: float | None
+    score_share: float
+    dequant_share: float
+    ubatch_block_seconds: float
+    measured_gpus: tuple[str, ...]
+
+
+# Least squares over each kind's rows of benchmarks/data/llama_bench.json, relative errors
+# (``benchmarks/llama_bench.py --fit``), rounded to two figures.
+GEFORCE = KernelShares(
+    kind="GeForce (GDDR)",
+    weight_share=0.96,
+    attention_share=0.46,
+    block_seconds=95e-6,
+    matmul_share=0.61,
+    score_share=0.60,
+    dequant_share=0.96,
+    ubatch_block_seconds=160e-6,
+    measured_gpus=("RTX 3080 10GB", "RTX 4070 Ti", "RTX 4080", "RTX 3090", "RTX 4090"),
+)
+WORKSTATION = KernelShares(
+    kind="workstation / data-centre GDDR",
+    weight_share=0.85,
+    attention_share=0.32,
+    block_seconds=65e-6,
+    matmul_share=0.60,
+    score_share=0.55,
+    dequant_share=0.59,
+    ubatch_block_seconds=620e-6,
+    measured_gpus=("RTX A6000", "RTX 6000 Ada", "A40", "L40S"),
+)
+HBM = KernelShares(
+    kind="data-centre HBM",
+    weight_share=0.61,
+    attention_share=0.20,
+    block_seconds=100e-6,
+    matmul_share=0.70,
+    score_share=0.46,
+    dequant_share=0.30,
+    ubatch_block_seconds=740e-6,
+    measured_gpus=("A100 SXM 80GB", "H100 PCIe"),
+)
+UNIFIED = KernelShares(
+    kind="Apple unified memory (Metal)",
+    weight_share=0.85,
+    attention_share=0.10,
+    block_seconds=170e-6,
+    matmul_share=None,
+    score_share=0.0,
+    dequant_share=0.0,
+    ubatch_block_seconds=0.0,
+    measured_gpus=("Apple M2 Ultra 192GB",),
+)
+KINDS = (GEFORCE, WORKSTATION, HBM, UNIFIED)
+
+
+def kernel_shares(hardware: Hardware) -> KernelShares:
+    """The kind of GPU ``hardware`` is, for llama.cpp's kernels: Apple (Metal), HBM, and on other
+    memory whether it is a GeForce card (other LPDDR systems take the GDDR figures)."""
+    if hardware.architecture.startswith("Apple"):
+        return UNIFIED
+    if hardware.memory_type.upper().startswith("HBM"):
+        return HBM
+    return GEFORCE if _GEFORCE.match(hardware.name) else WORKSTATION
+
+
+def fp16_accumulate_flops(hardware: Hardware) -> float:
+    """The 16-bit tensor rate cuBLAS reaches with fp16 accumulation: twice a GeForce card's
+    FP32-accumulate rate, the listed rate elsewhere."""
+    return hardware.flops * (2.0 if _GEFORCE.match(hardware.name) else 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaCppSpeed:
+    """One llama-bench figure as estimated.
+
+    Attributes:
+        tokens_per_second: tokens processed (prompt) or generated per second.
+        seconds: time for the tokens asked.
+        basis: "measured" where published rows of this GPU and quantization set the figures,
+            "extrapolated" where the GPU's kind, but not the GPU or the quantization, has rows.
+        kind: the kind of GPU whose shares were used.
+        notes: what the estimate assumes, and why it is extrapolated where it is.
+    """
+
+    tokens_per_second: float
+    seconds: float
+    basis: str
+    kind: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    weight_bytes: float  # read per generated token (the routed experts one token uses)
+    dense_weight_bytes: float  # 16-bit copy of every matrix (cuBLAS's dequantized weights)
+    matmul_flops: float  # per token: 2 per active weight
+    kv_bytes_per_token: float  # cache bytes per token of context
+    attention_width: float  # sum over blocks of query heads x head dim
+    score_heads: float  # sum over blocks of query heads
+    blocks: int
+    moe: bool  # routed experts: llama.cpp's mul_mat_id kernels, which no published row covers
+
+
+def _model(spec: ModelSpec, workload: Workload) -> _Model:
+    w = Workload(
+        mode="inference",
+        batch=1,
+        seq=1,
+        quant=workload.quant,
+        engine="llamacpp",
+        kv_dtype=workload.kv_dtype,
+        dtype=workload.dtype,
+    )
+    weights = dense = flops = kv = width = heads = 0.0
+    moe = False
+    for unit in model_units(spec, w):
+        params = float(unit.parameters - unit.expert_parameters)
+        if unit.index == 0 and not unit.read_bytes:
+            params = 0.0  # an embedding lookup, no product
+        weights += unit.read_bytes
+        dense += 2.0 * params + 2.0 * unit.expert_parameters
+        if unit.experts:
+            moe = True
+            weights += unit.expert_bytes * unit.experts_per_token / unit.experts
+            params += unit.expert_parameters * unit.experts_per_token / unit.experts
+        flops += 2.0 * params
+        kv += unit.kv_cache_bytes
+        width += unit.attention_width
+        heads += unit.attention_width / spec.facts.head_dim
+    return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, moe)
+
+
+def _basis(
+    hardware: Hardware, shares: KernelShares, workload: Workload, moe: bool
+) -> tuple[str, tuple[str, ...]]:
+    notes = [BUILD_NOTE]
+    quant = workload.quant
+    gpu_measured = hardware.name in shares.measured_gpus
+    quant_measured = quant.upper() in MEASURED_QUANTS
+    flash = llamacpp_flash_attention(workload)
+    if not gpu_measured:
+        notes.append(
+            f"no published llama-bench row on the {hardware.name}: the shares of "
+            f"{shares.kind} GPUs ({', '.join(shares.measured_gpus)}), extrapolated"
+        )
+    if not quant_measured:
+        notes.append(f"no published llama-bench row in {quant}: Q4_K_M's and F16's shares")
+    if flash:
+        notes.append(
+            "flash attention (-fa on, llama.cpp's default): no published row with it; the "
+            "prompt's score matrix stays on chip, the cache is read as without it"
+        )
+    if moe:
+        notes.append(
+            "mixture of experts: no published row; its experts costed as dense products of the "
+            "experts a token uses"
+        )
+    measured = gpu_measured and quant_measured and not flash and not moe
+    return (MEASURED if measured else EXTRAPOLATED), tuple(notes)
+
+
+def generation_terms(spec: ModelSpec, workload: Workload, depth: float) -> tuple[float, float, int]:
+    """Bytes of weights and of KV cache one generated token reads at ``depth`` tokens of context,
+    and the blocks it runs: the terms ``decode`` costs (``benchmarks/llama_bench.py --fit``)."""
+    return _generation_terms(_model(spec, workload), depth)
+
+
+def _generation_terms(m: _Model, depth: float) -> tuple[float, float, int]:
+    return m.weight_bytes, m.kv_bytes_per_token * depth, m.blocks
+
+
+def prompt_terms(
+    spec: ModelSpec, workload: Workload, tokens: int, depth: int
+) -> tuple[float, float, float, int]:
+    """What processing ``tokens`` prompt tokens after ``depth`` costs, in micro-batches of
+    ``workload.ubatch_size``: matrix FLOPs (weights and attention), bytes of the fp32 score
+    matrix (none under flash attention, which keeps it on chip), bytes of the quantized weights'
+    16-bit copies, and blocks x micro-batches."""
+    return _prompt_terms(_model(spec, workload), workload, tokens, depth)
+
+
+def _prompt_terms(
+    m: _Model, workload: Workload, tokens: int, depth: int
+) -> tuple[float, float, float, int]:
+    if tokens < 1 or depth < 0:
+        raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
+    ubatch = max(1, workload.ubatch_size)
+    passes = math.ceil(tokens / ubatch)
+    flash = llamacpp_flash_attention(workload)
+    flops = m.matmul_flops * tokens
+    scores = 0.0
+    for i in range(passes):
+        n = min(ubatch, tokens - i * ubatch)
+        context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
+        flops += 4.0 * n * context * m.attention_width
+        if not flash:
+            scores += SCORE_BYTES * SCORE_PASSES * n * context * m.score_heads
+    quantized = workload.quant.upper() not in ("F16", "BF16", "NONE")
+    dequant = passes * m.dense_weight_bytes if quantized else 0.0
+    return flops, scores, dequant, passes * m.blocks
+
+
+def decode(
+    spec: ModelSpec,
+    workload: Workload,
+    hardware: Hardware,
+    depth: int = 0,
+    tokens: int = 1,
+    *,
+    gpus: int = 1,
+) -> LlamaCppSpeed:
+    """Generation speed of ``tokens`` tokens from ``depth`` tokens of context (llama-bench's
+    ``tg<tokens> @ d<depth>``), every layer on the GPU, or split by layers over ``gpus`` GPUs of
+    this kind (llama.cpp's default split): they work in turn, so the step is one GPU's plus a
+    hand-over between each two (the offload model's ``LLAMACPP_SPLIT_SECONDS``)."""
+    if tokens < 1 or depth < 0 or gpus < 1:
+        raise WorkloadError("generation needs at least one token, one GPU and a depth of 0 or more")
+    shares = kernel_shares(hardware)
+    m = _model(spec, workload)
+    # The cost is linear in the depth: the mean token sees the mean depth.
+    weights, kv, blocks = _generation_terms(m, depth + (tokens - 1) / 2)
+    peak = hardware.memory_bytes_per_s
+    step = (
+        weights / (peak * shares.weight_share)
+        + kv / (peak * shares.attention_share)
+        + blocks * shares.block_seconds
+        + (gpus - 1) * LLAMACPP_SPLIT_SECONDS
+    )
+    basis, notes = _basis(hardware, shares, workload, m.moe)
+    if gpus > 1:
+        notes += (
+            f"split by layers over {gpus} GPUs: they work in turn, "
+            f"{LLAMACPP_SPLIT_SECONDS * 1e6:.0f} us per hand-over",
+        )
+    return LlamaCppSpeed(1.0 / step, tokens * step, basis, shares.kind, notes)
+
+
+def prefill(
+    spec: ModelSpec, workload: Workload, hardware: Hardware, tokens: int, depth: int = 0
+) -> LlamaCppSpeed | None:
+    """Prompt processing speed of ``tokens`` tokens after ``depth`` (llama-bench's
+    ``pp<tokens> @ d<depth>``), every layer on the GPU; None where the GPU's kind has no tensor
+    rate to cost the products with (Apple)."""
+    shares = kernel_shares(hardware)
+    if shares.matmul_share is None:
+        return None
+    m = _model(spec, workload)
+    flops, scores, dequant, blocks = _prompt_terms(m, workload, tokens, depth)
+    peak = hardware.memory_bytes_per_s
+    seconds = (
+        flops / (fp16_accumulate_flops(hardware) * shares.matmul_share)
+        + scores / (peak * shares.score_share)
+        + dequant / (peak * shares.dequant_share)
+        + blocks * shares.ubatch_block_seconds
+    )
+    basis, notes = _basis(hardware, shares, workload, m.moe)
+    return LlamaCppSpeed(tokens / seconds, seconds, basis, shares.kind, notes)

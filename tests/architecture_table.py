@@ -10,6 +10,8 @@ _DATA = Path(__file__).resolve().parent / "data" / "architectures"
 EXPECTED: dict = json.loads((_DATA / "expected.json").read_text())["types"]
 # Configs of every type at sizes the table was not learned at, and real published ones.
 HELD_OUT: list = json.loads((_DATA / "held_out.json").read_text())["cases"]
+# One attribute of each type's default config changed alone (benchmarks/perturbed_counts.py).
+PERTURBED: list = json.loads((_DATA / "perturbed.json").read_text())["cases"]
 
 
 def bare(key: str) -> dict:

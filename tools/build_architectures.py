@@ -105,7 +105,103 @@ _LFM2_FF = (
 _FALCON_H1_SSM = "(mamba_d_ssm if mamba_d_ssm is not None else int(mamba_expand * hidden_size))"
 _FALCON_H1_CONV = f"{_FALCON_H1_SSM} + 2 * mamba_d_state * mamba_n_groups"
 _FALCON_H1_PROJ = f"2 * {_FALCON_H1_SSM} + 2 * mamba_d_state * mamba_n_groups + mamba_n_heads"
+# The MLA attention of DeepSeek-V3.2, GLM-5 (glm_moe_dsa), Sarvam, MiniCPM3 and A.X K2: the rope
+# slice of each query head and of the shared key is qk_rope_head_dim wide (their config classes
+# point head_dim at it too). The learner fitted the default's 64 (32) as a bare number, so a
+# config naming another rope width was counted wrong while called exact
+# (benchmarks/perturbed_counts.py found them).
+_MLA_ROPE = "kv_lora_rank + qk_rope_head_dim"
+_MLA_QUERY = "num_attention_heads * qk_nope_head_dim + num_attention_heads * qk_rope_head_dim"
+
+
+def _mla(query: str, width: str = _MLA_QUERY) -> dict[str, dict[int, str]]:
+    """The rope-sized dimensions of an MLA attention whose query projection is ``query``."""
+    return {
+        f"model.layers.{{}}.self_attn.{query}.weight": {0: width},
+        "model.layers.{}.self_attn.kv_a_proj_with_mqa.weight": {0: _MLA_ROPE},
+        "model.layers.{}.self_attn.kv_a_proj_with_mqa.bias": {0: _MLA_ROPE},
+    }
+
+
+_GPT_NEO_FF = "intermediate_size if intermediate_size is not None else 4 * hidden_size"
+_TROCR_KV = "cross_attention_hidden_size if cross_attention_hidden_size is not None else d_model"
 OVERRIDES: dict[str, dict[str, dict[int, str]]] = {
+    "deepseek_v32": _mla("q_b_proj"),
+    "glm_moe_dsa": _mla("q_b_proj"),
+    "minicpm3": _mla("q_b_proj"),
+    "sarvam_mla": _mla("q_proj"),
+    # modeling_axk2.AXK2Attention: queries and their gate in one projection.
+    "axk2": _mla("q_gate_proj", f"{_MLA_QUERY} + num_attention_heads * v_head_dim"),
+    # modeling_bailing_hybrid: MLA in the full-attention blocks, linear attention in the others.
+    "bailing_hybrid": {
+        **_mla(
+            "q_proj",
+            f"({_MLA_QUERY}) if layer_types[i] == 'full_attention' "
+            "else (linear_head_dim * linear_num_heads)",
+        ),
+    },
+    # modeling_hy_v4.HYV4Attention: the head count and rope width were held at the default's.
+    "hy_v4": {
+        **_mla("q_b_proj"),
+        "model.layers.{}.self_attn.kv_b_proj.weight": {
+            0: "num_attention_heads * qk_nope_head_dim + num_attention_heads * v_head_dim"
+        },
+        "model.layers.{}.self_attn.o_proj.weight": {1: "num_attention_heads * v_head_dim"},
+        "model.layers.{}.self_attn.gate_proj.weight": {0: "num_attention_heads * v_head_dim"},
+        "model.layers.{}.self_attn.sinks": {0: "num_attention_heads"},
+    },
+    # transformers 5.25's LongcatFlashExperts holds weights for the routed experts only, not the
+    # zero (identity) experts, as the published LongCat-Flash checkpoints do (560B).
+    "longcat_flash": {"model.layers.{}.mlp.experts.gate_up_proj": {0: "n_routed_experts"}},
+    # MarianForCausalLM: lm_head is vocab_size wide (the decoder's embedding decoder_vocab_size).
+    "marian": {"lm_head.weight": {0: "vocab_size"}},
+    # modeling_moshi.MoshiForCausalLM: the learner held the width and vocabulary at the default's.
+    "moshi": {
+        "model.embed_tokens.weight": {0: "vocab_size + 1", 1: "hidden_size"},
+        **{
+            f"model.layers.{{}}.self_attn.{p}_proj.linear.weight": {1: "hidden_size"} for p in "qkv"
+        },
+        "model.layers.{}.self_attn.o_proj.linear.weight": {0: "hidden_size"},
+        "model.layers.{}.mlp.fc1.weight": {1: "hidden_size"},
+        "model.layers.{}.mlp.fc2.weight": {0: "hidden_size"},
+        "model.layers.{}.input_layernorm.weight": {0: "hidden_size"},
+        "model.layers.{}.post_attention_layernorm.weight": {0: "hidden_size"},
+        "model.norm.weight": {0: "hidden_size"},
+        "lm_head.weight": {0: "vocab_size", 1: "hidden_size"},
+    },
+    # modeling_gpt_neo.GPTNeoBlock: intermediate_size, or four times the width where unset.
+    "gpt_neo": {
+        f"transformer.h.{{}}.mlp.{name}": {d: _GPT_NEO_FF}
+        for name, d in (("c_fc.weight", 0), ("c_fc.bias", 0), ("c_proj.weight", 1))
+    },
+    # modeling_trocr.TrOCRAttention: the cross-attention's keys and values read
+    # cross_attention_hidden_size where set (an encoder of another width).
+    "trocr": {
+        f"model.decoder.layers.{{}}.encoder_attn.{p}_proj.weight": {1: _TROCR_KV} for p in "kv"
+    },
+    # modeling_xlnet.XLNetRelativeAttention: d_model wide, n_head heads of d_head.
+    "xlnet": {
+        "transformer.mask_emb": {2: "d_model"},
+        "transformer.word_embedding.weight": {1: "d_model"},
+        **{
+            f"transformer.layer.{{}}.rel_attn.{p}": {0: "d_model", 1: "n_head", 2: "d_head"}
+            for p in "qkvor"
+        },
+        **{
+            f"transformer.layer.{{}}.rel_attn.{p}": {0: "n_head", 1: "d_head"}
+            for p in ("r_r_bias", "r_s_bias", "r_w_bias")
+        },
+        "transformer.layer.{}.rel_attn.seg_embed": {1: "n_head", 2: "d_head"},
+        **{
+            f"transformer.layer.{{}}.{p}_norm.{w}": {0: "d_model"}
+            for p in ("rel_attn.layer", "ff.layer")
+            for w in ("weight", "bias")
+        },
+        "transformer.layer.{}.ff.layer_1.weight": {1: "d_model"},
+        "transformer.layer.{}.ff.layer_2.weight": {0: "d_model"},
+        "transformer.layer.{}.ff.layer_2.bias": {0: "d_model"},
+        "lm_loss.weight": {1: "d_model"},
+    },
     "falcon_h1": {
         "model.layers.{}.mamba.dt_bias": {0: "mamba_n_heads"},
         "model.layers.{}.mamba.A_log": {0: "mamba_n_heads"},
@@ -123,6 +219,44 @@ OVERRIDES: dict[str, dict[str, dict[int, str]]] = {
         "model.layers.{}.feed_forward.w3.weight": {0: _LFM2_FF},
         "model.layers.{}.feed_forward.w2.weight": {1: _LFM2_FF},
     },
+}
+
+# Attributes a config class derives from others where a config.json leaves them out, written
+# from the class (the learner fitted the default's factor as a bare number, or found no rule):
+# model type -> attribute -> expression.
+_MAMBA = {
+    "intermediate_size": "int(expand * hidden_size)",
+    "time_step_rank": "(hidden_size + 15) // 16",
+}
+DERIVED: dict[str, dict[str, str]] = {
+    # MambaConfig / FalconMambaConfig: int(expand * hidden_size), ceil(hidden_size / 16).
+    "mamba": _MAMBA,
+    "falcon_mamba": _MAMBA,
+    # The MLA config classes above point head_dim at the rope slice (the rotary embedding reads
+    # it): a config.json naming only qk_rope_head_dim has that head_dim.
+    **{
+        t: {"head_dim": "qk_rope_head_dim"}
+        for t in ("deepseek_v32", "glm_moe_dsa", "sarvam_mla", "minicpm3", "axk2")
+    },
+    # LongcatFlashConfig: qk_head_dim or qk_nope_head_dim + qk_rope_head_dim.
+    "longcat_flash": {"qk_head_dim": "qk_nope_head_dim + qk_rope_head_dim"},
+    # MarianConfig: decoder_vocab_size or vocab_size.
+    "marian": {"decoder_vocab_size": "vocab_size"},
+    # BailingHybridConfig: the linear attention's convolution is short_conv_kernel_size wide.
+    "bailing_hybrid": {"linear_conv_kernel_dim": "short_conv_kernel_size"},
+    # MoshiConfig: head_dim or hidden_size // num_attention_heads.
+    "moshi": {"head_dim": "hidden_size // num_attention_heads"},
+    # XLNetConfig: d_model // n_head.
+    "xlnet": {"d_head": "d_model // n_head"},
+}
+
+# Sizes a default leaves unset that the learner did not reach, whose tensors the entry lacks: a
+# config that sets one is said to be approximate. q_lora_rank: the low-rank query (q_a_proj,
+# q_a_layernorm, q_b_proj) in place of q_proj.
+UNLEARNED: dict[str, list[str]] = {
+    "bailing_hybrid": ["q_lora_rank"],
+    "kimi_linear": ["q_lora_rank"],
+    "sarvam_mla": ["q_lora_rank"],
 }
 
 # Presence the default config cannot show (every one of its layers is alike): model type ->
@@ -881,7 +1015,8 @@ class Learner:
                     self.observe(b)
         # Unset sizes that no build could give a value: the entry does not know what they do.
         self.unlearned = sorted(
-            a for a in self.attrs if self.base_flat.get(a) is None and a not in self.single
+            {a for a in self.attrs if self.base_flat.get(a) is None and a not in self.single}
+            | set(UNLEARNED.get(self.model_type, ()))
         )
         self.log(f"  {len(self.single)} attributes size tensors: {sorted(self.single)}")
         self.fams = self._families()
@@ -1194,8 +1329,9 @@ class Learner:
         self._derivation_samples = samples
         # What the modelling code derives where the class has no attribute, as the code does.
         out: dict[str, str] = dict(self.code_derived)
+        written = DERIVED.get(self.model_type, {})
         for a in sorted(used):
-            if a not in default:
+            if a not in default or a in written:
                 continue
             sub = self._sub_of(a)
             reference = {**default, **self.hidden, **self.sub_given[sub]} if sub else default
@@ -1217,6 +1353,8 @@ class Learner:
                 self.underived.add(a)
                 continue
             out[a] = expr
+        out.update(written)
+        self.underived -= set(written)
         ordered: dict[str, str] = {}
         while len(ordered) < len(out):
             for a, expr in out.items():

@@ -10,6 +10,10 @@ tests/data/architectures/held_out.json was written by benchmarks/parameter_count
 of its own (every type scaled at random, as ``save_pretrained`` writes it, with an explicit
 ``head_dim``, with its stack reshaped; and published 2025-26 configs): a count the estimator gets
 wrong must never be called exact.
+
+tests/data/architectures/perturbed.json was written by benchmarks/perturbed_counts.py: each
+integer attribute of each type's default config changed alone, where that moves transformers'
+count. A size the table holds as a constant where the config names it shows there.
 """
 
 import json
@@ -17,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.architecture_table import EXPECTED, HELD_OUT, bare
+from tests.architecture_table import EXPECTED, HELD_OUT, PERTURBED, bare
 from vramgui.core.errors import ConfigError
-from vramgui.core.families import configs, spec_from_config, table
+from vramgui.core.families import _defaulted_sizes, configs, spec_from_config, table
 from vramgui.core.families.classic import CLASSIC_TYPES
 from vramgui.core.families.expressions import ExpressionError, compile_expression
 from vramgui.core.model import Inventory, LayerType, Role
@@ -51,6 +55,32 @@ def test_a_count_at_sizes_never_learned_is_right_or_said_to_be_uncertain(case):
         assert spec.parameters == case["transformers"]
     elif spec.parameters != case["transformers"]:
         assert spec.inventory is Inventory.APPROXIMATE, spec.warnings
+
+
+@pytest.mark.parametrize(
+    "case", PERTURBED, ids=[f"{c['type']}-{c['attribute']}" for c in PERTURBED]
+)
+def test_a_size_changed_alone_is_read_or_its_count_said_to_be_uncertain(case):
+    # When the probe wrote them, no count was wrong and sure of itself (issue 40: rope widths,
+    # head counts and widths the table held at the default's value).
+    assert "finding" not in case, case["attribute"]
+    spec = spec_from_config(case["config"])
+    if spec.parameters == case["transformers"]:
+        return
+    assert spec.inventory is Inventory.APPROXIMATE
+    named = case["config"].get("architectures") or [""]
+    arch = table.architecture(case["config"]["model_type"], named[0])
+    if arch is None or arch.model_type in CLASSIC_TYPES:
+        return
+    # Approximate for the count itself, not only for its KV cache or activations.
+    _, guesses = configs.resolve(arch, case["config"])
+    assert guesses or _defaulted_sizes(case["config"], arch.defaults), spec.warnings
+
+
+def test_the_perturbed_configs_reach_every_type_and_the_rope_widths():
+    assert len({c["type"] for c in PERTURBED}) >= 0.9 * len(EXPECTED)
+    rope = {c["type"] for c in PERTURBED if c["attribute"] == "qk_rope_head_dim"}
+    assert {"deepseek_v32", "glm_moe_dsa", "sarvam_mla", "minicpm3", "axk2", "hy_v4"} <= rope
 
 
 def test_the_held_out_configs_cover_every_type_of_the_table():

@@ -108,6 +108,8 @@ def _shared(doc: dict[str, Any]) -> dict[str, Any]:
         figures["tokens/s"] = block["tokens_per_second"]
         figures["cost"] = block.get("cost", block["cost_per_million_tokens"])
         figures["placement"] = block["placement"]["text"]
+        figures["basis"] = block.get("basis")
+        figures["first token"] = block.get("time_to_first_token_seconds")
     return figures
 
 
@@ -130,6 +132,9 @@ def _window(c: EstimateController) -> dict[str, Any]:
         cost = t.cost if t.mode == "training" else t.cost_per_million
         figures["cost"] = None if cost is None else round(cost, 2 if t.mode == "training" else 4)
         figures["placement"] = t.placement.describe()
+        figures["basis"] = t.basis or None
+        seconds = t.prefill_seconds
+        figures["first token"] = None if seconds is None else round(seconds, 4)
     return figures
 
 

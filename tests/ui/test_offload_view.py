@@ -119,6 +119,17 @@ def test_edited_speeds_change_the_throughput(view):
     assert view.throughput.bound == "cpu_memory"
 
 
+def test_an_edited_host_speed_keeps_the_measured_gpu_kernels_a_gpu_speed_does_not(view, llama7b):
+    view.set_budget(16 * GiB, 16 * GiB)  # every layer on the 3060
+    measured = view.throughput.tokens_per_second
+    assert view._bandwidths is not None and view._bandwidths.kernels
+    view.spins["disk_bytes_per_s"].setValue(7.0)
+    assert view.throughput.tokens_per_second == measured
+    view.spins["gpu_bytes_per_s"].setValue(300.0)  # GB/s typed in: the roofline at that speed
+    assert not view._bandwidths.kernels
+    assert view.throughput.tokens_per_second != measured
+
+
 def test_settings_that_do_not_apply_show_an_error_in_the_windows_words(view, llama7b):
     view.set_model(llama7b, Workload(gpus=5, tp=5))
     assert view.placement is None

@@ -11,7 +11,7 @@ from vramgui.answers.timing import time_setup
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelRef
 from vramgui.core.speed import Hardware, Price, Utilization
-from vramgui.core.units import GiB
+from vramgui.core.units import GiB, format_rate
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu, load_catalog
 from vramgui.profiles import Profile
@@ -62,11 +62,17 @@ def test_a_training_line_says_time_cost_and_speed():
     )
 
 
-def test_an_inference_line_says_the_cost_per_million_tokens_at_the_batch():
+def test_an_inference_line_says_decode_per_sequence_and_the_cost_per_million_tokens():
     spec = load_model("llama-3.2-1b").spec
     summary = summarize_speed(spec, Workload(batch=8), "Test GPU", _rates(), 10**8)
     text = timing.speed_text(summary)
-    assert text.startswith("<b>$") and "per million tokens" in text and "at batch 8" in text
+    per_sequence = format_rate(summary.tokens_per_second / 8)
+    assert text.startswith(f"<b>{per_sequence} tokens/s</b> decode per sequence")
+    assert "at batch 8" in text and "per million tokens" in text
+    # transformers: the roofline, said to be unmeasured
+    assert "roofline, not measured" in text
+    # What bounds the step in words (was "bound by memory"), as the command line says it.
+    assert summary.bound == "memory" and "s, GPU-memory-bound" in timing.speed_tooltip(summary)
 
 
 def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_window):

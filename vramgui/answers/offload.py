@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.answers.host import HostSettings
 from vramgui.core import offload
+from vramgui.core.llamacpp_speed import GpuKernels, kernels_for
 from vramgui.core.offload.budget import engine_workload
 from vramgui.core.offload.curves import (
     EXPERTS,
@@ -64,14 +65,25 @@ def bandwidths_for(
     decode is never called compute-bound). ``others`` are GPU 1, 2... when the model spans
     several (their catalog peaks at the same share, GPU 0's where unknown).
 
+    llama.cpp's layers on each GPU are costed by its kernels as measured on that GPU's kind
+    (``core.llamacpp_speed``, the peaks as given), unless ``gpu_efficiency`` is set to another
+    share than the default: then the roofline at that share, as asked.
+
     Raises:
         WorkloadError: an efficiency outside (0, 1] or a speed that is not positive.
     """
+    listed = gpu.bf16_tflops or gpu.fp16_tflops
+    default_flops = math.inf if listed is None else listed * 1e12
+    flops_given = gpu_flops is not None and gpu_flops != default_flops
     if gpu_flops is None:
-        tflops = gpu.bf16_tflops or gpu.fp16_tflops
-        gpu_flops = math.inf if tflops is None else tflops * 1e12
+        gpu_flops = default_flops
+    peak = gpu_peak_bytes_per_s or gpu.memory_bandwidth_bytes_per_s
+    kernels: list[GpuKernels] = []
+    if gpu_efficiency == offload.GPU_MEMORY_EFFICIENCY:
+        kernels.append(_kernels(gpu, peak, gpu_flops if flops_given else None))
+        kernels += [_kernels(other or gpu, None, None) for other in others]
     bandwidths = offload.expected_bandwidths(
-        gpu_peak_bytes_per_s=gpu_peak_bytes_per_s or gpu.memory_bandwidth_bytes_per_s,
+        gpu_peak_bytes_per_s=peak,
         pcie_bytes_per_s=pcie or pcie_bytes_per_s(gpu.pcie_gen or 4),
         cpu_ram_peak_bytes_per_s=cpu_ram_peak_bytes_per_s,
         disk_bytes_per_s=host.disk_bytes_per_s,
@@ -80,6 +92,7 @@ def bandwidths_for(
         gpu_efficiency=gpu_efficiency,
         host_efficiency=host_efficiency,
     )
+    bandwidths = dataclasses.replace(bandwidths, kernels=tuple(kernels))
     if not others:
         return bandwidths
     speeds = []
@@ -89,6 +102,15 @@ def bandwidths_for(
         flops = tflops * 1e12 if tflops else gpu_flops
         speeds.append((entry.memory_bandwidth_bytes_per_s * gpu_efficiency, flops))
     return dataclasses.replace(bandwidths, other_gpus=tuple(speeds))
+
+
+def _kernels(gpu: CatalogGpu, peak: float | None, flops: float | None) -> GpuKernels:
+    """llama.cpp's kernels on ``gpu``: its catalog peaks (the 16-bit rate llama.cpp's products
+    run at), each given figure overriding the catalog's."""
+    listed = gpu.fp16_tflops or gpu.bf16_tflops
+    if flops is None:
+        flops = listed * 1e12 if listed else 1.0  # no tensor rate (Apple): no prompt costed
+    return kernels_for(gpu, peak or gpu.memory_bandwidth_bytes_per_s, flops)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,10 @@ from vramgui.answers.offload import (
     plan_offload,
 )
 from vramgui.answers.rates import Rates
-from vramgui.core import fit
+from vramgui.core import fit, launch, offload
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate
+from vramgui.core.llamacpp_speed import EXTRAPOLATED, speed_basis
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.speed import (
@@ -45,6 +46,9 @@ from vramgui.core.workload import Workload
 AS_SET = "as set"  # the setup as chosen: it fits
 MORE_GPUS = "more gpus"  # the fewest GPUs of the kind that hold it
 OFFLOAD = "offload"  # llama.cpp's plan, with what the GPUs do not hold in host RAM
+
+# What an inference speed rests on besides ``core.llamacpp_speed``'s measured / extrapolated.
+ROOFLINE = "roofline"
 
 # Why a setup has no timing (``Untimed.code``).
 NO_RATES = "no-rates"
@@ -138,6 +142,13 @@ class Timing:
         notes: what the figures assume.
         concurrency: sequences decoded together (inference).
         training: the training speed in full (its JSON block), or None.
+        basis: what an inference speed rests on: "measured" or "extrapolated" (llama.cpp,
+            published llama-bench rows: ``core.llamacpp_speed``; extrapolated too where part of
+            the model is off the GPU), "roofline" (datasheet peaks at the default shares);
+            "" for training.
+        prefill_seconds: the time to first token: processing ``prompt_tokens`` from an empty
+            cache, where it is estimated (llama.cpp with a tensor rate), else None.
+        prompt_tokens: the prompt timed (``--prompt``, else the whole context), or None.
     """
 
     gpu: str
@@ -158,6 +169,21 @@ class Timing:
     notes: tuple[str, ...] = ()
     concurrency: int = 1
     training: TrainingSpeed | None = None
+    basis: str = ""
+    prefill_seconds: float | None = None
+    prompt_tokens: int | None = None
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Tokens one sequence is given per second while it decodes (inference)."""
+        return self.tokens_per_second / max(1, self.concurrency)
+
+    @property
+    def prefill_tokens_per_second(self) -> float | None:
+        """Prompt tokens processed per second, where a time to first token is estimated."""
+        if self.prefill_seconds is None or self.prompt_tokens is None:
+            return None
+        return self.prompt_tokens / self.prefill_seconds
 
     def block(self) -> dict[str, Any]:
         """The document's ``speed`` (training) or ``serving`` (inference) object (docs/cli.md)."""
@@ -196,6 +222,12 @@ class Timing:
             **money,
             "gpus": self.gpus,
             "placement": self.placement.to_dict(),
+            "decode_tokens_per_second": round(self.decode_tokens_per_second, 1),
+            "prefill_tokens_per_second": _rounded(self.prefill_tokens_per_second, 1),
+            "time_to_first_token_seconds": _rounded(self.prefill_seconds, 4),
+            "prompt_tokens": self.prompt_tokens,
+            "basis": self.basis,
+            "notes": list(self.notes),
         }
 
 
@@ -271,7 +303,8 @@ def _fits(est: Estimate, gpu: str, capacity: int) -> bool:
 def _sharding_flags(w: Workload) -> str:
     if w.mode == "training":
         return "FSDP" if w.fsdp else (f"ZeRO-{w.zero}" if w.zero else "data parallel")
-    return f"--tensor-parallel-size {w.tp}"
+    flag = launch.TENSOR_PARALLEL_FLAGS.get(w.engine)
+    return f"{flag} {w.tp}" if flag else f"tensor parallel over {w.tp} GPUs"
 
 
 def _timed(
@@ -318,6 +351,10 @@ def _timed(
         cost_per_million=_per_million(served.tokens_per_second, w.gpus, price),
         placement=placement,
         concurrency=served.concurrency,
+        notes=served.notes,
+        basis=served.basis,
+        prefill_seconds=served.prefill_seconds,
+        prompt_tokens=None if served.prefill_seconds is None else (w.prompt or w.seq),
     )
 
 
@@ -358,7 +395,8 @@ def _time_llamacpp(
     answer: OffloadAnswer, gpu: str, rates: Rates, *, fits: bool
 ) -> Timing | Untimed:
     """The timing of llama.cpp's plan: ``as set`` where the estimate fits (``fits``) and the
-    plan holds every layer on the GPUs, else the plan named (``offload``)."""
+    plan holds every layer on the GPUs, else the plan named (``offload``); its decode at the
+    full context and its time to first token for the prompt, with what they rest on."""
     host = answer.host
     p = answer.placement
     within = all(
@@ -385,6 +423,13 @@ def _time_llamacpp(
     )
     t = answer.throughput
     gpus = len(p.gpu_bytes)
+    basis, notes = llamacpp_basis(answer, rates)
+    w = p.workload
+    prompt = w.prompt or w.seq
+    kernels = answer.bandwidths.kernels_of(0)
+    ttft = None
+    if kernels is not None and kernels.prompts:
+        ttft = offload.prefill_seconds(p, answer.bandwidths, prompt, batch=1)
     return Timing(
         gpu=gpu,
         gpus=gpus,
@@ -398,8 +443,35 @@ def _time_llamacpp(
         cost_per_million=_per_million(t.tokens_per_second, gpus, rates.price),
         placement=placement,
         concurrency=t.batch,
-        notes=p.notes,
+        notes=p.notes + notes,
+        basis=basis,
+        prefill_seconds=ttft,
+        prompt_tokens=None if ttft is None else prompt,
     )
+
+
+def llamacpp_basis(answer: OffloadAnswer, rates: Rates) -> tuple[str, tuple[str, ...]]:
+    """What the speed of llama.cpp's plan rests on: its GPU layers on published llama-bench
+    rows (``core.llamacpp_speed``: measured or extrapolated), and what is off the GPU on the
+    offload roofline, checked on published offload runs (docs/offload.md): extrapolated."""
+    p = answer.placement
+    moe = any(unit.unit.experts for unit in p.units)
+    basis, notes = speed_basis(rates.hardware, p.workload, moe=moe)
+    if not everything_on_gpus(p):
+        basis = EXTRAPOLATED
+        notes += (
+            "part of the model is off the GPU: host RAM, disk and PCIe timed by the offload "
+            "roofline (published offload runs, docs/offload.md), not by llama-bench rows",
+        )
+    if len(p.gpu_bytes) > 1:
+        notes += (
+            f"split by layers over {len(p.gpu_bytes)} GPUs: they work in turn, "
+            f"{offload.LLAMACPP_SPLIT_SECONDS * 1e6:.0f} us per hand-over",
+        )
+    if p.workload.batch > 1:
+        basis = EXTRAPOLATED
+        notes += (f"{p.workload.batch} sequences at once: llama-bench rows time one",)
+    return basis, notes
 
 
 def rank_setups(
@@ -440,6 +512,7 @@ def rank_setups(
                 setup,
                 tokens_per_second=per_second,
                 cost_per_million=_per_million(per_second, setup.count, setup.price),
+                basis=llamacpp_basis(answer, r)[0],
             )
         )
     return fit.order_setups(timed, by)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramgui.core import dtypes
+from vramgui.core.boundary import largest_fitting_value
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
@@ -104,12 +105,18 @@ class Suggestion:
     Attributes:
         title: what to do, e.g. "Quantize to Q4_K_M".
         changes: workload fields to set, e.g. {"quant": "Q4_K_M"}.
-        saves_bytes: memory saved per GPU.
+        saves_bytes: memory saved per GPU. Under an engine that pre-allocates its KV pool
+            (vLLM, SGLang), which takes the same share of the GPU whatever is set, the room the
+            change makes in the pool instead: what it adds to the pool or takes off what one
+            request of the context needs of it (the shortfall it closes).
         cost: what the user gives up.
         fits: whether the setup fits the GPU after the change.
         total_bytes: the estimate after the change (an offload: the GPU's memory then).
         placement: llama.cpp's ``(-ngl, --n-cpu-moe)`` for advice that offloads (weights in
             host RAM, nothing in the workload changed), else None.
+        pool_bytes: the KV pool after the change on the GPU with the least (an engine that
+            pre-allocates it), else None.
+        pool_tokens: the tokens that pool holds, else None.
     """
 
     title: str
@@ -119,6 +126,8 @@ class Suggestion:
     fits: bool
     total_bytes: int
     placement: tuple[int, int] | None = None
+    pool_bytes: int | None = None
+    pool_tokens: int | None = None
 
 
 def fit_rows(est: Estimate, capacities: Iterable[Capacity]) -> list[FitRow]:
@@ -167,11 +176,34 @@ def _margin(
 ) -> tuple[int, int] | None:
     """(memory left on a GPU of ``capacity`` once the setup runs there, the estimate's total);
     the margin is negative when it does not fit. None: settings invalid for the model."""
+    fitted = _fitted(spec, workload, capacity, draft)
+    return None if fitted is None else (fitted[0].headroom_bytes, fitted[1])
+
+
+def _fitted(
+    spec: ModelSpec, workload: Workload, capacity: int, draft: ModelSpec | None = None
+) -> tuple[FitRow, int] | None:
+    """(the setup's fit on a GPU of ``capacity``, the estimate's total); None: settings invalid
+    for the model."""
     try:
         est = estimate(spec, workload, capacity, draft=draft)
     except VramguiError:
         return None
-    return fit_rows(est, [("", capacity)])[0].headroom_bytes, est.total_bytes
+    return fit_rows(est, [("", capacity)])[0], est.total_bytes
+
+
+def _pool_room(row: FitRow) -> tuple[int, int, int] | None:
+    """(the KV pool's room beyond one request of the context, negative when it lacks some; the
+    pool; its tokens) where the engine pre-allocates the pool and its start-up was modelled,
+    else None. The room is what the engine's own check compares (vLLM's, or whether SGLang's
+    pool holds a request whole)."""
+    if row.vllm is not None:
+        up = row.vllm
+        return -up.shortfall_bytes, up.available_bytes, up.pool_tokens
+    if row.sglang is not None:
+        sg = row.sglang
+        return sg.available_bytes - sg.needed_bytes, sg.available_bytes, sg.pool_tokens
+    return None
 
 
 def largest_fitting(
@@ -186,7 +218,7 @@ def largest_fitting(
     """The largest ``seq`` (in token blocks) or ``batch`` that fits ``capacity_bytes``.
 
     Memory grows monotonically with both, so the boundary is one value, found with a few
-    estimates (see :func:`_boundary`). Returns None when even the smallest value does not fit.
+    estimates (see :func:`vramgui.core.boundary.largest_fitting_value`). Returns None when even the smallest value does not fit.
     Under vLLM, the context is the longest ``--max-model-len`` vLLM starts with (its own
     estimate_max_model_len) and the batch the requests of ``seq`` tokens its pool holds at once.
     """
@@ -206,7 +238,7 @@ def largest_fitting(
         except VramguiError:
             return None
 
-    return _boundary(total, capacity_bytes, step, upper)
+    return largest_fitting_value(total, capacity_bytes, step, upper)
 
 
 def _vllm_largest(
@@ -253,111 +285,6 @@ def _sglang_largest(spec: ModelSpec, workload: Workload, capacity: int, field: s
             return upper
         return up.pool_tokens // TOKEN_BLOCK * TOKEN_BLOCK or None
     return max(1, math.floor(up.max_concurrency)) if up.serves else None
-
-
-def _boundary(
-    total: Callable[[int], int | None], capacity: int, step: int, upper: int
-) -> int | None:
-    """``upper`` if its total fits ``capacity``, else the largest multiple of ``step`` below it
-    whose total fits (None: not even ``step``); totals never decrease with the value, and None
-    (invalid settings) never fits.
-
-    Totals are close to straight lines or parabolas in the value (the KV cache, activations and
-    gradients grow with the tokens; eager attention's scores with the square of the context),
-    so each guess is where a parabola through the bracket's ends and the nearest point before
-    them reaches the capacity; guesses that fail to halve the bracket three times in a row give
-    way to a halving step. That takes about five estimates where halving alone takes fifteen
-    to twenty, and the answer is the same: the one boundary of a monotone total.
-    """
-    low = step
-    low_total = total(low)
-    if low_total is None or low_total > capacity:
-        return None
-    high_total = total(upper)
-    if high_total is not None and high_total <= capacity:
-        return upper
-    high = upper  # invariant: low fits, high does not
-    # The last two (value, total) pairs evaluated on each side of the boundary, latest last.
-    fitting = [(low, low_total)]
-    failing = [] if high_total is None else [(upper, high_total)]
-    slow = 0  # guesses in a row that did not halve the bracket
-    while high - low > step:
-        width = high - low
-        guess = _guess(fitting, failing, capacity, low, high) if slow < _PATIENCE else None
-        if guess is None:
-            guess, slow = (low + high) // 2, 0
-        # On the grid of multiples of step, strictly inside the bracket.
-        point = min(max(int(guess) // step * step, low + step), (high - 1) // step * step)
-        value = total(point)
-        if value is not None and value <= capacity:
-            low = point
-            fitting = [*fitting[-1:], (point, value)]
-        else:
-            high = point
-            if value is not None:
-                failing = [*failing[-1:], (point, value)]
-        slow = slow + 1 if 2 * (high - low) > width else 0
-    return low
-
-
-# Guesses in a row allowed to leave more than half the bracket before a halving step.
-_PATIENCE = 3
-_Point = tuple[int, int]  # a value and its total
-
-
-def _guess(
-    fitting: list[_Point], failing: list[_Point], capacity: int, low: int, high: int
-) -> float | None:
-    """Where the totals reach ``capacity`` inside (low, high), from the points nearest it."""
-    if not failing:
-        return None
-    if len(fitting) == 2 == len(failing) and fitting[0][1] == fitting[1][1]:
-        # Flat below the boundary (vLLM's pool takes what the batch leaves): the rise above it
-        # tells where it ends.
-        root = _line_root(failing[0], failing[1], capacity)
-        if root is not None and low < root < high:
-            return root
-    ends = [fitting[-1], failing[-1]]
-    earlier = fitting[:-1] + failing[:-1]
-    if earlier:
-        third = min(earlier, key=lambda p: min(abs(p[0] - low), abs(p[0] - high)))
-        root = _parabola_root((third, ends[0], ends[1]), capacity, low, high)
-        if root is not None:
-            return root
-    root = _line_root(ends[0], ends[1], capacity)
-    return root if root is not None and low < root < high else None
-
-
-def _line_root(a: _Point, b: _Point, capacity: int) -> float | None:
-    """Where the line through ``a`` and ``b`` reaches ``capacity`` (None: level)."""
-    (x0, y0), (x1, y1) = a, b
-    if y0 == y1:
-        return None
-    return x0 + (capacity - y0) * (x1 - x0) / (y1 - y0)
-
-
-def _parabola_root(
-    points: tuple[_Point, _Point, _Point], capacity: int, low: int, high: int
-) -> float | None:
-    """The value in (low, high) where the parabola through ``points`` reaches ``capacity``
-    (the root nearest the last point), or None."""
-    (x0, y0), (x1, y1), (x2, y2) = points
-    d01 = (y1 - y0) / (x1 - x0)
-    d12 = (y2 - y1) / (x2 - x1)
-    a = (d12 - d01) / (x2 - x0)
-    b = d01 - a * (x0 + x1)
-    c = y0 - d01 * x0 + a * x0 * x1 - capacity
-    if a == 0:
-        roots = [-c / b] if b else []
-    else:
-        disc = b * b - 4 * a * c
-        if disc < 0:
-            return None
-        # The numerically stable pair of roots.
-        q = -0.5 * (b + math.copysign(math.sqrt(disc), b))
-        roots = [q / a, c / q] if q else [q / a]
-    inside = [r for r in roots if low < r < high]
-    return min(inside, key=lambda r: abs(r - x2), default=None)
 
 
 def sweep(
@@ -452,22 +379,33 @@ def advise(
 
     Each candidate is re-estimated with the core; a candidate that is invalid for this model is
     left out. When the setup already fits, nothing is suggested. Under vLLM a change "fits"
-    when vLLM starts with it; what it saves is what it adds to the KV pool or takes off
-    what the pool lacks.
+    when vLLM starts with it (under SGLang, when its pool holds a request of the context);
+    what it saves is what it adds to the KV pool or takes off what one request needs of it,
+    from the engine's start-up with the change: the engine takes its share of the GPU whatever
+    is set, so the memory left on the GPU is the same for every change that lets it start.
     """
-    base = _margin(spec, workload, capacity_bytes, draft)
-    if base is None or base[0] >= 0:
+    fitted = _fitted(spec, workload, capacity_bytes, draft)
+    if fitted is None or fitted[0].headroom_bytes >= 0:
         return []
+    base = fitted[0]
+    base_room = _pool_room(base)
     out = []
     for title, changes, cost in _candidates(spec, workload, capacity_bytes):
         try:
             trial = workload.with_(**changes)
         except VramguiError:
             continue
-        after = _margin(spec, trial, capacity_bytes, draft)
-        if after is None or after[0] <= base[0]:
+        after = _fitted(spec, trial, capacity_bytes, draft)
+        if after is None or after[0].headroom_bytes <= base.headroom_bytes:
             continue
-        out.append(Suggestion(title, changes, after[0] - base[0], cost, after[0] >= 0, after[1]))
+        row, total = after
+        room = _pool_room(row)
+        if room is None or base_room is None:
+            saves, pool, tokens = row.headroom_bytes - base.headroom_bytes, None, None
+        else:
+            saves, pool, tokens = room[0] - base_room[0], room[1], room[2]
+        fits = row.headroom_bytes >= 0
+        out.append(Suggestion(title, changes, saves, cost, fits, total, None, pool, tokens))
     out.sort(key=lambda s: (not s.fits, -s.saves_bytes if not s.fits else _cost_rank(s)))
     return out
 
@@ -649,6 +587,9 @@ class RankedSetup:
         time_seconds: the run's wall time (training with tokens to train), else None.
         gpu_hours: the run's GPU-hours, else None.
         cost: the run's cost, else None.
+        basis: what the speed rests on: "measured" or "extrapolated" (llama.cpp, from published
+            llama-bench rows), "roofline" (datasheet peaks at the default shares; inference) or
+            "" (training, ``core.speed.training_speed``).
     """
 
     gpu: str
@@ -660,6 +601,7 @@ class RankedSetup:
     time_seconds: float | None = None
     gpu_hours: float | None = None
     cost: float | None = None
+    basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -673,6 +615,7 @@ class RankedSetup:
             "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 3),
             "cost": None if self.cost is None else round(self.cost, 2),
             "price": None if self.price is None else self.price.to_dict(),
+            "basis": self.basis or None,
         }
 
 
@@ -712,11 +655,13 @@ def rank_setups(
             continue
         trial = sharded(workload, count)
         u = (utilizations or {}).get(name)
+        basis = ""
         try:
             if trial.mode == "training":
                 per_second = training_speed(spec, trial, hardware, u).tokens_per_second
             else:
-                per_second = serving_speed(spec, trial, hardware, u).tokens_per_second
+                served = serving_speed(spec, trial, hardware, u)
+                per_second, basis = served.tokens_per_second, served.basis
         except VramguiError:
             continue
         per_million = None if price is None else cost_per_million_tokens(per_second, count, price)
@@ -729,7 +674,9 @@ def rank_setups(
                 "gpu_hours": hours,
                 "cost": None if price is None else hours * price.per_gpu_hour,
             }
-        ranked.append(RankedSetup(name, count, trial, per_second, price, per_million, **run))
+        ranked.append(
+            RankedSetup(name, count, trial, per_second, price, per_million, **run, basis=basis)
+        )
     return order_setups(ranked, by)
 
 

@@ -35,13 +35,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from vramgui.core.activations import llamacpp_flash_attention
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
+from vramgui.core.offload.defaults import LLAMACPP_SPLIT_SECONDS
 from vramgui.core.offload.placement import model_units
-from vramgui.core.offload.throughput import LLAMACPP_SPLIT_SECONDS
 from vramgui.core.workload import Workload
 
 if TYPE_CHECKING:  # core.speed builds on this module
@@ -142,20 +142,127 @@ UNIFIED = KernelShares(
 KINDS = (GEFORCE, WORKSTATION, HBM, UNIFIED)
 
 
-def kernel_shares(hardware: Hardware) -> KernelShares:
-    """The kind of GPU ``hardware`` is, for llama.cpp's kernels: Apple (Metal), HBM, and on other
+class GpuKind(Protocol):
+    """What sets a GPU's kind for llama.cpp's kernels (``core.speed.Hardware``, a catalog entry)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def architecture(self) -> str: ...
+    @property
+    def memory_type(self) -> str: ...
+
+
+def kernel_shares(gpu: GpuKind) -> KernelShares:
+    """The kind of GPU ``gpu`` is, for llama.cpp's kernels: Apple (Metal), HBM, and on other
     memory whether it is a GeForce card (other LPDDR systems take the GDDR figures)."""
-    if hardware.architecture.startswith("Apple"):
+    if gpu.architecture.startswith("Apple"):
         return UNIFIED
-    if hardware.memory_type.upper().startswith("HBM"):
+    if gpu.memory_type.upper().startswith("HBM"):
         return HBM
-    return GEFORCE if _GEFORCE.match(hardware.name) else WORKSTATION
+    return GEFORCE if _GEFORCE.match(gpu.name) else WORKSTATION
 
 
 def fp16_accumulate_flops(hardware: Hardware) -> float:
     """The 16-bit tensor rate cuBLAS reaches with fp16 accumulation: twice a GeForce card's
     FP32-accumulate rate, the listed rate elsewhere."""
-    return hardware.flops * (2.0 if _GEFORCE.match(hardware.name) else 1.0)
+    return _fp16_accumulate(hardware.name, hardware.flops)
+
+
+def _fp16_accumulate(name: str, listed_flops: float) -> float:
+    return listed_flops * (2.0 if _GEFORCE.match(name) else 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuKernels:
+    """llama.cpp's kernels on one GPU: its kind's shares and the peaks they are shares of. The
+    one place the terms of ``decode`` and ``prefill`` are costed, for a whole model on one GPU
+    and, through ``core.offload.Bandwidths``, for the layers an offload plan keeps on each GPU.
+
+    Attributes:
+        gpu: the GPU's name.
+        shares: its kind's shares.
+        memory_bytes_per_s: peak memory bandwidth.
+        tensor_flops: the fp16-accumulate 16-bit tensor rate (``fp16_accumulate_flops``).
+    """
+
+    gpu: str
+    shares: KernelShares
+    memory_bytes_per_s: float
+    tensor_flops: float
+
+    @property
+    def prompts(self) -> bool:
+        """Whether prompt processing is costed on this kind (it has a tensor rate)."""
+        return self.shares.matmul_share is not None
+
+    def weights_seconds(self, read_bytes: float) -> float:
+        """Generation: reading ``read_bytes`` of weights."""
+        return read_bytes / (self.memory_bytes_per_s * self.shares.weight_share)
+
+    def cache_seconds(self, kv_bytes: float) -> float:
+        """Generation: reading ``kv_bytes`` of KV cache."""
+        return kv_bytes / (self.memory_bytes_per_s * self.shares.attention_share)
+
+    def blocks_seconds(self, blocks: float) -> float:
+        """Generation: the fixed time of ``blocks`` blocks for one token."""
+        return blocks * self.shares.block_seconds
+
+    def matmul_seconds(self, flops: float) -> float:
+        """Prompt: ``flops`` of matrix products on the tensor cores."""
+        if self.shares.matmul_share is None:
+            raise WorkloadError(f"{self.gpu}: no tensor rate to cost a prompt's products with")
+        return flops / (self.tensor_flops * self.shares.matmul_share)
+
+    def prompt_memory_seconds(self, score_bytes: float, dequant_bytes: float) -> float:
+        """Prompt: the fp32 score matrix moved and quantized weights' 16-bit copies written."""
+        peak = self.memory_bytes_per_s
+        scores = score_bytes / (peak * self.shares.score_share) if score_bytes else 0.0
+        dequant = dequant_bytes / (peak * self.shares.dequant_share) if dequant_bytes else 0.0
+        return scores + dequant
+
+    def ubatch_blocks_seconds(self, blocks: float) -> float:
+        """Prompt: the fixed time of ``blocks`` blocks x micro-batches."""
+        return blocks * self.shares.ubatch_block_seconds
+
+
+def gpu_kernels(hardware: Hardware) -> GpuKernels:
+    """llama.cpp's kernels on ``hardware``."""
+    return kernels_for(hardware, hardware.memory_bytes_per_s, hardware.flops)
+
+
+def kernels_for(gpu: GpuKind, memory_bytes_per_s: float, fp16_flops: float) -> GpuKernels:
+    """llama.cpp's kernels on ``gpu`` of these peaks: memory bandwidth and the listed 16-bit
+    tensor rate (any positive placeholder where its kind costs no prompt: Apple)."""
+    return GpuKernels(
+        gpu.name, kernel_shares(gpu), memory_bytes_per_s, _fp16_accumulate(gpu.name, fp16_flops)
+    )
+
+
+def quantized(workload: Workload) -> bool:
+    """Whether cuBLAS's prompt products need a 16-bit copy of the weights (not F16 / BF16)."""
+    return workload.quant.upper() not in ("F16", "BF16", "NONE")
+
+
+def prompt_attention(
+    workload: Workload, tokens: int, depth: int, width: float, heads: float
+) -> tuple[float, float]:
+    """Attention FLOPs and fp32 score-matrix bytes of ``tokens`` prompt tokens after ``depth``
+    in micro-batches of ``workload.ubatch_size``, for attention ``width`` (query heads x head
+    dim) and ``heads`` query heads: each micro-batch attends to the cells cached so far. No
+    score bytes under flash attention, which keeps the matrix on chip."""
+    if tokens < 1 or depth < 0:
+        raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
+    ubatch = max(1, workload.ubatch_size)
+    flash = llamacpp_flash_attention(workload)
+    flops = scores = 0.0
+    for i in range(math.ceil(tokens / ubatch)):
+        n = min(ubatch, tokens - i * ubatch)
+        context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
+        flops += 4.0 * n * context * width
+        if not flash:
+            scores += SCORE_BYTES * SCORE_PASSES * n * context * heads
+    return flops, scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,21 +322,22 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         flops += 2.0 * params
         kv += unit.kv_cache_bytes
         width += unit.attention_width
-        heads += unit.attention_width / spec.facts.head_dim
+        heads += unit.attention_heads
     return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, moe)
 
 
-def _basis(
-    hardware: Hardware, shares: KernelShares, workload: Workload, moe: bool
-) -> tuple[str, tuple[str, ...]]:
+def speed_basis(gpu: GpuKind, workload: Workload, *, moe: bool) -> tuple[str, tuple[str, ...]]:
+    """Whether published rows of ``gpu`` and the workload's quantization and settings set the
+    figures (``measured``) or only its kind's (``extrapolated``), and the notes that say so."""
+    shares = kernel_shares(gpu)
     notes = [BUILD_NOTE]
     quant = workload.quant
-    gpu_measured = hardware.name in shares.measured_gpus
+    gpu_measured = gpu.name in shares.measured_gpus
     quant_measured = quant.upper() in MEASURED_QUANTS
     flash = llamacpp_flash_attention(workload)
     if not gpu_measured:
         notes.append(
-            f"no published llama-bench row on the {hardware.name}: the shares of "
+            f"no published llama-bench row on the {gpu.name}: the shares of "
             f"{shares.kind} GPUs ({', '.join(shares.measured_gpus)}), extrapolated"
         )
     if not quant_measured:
@@ -271,22 +379,10 @@ def prompt_terms(
 def _prompt_terms(
     m: _Model, workload: Workload, tokens: int, depth: int
 ) -> tuple[float, float, float, int]:
-    if tokens < 1 or depth < 0:
-        raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
-    ubatch = max(1, workload.ubatch_size)
-    passes = math.ceil(tokens / ubatch)
-    flash = llamacpp_flash_attention(workload)
-    flops = m.matmul_flops * tokens
-    scores = 0.0
-    for i in range(passes):
-        n = min(ubatch, tokens - i * ubatch)
-        context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
-        flops += 4.0 * n * context * m.attention_width
-        if not flash:
-            scores += SCORE_BYTES * SCORE_PASSES * n * context * m.score_heads
-    quantized = workload.quant.upper() not in ("F16", "BF16", "NONE")
-    dequant = passes * m.dense_weight_bytes if quantized else 0.0
-    return flops, scores, dequant, passes * m.blocks
+    attention, scores = prompt_attention(workload, tokens, depth, m.attention_width, m.score_heads)
+    passes = math.ceil(tokens / max(1, workload.ubatch_size))
+    dequant = passes * m.dense_weight_bytes if quantized(workload) else 0.0
+    return m.matmul_flops * tokens + attention, scores, dequant, passes * m.blocks
 
 
 def decode(
@@ -304,24 +400,23 @@ def decode(
     hand-over between each two (the offload model's ``LLAMACPP_SPLIT_SECONDS``)."""
     if tokens < 1 or depth < 0 or gpus < 1:
         raise WorkloadError("generation needs at least one token, one GPU and a depth of 0 or more")
-    shares = kernel_shares(hardware)
+    kernels = gpu_kernels(hardware)
     m = _model(spec, workload)
     # The cost is linear in the depth: the mean token sees the mean depth.
     weights, kv, blocks = _generation_terms(m, depth + (tokens - 1) / 2)
-    peak = hardware.memory_bytes_per_s
     step = (
-        weights / (peak * shares.weight_share)
-        + kv / (peak * shares.attention_share)
-        + blocks * shares.block_seconds
+        kernels.weights_seconds(weights)
+        + kernels.cache_seconds(kv)
+        + kernels.blocks_seconds(blocks)
         + (gpus - 1) * LLAMACPP_SPLIT_SECONDS
     )
-    basis, notes = _basis(hardware, shares, workload, m.moe)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe)
     if gpus > 1:
         notes += (
             f"split by layers over {gpus} GPUs: they work in turn, "
             f"{LLAMACPP_SPLIT_SECONDS * 1e6:.0f} us per hand-over",
         )
-    return LlamaCppSpeed(1.0 / step, tokens * step, basis, shares.kind, notes)
+    return LlamaCppSpeed(1.0 / step, tokens * step, basis, kernels.shares.kind, notes)
 
 
 def prefill(
@@ -330,17 +425,15 @@ def prefill(
     """Prompt processing speed of ``tokens`` tokens after ``depth`` (llama-bench's
     ``pp<tokens> @ d<depth>``), every layer on the GPU; None where the GPU's kind has no tensor
     rate to cost the products with (Apple)."""
-    shares = kernel_shares(hardware)
-    if shares.matmul_share is None:
+    kernels = gpu_kernels(hardware)
+    if not kernels.prompts:
         return None
     m = _model(spec, workload)
     flops, scores, dequant, blocks = _prompt_terms(m, workload, tokens, depth)
-    peak = hardware.memory_bytes_per_s
     seconds = (
-        flops / (fp16_accumulate_flops(hardware) * shares.matmul_share)
-        + scores / (peak * shares.score_share)
-        + dequant / (peak * shares.dequant_share)
-        + blocks * shares.ubatch_block_seconds
+        kernels.matmul_seconds(flops)
+        + kernels.prompt_memory_seconds(scores, dequant)
+        + kernels.ubatch_blocks_seconds(blocks)
     )
-    basis, notes = _basis(hardware, shares, workload, m.moe)
-    return LlamaCppSpeed(tokens / seconds, seconds, basis, shares.kind, notes)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe)
+    return LlamaCppSpeed(tokens / seconds, seconds, basis, kernels.shares.kind, notes)

@@ -764,7 +764,14 @@ class OffloadView(QWidget):
         }
         values["gpu_flops"] = values["gpu_flops"] or math.inf
         # The other GPUs' speeds (several GPUs) are the catalog's; the boxes edit GPU 0's.
-        others = self._bandwidths.other_gpus if self._bandwidths is not None else ()
+        before = self._bandwidths
+        others = before.other_gpus if before is not None else ()
+        # llama.cpp's measured kernels time the GPU's layers while its speeds stay as they
+        # were; a GPU speed typed in asks for the roofline at that speed.
+        same_gpu = before is not None and all(
+            math.isclose(values[key], getattr(before, key), rel_tol=1e-3)
+            for key in ("gpu_bytes_per_s", "gpu_flops")
+        )
         self._bandwidths = dataclasses.replace(
             Bandwidths(
                 values["gpu_bytes_per_s"],
@@ -775,6 +782,7 @@ class OffloadView(QWidget):
                 values["cpu_flops"],
             ),
             other_gpus=others,
+            kernels=before.kernels if same_gpu and before is not None else (),
         )
         if values["disk_bytes_per_s"] != self._host.disk_bytes_per_s:
             self._host = dataclasses.replace(

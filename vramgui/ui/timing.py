@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.bounds import bound_text
 from vramgui.answers.timing import AS_SET, OFFLOAD, TimedPlacement, Timing, Untimed
 from vramgui.core.units import (
     format_bytes,
@@ -40,10 +41,19 @@ _SOURCES = {
 }
 
 
+# What a speed rests on (``Timing.basis``, ``RankedSetup.basis``), in the window's words.
+BASIS_WORDS = {
+    "measured": "measured",
+    "extrapolated": "extrapolated",
+    "roofline": "roofline, not measured",
+}
+
+
 def speed_text(summary: Timing | Untimed | None) -> str:
-    """The line's words, what decides first: a training run's time and cost, or the cost per
-    million generated tokens; then the speed behind them, and the placement timed where it is
-    not the setup as chosen. A setup nothing runs says so instead."""
+    """The line's words, what decides first: a training run's time and cost, then the speed
+    behind them; for inference the decode speed and whether it is measured, the time to first
+    token, the cost per million generated tokens; and the placement timed. A setup nothing runs
+    says so instead."""
     if summary is None:
         return NO_TARGET
     if isinstance(summary, Untimed):
@@ -63,18 +73,36 @@ def speed_text(summary: Timing | Untimed | None) -> str:
         parts.append(f"{format_rate(summary.tokens_per_second)} tokens/s on {where}")
         parts.append(f"{summary.step_seconds:.2g} s a step")
     else:
+        # What a user waits on first: the decode speed and what it rests on, the first token;
+        # then the cost and the placement, which may be cut at the window's edge.
+        decode = f"<b>{format_rate(summary.decode_tokens_per_second)} tokens/s</b> decode"
+        if summary.concurrency > 1:
+            decode += (
+                f" per sequence ({format_rate(summary.tokens_per_second)} at batch "
+                f"{summary.concurrency})"
+            )
+        if summary.basis:
+            decode += f", {BASIS_WORDS.get(summary.basis, summary.basis)}"
+        parts.append(decode)
+        if summary.prefill_seconds is not None and summary.prompt_tokens is not None:
+            parts.append(
+                f"first token in <b>{_wait(summary.prefill_seconds)}</b> "
+                f"({format_count(summary.prompt_tokens)}-token prompt)"
+            )
         if summary.cost_per_million is not None and price is not None:
             parts.append(
                 f"<b>{format_money(summary.cost_per_million, price.currency)}</b> per million "
                 "tokens"
             )
-        parts.append(
-            f"<b>{format_rate(summary.tokens_per_second)} tokens/s</b> at batch {summary.concurrency} "
-            f"on {where}"
-        )
+        parts.append(f"on {where}")
     if price is None:
         parts.append("no rental price for this GPU")
     return " · ".join(parts)
+
+
+def _wait(seconds: float) -> str:
+    """A wait of a few seconds or less, to the hundredth; longer ones as durations."""
+    return f"{seconds:.2f} s" if seconds < 10 else format_duration(seconds)
 
 
 def placement_words(placement: TimedPlacement) -> str:
@@ -98,11 +126,24 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
     if isinstance(summary, Untimed):
         return summary.reason
     u = summary.utilization
-    lines = [
-        f"Timed on: {summary.placement.describe()}",
-        f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "
-        + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these"),
-        f"Step: {summary.step_seconds:.3g} s, bound by {summary.bound.replace('_', ' ')}"
+    lines = [f"Timed on: {summary.placement.describe()}"]
+    if summary.basis == "measured":
+        lines.append(
+            "Speed measured: published llama-bench rows of this GPU and quantization set it "
+            "(docs/performance.md, 'llama.cpp speed')"
+        )
+    elif summary.basis == "extrapolated":
+        lines.append(
+            "Speed extrapolated from published llama-bench rows (docs/performance.md, "
+            "'llama.cpp speed'); the notes below say what they do not cover"
+        )
+    else:
+        lines.append(
+            f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "
+            + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these")
+        )
+    lines += [
+        f"Step: {summary.step_seconds:.3g} s, {bound_text(summary.bound)}"
         + (f"; MFU {summary.mfu:.0%}" if summary.mfu is not None else ""),
     ]
     if summary.price is not None:
@@ -110,7 +151,10 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
         dated = f", {p.date}" if p.date else ""
         lines.append(f"{format_money(p.per_gpu_hour, p.currency)} per GPU-hour ({p.source}{dated})")
     lines += [f"• {note}" for note in summary.notes]
-    lines.append("docs/performance.md, 'Training time', compares these figures with measurements.")
+    if summary.mode == "training":
+        lines.append(
+            "docs/performance.md, 'Training time', compares these figures with measurements."
+        )
     return "\n".join(lines)
 
 
@@ -201,6 +245,9 @@ def ranked_text(ranked: Sequence[object], mode: str, limit: int = 5) -> str:
         per_second = getattr(r, "tokens_per_second", 0.0)
         price = getattr(r, "price", None)
         text = f"{place}. {count} x {gpu}: {per_second:,.0f} tokens/s"
+        basis = getattr(r, "basis", "")
+        if basis:
+            text += f" ({BASIS_WORDS.get(basis, basis)})"
         seconds, cost = getattr(r, "time_seconds", None), getattr(r, "cost", None)
         if seconds is not None:
             text += f", {format_duration(seconds)}"

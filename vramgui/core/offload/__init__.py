@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         DEFAULT_MARGIN_BYTES,
         GPU_MEMORY_EFFICIENCY,
         HOST_MEMORY_EFFICIENCY,
+        LLAMACPP_SPLIT_SECONDS,
         PLANNERS,
     )
     from vramgui.core.offload.devices import (
@@ -87,7 +88,6 @@ if TYPE_CHECKING:
         GPU_COMPUTE,
         GPU_MEMORY,
         LLAMACPP_OP_OFFLOAD_MIN_BATCH,
-        LLAMACPP_SPLIT_SECONDS,
         PCIE,
         SYNC,
         Bandwidths,
@@ -110,6 +110,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "DEFAULT_MARGIN_BYTES",
         "GPU_MEMORY_EFFICIENCY",
         "HOST_MEMORY_EFFICIENCY",
+        "LLAMACPP_SPLIT_SECONDS",
         "PLANNERS",
     ),
     "devices": ("CPU", "DISK", "gpu_device", "gpu_index", "is_gpu"),
@@ -142,7 +143,6 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "GPU_COMPUTE",
         "GPU_MEMORY",
         "LLAMACPP_OP_OFFLOAD_MIN_BATCH",
-        "LLAMACPP_SPLIT_SECONDS",
         "PCIE",
         "SYNC",
         "Bandwidths",

@@ -28,5 +28,12 @@ DEFAULT_CPU_RAM_PEAK_BYTES_PER_S = 76_800_000_000
 DEFAULT_CPU_RAM_BYTES_PER_S = round(DEFAULT_CPU_RAM_PEAK_BYTES_PER_S * HOST_MEMORY_EFFICIENCY)
 DEFAULT_CPU_FLOPS = 500_000_000_000
 
+# Each hand-over between a GPU and the CPU (or between GPUs) within a llama.cpp forward: the
+# scheduler copies the activations across, waits for them and wakes the CPU's threads. Set from
+# llmfit pull request 755 (RTX 2080 + i9-10900X, Qwen3-30B-A3B Q4_K_M, --n-cpu-moe 36: 36.7
+# tokens/s measured, 60 from bytes alone; 72 hand-overs a token) and checked on Ollama issue
+# 11772 (docs/offload.md).
+LLAMACPP_SPLIT_SECONDS = 150e-6
+
 # The placement rules, by name (``planners.plan``).
 PLANNERS = ("llamacpp", "accelerate", "streaming")

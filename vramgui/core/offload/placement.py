@@ -54,6 +54,8 @@ class ModelUnit:
         modules: the transformers module paths this unit holds (for a ``device_map``).
         attention_width: query heads x head dim of an attention block (its attention FLOPs per
             query per cached token are 4 x this), else 0.
+        attention_heads: query heads of an attention block (the rows of its score matrix per
+            query), else 0.
         experts: routed experts in the unit (0 if none).
         experts_per_token: routed experts each token runs through.
         tensors: its weights by GGUF name, for overrides and splits (llama.cpp's planner).
@@ -69,6 +71,7 @@ class ModelUnit:
     read_bytes: int = 0
     modules: tuple[str, ...] = ()
     attention_width: int = 0
+    attention_heads: int = 0
     experts: int = 0
     experts_per_token: int = 0
     tensors: tuple[UnitTensor, ...] = ()
@@ -254,6 +257,7 @@ def model_units(spec: ModelSpec, workload: Workload) -> tuple[ModelUnit, ...]:
                 read_bytes=read,
                 modules=_modules(members, index - 1 if 0 < index <= n else None),
                 attention_width=attention if 0 < index <= n and kv[index - 1] else 0,
+                attention_heads=spec.facts.num_heads if 0 < index <= n and kv[index - 1] else 0,
                 experts=spec.facts.num_experts if expert_bytes else 0,
                 experts_per_token=spec.facts.experts_per_token if expert_bytes else 0,
                 tensors=_by_gguf_name(members),

@@ -8,17 +8,23 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vramgui.core import activations
 from vramgui.core.errors import WorkloadError
+from vramgui.core.llamacpp_speed import prompt_attention, quantized
 from vramgui.core.offload.defaults import (
     DEFAULT_CPU_FLOPS,
     DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
     GPU_MEMORY_EFFICIENCY,
     HOST_MEMORY_EFFICIENCY,
+    LLAMACPP_SPLIT_SECONDS,
 )
 from vramgui.core.offload.devices import CPU, DISK, gpu_device, gpu_index, is_gpu
 from vramgui.core.offload.placement import ModelUnit, Piece, Placement
+
+if TYPE_CHECKING:
+    from vramgui.core.llamacpp_speed import GpuKernels
 
 # llama.cpp hands matrix products of host-resident weights to the GPU when a batch has at least this
 # many tokens (ggml-cuda's offload_op threshold), copying the weights over PCIe.
@@ -33,12 +39,6 @@ PCIE = "pcie"
 DISK_READ = "disk"
 SYNC = "sync"
 
-# Each hand-over between a GPU and the CPU (or between GPUs) within a llama.cpp forward: the
-# scheduler copies the activations across, waits for them and wakes the CPU's threads. Set from
-# llmfit pull request 755 (RTX 2080 + i9-10900X, Qwen3-30B-A3B Q4_K_M, --n-cpu-moe 36: 36.7
-# tokens/s measured, 60 from bytes alone; 72 hand-overs a token) and checked on Ollama issue
-# 11772 (docs/offload.md).
-LLAMACPP_SPLIT_SECONDS = 150e-6
 COMPUTE_RESOURCES = (GPU_COMPUTE, CPU_COMPUTE)
 
 
@@ -55,6 +55,11 @@ class Bandwidths:
         cpu_flops: what the CPU sustains in matrix products.
         other_gpus: memory bandwidth and FLOP rate of GPU 1, 2... when a placement spans GPUs
             that differ from GPU 0 (a 4090 with a 3060); GPU 0's speeds where none is given.
+        kernels: llama.cpp's kernels on GPU 0, 1... (``core.llamacpp_speed.GpuKernels``, set
+            from published llama-bench rows): where given, llama.cpp's layers on a GPU cost what
+            ``llamacpp_speed`` costs them instead of the roofline at ``gpu_bytes_per_s``, and
+            the two hand-overs every forward makes (host to GPU and back, inside the measured
+            rows) are not charged again. GPU 0's where a GPU has none; none: the roofline.
 
     These are the speeds the roofline uses: for what decoding reaches rather than datasheet peaks,
     build them with ``expected_bandwidths``.
@@ -67,10 +72,13 @@ class Bandwidths:
     gpu_flops: float
     cpu_flops: float
     other_gpus: tuple[tuple[float, float], ...] = ()
+    kernels: tuple[GpuKernels, ...] = ()
 
     def __post_init__(self) -> None:
         for name in self.__slots__:
             value = getattr(self, name)
+            if name == "kernels":
+                continue
             if name == "other_gpus":
                 if any(not (bw > 0 and flops > 0) for bw, flops in value):
                     raise WorkloadError(f"GPU speeds must be positive, got {value!r}")
@@ -83,6 +91,12 @@ class Bandwidths:
         if 0 < index <= len(self.other_gpus):
             return self.other_gpus[index - 1]
         return self.gpu_bytes_per_s, self.gpu_flops
+
+    def kernels_of(self, index: int) -> GpuKernels | None:
+        """llama.cpp's kernels on GPU ``index`` (GPU 0's when not given), or None."""
+        if not self.kernels:
+            return None
+        return self.kernels[index] if 0 < index < len(self.kernels) else self.kernels[0]
 
 
 def expected_bandwidths(
@@ -164,10 +178,18 @@ class _Lanes:
     def __init__(self) -> None:
         self.memory: dict[str, float] = {}
         self.compute: dict[str, float] = {}
+        # Seconds a GPU spends in llama.cpp's measured terms, which add up rather than overlap.
+        self.fixed_memory: dict[str, float] = {}
+        self.fixed_compute: dict[str, float] = {}
 
     def add(self, device: str, memory_s: float, compute_s: float) -> None:
         self.memory[device] = self.memory.get(device, 0.0) + memory_s
         self.compute[device] = self.compute.get(device, 0.0) + compute_s
+
+    def add_fixed(self, device: str, memory_s: float, compute_s: float) -> None:
+        self.add(device, 0.0, 0.0)
+        self.fixed_memory[device] = self.fixed_memory.get(device, 0.0) + memory_s
+        self.fixed_compute[device] = self.fixed_compute.get(device, 0.0) + compute_s
 
     def charge(self, busy: dict[str, float], parallel_gpus: bool) -> None:
         """Each device waits for its memory or its compute; GPUs sharing a row-split layer work
@@ -176,16 +198,17 @@ class _Lanes:
         for device, memory_s in self.memory.items():
             compute_s = self.compute[device]
             if is_gpu(device):
-                gpu_lanes.append((memory_s, compute_s))
+                fixed = (self.fixed_memory.get(device, 0.0), self.fixed_compute.get(device, 0.0))
+                gpu_lanes.append((memory_s, compute_s, *fixed))
                 continue
             memory = DISK_READ if device == DISK else CPU_MEMORY
             _roof(busy, memory, memory_s, CPU_COMPUTE, compute_s)
         if parallel_gpus and gpu_lanes:
-            memory_s, compute_s = max(gpu_lanes, key=max)
+            gpu_lanes = [max(gpu_lanes, key=lambda lane: max(lane[:2]) + lane[2] + lane[3])]
+        for memory_s, compute_s, fixed_memory_s, fixed_compute_s in gpu_lanes:
             _roof(busy, GPU_MEMORY, memory_s, GPU_COMPUTE, compute_s)
-        else:
-            for memory_s, compute_s in gpu_lanes:
-                _roof(busy, GPU_MEMORY, memory_s, GPU_COMPUTE, compute_s)
+            busy[GPU_MEMORY] += fixed_memory_s
+            busy[GPU_COMPUTE] += fixed_compute_s
 
 
 def _forward_seconds(
@@ -216,6 +239,14 @@ def _forward_seconds(
     no_op_offload = placement.layout is not None and not placement.layout.op_offload
     host_computes = llamacpp and (tokens_per_pass < LLAMACPP_OP_OFFLOAD_MIN_BATCH or no_op_offload)
     main_gpu = gpu_device(placement.layout.main_gpu if placement.layout is not None else 0)
+    prompt = new_tokens > 1
+
+    def kernels(device: str) -> GpuKernels | None:
+        """llama.cpp's measured kernels on ``device`` for this forward, or None (the roofline)."""
+        if not (llamacpp and is_gpu(device)):
+            return None
+        k = bw.kernels_of(gpu_index(device))
+        return None if k is None or (prompt and not k.prompts) else k
 
     def speeds(device: str) -> tuple[str, float, float]:
         """The device that computes what lives on ``device``, its bytes/s and FLOP/s."""
@@ -238,21 +269,54 @@ def _forward_seconds(
     for p in placement.units:
         u = p.unit
         lanes = _Lanes()
+        block = kernels(p.device) if 0 < u.index <= placement.blocks else None
+        if block is not None:
+            lanes.add_fixed(
+                p.device,
+                0.0,
+                block.ubatch_blocks_seconds(passes) if prompt else block.blocks_seconds(1),
+            )
         for piece in p.parts:
+            if llamacpp and u.index == 0 and not piece.read_bytes and not is_gpu(piece.device):
+                # The token lookup (GET_ROWS) stays where its rows are: llama.cpp never hands
+                # it to the GPU (ggml-cuda's offload_op), so nothing is copied.
+                continue
             read, copy, flops = _weight_work(piece, u, tokens)
             where, memory_speed, flop_rate = speeds(piece.device)
-            if not is_gpu(piece.device) and is_gpu(where):
-                # Copied to the GPU for every pass (accelerate, streaming, llama.cpp's big batches).
-                copies = passes * copy
-                if piece.device == DISK:
-                    busy[DISK_READ] += copies / bw.disk_bytes_per_s
-                busy[PCIE] += copies / bw.pcie_bytes_per_s
-            lanes.add(where, passes * read / memory_speed, flops / flop_rate)
+            k = kernels(piece.device)
+            if k is not None and prompt:
+                dequant = passes * _dense_bytes(piece, u) if quantized(w) else 0.0
+                memory_s = k.prompt_memory_seconds(0.0, dequant)
+                lanes.add_fixed(where, memory_s, k.matmul_seconds(flops))
+            elif k is not None:
+                lanes.add(where, k.weights_seconds(read), _matmul(k, flops, bw, where))
+            else:
+                if not is_gpu(piece.device) and is_gpu(where):
+                    # Copied to the GPU for every pass (accelerate, streaming, llama.cpp's big
+                    # batches).
+                    copies = passes * copy
+                    if piece.device == DISK:
+                        busy[DISK_READ] += copies / bw.disk_bytes_per_s
+                    busy[PCIE] += copies / bw.pcie_bytes_per_s
+                lanes.add(where, passes * read / memory_speed, flops / flop_rate)
             place = where if is_gpu(where) else "host"
             if place != where_runs[-1]:
                 where_runs.append(place)
         kv_bytes = u.kv_cache_bytes * kv_scale
-        if kv_bytes:
+        k = kernels(p.kv_device)
+        if k is not None and prompt and u.attention_width:
+            flops, scores = prompt_attention(w, new_tokens, 0, u.attention_width, u.attention_heads)
+            lanes.add_fixed(
+                p.kv_device,
+                k.prompt_memory_seconds(batch * scores, 0.0),
+                k.matmul_seconds(batch * flops),
+            )
+        elif k is not None and kv_bytes:
+            attention = 4.0 * tokens * context * u.attention_width
+            lanes.add(
+                p.kv_device, k.cache_seconds(kv_bytes), _matmul(k, attention, bw, p.kv_device)
+            )
+        elif kv_bytes:
             attention = 4.0 * tokens * context * u.attention_width
             # The attention runs where the cache lives: on its GPU, or on the CPU for a cache in
             # host RAM (FlexGen, --no-kv-offload), at that device's speeds.
@@ -264,8 +328,26 @@ def _forward_seconds(
         lanes.charge(busy, row_split)
     if llamacpp:
         hand_overs = len(where_runs) - 1 + (where_runs[-1] != "host")
+        if bw.kernels:
+            hand_overs = max(0, hand_overs - 2)  # inside the measured rows' per-block time
         busy[SYNC] += passes * hand_overs * LLAMACPP_SPLIT_SECONDS
     return busy
+
+
+def _dense_bytes(piece: Piece, unit: ModelUnit) -> float:
+    """Bytes of the 16-bit copy cuBLAS multiplies a piece's quantized weights as (none for an
+    embedding lookup)."""
+    if unit.index == 0 and not piece.read_bytes:
+        return 2.0 * piece.expert_parameters
+    return 2.0 * piece.parameters
+
+
+def _matmul(k: GpuKernels, flops: float, bw: Bandwidths, device: str) -> float:
+    """Seconds of a decode step's products on a GPU with llama.cpp's kernels: at the measured
+    share of its tensor rate where its kind has one, else at the roofline's rate."""
+    if k.prompts:
+        return k.matmul_seconds(flops)
+    return flops / bw.gpu(gpu_index(device))[1]
 
 
 def _roof(

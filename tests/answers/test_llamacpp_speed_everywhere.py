@@ -1,0 +1,120 @@
+"""llama.cpp's speed is the one published llama-bench rows measured, in every front end:
+``estimate --json``, ``plan --json``, the window's time / cost line and the GPUs-to-rent
+ranking, each saying whether the figure is measured or extrapolated."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vramgui.answers.host import host_settings
+from vramgui.answers.rates import catalog_rates, rates_for
+from vramgui.answers.timing import Timing, rank_setups
+from vramgui.cli import main
+from vramgui.core.units import GiB
+from vramgui.core.workload import Workload
+from vramgui.hardware.gpus import load_catalog
+from vramgui.sources.resolve import load_model
+from vramgui.ui import timing
+from vramgui.ui.controller import EstimateController
+
+ROWS = Path(__file__).parents[2] / "benchmarks" / "data" / "llama_bench.json"
+A100 = "A100 SXM 80GB"
+# llama-bench's own settings for the published rows: -fa off, a 512-token test.
+SETUP = ("llama-3-8b", "--engine", "llamacpp", "--quant", "Q4_K_M", "--seq", "512",
+         "--prompt", "512", "--attention", "eager", "--ram-gib", "64")  # fmt: skip
+
+
+def _measured(test: str) -> float:
+    """The published llama-bench figure of Llama 3 8B Q4_K_M on one A100 SXM 80GB."""
+    data = json.loads(ROWS.read_text())
+    rows = data["rows"] if isinstance(data, dict) else data
+    (row,) = [
+        r
+        for r in rows
+        if r["gpu"] == A100 and r["model"] == "llama-3-8b" and r["quant"] == "Q4_K_M"
+        and r["gpus"] == 1 and r["test"] == test and r["depth"] == 0
+    ]  # fmt: skip
+    return float(row["measured_tps"])
+
+
+def _cli(*argv: str) -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(argv)) == 0, argv
+    return json.loads(out.getvalue())
+
+
+def test_estimate_json_gives_the_measured_decode_and_prefill_on_an_a100():
+    serving = _cli("estimate", *SETUP, "--gpu", A100, "--json")["serving"]
+    tg, pp = _measured("tg512"), _measured("pp512")
+    assert serving["tokens_per_second"] == pytest.approx(tg, rel=0.2)
+    assert serving["decode_tokens_per_second"] == serving["tokens_per_second"]
+    assert serving["prefill_tokens_per_second"] == pytest.approx(pp, rel=0.25)
+    assert serving["time_to_first_token_seconds"] == pytest.approx(512 / pp, rel=0.25)
+    assert serving["prompt_tokens"] == 512
+    # A GPU, quantization and settings the published rows cover.
+    assert serving["basis"] == "measured"
+    # Flash attention (llama.cpp's default) has no published row: said so.
+    default = _cli("estimate", *SETUP[:-6], "--gpu", A100, "--json")["serving"]
+    assert default["basis"] == "extrapolated"
+    assert any("flash attention" in note for note in default["notes"])
+
+
+def test_plan_json_gives_the_measured_decode_on_an_a100():
+    doc = _cli("plan", *SETUP, "--gpu", A100, "--json")
+    assert doc["tokens_per_second"] == pytest.approx(_measured("tg512"), rel=0.2)
+    assert 512 / doc["prefill_seconds"] == pytest.approx(_measured("pp512"), rel=0.25)
+
+
+def test_part_of_the_model_in_host_ram_is_extrapolated_and_slower_layer_by_layer():
+    speeds = []
+    for ngl in (0, 16, 31, 32, 33):
+        doc = _cli("plan", *SETUP, "--gpu", "RTX 4090", "--ngl", str(ngl), "--json")
+        speeds.append(doc["tokens_per_second"])
+    assert speeds == sorted(speeds)
+    serving = _cli("estimate", "llama-3.1-70b", "--engine", "llamacpp", "--quant", "Q4_K_M",
+                   "--gpu", "RTX 4090", "--ram-gib", "64", "--json")["serving"]  # fmt: skip
+    assert serving["placement"]["kind"] == "offload" and serving["basis"] == "extrapolated"
+    assert any("off the GPU" in note for note in serving["notes"])
+
+
+def test_the_window_line_shows_the_measured_decode_and_first_token(qtbot):
+    doc = _cli("estimate", *SETUP, "--gpu", A100, "--json")
+    controller = EstimateController(
+        load_model, rates=catalog_rates(load_catalog()), host=host_settings(64 * GiB)
+    )
+    controller.set_model(load_model("llama-3-8b"), "llama-3-8b")
+    controller.set_workload(Workload.from_dict(doc["settings"]))
+    controller.set_capacities(((A100, doc["fit"][0]["capacity_bytes"]),))
+    controller.recompute_now()
+    assert controller.analysis is not None
+    speed = controller.analysis.speed
+    assert isinstance(speed, Timing)
+    assert speed.tokens_per_second == pytest.approx(_measured("tg512"), rel=0.2)
+    text = timing.speed_text(speed)
+    assert f"<b>{speed.tokens_per_second:.0f} tokens/s</b> decode, measured" in text
+    assert "first token in <b>0." in text and "512-token prompt" in text
+    assert "published llama-bench rows" in timing.speed_tooltip(speed)
+
+
+def test_the_rent_ranking_says_which_speeds_are_measured():
+    spec = load_model("llama-3-8b").spec
+    w = Workload.from_dict(_cli("estimate", *SETUP, "--gpu", A100, "--json")["settings"])
+    catalog = {g.name: g for g in load_catalog()}
+    offers = [
+        (name, catalog[name].memory_bytes, rates_for(name, w.dtype))
+        for name in (A100, "RTX 3060 12GB")
+    ]
+    ranked = rank_setups(spec, w, offers, by="time", host=host_settings(64 * GiB))
+    basis = {r.gpu: r.basis for r in ranked}
+    assert basis == {A100: "measured", "RTX 3060 12GB": "extrapolated"}
+    a100 = next(r for r in ranked if r.gpu == A100)
+    assert a100.tokens_per_second == pytest.approx(_measured("tg512"), rel=0.2)
+    text = timing.ranked_text(ranked, "inference")
+    assert "tokens/s (measured)" in text and "tokens/s (extrapolated)" in text

@@ -423,7 +423,16 @@ def speed_basis(gpu: GpuKind, workload: Workload, *, moe: bool) -> tuple[str, tu
             f"{shares.kind} GPUs ({', '.join(shares.measured_gpus)}), extrapolated"
         )
     if not quant_measured:
-        notes.append(f"no published llama-bench row in {quant}: Q4_K_M's and F16's shares")
+        notes.append(
+            f"no published llama-bench row in {quant}: the shares of "
+            f"{', '.join(sorted(MEASURED_QUANTS))}"
+        )
+    mmq_measured = shares.mmq_share is not None or not quantized(workload)
+    if not mmq_measured:
+        notes.append(
+            f"quantized prompt products (MMQ, current builds): no published row on {shares.kind} "
+            "GPUs; GeForce's measured gain over cuBLAS, extrapolated"
+        )
     flash_measured = shares.flash_share is not None
     if flash and flash_measured:
         notes.append(
@@ -441,7 +450,13 @@ def speed_basis(gpu: GpuKind, workload: Workload, *, moe: bool) -> tuple[str, tu
             "mixture of experts: no published row; its experts costed as dense products of the "
             "experts a token uses"
         )
-    measured = gpu_measured and quant_measured and (flash_measured or not flash) and not moe
+    measured = (
+        gpu_measured
+        and quant_measured
+        and mmq_measured
+        and (flash_measured or not flash)
+        and not moe
+    )
     return (MEASURED if measured else EXTRAPOLATED), tuple(notes)
 
 

@@ -3,8 +3,8 @@ them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
 runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
-486 published rows on 14 NVIDIA GPUs, alone and split over several, the M2 Ultra and the M3 Max;
-docs/performance.md, "llama.cpp speed"):
+505 published rows on 17 GPUs: NVIDIA cards alone and split over several, the M2 Ultra, the M3
+Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
   quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash
@@ -21,13 +21,17 @@ docs/performance.md, "llama.cpp speed"):
   matrix written and read four times (no flash attention: it grows with depth, so a long prompt
   is slower per token), for quantized weights their 16-bit copy (dequantized for cuBLAS, each
   micro-batch), and a fixed time per block.
+- **The build** is a term: current builds (the default) multiply a quantized prompt on its
+  blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, and
+  flash attention's products run at theirs with the score matrix on chip; builds before June 2024
+  (``DEQUANTIZE_CUBLAS``, the May 2024 rows) dequantize for cuBLAS.
 
 Each share is set per kind of GPU by least squares over every published row of that kind
 (``benchmarks/llama_bench.py --fit`` prints them), not on one case. A GPU, a quantization or a
 setting (flash attention) no published row covers takes its kind's figures and the estimate says
-it is extrapolated. The rows are llama.cpp builds of May 2024; later builds prefill faster (MMQ on int8 tensor
-cores replaced the dequantize-and-cuBLAS path for K-quants: 1.7x on an RTX 3090's Q6_K pp2048 in
-ggml-org/llama.cpp pull request 7860; CUDA graphs; flash attention by default).
+it is extrapolated. Generation's shares are those of May 2024 builds: current builds generate
+faster (CUDA graphs, fused kernels; -20 % on an RTX 6000 Ada's tg128 of February 2026), and no
+published current-build generation row on an NVIDIA card sets them yet.
 """
 
 from __future__ import annotations
@@ -408,9 +412,12 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
     return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, moe)
 
 
-def speed_basis(gpu: GpuKind, workload: Workload, *, moe: bool) -> tuple[str, tuple[str, ...]]:
+def speed_basis(
+    gpu: GpuKind, workload: Workload, *, moe: bool, prompt: bool = True
+) -> tuple[str, tuple[str, ...]]:
     """Whether published rows of ``gpu`` and the workload's quantization and settings set the
-    figures (``measured``) or only its kind's (``extrapolated``), and the notes that say so."""
+    figures (``measured``) or only its kind's (``extrapolated``), and the notes that say so;
+    ``prompt``: whether the figures include a prompt's processing (MMQ's rows count then)."""
     shares = kernel_shares(gpu)
     notes = [BUILD_NOTE]
     quant = workload.quant
@@ -427,7 +434,7 @@ def speed_basis(gpu: GpuKind, workload: Workload, *, moe: bool) -> tuple[str, tu
             f"no published llama-bench row in {quant}: the shares of "
             f"{', '.join(sorted(MEASURED_QUANTS))}"
         )
-    mmq_measured = shares.mmq_share is not None or not quantized(workload)
+    mmq_measured = shares.mmq_share is not None or not quantized(workload) or not prompt
     if not mmq_measured:
         notes.append(
             f"quantized prompt products (MMQ, current builds): no published row on {shares.kind} "
@@ -515,7 +522,7 @@ def decode(
         + kernels.blocks_seconds(blocks)
         + (gpus - 1) * LLAMACPP_SPLIT_SECONDS
     )
-    basis, notes = speed_basis(hardware, workload, moe=m.moe)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt=False)
     if gpus > 1:
         notes += (
             f"split by layers over {gpus} GPUs: they work in turn, "

@@ -227,8 +227,8 @@ def print_markdown(results: Sequence[Result]) -> None:
 
 def fit(rows: Sequence[dict[str, Any]]) -> None:
     """The least squares (relative errors) behind each kind's shares in core/llamacpp_speed,
-    over the rows of the GPUs each kind names as measured, rows of current builds only where
-    the kind names their GPU as current (others are kept out to check the shares on):
+    over the dense models' rows of the GPUs each kind names as measured, rows of current builds
+    only where the kind names their GPU as current (others are kept out to check the shares on):
 
     - generation on weight bytes / peak, cache bytes / peak and blocks (a kind whose rows cover
       fewer settings than that takes GeForce's per-block time and fits the two shares);
@@ -252,6 +252,8 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
             continue  # a GPU kept out of the shares, to check them on (the RTX 3070)
         if row["prompt_path"] == lcs.MMQ and row["gpu"] not in shares.current_gpus:
             continue  # a current build's row on a kind set on May 2024 builds: a check
+        if spec.facts.num_experts:
+            continue  # mixture of experts: costed as dense products, checked, not fitted
         peak = hw.memory_bytes_per_s
         if kind == "tg":
             weights, kv, blocks = lcs.generation_terms(spec, w, row["depth"] + (tokens - 1) / 2)

@@ -413,11 +413,12 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
 
 
 def speed_basis(
-    gpu: GpuKind, workload: Workload, *, moe: bool, prompt: bool = True
+    gpu: GpuKind, workload: Workload, *, moe: bool, prompt: bool = True, prompt_path: str = MMQ
 ) -> tuple[str, tuple[str, ...]]:
     """Whether published rows of ``gpu`` and the workload's quantization and settings set the
     figures (``measured``) or only its kind's (``extrapolated``), and the notes that say so;
-    ``prompt``: whether the figures include a prompt's processing (MMQ's rows count then)."""
+    ``prompt``: whether the figures include a prompt's processing by ``prompt_path`` (MMQ's
+    rows count then)."""
     shares = kernel_shares(gpu)
     notes = [BUILD_NOTE]
     quant = workload.quant
@@ -434,7 +435,8 @@ def speed_basis(
             f"no published llama-bench row in {quant}: the shares of "
             f"{', '.join(sorted(MEASURED_QUANTS))}"
         )
-    mmq_measured = shares.mmq_share is not None or not quantized(workload) or not prompt
+    mmq = prompt and prompt_path == MMQ and quantized(workload)
+    mmq_measured = shares.mmq_share is not None or not mmq
     if not mmq_measured:
         notes.append(
             f"quantized prompt products (MMQ, current builds): no published row on {shares.kind} "
@@ -555,5 +557,5 @@ def prefill(
         + kernels.prompt_memory_seconds(scores, dequant)
         + kernels.ubatch_blocks_seconds(blocks)
     )
-    basis, notes = speed_basis(hardware, workload, moe=m.moe)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt_path=prompt_path)
     return LlamaCppSpeed(tokens / seconds, seconds, basis, kernels.shares.kind, notes)

@@ -79,6 +79,14 @@ def test_vllm_that_does_not_start_is_timed_on_the_fewest_gpus_that_start_it():
     assert fits.placement.kind == AS_SET and fits.gpus == 1
 
 
+def test_more_gpus_are_named_with_each_engines_own_flag():
+    sglang = _timed("llama-3.1-70b", "H100 SXM", engine="sglang")
+    assert sglang.placement.kind == MORE_GPUS and sglang.placement.flags.startswith("--tp-size ")
+    transformers = _timed("llama-3.1-70b", "H100 SXM", engine="transformers")
+    assert transformers.placement.kind == MORE_GPUS
+    assert transformers.placement.flags.startswith("tensor parallel over ")
+
+
 def test_training_no_machine_holds_has_no_time_and_no_cost():
     # The gpt-oss-120b QLoRA, 480 GiB short: "100M tokens in 39.5 h for $23.70".
     untimed = _timed("gpt-oss-120b", "RTX 4090", mode="training", method="qlora", quant="nf4")

@@ -6,7 +6,7 @@ import statistics
 import pytest
 
 from tests.logs_fixtures import SOURCES, text
-from vramgui.answers.explain import explain_text, shown_settings, to_json
+from vramgui.answers.explain import advice_text, explain_text, shown_settings, to_json
 from vramgui.core.units import GiB
 
 
@@ -224,7 +224,7 @@ def test_why_lines_and_notes_are_sentences():
 
 
 def test_advice_reads_the_same_in_both_front_ends():
-    from vramgui.answers.explain import Advice, advice_text
+    from vramgui.answers.explain import Advice
     from vramgui.core.units import GiB
 
     assert advice_text(Advice("FP8 KV cache", 2 * GiB, "some accuracy")) == (
@@ -235,6 +235,32 @@ def test_advice_reads_the_same_in_both_front_ends():
     )
     in_bytes = advice_text(Advice("x", 2 * GiB, "y"), lambda n: f"{n:,} B")  # the window's unit
     assert in_bytes == "x — frees 2,147,483,648 B · costs: y"
+    # An engine that pre-allocates its pool: the pool it starts with and the room gained there.
+    pooled = Advice("--max-num-seqs 64", GiB, "fewer requests", True, {}, 6 * GiB, 165_054)
+    assert advice_text(pooled) == (
+        "--max-num-seqs 64 — KV pool 6.00 GiB (165,054 tokens), 1.00 GiB more room for a "
+        "request of the context · costs: fewer requests"
+    )
+
+
+def test_vllm_refusal_advice_tells_each_move_by_the_pool_it_gives():
+    # The moves used to read "frees 8.75 GiB" each: what vLLM leaves on the GPU once it starts,
+    # the same for every move. Now each is told in vLLM's pool, from its start-up with the move.
+    e = explain_text(
+        text("vllm-refusal-gpt-oss-120b-h100.log"), model_name="gpt-oss-120b", gpu="H100 SXM"
+    )
+    fitting = [a for a in e.advice if a.fits]
+    titles = {a.title for a in fitting}
+    assert {"--max-num-seqs 64", "FP8 KV cache", "Tensor parallel over 2 GPUs"} <= titles
+    assert len({a.frees_bytes for a in fitting}) == len(fitting)
+    assert all(a.pool_bytes is not None and a.pool_tokens for a in fitting)
+    fp8 = next(a for a in fitting if a.title == "FP8 KV cache")
+    base = next(a for a in fitting if a.title.startswith("Context "))
+    assert fp8.pool_tokens > 1.9 * base.pool_tokens  # the same pool holds twice the tokens
+    shown = [advice_text(a) for a in e.advice]
+    assert all("KV pool" in line and "frees" not in line for line in shown)
+    doc = to_json(e)["advice"]
+    assert doc[0]["kv_pool_bytes"] == fitting[0].pool_bytes
 
 
 def test_an_oom_with_more_free_than_asked_is_not_called_short():

@@ -506,3 +506,34 @@ def test_the_table_names_the_software_it_follows(capsys, config_path):
     args = ("--mode", "training", "--method", "lora", "--transformers-version", "4.46")
     _, out, _ = _run(capsys, "estimate", config_path, *args)
     assert out.splitlines()[1].endswith("transformers 4.46")
+
+
+def test_a_vllm_refusal_line_says_how_more_gpus_shard_and_what_it_lacks(capsys):
+    args = ("estimate", "openai/gpt-oss-120b", "--engine", "vllm", "--gpu", "H100 SXM")
+    code, out, _ = _run(capsys, *args, "--seq", 131072)
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("H100 SXM: vLLM would not start"))
+    # Was "...; 2 of them fit (79.65 GiB, headroom -0.85 GiB)": which 2, and -0.85 of what?
+    assert "of them fit" not in line and "headroom -" not in line
+    assert "; 2 GPUs with --tensor-parallel-size 2 would start it" in line
+    assert "short of vLLM's start-up check" in line
+    shown = [x for x in out.splitlines() if x.startswith("advice: --max-num-seqs 64 (fits; ")]
+    assert shown and "KV pool" in shown[0] and "tokens), " in shown[0]
+    code, out, _ = _run(capsys, *args, "--seq", 131072, "--json")
+    doc = json.loads(out)
+    assert doc["gpus_needed"] == {"H100 SXM": 2} and doc["fit"][0]["headroom_bytes"] < 0
+    # Each move by the pool vLLM starts with: no longer one figure for all of them.
+    fitting = [a for a in doc["advice"] if a["fits"]]
+    assert len(fitting) >= 3 and all(a["kv_pool_tokens"] for a in fitting)
+    assert len({a["saves_bytes"] for a in fitting}) == len(fitting)
+
+
+def test_the_serving_line_words_what_bounds_decoding(capsys):
+    args = ("estimate", "meta-llama/Llama-3.1-70B", "--engine", "llamacpp", "--quant", "Q4_K_M")
+    args += ("--gpu", "RTX 4090", "--seq", 8192)
+    code, out, _ = _run(capsys, *args)
+    assert code == 0
+    serving = next(x for x in out.splitlines() if x.startswith("serving on"))
+    assert "(host-memory-bound decode at full context" in serving  # was "cpu_memory-bound"
+    code, out, _ = _run(capsys, *args, "--json")
+    assert json.loads(out)["serving"]["bound"] == "cpu_memory"  # the JSON keeps the value

@@ -52,6 +52,10 @@ def test_streaming_plan_is_disk_bound_with_a_slow_disk(capsys):
     assert doc["fits"] and doc["bound"] == "disk"
     assert doc["disk_bytes"] > 0 and doc["gpu_layers"] == 0
     assert doc["launch"][0]["engine"] == "DeepSpeed ZeRO-Inference"
+    args = ["plan", "opt-175b", "--dtype", "fp16", "--planner", "streaming", "--vram-gib", "8",
+            "--ram-gib", "100", "--disk-gbps", "1"]  # fmt: skip
+    assert main(args) == 0
+    assert " tokens/s (disk-bound)" in capsys.readouterr().out  # was "(bound by disk)"
 
 
 def test_user_errors_exit_2(capsys):

@@ -73,6 +73,41 @@ def test_advisor_offers_changes_that_fit_and_says_what_they_save(real_spec):
         assert s.fits == (after <= RTX_4090)
 
 
+@pytest.mark.parametrize(("engine", "gib"), [("vllm", 19), ("sglang", 20)])
+def test_advice_for_an_engine_that_preallocates_says_what_each_change_gives_its_pool(
+    real_spec, engine, gib
+):
+    # vLLM and SGLang take their share of the GPU whatever is set: every change that lets them
+    # start leaves the same memory on the GPU, so what a change gives is told in the pool.
+    spec = real_spec(LLAMA3)
+    w = Workload(seq=8192, engine=engine)
+    capacity = gib * GiB
+
+    def start_up(workload: Workload):
+        row = fit_rows(estimate(spec, workload, capacity), [("", capacity)])[0]
+        return row.vllm or row.sglang
+
+    def room(up) -> int:
+        return -up.shortfall_bytes if engine == "vllm" else up.available_bytes - up.needed_bytes
+
+    before = start_up(w)
+    suggestions = advise(spec, w, capacity)
+    fitting = [s for s in suggestions if s.fits]
+    assert len(fitting) >= 4
+    assert len({s.saves_bytes for s in fitting}) > len(fitting) // 2  # not one figure for all
+    for s in suggestions:
+        after = start_up(w.with_(**s.changes))
+        assert s.pool_bytes == after.available_bytes and s.pool_tokens == after.pool_tokens
+        assert s.saves_bytes == room(after) - room(before) > 0, s.title
+    shorter = next(s for s in fitting if "seq" in s.changes)
+    assert shorter.pool_tokens is not None and shorter.pool_tokens >= shorter.changes["seq"]
+
+
+def test_advice_outside_engines_that_preallocate_names_no_pool(real_spec):
+    suggestions = advise(real_spec(LLAMA3), Workload(seq=32768, batch=2), RTX_4090)
+    assert suggestions and all(s.pool_bytes is None and s.pool_tokens is None for s in suggestions)
+
+
 def test_advisor_is_silent_when_it_fits(real_spec):
     assert advise(real_spec(LLAMA3), Workload(seq=1024), 80 * GiB) == []
 

@@ -142,3 +142,29 @@ def test_a_message_made_a_sentence_keeps_the_names_it_starts_with():
         as_sentence("tiny.Q8_0 is estimated as it is stored.")
         == "tiny.Q8_0 is estimated as it is stored."
     )
+
+
+def test_advice_cards_tell_a_preallocated_pool_apart_from_memory_freed(qtbot):
+    from vramgui.core.fit import Suggestion
+    from vramgui.core.units import GiB
+    from vramgui.ui.advisor import AdvisorPanel
+
+    panel = AdvisorPanel()
+    qtbot.addWidget(panel)
+    pooled = Suggestion(
+        "FP8 KV cache", {"kv_dtype": "fp8"}, GiB, "accuracy", True, 0, None, 4 * GiB, 200_000
+    )
+    freed = Suggestion("q8_0 KV cache", {"kv_dtype": "q8_0"}, 2 * GiB, "quality", True, 0)
+    panel.show_outlook(
+        ("H100 SXM", 80 * GiB),
+        fits=False,
+        headroom_bytes=-GiB,
+        largest={},
+        suggestions=[pooled, freed],
+        unit="GiB",
+        seq_word="context",
+    )
+    first, second = (card.text.text() for card in panel._cards[:2])
+    assert "KV pool 4.00 GiB (200,000 tokens), 1.00 GiB more room" in first
+    assert "frees" not in first and "saves" not in first
+    assert "frees 2.00 GiB" in second

@@ -71,6 +71,8 @@ def test_an_inference_line_says_decode_per_sequence_and_the_cost_per_million_tok
     assert "at batch 8" in text and "per million tokens" in text
     # transformers: the roofline, said to be unmeasured
     assert "roofline, not measured" in text
+    # What bounds the step in words (was "bound by memory"), as the command line says it.
+    assert summary.bound == "memory" and "s, GPU-memory-bound" in timing.speed_tooltip(summary)
 
 
 def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_window):

@@ -4,6 +4,8 @@ experts (``--n-cpu-moe``) in host RAM, each with the speed it runs at."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vramgui.answers.host import HostSettings
 from vramgui.answers.rates import Rates
 from vramgui.answers.timing import llamacpp_plan
@@ -40,6 +42,25 @@ def advise(
     points.sort(key=lambda p: -p.tokens_per_second)
     every = answer.placement.blocks + 1
     return [_offload(p, current.total_bytes, host, every) for p in points] + changes
+
+
+def saving_text(
+    saves_bytes: int | None,
+    pool_bytes: int | None = None,
+    pool_tokens: int | None = None,
+    size: Callable[[int], str] = format_bytes,
+) -> str:
+    """What a change gives, as the front ends write it (``size`` formats bytes in the reader's
+    unit): the memory it frees, or under an engine that pre-allocates its KV pool (a pool is
+    given), the pool the engine starts with and the room the change makes there for a request
+    of the context (``core.fit.Suggestion.saves_bytes``). Empty when there is nothing to say."""
+    if pool_bytes is None:
+        return f"frees {size(saves_bytes)}" if saves_bytes else ""
+    tokens = f" ({pool_tokens:,} tokens)" if pool_tokens is not None else ""
+    text = f"KV pool {size(max(pool_bytes, 0))}{tokens}"
+    if saves_bytes and saves_bytes > 0:
+        text += f", {size(saves_bytes)} more room for a request of the context"
+    return text
 
 
 def _offload(point: CurvePoint, total_bytes: int, host: HostSettings, every: int) -> fit.Suggestion:

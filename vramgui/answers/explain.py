@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
+from vramgui.answers.advice import saving_text
 from vramgui.core import fit, launch, offload, sglang_startup, vllm_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
@@ -96,13 +97,17 @@ class ComponentRow:
 @dataclass(frozen=True, slots=True)
 class Advice:
     """A change, cheapest first: what it frees, what it costs, whether the setup then fits, and
-    the settings it changes (empty for advice no setting expresses)."""
+    the settings it changes (empty for advice no setting expresses). Under an engine that
+    pre-allocates its KV pool, ``frees_bytes`` is the room the change makes in the pool and
+    ``pool_bytes`` / ``pool_tokens`` the pool it starts with (``core.fit.Suggestion``)."""
 
     title: str
     frees_bytes: int | None
     cost: str
     fits: bool = False
     changes: dict[str, Any] = field(default_factory=dict)
+    pool_bytes: int | None = None
+    pool_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +243,8 @@ def difference_text(r: ComponentRow) -> str:
 def advice_text(a: Advice, size: Callable[[int], str] = format_bytes) -> str:
     """A change as both front ends write it: what it is, what it frees (``size`` formats the
     bytes in the reader's unit), what it costs."""
-    frees = f"frees {size(a.frees_bytes)} · " if a.frees_bytes else ""
-    return f"{a.title} — {frees}costs: {a.cost}"
+    gives = saving_text(a.frees_bytes, a.pool_bytes, a.pool_tokens, size)
+    return f"{a.title} — {gives + ' · ' if gives else ''}costs: {a.cost}"
 
 
 def accuracy_text(r: ComponentRow) -> str:
@@ -529,7 +534,7 @@ def _advice(
     if d.kind == "offload" and d.figures.get("layers.offload") == d.figures.get("layers.model"):
         return []
     return [
-        Advice(a.title, a.saves_bytes, a.cost, a.fits, dict(a.changes))
+        Advice(a.title, a.saves_bytes, a.cost, a.fits, dict(a.changes), a.pool_bytes, a.pool_tokens)
         for a in fit.advise(spec, workload, capacity)
     ]
 
@@ -1029,6 +1034,8 @@ def to_json(e: Explanation) -> dict[str, Any]:
                 "cost": a.cost,
                 "fits": a.fits,
                 "changes": a.changes,
+                "kv_pool_bytes": a.pool_bytes,
+                "kv_pool_tokens": a.pool_tokens,
             }
             for a in e.advice
         ],

@@ -24,7 +24,7 @@ from vramgui.answers.offload import (
     plan_offload,
 )
 from vramgui.answers.rates import Rates
-from vramgui.core import fit, offload
+from vramgui.core import fit, launch, offload
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate
 from vramgui.core.llamacpp_speed import EXTRAPOLATED, speed_basis
@@ -303,7 +303,8 @@ def _fits(est: Estimate, gpu: str, capacity: int) -> bool:
 def _sharding_flags(w: Workload) -> str:
     if w.mode == "training":
         return "FSDP" if w.fsdp else (f"ZeRO-{w.zero}" if w.zero else "data parallel")
-    return f"--tensor-parallel-size {w.tp}"
+    flag = launch.TENSOR_PARALLEL_FLAGS.get(w.engine)
+    return f"{flag} {w.tp}" if flag else f"tensor parallel over {w.tp} GPUs"
 
 
 def _timed(

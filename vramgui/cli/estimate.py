@@ -364,6 +364,8 @@ def advice_for(
             "fits": s.fits,
             "saves_bytes": s.saves_bytes,
             "total_bytes": s.total_bytes,
+            "kv_pool_bytes": s.pool_bytes,
+            "kv_pool_tokens": s.pool_tokens,
             "cost": s.cost,
             "placement": None
             if s.placement is None
@@ -960,7 +962,8 @@ def format_table(doc: dict[str, Any]) -> str:
     largest = doc.get("largest_fitting", {})
     needed = doc.get("gpus_needed", {})
     for row in doc["fit"]:
-        lines.append(_fit_line(row, largest.get(row["gpu"], {}), needed.get(row["gpu"])))
+        more = _more_gpus_text(row, needed.get(row["gpu"]), doc["settings"])
+        lines.append(_fit_line(row, largest.get(row["gpu"], {}), more))
     speed = doc.get("speed")
     if speed:
         lines.extend(speed_lines(speed, doc["gpus"]))
@@ -970,9 +973,17 @@ def format_table(doc: dict[str, Any]) -> str:
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))
+    from vramgui.answers.advice import saving_text
+
     for advice in doc.get("advice", []):
         verdict = "fits" if advice["fits"] else "does not fit yet"
-        lines.append(f"advice: {advice['title']} ({verdict}; {advice['cost']})")
+        gives = saving_text(
+            advice["saves_bytes"], advice["kv_pool_bytes"], advice["kv_pool_tokens"]
+        )
+        lines.append(
+            f"advice: {advice['title']} ({verdict}; {gives + '; ' if gives else ''}"
+            f"{advice['cost']})"
+        )
     for offer in doc.get("cheapest", []):
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
@@ -982,23 +993,56 @@ def format_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> str:
-    """One GPU's verdict: fits or not, and under vLLM whether it starts and what its pool holds."""
-    size = (
-        f"({format_bytes(row['capacity_bytes'])}, headroom {format_bytes(row['headroom_bytes'])})"
-    )
+def _more_gpus_text(row: dict[str, Any], needed: int | None, settings: dict[str, Any]) -> str:
+    """``; N GPUs with <how the setup shards over them> would <fit it>``, for a GPU the setup
+    does not fit (``core.fit.gpus_needed``'s count, sharded as ``core.fit.sharded`` shards)."""
+    if row["fits"] or not needed:
+        return ""
+    if settings["mode"] == "training":
+        zero = settings["zero"] or (3 if needed > 1 else 0)
+        how = "FSDP" if settings["fsdp"] else (f"ZeRO-{zero}" if zero else "data parallelism")
+    else:
+        how = {
+            "vllm": f"--tensor-parallel-size {needed}",
+            "sglang": f"--tp-size {needed}",
+            "llamacpp": "the layers split across them",
+        }.get(settings["engine"], "tensor parallelism")
+    vllm = row.get("vllm")
+    if vllm is not None and not vllm["starts"]:
+        would = "would start it"
+    elif row.get("sglang") is not None:
+        would = "would serve it"
+    else:
+        would = "would fit it"
+    return f"; {needed} GPUs with {how} {would}"
+
+
+def _fit_line(row: dict[str, Any], best: dict[str, Any], more: str) -> str:
+    """One GPU's verdict: fits or not, and under vLLM whether it starts and what its pool holds;
+    ``more``: the GPUs of its kind that would fit (:func:`_more_gpus_text`)."""
+    capacity = format_bytes(row["capacity_bytes"])
+    size = f"({capacity}, headroom {format_bytes(row['headroom_bytes'])})"
     sglang = row.get("sglang")
     if sglang is not None:
-        return _sglang_fit_line(row, sglang, needed, size)
+        if not sglang["serves"]:
+            # The headroom of a refusal is the GPU's shortfall on the smallest that serves.
+            short = format_bytes(-row["headroom_bytes"])
+            size = f"({capacity}; {short} smaller than the GPU SGLang needs to serve the context)"
+        return _sglang_fit_line(row, sglang, more, size)
     vllm = row.get("vllm")
-    if vllm is not None and not vllm["starts"] and row["headroom_bytes"] >= -1:
-        # Refused for a reason other than memory (more sequences than state blocks).
-        size = f"({format_bytes(row['capacity_bytes'])})"
+    if vllm is not None and not vllm["starts"]:
+        if row["headroom_bytes"] >= -1:
+            # Refused for a reason other than memory (more sequences than state blocks).
+            size = f"({capacity})"
+        else:
+            # The headroom of a refusal is what vLLM's own check lacks (its error, below).
+            short = format_bytes(-row["headroom_bytes"])
+            size = f"({capacity}; {short} short of vLLM's start-up check)"
     if vllm is None:
         verdict = "fits" if row["fits"] else "does not fit"
         if best.get("seq"):
             verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
-        return _fit_tail(row, verdict, size, needed)
+        return _fit_tail(row, verdict, size, more)
     # Towers whose profile is not counted leave every figure an upper bound, a start uncertain.
     towers = towers_named(vllm["unmodelled"]) if "unmodelled" in vllm else ""
     at_most = "at most " if towers else ""
@@ -1020,23 +1064,19 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], needed: int | None) -> 
             verdict += (
                 f"; largest --max-model-len that starts {at_most}{vllm['largest_max_model_len']:,}"
             )
-    return _fit_tail(row, verdict, size, needed)
+    return _fit_tail(row, verdict, size, more)
 
 
-def _fit_tail(row: dict[str, Any], verdict: str, size: str, needed: int | None) -> str:
+def _fit_tail(row: dict[str, Any], verdict: str, size: str, more: str) -> str:
     """A GPU's line from its verdict: the GPUs needed, its size and vLLM's own error."""
-    if not row["fits"] and needed:
-        verdict += f"; {needed} of them fit"
-    line = f"{row['gpu']}: {verdict} {size}"
+    line = f"{row['gpu']}: {verdict}{more} {size}"
     vllm = row.get("vllm")
     if vllm is not None and vllm["error"]:
         line += f"\n  vLLM: {vllm['error']}"
     return line
 
 
-def _sglang_fit_line(
-    row: dict[str, Any], sglang: dict[str, Any], needed: int | None, size: str
-) -> str:
+def _sglang_fit_line(row: dict[str, Any], sglang: dict[str, Any], more: str, size: str) -> str:
     """One GPU's verdict under SGLang: whether it starts, its pool, the context it serves."""
     if sglang["serves"]:
         verdict = (
@@ -1049,9 +1089,7 @@ def _sglang_fit_line(
         verdict = "SGLang would not start"
     if sglang["largest_context_length"]:
         verdict += f"; largest --context-length served {sglang['largest_context_length']:,}"
-    if not row["fits"] and needed:
-        verdict += f"; {needed} of them fit"
-    verdict += f" (--mem-fraction-static {sglang['mem_fraction_static']:g})"
+    verdict += f"{more} (--mem-fraction-static {sglang['mem_fraction_static']:g})"
     line = f"{row['gpu']}: {verdict} {size}"
     if sglang["error"]:
         line += f"\n  SGLang: {sglang['error']}"
@@ -1122,13 +1160,15 @@ def ranked_lines(ranked: list[dict[str, Any]], settings: dict[str, Any]) -> list
 def serving_line(serving: dict[str, Any], gpus: int) -> str:
     """The table's line for the ``serving`` block: decode speed and cost per million tokens,
     on the placement timed when it is not the setup as chosen."""
+    from vramgui.answers.bounds import bound_text
+
     where = f"{gpus} x {serving['gpu']}" if gpus > 1 else serving["gpu"]
     placement = serving.get("placement")
     if placement and placement["kind"] != "as set":
         where = f"{placement['text']} (the setup as chosen does not fit)"
     text = (
         f"serving on {where}: {format_rate(serving['tokens_per_second'])} tokens/s generated at batch "
-        f"{serving['concurrency']} ({serving['bound']}-bound decode at full context"
+        f"{serving['concurrency']} ({bound_text(serving['bound'])} decode at full context"
         + (f", {serving['basis']})" if serving.get("basis") else ")")
     )
     if serving.get("time_to_first_token_seconds") is not None:

@@ -628,8 +628,10 @@ def format_table(doc: dict[str, Any]) -> str:
         f" ({_HOST_SOURCES[host['disk_source']]})   one-layer floor: "
         f"{format_bytes(doc['min_vram_bytes'])}"
     )
+    from vramgui.answers.bounds import bound_text
+
     lines.append(
-        f"decode: {doc['tokens_per_second']:,.2f} tokens/s (bound by {doc['bound'].replace('_', ' ')})"
+        f"decode: {doc['tokens_per_second']:,.2f} tokens/s ({bound_text(doc['bound'])})"
         f"   prefill: {doc['prefill_seconds']:,.2f} s"
     )
     turn = doc["compute_bound_batch"]

@@ -103,12 +103,18 @@ class Suggestion:
     Attributes:
         title: what to do, e.g. "Quantize to Q4_K_M".
         changes: workload fields to set, e.g. {"quant": "Q4_K_M"}.
-        saves_bytes: memory saved per GPU.
+        saves_bytes: memory saved per GPU. Under an engine that pre-allocates its KV pool
+            (vLLM, SGLang), which takes the same share of the GPU whatever is set, the room the
+            change makes in the pool instead: what it adds to the pool or takes off what one
+            request of the context needs of it (the shortfall it closes).
         cost: what the user gives up.
         fits: whether the setup fits the GPU after the change.
         total_bytes: the estimate after the change (an offload: the GPU's memory then).
         placement: llama.cpp's ``(-ngl, --n-cpu-moe)`` for advice that offloads (weights in
             host RAM, nothing in the workload changed), else None.
+        pool_bytes: the KV pool after the change on the GPU with the least (an engine that
+            pre-allocates it), else None.
+        pool_tokens: the tokens that pool holds, else None.
     """
 
     title: str
@@ -118,6 +124,8 @@ class Suggestion:
     fits: bool
     total_bytes: int
     placement: tuple[int, int] | None = None
+    pool_bytes: int | None = None
+    pool_tokens: int | None = None
 
 
 def fit_rows(est: Estimate, capacities: Iterable[Capacity]) -> list[FitRow]:
@@ -166,11 +174,34 @@ def _margin(
 ) -> tuple[int, int] | None:
     """(memory left on a GPU of ``capacity`` once the setup runs there, the estimate's total);
     the margin is negative when it does not fit. None: settings invalid for the model."""
+    fitted = _fitted(spec, workload, capacity, draft)
+    return None if fitted is None else (fitted[0].headroom_bytes, fitted[1])
+
+
+def _fitted(
+    spec: ModelSpec, workload: Workload, capacity: int, draft: ModelSpec | None = None
+) -> tuple[FitRow, int] | None:
+    """(the setup's fit on a GPU of ``capacity``, the estimate's total); None: settings invalid
+    for the model."""
     try:
         est = estimate(spec, workload, capacity, draft=draft)
     except VramguiError:
         return None
-    return fit_rows(est, [("", capacity)])[0].headroom_bytes, est.total_bytes
+    return fit_rows(est, [("", capacity)])[0], est.total_bytes
+
+
+def _pool_room(row: FitRow) -> tuple[int, int, int] | None:
+    """(the KV pool's room beyond one request of the context, negative when it lacks some; the
+    pool; its tokens) where the engine pre-allocates the pool and its start-up was modelled,
+    else None. The room is what the engine's own check compares (vLLM's, or whether SGLang's
+    pool holds a request whole)."""
+    if row.vllm is not None:
+        up = row.vllm
+        return -up.shortfall_bytes, up.available_bytes, up.pool_tokens
+    if row.sglang is not None:
+        sg = row.sglang
+        return sg.available_bytes - sg.needed_bytes, sg.available_bytes, sg.pool_tokens
+    return None
 
 
 def largest_fitting(
@@ -451,22 +482,33 @@ def advise(
 
     Each candidate is re-estimated with the core; a candidate that is invalid for this model is
     left out. When the setup already fits, nothing is suggested. Under vLLM a change "fits"
-    when vLLM starts with it; what it saves is what it adds to the KV pool or takes off
-    what the pool lacks.
+    when vLLM starts with it (under SGLang, when its pool holds a request of the context);
+    what it saves is what it adds to the KV pool or takes off what one request needs of it,
+    from the engine's start-up with the change: the engine takes its share of the GPU whatever
+    is set, so the memory left on the GPU is the same for every change that lets it start.
     """
-    base = _margin(spec, workload, capacity_bytes, draft)
-    if base is None or base[0] >= 0:
+    fitted = _fitted(spec, workload, capacity_bytes, draft)
+    if fitted is None or fitted[0].headroom_bytes >= 0:
         return []
+    base = fitted[0]
+    base_room = _pool_room(base)
     out = []
     for title, changes, cost in _candidates(spec, workload, capacity_bytes):
         try:
             trial = workload.with_(**changes)
         except VramguiError:
             continue
-        after = _margin(spec, trial, capacity_bytes, draft)
-        if after is None or after[0] <= base[0]:
+        after = _fitted(spec, trial, capacity_bytes, draft)
+        if after is None or after[0].headroom_bytes <= base.headroom_bytes:
             continue
-        out.append(Suggestion(title, changes, after[0] - base[0], cost, after[0] >= 0, after[1]))
+        row, total = after
+        room = _pool_room(row)
+        if room is None or base_room is None:
+            saves, pool, tokens = row.headroom_bytes - base.headroom_bytes, None, None
+        else:
+            saves, pool, tokens = room[0] - base_room[0], room[1], room[2]
+        fits = row.headroom_bytes >= 0
+        out.append(Suggestion(title, changes, saves, cost, fits, total, None, pool, tokens))
     out.sort(key=lambda s: (not s.fits, -s.saves_bytes if not s.fits else _cost_rank(s)))
     return out
 

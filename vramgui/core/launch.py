@@ -64,6 +64,10 @@ class LaunchSettings:
         }
 
 
+# Each engine's flag for tensor parallelism (the other engines split layers, not tensors).
+TENSOR_PARALLEL_FLAGS = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size"}
+
+
 def _command(program: Sequence[str], args: Sequence[str]) -> str:
     return shlex.join([*program, *args])
 
@@ -386,7 +390,7 @@ def vllm_settings(
         str(w.seq),
         "--gpu-memory-utilization",
         f"{w.gpu_memory_utilization:g}",
-        "--tensor-parallel-size",
+        TENSOR_PARALLEL_FLAGS["vllm"],
         str(w.tp),
     ]
     notes = []
@@ -469,7 +473,7 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
             f"{w.sglang_version}'s rule."
         )
     if w.tp > 1:
-        args += ["--tp-size", str(w.tp)]
+        args += [TENSOR_PARALLEL_FLAGS["sglang"], str(w.tp)]
     if w.pp > 1:
         args += ["--pp-size", str(w.pp)]
     if w.kv_dtype == "fp8":

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.advice import saving_text
 from vramgui.core.units import Unit, format_bytes, format_count
 from vramgui.ui import palette
 from vramgui.ui.timing import price_sources, ranked_text
@@ -235,14 +236,20 @@ class _Card(QFrame):
         layout.addWidget(self.button)
 
     def show_suggestion(self, suggestion: object, unit: Unit) -> None:
-        """Fill the card from a ``core.fit.Suggestion`` (title, saves_bytes, cost, fits)."""
+        """Fill the card from a ``core.fit.Suggestion`` (title, saves_bytes, cost, fits, and
+        the KV pool under an engine that pre-allocates one)."""
         self.suggestion = suggestion
         title = getattr(suggestion, "title", "")
-        saves = int(getattr(suggestion, "saves_bytes", 0))
+        gives = saving_text(
+            int(getattr(suggestion, "saves_bytes", 0)),
+            getattr(suggestion, "pool_bytes", None),
+            getattr(suggestion, "pool_tokens", None),
+            lambda n: format_bytes(n, unit),
+        )
         cost = getattr(suggestion, "cost", "")
         fits = bool(getattr(suggestion, "fits", False))
         text = (
-            f"<b>{title}</b> — saves {format_bytes(saves, unit)}"
+            f"<b>{title}</b>{' — ' + gives if gives else ''}"
             + ("" if fits else " (not enough alone)")
             + (f"<br><span style='color:gray'>{cost}</span>" if cost else "")
         )

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.bounds import bound_text
 from vramgui.answers.timing import AS_SET, OFFLOAD, TimedPlacement, Timing, Untimed
 from vramgui.core.units import (
     format_bytes,
@@ -142,7 +143,7 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
             + _SOURCES.get(u.source, u.source).format(detail=u.detail or "these")
         )
     lines += [
-        f"Step: {summary.step_seconds:.3g} s, bound by {summary.bound.replace('_', ' ')}"
+        f"Step: {summary.step_seconds:.3g} s, {bound_text(summary.bound)}"
         + (f"; MFU {summary.mfu:.0%}" if summary.mfu is not None else ""),
     ]
     if summary.price is not None:

@@ -125,7 +125,7 @@ def token_work(spec: ModelSpec, w: Workload) -> TokenWork:
     # Not the batch or the sequence: a slider over them reuses one model (attention, which
     # grows with the sequence, is counted apart).
     key = ("speed_model", w.method, w.quant, w.dtype, w.precision, w.lora_rank, w.lora_targets,
-           w.tp, w.pp, kbit_upcast(w))  # fmt: skip
+           w.tp, w.pp, kbit_upcast(w), w.transformers_version)  # fmt: skip
     return spec.cached(key, lambda: _build_token_work(spec, w))
 
 

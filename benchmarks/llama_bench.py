@@ -125,7 +125,7 @@ def evaluate(row: dict[str, Any], with_before: bool = True) -> Result:
             spec, w, hw, row["depth"], tokens, gpus=row["gpus"]
         )
     else:
-        speed = lcs.prefill(spec, w, hw, tokens, row["depth"])
+        speed = lcs.prefill(spec, w, hw, tokens, row["depth"], prompt_path=row["prompt_path"])
     before = _before(row, kind, tokens) if with_before else None
     if speed is None:
         return Result(row, kind, None, "none", before)
@@ -162,7 +162,10 @@ def summary(
 def _label(row: dict[str, Any]) -> str:
     depth = f" @ d{row['depth']}" if row["depth"] else ""
     gpus = f" x {row['gpus']}" if row["gpus"] > 1 else ""
-    return f"{row['gpu']}{gpus} | {row['model']} {row['quant']} | {row['test']}{depth}"
+    flags = (" -fa 1" if row["fa"] else "") + (
+        f" -ub {row['ubatch']}" if row["ubatch"] != 512 else ""
+    )
+    return f"{row['gpu']}{gpus} | {row['model']} {row['quant']} | {row['test']}{depth}{flags}"
 
 
 def _pct(value: float | None) -> str:
@@ -223,12 +226,19 @@ def print_markdown(results: Sequence[Result]) -> None:
 
 
 def fit(rows: Sequence[dict[str, Any]]) -> None:
-    """The least squares (relative errors) behind each kind's shares in core/llamacpp_speed:
-    generation on weight bytes / peak, cache bytes / peak and blocks; prompt processing on
-    FLOPs / fp16-accumulate peak, score bytes / peak, dequantized bytes / peak and blocks x
-    micro-batches, over the rows of the GPUs each kind names as measured (others are kept out to
-    check the shares on). Then each of those GPUs held out in turn: its rows against the shares
-    the kind's other GPUs give (how a GPU without rows fares). Needs numpy (not a dependency)."""
+    """The least squares (relative errors) behind each kind's shares in core/llamacpp_speed,
+    over the dense models' rows of the GPUs each kind names as measured, rows of current builds
+    only where the kind names their GPU as current (others are kept out to check the shares on):
+
+    - generation on weight bytes / peak, cache bytes / peak and blocks (a kind whose rows cover
+      fewer settings than that takes GeForce's per-block time and fits the two shares);
+    - prompt processing by builds that dequantize for cuBLAS on FLOPs / fp16-accumulate peak,
+      score bytes / peak, dequantized bytes / peak and blocks x micro-batches;
+    - prompt processing by builds with MMQ on the weights' FLOPs and the flash-attention FLOPs
+      (each / fp16-accumulate peak), once the kind's other terms are taken off.
+
+    Then each of those GPUs held out in turn: its rows against the shares the kind's other GPUs
+    give (how a GPU without rows fares). Needs numpy (not a dependency)."""
     import numpy as np
 
     groups: dict[tuple[str, str], list[tuple[str, list[float], float]]] = {}
@@ -240,43 +250,64 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
         shares = lcs.kernel_shares(hw)
         if row["gpu"] not in shares.measured_gpus:
             continue  # a GPU kept out of the shares, to check them on (the RTX 3070)
+        if row["prompt_path"] == lcs.MMQ and row["gpu"] not in shares.current_gpus:
+            continue  # a current build's row on a kind set on May 2024 builds: a check
+        if spec.facts.num_experts:
+            continue  # mixture of experts: costed as dense products, checked, not fitted
         peak = hw.memory_bytes_per_s
         if kind == "tg":
             weights, kv, blocks = lcs.generation_terms(spec, w, row["depth"] + (tokens - 1) / 2)
-            features = [weights / peak, kv / peak, blocks]
             seconds = 1.0 / row["measured_tps"]
-        elif shares.matmul_share is not None:
-            flops, scores, dequant, blocks = lcs.prompt_terms(spec, w, tokens, row["depth"])
-            features = [
-                flops / lcs.fp16_accumulate_flops(hw),
-                scores / peak,
-                dequant / peak,
-                blocks,
-            ]
-            seconds = tokens / row["measured_tps"]
-        else:
+            features = [weights / peak, kv / peak, blocks]
+            key = "tg"
+        elif shares.matmul_share is None:
             continue
-        groups.setdefault((shares.kind, kind), []).append((row["gpu"], features, seconds))
+        else:
+            weights, attention, scores, dequant, blocks = lcs.prompt_terms(
+                spec, w, tokens, row["depth"]
+            )
+            acc = lcs.fp16_accumulate_flops(hw)
+            seconds = tokens / row["measured_tps"]
+            if row["prompt_path"] == lcs.MMQ:
+                kernels = lcs.gpu_kernels(hw)
+                flash = row["fa"]
+                seconds -= kernels.prompt_memory_seconds(scores, 0.0)
+                seconds -= kernels.ubatch_blocks_seconds(blocks)
+                if not flash:
+                    seconds -= kernels.matmul_seconds(attention)
+                features = [weights / acc, attention / acc if flash else 0.0]
+                key = "pp MMQ"
+            else:
+                features = [(weights + attention) / acc, scores / peak, dequant / peak, blocks]
+                key = "pp"
+        groups.setdefault((shares.kind, key), []).append((row["gpu"], features, seconds))
 
     def solve(points: list[tuple[str, list[float], float]]) -> Any:
         matrix = np.array([p[1] for p in points])
         target = np.array([p[2] for p in points])
         return np.linalg.lstsq(matrix / target[:, None], np.ones(len(target)), rcond=None)[0]
 
-    for (gpu_kind, kind), points in sorted(groups.items()):
+    for (gpu_kind, key), group in sorted(groups.items()):
+        points = group
+        if key == "tg" and len({tuple(p[1]) for p in group}) < 3:
+            fixed = lcs.GEFORCE.block_seconds
+            points = [(g, f[:2], t - f[2] * fixed) for g, f, t in group]
+            print(f"{gpu_kind:32} {key}: GeForce's {fixed * 1e6:.0f} us per block taken")
         coef = solve(points)
-        shares_of = [f"{1 / c:.3f}" if c > 0 else "n/a" for c in coef[:-1]]
-        print(f"{gpu_kind:32} {kind}: shares {', '.join(shares_of)}; "
-              f"{coef[-1] * 1e6:.0f} us per block; {len(points)} rows")  # fmt: skip
+        blocks = key in ("tg", "pp") and len(coef) in (3, 4)
+        shares_of = [f"{1 / c:.3f}" if c > 0 else "n/a" for c in (coef[:-1] if blocks else coef)]
+        tail = f"; {coef[-1] * 1e6:.0f} us per block" if blocks else ""
+        print(f"{gpu_kind:32} {key}: shares {', '.join(shares_of)}{tail}; {len(points)} rows")
         for gpu in sorted({p[0] for p in points}):
             rest = [p for p in points if p[0] != gpu]
             if len({p[0] for p in rest}) < 1 or len(rest) < len(coef):
                 continue
             held = solve(rest)
             errors = [p[2] / float(np.dot(p[1], held)) - 1 for p in points if p[0] == gpu]
-            within = sum(abs(e) <= BOUNDS[kind] for e in errors)
+            bound = BOUNDS[key[:2]]
+            within = sum(abs(e) <= bound for e in errors)
             print(f"    {gpu} held out: {within} of {len(errors)} rows within "
-                  f"{BOUNDS[kind]:.0%}, worst {max(errors, key=abs):+.0%}")  # fmt: skip
+                  f"{bound:.0%}, worst {max(errors, key=abs):+.0%}")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

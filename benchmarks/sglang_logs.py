@@ -25,7 +25,7 @@ from typing import Any
 from benchmarks.percent import signed
 from benchmarks.vllm_logs import log_spec, summary
 from vramgui.core import sglang_startup
-from vramgui.core.inference import rank_tensor_bytes
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
 

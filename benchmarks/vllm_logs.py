@@ -4,7 +4,7 @@ Each published log (benchmarks/data/vllm_logs.json: URL, command line, GPU, vLLM
 printed what vLLM's start-up decided: the weights it loaded, the memory left for the KV cache,
 the pool in tokens and the concurrency at --max-model-len. The estimate rebuilds the same
 start-up from the model's inventory with the log's settings, the version's rules
-(core/vllm_startup.py) and the sampler the log says vLLM found, and the table puts the two side by
+(core/vllm/) and the sampler the log says vLLM found, and the table puts the two side by
 side. Logs marked "tune" set the constants of the activation and non-torch model; the
 "held-out" ones never did, and are summarised apart.
 
@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.percent import signed
-from vramgui.core import storage, vllm_startup
+from vramgui.core import storage
 from vramgui.core.families import spec_from_config
-from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.model import ModelSpec, Role
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
+from vramgui.core.vllm.profile import CUDA_RESERVED_BYTES, cuda_total_bytes
+from vramgui.core.vllm.rules import rules_for
+from vramgui.core.vllm.startup import build_plan
 from vramgui.core.workload import Workload
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm_logs.json"
@@ -51,18 +54,18 @@ def log_spec(name: str, configs: dict[str, Any]) -> ModelSpec:
 def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     """The estimate of one logged start-up, beside what the log printed."""
     spec = log_spec(log["model"], doc.get("configs", {}))
-    rules = dataclasses.replace(vllm_startup.rules_for(log["vllm"]), sampler=log["sampler"])
+    rules = dataclasses.replace(rules_for(log["vllm"]), sampler=log["sampler"])
     settings = {"engine": "vllm", "vllm-version": rules.version, **log["settings"]}
     arch = doc["gpus"].get(log["gpu"], {}).get("arch")
     if arch:  # the kernels vLLM picks for a format, and their padding, go by the GPU
         settings.setdefault("gpu-arch", arch)
     workload = Workload.from_dict(settings)
     if "cuda_total_gib" in log:
-        capacity = round(log["cuda_total_gib"] * GiB) + vllm_startup.CUDA_RESERVED_BYTES
+        capacity = round(log["cuda_total_gib"] * GiB) + CUDA_RESERVED_BYTES
     else:
         capacity = doc["gpus"][log["gpu"]]["memory_mib"] * MiB
-    total = vllm_startup.cuda_total_bytes(capacity)
-    plan = vllm_startup.build_plan(
+    total = cuda_total_bytes(capacity)
+    plan = build_plan(
         spec, workload, rank_tensor_bytes(spec, workload), total, gpu_name=log["gpu"], rules=rules
     )
     up = plan.startup(capacity, workload.gpu_memory_utilization, workload.seq)
@@ -212,7 +215,7 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "(`Available KV cache memory`) and the pool in tokens (`GPU KV cache size`); the estimate",
         "rebuilds that start-up from the model's inventory with the log's command line, GPU (its",
         "size, and its generation, which picks the kernels vLLM runs a format with) and version",
-        "(core/vllm_startup.py follows the version's rules, and the sampler the log names).",
+        "(core/vllm/ follows the version's rules, and the sampler the log names).",
         "The pool in tokens is the figure compared; weights and pool in GiB show where a",
         "difference comes from. *tune* logs set the profile and non-torch constants; *held-out*",
         "logs never did. The *layout* column takes the pool the log printed and cuts it into",

@@ -6,13 +6,13 @@ from collections.abc import Callable
 
 import pytest
 
+from vramgui.core.boundary import largest_fitting_value
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimator, estimate
 from vramgui.core.families import spec_from_config
 from vramgui.core.fit import (
     MAX_GPUS_PER_MACHINE,
     TOKEN_BLOCK,
-    _boundary,
     advise,
     cheapest,
     fit_rows,
@@ -201,7 +201,7 @@ def test_boundary_is_the_one_halving_finds_in_fewer_totals(shape, step, upper):
 
     for capacity in capacities:
         calls.clear()
-        found = _boundary(counted, capacity, step, upper)
+        found = largest_fitting_value(counted, capacity, step, upper)
         assert found == halving(total, capacity, step, upper), capacity
         counts.append(len(calls))
         assert all(step <= v <= upper for v in calls)

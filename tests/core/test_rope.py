@@ -15,7 +15,7 @@ from vramgui.core.fit import largest_fitting
 from vramgui.core.model import RopeScaling
 from vramgui.core.offload import plan_llamacpp
 from vramgui.core.units import GiB
-from vramgui.core.vllm_startup import rotary_cache_bytes
+from vramgui.core.vllm.startup import rotary_cache_bytes
 from vramgui.core.workload import Workload
 from vramgui.sources.catalog import find
 

@@ -8,11 +8,11 @@ from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
 from vramgui.core.fit import fit_rows, largest_fitting
-from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.launch import launch_settings, sglang_settings
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
-from vramgui.core.vllm_startup import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, NON_TORCH_TP_BYTES
-from vramgui.core.workload import EngineConflictError, Workload
+from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, NON_TORCH_TP_BYTES
+from vramgui.core.workload import SGLANG_VERSIONS, EngineConflictError, Workload
 from vramgui.sources.catalog import load_catalog
 
 RTX_4090 = 24564 * MiB  # what nvidia-smi reports
@@ -124,6 +124,34 @@ def test_sliding_window_layers_keep_a_full_length_cache(catalog):
 def test_the_default_fraction_follows_the_version(version, mib, tp, expected):
     fraction = sglang_startup.default_mem_fraction(version, mib, tp, 1, False)
     assert fraction == pytest.approx(expected, abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("version", "mib", "expected"),
+    [
+        ("0.4.4", 24564, 2048),  # server_args.py: 2048 under 25,000 MiB, else 8192
+        ("0.4.4", 40960, 8192),
+        ("0.4.4", None, 8192),
+        ("0.4.9", 24564, 2048),  # 2048 under 35 GiB, 8192 under 160 GiB, else 16384
+        ("0.4.9", 81559, 8192),
+        ("0.4.9", 183359, 16384),
+        ("0.4.9", None, 4096),
+        ("0.5.6", 15360, 2048),  # _handle_gpu_memory_settings: T4, 4080
+        ("0.5.6", 46068, 4096),  # L40
+        ("0.5.6", 143771, 8192),  # H200
+        ("0.5.6", 183359, 16384),  # B200
+        ("0.5.6", None, 4096),
+    ],
+)
+def test_the_default_chunked_prefill_follows_the_version(version, mib, expected):
+    assert sglang_startup.chunked_prefill_size(version, mib) == expected
+
+
+def test_the_version_table_names_every_version_once():
+    assert set(sglang_startup.SGLANG_RULES) == set(SGLANG_VERSIONS)
+    assert all(v == r.version for v, r in sglang_startup.SGLANG_RULES.items())
+    # The GPU sizes the search for the smallest GPU bisects between are the tables' edges.
+    assert sglang_startup.SIZE_EDGES_MIB == (20480, 25000, 35840, 61440, 92160, 163840)
 
 
 def test_a_pool_of_no_tokens_refuses_and_a_short_one_caps_requests(small, catalog):

@@ -23,6 +23,7 @@ from vramgui.core.training.weights import (
     folded_expert_bytes,
     resolve_lora_targets,
 )
+from vramgui.core.training.work import token_work
 from vramgui.core.workload import Workload
 from vramgui.sources.catalog import find
 
@@ -231,3 +232,16 @@ def test_transformers_4_experts_take_one_adapter_per_linear_and_fold_nothing():
     w = _workload(8, lora_targets=["w1", "w3", "w2"], transformers_version="4.57")
     ctx = _context(mixtral, w, "cuda", "cuda", False)
     assert sum(folded_expert_bytes(mixtral, i, ctx) for i in range(f.num_layers)) == 0
+
+
+def test_the_work_a_token_makes_follows_the_transformers_release_on_one_spec():
+    # One spec asked under 5.0, then 4.46: the second answer is not the first one's cached work
+    # (under 4.x bitsandbytes quantizes each expert, so its dequantization is read every step).
+    spec = find("mixtral-8x7b").spec()
+    stacked = token_work(
+        spec, Workload(mode="training", method="qlora", transformers_version="5.0")
+    )
+    linear = token_work(
+        spec, Workload(mode="training", method="qlora", transformers_version="4.46")
+    )
+    assert linear.dequant_bytes > 10 * stacked.dequant_bytes

@@ -1,4 +1,4 @@
-"""vLLM's start-up (core/vllm_startup.py): the KV layout rules against vLLM's own logs, start or refuse,
+"""vLLM's start-up (core/vllm/): the KV layout rules against vLLM's own logs, start or refuse,
 and every knob moving the answer the way vLLM moves it."""
 
 import json
@@ -6,16 +6,32 @@ from dataclasses import replace
 
 import pytest
 
-from vramgui.core import vllm_startup
+from vramgui.core.activations import vllm_profile_peak
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
 from vramgui.core.fit import advise, fit_rows, gpus_needed, largest_fitting
-from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.launch import vllm_settings
 from vramgui.core.model import Role, Tensor
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.report import document_for
 from vramgui.core.units import GiB, MiB
-from vramgui.core.workload import Workload
+from vramgui.core.vllm.encoders import (
+    PixtralTower,
+    SiglipTower,
+    VisionTower,
+    encoder_items,
+    encoder_profile,
+    encoder_towers,
+    image_patches,
+    largest_image,
+    towers_named,
+    unmodelled_note,
+)
+from vramgui.core.vllm.kv_layout import LayerKv, kv_layout, layer_specs
+from vramgui.core.vllm.profile import Scheduler, lora_slot_bytes, scheduler_settings
+from vramgui.core.vllm.rules import RULES, Rules, rules_for
+from vramgui.core.vllm.startup import VllmEngine, pipeline_layers
+from vramgui.core.workload import VLLM_VERSIONS, Workload
 from vramgui.sources.catalog import load_catalog
 
 RTX_4090 = 24564 * MiB  # what nvidia-smi reports
@@ -29,15 +45,13 @@ def catalog():
 
 
 def _plan(spec, workload, capacity=RTX_4090):
-    engine = vllm_startup.VllmEngine(spec, workload, rank_tensor_bytes(spec, workload))
+    engine = VllmEngine(spec, workload, rank_tensor_bytes(spec, workload))
     return engine, engine.plan(capacity)
 
 
 def _layout(spec, workload):
     layers = range(spec.facts.num_layers)
-    return vllm_startup.kv_layout(
-        vllm_startup.layer_specs(spec, workload, layers), vllm_startup.RULES[workload.vllm_version]
-    )
+    return kv_layout(layer_specs(spec, workload, layers), RULES[workload.vllm_version])
 
 
 def test_sliding_and_full_groups_count_tokens_as_vllm_logs_them(catalog):
@@ -50,10 +64,10 @@ def test_sliding_and_full_groups_count_tokens_as_vllm_logs_them(catalog):
     assert layout.groups[0].spec.page_bytes == 16 * 2 * 64 * 2 * 2  # 2 K/V heads of 64 per rank
     # A request: 1024 full blocks, and the window (128 - 1 + 2048 tokens) plus one.
     assert layout.blocks_per_request(16384, 2048) == 1024 + 137
-    assert layout.reported_tokens(330018, 16384, 2048, vllm_startup.RULES["0.10"]) == 2640144
+    assert layout.reported_tokens(330018, 16384, 2048, RULES["0.10"]) == 2640144
     assert round(layout.concurrency(330018, 16384, 2048), 2) == 284.25
     # From 0.20 the log line is the concurrency times the length: the window's saving shows.
-    tokens = layout.reported_tokens(330018, 16384, 2048, vllm_startup.RULES["0.20"])
+    tokens = layout.reported_tokens(330018, 16384, 2048, RULES["0.20"])
     assert tokens == int(330018 / 1161 * 16384) > 2640144
 
 
@@ -69,11 +83,9 @@ def test_a_rare_kind_sets_the_group_size_and_the_others_are_padded(catalog):
 def test_state_pages_and_attention_blocks_are_made_equal(catalog):
     # Nemotron-H: Mamba layers' state and attention blocks share one page size; the attention
     # block grows in steps of 16 tokens until it holds a state.
-    specs = vllm_startup.layer_specs(
-        catalog("nemotron-3-nano-30b-a3b"), Workload(engine="vllm"), range(52)
-    )
+    specs = layer_specs(catalog("nemotron-3-nano-30b-a3b"), Workload(engine="vllm"), range(52))
     state = max(s.state_bytes for s in specs)
-    layout = vllm_startup.kv_layout(specs, vllm_startup.RULES["0.20"])
+    layout = kv_layout(specs, RULES["0.20"])
     pages = {s.page_bytes for s in layout.specs}
     assert len(pages) == 1 and pages.pop() >= state
     attention = next(s for s in layout.specs if s.kind == "full")
@@ -98,7 +110,7 @@ def test_gated_deltanet_states_as_vllm_sizes_them(catalog):
     assert attention.block_size == 2096
     assert layout.blocks(round(6.01 * GiB)) == 300
     assert layout.blocks_per_request(131072, 8192) == 69
-    assert layout.reported_tokens(300, 131072, 8192, vllm_startup.RULES["0.20"]) == 569878
+    assert layout.reported_tokens(300, 131072, 8192, RULES["0.20"]) == 569878
     # Without prefix caching (0.24's default for hybrid models) one state per request.
     plain = _layout(spec, w.with_(enable_prefix_caching=None))
     assert plain.blocks_per_request(131072, 8192) == 66
@@ -133,18 +145,18 @@ def test_more_sequences_than_state_blocks_is_refused(catalog):
 def test_mla_keeps_one_latent_per_token_on_every_rank(catalog):
     spec = catalog("deepseek-v2-lite")
     for tp in (1, 2):
-        specs = vllm_startup.layer_specs(spec, Workload(engine="vllm", tp=tp, gpus=tp), range(27))
+        specs = layer_specs(spec, Workload(engine="vllm", tp=tp, gpus=tp), range(27))
         assert {s.token_bytes for s in specs} == {(512 + 64) * 2}
 
 
 def test_pages_of_different_sizes_need_a_newer_vllm():
     specs = [
-        vllm_startup.LayerKv("full", 512),
-        vllm_startup.LayerKv("sliding", 1024, window=512),
+        LayerKv("full", 512),
+        LayerKv("sliding", 1024, window=512),
     ] * 4
     with pytest.raises(WorkloadError, match=r"0\.11 cannot allocate"):
-        vllm_startup.kv_layout(specs, vllm_startup.RULES["0.11"])
-    layout = vllm_startup.kv_layout(specs, vllm_startup.RULES["0.20"])
+        kv_layout(specs, RULES["0.11"])
+    layout = kv_layout(specs, RULES["0.20"])
     assert {s.page_bytes for s in layout.specs} == {16 * 1024}
     assert {s.block_size for s in layout.specs if s.kind == "full"} == {32}
 
@@ -228,7 +240,7 @@ def test_each_knob_moves_the_pool_the_way_vllm_does(catalog):
     assert old.used_bytes > old_eager.used_bytes
     # LoRA slots: rank x (in + out) of every linear module, per adapter, in bf16.
     lora = _pool(spec, enable_lora=True, max_loras=4, max_lora_rank=64)
-    slots = vllm_startup.lora_slot_bytes(
+    slots = lora_slot_bytes(
         spec, Workload(engine="vllm", enable_lora=True, max_loras=4, max_lora_rank=64), range(36)
     )
     assert slots == 4 * 64 * 2 * sum(
@@ -251,7 +263,7 @@ def test_parallelism_shards_weights_and_heads(catalog):
     pp = _plan(spec, Workload(engine="vllm", pp=2, gpus=2))[1]
     assert len(pp.stages) == 2
     assert [len(s.layout.specs) for s in pp.stages] == [18, 18]
-    assert vllm_startup.pipeline_layers(7, 3) == ((0, 1), (2, 3, 4), (5, 6))
+    assert pipeline_layers(7, 3) == ((0, 1), (2, 3, 4), (5, 6))
     with pytest.raises(WorkloadError, match="KV heads"):
         _plan(spec, Workload(engine="vllm", tp=3, gpus=3))
 
@@ -339,31 +351,38 @@ def test_the_launch_line_reproduces_every_knob(catalog):
 
 def test_scheduler_defaults_follow_the_gpu():
     w = Workload(engine="vllm")
-    small = vllm_startup.scheduler_settings(w, 23 * GiB)
-    large = vllm_startup.scheduler_settings(w, 79 * GiB, "H100 SXM")
-    a100 = vllm_startup.scheduler_settings(w, 79 * GiB, "A100 SXM 80GB")
+    small = scheduler_settings(w, 23 * GiB)
+    large = scheduler_settings(w, 79 * GiB, "H100 SXM")
+    a100 = scheduler_settings(w, 79 * GiB, "A100 SXM 80GB")
     assert (small.max_num_seqs, small.max_num_batched_tokens) == (256, 2048)
     assert (large.max_num_seqs, large.max_num_batched_tokens) == (1024, 8192)
     assert a100 == small
     with pytest.raises(WorkloadError, match="at least --max-num-seqs"):
-        vllm_startup.scheduler_settings(w.with_(max_num_seqs=512, max_num_batched_tokens=256), None)
+        scheduler_settings(w.with_(max_num_seqs=512, max_num_batched_tokens=256), None)
 
 
 def test_versions_map_to_the_rules_read():
-    assert vllm_startup.rules_for("0.10.1.1") is vllm_startup.RULES["0.10"]
-    assert vllm_startup.rules_for("0.11.0") is vllm_startup.RULES["0.11"]
-    assert vllm_startup.rules_for("0.20.2rc1.dev9") is vllm_startup.RULES["0.20"]
-    assert vllm_startup.rules_for("0.34.0") is vllm_startup.RULES["0.20"]
-    assert vllm_startup.rules_for("0.9.2") is vllm_startup.RULES["0.10"]
-    assert replace(vllm_startup.RULES["0.20"], sampler="pytorch").cuda_graphs_in_pool
+    assert rules_for("0.10.1.1") is RULES["0.10"]
+    assert rules_for("0.11.0") is RULES["0.11"]
+    assert rules_for("0.20.2rc1.dev9") is RULES["0.20"]
+    assert rules_for("0.34.0") is RULES["0.20"]
+    assert rules_for("0.9.2") is RULES["0.10"]
+    assert replace(RULES["0.20"], sampler="pytorch").cuda_graphs_in_pool
+
+
+def test_the_version_table_is_one_named_record_per_version():
+    assert tuple(RULES) == VLLM_VERSIONS
+    assert all(version == rules.version for version, rules in RULES.items())
+    with pytest.raises(TypeError):  # a row of unlabelled values is refused
+        Rules("0.30", True, True, True, True, True, True, True, "flashinfer", True, True)  # type: ignore[misc]
 
 
 # The vision encoder's profile (vLLM 0.24 gpu_model_runner.profile_run, Qwen3VLProcessingInfo).
 
 
 def test_the_tower_is_read_from_the_checkpoint_weights(catalog):
-    tower = vllm_startup.VisionTower.of(catalog("qwen3.6-35b-a3b-nvfp4"))
-    assert tower == vllm_startup.VisionTower(
+    tower = VisionTower.of(catalog("qwen3.6-35b-a3b-nvfp4"))
+    assert tower == VisionTower(
         depth=27,
         hidden=1152,
         intermediate=4304,
@@ -374,27 +393,27 @@ def test_the_tower_is_read_from_the_checkpoint_weights(catalog):
         out_hidden=2048,
         deepstack=0,
     )
-    assert vllm_startup.VisionTower.of(catalog("qwen3-32b")) is None
+    assert VisionTower.of(catalog("qwen3-32b")) is None
 
 
 def _tower(patch=16, merge=2):
-    return vllm_startup.VisionTower(27, 1152, 4304, patch, 2, 3, merge, 2048, 0)
+    return VisionTower(27, 1152, 4304, patch, 2, 3, merge, 2048, 0)
 
 
 def test_the_largest_image_factors_the_most_tokens_into_the_squarest_grid():
     unit = 32  # patch 16 x merge 2
     # 16,777,216 pixels hold 16,384 merged tokens: a 128 x 128 grid.
-    assert vllm_startup.largest_image(_tower(), 16_777_216) == (128 * unit, 128 * unit)
+    assert largest_image(_tower(), 16_777_216) == (128 * unit, 128 * unit)
     # The video's share of a frame pair, 12,582,912 pixels: 12,288 tokens, 96 x 128.
-    assert vllm_startup.largest_image(_tower(), 25_165_824 // 2) == (96 * unit, 128 * unit)
+    assert largest_image(_tower(), 25_165_824 // 2) == (96 * unit, 128 * unit)
     # 211 tokens (a prime) only factor as 1 x 211, past the 200 aspect ratio: one token less.
-    assert vllm_startup.largest_image(_tower(), 211 * unit * unit) == (14 * unit, 15 * unit)
+    assert largest_image(_tower(), 211 * unit * unit) == (14 * unit, 15 * unit)
 
 
 def test_images_carry_more_tokens_than_a_video_frame_pair_under_qwen_limits():
     tower = _tower()
-    image = vllm_startup.image_patches(tower)
-    video = vllm_startup.image_patches(tower, video=True)
+    image = image_patches(tower)
+    video = image_patches(tower, video=True)
     assert image == (4096 // 16) ** 2  # one frame, padded to the temporal patch: grid_t 1
     assert video == 1 * (3072 // 16) * (4096 // 16)
     assert image // 4 > video // 4
@@ -402,8 +421,8 @@ def test_images_carry_more_tokens_than_a_video_frame_pair_under_qwen_limits():
 
 def _encoder(spec, tokens=8192, seqs=1, seq=131072, tp=1):
     w = Workload(engine="vllm", seq=seq, tp=tp, gpus=tp, vllm_version="0.20")
-    scheduler = vllm_startup.Scheduler(seqs, tokens)
-    return vllm_startup.encoder_profile(spec, w, scheduler, vllm_startup.RULES["0.20"])
+    scheduler = Scheduler(seqs, tokens)
+    return encoder_profile(spec, w, scheduler, RULES["0.20"])
 
 
 @pytest.mark.parametrize(
@@ -439,7 +458,7 @@ def test_the_encoder_runs_before_the_text_profile_and_its_outputs_stay(catalog):
     spec = catalog("qwen3.6-35b-a3b-nvfp4")
     w = Workload(engine="vllm", seq=131072, max_num_seqs=1, max_num_batched_tokens=8192)
     _, plan = _plan(spec, w, 32607 * MiB)
-    text = vllm_startup.vllm_profile_peak(spec, w, 8192, 1, plan.rules.sampler)
+    text = vllm_profile_peak(spec, w, 8192, 1, plan.rules.sampler)
     encoder = plan.encoder
     assert encoder is not None
     assert plan.stages[0].activation_bytes == max(text + encoder.kept_bytes, encoder.peak_bytes)
@@ -455,11 +474,11 @@ def _with_audio(spec):
 
 
 def test_the_towers_are_read_from_the_weights(catalog):
-    assert vllm_startup.encoder_towers(catalog("lfm2.5-vl-1.6b")) == ("vision",)
-    assert vllm_startup.encoder_towers(catalog("qwen3-32b")) == ()
+    assert encoder_towers(catalog("lfm2.5-vl-1.6b")) == ("vision",)
+    assert encoder_towers(catalog("qwen3-32b")) == ()
     both = _with_audio(catalog("lfm2.5-vl-1.6b"))
-    assert vllm_startup.encoder_towers(both) == ("vision", "audio")
-    assert vllm_startup.towers_named(("vision", "audio")) == "vision and audio towers"
+    assert encoder_towers(both) == ("vision", "audio")
+    assert towers_named(("vision", "audio")) == "vision and audio towers"
 
 
 def test_a_tower_whose_profile_is_not_modelled_makes_the_pool_an_upper_bound(catalog):
@@ -495,7 +514,7 @@ def test_a_modelled_tower_leaves_no_doubt_but_an_unmodelled_audio_tower_does(cat
     old = replace(w, vllm_version="0.11")
     _, plan = _plan(spec, old, 32607 * MiB)
     assert plan.encoder is None and plan.unmodelled == ("vision",)
-    note = vllm_startup.unmodelled_note(spec, plan.unmodelled, plan.rules)
+    note = unmodelled_note(spec, plan.unmodelled, plan.rules)
     assert "under the vLLM 0.11 rules" in note
 
 
@@ -503,8 +522,8 @@ def test_a_modelled_tower_leaves_no_doubt_but_an_unmodelled_audio_tower_does(cat
 
 
 def test_gemma3s_tower_is_read_from_the_weights(catalog):
-    tower = vllm_startup.SiglipTower.of(catalog("gemma-3-27b"))
-    assert tower == vllm_startup.SiglipTower(
+    tower = SiglipTower.of(catalog("gemma-3-27b"))
+    assert tower == SiglipTower(
         depth=27,
         hidden=1152,
         intermediate=4304,
@@ -514,7 +533,7 @@ def test_gemma3s_tower_is_read_from_the_weights(catalog):
         out_hidden=5376,
     )
     assert tower.image_size == 896
-    assert vllm_startup.SiglipTower.of(catalog("gemma-3-1b")) is None  # text only
+    assert SiglipTower.of(catalog("gemma-3-1b")) is None  # text only
 
 
 @pytest.mark.parametrize(
@@ -528,16 +547,14 @@ def test_gemma3s_tower_is_read_from_the_weights(catalog):
 )
 def test_gemma3s_budget_counts_images_of_256_tokens(tokens, seqs, seq, items):
     w = Workload(engine="vllm", seq=seq)
-    assert vllm_startup.encoder_items(256, w, vllm_startup.Scheduler(seqs, tokens)) == items
+    assert encoder_items(256, w, Scheduler(seqs, tokens)) == items
 
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_gemma3s_peak_is_the_busiest_moment_of_one_siglip_layer(catalog, tp):
     spec = catalog("gemma-3-27b")
     w = Workload(engine="vllm", seq=32768, tp=tp, gpus=tp)
-    profile = vllm_startup.encoder_profile(
-        spec, w, vllm_startup.Scheduler(1024, 8192), vllm_startup.RULES["0.20"]
-    )
+    profile = encoder_profile(spec, w, Scheduler(1024, 8192), RULES["0.20"])
     e = 2  # bf16
     n = 32 * 4096  # 32 images of 64 x 64 patches
     h = n * 1152 * e
@@ -560,7 +577,7 @@ def test_gemma3s_tower_runs_before_the_text_profile(catalog):
     spec = catalog("gemma-3-27b")
     w = Workload(engine="vllm", seq=32768)
     _, plan = _plan(spec, w, H100)
-    text = vllm_startup.vllm_profile_peak(spec, w, 8192, 1024, plan.rules.sampler)
+    text = vllm_profile_peak(spec, w, 8192, 1024, plan.rules.sampler)
     encoder = plan.encoder
     assert encoder is not None and plan.unmodelled == ()
     assert plan.stages[0].activation_bytes == max(text + encoder.kept_bytes, encoder.peak_bytes)
@@ -574,20 +591,18 @@ def test_gemma3s_tower_runs_before_the_text_profile(catalog):
 
 
 def test_pixtrals_tower_is_read_from_the_weights(catalog):
-    tower = vllm_startup.PixtralTower.of(catalog("devstral-small-2-24b"))
-    assert tower == vllm_startup.PixtralTower(
+    tower = PixtralTower.of(catalog("devstral-small-2-24b"))
+    assert tower == PixtralTower(
         depth=24, hidden=1024, intermediate=4096, patch=14, channels=3, merge=2, out_hidden=5120
     )
-    assert vllm_startup.PixtralTower.of(catalog("devstral-small-2507")) is None  # text only
+    assert PixtralTower.of(catalog("devstral-small-2507")) is None  # text only
 
 
 @pytest.mark.parametrize("tokens", [8192, 2048])
 def test_pixtrals_peak_holds_the_dense_mask_that_keeps_images_apart(catalog, tokens):
     spec = catalog("devstral-small-2-24b")
     w = Workload(engine="vllm", seq=32768)
-    profile = vllm_startup.encoder_profile(
-        spec, w, vllm_startup.Scheduler(256, tokens), vllm_startup.RULES["0.20"]
-    )
+    profile = encoder_profile(spec, w, Scheduler(256, tokens), RULES["0.20"])
     e = 2
     items = tokens // 3025 or 1  # 55 x 55 merged tokens per 1540 x 1540 image
     n = items * 110 * 110
@@ -611,6 +626,6 @@ def test_pixtrals_tower_runs_before_the_text_profile(catalog):
     _, plan = _plan(spec, w, H100)
     encoder = plan.encoder
     assert encoder is not None and plan.unmodelled == ()
-    text = vllm_startup.vllm_profile_peak(spec, w, 8192, 1024, plan.rules.sampler)
+    text = vllm_profile_peak(spec, w, 8192, 1024, plan.rules.sampler)
     assert plan.stages[0].activation_bytes == max(text + encoder.kept_bytes, encoder.peak_bytes)
     assert encoder.peak_bytes > text  # the mask of 24,200 x 24,200 patches outweighs the text

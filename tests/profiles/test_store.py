@@ -486,6 +486,21 @@ def test_a_profile_saved_before_the_loop_setting_reads_as_trainer(store):
     assert Profile.from_dict(doc).workload.loop == "trainer"
 
 
+def test_a_serving_profile_keeps_no_setting_of_an_earlier_training_setup(store):
+    leftovers = {"method": "qlora", "optimizer": "sgd", "lora_rank": 64, "grad_accum": 4}
+    serving = make(workload=Workload(batch=2, **leftovers))
+    assert serving.workload == Workload(batch=2)  # the training settings are not this setup's
+    written = serving.to_dict()["workload"]
+    assert "batch" in written and "engine" in written
+    assert not {"method", "optimizer", "lora-rank", "grad-accum"} & set(written)
+    # A profile saved before (every setting in its file) still opens, without the leftovers.
+    older = serving.to_dict()
+    older["workload"].update({"method": "qlora", "optimizer": "sgd", "lora-rank": 64})
+    assert Profile.from_dict(older).workload == Workload(batch=2)
+    training = make(workload=Workload(mode="training", method="lora", engine="vllm", lora_rank=8))
+    assert training.workload.engine == "transformers" and training.workload.lora_rank == 8
+
+
 _WINDOWS_DEVICES = {"con", "prn", "aux", "nul"} | {
     f"{p}{n}" for p in ("com", "lpt") for n in range(10)
 }

@@ -14,7 +14,7 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.rope import context_limit
-from vramgui.core.vllm_startup import Startup
+from vramgui.core.vllm.startup import Startup
 from vramgui.core.workload import Workload
 
 # The shortest --max-model-len the concurrency curve starts from.

@@ -3,7 +3,7 @@ the same thing, why the engine decided what it did, and what to change.
 
 The log is read by ``core.logs``; the model comes from the user (``model``), the catalog (the
 name the log prints) or the GGUF metadata llama.cpp printed; the estimate reuses the engines'
-own models in the core (``vllm_startup``, ``sglang_startup``, ``offload.plan_llamacpp``) and
+own models in the core (``core.vllm``, ``sglang_startup``, ``offload.plan_llamacpp``) and
 the fit advisor's moves (``core.fit.advise``)."""
 
 from __future__ import annotations
@@ -16,15 +16,18 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from vramgui.answers.advice import saving_text
-from vramgui.core import fit, launch, offload, sglang_startup, vllm_startup
+from vramgui.core import fit, launch, offload, sglang_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
-from vramgui.core.inference import rank_tensor_bytes
 from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
+from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import MiB, Unit, format_bytes
+from vramgui.core.vllm.profile import CUDA_RESERVED_BYTES, cuda_total_bytes
+from vramgui.core.vllm.rules import rules_for
+from vramgui.core.vllm.startup import build_plan
 from vramgui.core.workload import GPU_ARCHS, Workload
 
 SCHEMA = "vramgui.explain/1"
@@ -359,7 +362,7 @@ def _capacity(setup: LoggedSetup, gpu: str) -> int | None:
         return found.nvml_total_bytes or found.capacity_bytes()
     total = setup.facts.get("cuda_total_bytes")
     if isinstance(total, int):
-        return total + vllm_startup.CUDA_RESERVED_BYTES
+        return total + CUDA_RESERVED_BYTES
     for d in setup.devices:
         if d.total_bytes:
             return d.total_bytes
@@ -419,7 +422,7 @@ def _vllm(inputs: _Inputs) -> _Built:
         return _unestimated(setup, decision + _vllm_rule(setup, utilization, fmt))
     settings: dict[str, Any] = {"engine": "vllm", "gpu-memory-utilization": utilization}
     if setup.engine_version:
-        settings["vllm-version"] = vllm_startup.rules_for(setup.engine_version).version
+        settings["vllm-version"] = rules_for(setup.engine_version).version
     for key in ("seq", "tp", "pp", "max_num_seqs", "max_num_batched_tokens"):
         if key in s:
             settings[key.replace("_", "-")] = s[key]
@@ -437,12 +440,12 @@ def _vllm(inputs: _Inputs) -> _Built:
     workload = _workload(settings, notes)
     if workload is None:
         return _unestimated(setup, decision)
-    total = vllm_startup.cuda_total_bytes(capacity) if capacity else None
-    rules = vllm_startup.rules_for(workload.vllm_version)
+    total = cuda_total_bytes(capacity) if capacity else None
+    rules = rules_for(workload.vllm_version)
     sampler = setup.facts.get("sampler")
     if isinstance(sampler, str):
         rules = dataclasses.replace(rules, sampler=sampler)
-    plan = vllm_startup.build_plan(
+    plan = build_plan(
         spec, workload, rank_tensor_bytes(spec, workload), total, gpu_name=gpu, rules=rules
     )
     stage = plan.stages[0]

@@ -13,7 +13,7 @@ from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money, format_rate
 from vramgui.core.units import parse_count as units_parse_count
-from vramgui.core.vllm_startup import towers_named
+from vramgui.core.vllm.encoders import towers_named
 from vramgui.core.workload import (
     ATTENTIONS,
     DTYPES,

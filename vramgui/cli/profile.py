@@ -28,6 +28,7 @@ from vramgui.profiles import (
     ProfileStore,
     source_of,
 )
+from vramgui.profiles.compare import MODEL, TOTAL, FitCell, compare
 
 if TYPE_CHECKING:
     from vramgui.profiles.reopen import Reestimate
@@ -328,10 +329,7 @@ def _compare(args: argparse.Namespace) -> int:
     store = ProfileStore()
     profiles = [store.get(name) for name in args.names]
     reopened = [_reopen(p) for p in profiles]
-    settings = [_settings(p) for p in profiles]
-    differing = sorted(
-        key for key in set().union(*settings) if len({str(s.get(key)) for s in settings}) > 1
-    )
+    comparison = compare(reopened)
     if args.json:
         document = {
             "schema": COMPARE_SCHEMA,
@@ -344,40 +342,32 @@ def _compare(args: argparse.Namespace) -> int:
                 }
                 for r in reopened
             ],
-            "differences": differing,
+            "differences": comparison.differences,
+            "comparison": comparison.to_dict(),
         }
         print(json.dumps(document, indent=2))
         return 0
-    documents = [r.shown for r in reopened]
     header = ("", *(p.name for p in profiles))
-    sources = [source_of(p.model) for p in profiles]
-    rows = [("* model" if len(set(sources)) > 1 else "model", *sources)]
-    rows += [(f"* {key}", *(str(s.get(key, "-")) for s in settings)) for key in differing]
-    components: list[str] = []
-    for doc in documents:
-        for key in doc.get("per_gpu", {}).get("components", {}):
-            if key not in components:
-                components.append(key)
-    for key in components:
-        rows.append(
-            (
-                key,
-                *(
-                    _bytes_cell(d.get("per_gpu", {}).get("components", {}).get(key))
-                    for d in documents
-                ),
-            )
+    rows: list[tuple[str, ...]] = []
+    for setting in sorted(comparison.settings, key=lambda s: (s.key != MODEL, s.option)):
+        if setting.key == MODEL:
+            label = "* model" if setting.differs else "model"
+        elif setting.differs:
+            label = f"* {setting.option}"
+        else:
+            continue
+        cells = (
+            _setting_cell(v) if a else "-"
+            for v, a in zip(setting.values, setting.applies, strict=True)
         )
-    rows.append(
-        (
-            "total per GPU",
-            *(_bytes_cell(d.get("per_gpu", {}).get("total_bytes")) for d in documents),
-        )
-    )
-    for gpu in sorted({f["gpu"] for d in documents for f in d.get("fit", []) if "gpu" in f}):
-        rows.append((f"fits {gpu}", *(_fit_cell(d, gpu) for d in documents)))
+        rows.append((label, *cells))
+    for figure in comparison.figures:
+        label = "total per GPU" if figure.key == TOTAL else figure.key
+        rows.append((label, *(_bytes_cell(v) for v in figure.shown)))
+    for fit in comparison.fits:
+        rows.append((f"fits {fit.gpu}", *(_fit_cell(c) for c in fit.cells)))
     print(table(header, rows))
-    if differing:
+    if comparison.differences:
         print("* settings that differ")
     for r in reopened:
         for line in _notices(r):
@@ -486,15 +476,6 @@ def _profile_summary(profile: Profile) -> dict[str, Any]:
     return document
 
 
-def _settings(profile: Profile) -> dict[str, Any]:
-    """The profile's settings by option name, without those that do not apply to it (a LoRA rank
-    when serving, an engine when training): they cannot make two profiles differ."""
-    unused = {name.replace("_", "-") for name in profile.workload.unused()}
-    settings = {k: v for k, v in profile.workload.to_dict().items() if k not in unused}
-    settings["gpu"] = ", ".join(profile.gpus) or "-"
-    return settings
-
-
 def _settings_line(profile: Profile) -> str:
     w = profile.workload
     return f"{w.mode}, batch {w.batch}, seq {w.seq}, {w.dtype}, quant {w.quant}, {w.gpus} GPU(s)"
@@ -553,9 +534,15 @@ def _compare_cells(saved: Any, now: Any) -> tuple[str, str, str]:
     return _bytes_cell(saved), _bytes_cell(now), change
 
 
-def _fit_cell(document: dict[str, Any], gpu: str) -> str:
-    for fit in document.get("fit", []):
-        if fit.get("gpu") == gpu:
-            verdict = "yes" if fit.get("fits") else "no"
-            return f"{verdict} ({_bytes_cell(fit.get('headroom_bytes'))} headroom)"
-    return "-"
+def _setting_cell(value: Any) -> str:
+    if value is None:
+        return "default"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def _fit_cell(cell: FitCell | None) -> str:
+    if cell is None:
+        return "-"
+    return f"{'yes' if cell.fits else 'no'} ({_bytes_cell(cell.headroom_bytes)} headroom)"

@@ -1,7 +1,7 @@
 """Activations and compute buffers while serving, per GPU: the peak of vLLM's profiling forward
 and llama.cpp's compute buffer (transformers' prefill is core/prefill's). The KV cache and the
 weights are inference.py's; vLLM's start-up, which this profile peak feeds, is
-vllm_startup.py's."""
+core/vllm/'s."""
 
 from __future__ import annotations
 

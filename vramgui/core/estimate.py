@@ -5,18 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import (
-    dtypes,
-    inference,
-    rope,
-    sglang_startup,
-    storage,
-    training,
-    vllm_startup,
-)
+from vramgui.core import dtypes, inference, rope, sglang_startup, storage, training
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.units import format_bytes
+from vramgui.core.vllm import profile as vllm_profile
+from vramgui.core.vllm.startup import VllmEngine
 from vramgui.core.workload import Workload, keeps_stored
 
 WEIGHTS = "weights"
@@ -82,7 +76,7 @@ class Estimate:
     host_bytes: int = 0
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
-    vllm: vllm_startup.VllmEngine | None = field(default=None, compare=False, repr=False)
+    vllm: VllmEngine | None = field(default=None, compare=False, repr=False)
     sglang: sglang_startup.SglangEngine | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -269,7 +263,7 @@ def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:
     if workload.engine in ("vllm", "sglang"):
         # The context and NCCL's set-up, outside vLLM's share; its own non-torch memory is
         # counted in its activations.
-        return vllm_startup.CUDA_CONTEXT_BYTES
+        return vllm_profile.CUDA_CONTEXT_BYTES
     if workload.engine == "llamacpp":
         return LLAMACPP_CONTEXT_BYTES
     return CUDA_CONTEXT_BYTES + round(INFERENCE_ALLOCATOR_SLACK * tensor_bytes)

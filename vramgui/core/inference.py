@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, serving, sglang_startup, storage, vllm_startup
+from vramgui.core import dtypes, serving, sglang_startup, storage
 from vramgui.core.activations import (
     llamacpp_compute_buffer,
     llamacpp_flash_attention,
@@ -25,12 +25,17 @@ from vramgui.core.activations import (
 )
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.families import validation
-from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
 from vramgui.core.prefill.attention import SDPA_GQA_HEAD_DIM
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
+from vramgui.core.rank_weights import rank_tensor_bytes, resident_weights
 from vramgui.core.units import GiB
+from vramgui.core.vllm.encoders import towers_named, unmodelled_note
+from vramgui.core.vllm.kv_layout import layer_specs
+from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, SERVE_BATCHED_TOKENS
+from vramgui.core.vllm.startup import Draft, VllmEngine, VllmPlan, rotary_cache_bytes
 from vramgui.core.workload import ENGINE_NAMES, Workload
 
 # The peak of an engine that pre-allocates its KV pool (vLLM, SGLang): sized for one GPU, or,
@@ -65,7 +70,7 @@ class InferenceBreakdown:
     phase: str
     notes: tuple[str, ...]
     details: dict[str, int | float | bool | str]
-    vllm: vllm_startup.VllmEngine | None = None
+    vllm: VllmEngine | None = None
     overhead_bytes: int | None = None
     sglang: sglang_startup.SglangEngine | None = None
 
@@ -290,7 +295,6 @@ class InferencePlan:
         "_decode_repeat",
         "_details",
         "_error",
-        "_error_first",
         "_facts",
         "_format_notes",
         "_gpu_name",
@@ -324,31 +328,25 @@ class InferencePlan:
         learned = facts.model_type in LEARNED_POSITIONS
         self._max_seq = facts.max_position_embeddings if learned else None
         self._error: VramguiError | None = None
-        self._error_first = True  # raised before the context's own check
-        try:
-            _check_kv_dtype(workload)
-        except VramguiError as exc:
-            self._error = exc
-            return
         self._capacity, self._gpu_name = capacity_bytes, gpu_name
         try:
             self._prepare(spec, workload, draft, device)
         except VramguiError as exc:
-            self._error, self._error_first = exc, False
+            self._error = exc
 
     def _prepare(
         self, spec: ModelSpec, asked: Workload, draft: ModelSpec | None, device: str
     ) -> None:
         workload = engine_kv_workload(spec, asked)
         _check_model(spec, workload)
-        weights, host = _resident_weights(spec, workload)
+        weights, host = resident_weights(spec, workload)
         self._format_notes = serving.served_storage(spec, workload).notes
         if workload.engine == "transformers":
             weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
         self._prefill = None
-        self._vllm: vllm_startup.VllmEngine | None = None
+        self._vllm: VllmEngine | None = None
         self._sglang: sglang_startup.SglangEngine | None = None
         self._rotary = 0
         self._details: dict[str, int | float | bool | str] = {}
@@ -389,14 +387,14 @@ class InferencePlan:
                 )
             self._notes = tuple(notes)
         elif workload.engine == "vllm":
-            engine = vllm_startup.VllmEngine(
+            engine = VllmEngine(
                 spec, workload, rank_tensor_bytes(spec, workload), _draft(draft, workload)
             )
             plan = engine.plan(self._capacity, self._gpu_name)  # raises what vLLM refuses
             self._vllm = engine
             # vLLM counts its rotary cos / sin table in "Model loading took"; here it is a
             # buffer beside the weights, in the runtime overhead.
-            self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
+            self._rotary = rotary_cache_bytes(spec, workload)
             self._weights = plan.weights_bytes - self._rotary
             self._phase = POOLED_PHASE if self._capacity is not None else UNPOOLED_PHASE
             if workload.speculative == "draft" and draft is None:
@@ -407,7 +405,7 @@ class InferencePlan:
             if plan.encoder is not None:
                 self._notes = (*self._notes, plan.encoder.note)
             if plan.unmodelled:
-                note = vllm_startup.unmodelled_note(spec, plan.unmodelled, plan.rules)
+                note = unmodelled_note(spec, plan.unmodelled, plan.rules)
                 self._notes = (*self._notes, note)
             self._details = {
                 "kv_bytes_per_token": kv_bytes_per_token(spec, workload),
@@ -426,7 +424,7 @@ class InferencePlan:
             self._sglang = sglang
             # SGLang's rotary table is loaded with the weights ("Load weight end. mem usage");
             # here it is a buffer beside them, in the runtime overhead.
-            self._rotary = vllm_startup.rotary_cache_bytes(spec, workload)
+            self._rotary = rotary_cache_bytes(spec, workload)
             self._weights = served.weights_bytes - self._rotary
             self._phase = POOLED_PHASE if self._capacity is not None else UNPOOLED_PHASE
             self._notes = sglang_startup.notes(spec, workload)
@@ -459,8 +457,6 @@ class InferencePlan:
         Raises:
             WorkloadError: a setting the engine or the model does not support.
         """
-        if self._error is not None and self._error_first:
-            raise self._error.with_traceback(None)
         if self._max_seq is not None and seq > self._max_seq:
             raise WorkloadError(
                 f"{self._facts.model_type} has learned position embeddings for "
@@ -479,7 +475,7 @@ class InferencePlan:
             notes = (*notes, *said, *self._outside(batch, prompt))
         elif self._vllm is not None:
             kv, activations, notes, needs = self._vllm_breakdown(batch, seq, details)
-            overhead = vllm_startup.CUDA_CONTEXT_BYTES + self._rotary
+            overhead = CUDA_CONTEXT_BYTES + self._rotary
             if needs is not None:
                 # No GPU, or one vLLM refuses: the total is the GPU vLLM needs to start.
                 overhead = needs - (self._weights + kv + activations)
@@ -561,7 +557,7 @@ class InferencePlan:
             "approximate.",
         )
 
-    def _vllm_needs(self, plan: vllm_startup.VllmPlan, kv: int) -> int:
+    def _vllm_needs(self, plan: VllmPlan, kv: int) -> int:
         """The GPU (as nvidia-smi counts it) on which vLLM holds ``kv`` of KV pool besides the
         rest of ``plan``: its share (--gpu-memory-utilization) holds them, and what it leaves
         free holds the CUDA context."""
@@ -569,8 +565,8 @@ class InferencePlan:
         held = self._weights + self._rotary + kv + plan.activation_bytes
         share = math.ceil(held / utilization)
         if utilization < 1:
-            share = max(share, math.ceil(vllm_startup.CUDA_CONTEXT_BYTES / (1 - utilization)))
-        return share + vllm_startup.CUDA_RESERVED_BYTES
+            share = max(share, math.ceil(CUDA_CONTEXT_BYTES / (1 - utilization)))
+        return share + CUDA_RESERVED_BYTES
 
     def _vllm_breakdown(
         self, batch: int, seq: int, details: dict[str, int | float | bool | str]
@@ -635,8 +631,7 @@ class InferencePlan:
             f"holds {at_most}{up.pool_tokens:,} tokens: {at_most}{up.max_concurrency:.2f} "
             f"requests of {seq:,} tokens at once"
             + (
-                f" (less by what the profile of its {vllm_startup.towers_named(up.unmodelled)} "
-                "takes)."
+                f" (less by what the profile of its {towers_named(up.unmodelled)} takes)."
                 if up.unmodelled
                 else "."
             )
@@ -726,95 +721,17 @@ class InferencePlan:
         return kv, up.activation_bytes, (*self._notes, *notes), up.used_bytes + up.activation_bytes
 
 
-def _resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Weight bytes on each GPU and in host RAM, under the workload's dtype, scheme, engine, TP,
-    as the engine holds them (``serving``: a format it dequantizes, kernels' padding, MTP
-    layers)."""
-
-    def compute() -> tuple[int, int]:
-        gpu = host = 0
-        for st in serving.served_storage(spec, w).storage:
-            t = st.tensor
-            if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
-                # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
-                host += st.bytes
-                if spec.facts.tie_word_embeddings and spec.facts.is_decoder:
-                    gpu += st.bytes  # tied: the output layer on the GPU is a copy of it
-                continue
-            gpu += round(st.bytes * _tp_share(t.role, t.is_bias, t.module, w))
-        return gpu, host
-
-    return spec.cached(
-        (
-            "resident_weights",
-            w.dtype,
-            w.quant,
-            w.engine,
-            w.tp,
-            w.gpu_arch,
-            w.mtp,
-            w.vllm_version,
-            w.transformers_version,
-        ),
-        compute,
-    )
-
-
-def rank_tensor_bytes(spec: ModelSpec, w: Workload) -> tuple[tuple[int | None, Role, int], ...]:
-    """Each weight tensor's bytes on one tensor-parallel rank, with its layer and role, as the
-    engine holds them (``serving.served_storage``: kernels' padding, MTP layers when loaded)."""
-
-    def compute() -> tuple[tuple[int | None, Role, int], ...]:
-        return tuple(
-            (
-                st.tensor.layer,
-                st.tensor.role,
-                round(st.bytes * _tp_share(st.tensor.role, st.tensor.is_bias, st.tensor.module, w)),
-            )
-            for st in serving.served_storage(spec, w).storage
-        )
-
-    return spec.cached(
-        (
-            "rank_tensors",
-            w.dtype,
-            w.quant,
-            w.engine,
-            w.tp,
-            w.gpu_arch,
-            w.mtp,
-            w.vllm_version,
-            w.transformers_version,
-        ),
-        compute,
-    )
-
-
-def _draft(draft: ModelSpec | None, w: Workload) -> vllm_startup.Draft | None:
+def _draft(draft: ModelSpec | None, w: Workload) -> Draft | None:
     """A draft model's share of one GPU, served in the target's dtype and tensor parallelism."""
     if draft is None or w.speculative != "draft":
         return None
     plain = w.with_(quant="none", enable_lora=False, speculative="none", mtp=False)
     weights = sum(size for _, _, size in rank_tensor_bytes(draft, plain))
     layers = range(draft.facts.num_layers)
-    specs = tuple(vllm_startup.layer_specs(draft, plain, layers))
-    tokens = w.max_num_batched_tokens or vllm_startup.SERVE_BATCHED_TOKENS[0]
+    specs = tuple(layer_specs(draft, plain, layers))
+    tokens = w.max_num_batched_tokens or SERVE_BATCHED_TOKENS[0]
     activation = vllm_profile_peak(draft, plain, tokens, 0)
-    return vllm_startup.Draft(draft.name, weights, specs, activation)
-
-
-def _check_kv_dtype(workload: Workload) -> None:
-    kv = workload.kv_dtype
-    if workload.engine == "transformers" and kv in ("fp8", "q8_0", "q4_0"):
-        raise WorkloadError(
-            f"--kv-dtype {kv} is not a transformers DynamicCache dtype; use --engine vllm (fp8) "
-            "or --engine llamacpp (q8_0, q4_0)"
-        )
-    if workload.engine in ("vllm", "sglang") and kv in ("q8_0", "q4_0"):
-        name = "vLLM" if workload.engine == "vllm" else "SGLang"
-        raise WorkloadError(f"--kv-dtype {kv} is a llama.cpp cache type; {name} offers fp8")
-    if workload.engine == "llamacpp" and kv == "fp8":
-        raise WorkloadError("llama.cpp has no fp8 KV cache; use q8_0 or q4_0")
+    return Draft(draft.name, weights, specs, activation)
 
 
 def _check_model(spec: ModelSpec, workload: Workload) -> None:
@@ -826,14 +743,3 @@ def _check_model(spec: ModelSpec, workload: Workload) -> None:
         )
     if workload.engine != "transformers" and not facts.is_decoder:
         raise WorkloadError(f"{workload.engine} serves decoder models; this one is an encoder")
-
-
-def _tp_share(role: Role, is_bias: bool, module: str, workload: Workload) -> float:
-    """Fraction of a tensor one tensor-parallel rank holds."""
-    if workload.tp == 1:
-        return 1.0
-    if role in (Role.NORM, Role.POSITION) or role is Role.ROUTER:
-        return 1.0
-    if is_bias and module in ("o_proj", "down_proj", "dense", "c_proj", "out_proj", "fc2"):
-        return 1.0  # row-parallel layers add their bias once, after the all-reduce
-    return 1.0 / workload.tp

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramgui.core import activations, dtypes, rope
+from vramgui.core.kv_cache_types import KV_CACHE_TYPE, KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec, RopeScaling
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
 from vramgui.core.offload.overrides import TensorOverride
@@ -24,14 +25,6 @@ from vramgui.core.serving import checkpoint_kv_dtype
 from vramgui.core.units import MiB
 from vramgui.core.workload import LLAMACPP_BATCH, Workload, served_family
 
-_LLAMACPP_CACHE_TYPES = {
-    "auto": "f16",  # llama.cpp's default whatever the weights are
-    "fp32": "f32",
-    "fp16": "f16",
-    "bf16": "bf16",
-    "q8_0": "q8_0",
-    "q4_0": "q4_0",
-}
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -109,11 +102,17 @@ def _compact_overrides(overrides: Sequence[TensorOverride]) -> list[str]:
     return out
 
 
+def _llamacpp_cache_type(w: Workload) -> str:
+    """llama.cpp's ``--cache-type-k`` / ``-v`` for the workload's KV dtype (f16, its default, for
+    one it does not take)."""
+    return KV_CACHE_TYPE[w.kv_dtype].flags.get("llamacpp", "f16")
+
+
 def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
     """``llama-server`` flags for a llama.cpp placement: ``-ngl``, ``-c``, cache types, batches,
     flash attention, and the tensor overrides and split across GPUs of its layout."""
     w = placement.workload
-    cache = _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16")
+    cache = _llamacpp_cache_type(w)
     args = [
         "-ngl",
         str(placement.gpu_layers),
@@ -191,7 +190,6 @@ OLLAMA_CONTEXTS = ((23 * 1024**3, 4096), (47 * 1024**3, 32768), (None, 262144))
 OLLAMA_NUM_BATCH = 512
 # LM Studio's Evaluation Batch Size default (its load settings, evalBatchSize).
 LMSTUDIO_EVAL_BATCH = 512
-_OLLAMA_CACHE_TYPES = {"q8_0": "q8_0", "q4_0": "q4_0"}
 
 
 def ollama_context(total_vram_bytes: int) -> int:
@@ -263,8 +261,9 @@ def ollama_settings(spec: ModelSpec, name: str, placement: Placement) -> LaunchS
             f"num_batch x parallel requests ({ubatch * w.batch:,} here) as -b."
         )
     env = [f"OLLAMA_FLASH_ATTENTION={1 if activations.llamacpp_flash_attention(w) else 0}"]
-    if w.kv_dtype in _OLLAMA_CACHE_TYPES:
-        env.append(f"OLLAMA_KV_CACHE_TYPE={_OLLAMA_CACHE_TYPES[w.kv_dtype]}")
+    ollama_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("ollama")
+    if ollama_cache is not None:
+        env.append(f"OLLAMA_KV_CACHE_TYPE={ollama_cache}")
     if w.batch > 1:
         env.append(f"OLLAMA_NUM_PARALLEL={w.batch}")
     custom = re.sub(
@@ -313,8 +312,8 @@ def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         "Context Length": w.seq * w.batch,
         "GPU Offload": f"{placement.gpu_layers} of {n} layers",
         "Flash Attention": "On" if activations.llamacpp_flash_attention(w) else "Off",
-        "K Cache Quantization Type": _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16"),
-        "V Cache Quantization Type": _LLAMACPP_CACHE_TYPES.get(w.kv_dtype, "f16"),
+        "K Cache Quantization Type": _llamacpp_cache_type(w),
+        "V Cache Quantization Type": _llamacpp_cache_type(w),
     }
     if experts:
         settings["Number of layers for which to force MoE weights onto CPU"] = experts
@@ -411,10 +410,12 @@ def vllm_settings(
     notes = []
     if w.pp > 1:
         args += ["--pipeline-parallel-size", str(w.pp)]
-    if w.kv_dtype == "fp8":
-        args += ["--kv-cache-dtype", "fp8"]
-    elif w.kv_dtype in ("q8_0", "q4_0"):
-        notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is fp8.")
+    kv = KV_CACHE_TYPE[w.kv_dtype]
+    if "vllm" in kv.flags:
+        args += ["--kv-cache-dtype", kv.flags["vllm"]]
+    elif "vllm" not in kv.engines:
+        smaller = " / ".join(t.name for t in KV_CACHE_TYPES if t.saving and "vllm" in t.engines)
+        notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is {smaller}.")
     elif w.kv_dtype == "bf16" and checkpoint_kv_dtype(spec, w.with_(kv_dtype="auto")):
         # Without it, vLLM takes the checkpoint's FP8 KV-cache scheme.
         args += ["--kv-cache-dtype", "bfloat16"]
@@ -501,10 +502,9 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
         args += [TENSOR_PARALLEL_FLAGS["sglang"], str(w.tp)]
     if w.pp > 1:
         args += ["--pp-size", str(w.pp)]
-    if w.kv_dtype == "fp8":
-        args += ["--kv-cache-dtype", "fp8_e4m3"]
-    elif w.kv_dtype == "bf16":
-        args += ["--kv-cache-dtype", "bf16"]
+    sglang_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("sglang")
+    if sglang_cache is not None:
+        args += ["--kv-cache-dtype", sglang_cache]
     scaled = rope.user_scaling(spec.facts, w)
     if scaled is not None:
         args += ["--json-model-override-args", _rope_override(spec, scaled, modern=False)]

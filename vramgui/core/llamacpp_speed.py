@@ -3,8 +3,8 @@ them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
 runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
-486 published rows on 14 NVIDIA GPUs, alone and split over several, the M2 Ultra and the M3 Max;
-docs/performance.md, "llama.cpp speed"):
+505 published rows on 17 GPUs: NVIDIA cards alone and split over several, the M2 Ultra, the M3
+Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
   quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash
@@ -21,13 +21,17 @@ docs/performance.md, "llama.cpp speed"):
   matrix written and read four times (no flash attention: it grows with depth, so a long prompt
   is slower per token), for quantized weights their 16-bit copy (dequantized for cuBLAS, each
   micro-batch), and a fixed time per block.
+- **The build** is a term: current builds (the default) multiply a quantized prompt on its
+  blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, and
+  flash attention's products run at theirs with the score matrix on chip; builds before June 2024
+  (``DEQUANTIZE_CUBLAS``, the May 2024 rows) dequantize for cuBLAS.
 
 Each share is set per kind of GPU by least squares over every published row of that kind
 (``benchmarks/llama_bench.py --fit`` prints them), not on one case. A GPU, a quantization or a
 setting (flash attention) no published row covers takes its kind's figures and the estimate says
-it is extrapolated. The rows are llama.cpp builds of May 2024; later builds prefill faster (MMQ on int8 tensor
-cores replaced the dequantize-and-cuBLAS path for K-quants: 1.7x on an RTX 3090's Q6_K pp2048 in
-ggml-org/llama.cpp pull request 7860; CUDA graphs; flash attention by default).
+it is extrapolated. Generation's shares are those of May 2024 builds: current builds generate
+faster (CUDA graphs, fused kernels; -20 % on an RTX 6000 Ada's tg128 of February 2026), and no
+published current-build generation row on an NVIDIA card sets them yet.
 """
 
 from __future__ import annotations
@@ -50,11 +54,19 @@ if TYPE_CHECKING:  # core.speed builds on this module
 MEASURED = "measured"
 EXTRAPOLATED = "extrapolated"
 # The quantizations and settings the published rows cover.
-MEASURED_QUANTS = frozenset({"Q4_K_M", "F16"})
-# The builds the rows ran (docs/performance.md, "llama.cpp speed").
+MEASURED_QUANTS = frozenset({"Q4_K_M", "F16", "Q4_0", "Q4_K_S", "Q6_K"})
+# The kernels a build multiplies a quantized prompt's weights with. Builds before June 2024
+# wrote a 16-bit copy of each matrix per micro-batch and ran cuBLAS; from ggml-org/llama.cpp pull
+# requests 7676 and 7860 on, MMQ multiplies the quantized blocks on int8 tensor cores (1.65x on
+# an RTX 4090's Q4_0 and Q4_K_S prompts, 1.74x on an RTX 3090's Q6_K, in those pull requests).
+DEQUANTIZE_CUBLAS = "dequantize + cuBLAS"
+MMQ = "MMQ"
+PROMPT_PATHS = (MMQ, DEQUANTIZE_CUBLAS)
+# What the estimate assumes of the build (docs/performance.md, "llama.cpp speed").
 BUILD_NOTE = (
-    "llama.cpp's speed as builds of May 2024 measured it (no flash attention, -ub 512); later "
-    "builds prefill faster (MMQ on tensor cores, flash attention)"
+    "llama.cpp's current kernels (MMQ for quantized prompts, flash attention as set): generation "
+    "and 16-bit prompts as builds of May 2024 measured them, MMQ and flash attention from "
+    "pull-request rows of 2024-2026 builds"
 )
 # Bytes per score of the attention's fp32 KQ matrix, and the passes over it without flash
 # attention: the product writes it, the softmax reads and writes it, the product with V reads it.
@@ -77,9 +89,15 @@ class KernelShares:
         matmul_share: prompt, share of the fp16-accumulate tensor peak the products reach; None
             where the kind has no tensor rate (Apple), so no prompt estimate.
         score_share: prompt, share of peak bandwidth moving the fp32 score matrix.
+        mmq_share: prompt, share of the fp16-accumulate tensor peak MMQ's products on quantized
+            weights reach (current builds); None where no row of the kind measured it, which
+            then takes GeForce's gain over cuBLAS (``GpuKernels.mmq_share``).
+        flash_share: prompt, share of the fp16-accumulate tensor peak flash attention's products
+            reach; None where no row of the kind measured it (GeForce's ratio to cuBLAS then).
         dequant_share: prompt, share of peak bandwidth writing quantized weights' 16-bit copy.
         ubatch_block_seconds: prompt, fixed time per block per micro-batch.
         measured_gpus: the GPUs whose published rows set these figures.
+        current_gpus: the GPUs whose rows of current builds set ``mmq_share`` and ``flash_share``.
     """
 
     kind: str
@@ -91,6 +109,9 @@ class KernelShares:
     dequant_share: float
     ubatch_block_seconds: float
     measured_gpus: tuple[str, ...]
+    mmq_share: float | None = None
+    flash_share: float | None = None
+    current_gpus: tuple[str, ...] = ()
 
 
 # Least squares over each kind's rows of benchmarks/data/llama_bench.json, relative errors
@@ -105,6 +126,9 @@ GEFORCE = KernelShares(
     dequant_share=0.96,
     ubatch_block_seconds=160e-6,
     measured_gpus=("RTX 3080 10GB", "RTX 4070 Ti", "RTX 4080", "RTX 3090", "RTX 4090"),
+    mmq_share=0.68,
+    flash_share=0.27,
+    current_gpus=("RTX 4090", "RTX 3090"),
 )
 WORKSTATION = KernelShares(
     kind="workstation / data-centre GDDR",
@@ -139,7 +163,24 @@ UNIFIED = KernelShares(
     ubatch_block_seconds=0.0,
     measured_gpus=("Apple M2 Ultra 192GB",),
 )
-KINDS = (GEFORCE, WORKSTATION, HBM, UNIFIED)
+# AMD's consumer cards on ROCm: rows of current builds only (generation at depth 0 and 4096,
+# MMQ prompts with flash attention), so a 16-bit prompt's cuBLAS products, the score matrix and
+# the per-block times are GeForce's.
+RADEON = KernelShares(
+    kind="AMD Radeon (ROCm)",
+    weight_share=0.75,
+    attention_share=0.84,
+    block_seconds=GEFORCE.block_seconds,
+    matmul_share=GEFORCE.matmul_share,
+    score_share=GEFORCE.score_share,
+    dequant_share=GEFORCE.dequant_share,
+    ubatch_block_seconds=GEFORCE.ubatch_block_seconds,
+    measured_gpus=("Radeon RX 7900 XTX",),
+    mmq_share=0.44,
+    flash_share=0.29,
+    current_gpus=("Radeon RX 7900 XTX",),
+)
+KINDS = (GEFORCE, WORKSTATION, HBM, UNIFIED, RADEON)
 
 
 class GpuKind(Protocol):
@@ -160,6 +201,8 @@ def kernel_shares(gpu: GpuKind) -> KernelShares:
         return UNIFIED
     if gpu.memory_type.upper().startswith("HBM"):
         return HBM
+    if gpu.architecture.startswith("RDNA"):
+        return RADEON
     return GEFORCE if _GEFORCE.match(gpu.name) else WORKSTATION
 
 
@@ -184,12 +227,15 @@ class GpuKernels:
         shares: its kind's shares.
         memory_bytes_per_s: peak memory bandwidth.
         tensor_flops: the fp16-accumulate 16-bit tensor rate (``fp16_accumulate_flops``).
+        prompt_path: the kernels of a quantized prompt's products (``PROMPT_PATHS``): MMQ in
+            current builds, a 16-bit copy and cuBLAS in builds before June 2024.
     """
 
     gpu: str
     shares: KernelShares
     memory_bytes_per_s: float
     tensor_flops: float
+    prompt_path: str = MMQ
 
     @property
     def prompts(self) -> bool:
@@ -209,34 +255,74 @@ class GpuKernels:
         return blocks * self.shares.block_seconds
 
     def matmul_seconds(self, flops: float) -> float:
-        """Prompt: ``flops`` of matrix products on the tensor cores."""
-        if self.shares.matmul_share is None:
+        """``flops`` of 16-bit matrix products on the tensor cores (cuBLAS)."""
+        return flops / (self.tensor_flops * self._share(self.shares.matmul_share))
+
+    def weight_products_seconds(self, flops: float, *, quantized: bool) -> float:
+        """Prompt: ``flops`` of products with the weights; quantized weights run MMQ where the
+        build has it, 16-bit weights (and quantized ones in older builds) cuBLAS."""
+        if quantized and self.prompt_path == MMQ:
+            return flops / (self.tensor_flops * self.mmq_share)
+        return self.matmul_seconds(flops)
+
+    def attention_products_seconds(self, flops: float, *, flash: bool) -> float:
+        """Prompt: ``flops`` of attention products, in the flash-attention kernel or cuBLAS."""
+        if flash:
+            return flops / (self.tensor_flops * self.flash_share)
+        return self.matmul_seconds(flops)
+
+    @property
+    def mmq_share(self) -> float:
+        """MMQ's share of the tensor peak: its kind's rows, else GeForce's gain over cuBLAS."""
+        return self._measured_or_geforce(self.shares.mmq_share, "mmq_share")
+
+    @property
+    def flash_share(self) -> float:
+        """Flash attention's share of the tensor peak: its kind's rows, else GeForce's ratio."""
+        return self._measured_or_geforce(self.shares.flash_share, "flash_share")
+
+    def _measured_or_geforce(self, share: float | None, name: str) -> float:
+        if share is not None:
+            return share
+        reference: float | None = getattr(GEFORCE, name)
+        cublas = GEFORCE.matmul_share
+        assert reference is not None and cublas is not None  # GEFORCE's rows set both
+        return self._share(self.shares.matmul_share) * reference / cublas
+
+    def _share(self, share: float | None) -> float:
+        if share is None:
             raise WorkloadError(f"{self.gpu}: no tensor rate to cost a prompt's products with")
-        return flops / (self.tensor_flops * self.shares.matmul_share)
+        return share
 
     def prompt_memory_seconds(self, score_bytes: float, dequant_bytes: float) -> float:
-        """Prompt: the fp32 score matrix moved and quantized weights' 16-bit copies written."""
+        """Prompt: the fp32 score matrix moved and, in builds without MMQ, quantized weights'
+        16-bit copies written."""
         peak = self.memory_bytes_per_s
         scores = score_bytes / (peak * self.shares.score_share) if score_bytes else 0.0
-        dequant = dequant_bytes / (peak * self.shares.dequant_share) if dequant_bytes else 0.0
-        return scores + dequant
+        if not dequant_bytes or self.prompt_path == MMQ:
+            return scores
+        return scores + dequant_bytes / (peak * self.shares.dequant_share)
 
     def ubatch_blocks_seconds(self, blocks: float) -> float:
         """Prompt: the fixed time of ``blocks`` blocks x micro-batches."""
         return blocks * self.shares.ubatch_block_seconds
 
 
-def gpu_kernels(hardware: Hardware) -> GpuKernels:
-    """llama.cpp's kernels on ``hardware``."""
-    return kernels_for(hardware, hardware.memory_bytes_per_s, hardware.flops)
+def gpu_kernels(hardware: Hardware, prompt_path: str = MMQ) -> GpuKernels:
+    """llama.cpp's kernels on ``hardware`` (a build whose quantized prompts run ``prompt_path``)."""
+    return kernels_for(hardware, hardware.memory_bytes_per_s, hardware.flops, prompt_path)
 
 
-def kernels_for(gpu: GpuKind, memory_bytes_per_s: float, fp16_flops: float) -> GpuKernels:
+def kernels_for(
+    gpu: GpuKind, memory_bytes_per_s: float, fp16_flops: float, prompt_path: str = MMQ
+) -> GpuKernels:
     """llama.cpp's kernels on ``gpu`` of these peaks: memory bandwidth and the listed 16-bit
     tensor rate (any positive placeholder where its kind costs no prompt: Apple)."""
-    return GpuKernels(
-        gpu.name, kernel_shares(gpu), memory_bytes_per_s, _fp16_accumulate(gpu.name, fp16_flops)
-    )
+    if prompt_path not in PROMPT_PATHS:
+        raise WorkloadError(f"prompt path {prompt_path!r}: one of {', '.join(PROMPT_PATHS)}")
+    shares = kernel_shares(gpu)
+    flops = _fp16_accumulate(gpu.name, fp16_flops)
+    return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, prompt_path)
 
 
 def quantized(workload: Workload) -> bool:
@@ -326,9 +412,13 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
     return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, moe)
 
 
-def speed_basis(gpu: GpuKind, workload: Workload, *, moe: bool) -> tuple[str, tuple[str, ...]]:
+def speed_basis(
+    gpu: GpuKind, workload: Workload, *, moe: bool, prompt: bool = True, prompt_path: str = MMQ
+) -> tuple[str, tuple[str, ...]]:
     """Whether published rows of ``gpu`` and the workload's quantization and settings set the
-    figures (``measured``) or only its kind's (``extrapolated``), and the notes that say so."""
+    figures (``measured``) or only its kind's (``extrapolated``), and the notes that say so;
+    ``prompt``: whether the figures include a prompt's processing by ``prompt_path`` (MMQ's
+    rows count then)."""
     shares = kernel_shares(gpu)
     notes = [BUILD_NOTE]
     quant = workload.quant
@@ -341,18 +431,41 @@ def speed_basis(gpu: GpuKind, workload: Workload, *, moe: bool) -> tuple[str, tu
             f"{shares.kind} GPUs ({', '.join(shares.measured_gpus)}), extrapolated"
         )
     if not quant_measured:
-        notes.append(f"no published llama-bench row in {quant}: Q4_K_M's and F16's shares")
-    if flash:
         notes.append(
-            "flash attention (-fa on, llama.cpp's default): no published row with it; the "
-            "prompt's score matrix stays on chip, the cache is read as without it"
+            f"no published llama-bench row in {quant}: the shares of "
+            f"{', '.join(sorted(MEASURED_QUANTS))}"
+        )
+    mmq = prompt and prompt_path == MMQ and quantized(workload)
+    mmq_measured = shares.mmq_share is not None or not mmq
+    if not mmq_measured:
+        notes.append(
+            f"quantized prompt products (MMQ, current builds): no published row on {shares.kind} "
+            "GPUs; GeForce's measured gain over cuBLAS, extrapolated"
+        )
+    flash_measured = shares.flash_share is not None
+    if flash and flash_measured:
+        notes.append(
+            "flash attention (-fa on, llama.cpp's default): its prompt products as rows of "
+            f"{', '.join(shares.current_gpus)} with -fa 1 measured them; generation reads the "
+            "cache as measured without it"
+        )
+    elif flash:
+        notes.append(
+            f"flash attention (-fa on, llama.cpp's default): no published row on {shares.kind} "
+            "GPUs; its products at GeForce's measured ratio to cuBLAS, the score matrix on chip"
         )
     if moe:
         notes.append(
             "mixture of experts: no published row; its experts costed as dense products of the "
             "experts a token uses"
         )
-    measured = gpu_measured and quant_measured and not flash and not moe
+    measured = (
+        gpu_measured
+        and quant_measured
+        and mmq_measured
+        and (flash_measured or not flash)
+        and not moe
+    )
     return (MEASURED if measured else EXTRAPOLATED), tuple(notes)
 
 
@@ -368,21 +481,22 @@ def _generation_terms(m: _Model, depth: float) -> tuple[float, float, int]:
 
 def prompt_terms(
     spec: ModelSpec, workload: Workload, tokens: int, depth: int
-) -> tuple[float, float, float, int]:
+) -> tuple[float, float, float, float, int]:
     """What processing ``tokens`` prompt tokens after ``depth`` costs, in micro-batches of
-    ``workload.ubatch_size``: matrix FLOPs (weights and attention), bytes of the fp32 score
-    matrix (none under flash attention, which keeps it on chip), bytes of the quantized weights'
-    16-bit copies, and blocks x micro-batches."""
+    ``workload.ubatch_size``: FLOPs of the products with the weights and of the attention, bytes
+    of the fp32 score matrix (none under flash attention, which keeps it on chip), bytes of the
+    quantized weights' 16-bit copies (written only by builds without MMQ), and blocks x
+    micro-batches."""
     return _prompt_terms(_model(spec, workload), workload, tokens, depth)
 
 
 def _prompt_terms(
     m: _Model, workload: Workload, tokens: int, depth: int
-) -> tuple[float, float, float, int]:
+) -> tuple[float, float, float, float, int]:
     attention, scores = prompt_attention(workload, tokens, depth, m.attention_width, m.score_heads)
     passes = math.ceil(tokens / max(1, workload.ubatch_size))
     dequant = passes * m.dense_weight_bytes if quantized(workload) else 0.0
-    return m.matmul_flops * tokens + attention, scores, dequant, passes * m.blocks
+    return m.matmul_flops * tokens, attention, scores, dequant, passes * m.blocks
 
 
 def decode(
@@ -410,7 +524,7 @@ def decode(
         + kernels.blocks_seconds(blocks)
         + (gpus - 1) * LLAMACPP_SPLIT_SECONDS
     )
-    basis, notes = speed_basis(hardware, workload, moe=m.moe)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt=False)
     if gpus > 1:
         notes += (
             f"split by layers over {gpus} GPUs: they work in turn, "
@@ -420,20 +534,28 @@ def decode(
 
 
 def prefill(
-    spec: ModelSpec, workload: Workload, hardware: Hardware, tokens: int, depth: int = 0
+    spec: ModelSpec,
+    workload: Workload,
+    hardware: Hardware,
+    tokens: int,
+    depth: int = 0,
+    *,
+    prompt_path: str = MMQ,
 ) -> LlamaCppSpeed | None:
     """Prompt processing speed of ``tokens`` tokens after ``depth`` (llama-bench's
-    ``pp<tokens> @ d<depth>``), every layer on the GPU; None where the GPU's kind has no tensor
-    rate to cost the products with (Apple)."""
-    kernels = gpu_kernels(hardware)
+    ``pp<tokens> @ d<depth>``), every layer on the GPU, by a build whose quantized prompts run
+    ``prompt_path`` (MMQ: current builds); None where the GPU's kind has no tensor rate to cost
+    the products with (Apple)."""
+    kernels = gpu_kernels(hardware, prompt_path)
     if not kernels.prompts:
         return None
     m = _model(spec, workload)
-    flops, scores, dequant, blocks = _prompt_terms(m, workload, tokens, depth)
+    weights, attention, scores, dequant, blocks = _prompt_terms(m, workload, tokens, depth)
     seconds = (
-        kernels.matmul_seconds(flops)
+        kernels.weight_products_seconds(weights, quantized=quantized(workload))
+        + kernels.attention_products_seconds(attention, flash=llamacpp_flash_attention(workload))
         + kernels.prompt_memory_seconds(scores, dequant)
         + kernels.ubatch_blocks_seconds(blocks)
     )
-    basis, notes = speed_basis(hardware, workload, moe=m.moe)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt_path=prompt_path)
     return LlamaCppSpeed(tokens / seconds, seconds, basis, kernels.shares.kind, notes)

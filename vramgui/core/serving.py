@@ -34,7 +34,7 @@ from vramgui.core import dtypes, storage, units
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.storage import TensorStorage
-from vramgui.core.vllm_startup import RULES
+from vramgui.core.vllm.rules import RULES
 from vramgui.core.workload import ENGINE_NAMES, GPU_ARCHS, TRANSFORMERS_VERSIONS, Workload
 
 # Compute capabilities from which the formats run natively (FP8, FP4 tensor cores).
@@ -417,7 +417,7 @@ def _mxfp4_triton_hopper(
 
     ``process_weights_after_loading`` turns the expert biases to float32, and hands the weights
     and scales to triton_kernels' ``convert_layout``. Where the version swizzles them
-    (:attr:`vllm_startup.Rules.mxfp4_hopper_swizzle`) both are copied into the Hopper layouts;
+    (:attr:`vllm.rules.Rules.mxfp4_hopper_swizzle`) both are copied into the Hopper layouts;
     vLLM deletes the loaded weights but not the loaded scales (``w13_weight_scale``,
     ``w2_weight_scale`` stay registered), so every scale is held twice, the copy padded to the
     layout's tile. Read in vLLM 0.11.0, 0.11.1 (mxfp4.py) and 0.24.0

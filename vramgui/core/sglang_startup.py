@@ -28,7 +28,7 @@ SGLang sizes itself without a profiling forward (read in the PyPI wheels of 0.4.
 
 The default ``--mem-fraction-static`` is the part that changed between versions
 (``ServerArgs.__post_init__``, from 0.5 ``_handle_gpu_memory_settings``): :func:`default_mem_fraction`
-follows the version named (``--sglang-version``, :data:`LATEST` by default). Everything here is
+follows the version named (``--sglang-version``; :data:`SGLANG_RULES`). Everything here is
 per GPU: tensor-parallel ranks are alike, a pipeline stage is one GPU.
 """
 
@@ -37,25 +37,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from vramgui.core.activations import vllm_profile_peak
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.rope import context_limit
 from vramgui.core.units import GiB, MiB
-from vramgui.core.vllm_startup import (
-    CUDA_CONTEXT_BYTES,
-    NON_TORCH_TP_BYTES,
-    Kind,
-    cuda_total_bytes,
-    layer_specs,
-    on_stage,
-    pipeline_layers,
-    rotary_cache_bytes,
-)
+from vramgui.core.vllm.kv_layout import Kind, layer_specs
+from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, NON_TORCH_TP_BYTES, cuda_total_bytes
+from vramgui.core.vllm.startup import on_stage, pipeline_layers, rotary_cache_bytes
 from vramgui.core.workload import SGLANG_VERSIONS, Workload
 
-LATEST = SGLANG_VERSIONS[-1]
 # server_args.py's default when the GPU's memory is not known (0.4.9, 0.5.6), and 0.4.4's for one
 # GPU.
 FALLBACK_MEM_FRACTION = 0.88
@@ -67,44 +60,136 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 # buffers). SGLang logs the free memory after them as "Load weight begin. avail mem=".
 PRELOAD_BYTES = CUDA_CONTEXT_BYTES
 PRELOAD_TP_BYTES = NON_TORCH_TP_BYTES
-# The chunked prefill sizes SGLang defaults to, on some GPU or other.
-CHUNK_SIZES = (2048, 4096, 8192, 16384)
-# The GPU sizes (MiB, nvidia-smi's) where a version's defaults change (server_args.py), and the
-# largest GPU the search for the one a setup needs looks at (64 TiB).
-SIZE_EDGES_MIB = (20 * 1024, 25_000, 35 * 1024, 60 * 1024, 90 * 1024, 160 * 1024)
+# The largest GPU the search for the one a setup needs looks at (64 TiB).
 LARGEST_GPU_MIB = 1 << 26
 
+_T = TypeVar("_T")
 
-def gpu_defaults(gpu_mem_mib: int | None, tp: int) -> tuple[int, int]:
-    """SGLang 0.5.6's default ``--chunked-prefill-size`` and ``--cuda-graph-max-bs`` for a GPU of
-    ``gpu_mem_mib`` (nvidia-smi's total, in MiB; None: unknown) under ``--tp tp``
-    (server_args.py ``_handle_gpu_memory_settings``)."""
+# How a version sets its default --mem-fraction-static (SglangRules.mem_fraction_rule).
+BY_TP = "tp"  # by tensor-parallel size alone
+RESERVE_BY_GPU = "gpu"  # a reserve by GPU size
+RESERVE_BY_SETTINGS = "settings"  # a reserve from the chunked prefill and CUDA graph sizes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SglangRules:
+    """What one SGLang version's ``server_args.py`` defaults to, where the versions read differ.
+
+    GPU sizes are nvidia-smi's totals in MiB. A tier ``(below_mib, value)`` holds for GPUs under
+    ``below_mib`` (None: any GPU); the first tier that holds is the one taken.
+
+    Attributes:
+        version: the version these rules follow.
+        chunk_unknown_gpu: ``--chunked-prefill-size`` when the GPU's memory is not known.
+        chunk_by_gpu: ``--chunked-prefill-size`` tiers.
+        mem_fraction_rule: how ``--mem-fraction-static`` is set: :data:`BY_TP`,
+            :data:`RESERVE_BY_GPU` or :data:`RESERVE_BY_SETTINGS`.
+        fraction_by_tp: (at least this --tp, fraction), largest first; smaller --tp takes
+            :data:`FALLBACK_MEM_FRACTION` (:data:`BY_TP`).
+        reserve_by_gpu: tiers of (GiB, GPUs of tp x pp per further GiB; 0: none) kept out of the
+            fraction (:data:`RESERVE_BY_GPU`).
+        graph_bs_by_gpu: ``--cuda-graph-max-bs`` tiers, (under --tp 4, from --tp 4), which the
+            reserve of :data:`RESERVE_BY_SETTINGS` counts.
+        reserve_floor_above_mib: GPUs over this size keep at least 10 GiB out of the fraction
+            (:data:`RESERVE_BY_SETTINGS`; 0: no floor).
+        multimodal_factor: what the fraction is multiplied by for a multimodal model.
+    """
+
+    version: str
+    chunk_unknown_gpu: int
+    chunk_by_gpu: tuple[tuple[int | None, int], ...]
+    mem_fraction_rule: str
+    fraction_by_tp: tuple[tuple[int, float], ...] = ()
+    reserve_by_gpu: tuple[tuple[int | None, tuple[float, int]], ...] = ()
+    graph_bs_by_gpu: tuple[tuple[int | None, tuple[int, int]], ...] = ()
+    reserve_floor_above_mib: int = 0
+    multimodal_factor: float
+
+
+SGLANG_RULES = {
+    rules.version: rules
+    for rules in (
+        # 0.4.0 to 0.4.8 (read in 0.4.4.post1).
+        SglangRules(
+            version="0.4.4",
+            chunk_unknown_gpu=8192,
+            chunk_by_gpu=((25_000, 2048), (None, 8192)),
+            mem_fraction_rule=BY_TP,
+            fraction_by_tp=((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)),
+            multimodal_factor=1.0,
+        ),
+        # 0.4.9 and 0.4.10 (read in 0.4.9.post2).
+        SglangRules(
+            version="0.4.9",
+            chunk_unknown_gpu=4096,
+            chunk_by_gpu=((35 * 1024, 2048), (160 * 1024, 8192), (None, 16384)),
+            mem_fraction_rule=RESERVE_BY_GPU,
+            reserve_by_gpu=(
+                (35 * 1024, (2.8, 10)),
+                (90 * 1024, (9.5, 2)),
+                (160 * 1024, (12, 2)),
+                (None, (32, 0)),
+            ),
+            multimodal_factor=0.90,
+        ),
+        # 0.5 (read in 0.5.6: _handle_gpu_memory_settings).
+        SglangRules(
+            version="0.5.6",
+            chunk_unknown_gpu=4096,
+            chunk_by_gpu=(
+                (35 * 1024, 2048),  # T4, 4080; A10, 4090, 5090
+                (60 * 1024, 4096),  # A100 40GB, L40
+                (160 * 1024, 8192),  # H100, A100 80GB, H20, H200
+                (None, 16384),  # B200, MI300
+            ),
+            mem_fraction_rule=RESERVE_BY_SETTINGS,
+            graph_bs_by_gpu=(
+                (20 * 1024, (8, 8)),
+                (35 * 1024, (24, 80)),
+                (60 * 1024, (32, 160)),
+                (160 * 1024, (256, 512)),
+                (None, (512, 512)),
+            ),
+            reserve_floor_above_mib=60 * 1024,
+            multimodal_factor=0.95,
+        ),
+    )
+}
+if set(SGLANG_RULES) != set(SGLANG_VERSIONS):  # pragma: no cover - kept in step with workload.py
+    raise AssertionError("SGLANG_RULES and workload.SGLANG_VERSIONS must name the same versions")
+# The GPU sizes where a version's defaults change: between two of them a larger GPU only gains.
+SIZE_EDGES_MIB = tuple(
+    sorted(
+        {
+            below
+            for r in SGLANG_RULES.values()
+            for tiers in (r.chunk_by_gpu, r.reserve_by_gpu, r.graph_bs_by_gpu)
+            for below, _ in tiers
+            if below is not None
+        }
+        | {r.reserve_floor_above_mib for r in SGLANG_RULES.values() if r.reserve_floor_above_mib}
+    )
+)
+# The chunked prefill sizes SGLang defaults to, on some GPU or other.
+CHUNK_SIZES = tuple(
+    sorted(
+        {r.chunk_unknown_gpu for r in SGLANG_RULES.values()}
+        | {size for r in SGLANG_RULES.values() for _, size in r.chunk_by_gpu}
+    )
+)
+
+
+def _tier(tiers: Sequence[tuple[int | None, _T]], gpu_mem_mib: int) -> _T:
+    """The value of the first tier whose bound ``gpu_mem_mib`` is under."""
+    return next(value for below, value in tiers if below is None or gpu_mem_mib < below)
+
+
+def chunked_prefill_size(version: str, gpu_mem_mib: int | None) -> int:
+    """SGLang's default ``--chunked-prefill-size``: the most tokens one forward runs."""
+    rules = SGLANG_RULES[version]
     if gpu_mem_mib is None:
-        return 4096, 160
-    if gpu_mem_mib < 20 * 1024:  # T4, 4080
-        return 2048, 8
-    if gpu_mem_mib < 35 * 1024:  # A10, 4090, 5090
-        return 2048, 24 if tp < 4 else 80
-    if gpu_mem_mib < 60 * 1024:  # A100 40GB, L40
-        return 4096, 32 if tp < 4 else 160
-    if gpu_mem_mib < 160 * 1024:  # H100, A100 80GB, H20, H200
-        return 8192, 256 if tp < 4 else 512
-    return 16384, 512  # B200, MI300
-
-
-def chunked_prefill_size(version: str, gpu_mem_mib: int | None, tp: int) -> int:
-    """SGLang's default ``--chunked-prefill-size``: the most tokens one forward runs
-    (server_args.py: 0.4.4 2048 under 25,000 MiB, else 8192; 0.4.9 2048 under 35 GiB, 8192 under
-    160 GiB, else 16384; 0.5.6 :func:`gpu_defaults`)."""
-    if version == "0.5.6":
-        return gpu_defaults(gpu_mem_mib, tp)[0]
-    if version == "0.4.4":
-        return 2048 if gpu_mem_mib is not None and gpu_mem_mib < 25_000 else 8192
-    if gpu_mem_mib is None:
-        return 4096
-    if gpu_mem_mib < 35 * 1024:
-        return 2048
-    return 8192 if gpu_mem_mib < 160 * 1024 else 16384
+        return rules.chunk_unknown_gpu
+    return _tier(rules.chunk_by_gpu, gpu_mem_mib)
 
 
 def default_mem_fraction(
@@ -120,9 +205,10 @@ def default_mem_fraction(
       max batch + tp x pp / 8 GiB``, at least 10 GiB on GPUs over 60 GiB; multimodal models x
       0.95 and a factor of the vision tower's size (0.8 to 1.05, not read here: 1).
     """
+    rules = SGLANG_RULES[version]
     parallel = tp * pp
-    if version == "0.4.4":
-        for size, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+    if rules.mem_fraction_rule == BY_TP:
+        for size, fraction in rules.fraction_by_tp:
             if tp >= size:
                 return fraction
         return FALLBACK_MEM_FRACTION
@@ -130,24 +216,19 @@ def default_mem_fraction(
         fraction = FALLBACK_MEM_FRACTION
     elif gpu_mem_mib <= 0:
         return 0.0
-    elif version == "0.4.9":
-        if gpu_mem_mib < 35 * 1024:
-            reserved = (2.8 + parallel / 10) * 1024
-        elif gpu_mem_mib < 90 * 1024:
-            reserved = (9.5 + parallel / 2) * 1024
-        elif gpu_mem_mib < 160 * 1024:
-            reserved = (12 + parallel / 2) * 1024
-        else:
-            reserved = 32 * 1024
+    elif rules.mem_fraction_rule == RESERVE_BY_GPU:
+        gib, per_gib = _tier(rules.reserve_by_gpu, gpu_mem_mib)
+        reserved = (gib + (parallel / per_gib if per_gib else 0)) * 1024
         fraction = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
     else:
-        chunked, graph_bs = gpu_defaults(gpu_mem_mib, tp)
+        chunked = _tier(rules.chunk_by_gpu, gpu_mem_mib)
+        graph_bs = _tier(rules.graph_bs_by_gpu, gpu_mem_mib)[tp >= 4]
         reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + parallel / 8 * 1024
-        if gpu_mem_mib > 60 * 1024:
+        if gpu_mem_mib > rules.reserve_floor_above_mib:
             reserved = max(reserved, 10 * 1024)
         fraction = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
     if multimodal:
-        fraction *= 0.90 if version == "0.4.9" else 0.95
+        fraction *= rules.multimodal_factor
     return fraction
 
 
@@ -313,7 +394,7 @@ class SglangPlan:
         largest = min(tokens, self.context_len) if starts else 0
         table = min(max(int(tokens / max(context_length, 1) * 512), 2048), 4096)
         mib = capacity_bytes // MiB
-        chunk = chunked_prefill_size(workload.sglang_version, mib, workload.tp)
+        chunk = chunked_prefill_size(workload.sglang_version, mib)
         return SglangStartup(
             starts=starts,
             serves=serves,
@@ -358,7 +439,7 @@ class SglangPlan:
                 return False
             if fraction >= 1:  # nothing is left for activations whatever the GPU
                 return True
-            chunk = chunked_prefill_size(workload.sglang_version, mib, workload.tp)
+            chunk = chunked_prefill_size(workload.sglang_version, mib)
             return free * (1 - fraction) >= self.activation_bytes(chunk)
 
         lows = (1, *SIZE_EDGES_MIB)

@@ -9,11 +9,12 @@ from typing import Any
 
 from vramgui.core import dtypes
 from vramgui.core.errors import WorkloadError, shown
+from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
 ENGINES = ("transformers", "vllm", "llamacpp", "sglang")
-KV_DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8", "q8_0", "q4_0")
+KV_DTYPES = tuple(t.name for t in KV_CACHE_TYPES)
 ATTENTIONS = ("eager", "sdpa", "flash")
 METHODS = ("full", "lora", "qlora")
 PRECISIONS = ("mixed", "pure", "fp32")
@@ -27,7 +28,7 @@ SPECULATIVE = ("none", "draft")
 # The smallest share of a GPU vLLM's --gpu-memory-utilization or SGLang's --mem-fraction-static may
 # give (1%: under a gigabyte of most GPUs); below it the figures that divide by it overflow.
 MIN_MEMORY_FRACTION = 0.01
-# The vLLM versions whose start-up rules the estimate follows (core/vllm_startup.py): 0.20 stands for
+# The vLLM versions whose start-up rules the estimate follows (core/vllm/rules.py): 0.20 stands for
 # 0.20.2 and later, the default.
 VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 # The SGLang versions whose start-up rules the estimate follows (core/sglang_startup.py): each
@@ -85,15 +86,6 @@ ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
     "llamacpp": frozenset({"none", "gguf"}),
     "sglang": _SERVER_QUANT_FAMILIES,
 }
-# KV cache dtypes each engine offers: fp8 is vLLM's and SGLang's, q8_0 / q4_0 are llama.cpp's
-# cache types. SGLang's --kv-cache-dtype takes auto (the model's dtype), bf16 and fp8_e4m3 /
-# fp8_e5m2 (server_args.py), both one byte: "fp8" here.
-ENGINE_KV_DTYPES: dict[str, tuple[str, ...]] = {
-    "transformers": ("auto", "fp32", "fp16", "bf16"),
-    "vllm": ("auto", "fp32", "fp16", "bf16", "fp8"),
-    "llamacpp": ("auto", "fp32", "fp16", "bf16", "q8_0", "q4_0"),
-    "sglang": ("auto", "bf16", "fp8"),
-}
 # Formats llama.cpp runs natively, and the GGUF file type it runs each as: convert_hf_to_gguf.py
 # repacks gpt-oss's MXFP4 experts into ggml's MXFP4 blocks as they are (GptOssModel.repack_mxfp4,
 # the same 17 bytes per 32 values) and llama-quantize's MXFP4_MOE gives the other matrices Q8_0
@@ -111,11 +103,7 @@ _ENGINES_FOR = {
     "int": ("vllm", "transformers"),
     "nvfp4": ("vllm",),
     "modelopt": ("vllm",),
-    "kv:fp8": ("vllm",),
-    "kv:fp32": ("vllm", "transformers"),
-    "kv:fp16": ("vllm", "transformers"),
-    "kv:q8_0": ("llamacpp",),
-    "kv:q4_0": ("llamacpp",),
+    **{f"kv:{t.name}": t.switch_to for t in KV_CACHE_TYPES if t.switch_to},
 }
 
 # How LoRA and QLoRA are usually run, applied when the method is picked (the window) or left to
@@ -443,6 +431,12 @@ class Workload:
         if self.method == "full":
             return INFERENCE_SETTINGS | LORA_SETTINGS
         return INFERENCE_SETTINGS
+
+    def applicable(self) -> Workload:
+        """This workload with the settings that do not apply to it (:meth:`unused`) at their
+        defaults: what is left of another mode's setup says nothing of this one."""
+        defaults = Workload()
+        return replace(self, **{name: getattr(defaults, name) for name in self.unused()})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict, with the CLI's option names (dashes)."""

@@ -152,7 +152,7 @@ class Profile:
     Attributes:
         name: unique among the user's profiles, compared case-insensitively.
         model: where the model comes from (Hub id + revision, catalog name, local path + size/mtime).
-        workload: every estimate setting.
+        workload: the estimate settings that apply to the setup (``Workload.applicable``).
         gpus: GPUs to fit against: catalog GPU names, or "local" for the GPUs of this machine.
         notes: free text.
         saved_estimate: the estimate JSON document (``vramgui.estimate/1``, see
@@ -175,6 +175,12 @@ class Profile:
     format_version: int = FORMAT_VERSION
     offload: OffloadSettings | None = None
 
+    def __post_init__(self) -> None:
+        # A profile keeps the settings of its own setup: a serving profile's LoRA rank or
+        # optimizer is what an earlier training setup left, not a setting of this one (profiles
+        # saved before this carry them; they read back without).
+        object.__setattr__(self, "workload", self.workload.applicable())
+
     def to_dict(self) -> dict[str, Any]:
         """The profile's JSON document."""
         out = {
@@ -184,7 +190,11 @@ class Profile:
             "name": self.name,
             "notes": self.notes,
             "model": self.model.to_dict(),
-            "workload": self.workload.to_dict(),
+            "workload": {
+                key: value
+                for key, value in self.workload.to_dict().items()
+                if key.replace("-", "_") not in self.workload.unused()
+            },
             "gpus": list(self.gpus),
             "created": self.created.isoformat(),
             "modified": self.modified.isoformat(),

@@ -1,7 +1,7 @@
 """The Serving tab: what vLLM does with each chosen GPU.
 
 For every GPU of the GPU panel it shows vLLM's start-up as vLLM works it out
-(``core/vllm_startup.py``): whether ``vllm serve`` starts, its KV pool in bytes and tokens, how many
+(``core/vllm/``): whether ``vllm serve`` starts, its KV pool in bytes and tokens, how many
 requests of the current context it holds at once, the longest ``--max-model-len`` that starts
 and, where it does not start, the cheapest change that makes it start. The chart draws the
 concurrency against ``--max-model-len`` for every GPU, with the band where vLLM refuses to start.
@@ -31,7 +31,7 @@ from shiboken6 import isValid
 
 from vramgui.answers.capacity import SHORTEST_LEN, GpuServing, ServingReport, serving_report
 from vramgui.core.units import Unit, format_bytes
-from vramgui.core.vllm_startup import towers_named
+from vramgui.core.vllm.encoders import towers_named
 from vramgui.ui import palette
 from vramgui.ui.axes import short_count
 from vramgui.ui.controller import EstimateController

@@ -8,8 +8,7 @@ it, and says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
-from functools import partial
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyqtgraph as pg  # after PySide6, so that pyqtgraph binds to it
@@ -40,10 +39,20 @@ from vramgui.core.units import (
     format_rate,
     to_unit,
 )
-from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
 from vramgui.hardware.gpus import load_catalog
-from vramgui.profiles import Profile, source_of
+from vramgui.profiles import Profile
+from vramgui.profiles.compare import (
+    GPU,
+    MODEL,
+    TOTAL,
+    Figure,
+    compare,
+    components,
+    fits_by_gpu,
+    per_gpu,
+    whole,
+)
 from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette, timing
 from vramgui.ui.plot import capacities_in_words, capacity_text, components_in_words, sentences
@@ -142,52 +151,20 @@ def _setting_text(key: str, value: Any, unit: Unit) -> str:
     return str(value)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _per_gpu(document: dict[str, Any]) -> dict[str, Any]:
-    per_gpu = document.get("per_gpu")
-    return per_gpu if isinstance(per_gpu, dict) else {}
-
-
-def _components(document: dict[str, Any]) -> dict[str, int]:
-    raw = _per_gpu(document).get("components")
-    if not isinstance(raw, dict):
-        return {}
-    return {k: v for k, v in raw.items() if _int(v) is not None}
-
-
-def _fits(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    rows = document.get("fit")
-    if not isinstance(rows, list):
-        return {}
-    return {r["gpu"]: r for r in rows if isinstance(r, dict) and isinstance(r.get("gpu"), str)}
-
-
-def _component(name: str, document: dict[str, Any]) -> int | None:
-    """Component ``name`` of an estimate document, or None when it has none."""
-    return _components(document).get(name)
-
-
 def _figure_row(
-    label: str, results: Sequence[Reestimate], pick: Callable[[dict[str, Any]], Any], unit: Unit
+    label: str, figure: Figure, results: Sequence[Reestimate], unit: Unit
 ) -> CompareRow:
     """A row of byte figures: today's value, with the saved one beside it when they differ."""
-    cells, changed, tips, shown = [], [], [], []
-    for r in results:
-        saved = _int(pick(r.profile.saved_estimate))
-        now = _int(pick(r.document)) if r.document is not None else None
-        value = now if r.document is not None else saved
-        shown.append(value)
+    cells, tips = [], []
+    for value, now, saved, changed, r in zip(
+        figure.shown, figure.now, figure.saved, figure.changed, results, strict=True
+    ):
         text = format_bytes(value, unit) if value is not None else "-"
-        differs_from_saved = r.document is not None and saved is not None and now != saved
-        if differs_from_saved:
+        if changed:
             text += f" (saved {format_bytes(saved, unit)})"  # type: ignore[arg-type]
         elif r.document is None and value is not None:
             text += " (saved)"
         cells.append(text)
-        changed.append(differs_from_saved)
         tip = f"now {now:,} bytes" if now is not None else ""
         if saved is not None:
             tip += ("; " if tip else "") + f"saved {saved:,} bytes"
@@ -195,99 +172,76 @@ def _figure_row(
     return CompareRow(
         label,
         tuple(cells),
-        differs=len(set(shown)) > 1,
-        changed=tuple(changed),
+        differs=figure.differs,
+        changed=figure.changed,
         tooltips=tuple(tips),
         figures=True,
     )
 
 
 def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[CompareRow]:
-    """Every input and every component of ``results``, one row each, in display order."""
-    profiles = [r.profile for r in results]
-    rows: list[CompareRow] = [CompareRow("Inputs", ("",) * len(results), heading=True)]
-
-    def text_row(label: str, cells: Sequence[str], tips: Sequence[str] = ()) -> CompareRow:
-        return CompareRow(label, tuple(cells), differs=len(set(cells)) > 1, tooltips=tuple(tips))
-
-    rows.append(
-        text_row(
-            "Model",
-            [source_of(p.model) for p in profiles],
-            [
-                ", ".join(f"{k}: {v}" for k, v in p.model.to_dict().items() if k != "id")
-                for p in profiles
-            ],
-        )
-    )
-    rows.append(text_row("GPUs", [", ".join(p.gpus) or "-" for p in profiles]))
-    for f in fields(Workload):
-        rows.append(
-            text_row(
-                SETTING_LABELS.get(f.name, f.name.replace("_", " ")),
-                [_setting_text(f.name, getattr(p.workload, f.name), unit) for p in profiles],
+    """The comparison of ``results`` (``profiles.compare``), one row per line, in display order:
+    the settings that apply to any of them, the components, time and cost, the fits."""
+    comparison = compare(results)
+    blank = ("",) * len(results)
+    rows: list[CompareRow] = [CompareRow("Inputs", blank, heading=True)]
+    for setting in comparison.settings:
+        if setting.key == MODEL:
+            label = "Model"
+            tips = tuple(
+                ", ".join(f"{k}: {v}" for k, v in r.profile.model.to_dict().items() if k != "id")
+                for r in results
             )
+        else:
+            label = (
+                "GPUs"
+                if setting.key == GPU
+                else SETTING_LABELS.get(setting.key, setting.key.replace("_", " "))
+            )
+            tips = ()
+        cells = tuple(
+            _setting_text(setting.key, value, unit) if applies else "-"
+            for value, applies in zip(setting.values, setting.applies, strict=True)
         )
+        rows.append(CompareRow(label, cells, differs=setting.differs, tooltips=tips))
 
-    rows.append(CompareRow("Estimate per GPU", ("",) * len(results), heading=True))
-    status = [
-        "current core" if r.document is not None else "saved only (cannot re-estimate)"
-        for r in results
-    ]
+    rows.append(CompareRow("Estimate per GPU", blank, heading=True))
     rows.append(
         CompareRow(
             "Estimated with",
-            tuple(status),
+            tuple(
+                "current core" if r.document is not None else "saved only (cannot re-estimate)"
+                for r in results
+            ),
             problems=tuple(r.document is None for r in results),
             tooltips=tuple(r.error or "; ".join(r.notices) for r in results),
         )
     )
-    phases = [str(_per_gpu(r.shown).get("phase", "-")) for r in results]
-    rows.append(text_row("Peak at", phases))
-    names: list[str] = []
-    for r in results:
-        for source in (r.shown, r.profile.saved_estimate):
-            names.extend(n for n in _components(source) if n not in names)
-    for name in names:
-        rows.append(
-            _figure_row(
-                palette.component_label(name),
-                results,
-                partial(_component, name),
-                unit,
-            )
-        )
-    rows.append(
-        _figure_row("Total per GPU", results, lambda doc: _per_gpu(doc).get("total_bytes"), unit)
-    )
+    phases = tuple(p or "-" for p in comparison.phases)
+    rows.append(CompareRow("Peak at", phases, differs=len(set(phases)) > 1))
+    for figure in comparison.figures:
+        label = "Total per GPU" if figure.key == TOTAL else palette.component_label(figure.key)
+        rows.append(_figure_row(label, figure, results, unit))
 
     rows.extend(_timing_rows(results))
-    gpus: list[str] = []
-    for r in results:
-        gpus.extend(g for g in _fits(r.shown) if g not in gpus)
-    if gpus:
-        rows.append(CompareRow("Fit", ("",) * len(results), heading=True))
-    for gpu in gpus:
-        cells, problems = [], []
-        for r in results:
-            row = _fits(r.shown).get(gpu)
-            headroom = _int(row.get("headroom_bytes")) if row else None
-            if row is None or headroom is None:
-                cells.append("-")
-                problems.append(False)
-                continue
-            fits = bool(row.get("fits"))
-            room = "free" if fits else "short"
-            cells.append(
-                f"{'fits' if fits else 'does not fit'}, {format_bytes(abs(headroom), unit)} {room}"
+    if comparison.fits:
+        rows.append(CompareRow("Fit", blank, heading=True))
+    for fit in comparison.fits:
+        cells = tuple(
+            "-"
+            if c is None
+            else (
+                f"{'fits' if c.fits else 'does not fit'}, "
+                f"{format_bytes(abs(c.headroom_bytes), unit)} {'free' if c.fits else 'short'}"
             )
-            problems.append(not fits)
+            for c in fit.cells
+        )
         rows.append(
             CompareRow(
-                gpu,
-                tuple(cells),
+                fit.gpu,
+                cells,
                 differs=len(set(cells)) > 1,
-                problems=tuple(problems),
+                problems=tuple(c is not None and not c.fits for c in fit.cells),
                 figures=True,
             )
         )
@@ -530,16 +484,16 @@ class CompareChart(pg.GraphicsLayoutWidget):
     def _redraw(self) -> None:
         unit = self._unit
         plot = self.plot
-        shown = [_components(r.shown) for r in self._results]
+        shown = [components(r.shown) for r in self._results]
         names: list[str] = []
-        for components in shown:
-            names.extend(n for n in components if n not in names and components[n] > 0)
+        for parts in shown:
+            names.extend(n for n in parts if n not in names and parts[n] > 0)
         starts = [0.0] * len(shown)
         for name in names:
             bar = self._bar(name)
             x0, width, ys = [], [], []
-            for i, components in enumerate(shown):
-                size = components.get(name, 0)
+            for i, parts in enumerate(shown):
+                size = parts.get(name, 0)
                 if size <= 0:
                     continue
                 x0.append(starts[i])
@@ -552,8 +506,8 @@ class CompareChart(pg.GraphicsLayoutWidget):
 
         outline_x, outline_y = [], []
         for i, r in enumerate(self._results):
-            saved = _int(_per_gpu(r.profile.saved_estimate).get("total_bytes"))
-            now = _int(_per_gpu(r.document).get("total_bytes")) if r.document else None
+            saved = whole(per_gpu(r.profile.saved_estimate).get("total_bytes"))
+            now = whole(per_gpu(r.document).get("total_bytes")) if r.document else None
             if saved is not None and now is not None and saved != now:
                 outline_x.append(to_unit(saved, unit))
                 outline_y.append(i)
@@ -573,7 +527,7 @@ class CompareChart(pg.GraphicsLayoutWidget):
                 label.hide()
                 continue
             result = self._results[i]
-            total = _int(_per_gpu(result.shown).get("total_bytes"))
+            total = whole(per_gpu(result.shown).get("total_bytes"))
             figure = format_bytes(total, unit) if total is not None else "no estimate"
             label.setText(f"{result.profile.name} · {figure}")
             label.setPos(0, i - _BAR_HEIGHT / 2 - 0.06)
@@ -581,8 +535,8 @@ class CompareChart(pg.GraphicsLayoutWidget):
 
         capacities: dict[str, int] = {}
         for r in self._results:
-            for gpu, row in _fits(r.shown).items():
-                capacity = _int(row.get("capacity_bytes"))
+            for gpu, row in fits_by_gpu(r.shown).items():
+                capacity = whole(row.get("capacity_bytes"))
                 if capacity is not None:
                     capacities.setdefault(gpu, capacity)
         while len(self._lines) < len(capacities):
@@ -627,18 +581,18 @@ class CompareChart(pg.GraphicsLayoutWidget):
         unit = self._unit
         profiles = []
         for r in self._results:
-            total = _int(_per_gpu(r.shown).get("total_bytes"))
+            total = whole(per_gpu(r.shown).get("total_bytes"))
             if total is None:
                 profiles.append(f"{r.profile.name}: no estimate.")
                 continue
-            saved = _int(_per_gpu(r.profile.saved_estimate).get("total_bytes"))
-            now = _int(_per_gpu(r.document).get("total_bytes")) if r.document else None
+            saved = whole(per_gpu(r.profile.saved_estimate).get("total_bytes"))
+            now = whole(per_gpu(r.document).get("total_bytes")) if r.document else None
             differs = (
                 f" (saved: {format_bytes(saved, unit)})"
                 if saved is not None and now is not None and saved != now
                 else ""
             )
-            shown = {name: size for name, size in _components(r.shown).items() if size > 0}
+            shown = {name: size for name, size in components(r.shown).items() if size > 0}
             profiles.append(
                 f"{r.profile.name}: {format_bytes(total, unit)} per GPU{differs}, "
                 f"{components_in_words(shown, unit)}."

@@ -35,13 +35,13 @@ from vramgui.core import fit, launch, rope, serving, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
+from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.report import rules_of_thumb
 from vramgui.core.speed import Price
 from vramgui.core.training import FOUR_BIT_SCHEMES
 from vramgui.core.workload import (
-    ENGINE_KV_DTYPES,
     METHOD_RECIPES,
     QLORA_QUANTS,
     EngineConflictError,
@@ -187,14 +187,16 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
         if workload.engine == "llamacpp":
             reasons["attention"] = "llama.cpp uses its own attention kernels."
         engine = wording.engine_label(workload.engine)
-        for kv in ("fp8", "q8_0", "q4_0"):
-            if kv not in ENGINE_KV_DTYPES[workload.engine]:
-                owner = "vLLM" if kv == "fp8" else "llama.cpp"
-                reasons[f"kv_dtype:{kv}"] = f"{engine} has no {kv} KV cache: it is {owner}'s."
-        for kv in ("fp32", "fp16"):
-            if kv not in ENGINE_KV_DTYPES[workload.engine]:
+        for kv in KV_CACHE_TYPES:
+            if workload.engine in kv.engines:
+                continue
+            if len(kv.switch_to) == 1:
+                owner = wording.engine_label(kv.switch_to[0])
+                reason = f"{engine} has no {kv.name} KV cache: it is {owner}'s."
+            else:
                 offered = ", ".join(ENGINE_KV_DTYPES[workload.engine])
-                reasons[f"kv_dtype:{kv}"] = f"{engine} has no {kv} KV cache; it offers {offered}."
+                reason = f"{engine} has no {kv.name} KV cache; it offers {offered}."
+            reasons[f"kv_dtype:{kv.name}"] = reason
     if training and workload.fsdp:
         reasons["zero"] = "FSDP already shards; choose FSDP or ZeRO, not both."
     if training and workload.zero:

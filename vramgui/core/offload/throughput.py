@@ -287,7 +287,8 @@ def _forward_seconds(
             if k is not None and prompt:
                 dequant = passes * _dense_bytes(piece, u) if quantized(w) else 0.0
                 memory_s = k.prompt_memory_seconds(0.0, dequant)
-                lanes.add_fixed(where, memory_s, k.matmul_seconds(flops))
+                products = k.weight_products_seconds(flops, quantized=quantized(w))
+                lanes.add_fixed(where, memory_s, products)
             elif k is not None:
                 lanes.add(where, k.weights_seconds(read), _matmul(k, flops, bw, where))
             else:
@@ -309,7 +310,9 @@ def _forward_seconds(
             lanes.add_fixed(
                 p.kv_device,
                 k.prompt_memory_seconds(batch * scores, 0.0),
-                k.matmul_seconds(batch * flops),
+                k.attention_products_seconds(
+                    batch * flops, flash=activations.llamacpp_flash_attention(w)
+                ),
             )
         elif k is not None and kv_bytes:
             attention = 4.0 * tokens * context * u.attention_width

@@ -1,0 +1,1 @@
+"""vLLM's start-up, by concern: version rules, KV layout, profile run, vision encoders, start-up."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from vramgui.core import storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.training.weights import kbit_upcast
 from vramgui.core.workload import (
@@ -14,7 +15,6 @@ from vramgui.core.workload import (
     default_engine,
     engine_conflicts,
     engine_quant,
-    keeps_stored,
 )
 
 
@@ -79,8 +79,9 @@ def test_an_mxfp4_checkpoint_as_stored_is_the_mxfp4_moe_gguf_under_llama_cpp():
     assert engine_quant("llamacpp", "none", stored="mxfp4") == "MXFP4_MOE"
     assert engine_quant("transformers", "none", stored="mxfp4") == "none"
     assert engine_quant("llamacpp", "none", stored="awq-int4") == "none"  # refused, not mapped
-    assert keeps_stored("MXFP4_MOE", "mxfp4") and not keeps_stored("Q4_K_M", "mxfp4")
-    assert not keeps_stored("MXFP4_MOE", None)
+    assert storage.keeps_stored("MXFP4_MOE", "mxfp4")
+    assert not storage.keeps_stored("Q4_K_M", "mxfp4")
+    assert not storage.keeps_stored("MXFP4_MOE", None)
     # The window's "As stored" with llama.cpp, and picking llama.cpp while "As stored".
     for before, changes in (
         (Workload(engine="llamacpp"), {"quant": "none"}),

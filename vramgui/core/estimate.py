@@ -11,7 +11,7 @@ from vramgui.core.model import ModelSpec, Role
 from vramgui.core.units import format_bytes
 from vramgui.core.vllm import profile as vllm_profile
 from vramgui.core.vllm.startup import VllmEngine
-from vramgui.core.workload import Workload, keeps_stored
+from vramgui.core.workload import Workload
 
 WEIGHTS = "weights"
 KV_CACHE = "kv_cache"
@@ -239,7 +239,7 @@ def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
     if not storage.overridden(spec, workload.quant):
         return ()
     own = storage.format_label(spec, workload.dtype) or spec.quantization
-    if keeps_stored(workload.quant, spec.quantization):
+    if storage.keeps_stored(workload.quant, spec.quantization):
         scheme = dtypes.get_scheme(workload.quant)
         tensors = storage.weight_bytes(spec, workload.dtype, workload.quant)
         return (

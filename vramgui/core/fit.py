@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vramgui.core import dtypes
+from vramgui.core import dtypes, storage
 from vramgui.core.boundary import largest_fitting_value
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
@@ -27,7 +27,7 @@ from vramgui.core.speed import (
     training_speed,
 )
 from vramgui.core.vllm.startup import Startup
-from vramgui.core.workload import MAX_BATCH, Workload, keeps_stored
+from vramgui.core.workload import MAX_BATCH, Workload
 
 Capacity = tuple[str, int]
 # Context lengths are searched in blocks of this many tokens (vLLM's and llama.cpp's granularity).
@@ -459,7 +459,7 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
             add("SDPA attention", {"attention": "sdpa"}, "none: same results, less memory")
         for quant in _narrower_quants(spec, w):
             scheme = dtypes.get_scheme(quant)
-            if keeps_stored(quant, spec.quantization):
+            if storage.keeps_stored(quant, spec.quantization):
                 add(
                     f"Use llama.cpp's {scheme.name} GGUF of this checkpoint",
                     {"quant": quant},

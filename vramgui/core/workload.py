@@ -86,10 +86,8 @@ ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
     "llamacpp": frozenset({"none", "gguf"}),
     "sglang": _SERVER_QUANT_FAMILIES,
 }
-# Formats llama.cpp runs natively, and the GGUF file type it runs each as: convert_hf_to_gguf.py
-# repacks gpt-oss's MXFP4 experts into ggml's MXFP4 blocks as they are (GptOssModel.repack_mxfp4,
-# the same 17 bytes per 32 values) and llama-quantize's MXFP4_MOE gives the other matrices Q8_0
-# (llama_tensor_get_type_impl), as the ggml-org and Ollama gpt-oss files are made.
+# Formats llama.cpp runs natively, as a GGUF file type: convert_hf_to_gguf.py repacks MXFP4 experts
+# as they are (GptOssModel.repack_mxfp4), llama-quantize's MXFP4_MOE puts the rest in Q8_0.
 GGUF_OF_FAMILY = {"mxfp4": "MXFP4_MOE"}
 
 # The engine to switch to for a setting the current one does not run, by quantization family or
@@ -357,19 +355,17 @@ class Workload:
             raise EngineConflictError(conflicts[0])
 
     def _check_rope(self) -> None:
-        factor = self.rope_factor
+        factor, unset = self.rope_factor, self.rope_scaling == "none"
         if isinstance(factor, bool) or not 1.0 <= factor <= MAX_ROPE_FACTOR:
             raise WorkloadError(
-                f"--rope-factor must be a number from 1 to {MAX_ROPE_FACTOR:g}, got {factor}"
+                f"--rope-factor must be from 1 to {MAX_ROPE_FACTOR:g}, got {factor}"
             )
-        if self.rope_scaling == "none":
-            if factor != 1.0 or self.rope_original_context is not None:
-                raise WorkloadError(
-                    "--rope-factor and --rope-original-context need --rope-scaling "
-                    f"({', '.join(ROPE_SCALINGS[1:])})"
-                )
-            return
-        if factor <= 1.0:
+        if unset and (factor != 1.0 or self.rope_original_context is not None):
+            choices = ", ".join(ROPE_SCALINGS[1:])
+            raise WorkloadError(
+                f"--rope-factor and --rope-original-context need --rope-scaling ({choices})"
+            )
+        if not unset and factor <= 1.0:
             raise WorkloadError(
                 f"--rope-scaling {self.rope_scaling} needs --rope-factor above 1 (how many times "
                 "the context it stretches to)"
@@ -569,13 +565,6 @@ def engine_quant(engine: str, quant: str, stored: str | None = None) -> str:
     if engine != "llamacpp":
         return quant
     return GGUF_OF_FAMILY.get(served_family(quant, stored) or "", quant)
-
-
-def keeps_stored(quant: str, stored: str | None) -> bool:
-    """Whether ``quant`` is the GGUF type llama.cpp runs a checkpoint stored as ``stored`` as,
-    its quantized weights kept as they are (``MXFP4_MOE`` for an MXFP4 checkpoint)."""
-    family = quant_family(stored) if stored is not None else None
-    return family in GGUF_OF_FAMILY and GGUF_OF_FAMILY[family] == quant.upper()
 
 
 def engine_conflicts(

@@ -47,7 +47,6 @@ from vramgui.core.workload import (
     EngineConflictError,
     Workload,
     adjusted,
-    keeps_stored,
     quant_family,
 )
 from vramgui.hardware.gpus import architecture_of, engine_notes
@@ -251,8 +250,8 @@ def stored_format(spec: ModelSpec | None, dtype: str) -> str:
 
 def converts_stored(spec: ModelSpec | None, quant: str) -> bool:
     """Whether ``quant`` is the GGUF llama.cpp runs the checkpoint as, its quantized weights as
-    they are (``core.workload.keeps_stored``)."""
-    return spec is not None and keeps_stored(quant, spec.quantization)
+    they are (``core.storage.keeps_stored``)."""
+    return spec is not None and storage.keeps_stored(quant, spec.quantization)
 
 
 def checkpoint_kv(spec: ModelSpec | None, workload: Workload) -> str:

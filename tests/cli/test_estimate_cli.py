@@ -329,6 +329,48 @@ def test_a_context_past_the_models_is_refused_and_the_default_stops_at_it(capsys
     assert code == 0 and json.loads(out)["settings"]["seq"] == 1024
 
 
+def test_qwen3_past_its_config_s_context_takes_rope_scaling(capsys):
+    args = ("estimate", "Qwen/Qwen3-30B-A3B", "--seq", 65536)
+    code, out, err = _run(capsys, *args)
+    assert code == 2 and not out
+    assert "longer than Qwen/Qwen3-30B-A3B's context of 40,960 tokens" in err
+    assert "--rope-scaling yarn with --rope-factor 2" in err
+    # Qwen's YaRN: factor 4 of 32,768 tokens, 131,072 in all (--yarn-orig-ctx as llama.cpp).
+    yarn = ("--rope-scaling", "yarn", "--rope-factor", 4, "--yarn-orig-ctx", 32768)
+    code, out, err = _run(capsys, *args, *yarn, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    settings = doc["settings"]
+    assert (settings["rope-scaling"], settings["rope-factor"]) == ("yarn", 4.0)
+    assert settings["rope-original-context"] == 32768
+    assert any("contexts up to 131,072 tokens" in n for n in doc["notes"])
+    code, _, err = _run(capsys, "estimate", "Qwen/Qwen3-30B-A3B", "--seq", 131073, *yarn)
+    assert code == 2 and "context of 131,072 tokens" in err
+    code, _, err = _run(capsys, *args, "--rope-factor", 4)
+    assert code == 2 and "need --rope-scaling" in err
+
+
+def test_plan_puts_the_rope_scaling_on_each_launch_line(capsys):
+    yarn = ("--rope-scaling", "yarn", "--rope-factor", 4, "--rope-original-context", 32768)
+    code, out, err = _run(
+        capsys,
+        "plan",
+        "Qwen/Qwen3-30B-A3B",
+        "--seq",
+        131072,
+        *yarn,
+        "--vram-gib",
+        24,
+        "--engine",
+        "llamacpp",
+        "--quant",
+        "Q4_K_M",
+    )
+    assert code == 0, err
+    assert "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768" in out
+    assert '--hf-overrides \'{"rope_parameters":{"rope_type":"yarn","factor":4.0,' in out
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -418,6 +460,28 @@ def test_gpt_oss_120b_is_read_as_stored_and_fits_one_h100_in_vllm(capsys):
     code, out, _ = _run(capsys, *args, "--seq", 8192)
     assert "stored as MXFP4 experts, bf16 elsewhere" in out
     assert "H100 SXM: vLLM starts" in out
+
+
+@pytest.mark.parametrize("quant", [(), ("--quant", "MXFP4"), ("--quant", "MXFP4_MOE")])
+def test_gpt_oss_with_llama_cpp_is_its_mxfp4_gguf(capsys, quant):
+    args = ("estimate", "openai/gpt-oss-120b", "--engine", "llamacpp", *quant, "--json")
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["settings"]["quant"] == "MXFP4_MOE"
+    # The ggml-org GGUF's 59.02 GiB (tests/core/test_serving.py): on the GPU, and its
+    # embeddings on the host.
+    weights = doc["per_gpu"]["components"]["weights"] + doc["host_bytes"]
+    assert weights / 1024**3 == pytest.approx(59.02, abs=0.005)
+    assert not any("quantizing the original" in n for n in doc["notes"])
+    assert "does not run" not in out and "GGUF files only" not in out
+
+
+def test_llama_cpp_refuses_other_formats_but_never_says_it_cannot_run_mxfp4(capsys):
+    code, _, err = _run(capsys, "estimate", "openai/gpt-oss-120b", "--engine", "llamacpp")
+    assert code == 0, err
+    code, _, err = _run(capsys, "estimate", "qwen3-32b-fp8", "--engine", "llamacpp")
+    assert code == 2 and "GGUF files only, not this checkpoint, stored as fp8" in err
 
 
 @pytest.mark.parametrize(("quant", "bits"), [("mxfp4", 4.25), ("nvfp4", 4.5), ("w4a16", 4.125)])

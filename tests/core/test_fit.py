@@ -9,6 +9,7 @@ import pytest
 from vramgui.core.boundary import largest_fitting_value
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimator, estimate
+from vramgui.core.families import spec_from_config
 from vramgui.core.fit import (
     MAX_GPUS_PER_MACHINE,
     TOKEN_BLOCK,
@@ -21,6 +22,7 @@ from vramgui.core.fit import (
 )
 from vramgui.core.units import GiB
 from vramgui.core.workload import MAX_BATCH, Workload
+from vramgui.sources.catalog import find
 
 LLAMA3 = "meta-llama/Meta-Llama-3-8B"
 RTX_4090 = 24 * GiB
@@ -257,3 +259,37 @@ def test_the_cheapest_gpus_stay_within_one_machine(real_spec):
     # Eight 4 GiB cards cannot hold the 16 GB model: they are not ranked at all.
     tiny = cheapest(spec, Workload(seq=2048), [("tiny", 2 * GiB, 100.0)])
     assert tiny == []
+
+
+def test_llama_cpp_advice_offers_the_mxfp4_gguf_of_an_mxfp4_checkpoint_first():
+    gpt_oss = find("gpt-oss-120b").spec()
+    # Converted to Q4_K_M as the checkpoint's rows force it (Q5_0 / Q8_0 fallbacks), 80 GB is short.
+    advice = advise(gpt_oss, Workload(engine="llamacpp", quant="Q4_K_M"), 80 * GiB)
+    first = advice[0]
+    assert first.changes == {"quant": "MXFP4_MOE"} and first.fits
+    assert first.cost.startswith("none: MXFP4 routed experts")
+    assert first.total_bytes < 60 * GiB
+    assert advise(gpt_oss, Workload(engine="llamacpp", quant="MXFP4_MOE"), 64 * GiB) == []
+
+
+def test_llama_cpp_advice_offers_mxfp4_moe_to_mixtures_of_experts_only(real_spec):
+    def quants(spec, capacity):
+        w = Workload(engine="llamacpp", quant="Q8_0")
+        return [s.changes.get("quant") for s in advise(spec, w, capacity)]
+
+    moe = spec_from_config(
+        {
+            "model_type": "qwen3_moe",
+            "hidden_size": 2048,
+            "moe_intermediate_size": 768,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "vocab_size": 151936,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+        }
+    )
+    assert "MXFP4_MOE" in quants(moe, 10 * GiB)
+    assert "MXFP4_MOE" not in quants(real_spec(LLAMA3), 4 * GiB)

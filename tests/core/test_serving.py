@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from vramgui.sources.catalog import find
 from vramgui.sources.checkpoint import as_shipped
 
 GPT_OSS_120B = find("gpt-oss-120b").spec()
+PUBLISHED = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "published.json"
 STORED_120B = 65_248_815_744  # its model.safetensors.index.json total_size
 
 
@@ -255,6 +258,51 @@ def test_transformers_bitsandbytes_leaves_stacked_experts_in_16_bits():
     # a dense model is quantized whole
     llama = find("llama-3.1-8b").spec()
     assert _weights(llama, engine="transformers", quant="nf4") < 0.4 * _weights(llama)
+
+
+def test_gpt_oss_120b_as_mxfp4_moe_is_the_ggml_org_gguf():
+    # llama-bench of ggml-org/gpt-oss-120b-GGUF prints "gpt-oss ?B MXFP4 MoE | 59.02 GiB"
+    # (benchmarks/data/published.json): every tensor of the file, the host's embeddings included.
+    case = next(
+        c
+        for c in json.loads(PUBLISHED.read_text(encoding="utf-8"))["cases"]
+        if c["id"] == "gguf-size-gpt-oss-120b-mxfp4-moe"
+    )
+    stored = storage.assign_storage(GPT_OSS_120B, "bf16", "MXFP4_MOE")
+    assert sum(s.bytes for s in stored) / GiB == pytest.approx(59.02, abs=0.005)
+    assert sum(s.bytes for s in stored) == pytest.approx(case["measured"]["bytes"], rel=1e-4)
+    # About 63 GB; the checkpoint as published is 65.2 GB (bf16 outside the experts).
+    assert round(sum(s.bytes for s in stored) / 1e9) == 63
+    types: dict[Role, set[str]] = {}
+    for s in stored:
+        if s.tensor.role is not Role.NORM and not s.tensor.is_bias and len(s.tensor.shape) > 1:
+            types.setdefault(s.tensor.role, set()).add(s.storage)
+    assert types[Role.EXPERT] == {"MXFP4"} and types[Role.ATTENTION] == {"Q8_0"}
+    assert types[Role.EMBEDDING] == types[Role.HEAD] == {"Q8_0"}
+    est = estimate(GPT_OSS_120B, Workload(engine="llamacpp", quant="MXFP4"))
+    assert est.workload.quant == "MXFP4_MOE"
+    # llama.cpp keeps the token embeddings on the host: the rest is on the GPU.
+    assert est.components["weights"] + est.host_bytes == sum(s.bytes for s in stored)
+    assert "converts to it with its MXFP4 weights as they are" in " ".join(est.notes)
+    assert "59.02 GiB (63.37 GB) of tensors" in " ".join(est.notes)
+    assert "quantizing the original" not in " ".join(est.notes)
+
+
+def test_gpt_oss_20b_as_mxfp4_moe_is_the_size_of_its_published_gguf():
+    # gpt-oss-coder-20B's MXFP4_MOE file, of gpt-oss-20b's shapes: "Size of remote file: 12.1 GB"
+    # (huggingface.co/benhaotang/gpt-oss-coder-20B-GGUF, gpt-oss-coder-MXFP4_MOE.gguf), its
+    # header of a few MB included.
+    tensors = storage.weight_bytes(find("gpt-oss-20b").spec(), "bf16", "MXFP4_MOE")
+    assert round(tensors / 1e9, 1) == 12.1
+
+
+def test_mxfp4_moe_on_a_model_without_experts_says_it_is_all_q8_0():
+    dense = spec_from_config({"model_type": "llama", "num_hidden_layers": 2})
+    notes = _notes(dense, engine="llamacpp", quant="MXFP4")
+    assert "no experts, so it is all Q8_0" in notes
+    assert storage.weight_bytes(dense, "bf16", "MXFP4_MOE") == storage.weight_bytes(
+        dense, "bf16", "Q8_0"
+    )
 
 
 def _kv_per_token(spec, **settings) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from vramgui.core import storage
 from vramgui.core.errors import WorkloadError
 from vramgui.core.training.weights import kbit_upcast
 from vramgui.core.workload import (
@@ -13,6 +14,7 @@ from vramgui.core.workload import (
     adjusted,
     default_engine,
     engine_conflicts,
+    engine_quant,
 )
 
 
@@ -63,6 +65,38 @@ def test_a_gguf_checkpoint_is_refused_where_transformers_would_dequantize_it():
     Workload(engine="llamacpp").check_checkpoint("Q4_K_M")
     with pytest.raises(EngineConflictError, match="convert the original"):
         Workload(engine="llamacpp").check_checkpoint("awq-int4")
+
+
+@pytest.mark.parametrize("quant", ["mxfp4", "MXFP4", "MXFP4_MOE"])
+def test_llama_cpp_runs_mxfp4_as_its_mxfp4_moe_gguf(quant):
+    # ggml has an MXFP4 type; llama.cpp's MXFP4 files are the MXFP4_MOE mix, MXFP4 its alias.
+    assert Workload(engine="llamacpp", quant=quant).quant == "MXFP4_MOE"
+    assert engine_quant("llamacpp", quant) == "MXFP4_MOE"
+    assert Workload(engine="vllm", quant="mxfp4").quant == "mxfp4"  # vLLM runs the format itself
+
+
+def test_an_mxfp4_checkpoint_as_stored_is_the_mxfp4_moe_gguf_under_llama_cpp():
+    assert engine_quant("llamacpp", "none", stored="mxfp4") == "MXFP4_MOE"
+    assert engine_quant("transformers", "none", stored="mxfp4") == "none"
+    assert engine_quant("llamacpp", "none", stored="awq-int4") == "none"  # refused, not mapped
+    assert storage.keeps_stored("MXFP4_MOE", "mxfp4")
+    assert not storage.keeps_stored("Q4_K_M", "mxfp4")
+    assert not storage.keeps_stored("MXFP4_MOE", None)
+    # The window's "As stored" with llama.cpp, and picking llama.cpp while "As stored".
+    for before, changes in (
+        (Workload(engine="llamacpp"), {"quant": "none"}),
+        (Workload(), {"engine": "llamacpp"}),
+    ):
+        w, resets = adjusted(before, changes, stored="mxfp4")
+        assert (w.engine, w.quant) == ("llamacpp", "MXFP4_MOE")
+        assert [(r.setting, r.old, r.new, r.gguf) for r in resets] == [
+            ("quant", "none", "MXFP4_MOE", True)
+        ]
+    # A bare "none" on llama.cpp is never refused as "llama.cpp does not run MXFP4".
+    with pytest.raises(EngineConflictError) as refused:
+        Workload(engine="llamacpp").check_checkpoint("mxfp4")
+    assert "--quant MXFP4_MOE" in str(refused.value)
+    assert "GGUF files only" not in str(refused.value)
 
 
 def test_the_setting_just_picked_switches_the_engine():

@@ -468,3 +468,25 @@ def test_the_files_of_a_hugging_face_cache_snapshot_open_by_their_own_names(tmp_
     with pytest.raises(BadModelFile) as info:
         load_model(str(other))
     assert len(str(other)) > 200 and "notes.txt is not a model" in str(info.value)
+
+
+def test_a_gguf_s_rope_scaling_is_the_config_s():
+    # convert_hf_to_gguf writes a config's rope_scaling as <arch>.rope.scaling.* keys.
+    metadata = {
+        "general.architecture": "qwen3",
+        "qwen3.block_count": 2,
+        "qwen3.embedding_length": 64,
+        "qwen3.attention.head_count": 4,
+        "qwen3.context_length": 40960,
+        "qwen3.rope.scaling.type": "yarn",
+        "qwen3.rope.scaling.factor": 4.0,
+        "qwen3.rope.scaling.original_context_length": 32768,
+    }
+    config, _ = gguf_reader.gguf_config(metadata, [], 10)
+    assert config["rope_scaling"] == {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "original_max_position_embeddings": 32768,
+    }
+    metadata["qwen3.rope.scaling.type"] = "none"
+    assert "rope_scaling" not in gguf_reader.gguf_config(metadata, [], 10)[0]

@@ -3,8 +3,12 @@ picked replaces it, visibly; the GPU picked decides what the engine does with th
 
 from __future__ import annotations
 
+import pytest
+
 from tests.ui.test_main_window import check_gpu, settle
 from vramgui.core.units import GiB
+from vramgui.core.workload import EngineConflictError, Workload
+from vramgui.ui import wording
 
 STORED_120B = 65_248_815_744
 
@@ -79,3 +83,37 @@ def test_mtp_layers_are_a_vllm_choice_of_checkpoints_that_store_them(make_window
     window.controller.update(engine="transformers")
     settle(qtbot, window, engine="transformers")
     assert not box.isEnabled()
+
+
+def test_as_stored_with_llama_cpp_is_the_mxfp4_gguf_of_gpt_oss(make_window, qtbot):
+    window = make_window()
+    window.controller.load_source("gpt-oss-120b")
+    qtbot.waitUntil(lambda: window.controller.spec.name == "openai/gpt-oss-120b", timeout=10000)
+    engine = window.workload_panel.engine
+    engine.setCurrentIndex(engine.findData("llamacpp"))
+    settle(qtbot, window, engine="llamacpp", quant="MXFP4_MOE")
+    qtbot.waitUntil(lambda: "MXFP4_MOE" in window.banner.text(), timeout=2000)
+    notice = window.banner.text()
+    assert "llama.cpp runs openai/gpt-oss-120b's checkpoint as its GGUF MXFP4_MOE" in notice
+    assert "does not run" not in notice and "Engine is now" not in notice
+    panel = window.precision_panel
+    assert panel.quant.currentData() == "MXFP4_MOE"
+    assert "the GGUF llama.cpp runs it as" in panel.stored.text()
+    assert "not this checkpoint" not in panel.stored.text()
+    est = window.controller.analysis.estimate
+    assert (est.components["weights"] + est.host_bytes) / GiB == pytest.approx(59.02, abs=0.005)
+    # "As stored" picked again on llama.cpp: the same GGUF, the engine kept.
+    panel.quant.setCurrentIndex(panel.quant.findData("none"))
+    settle(qtbot, window, engine="llamacpp", quant="MXFP4_MOE")
+    assert window.workload_panel.engine.value() == "llamacpp"
+    # Back to Transformers: the checkpoint as stored again.
+    engine.setCurrentIndex(engine.findData("transformers"))
+    settle(qtbot, window, engine="transformers", quant="none")
+
+
+def test_the_window_words_llama_cpp_s_mxfp4_as_its_gguf():
+    with pytest.raises(EngineConflictError) as refused:
+        Workload(engine="llamacpp").check_checkpoint("mxfp4")
+    text = wording.refusal(refused.value.conflict, "openai/gpt-oss-120b")
+    assert "llama.cpp runs mxfp4 as the GGUF MXFP4_MOE" in text
+    assert "GGUF files only" not in text

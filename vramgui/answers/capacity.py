@@ -13,6 +13,7 @@ from vramgui.core import fit
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
+from vramgui.core.rope import context_limit
 from vramgui.core.vllm.startup import Startup
 from vramgui.core.workload import Workload
 
@@ -82,7 +83,7 @@ def serving_report(
     draft: ModelSpec | None = None,
 ) -> ServingReport:
     """vLLM's start-up on each of ``capacities`` (pure: runs on a worker thread)."""
-    context = max(spec.facts.max_position_embeddings, workload.seq)
+    context = max(context_limit(spec.facts, workload), workload.seq)
     lengths = sorted(
         {2**k for k in range(int(math.log2(SHORTEST_LEN)), int(math.log2(context)) + 1)}
         | {workload.seq, context}

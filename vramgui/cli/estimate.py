@@ -26,11 +26,13 @@ from vramgui.core.workload import (
     MODES,
     OPTIMIZERS,
     PRECISIONS,
+    ROPE_SCALINGS,
     SGLANG_VERSIONS,
     TRANSFORMERS_VERSIONS,
     VLLM_VERSIONS,
     Workload,
     default_engine,
+    engine_quant,
 )
 
 if TYPE_CHECKING:
@@ -402,6 +404,28 @@ def add_estimate_options(parser: argparse.ArgumentParser) -> None:
         f"(default: {d.seq:,}, or the model's context when shorter)",
     )
     parser.add_argument(
+        "--rope-scaling",
+        choices=ROPE_SCALINGS,
+        default=d.rope_scaling,
+        help="RoPE scaling to run past the model's context, as llama.cpp, vLLM, SGLang and "
+        "transformers take it (default: none, the config's own scaling if it has one)",
+    )
+    parser.add_argument(
+        "--rope-factor",
+        type=float,
+        default=d.rope_factor,
+        help="how many times --rope-scaling stretches the context (YaRN: the original context "
+        "times it is the longest --seq, as vLLM derives its max_model_len)",
+    )
+    parser.add_argument(
+        "--rope-original-context",
+        "--yarn-orig-ctx",
+        type=int,
+        default=None,
+        help="the context --rope-scaling stretches (default: the config's, its scaling's "
+        "original_max_position_embeddings or else max_position_embeddings)",
+    )
+    parser.add_argument(
         "--dtype", choices=DTYPES, default=d.dtype, help="dtype of unquantized weights and compute"
     )
     named = ", ".join(n for n, s in SCHEMES.items() if s.family not in ("none", "gguf"))
@@ -665,6 +689,8 @@ def workload_from_args(
     if quant == "none":
         quant = recipe.get("quant", quant)
     engine = args.engine or default_engine(quant, stored)
+    if args.mode == "inference":
+        quant = engine_quant(engine, quant, stored)
     seq = args.seq
     if seq is None:
         seq = min(_DEFAULTS.seq, context) if context else _DEFAULTS.seq
@@ -725,24 +751,14 @@ def workload_from_args(
         mtp=args.mtp,
         mem_fraction_static=args.mem_fraction_static,
         sglang_version=args.sglang_version,
+        rope_scaling=args.rope_scaling,
+        rope_factor=args.rope_factor,
+        rope_original_context=args.rope_original_context,
         ubatch_size=args.ubatch_size,
         batch_size=args.batch_size,
         prompt=prompt,
         transformers_version=args.transformers_version,
     )
-
-
-def check_context(spec: ModelSpec, workload: Workload) -> None:
-    """Refuse a context longer than the model's (the window's context control stops there too).
-
-    Raises:
-        WorkloadError: ``--seq`` is past the model's ``max_position_embeddings``.
-    """
-    longest = spec.facts.max_position_embeddings
-    if longest and workload.seq > longest:
-        raise WorkloadError(
-            f"--seq {workload.seq:,} is longer than {spec.name}'s context of {longest:,} tokens"
-        )
 
 
 def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
@@ -754,6 +770,7 @@ def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
     Raises:
         VramguiError: bad options, a model that cannot be read, or options it cannot take.
     """
+    from vramgui.core.rope import check_context
     from vramgui.sources.resolve import load_model
 
     workload_from_args(args)
@@ -761,7 +778,7 @@ def load_for(args: argparse.Namespace) -> tuple[Any, Workload]:
     spec = loaded.spec
     workload = workload_from_args(args, spec.quantization, spec.facts.max_position_embeddings)
     workload.check_checkpoint(spec.quantization)
-    check_context(spec, workload)
+    check_context(spec.name, spec.facts, workload)
     return loaded, workload
 
 

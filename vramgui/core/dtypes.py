@@ -411,7 +411,7 @@ _GGUF_FILE_TYPES: tuple[tuple[str, str, str], ...] = (
     ("IQ1_S", "IQ1_S", "1.56-bit i-quant (needs an importance matrix)"),
     ("TQ2_0", "TQ2_0", "ternary weights, 2.06 bits (for ternary-trained models)"),
     ("TQ1_0", "TQ1_0", "ternary weights, 1.69 bits (for ternary-trained models)"),
-    ("MXFP4_MOE", "MXFP4", "MXFP4 experts, Q8_0 elsewhere (gpt-oss style MoE)"),
+    ("MXFP4_MOE", "MXFP4", "MXFP4 routed experts, Q8_0 elsewhere (the gpt-oss GGUFs)"),
 )
 
 SCHEMES: dict[str, Scheme] = {

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import inference, sglang_startup, storage, training
+from vramgui.core import dtypes, inference, rope, sglang_startup, storage, training
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
+from vramgui.core.units import format_bytes
 from vramgui.core.vllm import profile as vllm_profile
 from vramgui.core.vllm.startup import VllmEngine
 from vramgui.core.workload import Workload
@@ -140,7 +141,11 @@ class Estimator:
         self._error: VramguiError | None = None
         self._plan: inference.InferencePlan | training.TrainingPlan | None = None
         try:
-            self._notes = (*spec.warnings, *override_notes(spec, workload))
+            self._notes = (
+                *spec.warnings,
+                *override_notes(spec, workload),
+                *rope.notes(spec.facts, workload),
+            )
             workload.check_checkpoint(spec.quantization)
             if workload.mode == "inference":
                 self._plan = inference.InferencePlan(
@@ -224,10 +229,25 @@ class Estimator:
 
 
 def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
-    """What the user should know when ``--quant`` replaces the checkpoint's own format."""
+    """What the user should know when ``--quant`` replaces the checkpoint's own format, or puts
+    a model without routed experts in MXFP4_MOE (every matrix Q8_0 then)."""
+    if workload.quant.upper() == "MXFP4_MOE" and not spec.facts.num_experts:
+        return (
+            "MXFP4_MOE puts routed experts in MXFP4 and every other matrix in Q8_0: this model "
+            "has no experts, so it is all Q8_0.",
+        )
     if not storage.overridden(spec, workload.quant):
         return ()
     own = storage.format_label(spec, workload.dtype) or spec.quantization
+    if storage.keeps_stored(workload.quant, spec.quantization):
+        scheme = dtypes.get_scheme(workload.quant)
+        tensors = storage.weight_bytes(spec, workload.dtype, workload.quant)
+        return (
+            f"Estimated as llama.cpp's GGUF of this checkpoint, {scheme.name}: "
+            f"{scheme.description}, {format_bytes(tensors)} ({format_bytes(tensors, 'GB')}) of "
+            f"tensors; the checkpoint ({own}) converts to it with its {scheme.gguf_type} "
+            "weights as they are (convert_hf_to_gguf.py).",
+        )
     return (
         f"Estimated as --quant {workload.quant}, not as the checkpoint is stored ({own}): "
         f"running it so means quantizing the original weights to {workload.quant}.",

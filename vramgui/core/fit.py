@@ -10,12 +10,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vramgui.core import dtypes
+from vramgui.core import dtypes, storage
 from vramgui.core.boundary import largest_fitting_value
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
+from vramgui.core.rope import context_limit
 from vramgui.core.sglang_startup import SglangStartup
 from vramgui.core.speed import (
     Hardware,
@@ -229,7 +230,7 @@ def largest_fitting(
     if workload.mode == "inference" and workload.engine == "sglang":
         return _sglang_largest(spec, workload, capacity_bytes, field)
     step = TOKEN_BLOCK if field == "seq" else 1
-    upper = max(spec.facts.max_position_embeddings, workload.seq) if field == "seq" else MAX_BATCH
+    upper = max(context_limit(spec.facts, workload), workload.seq) if field == "seq" else MAX_BATCH
     sized = Estimator(spec, workload, capacity_bytes)
 
     def total(value: int) -> int | None:
@@ -260,7 +261,7 @@ def _vllm_largest(
     if field == "seq":
         if not up.largest_model_len or up.used_bytes > capacity:
             return None
-        return min(up.largest_model_len, max(spec.facts.max_position_embeddings, workload.seq))
+        return min(up.largest_model_len, max(context_limit(spec.facts, workload), workload.seq))
     if not up.starts or up.used_bytes > capacity:
         return None
     return max(1, math.floor(up.max_concurrency)) if up.max_concurrency >= 1 else None
@@ -280,7 +281,7 @@ def _sglang_largest(spec: ModelSpec, workload: Workload, capacity: int, field: s
     if not up.starts or up.used_bytes + up.activation_bytes > capacity:
         return None
     if field == "seq":
-        upper = max(spec.facts.max_position_embeddings, workload.seq)
+        upper = max(context_limit(spec.facts, workload), workload.seq)
         if up.pool_tokens >= upper:
             return upper
         return up.pool_tokens // TOKEN_BLOCK * TOKEN_BLOCK or None
@@ -456,8 +457,15 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
                 add(f"{kv.saving} KV cache", {"kv_dtype": kv.name}, kv.saving_cost)
         if w.attention == "eager":
             add("SDPA attention", {"attention": "sdpa"}, "none: same results, less memory")
-        for quant in _narrower_quants(w):
+        for quant in _narrower_quants(spec, w):
             scheme = dtypes.get_scheme(quant)
+            if storage.keeps_stored(quant, spec.quantization):
+                add(
+                    f"Use llama.cpp's {scheme.name} GGUF of this checkpoint",
+                    {"quant": quant},
+                    f"none: {scheme.description}, its {scheme.gguf_type} weights as stored",
+                )
+                continue
             add(
                 f"Quantize weights to {scheme.label}",
                 {"quant": quant},
@@ -556,11 +564,14 @@ def _vllm_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], None
         add("--enforce-eager", {"enforce_eager": True}, "slower decoding without CUDA graphs")
 
 
-def _narrower_quants(w: Workload) -> list[str]:
+def _narrower_quants(spec: ModelSpec, w: Workload) -> list[str]:
     current = dtypes.get_scheme(w.quant) if w.quant != "none" else None
     bits_now = current.nominal_bits_per_weight if current else 8 * dtypes.DTYPE_BYTES[w.dtype]
     if w.engine == "llamacpp":
         options = ["Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "IQ2_M"]
+        if spec.facts.num_experts:
+            # MXFP4 experts, Q8_0 elsewhere: the gpt-oss GGUFs' mix, for any mixture of experts.
+            options.insert(0, "MXFP4_MOE")
     elif w.engine in ("vllm", "sglang"):
         options = ["fp8", "awq-int4"]
     else:

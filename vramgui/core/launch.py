@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramgui.core import activations, dtypes
+from vramgui.core import activations, dtypes, rope
 from vramgui.core.kv_cache_types import KV_CACHE_TYPE, KV_CACHE_TYPES
-from vramgui.core.model import ModelSpec
+from vramgui.core.model import ModelSpec, RopeScaling
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
 from vramgui.core.offload.overrides import TensorOverride
 from vramgui.core.serving import checkpoint_kv_dtype
@@ -132,6 +132,9 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         "on" if activations.llamacpp_flash_attention(w) else "off",
     ]
     notes = []
+    scaled = rope.user_scaling(spec.facts, w)
+    if scaled is not None:
+        args += rope.llamacpp_args(scaled)
     if w.batch > 1:
         # The context is shared: each of the -np slots gets -c / -np tokens.
         args += ["-np", str(w.batch)]
@@ -277,12 +280,23 @@ def ollama_settings(spec: ModelSpec, name: str, placement: Placement) -> LaunchS
             f"ollama create {custom} -f Modelfile && ollama run {custom}",
         ]
     )
+    notes += _rope_not_set(spec, w, "Ollama")
     return LaunchSettings(
         engine="Ollama",
         config={"modelfile": modelfile, "environment": env},
         text=text,
         notes=tuple(notes),
     )
+
+
+def _rope_not_set(spec: ModelSpec, w: Workload, engine: str) -> list[str]:
+    """What an engine's settings here leave out of the user's RoPE scaling."""
+    if rope.user_scaling(spec.facts, w) is None:
+        return []
+    return [
+        f"{engine}'s settings here set no RoPE scaling: llama.cpp's line sets "
+        f"--rope-scaling {w.rope_scaling} --rope-scale {w.rope_factor:g}, as estimated."
+    ]
 
 
 def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
@@ -320,6 +334,7 @@ def lmstudio_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         notes.append("lms load has no expert setting: set it in the app's load settings.")
     if layout is not None and layout.overrides:
         notes.append("LM Studio takes no --override-tensor: llama.cpp's line above does.")
+    notes += _rope_not_set(spec, w, "LM Studio")
     notes += batch_note
     return LaunchSettings(
         engine="LM Studio",
@@ -420,6 +435,16 @@ def vllm_settings(
     speculative = _speculative_config(w)
     if speculative:
         args += ["--speculative-config", speculative]
+    scaled = rope.user_scaling(spec.facts, w)
+    if scaled is not None:
+        # --rope-scaling left vLLM's command line in 0.10.2; --hf-overrides takes it in every
+        # version, and vLLM's max_model_len check reads the scaled length from it: as
+        # rope_scaling up to 0.11 (transformers 4), as rope_parameters with the rotary base since
+        # (transformers 5; docs.vllm.ai features/context_extension).
+        modern = w.vllm_version not in ("0.10", "0.11")
+        args += ["--hf-overrides", _rope_override(spec, scaled, modern=modern)]
+        if modern and spec.facts.rope_theta is None:
+            notes.append(_NO_THETA)
     quantization = _vllm_quantization(w.quant)
     if quantization:
         args += ["--quantization", quantization]
@@ -480,6 +505,9 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
     sglang_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("sglang")
     if sglang_cache is not None:
         args += ["--kv-cache-dtype", sglang_cache]
+    scaled = rope.user_scaling(spec.facts, w)
+    if scaled is not None:
+        args += ["--json-model-override-args", _rope_override(spec, scaled, modern=False)]
     if served_family(w.quant, spec.quantization) == "gguf":
         # SGLang loads a local .gguf file as GGUF (ServerArgs: check_gguf_file).
         model = _gguf_path(spec)
@@ -500,6 +528,26 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
         text=_command(["python", "-m", "sglang.launch_server", "--model-path", model], args),
         notes=tuple(notes),
     )
+
+
+_NO_THETA = (
+    "The config states no rope_theta: add the model's rotary base to rope_parameters, which "
+    "replace the config's whole dict."
+)
+
+
+def _rope_parameters(spec: ModelSpec, scaled: RopeScaling, *, modern: bool) -> dict[str, Any]:
+    """The config override that sets a RoPE scaling: transformers 5's ``rope_parameters`` (with
+    the rotary base) where ``modern``, else transformers 4's ``rope_scaling``."""
+    theta = spec.facts.rope_theta
+    if modern and theta is not None:
+        return {"rope_parameters": rope.config_override(scaled, theta)}
+    return {"rope_scaling": rope.config_override(scaled)}
+
+
+def _rope_override(spec: ModelSpec, scaled: RopeScaling, *, modern: bool) -> str:
+    """``_rope_parameters`` as the JSON vLLM's and SGLang's command lines take."""
+    return json.dumps(_rope_parameters(spec, scaled, modern=modern), separators=(",", ":"))
 
 
 def _speculative_config(w: Workload) -> str:
@@ -563,9 +611,16 @@ def accelerate_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings
         notes.append("Units marked disk are memory-mapped from offload_folder.")
     w = placement.workload
     quantization = _bitsandbytes_config(w)
+    scaled = rope.user_scaling(spec.facts, w)
     call = (
         f"AutoModelForCausalLM.from_pretrained({spec.name!r}, dtype=torch.{_TORCH_DTYPES[w.dtype]}, "
         + (f"quantization_config={quantization}, " if quantization else "")
+        + "".join(
+            f"{key}={value!r}, "
+            for key, value in (
+                _rope_parameters(spec, scaled, modern=True).items() if scaled else ()
+            )
+        )
         + "**json.load(open('device_map.json')))"
     )
     notes.append(call)

@@ -110,6 +110,22 @@ class Tensor:
 
 
 @dataclass(frozen=True, slots=True)
+class RopeScaling:
+    """A RoPE scaling, as a config's ``rope_scaling`` states it or the user sets it.
+
+    Attributes:
+        kind: the ``rope_type`` ("yarn", "linear", "dynamic", "llama3", "longrope"...).
+        factor: how many times the trained context it stretches to.
+        original_context: the context the model was trained at before the scaling
+            (``original_max_position_embeddings``), or None where the scaling names none.
+    """
+
+    kind: str
+    factor: float
+    original_context: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ArchFacts:
     """Architecture facts that drive KV cache and activations (defaults as transformers uses them).
 
@@ -155,6 +171,8 @@ class ArchFacts:
         index_topk: keys each query attends to under a sparse-attention indexer (DeepSeek
             V3.2's DSA), or None.
         ssm_chunk_size: tokens per chunk of Mamba 2's chunked scan, or None.
+        rope_scaling: the RoPE scaling the config carries, or None.
+        rope_theta: the rotary base the config states (``rope_theta``), or None.
     """
 
     model_type: str
@@ -193,6 +211,8 @@ class ArchFacts:
     sdpa: bool = True
     index_topk: int | None = None
     ssm_chunk_size: int | None = None
+    rope_scaling: RopeScaling | None = None
+    rope_theta: float | None = None
 
     @property
     def is_mla(self) -> bool:

@@ -18,7 +18,8 @@ The weights an engine holds are not always the weights a checkpoint stores:
   loads on 9.0 and later only. compressed-tensors checkpoints are decompressed to the model dtype
   at each layer's first forward pass (``CompressedTensorsHfQuantizer``). bitsandbytes, GPTQ and
   AWQ weights stay as stored.
-- llama.cpp runs GGUF files only (``workload.engine_conflicts``).
+- llama.cpp runs GGUF files only (``workload.engine_conflicts``); an MXFP4 checkpoint is its
+  MXFP4_MOE GGUF there (``workload.engine_quant``).
 
 Multi-token-prediction layers a checkpoint stores are loaded by vLLM for MTP speculative decoding
 only (``Workload.mtp``); otherwise they are left out and said so.

@@ -42,6 +42,7 @@ from typing import TypeVar
 from vramgui.core.activations import vllm_profile_peak
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.rope import context_limit
 from vramgui.core.units import GiB, MiB
 from vramgui.core.vllm.kv_layout import Kind, layer_specs
 from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, NON_TORCH_TP_BYTES, cuda_total_bytes
@@ -492,7 +493,7 @@ def build_plan(
         stages.append(SglangStage(weights, cell, state))
     multimodal = any(t.role is Role.ENCODER for t in spec.tensors)
     activations = tuple((n, vllm_profile_peak(spec, plain, n, 1)) for n in CHUNK_SIZES)
-    return SglangPlan(tuple(stages), facts.max_position_embeddings, multimodal, activations)
+    return SglangPlan(tuple(stages), context_limit(facts, workload), multimodal, activations)
 
 
 def _check(spec: ModelSpec, workload: Workload) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from vramgui.core import dtypes, formats, gguf_mix
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
-from vramgui.core.workload import TRANSFORMERS_VERSIONS
+from vramgui.core.workload import GGUF_OF_FAMILY, TRANSFORMERS_VERSIONS, quant_family
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +230,13 @@ def overridden(spec: ModelSpec, quant: str) -> bool:
         return False
     chosen = dtypes.get_scheme(quant)
     return chosen.family != "none" and not _same_scheme(chosen.name, spec.quantization)
+
+
+def keeps_stored(quant: str, stored: str | None) -> bool:
+    """Whether ``quant`` is the GGUF type llama.cpp runs a checkpoint stored as ``stored`` as,
+    its quantized weights kept as they are (``MXFP4_MOE`` for an MXFP4 checkpoint)."""
+    family = quant_family(stored) if stored is not None else None
+    return family in GGUF_OF_FAMILY and GGUF_OF_FAMILY[family] == quant.upper()
 
 
 def _checkpoint_plan(spec: ModelSpec, chosen: dtypes.Scheme) -> str:

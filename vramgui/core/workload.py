@@ -36,6 +36,10 @@ VLLM_VERSIONS = ("0.10", "0.11", "0.20")
 # by tensor-parallel size; 0.4.9: 0.4.9 to 0.4.10, by GPU memory; 0.5.6: the 0.5 line, by
 # chunked prefill and CUDA graph sizes), the default.
 SGLANG_VERSIONS = ("0.4.4", "0.4.9", "0.5.6")
+# RoPE scalings a user may set to run past the model's context (core/rope.py): "none" leaves the
+# config's own. llama.cpp takes yarn and linear, vLLM, SGLang and transformers all three.
+ROPE_SCALINGS = ("none", "yarn", "linear", "dynamic")
+MAX_ROPE_FACTOR = 1024.0
 # llama-server's logical batch (-b, --batch-size) and physical micro-batch (-ub, --ubatch-size)
 # defaults (common/common.h: n_batch 2048, n_ubatch 512).
 LLAMACPP_BATCH = 2048
@@ -82,6 +86,10 @@ ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
     "llamacpp": frozenset({"none", "gguf"}),
     "sglang": _SERVER_QUANT_FAMILIES,
 }
+# Formats llama.cpp runs natively, as a GGUF file type: convert_hf_to_gguf.py repacks MXFP4 experts
+# as they are (GptOssModel.repack_mxfp4), llama-quantize's MXFP4_MOE puts the rest in Q8_0.
+GGUF_OF_FAMILY = {"mxfp4": "MXFP4_MOE"}
+
 # The engine to switch to for a setting the current one does not run, by quantization family or
 # KV cache dtype, best first.
 _ENGINES_FOR = {
@@ -200,6 +208,11 @@ class Workload:
             (vLLM's ``gpu_memory_utilization`` does not apply to SGLang: the two fractions are of
             different totals and leave different things outside.)
         sglang_version: the SGLang version whose start-up rules to follow (``SGLANG_VERSIONS``).
+        rope_scaling: the RoPE scaling to run the model with past its context (``ROPE_SCALINGS``);
+            "none" keeps the config's own, if any.
+        rope_factor: the scaling's factor (more than 1 when one is set).
+        rope_original_context: the context the scaling stretches; None takes the config's
+            (its scaling's original context, else ``max_position_embeddings``).
         ubatch_size: llama.cpp's physical micro-batch (``-ub``): its compute buffer is sized for
             one micro-batch of this many tokens.
         batch_size: llama.cpp's logical batch (``-b``); llama.cpp runs micro-batches of at most
@@ -251,6 +264,9 @@ class Workload:
     mtp: bool = False
     mem_fraction_static: float | None = None
     sglang_version: str = SGLANG_VERSIONS[-1]
+    rope_scaling: str = "none"
+    rope_factor: float = 1.0
+    rope_original_context: int | None = None
     ubatch_size: int = LLAMACPP_UBATCH
     batch_size: int = LLAMACPP_BATCH
     prompt: int | None = None
@@ -270,6 +286,8 @@ class Workload:
         _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
         _check_choice("sglang-version", self.sglang_version, SGLANG_VERSIONS)
         _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
+        _check_choice("rope-scaling", self.rope_scaling, ROPE_SCALINGS)
+        self._check_rope()
         _check_choice("transformers-version", self.transformers_version, TRANSFORMERS_VERSIONS)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
@@ -329,9 +347,31 @@ class Workload:
                 "its recipe (mixed) keeps what is not quantized in fp32, --precision pure in "
                 "--dtype"
             )
+        if self.mode == "inference":
+            # llama.cpp's MXFP4 is its MXFP4_MOE GGUF: --quant mxfp4 / MXFP4 name it there.
+            object.__setattr__(self, "quant", engine_quant(self.engine, self.quant))
         conflicts = engine_conflicts(self.mode, self.engine, self.quant, self.kv_dtype)
         if conflicts:
             raise EngineConflictError(conflicts[0])
+
+    def _check_rope(self) -> None:
+        factor, unset = self.rope_factor, self.rope_scaling == "none"
+        if isinstance(factor, bool) or not 1.0 <= factor <= MAX_ROPE_FACTOR:
+            raise WorkloadError(
+                f"--rope-factor must be from 1 to {MAX_ROPE_FACTOR:g}, got {factor}"
+            )
+        if unset and (factor != 1.0 or self.rope_original_context is not None):
+            choices = ", ".join(ROPE_SCALINGS[1:])
+            raise WorkloadError(
+                f"--rope-factor and --rope-original-context need --rope-scaling ({choices})"
+            )
+        if not unset and factor <= 1.0:
+            raise WorkloadError(
+                f"--rope-scaling {self.rope_scaling} needs --rope-factor above 1 (how many times "
+                "the context it stretches to)"
+            )
+        if self.rope_original_context is not None:
+            _check_range("rope-original-context", self.rope_original_context, 1, MAX_SEQ)
 
     def check_checkpoint(self, stored: str | None) -> None:
         """Refuse a checkpoint stored as ``stored`` (``ModelSpec.quantization``) that the engine
@@ -455,6 +495,12 @@ class EngineConflict:
                 f"transformers dequantizes GGUF to --dtype when it loads it, so {what} would not "
                 f"keep its size: use {others}{fix}"
             )
+        if self.engine == "llamacpp" and self.family in GGUF_OF_FAMILY:
+            gguf = GGUF_OF_FAMILY[self.family]
+            return (
+                f"llama.cpp runs {self.value} weights as the GGUF type {gguf}: use --quant {gguf}, "
+                f"or {others}"
+            )
         if self.engine == "llamacpp":
             what = (
                 f"this checkpoint, stored as {self.value}"
@@ -506,6 +552,21 @@ def served_family(quant: str, stored: str | None = None) -> str | None:
     return family
 
 
+def engine_quant(engine: str, quant: str, stored: str | None = None) -> str:
+    """The ``--quant`` ``engine`` runs ``quant`` as, on a checkpoint stored as ``stored``.
+
+    llama.cpp runs MXFP4 natively, as its MXFP4_MOE GGUF (``GGUF_OF_FAMILY``): a checkpoint
+    stored in MXFP4 under "none" (as stored), and ``--quant mxfp4`` / ``MXFP4``, become
+    ``MXFP4_MOE`` there. Every other setting is run as it is.
+
+    Raises:
+        WorkloadError: an unknown quantization name.
+    """
+    if engine != "llamacpp":
+        return quant
+    return GGUF_OF_FAMILY.get(served_family(quant, stored) or "", quant)
+
+
 def engine_conflicts(
     mode: str, engine: str, quant: str, kv_dtype: str, stored: str | None = None
 ) -> tuple[EngineConflict, ...]:
@@ -540,13 +601,15 @@ class Reset:
         old: its value before.
         new: its value now.
         conflict: what the engine did not run, or None for a training method's base (QLoRA
-            trains on a 4-bit base, full and LoRA fine-tuning on a 16-bit one).
+            trains on a 4-bit base, full and LoRA fine-tuning on a 16-bit one) and for ``gguf``.
+        gguf: the quantization became the GGUF type llama.cpp runs it as (``engine_quant``).
     """
 
     setting: str
     old: str
     new: str
     conflict: EngineConflict | None
+    gguf: bool = False
 
 
 _RESET_TO = {"quant": "none", "kv_dtype": "auto"}
@@ -593,6 +656,11 @@ def adjusted(
     # Each round settles one conflict; the engine switches at most once and each setting resets
     # at most once, so a few rounds always suffice.
     for _ in range(4):
+        if settings["mode"] == "inference":
+            served = engine_quant(settings["engine"], settings["quant"], stored)
+            if served != settings["quant"]:
+                resets.append(Reset("quant", settings["quant"], served, None, gguf=True))
+                settings["quant"] = served
         found = engine_conflicts(
             settings["mode"], settings["engine"], settings["quant"], settings["kv_dtype"], stored
         )
@@ -659,8 +727,14 @@ _INT_FIELDS = {
     "ubatch_size",
     "batch_size",
 }
-_OPTIONAL_INT_FIELDS = {"overhead_bytes", "max_num_seqs", "max_num_batched_tokens", "prompt"}
-_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb"}
+_OPTIONAL_INT_FIELDS = {
+    "overhead_bytes",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "prompt",
+    "rope_original_context",
+}
+_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb", "rope_factor"}
 _BOOL_FIELDS = {
     "grad_checkpointing",
     "fsdp",

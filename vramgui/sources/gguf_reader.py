@@ -498,6 +498,14 @@ def gguf_config(
         config["num_local_experts"] = experts
         config["num_experts"] = experts
         config["n_routed_experts"] = experts
+    scaling = get("rope.scaling.type")
+    if isinstance(scaling, str) and scaling not in ("", "none"):
+        # convert_hf_to_gguf writes the config's rope_scaling as rope.scaling.* keys.
+        config["rope_scaling"] = {
+            "rope_type": scaling,
+            "factor": get("rope.scaling.factor", 1.0),
+            "original_max_position_embeddings": get("rope.scaling.original_context_length"),
+        }
     return config, warnings
 
 

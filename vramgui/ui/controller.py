@@ -31,7 +31,7 @@ from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
 from vramgui.answers.host import SET, UNKNOWN_HOST, HostSettings, choose_host
 from vramgui.answers.rates import Rates, RatesFor
 from vramgui.answers.timing import NO_RATES, Timing, Untimed, rank_setups, time_setup
-from vramgui.core import fit, launch, serving, storage
+from vramgui.core import fit, launch, rope, serving, storage
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
@@ -208,6 +208,10 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             reasons.setdefault("fsdp", "Sharding needs more than one GPU.")
     if not training:
         reasons.update(_stored_reasons(workload, spec))
+    if spec is not None and spec.facts.model_type in rope.NO_ROTARY:
+        reasons["rope_scaling"] = (
+            f"{spec.name} has no rotary position embeddings: RoPE scaling does not apply."
+        )
     return reasons
 
 
@@ -242,6 +246,12 @@ def stored_format(spec: ModelSpec | None, dtype: str) -> str:
     if spec is None or spec.quantization is None:
         return ""
     return storage.format_label(spec, dtype) or spec.quantization
+
+
+def converts_stored(spec: ModelSpec | None, quant: str) -> bool:
+    """Whether ``quant`` is the GGUF llama.cpp runs the checkpoint as, its quantized weights as
+    they are (``core.storage.keeps_stored``)."""
+    return spec is not None and storage.keeps_stored(quant, spec.quantization)
 
 
 def checkpoint_kv(spec: ModelSpec | None, workload: Workload) -> str:
@@ -463,9 +473,19 @@ class EstimateController(QObject):
 
     @property
     def max_seq(self) -> int:
-        """The model's longest context, the upper end of the context controls."""
+        """The model's longest context with the RoPE scaling in effect (``core.rope``), the
+        upper end of the context controls."""
+        return self._limit(self._workload)
+
+    def _limit(self, workload: Workload) -> int:
         spec = self.spec
-        return spec.facts.max_position_embeddings if spec else 131072
+        return rope.context_limit(spec.facts, workload) if spec else 131072
+
+    @property
+    def rope_original(self) -> int:
+        """The context a RoPE scaling stretches unless set: the config's (0: no model)."""
+        spec = self.spec
+        return rope.default_original(spec.facts) if spec else 0
 
     def load_source(self, source: str) -> None:
         """Read a model off the GUI thread; a newer request cancels an older one (a load in a
@@ -510,8 +530,8 @@ class EstimateController(QObject):
                 self.notice.emit(f"Back to your settings after {previous.name}: {back}.")
         self._forced = {}
         changes = {**self._as_stored(loaded, mine), **self._ollama_default(loaded, mine)}
-        if changes.get("seq", mine.seq) > self.max_seq:
-            changes["seq"] = self.max_seq
+        if changes.get("seq", mine.seq) > self._limit(mine):
+            changes["seq"] = self._limit(mine)
         try:
             workload, resets = adjusted(mine, changes, loaded.spec.quantization)
         except VramguiError as exc:
@@ -665,6 +685,23 @@ class EstimateController(QObject):
             return False
         for reset in resets:
             self.notice.emit(wording.reset_notice(reset, spec.name if spec else ""))
+        limit = self._limit(workload)
+        if workload.seq > limit and spec is not None:
+            if "seq" in changes:
+                # The context typed is past the model's: the message names RoPE scaling.
+                try:
+                    rope.check_context(spec.name, spec.facts, workload)
+                except WorkloadError as exc:
+                    self.message.emit(wording.window_text(str(exc)))
+                    self.workload_changed.emit(self._workload)
+                    return False
+            # A RoPE scaling taken off or narrowed: the context follows the model's limit.
+            scaled = "with this RoPE scaling" if workload.rope_scaling != "none" else "without one"
+            self.notice.emit(
+                f"Context is now {limit:,} tokens (was {workload.seq:,}): the longest "
+                f"{spec.name} runs at {scaled}; RoPE scaling runs it longer."
+            )
+            workload = workload.with_(seq=limit)
         if workload != self._workload:
             self._set_workload(workload)
         return True

@@ -69,6 +69,7 @@ from vramgui.ui.controller import (
     EstimateController,
     Outlook,
     checkpoint_kv,
+    converts_stored,
     disabled_reasons,
     stored_format,
 )
@@ -724,13 +725,16 @@ class MainWindow(QMainWindow):
 
     def _show_workload(self, workload: Workload) -> None:
         reasons = disabled_reasons(workload, self.controller.spec)
-        self.workload_panel.set_workload(workload, reasons, self.controller.max_seq)
+        self.workload_panel.set_workload(
+            workload, reasons, self.controller.max_seq, self.controller.rope_original
+        )
         self.precision_panel.set_values(
             workload.dtype,
             workload.quant,
             workload.kv_dtype,
             reasons,
             stored_format(self.controller.spec, workload.dtype),
+            converted=converts_stored(self.controller.spec, workload.quant),
             checkpoint_kv=checkpoint_kv(self.controller.spec, workload),
         )
         # Saved once the inputs rest: writing the settings file on every step of a slider

@@ -157,6 +157,7 @@ class PrecisionPanel(QWidget):
         reasons: dict[str, str],
         stored: str = "",
         *,
+        converted: bool = False,
         checkpoint_kv: str = "",
     ) -> None:
         """Show the current settings; disable what ``reasons`` names, with the reason as tooltip.
@@ -164,11 +165,13 @@ class PrecisionPanel(QWidget):
         ``reasons`` names whole controls ("quant") or single choices ("quant:Q4_K_M",
         "kv_dtype:fp8"). ``stored`` is the checkpoint's own format ("MXFP4 experts, bf16
         elsewhere"), "" for a model stored unquantized: the quantization box then offers it as
-        "As stored", and says when another choice replaces it. ``checkpoint_kv`` is the KV cache
-        dtype the engine takes from the checkpoint's own KV-cache scheme ("fp8"), which the
+        "As stored", and says when another choice replaces it. ``converted``: ``quant`` is the
+        GGUF the engine runs the checkpoint as, its quantized weights as they are (llama.cpp's
+        MXFP4_MOE of an MXFP4 checkpoint), which replaces nothing. ``checkpoint_kv`` is the KV
+        cache dtype the engine takes from the checkpoint's own KV-cache scheme ("fp8"), which the
         automatic choice then names.
         """
-        self._show_stored(stored, quant)
+        self._show_stored(stored, quant, converted)
         auto = self.kv_dtype.findData("auto")
         label = f"As the checkpoint ({checkpoint_kv})" if checkpoint_kv else KV_DTYPES[0][1]
         if self.kv_dtype.itemText(auto) != label:
@@ -219,7 +222,7 @@ class PrecisionPanel(QWidget):
             item.setData(short_label(none), SHORT_TEXT_ROLE)
             item.setData(none.description, _DESCRIPTION_ROLE)
 
-    def _show_stored(self, stored: str, quant: str) -> None:
+    def _show_stored(self, stored: str, quant: str, converted: bool = False) -> None:
         """The "none" choice as the checkpoint's own format, and the line that says which."""
         if stored != self._stored_text:
             self._stored_text = stored
@@ -229,8 +232,13 @@ class PrecisionPanel(QWidget):
         self.stored.setVisible(bool(stored))
         if not stored:
             return
-        replaced = quant != "none" and quant in self._schemes
-        if replaced:
+        replaced = quant != "none" and quant in self._schemes and not converted
+        if converted:
+            self.stored.setText(
+                f"{stored}. Estimated as {self._schemes[quant].label}, the GGUF llama.cpp runs "
+                f"it as: {self._schemes[quant].description}."
+            )
+        elif replaced:
             label = self._schemes[quant].label
             self.stored.setText(
                 f"{stored}. Estimated as {label} instead: the original weights quantized so, "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from vramgui.core.dtypes import SCHEMES
-from vramgui.core.workload import ENGINE_NAMES, EngineConflict, Reset
+from vramgui.core.workload import ENGINE_NAMES, GGUF_OF_FAMILY, EngineConflict, Reset
 
 # Each setting as the window labels its control.
 SETTING_LABELS = {
@@ -35,7 +35,11 @@ SETTING_LABELS = {
     "cpu-offload": "Offload optimizer to CPU",
     "gpu-memory-utilization": "vLLM share",
     "overhead-gib": "Runtime overhead",
+    "rope-scaling": "RoPE scaling",
+    "rope-factor": "RoPE factor",
+    "rope-original-context": "Original context",
 }
+ROPE_LABELS = {"none": "None", "yarn": "YaRN", "linear": "Linear", "dynamic": "Dynamic NTK"}
 KV_LABELS = {"auto": "Same as weights", "q8_0": "q8_0", "q4_0": "q4_0"}
 # Options that are switches: the word after one is not its value.
 _SWITCHES = frozenset({"grad-checkpointing", "fsdp", "cpu-offload"})
@@ -63,6 +67,8 @@ def value_label(setting: str, value: str) -> str:
         return quant_label(value)
     if setting == "kv_dtype":
         return KV_LABELS.get(value, value)
+    if setting == "rope_scaling":
+        return ROPE_LABELS.get(value, value)
     return value
 
 
@@ -99,6 +105,8 @@ def _runs_only(conflict: EngineConflict) -> str:
         return f"{engine} has no {value_label('kv_dtype', conflict.value)} KV cache"
     if conflict.engine == "transformers" and conflict.family == "gguf":
         return "Transformers dequantizes GGUF weights to 16 bits when it loads them"
+    if conflict.engine == "llamacpp" and conflict.family in GGUF_OF_FAMILY:
+        return f"llama.cpp runs {conflict.value} as the GGUF {GGUF_OF_FAMILY[conflict.family]}"
     if conflict.engine == "llamacpp":
         return "llama.cpp runs GGUF files only"
     return f"{engine} does not run {quant_label(conflict.value)} weights"
@@ -107,6 +115,16 @@ def _runs_only(conflict: EngineConflict) -> str:
 def reset_notice(reset: Reset, model: str = "") -> str:
     """What was changed to fit the engine or the training method, and why, as the window says it."""
     conflict = reset.conflict
+    if reset.gguf:
+        what = (
+            f"{model or 'this model'}'s checkpoint"
+            if reset.old == "none"
+            else quant_label(reset.old)
+        )
+        return (
+            f"llama.cpp runs {what} as its GGUF {reset.new}, {SCHEMES[reset.new].description}. "
+            f"Quantization is now {quant_label(reset.new)}."
+        )
     if conflict is None:
         why = (
             "QLoRA trains adapters on a 4-bit bitsandbytes base"

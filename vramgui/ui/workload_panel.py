@@ -18,8 +18,16 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.core.vllm.profile import LORA_RANKS
-from vramgui.core.workload import MAX_BATCH, MAX_SEQ, TRANSFORMERS_VERSIONS, Workload
+from vramgui.core.workload import (
+    MAX_BATCH,
+    MAX_ROPE_FACTOR,
+    MAX_SEQ,
+    TRANSFORMERS_VERSIONS,
+    Workload,
+)
+from vramgui.core.workload import ROPE_SCALINGS as ROPE_SCALING_NAMES
 from vramgui.ui.widgets import ChoiceCombo, SliderSpin, allow_choice, set_tooltip
+from vramgui.ui.wording import ROPE_LABELS
 
 MODES = (("inference", "Inference (serve)"), ("training", "Training (fine-tune)"))
 ENGINES = (
@@ -69,6 +77,10 @@ LORA_RANK_CHOICES = tuple((str(r), str(r)) for r in LORA_RANKS)
 # The spin boxes of vLLM's scheduler show vLLM's own default at 0.
 VLLM_DEFAULT = "vLLM's default"
 ZERO_STAGES = (("0", "Off"), ("1", "ZeRO-1"), ("2", "ZeRO-2"), ("3", "ZeRO-3"))
+ROPE_SCALINGS = tuple((name, ROPE_LABELS[name]) for name in ROPE_SCALING_NAMES)
+# The factor a RoPE scaling starts at when picked (a factor of 1 stretches nothing).
+ROPE_START_FACTOR = 2.0
+MAX_ROPE_ORIGINAL = 1 << 21
 
 _HINTS = {
     "batch": "Sequences processed together (per GPU for data-parallel training).",
@@ -101,6 +113,13 @@ _HINTS = {
     "enable_prefix_caching": "--enable-prefix-caching: for models with state layers (Mamba, "
     "linear attention) vLLM then keeps one more state per request, or one per block of tokens; "
     "up to 0.24 it is off for them unless asked for.",
+    "rope_scaling": "RoPE scaling runs the model past the context its config states, as "
+    "llama.cpp (--rope-scaling), vLLM (--hf-overrides) and transformers (rope_scaling) take it; "
+    "None keeps the config's own.",
+    "rope_factor": "RoPE factor: how many times the scaling stretches the context (YaRN: the "
+    "original context times it is the longest context, as vLLM derives it).",
+    "rope_original_context": "Original context: the context the scaling stretches (YaRN's "
+    "original_max_position_embeddings); its lowest value takes the config's.",
     "prompt": "Prompt tokens transformers prefills; the rest of the context is generated. The "
     "peak is the larger of the prefill (its activations beside the prompt's KV cache) and the "
     "last step (the KV cache of the whole context). Whole context: a prefill of all of it.",
@@ -202,11 +221,31 @@ class WorkloadPanel(QWidget):
         self.batch_size.setSingleStep(512)
         self.transformers_version = ChoiceCombo(TRANSFORMERS_RELEASES)
         self._seq_label = QLabel("Context")
+        self.rope_scaling = ChoiceCombo(ROPE_SCALINGS)
+        self.rope_factor = QDoubleSpinBox()
+        self.rope_factor.setRange(1.0, MAX_ROPE_FACTOR)
+        self.rope_factor.setSingleStep(0.5)
+        self.rope_factor.setDecimals(2)
+        self.rope_factor.setPrefix("× ")
+        self.rope_factor.setAccessibleName("RoPE factor")
+        self.rope_original_context = QSpinBox()
+        # Past what a rotary scaling stretches from (the longest trained contexts are ~1M).
+        self.rope_original_context.setRange(0, MAX_ROPE_ORIGINAL)
+        self.rope_original_context.setGroupSeparatorShown(True)
+        self.rope_original_context.setAccessibleName("Original context")
+        self._rope_factor_label = QLabel("RoPE factor")
+        self._rope_original_label = QLabel("Original context")
+        # Shown once a scaling is picked; hidden, they take no width from the side column.
+        for widget in self._rope_widgets():
+            widget.setVisible(False)
 
         common = QFormLayout()
         common.addRow("Mode", self.mode)
         common.addRow("Batch", self.batch)
         common.addRow(self._seq_label, self.seq)
+        common.addRow("RoPE scaling", self.rope_scaling)
+        common.addRow(self._rope_factor_label, self.rope_factor)
+        common.addRow(self._rope_original_label, self.rope_original_context)
         common.addRow("Attention", self.attention)
         common.addRow("transformers", self.transformers_version)
         self._common = common
@@ -279,10 +318,26 @@ class WorkloadPanel(QWidget):
             self._widget(name).setToolTip(hint)
         self._connect()
 
-    def set_workload(self, workload: Workload, reasons: dict[str, str], max_seq: int) -> None:
-        """Show ``workload``; disable what ``reasons`` names, with the reason as tooltip."""
+    def set_workload(
+        self,
+        workload: Workload,
+        reasons: dict[str, str],
+        max_seq: int,
+        rope_original: int = 0,
+    ) -> None:
+        """Show ``workload``; disable what ``reasons`` names, with the reason as tooltip.
+
+        ``max_seq`` is the longest context with the RoPE scaling in effect, ``rope_original``
+        the context a scaling stretches unless set (the config's).
+        """
         self.mode.set_value(workload.mode)
         self.seq.set_range(1, max(max_seq, workload.seq))
+        set_tooltip(
+            self.seq,
+            f"{_HINTS['seq']} Up to {max_seq:,} tokens, the model's context with the RoPE "
+            "scaling in effect: RoPE scaling, below, runs it longer.",
+        )
+        self._show_rope(workload, rope_original)
         self.batch.set_range(1, min(MAX_BATCH, max(4096, workload.batch)))
         for widget, value in (
             (self.batch, workload.batch),
@@ -378,6 +433,7 @@ class WorkloadPanel(QWidget):
             "draft_model",
             "num_speculative_tokens",
             "mtp",
+            "rope_scaling",
         ):
             control = self._widget(name)
             reason = reasons.get(name)
@@ -386,6 +442,38 @@ class WorkloadPanel(QWidget):
         hint = self._hints.get("precision", "")
         for index, (choice, _label) in enumerate(PRECISIONS):
             allow_choice(self.precision, index, reasons.get(f"precision:{choice}"), hint)
+
+    def _show_rope(self, workload: Workload, rope_original: int) -> None:
+        """The RoPE scaling row: its factor and original context shown only when one is set."""
+        self.rope_scaling.set_value(workload.rope_scaling)
+        scaled = workload.rope_scaling != "none"
+        for widget in self._rope_widgets():
+            widget.setVisible(scaled)
+        if self.rope_factor.value() != workload.rope_factor:
+            _quietly(self.rope_factor.setValue, self.rope_factor, workload.rope_factor)
+        self.rope_original_context.setSpecialValueText(
+            f"{rope_original:,} (config)" if rope_original else "Config's"
+        )
+        original = workload.rope_original_context or 0
+        if self.rope_original_context.value() != original:
+            _quietly(self.rope_original_context.setValue, self.rope_original_context, original)
+
+    def _rope_widgets(self) -> tuple[QWidget, ...]:
+        return (
+            self.rope_factor,
+            self._rope_factor_label,
+            self.rope_original_context,
+            self._rope_original_label,
+        )
+
+    def _rope_picked(self) -> None:
+        """A scaling picked: it starts stretching (a factor above 1); None takes it all off."""
+        kind = self.rope_scaling.value()
+        if kind == "none":
+            self._emit(rope_scaling="none", rope_factor=1.0, rope_original_context=None)
+            return
+        factor = self.rope_factor.value()
+        self._emit(rope_scaling=kind, rope_factor=factor if factor > 1 else ROPE_START_FACTOR)
 
     def _widget(self, name: str) -> QWidget:
         return getattr(self, name)
@@ -427,6 +515,14 @@ class WorkloadPanel(QWidget):
             lambda: self._emit(max_lora_rank=int(self.max_lora_rank.value()))
         )
         self.zero.currentIndexChanged.connect(lambda: self._emit(zero=int(self.zero.value())))
+        self.rope_scaling.currentIndexChanged.connect(self._rope_picked)
+        self.rope_factor.setKeyboardTracking(False)
+        self.rope_factor.valueChanged.connect(lambda value: self._emit(rope_factor=value))
+        self.rope_original_context.setKeyboardTracking(False)
+        # Its minimum is the config's own original context.
+        self.rope_original_context.valueChanged.connect(
+            lambda value: self._emit(rope_original_context=value or None)
+        )
         self.enable_prefix_caching.currentIndexChanged.connect(
             lambda: self._emit(
                 enable_prefix_caching=_PREFIX_VALUES[self.enable_prefix_caching.value()]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from vramgui.core import rope
 from vramgui.core.errors import ConfigError
 from vramgui.core.families import configs, table, validation
 from vramgui.core.families.classic import CLASSIC_TYPES, classic_spec, llama_style
@@ -61,6 +62,9 @@ def _defaulted_sizes(config: dict[str, Any], defaults: dict[str, Any] | Any) -> 
 def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
     """Build the exact ModelSpec a transformers model of this config.json would have.
 
+    The RoPE scaling the config carries (``rope_scaling`` / ``rope_parameters``) and its rotary
+    base are read into its facts, whatever the family.
+
     Args:
         config: the parsed config.json.
         name: what to call the model; defaults to the config's ``_name_or_path`` or model_type.
@@ -72,6 +76,14 @@ def spec_from_config(config: dict[str, Any], name: str = "") -> ModelSpec:
         ConfigError: the config is not a dict, lacks a needed field, has a wrongly typed or
             impossible value, or is of an unknown type without the common fields.
     """
+    spec = _spec_from_config(config, name)
+    own, theta = rope.config_scaling(config), rope.config_theta(config)
+    if own is None and theta is None:
+        return spec
+    return replace(spec, facts=replace(spec.facts, rope_scaling=own, rope_theta=theta))
+
+
+def _spec_from_config(config: dict[str, Any], name: str) -> ModelSpec:
     if not isinstance(config, dict):
         raise ConfigError(f"a model config must be a JSON object, not {type(config).__name__}")
     model_type = config.get("model_type")

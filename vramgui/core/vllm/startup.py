@@ -24,6 +24,7 @@ from vramgui.core import dtypes
 from vramgui.core.activations import vllm_profile_peak
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.rope import NO_ROTARY, context_limit
 from vramgui.core.units import GiB
 from vramgui.core.vllm.encoders import EncoderProfile, encoder_profile, unmodelled_towers
 from vramgui.core.vllm.kv_layout import Kind, KvLayout, LayerKv, kv_layout, layer_specs
@@ -385,7 +386,7 @@ def build_plan(
         )
     return VllmPlan(
         tuple(stages),
-        facts.max_position_embeddings,
+        context_limit(facts, workload),
         scheduler,
         rules,
         cuda_graphs=not workload.enforce_eager,
@@ -394,19 +395,17 @@ def build_plan(
     )
 
 
-# Architectures without rotary position embeddings (learned positions or ALiBi).
-_NO_ROTARY = frozenset({"gpt2", "gpt_bigcode", "opt", "bert", "bloom", "mpt"})
-
-
 def rotary_cache_bytes(spec: ModelSpec, workload: Workload) -> int:
     """The cos / sin table vLLM's rotary embedding keeps beside the weights (cos_sin_cache:
-    max_position_embeddings x rotary dimension, in the model dtype), counted in its
-    "Model loading took"."""
+    the positions it covers x rotary dimension, in the model dtype), counted in its "Model
+    loading took". A scaled rotary embedding covers the scaled length (YaRN: the original
+    context times the factor; linear and dynamic: max_position_embeddings times it), as
+    ``core.rope.context_limit`` says."""
     facts = spec.facts
-    if facts.model_type in _NO_ROTARY:
+    if facts.model_type in NO_ROTARY:
         return 0
     dim = facts.qk_rope_head_dim if facts.is_mla else facts.head_dim
-    return facts.max_position_embeddings * (dim or 0) * dtypes.DTYPE_BYTES[workload.dtype]
+    return context_limit(facts, workload) * (dim or 0) * dtypes.DTYPE_BYTES[workload.dtype]
 
 
 def on_stage(role: Role, first: bool, last: bool) -> bool:

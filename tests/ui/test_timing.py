@@ -191,3 +191,24 @@ def test_the_application_reads_the_stored_calibrations_at_start():
     assert rates("A100 80GB", "bf16").utilization is measured
     summary = summarize_speed(spec, work, "A100 SXM 80GB", rates("A100 80GB", "bf16"), 10**8)
     assert "measured on this GPU model (NVIDIA A100" in timing.speed_tooltip(summary)
+
+
+def test_a_narrow_comparison_shortens_its_title_and_never_cuts_a_word(qtbot):
+    """Beside its check boxes at 1280x720 the title says less, then ends in "…", never "(highl"."""
+    ref = ModelRef(kind="catalog", id="llama-3.2-1b")
+    profiles = [Profile(f"on {g}", ref, LORA, (g,)) for g in ("H100 SXM", "A100 SXM 80GB")]
+    view = compare_view.CompareView()
+    qtbot.addWidget(view)
+    view.show_results([compare_view.reestimate(p, load_model) for p in profiles])
+    full = view.title.text()
+    assert full.startswith("Comparing 2 profiles: ") and full.endswith("(highlighted)")
+    metrics = view.title.fontMetrics()
+    for width, ending in (
+        (metrics.horizontalAdvance(full) + 8, "(highlighted)"),
+        (metrics.horizontalAdvance("2 profiles, 99 line(s) differ") + 8, "differ"),
+        (60, "…"),
+    ):
+        view.title.resize(width, view.title.height())
+        shown = view.title.shown_text()
+        assert shown.endswith(ending), (width, shown)
+        assert metrics.horizontalAdvance(shown) <= width

@@ -94,6 +94,9 @@ def main() -> int:
         window.controller.update(**changes)
 
         def save() -> None:
+            # The QLoRA recipe's notice stands where the time / cost line is: the README shows
+            # the line.
+            window.banner_close.click()
             window.grab().save(str(HERE / name))
             print(f"wrote {HERE / name}")
             next_setup()

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from vramgui.answers.advice import advise
+from vramgui.answers.advice import advise, saving_text
 from vramgui.answers.host import SET, THIS_MACHINE, choose_host, this_machine
 from vramgui.answers.rates import NoRates, rates_for
 from vramgui.answers.timing import AS_SET, DOES_NOT_FIT, MORE_GPUS, OFFLOAD, Untimed, time_setup
@@ -223,3 +223,12 @@ def test_estimate_gives_the_advisor_when_the_first_gpu_is_too_small():
     assert first["fits"] and "tokens/s" in first["cost"]
     fits = _json("estimate", "llama-3.2-1b", "--gpu", "RTX 4090", "--json")
     assert "advice" not in fits
+
+
+def test_a_pool_the_weights_leave_no_room_for_is_said_so_not_as_zero_tokens():
+    text = saving_text(3 * GiB, pool_bytes=-2 * GiB, pool_tokens=0)
+    assert text == "the weights leave no KV pool; 3.00 GiB more room for a request of the context"
+    assert saving_text(None, pool_bytes=0, pool_tokens=0) == "the weights leave no KV pool"
+    assert saving_text(GiB, pool_bytes=6 * GiB, pool_tokens=1000).startswith(
+        "KV pool 6.00 GiB (1,000 tokens), 1.00 GiB more room"
+    )

@@ -56,11 +56,18 @@ def saving_text(
     of the context (``core.fit.Suggestion.saves_bytes``). Empty when there is nothing to say."""
     if pool_bytes is None:
         return f"frees {size(saves_bytes)}" if saves_bytes else ""
-    tokens = f" ({pool_tokens:,} tokens)" if pool_tokens is not None else ""
-    text = f"KV pool {size(max(pool_bytes, 0))}{tokens}"
-    if saves_bytes and saves_bytes > 0:
-        text += f", {size(saves_bytes)} more room for a request of the context"
-    return text
+    room = (
+        f"{size(saves_bytes)} more room for a request of the context"
+        if saves_bytes and saves_bytes > 0
+        else ""
+    )
+    if pool_bytes <= 0:
+        # The weights take the whole share ("KV pool 0.00 GiB (0 tokens)" would hide why).
+        pool, joint = "the weights leave no KV pool", "; "
+    else:
+        tokens = f" ({pool_tokens:,} tokens)" if pool_tokens is not None else ""
+        pool, joint = f"KV pool {size(pool_bytes)}{tokens}", ", "
+    return f"{pool}{joint}{room}" if room else pool
 
 
 def _offload(point: CurvePoint, total_bytes: int, host: HostSettings, every: int) -> fit.Suggestion:

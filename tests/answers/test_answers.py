@@ -9,14 +9,15 @@ import json
 
 import pytest
 
-from vramgui.answers.advice import advise
+from vramgui.answers.advice import advise, saving_text, shortfall_text
 from vramgui.answers.host import SET, THIS_MACHINE, choose_host, this_machine
 from vramgui.answers.rates import NoRates, rates_for
 from vramgui.answers.timing import AS_SET, DOES_NOT_FIT, MORE_GPUS, OFFLOAD, Untimed, time_setup
 from vramgui.cli import main
 from vramgui.core.errors import WorkloadError
 from vramgui.core.estimate import estimate
-from vramgui.core.units import GiB
+from vramgui.core.fit import fit_rows
+from vramgui.core.units import GiB, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware.capacity import resolve_capacities
 from vramgui.profiles import OffloadSettings, Profile, ProfileError
@@ -223,3 +224,39 @@ def test_estimate_gives_the_advisor_when_the_first_gpu_is_too_small():
     assert first["fits"] and "tokens/s" in first["cost"]
     fits = _json("estimate", "llama-3.2-1b", "--gpu", "RTX 4090", "--json")
     assert "advice" not in fits
+
+
+def test_a_pool_the_weights_leave_no_room_for_is_said_so_not_as_zero_tokens():
+    text = saving_text(3 * GiB, pool_bytes=-2 * GiB, pool_tokens=0)
+    assert text == "the weights leave no KV pool; 3.00 GiB more room for a request of the context"
+    assert saving_text(None, pool_bytes=0, pool_tokens=0) == "the weights leave no KV pool"
+    assert saving_text(GiB, pool_bytes=6 * GiB, pool_tokens=1000).startswith(
+        "KV pool 6.00 GiB (1,000 tokens), 1.00 GiB more room"
+    )
+
+
+def test_a_pre_allocating_engine_that_does_not_fit_says_what_its_pool_is_short_of():
+    def row(source: str, gpu: str, **settings):
+        spec = load_model(source).spec
+        name, capacity = resolve_capacities([gpu])[0]
+        est = estimate(spec, Workload(**settings), capacity, name)
+        return fit_rows(est, [(name, capacity)])[0]
+
+    long = row("llama-3.1-8b", "RTX 4090", engine="vllm", seq=131072)
+    up = long.vllm
+    assert not long.fits and up is not None and 0 < up.available_bytes < up.needed_bytes
+    assert shortfall_text(long, 131072) == (
+        f"KV pool {format_bytes(up.available_bytes)} is "
+        f"{format_bytes(up.needed_bytes - up.available_bytes)} short of one request of "
+        "131,072 tokens"
+    )
+    sglang = row("llama-3.1-8b", "RTX 4090", engine="sglang", seq=131072)
+    assert shortfall_text(sglang, 131072).startswith("KV pool ")
+    assert "short of one request of 131,072 tokens" in shortfall_text(sglang, 131072)
+    heavy = row("llama-3.1-70b", "H100 SXM", engine="vllm", seq=8192)
+    assert shortfall_text(heavy, 8192).startswith("the weights leave no KV pool; one request of")
+    greedy = row("llama-3.1-8b", "H100 SXM", engine="vllm", gpu_memory_utilization=1.0)
+    assert "vLLM's memory share" in shortfall_text(greedy, 2048)
+    # An engine that allocates as it goes: the memory missing.
+    plain = row("llama-3.1-70b", "H100 SXM")
+    assert shortfall_text(plain, 2048) == f"{format_bytes(-plain.headroom_bytes)} short"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from vramgui.core import storage
 from vramgui.core.errors import WorkloadError
+from vramgui.core.scopes import SCOPES
 from vramgui.core.training.weights import kbit_upcast
 from vramgui.core.workload import (
+    ENGINES,
     METHOD_RECIPES,
+    METHODS,
+    MODES,
     EngineConflictError,
     Workload,
     adjusted,
@@ -162,3 +168,27 @@ def test_training_takes_the_base_its_method_trains_on():
     # A 4-bit choice QLoRA takes stays; so does a quantization the user has just picked.
     fp4 = Workload(mode="training", method="qlora", quant="fp4")
     assert adjusted(fp4, {"batch": 2})[0].quant == "fp4"
+
+
+def test_every_setting_has_one_scope_of_known_modes_engines_and_methods():
+    assert set(SCOPES) == {f.name for f in fields(Workload)}
+    for name, scope in SCOPES.items():
+        assert scope.modes is None or scope.modes <= set(MODES), name
+        assert scope.engines is None or scope.engines <= set(ENGINES), name
+        assert scope.methods is None or scope.methods <= set(METHODS), name
+
+
+def test_another_engine_s_settings_do_not_apply():
+    transformers = Workload().unused()
+    assert {"gpu_memory_utilization", "max_num_seqs", "ubatch_size", "batch_size"} <= transformers
+    assert {"mem_fraction_static", "sglang_version", "vllm_version"} <= transformers
+    assert "prompt" not in transformers and "transformers_version" not in transformers
+    llamacpp = Workload(engine="llamacpp", quant="Q4_K_M").unused()
+    assert "ubatch_size" not in llamacpp and "rope_scaling" not in llamacpp
+    assert {"prompt", "transformers_version", "gpu_memory_utilization"} <= llamacpp
+    # A training step runs transformers' model code: its release applies, no engine's share.
+    training = Workload(mode="training").unused()
+    assert "transformers_version" not in training and "engine" in training
+    assert "gpu_memory_utilization" in training
+    left = Workload(engine="vllm", gpu_memory_utilization=0.5).with_(engine="transformers")
+    assert left.applicable().gpu_memory_utilization == Workload().gpu_memory_utilization

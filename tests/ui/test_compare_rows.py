@@ -5,6 +5,7 @@ lists a training setting for two serving profiles."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 from vramgui.cli import main
 from vramgui.core.units import MiB
@@ -104,3 +105,39 @@ def test_the_command_line_and_the_window_list_the_same_rows(qtbot, capsys):
         assert [c.split(",")[0] for c in row.cells] == [
             "-" if p is None else "fits" if p["fits"] else "does not fit" for p in fit["profiles"]
         ]
+
+
+def test_another_engine_s_settings_are_left_out_or_shown_as_not_applying(qtbot, capsys):
+    # What the window's workload still holds of vLLM and llama.cpp setups when the user turns to
+    # transformers: none of it is a setting of a transformers profile.
+    other_engines = {"gpu_memory_utilization": 0.7, "max_num_seqs": 8, "ubatch_size": 256}
+    _save("hf one", batch=1, **other_engines)
+    _save("hf two", batch=2, prompt=512, **other_engines)
+    settings = {s["setting"]: s for s in _cli(capsys, "hf one", "hf two")["comparison"]["settings"]}
+    assert not {"gpu-memory-utilization", "max-num-seqs", "ubatch-size", "batch-size"} & set(
+        settings
+    )
+    assert not {"mem-fraction-static", "vllm-version", "sglang-version"} & set(settings)
+    assert settings["prompt"]["values"] == [None, 512]
+    labels = [r.label for r in _window("hf one", "hf two")]
+    assert "vLLM memory share" not in labels and "Prompt tokens" in labels
+
+    # Beside a vLLM profile, the vLLM rows appear, "-" for the transformers one; llama.cpp's and
+    # transformers' own settings go, or read "-" for the vLLM profile.
+    _save("vllm", engine="vllm", batch=4, gpu_memory_utilization=0.8)
+    settings = {s["setting"]: s for s in _cli(capsys, "hf one", "vllm")["comparison"]["settings"]}
+    assert settings["gpu-memory-utilization"]["values"] == [None, 0.8]
+    assert settings["gpu-memory-utilization"]["applies"] == [False, True]
+    assert settings["transformers-version"]["applies"] == [True, False]
+    assert "ubatch-size" not in settings and "mem-fraction-static" not in settings
+    cells = {r.label: r.cells for r in _window("hf one", "vllm")}
+    assert cells["vLLM memory share"] == ("-", "0.8")
+    assert cells["vLLM max sequences"] == ("-", "default")
+
+
+def test_every_compared_setting_has_a_label_and_none_is_a_component_s():
+    compared = {f.name for f in fields(Workload)}
+    assert compared <= set(SETTING_LABELS), sorted(compared - set(SETTING_LABELS))
+    # A setting's row and an estimate's component row never read the same.
+    assert not set(palette.COMPONENT_LABELS.values()) & set(SETTING_LABELS.values())
+    assert len(set(SETTING_LABELS.values())) == len(SETTING_LABELS)

@@ -261,6 +261,24 @@ def test_advice_applies_with_one_click(make_window, qtbot):
         assert getattr(window.controller.workload, key) == value
 
 
+def test_a_vllm_setup_that_does_not_fit_says_what_its_pool_is_short_of(make_window, qtbot):
+    window = make_window()
+    check_gpu(window, "RTX 4090", False)
+    check_gpu(window, "RTX 3060 12GB")
+    window.change({"engine": "vllm"})
+    qtbot.waitUntil(
+        lambda: (
+            window.controller.outlook is not None
+            and window.controller.workload.engine == "vllm"
+            and "Does not fit RTX 3060 12GB" in window.advisor.summary.text()
+        ),
+        timeout=10000,
+    )
+    summary = window.advisor.summary.text()
+    seq = window.controller.workload.seq
+    assert f"one request of {seq:,} tokens" in summary, summary
+
+
 def test_invalid_setting_is_reported_and_undone(make_window, qtbot):
     window = make_window()
     window.workload_panel.tp.setEnabled(True)

@@ -56,11 +56,40 @@ def saving_text(
     of the context (``core.fit.Suggestion.saves_bytes``). Empty when there is nothing to say."""
     if pool_bytes is None:
         return f"frees {size(saves_bytes)}" if saves_bytes else ""
-    tokens = f" ({pool_tokens:,} tokens)" if pool_tokens is not None else ""
-    text = f"KV pool {size(max(pool_bytes, 0))}{tokens}"
-    if saves_bytes and saves_bytes > 0:
-        text += f", {size(saves_bytes)} more room for a request of the context"
-    return text
+    room = (
+        f"{size(saves_bytes)} more room for a request of the context"
+        if saves_bytes and saves_bytes > 0
+        else ""
+    )
+    if pool_bytes <= 0:
+        # The weights take the whole share ("KV pool 0.00 GiB (0 tokens)" would hide why).
+        pool, joint = "the weights leave no KV pool", "; "
+    else:
+        tokens = f" ({pool_tokens:,} tokens)" if pool_tokens is not None else ""
+        pool, joint = f"KV pool {size(pool_bytes)}{tokens}", ", "
+    return f"{pool}{joint}{room}" if room else pool
+
+
+def shortfall_text(row: fit.FitRow, seq: int, size: Callable[[int], str] = format_bytes) -> str:
+    """What a setup that does not fit ``row``'s GPU is short of, as the front ends word it: under
+    an engine that pre-allocates its KV pool (vLLM, SGLang), what the pool its start-up model
+    allocates lacks for one request of the context (``seq`` tokens), else the memory missing."""
+    up = row.vllm or row.sglang
+    if up is None or up.shortfall_bytes <= 0:
+        if row.vllm is not None and row.vllm.message:
+            return f"vLLM refuses to start: {row.vllm.message}"
+        return f"{size(-row.headroom_bytes)} short"
+    request = f"one request of {seq:,} tokens"
+    lack = up.needed_bytes - up.available_bytes
+    if lack != up.shortfall_bytes:
+        # vLLM's share asks for more than the GPU has free: there is no pool to speak of.
+        return (
+            f"vLLM's memory share ({size(up.requested_bytes)}) is {size(up.shortfall_bytes)} "
+            "more than is free"
+        )
+    if up.available_bytes <= 0:
+        return f"the weights leave no KV pool; {request} needs {size(up.needed_bytes)}"
+    return f"KV pool {size(up.available_bytes)} is {size(lack)} short of {request}"
 
 
 def _offload(point: CurvePoint, total_bytes: int, host: HostSettings, every: int) -> fit.Suggestion:

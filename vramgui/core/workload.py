@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from operator import attrgetter
 from typing import Any
 
-from vramgui.core import dtypes
+from vramgui.core import dtypes, scopes
 from vramgui.core.errors import WorkloadError, shown
 from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
 
@@ -117,33 +117,6 @@ METHOD_RECIPES: dict[str, dict[str, Any]] = {
     "lora": {"precision": "pure", "grad_checkpointing": True},
     "qlora": {"precision": "mixed", "quant": "nf4", "grad_checkpointing": True},
 }
-
-# Settings that apply to one mode only (``Workload.unused``), and LoRA's to its methods only.
-INFERENCE_SETTINGS = frozenset(
-    {
-        "engine",
-        "kv_dtype",
-        "gpu_memory_utilization",
-        "mem_fraction_static",
-        "ubatch_size",
-        "batch_size",
-        "prompt",
-    }
-)
-LORA_SETTINGS = frozenset({"lora_rank", "lora_targets"})
-TRAINING_SETTINGS = LORA_SETTINGS | frozenset(
-    {
-        "method",
-        "precision",
-        "optimizer",
-        "grad_checkpointing",
-        "grad_accum",
-        "zero",
-        "fsdp",
-        "cpu_offload",
-        "loop",
-    }
-)
 
 # Sizes above these are typing mistakes, not workloads; they would only make the arithmetic absurd.
 MAX_BATCH = 1 << 20
@@ -420,13 +393,9 @@ class Workload:
         return clone
 
     def unused(self) -> frozenset[str]:
-        """The settings this workload carries that do not apply to it: the training settings
-        when serving, the engine's when training, LoRA's for a full fine-tune."""
-        if self.mode == "inference":
-            return TRAINING_SETTINGS
-        if self.method == "full":
-            return INFERENCE_SETTINGS | LORA_SETTINGS
-        return INFERENCE_SETTINGS
+        """The settings this workload carries that do not apply to it (``core.scopes``): the
+        training settings when serving, another engine's, LoRA's for a full fine-tune."""
+        return scopes.unused(self.mode, self.engine, self.method)
 
     def applicable(self) -> Workload:
         """This workload with the settings that do not apply to it (:meth:`unused`) at their

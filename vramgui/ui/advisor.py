@@ -124,6 +124,7 @@ class AdvisorPanel(QWidget):
         suggestions: Sequence[object],
         unit: Unit,
         seq_word: str,
+        shortfall: str = "",
     ) -> None:
         """Show the advice for the target GPU.
 
@@ -135,6 +136,8 @@ class AdvisorPanel(QWidget):
             suggestions: ranked ``core.fit.Suggestion`` objects.
             unit: display unit.
             seq_word: "context" or "sequence length".
+            shortfall: what a setup that does not fit is short of (``answers.advice.
+                shortfall_text``); "" says the memory missing.
         """
         if target is None:
             self.clear("Check a GPU on the right to see whether the setup fits.")
@@ -155,7 +158,7 @@ class AdvisorPanel(QWidget):
         else:
             self._set_summary(
                 f"<span style='color:{palette.NO_FIT}'><b>Does not fit {name}</b></span>: "
-                f"{format_bytes(-headroom_bytes, unit)} short. "
+                f"{shortfall or format_bytes(-headroom_bytes, unit) + ' short'}. "
                 + ("Changes that would make it fit:" if suggestions else "No single change fits.")
             )
         self._show_cards(list(suggestions)[:MAX_SHOWN], unit)

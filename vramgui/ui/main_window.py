@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, Qt, QTimer, QUrl
@@ -50,6 +51,7 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui import __version__
+from vramgui.answers.advice import shortfall_text
 from vramgui.answers.host import this_machine
 from vramgui.answers.rates import catalog_rates
 from vramgui.core.dtypes import SCHEMES, Scheme
@@ -852,6 +854,11 @@ class MainWindow(QMainWindow):
             suggestions=outlook.suggestions,
             unit=self.unit,
             seq_word="context" if workload.mode == "inference" else "sequence length",
+            shortfall=(
+                shortfall_text(row, workload.seq, partial(format_bytes, unit=self.unit))
+                if row and not row.fits
+                else ""
+            ),
         )
         self.advisor.show_ranking(
             outlook.ranked, outlook.ranked_by_time, workload.mode, self.controller.train_tokens

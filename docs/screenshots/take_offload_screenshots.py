@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PySide6.QtCore import QTimer  # noqa: TID251 - it drives the view
 
-from vramgui.answers.host import UNKNOWN_HOST
+from vramgui.answers.host import UNKNOWN_HOST, choose_host
 from vramgui.answers.offload import bandwidths_for
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
@@ -29,6 +29,8 @@ from vramgui.ui.offload_view import GpuChoice, OffloadView
 
 HERE = Path(__file__).resolve().parent
 Q4_32K = Workload(quant="Q4_K_M", engine="llamacpp", seq=32768)
+# 64 GiB of host RAM as a user types it in the Host RAM box (the line then says "set").
+RAM_64G = choose_host(UNKNOWN_HOST, 64 * GiB)
 
 
 def choice(name: str) -> GpuChoice:
@@ -46,7 +48,7 @@ def main() -> int:
         load_model("qwen3-30b-a3b").spec,
         Q4_32K,
         gpus=[choice("RTX 3060 12GB")],
-        host_ram_bytes=64 * GiB,
+        host=RAM_64G,
     )
     experts.set_gpu_layers(49)
     experts.experts_slider.setValue(experts.experts_slider.maximum())
@@ -61,7 +63,7 @@ def main() -> int:
         load_model("llama-3.1-70b").spec,
         Q4_32K.with_(seq=8192),
         gpus=[choice("RTX 4090"), choice("RTX 3060 12GB")],
-        host_ram_bytes=64 * GiB,
+        host=RAM_64G,
     )
     two._toggle_gpu(1, True)
     two.fit_like_llamacpp()

@@ -41,7 +41,7 @@ OFFLOAD = ("offload.png", "llama-2-7b", "RTX 3060", 4, 16)
 
 def offload_shot() -> None:
     """The offload view alone, as docs/offload.md shows it."""
-    from vramgui.answers.host import UNKNOWN_HOST
+    from vramgui.answers.host import UNKNOWN_HOST, choose_host
     from vramgui.answers.offload import bandwidths_for
     from vramgui.core.units import GiB
     from vramgui.core.workload import Workload
@@ -58,7 +58,7 @@ def offload_shot() -> None:
         load_model(model).spec,
         Workload(dtype="fp16", quant="Q4_K_M", engine="llamacpp", seq=2048),
         gpus=[budget],
-        host_ram_bytes=ram_gib * GiB,
+        host=choose_host(UNKNOWN_HOST, ram_gib * GiB),
     )
     view.resize(1400, 900)
     view.show()
@@ -94,6 +94,9 @@ def main() -> int:
         window.controller.update(**changes)
 
         def save() -> None:
+            # The QLoRA recipe's notice stands where the time / cost line is: the README shows
+            # the line.
+            window.banner_close.click()
             window.grab().save(str(HERE / name))
             print(f"wrote {HERE / name}")
             next_setup()

@@ -17,6 +17,7 @@ os.environ["VRAMGUI_HOME"] = tempfile.mkdtemp(prefix="vramgui-shots-")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import shiboken6
 from PySide6.QtCore import QSettings, QTimer  # noqa: TID251 - it drives the window
 from PySide6.QtWidgets import QApplication  # noqa: TID251
 
@@ -82,6 +83,8 @@ def compare_shot(qapp: QApplication) -> None:
 
     QTimer.singleShot(800, shoot)
     qapp.exec()
+    # Destroyed before the application: left to the interpreter's exit, the view aborted it.
+    shiboken6.delete(view)
 
 
 if __name__ == "__main__":

@@ -601,3 +601,11 @@ def test_the_serving_line_words_what_bounds_decoding(capsys):
     assert "(host-memory-bound decode at full context" in serving  # was "cpu_memory-bound"
     code, out, _ = _run(capsys, *args, "--json")
     assert json.loads(out)["serving"]["bound"] == "cpu_memory"  # the JSON keeps the value
+
+
+def test_a_context_too_long_for_the_gpu_names_the_largest_that_fits(capsys):
+    """Llama 3.1 8B at 64k on an RTX 4090: no batch fits, the largest context still does."""
+    code, out, _ = _run(capsys, "estimate", "llama-3.1-8b", "--seq", 65536, "--gpu", "RTX 4090")
+    assert code == 0
+    (line,) = [x for x in out.splitlines() if x.startswith("RTX 4090:")]
+    assert "does not fit; largest context " in line and "largest batch" not in line

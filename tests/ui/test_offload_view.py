@@ -369,3 +369,11 @@ def test_op_offload_can_be_turned_off_for_experts_in_host_ram(qtbot):
     assert "--no-op-offload" in view.launch_text.toPlainText()
     # The GPU no longer holds a copy of a host expert matrix in its compute buffer.
     assert kept.gpu_bytes[0] < copied.gpu_bytes[0]
+
+
+def test_the_host_ram_box_names_this_machine_before_any_host_is_given(qtbot):
+    """A view given no host yet reads "this machine: unknown", not a RAM of 0.0 GiB."""
+    fresh = OffloadView()
+    qtbot.addWidget(fresh)
+    assert fresh.ram.value() == 0
+    assert fresh.ram.text() == "this machine: unknown"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.ui.waiting import settled
 from vramgui.answers.host import UNKNOWN_HOST
 from vramgui.answers.rates import Rates, catalog_rates
-from vramgui.answers.timing import time_setup
+from vramgui.answers.timing import MORE_GPUS, TimedPlacement, time_setup
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelRef
 from vramgui.core.speed import Hardware, Price, Utilization
@@ -191,3 +193,47 @@ def test_the_application_reads_the_stored_calibrations_at_start():
     assert rates("A100 80GB", "bf16").utilization is measured
     summary = summarize_speed(spec, work, "A100 SXM 80GB", rates("A100 80GB", "bf16"), 10**8)
     assert "measured on this GPU model (NVIDIA A100" in timing.speed_tooltip(summary)
+
+
+def test_a_narrow_comparison_shortens_its_title_and_never_cuts_a_word(qtbot):
+    """Beside its check boxes at 1280x720 the title says less, then ends in "…", never "(highl"."""
+    ref = ModelRef(kind="catalog", id="llama-3.2-1b")
+    profiles = [Profile(f"on {g}", ref, LORA, (g,)) for g in ("H100 SXM", "A100 SXM 80GB")]
+    view = compare_view.CompareView()
+    qtbot.addWidget(view)
+    view.show_results([compare_view.reestimate(p, load_model) for p in profiles])
+    full = view.title.text()
+    assert full.startswith("Comparing 2 profiles: ") and full.endswith("(highlighted)")
+    metrics = view.title.fontMetrics()
+    for width, ending in (
+        (metrics.horizontalAdvance(full) + 8, "(highlighted)"),
+        (metrics.horizontalAdvance("2 profiles, 99 line(s) differ") + 8, "differ"),
+        (60, "…"),
+    ):
+        view.title.resize(width, view.title.height())
+        shown = view.title.shown_text()
+        assert shown.endswith(ending), (width, shown)
+        assert metrics.horizontalAdvance(shown) <= width
+
+
+def test_a_narrow_line_names_the_gpus_timed_and_leaves_the_flags_to_its_tooltip(qtbot):
+    """The placement's flags go first when the line is too narrow, never cut mid-word."""
+    spec = load_model("llama-3.2-1b").spec
+    summary = dataclasses.replace(
+        summarize_speed(spec, Workload(), "Test GPU", _rates(), 10**8),
+        placement=TimedPlacement(MORE_GPUS, "Test GPU", 2, "tensor parallel over 2 GPUs"),
+    )
+    line = timing.SpeedLine()
+    qtbot.addWidget(line)
+    line.resize(3000, line.height())
+    line.show()
+    qtbot.waitExposed(line)
+    line.show_summary(summary, 10**8)
+    assert line.text.text().endswith(
+        "on 2 x Test GPU (tensor parallel over 2 GPUs; fewer do not hold it)"
+    )
+    line.resize(700, line.height())
+    assert line.text.text().endswith("on 2 x Test GPU")
+    assert "tensor parallel over 2 GPUs" in line.text.toolTip()
+    line.resize(3000, line.height())
+    assert line.text.text().endswith("fewer do not hold it)")

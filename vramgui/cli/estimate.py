@@ -1058,7 +1058,10 @@ def _fit_line(row: dict[str, Any], best: dict[str, Any], more: str) -> str:
     if vllm is None:
         verdict = "fits" if row["fits"] else "does not fit"
         if best.get("seq"):
-            verdict += f"; largest context {best['seq']:,}, largest batch {best['batch']:,}"
+            verdict += f"; largest context {best['seq']:,}"
+            # No batch fits where the context as set does not (the JSON's batch is then null).
+            if best.get("batch"):
+                verdict += f", largest batch {best['batch']:,}"
         return _fit_tail(row, verdict, size, more)
     # Towers whose profile is not counted leave every figure an upper bound, a start uncertain.
     towers = towers_named(vllm["unmodelled"]) if "unmodelled" in vllm else ""

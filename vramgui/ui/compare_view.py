@@ -56,6 +56,7 @@ from vramgui.profiles.compare import (
 from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette, timing
 from vramgui.ui.plot import capacities_in_words, capacity_text, components_in_words, sentences
+from vramgui.ui.widgets import FittedLabel
 
 if TYPE_CHECKING:
     from vramgui.sources.results import ResolvedModel
@@ -636,11 +637,12 @@ class CompareView(QWidget):
         super().__init__(parent)
         self._unit: Unit = "GiB"
         self._results: list[Reestimate] = []
-        self.title = QLabel()
+        self.title = FittedLabel()
         font = self.title.font()
         font.setBold(True)
         self.title.setFont(font)
-        # The title gives way to the check boxes on a narrow screen (its tooltip keeps it whole).
+        # The title gives way to the check boxes on a narrow screen: shorter, then cut with "…"
+        # (its tooltip keeps it whole).
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.only_differences = QCheckBox("Only lines that differ")
         self.cheapest_first = QCheckBox("Cheapest first")
@@ -744,9 +746,10 @@ class CompareView(QWidget):
         results = cost_order(self._results) if self.cheapest_first.isChecked() else self._results
         rows = comparison_rows(results, self._unit)
         differing = sum(1 for r in rows if r.differs)
-        title = f"Comparing {len(results)} profiles: {differing} line(s) differ (highlighted)"
-        self.title.setText(title)
-        self.title.setToolTip(title)
+        self.title.set_texts(
+            f"Comparing {len(results)} profiles: {differing} line(s) differ (highlighted)",
+            f"{len(results)} profiles, {differing} line(s) differ",
+        )
         self.model.set_rows([r.profile.name for r in results], rows)
         # Fit the columns to their text, but keep one long name from pushing the others away;
         # figures are never cut (the table scrolls instead).

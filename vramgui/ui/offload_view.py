@@ -302,6 +302,8 @@ class OffloadView(QWidget):
         )
         self.ram.valueChanged.connect(self._host_edited)
         form.insertRow(0, "Host RAM", self.ram)
+        # Reads "this machine: ..." before any host is given, never a bare "0.0 GiB".
+        self._take_host(self._host)
         self.spins["disk_bytes_per_s"].setToolTip(
             "Read speed of the disk holding what host RAM does not (default: a PCIe 4.0 NVMe "
             "drive, 3.5 GB/s). A profile keeps it."

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QHBoxLayout,
@@ -49,16 +50,16 @@ BASIS_WORDS = {
 }
 
 
-def speed_text(summary: Timing | Untimed | None) -> str:
+def speed_text(summary: Timing | Untimed | None, brief: bool = False) -> str:
     """The line's words, what decides first: a training run's time and cost, then the speed
     behind them; for inference the decode speed and whether it is measured, the time to first
-    token, the cost per million generated tokens; and the placement timed. A setup nothing runs
-    says so instead."""
+    token, the cost per million generated tokens; and the placement timed (``brief``: without
+    what is in brackets). A setup nothing runs says so instead."""
     if summary is None:
         return NO_TARGET
     if isinstance(summary, Untimed):
         return f"No speed or cost: {escape(summary.reason)}"
-    where = escape(placement_words(summary.placement))
+    where = escape(placement_words(summary.placement, brief))
     price = summary.price
     parts = []
     if summary.mode == "training":
@@ -105,14 +106,17 @@ def _wait(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds < 10 else format_duration(seconds)
 
 
-def placement_words(placement: TimedPlacement) -> str:
+def placement_words(placement: TimedPlacement, brief: bool = False) -> str:
     """The placement timed, short enough for the line: the GPUs, and what differs from the
-    setup as chosen (llama.cpp's flags and the weights in host RAM, or the GPUs it takes)."""
+    setup as chosen (llama.cpp's flags and the weights in host RAM, or the GPUs it takes);
+    ``brief``: without what is in brackets."""
     where = f"{placement.gpus} x {placement.gpu}" if placement.gpus > 1 else placement.gpu
     if placement.kind == AS_SET or not placement.flags:
         return where
     if placement.kind != OFFLOAD:
-        return f"{where} ({placement.flags}; fewer do not hold it)"
+        return where if brief else f"{where} ({placement.flags}; fewer do not hold it)"
+    if brief:
+        return f"{where} with {placement.flags}"
     moved = [f"{format_bytes(placement.host_bytes)} in RAM"] if placement.host_bytes else []
     if placement.disk_bytes:
         moved.append(f"{format_bytes(placement.disk_bytes)} from disk")
@@ -174,6 +178,9 @@ class SpeedLine(QWidget):
         self.text.setTextFormat(Qt.TextFormat.RichText)
         self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.text.setAccessibleName("Training time and cost")
+        # The words shown, and the same with the placement's brackets left out for a narrow line.
+        self._texts = (NO_TARGET, NO_TARGET)
+        self.text.installEventFilter(self)
         self.tokens_label = QLabel("Tokens")
         self.tokens = QLineEdit()
         self.tokens.setMaximumWidth(self.fontMetrics().horizontalAdvance("0000.0M") + 16)
@@ -207,10 +214,9 @@ class SpeedLine(QWidget):
 
     def show_summary(self, summary: Timing | Untimed | None, train_tokens: int) -> None:
         """Show ``summary``; the tokens and price controls apply to training only."""
-        text, tip = speed_text(summary), speed_tooltip(summary)
-        if self.text.text() != text:  # a new text lays the row out again
-            self.text.setText(text)
-            self.text.setToolTip(tip)
+        self._texts = (speed_text(summary), speed_text(summary, brief=True))
+        self.text.setToolTip(speed_tooltip(summary))
+        self._fit_text()
         timed = isinstance(summary, Timing)
         training = timed and summary.mode == "training"  # type: ignore[union-attr]
         for widget in (self.tokens_label, self.tokens):
@@ -219,6 +225,26 @@ class SpeedLine(QWidget):
         if train_tokens != self._tokens:
             self._tokens = train_tokens
             self.tokens.setText(format_count(train_tokens))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.text and event.type() == QEvent.Type.Resize:
+            self._fit_text()
+        return super().eventFilter(watched, event)
+
+    def _fit_text(self) -> None:
+        """The whole line where it fits, else the placement without what is in brackets (the
+        tooltip says it all); a line wider still is cut at the window's edge."""
+        full, brief = self._texts
+        text = full
+        if brief != full:
+            document = QTextDocument()
+            document.setDocumentMargin(0)
+            document.setDefaultFont(self.text.font())
+            document.setHtml(full)
+            if document.idealWidth() > self.text.contentsRect().width():
+                text = brief
+        if self.text.text() != text:  # a new text lays the row out again
+            self.text.setText(text)
 
     def _tokens_edited(self) -> None:
         try:

@@ -29,9 +29,14 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A killed child stays a zombie until its parent (the process server) reaps it.
-    status = Path(f"/proc/{pid}/status")
-    return not status.exists() or "zombie" not in status.read_text()
+    # A killed child stays a zombie until its parent (the process server) reaps it; it may be
+    # reaped between the signal above and this read.
+    if not Path("/proc").is_dir():
+        return True
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
 
 
 def _pid(path: Path, qtbot) -> int:

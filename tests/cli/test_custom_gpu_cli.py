@@ -4,21 +4,11 @@ import json
 
 import pytest
 
+from tests.configs import LLAMA
 from vramgui.cli import main
 from vramgui.cli.estimate import vram_budgets
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB
-
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 11008,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 32,
-    "vocab_size": 32000,
-    "max_position_embeddings": 4096,
-}
 
 
 @pytest.fixture

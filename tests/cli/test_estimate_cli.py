@@ -7,23 +7,13 @@ import sys
 
 import pytest
 
+from tests.configs import LLAMA
 from vramgui.cli import build_parser, main
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
 from vramgui.core.fit import TOKEN_BLOCK
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
-
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 11008,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 32,
-    "vocab_size": 32000,
-    "max_position_embeddings": 4096,
-}
 
 
 @pytest.fixture

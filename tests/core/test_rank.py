@@ -2,16 +2,11 @@
 
 import pytest
 
+from tests.configs import LLAMA
 from vramgui.core import fit, speed
 from vramgui.core.families import spec_from_config
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
-
-LLAMA = {
-    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
-    "vocab_size": 32000, "max_position_embeddings": 4096,
-}  # fmt: skip
 
 
 def _gpu(name, flops, bandwidth, link, arch):

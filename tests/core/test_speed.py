@@ -10,22 +10,13 @@ import math
 
 import pytest
 
+from tests.configs import LLAMA
 from vramgui.core import speed
 from vramgui.core.errors import WorkloadError
 from vramgui.core.families import spec_from_config
 from vramgui.core.training import work
 from vramgui.core.workload import Workload
 
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 11008,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 32,
-    "vocab_size": 32000,
-    "max_position_embeddings": 4096,
-}
 A100 = speed.Hardware(
     name="A100 SXM 80GB", flops=312e12, memory_bytes_per_s=2039e9, link_bytes_per_s=300e9,
     pcie_bytes_per_s=25e9, architecture="Ampere",

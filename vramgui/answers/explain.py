@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from vramgui.answers.advice import saving_text
-from vramgui.core import fit, launch, offload, sglang_startup
+from vramgui.core import activations, fit, launch, offload, sglang_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
@@ -659,6 +659,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         layout = _layout(
             s,
             tuple(free[g] for g in gpus) if len(gpus) > 1 and all(g in free for g in gpus) else (),
+            _build_number(setup.engine_version),
         )
         placement = offload.plan_llamacpp(
             spec,
@@ -782,9 +783,12 @@ def _device_order(name: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (name, 0)
 
 
-def _layout(s: dict[str, Any], free: tuple[int, ...] = ()) -> LlamaCppLayout:
+def _layout(
+    s: dict[str, Any], free: tuple[int, ...] = (), build: int | None = None
+) -> LlamaCppLayout:
     """llama.cpp's placement flags as the log's command line gave them; without
-    ``--tensor-split``, llama.cpp splits the layers by each GPU's free memory (``free``)."""
+    ``--tensor-split``, llama.cpp splits the layers by each GPU's free memory (``free``). The
+    log's ``build`` decides how its graph writes the KV cache (None: a current build)."""
     split = s.get("tensor_split")
     return LlamaCppLayout(
         overrides=parse_overrides(str(s["override_tensor"])) if s.get("override_tensor") else (),
@@ -795,7 +799,14 @@ def _layout(s: dict[str, Any], free: tuple[int, ...] = ()) -> LlamaCppLayout:
         main_gpu=int(s.get("main_gpu", 0) or 0),
         kv_offload=bool(s.get("kv_offload", True)),
         op_offload=not s.get("no_op_offload", False),
+        set_rows=activations.llamacpp_set_rows(build),
     )
+
+
+def _build_number(version: str | None) -> int | None:
+    """The build number of a llama.cpp version as its log prints it ("5622 (97340b4c)")."""
+    number = (version or "").split(" ", 1)[0]
+    return int(number) if number.isdigit() else None
 
 
 def _gguf_type(setup: LoggedSetup, spec: ModelSpec) -> str | None:

@@ -281,7 +281,13 @@ class LlamaCppModel:
         receiver = split.gpus[0]
         if len(split.gpus) == 1 or layout.split_mode == "row" or not blocks:
             # One GPU runs the graph (with no layers there, the large batches llama.cpp hands it).
-            buffers[main] = self.buffers_bytes
+            buffers[main] = (
+                self.buffers_bytes
+                if layout.set_rows
+                else self._device_buffer(
+                    output=True, blocks=(0, self.blocks), copies=0, set_rows=False
+                )
+            )
             if host and self.facts is not None:
                 # The copies change the layout of the graph's buffer: walk it again with them
                 # (on a GPU that runs no part of the graph, they and their products alone).
@@ -295,6 +301,7 @@ class LlamaCppModel:
                     output=receiver == main,
                     layers=receiver == main,
                     host_experts=host,
+                    set_rows=layout.set_rows,
                 )
         else:
             # Whole layers per GPU: each sizes its own part of the graph. Holding every layer
@@ -312,6 +319,7 @@ class LlamaCppModel:
                     blocks=(min(runs), max(runs) + 1) if runs else None,
                     copies=PIPELINE_COPIES if pipelined else 0,
                     host=host if i == receiver else (),
+                    set_rows=layout.set_rows,
                 )
         return tuple(GpuShare(weights[i], kv[i], buffers[i]) for i in range(n_gpus))
 
@@ -322,9 +330,11 @@ class LlamaCppModel:
         blocks: tuple[int, int] | None,
         copies: int,
         host: activations.HostExperts = (),
+        set_rows: bool = True,
     ) -> int:
         """One GPU's compute buffer when the layers are split over several: ``blocks`` are those
-        it runs (``(first, end)``, None: none), ``host`` the host experts it multiplies."""
+        it runs (``(first, end)``, None: none), ``host`` the host experts it multiplies,
+        ``set_rows`` the layout's."""
         if self.facts is None:
             return self.buffers_bytes if blocks or output else 0
         w = self.workload
@@ -339,6 +349,7 @@ class LlamaCppModel:
             pipeline_copies=copies,
             blocks=blocks,
             host_experts=host,
+            set_rows=set_rows,
         )
 
     def _host_experts(

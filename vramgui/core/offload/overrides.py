@@ -169,6 +169,9 @@ class LlamaCppLayout:
         op_offload: False keeps the products of weights in host memory on the CPU whatever the
             batch (``--no-op-offload``); by default the GPU takes those of 32 tokens or more,
             copying the weight into its compute buffer.
+        set_rows: the build writes the KV cache with ggml_set_rows, as every build since
+            August 2025 does (``activations.llamacpp_set_rows``); False for a log of an earlier
+            build, whose graph without flash attention holds no index of the V written.
     """
 
     overrides: tuple[TensorOverride, ...] = ()
@@ -179,6 +182,7 @@ class LlamaCppLayout:
     main_gpu: int = 0
     kv_offload: bool = True
     op_offload: bool = True
+    set_rows: bool = True
 
     def __post_init__(self) -> None:
         if self.split_mode not in SPLIT_MODES:

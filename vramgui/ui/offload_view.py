@@ -484,10 +484,15 @@ class OffloadView(QWidget):
         self._spec, self._workload = spec, workload
         self._ngl = None
         self._follow_engine(engine_before)
+        lost = False
         if gpus is not None:
+            spanned = len(self.chosen_gpus)
             self._take_gpus(gpus, host_ram_bytes if host is None else host.ram_bytes)
-        if workload is not None and workload.gpus != (gpus_before or 1) and self._gpus:
-            # "GPUs in total" changed: that many of the GPU chosen, as the estimate counts them.
+            # GPUs added before that the new list lacks (another GPU picked in the window).
+            lost = len(self.chosen_gpus) < spanned
+        if workload is not None and (workload.gpus != (gpus_before or 1) or lost) and self._gpus:
+            # "GPUs in total" changed, or the GPUs added are gone: that many of the GPU chosen,
+            # as the estimate counts them.
             self._extra = [self.gpu.currentIndex()] * (workload.gpus - 1)
             self._show_more_gpus()
         if host is not None:

@@ -611,6 +611,27 @@ def llamacpp_model(spec: ModelSpec, workload: Workload) -> LlamaCppModel:
     )
 
 
+def layer_split(spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> Placement:
+    """Every layer of ``spec`` on ``workload.gpus`` GPUs of one kind, split as llama.cpp splits
+    them by default (``--split-mode layer``): the blocks in proportion to each GPU's memory
+    (alike here, so in equal runs), the output layer on the last GPU, each block's KV cache with
+    it, a compute buffer on each GPU for its part of the graph, the token embeddings in host
+    memory. The placement ``plan`` makes of the same setup when it all fits.
+
+    Args:
+        spec: the model.
+        workload: the settings; ``gpus`` counts the GPUs (``tp`` is not llama.cpp's: it splits
+            whole layers).
+        capacity_bytes: each GPU's memory (None: unknown; the split is the same).
+
+    Raises:
+        WorkloadError: settings llama.cpp does not support.
+    """
+    model = llamacpp_model(spec, workload.with_(gpus=1, tp=1, pp=1))
+    budgets = [capacity_bytes or 1] * workload.gpus
+    return model.place(budgets, n_gpu_layers=model.blocks + 1, host_ram_bytes=None)
+
+
 def max_gpu_layers(
     spec: ModelSpec, workload: Workload, vram_budget_bytes: int, *, kv_offload: bool = True
 ) -> int:

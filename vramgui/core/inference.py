@@ -453,8 +453,10 @@ class InferencePlan:
             self._notes = (*self._notes, serving.checkpoint_kv_note(spec, asked))
             self._details["kv_cache_dtype"] = workload.kv_dtype
 
-    def breakdown(self, batch: int, seq: int) -> InferenceBreakdown:
-        """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens.
+    def breakdown(self, batch: int, seq: int, *, layer_split: bool = False) -> InferenceBreakdown:
+        """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens;
+        ``layer_split``: llama.cpp on several GPUs splits the layers across them and the GPU that
+        holds the most is given (False: one GPU's whole graph, what the planners size).
 
         Raises:
             WorkloadError: a setting the engine or the model does not support.
@@ -487,7 +489,7 @@ class InferencePlan:
             # What the weights, pool and activations do not hold of the total is CUDA's
             # reservation and context, the distributed set-up and the rotary table.
             overhead = total - (self._weights + kv + activations)
-        elif self._workload.gpus > 1:
+        elif layer_split and self._workload.gpus > 1:
             weights, kv, activations, host, split = self._llamacpp_split(batch, seq)
             notes = (*notes, split)
         else:

@@ -102,11 +102,14 @@ class GpuChoice:
         name: as the GPUs panel names it.
         capacity_bytes: its memory.
         bandwidths: its speeds, or None when the catalog does not know the GPU.
+        assumed: which of those speeds are assumed (a card the catalog lacks), said under the
+            speeds; "" when none is.
     """
 
     name: str
     capacity_bytes: int
     bandwidths: Bandwidths | None = None
+    assumed: str = ""
 
 
 class OffloadView(QWidget):
@@ -311,6 +314,11 @@ class OffloadView(QWidget):
         self.spins["gpu_flops"].setSpecialValueText("unknown")
         self.spins["gpu_bytes_per_s"].setToolTip(SPEED_HINTS["gpu"])
         self.spins["cpu_ram_bytes_per_s"].setToolTip(SPEED_HINTS["ram"])
+        # Which speeds of a card the catalog lacks are assumed (hidden when none is).
+        self.assumed = QLabel()
+        self.assumed.setWordWrap(True)
+        self.assumed.setVisible(False)
+        form.addRow(self.assumed)
         speeds = QGroupBox("Host and speeds (editable)")
         speeds.setToolTip(SPEED_HINTS["box"])
         speeds.setLayout(form)
@@ -577,6 +585,9 @@ class OffloadView(QWidget):
         self.more_gpus.setEnabled(bool(self._gpus))
         self.split_mode.setVisible(count > 1)
         self.split_label.setVisible(count > 1)
+        said = dict.fromkeys(g.assumed for g in self.chosen_gpus if g.assumed)
+        self.assumed.setText("\n".join(said))
+        self.assumed.setVisible(bool(said))
 
     def _toggle_gpu(self, index: int, on: bool) -> None:
         if on and index not in self._extra:

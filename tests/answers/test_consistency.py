@@ -335,3 +335,16 @@ def test_llamacpp_on_two_gpus_splits_the_kv_cache_as_a_published_log():
     ]
     assert estimate["per_gpu"]["components"]["kv_cache"] == max(logged.values())
     assert estimate["fit"][0]["fits"] and plan["fits"]
+
+
+def test_the_ranking_times_a_llamacpp_setup_on_several_gpus_as_the_estimate_does():
+    # The ranking placed the GPUs' count of the setup with tensor parallelism (core.fit.sharded),
+    # which is not llama.cpp's: 2 x RTX 4090 at $17.27 per million tokens beside the
+    # estimate's own $17.51 for the same two GPUs.
+    doc = _cli("estimate", "llama-3.1-70b", "--engine", "llamacpp", "--quant", "Q4_K_M",
+               "--gpu", "RTX 4090", "--gpus", "2", "--rank", "cost", "--json")  # fmt: skip
+    (ranked,) = (r for r in doc["ranked"] if r["gpu"] == "RTX 4090" and r["count"] == 2)
+    serving = doc["serving"]
+    assert serving["placement"]["kind"] == AS_SET
+    assert ranked["tokens_per_second"] == serving["tokens_per_second"]
+    assert ranked["cost_per_million_tokens"] == serving["cost_per_million_tokens"]

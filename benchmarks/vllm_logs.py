@@ -25,6 +25,7 @@ from typing import Any
 from benchmarks.percent import signed
 from vramgui.core import storage
 from vramgui.core.families import spec_from_config
+from vramgui.core.inference import engine_kv_workload
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
@@ -59,7 +60,8 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     arch = doc["gpus"].get(log["gpu"], {}).get("arch")
     if arch:  # the kernels vLLM picks for a format, and their padding, go by the GPU
         settings.setdefault("gpu-arch", arch)
-    workload = Workload.from_dict(settings)
+    # Under --kv-dtype auto vLLM caches in the checkpoint's KV scheme, as the estimate does.
+    workload = engine_kv_workload(spec, Workload.from_dict(settings))
     if "cuda_total_gib" in log:
         capacity = round(log["cuda_total_gib"] * GiB) + CUDA_RESERVED_BYTES
     else:

@@ -207,6 +207,32 @@ def layer_specs(
     return out
 
 
+# Types whose layout vLLM's code gives but a published start-up does not bear out: on one H100
+# at 262,144 tokens (4,096 batched, fp8 KV from the checkpoint) Gemma-4-31B-IT-NVFP4 logs 5.97
+# requests at once, about twice what this layout holds in the memory left
+# (benchmarks/data/vllm_logs.json, gemma4-31b-nvfp4-h100-262k; docs/accuracy.md).
+UNCONFIRMED_LAYOUT_TYPES = frozenset({"gemma4", "gemma4_text"})
+
+
+def layout_note(spec: ModelSpec) -> str | None:
+    """What the estimate says of a KV layout no published start-up bears out (None: none)."""
+    facts = spec.facts
+    if (
+        facts.model_type not in UNCONFIRMED_LAYOUT_TYPES
+        or LayerType.SLIDING not in facts.layer_types
+    ):
+        return None
+    return (
+        f"vLLM's KV layout of {facts.model_type} is read from its code: sliding-window layers "
+        "grouped beside the full-attention ones with their pages unified, the full-attention "
+        "layers with their own head width and KV-head count, keys and values both cached "
+        "(attention_k_eq_v loads the keys into both). A published start-up "
+        "(Gemma-4-31B-IT-NVFP4, one H100, 262,144 tokens) reports about twice the requests at "
+        "once that this layout gives: the KV pool in tokens and the concurrency shown are "
+        "approximate and may be low by up to half."
+    )
+
+
 # Architectures whose recurrent (SSM) state vLLM keeps in float32 while the convolution state
 # stays in the model dtype: Qwen3.5's config asks for it (mamba_ssm_dtype, applied by
 # Qwen3_5ForConditionalGenerationConfig); Nemotron-H's default (NemotronHForCausalLMConfig).

@@ -43,6 +43,12 @@ class Rules:
             of the largest size, and keep the dummy inputs and the encoder's outputs through
             the text forward (``gpu_model_runner.profile_run``, read in 0.24.0): see
             :func:`encoder_profile`.
+        qwen3_vl_video_profile: Qwen3-VL's profile encodes a dummy video of as many frames as
+            max_model_len holds, counted at 12.5 prompt tokens per vision token, and its output
+            is copied into a tensor of the encoder budget's rows kept through the text forward
+            (``qwen3_vl.py``, ``profile_run``, read in 0.11.0): see
+            :func:`~vramgui.core.vllm.encoders.qwen3_vl_video_profile`. The other towers are
+            not modelled under these rules.
     """
 
     version: str
@@ -56,6 +62,7 @@ class Rules:
     sampler: str
     mxfp4_hopper_swizzle: bool
     encoder_profile: bool
+    qwen3_vl_video_profile: bool = False
 
 
 RULES = {
@@ -86,6 +93,7 @@ RULES = {
             sampler="pytorch",
             mxfp4_hopper_swizzle=True,
             encoder_profile=False,
+            qwen3_vl_video_profile=True,
         ),
         Rules(
             version="0.20",

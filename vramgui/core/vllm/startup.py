@@ -401,7 +401,7 @@ def build_plan(
         cuda_graphs=not workload.enforce_eager,
         encoder=encoder,
         unmodelled=unmodelled_towers(spec, encoder),
-        notes=tuple(n for n in (layout_note(spec),) if n),
+        notes=tuple(n for n in (layout_note(spec, workload),) if n),
     )
 
 

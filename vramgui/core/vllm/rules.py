@@ -48,7 +48,8 @@ class Rules:
             is copied into a tensor of the encoder budget's rows kept through the text forward
             (``qwen3_vl.py``, ``profile_run``, read in 0.11.0): see
             :func:`~vramgui.core.vllm.encoders.qwen3_vl_video_profile`. The other towers are
-            not modelled under these rules.
+            not modelled under these rules. 0.20.2 counts a pair of video frames instead, and
+            caches the outputs as they are.
     """
 
     version: str

@@ -4,7 +4,7 @@ import pytest
 
 from vramgui.core.inference import inference_breakdown
 from vramgui.core.units import GiB
-from vramgui.core.vllm.kv_layout import kv_layout, layer_specs
+from vramgui.core.vllm.kv_layout import Kind, LayerKv, kv_layout, layer_specs
 from vramgui.core.vllm.rules import RULES
 from vramgui.core.workload import Workload
 from vramgui.sources.catalog import load_catalog
@@ -54,3 +54,21 @@ def test_gemma_4s_global_layers_take_their_own_heads_and_width(gemma4):
     sizes = {g.spec.kind: g.spec.block_size for g in layout.groups}
     assert sizes == {"sliding": 16, "full": 32}
     assert layout.block_bytes == 10 * 16 * 16 * 256 * 2 * 2 < GiB
+
+
+def test_near_equal_kinds_share_groups_of_the_commonest_from_0_20():
+    # kv_cache_utils._get_kv_cache_groups_uniform_page_size (0.20.2): gpt-oss-20b with an
+    # EAGLE drafter, 12 sliding + 13 full layers, is padded to (13 sw, 13 full), not split
+    # into (12 sw, 12 full, 1 full + 11 padding) as 0.11.0 does.
+    sliding = LayerKv(Kind.SLIDING, 1024, window=128)
+    full = LayerKv(Kind.FULL, 1024)
+    specs = [sliding] * 12 + [full] * 13
+    later = kv_layout(specs, RULES["0.20"])
+    assert [g.layers for g in later.groups] == [13, 13]
+    assert later.block_bytes == 13 * full.page_bytes
+    earlier = kv_layout(specs, RULES["0.11"])
+    assert [g.layers for g in earlier.groups] == [12, 12, 12]
+    # Kinds far apart (Gemma 3's 5:1) keep groups of the rarest.
+    assert [g.layers for g in kv_layout([sliding] * 10 + [full] * 2, RULES["0.20"]).groups] == [
+        2
+    ] * 6

@@ -328,8 +328,11 @@ def kv_layout(specs: Sequence[LayerKv], rules: Rules, hybrid: bool = True) -> Kv
         specs = _unify_page_sizes(specs)
         distinct = list(dict.fromkeys(specs))
     counts = {s: specs.count(s) for s in distinct}
-    # Every group has as many layers as the rarest kind; the last group of a kind is padded.
+    # Every group has as many layers as the rarest kind (or, where the kinds are near equal,
+    # the commonest); the last group of a kind is padded.
     group_size = min(counts.values())
+    if rules.near_equal_groups and max(counts.values()) < group_size * 1.5:
+        group_size = max(counts.values())
     groups = tuple(
         KvGroup(s, group_size)
         for s, count in counts.items()

@@ -43,6 +43,11 @@ class Rules:
             of the largest size, and keep the dummy inputs and the encoder's outputs through
             the text forward (``gpu_model_runner.profile_run``, read in 0.24.0): see
             :func:`encoder_profile`.
+        near_equal_groups: where no kind of layer has 1.5 times as many layers as the rarest,
+            every group holds as many layers as the commonest kind (one group per kind, the
+            rarer padded: gpt-oss-20b with an EAGLE drafter's 13 full + 12 sliding); else
+            groups hold as many as the rarest (``_get_kv_cache_groups_uniform_page_size``,
+            read in 0.20.2; 0.11.0 always takes the rarest).
         qwen3_vl_video_profile: Qwen3-VL's profile encodes a dummy video of as many frames as
             max_model_len holds, counted at 12.5 prompt tokens per vision token, and its output
             is copied into a tensor of the encoder budget's rows kept through the text forward
@@ -63,6 +68,7 @@ class Rules:
     sampler: str
     mxfp4_hopper_swizzle: bool
     encoder_profile: bool
+    near_equal_groups: bool = False
     qwen3_vl_video_profile: bool = False
 
 
@@ -108,6 +114,7 @@ RULES = {
             sampler="flashinfer",
             mxfp4_hopper_swizzle=True,
             encoder_profile=True,
+            near_equal_groups=True,
         ),
     )
 }

@@ -366,7 +366,7 @@ def qwen3_vl_video_profile(
         f"keeps its output copied into {budget:,} rows (the encoder budget) through the text "
         f"forward: {(pixels + padded) / GiB:.2f} GiB, a peak of {peak / GiB:.2f} GiB. The "
         "sizes follow Qwen's published processor configs; this checkpoint's own are not read. "
-        "vLLM 0.12 and later profile one image instead (the 0.20 rules)."
+        "vLLM 0.13 and later profile one image instead (the 0.20 rules)."
     )
     return EncoderProfile(items, vision_tokens, n, peak, pixels + padded, note)
 

@@ -55,7 +55,7 @@ class Rules:
             :func:`~vramgui.core.vllm.encoders.qwen3_vl_video_profile`. The other towers are
             not modelled under these rules. Read in 0.11.0 and 0.11.2; 0.13.0 counts a
             video's vision tokens alone (an image then outweighs it) and caches the outputs as
-            they are, as 0.20.2 does, so a 0.12 to 0.19 start-up taken under these rules
+            they are, as 0.20.2 does, so a 0.13 to 0.19 start-up taken under these rules
             counts a profile those versions no longer run.
     """
 

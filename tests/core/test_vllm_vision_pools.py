@@ -11,6 +11,7 @@ from vramgui.core.vllm.encoders import (
     VisionTower,
     encoder_profile,
     max_video_frames,
+    most_video_tokens,
     video_patches,
 )
 from vramgui.core.vllm.profile import Scheduler
@@ -37,6 +38,10 @@ def test_the_dummy_video_is_as_many_tiny_frames_as_the_context_holds(catalog):
     assert video_patches(tower, 24576) == (32, 32, 12288 * 4)
     # A short context holds fewer frames: each pair of 32 x 32 frames is one token.
     assert max_video_frames(tower, 4096) < 24576
+    # The shortcut for contexts that hold every count of frames gives what the loop gives.
+    most = most_video_tokens(tower)
+    for seq in (4096, most - 1, most, 65536):
+        assert max_video_frames(tower, seq, most) == max_video_frames(tower, seq)
 
 
 def test_the_video_outweighs_the_image_and_its_output_is_kept_at_the_budgets_rows(catalog):

@@ -295,17 +295,32 @@ def _tower_peak(tower: VisionTower, n: int, workload: Workload) -> int:
     return h + max(attention, mlp) + deepstack
 
 
-def max_video_frames(tower: VisionTower, seq: int) -> int:
+def max_video_frames(tower: VisionTower, seq: int, most_tokens: int | None = None) -> int:
     """Frames of vLLM 0.11.0's dummy Qwen3-VL video: ``_get_max_video_frames`` adds frames, from
     2, while the video's tokens (the frames resized together under the video limit) stay
-    within ``max_model_len``; ``get_num_frames_with_most_features`` caps them at 24,576."""
+    within ``max_model_len``; ``get_num_frames_with_most_features`` caps them at 24,576.
+
+    ``most_tokens``: the most tokens any count of frames up to the cap gives
+    (:func:`most_video_tokens`), when known: a context that holds them takes the cap at once.
+    """
+    if most_tokens is not None and most_tokens <= seq:
+        return QWEN3_VL_MAX_VIDEO_FRAMES
+    merge2 = tower.merge * tower.merge
     frames = 2
     while (
-        frames < QWEN3_VL_MAX_VIDEO_FRAMES
-        and video_patches(tower, frames + 1)[2] // (tower.merge * tower.merge) <= seq
+        frames < QWEN3_VL_MAX_VIDEO_FRAMES and video_patches(tower, frames + 1)[2] // merge2 <= seq
     ):
         frames += 1
     return frames
+
+
+def most_video_tokens(tower: VisionTower) -> int:
+    """The most tokens a dummy video of 3 to 24,576 frames gives (see :func:`max_video_frames`)."""
+    merge2 = tower.merge * tower.merge
+    return max(
+        video_patches(tower, frames)[2] // merge2
+        for frames in range(3, QWEN3_VL_MAX_VIDEO_FRAMES + 1)
+    )
 
 
 def video_patches(tower: VisionTower, frames: int) -> tuple[int, int, int]:
@@ -342,9 +357,8 @@ def qwen3_vl_video_profile(
         return None
     merge2 = tower.merge * tower.merge
     e = dtypes.DTYPE_BYTES[workload.dtype]
-    frames = spec.cached(
-        ("qwen3_vl_video_frames", workload.seq), lambda: max_video_frames(tower, workload.seq)
-    )
+    most = spec.cached("qwen3_vl_video_most_tokens", lambda: most_video_tokens(tower))
+    frames = max_video_frames(tower, workload.seq, most)
     height, width, patches = video_patches(tower, frames)
     vision_tokens = patches // merge2
     prompt_tokens = int(vision_tokens * QWEN3_VL_VIDEO_TOKEN_FACTOR)

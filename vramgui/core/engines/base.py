@@ -37,10 +37,6 @@ class Planner:
     order: int
 
 
-def _frozen(items: Mapping[str, str | None]) -> Mapping[str, str | None]:
-    return MappingProxyType(dict(items))
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Engine:
     """One inference engine: what it loads, what it caches, how it allocates and is launched.
@@ -100,7 +96,8 @@ class Engine:
     planners: tuple[Planner, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kv_cache", _frozen(self.kv_cache))
+        # Read-only copies: an engine is shared by every workload that names it.
+        object.__setattr__(self, "kv_cache", MappingProxyType(dict(self.kv_cache)))
         object.__setattr__(self, "gguf_of_family", MappingProxyType(dict(self.gguf_of_family)))
 
     @property

@@ -113,7 +113,7 @@ class Workload:
         seq: context length for inference, sequence length for training.
         dtype: 16/32-bit dtype of weights and compute.
         quant: weight quantization scheme, "none" or a name known to ``core.dtypes``.
-        engine: inference engine whose allocation behaviour to follow.
+        engine: the key of the inference engine whose behaviour to follow (``core.engines``).
         kv_dtype: KV cache dtype; "auto" follows ``dtype``.
         attention: attention implementation.
         method: full fine-tune, LoRA or QLoRA.

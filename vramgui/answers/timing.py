@@ -503,9 +503,6 @@ def rank_setups(
     timed = []
     for setup in ranked:
         capacity, r = by_name[setup.gpu]
-        # llama.cpp splits whole layers over the GPUs (core.fit.sharded's tensor parallelism
-        # is not its): the workload the estimate and the plan place on them.
-        setup = replace(setup, workload=setup.workload.with_(tp=1, pp=1))
         try:
             answer = llamacpp_plan(spec, setup.workload, capacity, r, host=host)
         except VramguiError:

@@ -54,6 +54,8 @@ SETUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "4")),
     ("qwen3-30b-a3b", "RTX 3060 12GB",
      ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "4", "--seq", "40960")),
+    ("llama-3.1-70b", "RTX 3060 12GB",
+     ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "4", "--seq", "32768")),
     ("qwen2.5-14b", "RTX 3080 10GB", ("--engine", "llamacpp", "--quant", "Q4_K_M", "--batch", "4")),
     ("mistral-7b-v0.3", "L4", ("--engine", "llamacpp", "--quant", "Q5_K_M")),
     # vLLM: starts, does not start (more GPUs), tensor parallel

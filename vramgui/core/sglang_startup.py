@@ -42,6 +42,7 @@ from typing import TypeVar
 from vramgui.core.activations import vllm_profile_peak
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.parallel import more_stages_than_layers
 from vramgui.core.rope import context_limit
 from vramgui.core.units import GiB, MiB
 from vramgui.core.vllm.kv_layout import Kind, layer_specs
@@ -500,9 +501,7 @@ def _check(spec: ModelSpec, workload: Workload) -> None:
     """What SGLang refuses before it starts."""
     facts = spec.facts
     if facts.num_layers < workload.pp:
-        raise WorkloadError(
-            f"--pp {workload.pp} is more pipeline stages than the model's {facts.num_layers} layers"
-        )
+        raise WorkloadError(more_stages_than_layers(workload.pp, facts.num_layers))
     kinds = facts.layer_types or (LayerType.FULL,) * facts.num_layers
     if not any(kind.has_kv for kind in kinds):
         raise WorkloadError(

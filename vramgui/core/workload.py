@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import Any
 
 from vramgui.core import dtypes, scopes
-from vramgui.core.errors import WorkloadError, shown
+from vramgui.core.errors import Message, Setting, WorkloadError, shown
 from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
 
 MODES = ("inference", "training")
@@ -249,76 +249,110 @@ class Workload:
         _check_choice("mode", self.mode, MODES)
         _check_choice("dtype", self.dtype, DTYPES)
         _check_choice("engine", self.engine, ENGINES)
-        _check_choice("kv-dtype", self.kv_dtype, KV_DTYPES)
+        _check_choice("kv_dtype", self.kv_dtype, KV_DTYPES)
         _check_choice("attention", self.attention, ATTENTIONS)
         _check_choice("method", self.method, METHODS)
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("loop", self.loop, LOOPS)
         _check_choice("speculative", self.speculative, SPECULATIVE)
-        _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
-        _check_choice("sglang-version", self.sglang_version, SGLANG_VERSIONS)
-        _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
-        _check_choice("rope-scaling", self.rope_scaling, ROPE_SCALINGS)
+        _check_choice("vllm_version", self.vllm_version, VLLM_VERSIONS)
+        _check_choice("sglang_version", self.sglang_version, SGLANG_VERSIONS)
+        _check_choice("gpu_arch", self.gpu_arch, GPU_ARCH_CHOICES)
+        _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
         self._check_rope()
-        _check_choice("transformers-version", self.transformers_version, TRANSFORMERS_VERSIONS)
+        _check_choice("transformers_version", self.transformers_version, TRANSFORMERS_VERSIONS)
         _check_range("batch", self.batch, 1, MAX_BATCH)
         _check_range("seq", self.seq, 1, MAX_SEQ)
-        _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
-        _check_range("grad-accum", self.grad_accum, 1, 1 << 20)
+        _check_range("lora_rank", self.lora_rank, 1, 1 << 16)
+        _check_range("grad_accum", self.grad_accum, 1, 1 << 20)
         _check_range("gpus", self.gpus, 1, MAX_GPUS)
         _check_range("zero", self.zero, 0, 3)
         _check_range("tp", self.tp, 1, MAX_GPUS)
         _check_range("pp", self.pp, 1, MAX_GPUS)
         if self.overhead_bytes is not None:
-            _check_range("overhead", self.overhead_bytes, 0, 1 << 50)
+            _check_range("overhead_bytes", self.overhead_bytes, 0, 1 << 50)
         if self.max_num_seqs is not None:
-            _check_range("max-num-seqs", self.max_num_seqs, 1, MAX_BATCH)
+            _check_range("max_num_seqs", self.max_num_seqs, 1, MAX_BATCH)
         if self.max_num_batched_tokens is not None:
-            _check_range("max-num-batched-tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
-        _check_range("max-loras", self.max_loras, 1, 1 << 10)
-        _check_range("max-lora-rank", self.max_lora_rank, 1, 1 << 16)
-        _check_range("num-speculative-tokens", self.num_speculative_tokens, 1, 64)
-        _check_range("ubatch-size", self.ubatch_size, 1, MAX_SEQ)
-        _check_range("batch-size", self.batch_size, 1, MAX_SEQ)
+            _check_range("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
+        _check_range("max_loras", self.max_loras, 1, 1 << 10)
+        _check_range("max_lora_rank", self.max_lora_rank, 1, 1 << 16)
+        _check_range("num_speculative_tokens", self.num_speculative_tokens, 1, 64)
+        _check_range("ubatch_size", self.ubatch_size, 1, MAX_SEQ)
+        _check_range("batch_size", self.batch_size, 1, MAX_SEQ)
         if self.prompt is not None:
             _check_range("prompt", self.prompt, 1, MAX_SEQ)
         if self.mtp and self.speculative == "draft":
             raise WorkloadError(
-                "speculate with the model's MTP layers (--mtp) or a draft model "
-                "(--speculative-model), not both"
+                Message(
+                    "speculate with the model's MTP layers ({mtp}) or a draft model ({draft}), "
+                    "not both",
+                    mtp=Setting("mtp"),
+                    draft=Setting("draft_model"),
+                )
             )
         if isinstance(self.cpu_offload_gb, bool) or not 0 <= self.cpu_offload_gb < 1 << 20:
             raise WorkloadError(
-                f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
+                Message(
+                    "{setting} must be a size in GiB, 0 or more, got {value}",
+                    setting=Setting("cpu_offload_gb"),
+                    value=self.cpu_offload_gb,
+                )
             )
         if not MIN_MEMORY_FRACTION <= self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
-                f"gpu-memory-utilization must be from {MIN_MEMORY_FRACTION} to 1, "
-                f"got {self.gpu_memory_utilization}"
+                Message(
+                    "{setting} must be from {low} to 1, got {value}",
+                    setting=Setting("gpu_memory_utilization"),
+                    low=MIN_MEMORY_FRACTION,
+                    value=self.gpu_memory_utilization,
+                )
             )
         fraction = self.mem_fraction_static
         if fraction is not None and not MIN_MEMORY_FRACTION <= fraction <= 1.0:
             raise WorkloadError(
-                f"mem-fraction-static must be from {MIN_MEMORY_FRACTION} to 1, got {fraction}"
+                Message(
+                    "{setting} must be from {low} to 1, got {value}",
+                    setting=Setting("mem_fraction_static"),
+                    low=MIN_MEMORY_FRACTION,
+                    value=fraction,
+                )
             )
         if not self.lora_targets or any(not t for t in self.lora_targets):
-            raise WorkloadError("lora-targets must name at least one module, e.g. q_proj,v_proj")
+            raise WorkloadError(
+                Message(
+                    "{setting} must name at least one module, e.g. q_proj,v_proj",
+                    setting=Setting("lora_targets"),
+                )
+            )
         if self.tp * self.pp > self.gpus:
             raise WorkloadError(
-                f"tp x pp = {self.tp * self.pp} needs at least that many GPUs, got --gpus {self.gpus}"
+                Message(
+                    "tp x pp = {stages} needs at least that many GPUs, got {gpus}",
+                    stages=self.tp * self.pp,
+                    gpus=Setting("gpus", self.gpus),
+                )
             )
         if self.gpus % (self.tp * self.pp):
             raise WorkloadError(
-                f"--gpus {self.gpus} is not a multiple of tp x pp = {self.tp * self.pp}"
+                Message(
+                    "{gpus} is not a multiple of tp x pp = {stages}",
+                    gpus=Setting("gpus", self.gpus),
+                    stages=self.tp * self.pp,
+                )
             )
         if self.zero and self.fsdp:
             raise WorkloadError("choose ZeRO or FSDP, not both")
         if self.mode == "training" and self.method == "qlora" and self.precision == "fp32":
             raise WorkloadError(
-                "--precision fp32 does not apply to QLoRA: its 4-bit layers compute in --dtype; "
-                "its recipe (mixed) keeps what is not quantized in fp32, --precision pure in "
-                "--dtype"
+                Message(
+                    "{fp32} does not apply to QLoRA: its 4-bit layers compute in {dtype}; its "
+                    "recipe (mixed) keeps what is not quantized in fp32, {pure} in {dtype}",
+                    fp32=Setting("precision", "fp32"),
+                    pure=Setting("precision", "pure"),
+                    dtype=Setting("dtype"),
+                )
             )
         if self.mode == "inference":
             # llama.cpp's MXFP4 is its MXFP4_MOE GGUF: --quant mxfp4 / MXFP4 name it there.
@@ -331,20 +365,34 @@ class Workload:
         factor, unset = self.rope_factor, self.rope_scaling == "none"
         if isinstance(factor, bool) or not 1.0 <= factor <= MAX_ROPE_FACTOR:
             raise WorkloadError(
-                f"--rope-factor must be from 1 to {MAX_ROPE_FACTOR:g}, got {factor}"
+                Message(
+                    "{setting} must be from 1 to {most:g}, got {value}",
+                    setting=Setting("rope_factor"),
+                    most=MAX_ROPE_FACTOR,
+                    value=factor,
+                )
             )
         if unset and (factor != 1.0 or self.rope_original_context is not None):
             choices = ", ".join(ROPE_SCALINGS[1:])
             raise WorkloadError(
-                f"--rope-factor and --rope-original-context need --rope-scaling ({choices})"
+                Message(
+                    "{factor} and {original} need {scaling} ({choices})",
+                    factor=Setting("rope_factor"),
+                    original=Setting("rope_original_context"),
+                    scaling=Setting("rope_scaling"),
+                    choices=choices,
+                )
             )
         if not unset and factor <= 1.0:
             raise WorkloadError(
-                f"--rope-scaling {self.rope_scaling} needs --rope-factor above 1 (how many times "
-                "the context it stretches to)"
+                Message(
+                    "{scaling} needs {factor} above 1 (how many times the context it stretches to)",
+                    scaling=Setting("rope_scaling", self.rope_scaling),
+                    factor=Setting("rope_factor"),
+                )
             )
         if self.rope_original_context is not None:
-            _check_range("rope-original-context", self.rope_original_context, 1, MAX_SEQ)
+            _check_range("rope_original_context", self.rope_original_context, 1, MAX_SEQ)
 
     def check_checkpoint(self, stored: str | None) -> None:
         """Refuse a checkpoint stored as ``stored`` (``ModelSpec.quantization``) that the engine
@@ -722,47 +770,74 @@ def _coerce(key: str, value: Any) -> Any:
             return tuple(t.strip() for t in value.split(",") if t.strip())
         if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
             return tuple(value)
-        raise WorkloadError("lora-targets must be a comma-separated string or a list of names")
+        raise WorkloadError(
+            Message(
+                "{setting} must be a comma-separated string or a list of names",
+                setting=Setting("lora_targets"),
+            )
+        )
     if key in _INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
+            raise WorkloadError(_not_a(key, "an integer", value))
         return value
     if key in _BOOL_FIELDS:
         if not isinstance(value, bool):
-            raise WorkloadError(
-                f"{key.replace('_', '-')} must be true or false, got {shown(value)}"
-            )
+            raise WorkloadError(_not_a(key, "true or false", value))
         return value
     if key in _OPTIONAL_BOOL_FIELDS:
         if value is not None and not isinstance(value, bool):
-            raise WorkloadError(
-                f"{key.replace('_', '-')} must be true, false or null, got {shown(value)}"
-            )
+            raise WorkloadError(_not_a(key, "true, false or null", value))
         return value
     if key in _OPTIONAL_INT_FIELDS:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
+            raise WorkloadError(_not_a(key, "an integer", value))
         return value
     if key in _OPTIONAL_FLOAT_FIELDS and value is None:
         return None
     if key in _FLOAT_FIELDS | _OPTIONAL_FLOAT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {shown(value)}")
+            raise WorkloadError(_not_a(key, "a number", value))
         return float(value)
     if not isinstance(value, str):
-        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {shown(value)}")
+        raise WorkloadError(_not_a(key, "a string", value))
     return value
+
+
+def _not_a(key: str, kind: str, value: object) -> Message:
+    """A setting of a saved workload that holds a value of the wrong kind."""
+    return Message(
+        "{setting} must be {kind}, got {value}", setting=Setting(key), kind=kind, value=shown(value)
+    )
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {shown(value)}")
+        raise WorkloadError(
+            Message(
+                "{setting} must be one of {choices}; got {value}",
+                setting=Setting(name),
+                choices=", ".join(choices),
+                value=shown(value),
+            )
+        )
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise WorkloadError(f"--{name} must be an integer, got {value!r}")
+        raise WorkloadError(
+            Message(
+                "{setting} must be an integer, got {value!r}", setting=Setting(name), value=value
+            )
+        )
     if not low <= value <= high:
-        raise WorkloadError(f"--{name} must be between {low} and {high:,}, got {value:,}")
+        raise WorkloadError(
+            Message(
+                "{setting} must be between {low} and {high:,}, got {value:,}",
+                setting=Setting(name),
+                low=low,
+                high=high,
+                value=value,
+            )
+        )

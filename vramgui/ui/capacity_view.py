@@ -36,6 +36,7 @@ from vramgui.ui import palette
 from vramgui.ui.axes import short_count
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.plot import Chart, log2_share, sentences
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 # The report waits this long after the last change (a slider drag computes once).
@@ -402,4 +403,6 @@ class _Feed(QObject):
         self._worker = None
         if not isValid(self._view):
             return
-        self._controller.show_message(f"vLLM's serving capacity could not be computed: {exc}")
+        self._controller.show_message(
+            f"vLLM's serving capacity could not be computed: {in_window(exc)}"
+        )

@@ -680,7 +680,7 @@ class EstimateController(QObject):
             self.workload_changed.emit(self._workload)
             return False
         except WorkloadError as exc:
-            self.message.emit(wording.window_text(str(exc)))
+            self.message.emit(wording.in_window(exc))
             self.workload_changed.emit(self._workload)
             return False
         for reset in resets:
@@ -692,7 +692,7 @@ class EstimateController(QObject):
                 try:
                     rope.check_context(spec.name, spec.facts, workload)
                 except WorkloadError as exc:
-                    self.message.emit(wording.window_text(str(exc)))
+                    self.message.emit(wording.in_window(exc))
                     self.workload_changed.emit(self._workload)
                     return False
             # A RoPE scaling taken off or narrowed: the context follows the model's limit.
@@ -962,5 +962,5 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, EngineConflictError):
         return wording.refusal(exc.conflict)
     if isinstance(exc, VramguiError):
-        return wording.window_text(str(exc))
+        return wording.in_window(exc)
     return f"Could not read the model: {type(exc).__name__}: {exc}"

@@ -41,6 +41,7 @@ from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload, adjusted
 from vramgui.ui import palette
 from vramgui.ui.table_model import FlatTableModel
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 _LOG = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def read_all(scan: Callable[[], Any], open_model: Callable[[Any], Any]) -> tuple
 def _problem(exc: Exception, doing: str) -> str:
     """Why a row has no spec or no estimate: our message, or a fault named as one (and logged)."""
     if isinstance(exc, VramguiError):
-        return str(exc)
+        return in_window(exc)
     _LOG.warning("a local model could not be %s", doing, exc_info=exc)
     return f"could not be {doing} ({type(exc).__name__}: {str(exc)[:200]})"
 

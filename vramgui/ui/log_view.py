@@ -46,6 +46,7 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.logs import component_label
 from vramgui.core.logs.text import without_escapes
 from vramgui.core.units import Unit, format_bytes
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 if TYPE_CHECKING:
@@ -384,7 +385,9 @@ class LogView(QDialog):
         self._worker = None
         self.explain_button.setEnabled(True)
         # A user's error says what is wrong; anything else is a bug, said as one.
-        text = str(exc) if isinstance(exc, VramguiError) else f"Could not explain it ({exc!r})"
+        text = (
+            in_window(exc) if isinstance(exc, VramguiError) else f"Could not explain it ({exc!r})"
+        )
         self.status.setText(text)
         self._show(None)
         self.log.setExtraSelections([])

@@ -83,7 +83,7 @@ from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
 from vramgui.ui.widgets import FittedLabel, guard_wheel
-from vramgui.ui.wording import as_sentence
+from vramgui.ui.wording import as_sentence, in_window
 from vramgui.ui.workload_panel import WorkloadPanel
 
 if TYPE_CHECKING:
@@ -774,7 +774,7 @@ class MainWindow(QMainWindow):
         self.breakdown_model.set_components(shown, unit)
         self._fit_table_height()
         self._fit_component_column(shown)
-        notes = "\n".join([*est.notes, *analysis.engine_notes])
+        notes = "\n".join(in_window(n) for n in (*est.notes, *analysis.engine_notes))
         if notes != self.notes.text():  # a new text lays the table's pane out again
             self.notes.setText(notes)
             self.notes.setToolTip(notes)
@@ -867,7 +867,7 @@ class MainWindow(QMainWindow):
     def _show_badge(self, spec: ModelSpec, notes: Sequence[str]) -> None:
         """The badge of how the estimate was built, with what is uncertain in its tooltip."""
         text, meaning, style = BADGES[spec.inventory]
-        doubts = list(dict.fromkeys((*spec.warnings, *notes)))
+        doubts = list(dict.fromkeys(in_window(n) for n in (*spec.warnings, *notes)))
         tip = meaning + "".join(f"\n• {doubt}" for doubt in doubts)
         if self.badge.text() != text:
             self.badge.setText(text)

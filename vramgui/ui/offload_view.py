@@ -672,7 +672,7 @@ class OffloadView(QWidget):
             return
         self._fit_job = None
         self.fit_button.setEnabled(True)
-        self._show_error(wording.window_text(str(exc)))
+        self._show_error(wording.in_window(exc))
 
     def _take_budget(self, vram_bytes: int, host_ram_bytes: int | None) -> None:
         self._vram_bytes = vram_bytes
@@ -895,7 +895,7 @@ class OffloadView(QWidget):
             self._show_error(wording.refusal(exc.conflict, self._spec.name if self._spec else ""))
         except VramguiError as exc:
             placement = None
-            self._show_error(wording.window_text(str(exc)))
+            self._show_error(wording.in_window(exc))
         self.placement = placement
         self.layer_chart.set_placement(placement)
         self._update_slider(placement)
@@ -999,7 +999,9 @@ class OffloadView(QWidget):
                 f"prefill of {p.workload.seq:,} tokens {self.answer.prefill_seconds:,.2f} s"
             )
         self.summary.setStyleSheet("" if p.fits else palette.WARNING_STYLE)
-        notes = "".join(f"<br>{escape(note)}" for note in (*self._adjustments, *p.notes))
+        notes = "".join(
+            f"<br>{escape(wording.in_window(n))}" for n in (*self._adjustments, *p.notes)
+        )
         self.summary.setText(" &nbsp;·&nbsp; ".join(parts) + f"<small>{notes}</small>")
 
     def _draw_speed(self, placement: Placement | None) -> None:
@@ -1094,5 +1096,5 @@ class OffloadView(QWidget):
             return
         settings = self._settings[index]
         self.launch_text.setPlainText(settings.text)
-        self.launch_notes.setText(" ".join(settings.notes))
+        self.launch_notes.setText(" ".join(wording.in_window(n) for n in settings.notes))
         self.copy_button.setEnabled(True)

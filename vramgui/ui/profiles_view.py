@@ -79,6 +79,7 @@ from vramgui.ui.compare_view import (
 )
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.table_model import FlatTableModel
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 if TYPE_CHECKING:
@@ -747,7 +748,7 @@ class ProfilesView(QWidget):
     def _open_failed(self, profile: Profile, exc: Exception) -> None:
         self._opening = None
         self.opening.hide()
-        reason = str(exc) if isinstance(exc, VramguiError) else f"{type(exc).__name__}: {exc}"
+        reason = in_window(exc) if isinstance(exc, VramguiError) else f"{type(exc).__name__}: {exc}"
         self.show_message(
             f"Cannot open {profile.name!r}: its model cannot be loaded ({reason}). "
             "The profile is kept as it was.",

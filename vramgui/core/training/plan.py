@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramgui.core import dtypes, parallel, storage
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.training.components import (
     ACTIVATIONS,
@@ -46,16 +46,27 @@ FOUR_BIT_SCHEMES = ("nf4", "fp4", "nf4-nodq", "fp4-nodq")
 
 def _check(workload: Workload) -> None:
     if workload.mode != "training":
-        raise WorkloadError("a training estimate needs --mode training")
+        raise WorkloadError(
+            Message("a training estimate needs {mode}", mode=Setting("mode", "training"))
+        )
     if workload.method == "qlora" and workload.quant not in FOUR_BIT_SCHEMES:
         raise WorkloadError(
-            "QLoRA trains adapters on a bitsandbytes 4-bit base: use --quant nf4 or fp4 "
-            f"(or nf4-nodq / fp4-nodq without double quantization), not {workload.quant!r}"
+            Message(
+                "QLoRA trains adapters on a bitsandbytes 4-bit base: use {nf4} or fp4 (or "
+                "nf4-nodq / fp4-nodq without double quantization), not {quant!r}",
+                nf4=Setting("quant", "nf4"),
+                quant=workload.quant,
+            )
         )
     if workload.method != "qlora" and workload.quant != "none":
         raise WorkloadError(
-            f"--quant {workload.quant} with --method {workload.method}: a quantized base can only "
-            "be trained through adapters (use --method qlora)"
+            Message(
+                "{quant} with {method}: a quantized base can only be trained through adapters "
+                "(use {qlora})",
+                quant=Setting("quant", workload.quant),
+                method=Setting("method", workload.method),
+                qlora=Setting("method", "qlora"),
+            )
         )
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from vramgui.answers.advice import saving_text
 from vramgui.core import fit, launch, offload, sglang_startup
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import Setting, VramguiError, phrase
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
 from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
@@ -185,8 +185,11 @@ def explain(
     )
     if spec is None and setup.engine != "pytorch":
         notes.append(
-            "no estimate: the log does not name a model vramgui knows; name it (a catalog name, "
-            "a GGUF file or a Hub id: --model, or the Model field)"
+            phrase(
+                "no estimate: the log does not name a model vramgui knows; name it (",
+                Setting("model"),
+                ": a catalog name, a GGUF file or a Hub id)",
+            )
         )
     rows.sort(key=_row_order)
     for r in rows:
@@ -463,7 +466,7 @@ def _vllm(inputs: _Inputs) -> _Built:
             note = (
                 "the KV cache memory vLLM had left: gpu_memory_utilization × the GPU - the rest"
                 if up is not None
-                else "the GPU's capacity is not in the log: name it (--gpu, or the GPU field)"
+                else phrase("the GPU's capacity is not in the log: name it (", Setting("gpu"), ")")
             )
         elif c.name == "activations":
             estimate = stage.activation_bytes

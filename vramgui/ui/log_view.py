@@ -431,7 +431,7 @@ class LogView(QDialog):
         self.launch.setText("\n".join(continued(x) for x in e.launch_line.splitlines()))
         self.launch.setVisible(bool(e.launch_line))
         self._headings["Launch"].setVisible(bool(e.launch_line))
-        self.notes.setText("\n".join(f"• {n}" for n in e.notes))
+        self.notes.setText("\n".join(f"• {in_window(n)}" for n in e.notes))
         self.notes.setVisible(bool(e.notes))
         self._headings["Notes"].setVisible(bool(e.notes))
         self._fit_table()
@@ -454,7 +454,8 @@ class LogView(QDialog):
             self._bytes(r.estimated_bytes),
             difference_text(r),
             accuracy,
-            capitalised(r.note) or (UNESTIMATED if r.estimated_bytes is None else SAME_THING),
+            capitalised(in_window(r.note))
+            or (UNESTIMATED if r.estimated_bytes is None else SAME_THING),
         )
         for j, text in enumerate(cells):
             item = QTableWidgetItem(text)

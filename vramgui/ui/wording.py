@@ -65,6 +65,7 @@ SETTING_LABELS = {
     "rope_factor": "RoPE factor",
     "rope_original_context": "Original context",
     "gpu": "GPU",
+    "model": "Model",
     # The Offloading tab's.
     "ngl": "GPU layers",
     "n_cpu_moe": "Experts in host RAM",

@@ -14,6 +14,7 @@ from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.rope import context_limit
+from vramgui.core.vllm.encoders import towers_named
 from vramgui.core.vllm.startup import Startup
 from vramgui.core.workload import Workload
 
@@ -67,6 +68,13 @@ class ServingReport:
     seq: int
     context: int
     gpus: tuple[GpuServing, ...]
+
+    @property
+    def unmodelled(self) -> str:
+        """The towers vLLM's profile run counts that the estimate does not, in words ("vision
+        tower"), "" where none."""
+        towers = next((g.startup.unmodelled for g in self.gpus if g.startup), ())
+        return towers_named(towers) if towers else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {

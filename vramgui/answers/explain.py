@@ -21,6 +21,7 @@ from vramgui.core.errors import Setting, VramguiError, phrase
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
 from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
+from vramgui.core.logs.text import without_escapes
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.rank_weights import rank_tensor_bytes
@@ -67,6 +68,11 @@ _OOM_COMPONENT = {
 }
 
 _GGML_KV = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "q8_0": "q8_0", "q4_0": "q4_0"}
+
+
+def log_text(text: str) -> str:
+    """A log as the log view shows it: terminal escapes taken off (``core.logs.text``)."""
+    return without_escapes(text)
 
 
 @dataclass(frozen=True, slots=True)

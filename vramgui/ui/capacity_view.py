@@ -31,7 +31,6 @@ from shiboken6 import isValid
 
 from vramgui.answers.capacity import SHORTEST_LEN, GpuServing, ServingReport, serving_report
 from vramgui.core.units import Unit, format_bytes
-from vramgui.core.vllm.encoders import towers_named
 from vramgui.ui import palette
 from vramgui.ui.axes import short_count
 from vramgui.ui.controller import EstimateController
@@ -296,10 +295,9 @@ class CapacityView(QWidget):
             if gpu.startup is not None and gpu.startup.message
         ]
         lines = [f"vLLM on {text}" for text in errors]
-        towers = next((g.startup.unmodelled for g in report.gpus if g.startup), ())
-        if towers:
+        if report.unmodelled:
             lines.append(
-                f"The share of the model's {towers_named(towers)} in vLLM's profile run is "
+                f"The share of the model's {report.unmodelled} in vLLM's profile run is "
                 'not counted: figures marked ≤ are upper bounds, and "may start" is not '
                 "certain (the notes say why)."
             )

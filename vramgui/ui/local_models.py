@@ -33,9 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.estimate import estimate_setup
 from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import estimate
-from vramgui.core.fit import fit_rows
 from vramgui.core.model import ModelSpec
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload, adjusted
@@ -122,12 +121,12 @@ def fits_of(
             setup, resets = adjusted(setup, {}, item.spec.quantization)
             if any(r.setting == "engine" for r in resets):
                 note = ", ".join(filter(None, (note, f"with {setup.engine}")))
-            est = estimate(item.spec, setup, target[1] if target else None)
+            fitted = estimate_setup(item.spec, setup, (target,) if target else (), gpu_name="")
         except Exception as exc:  # one model's fault costs only its own row
             fits.append(Fit(None, None, _problem(exc, "estimated")))
             continue
-        row = fit_rows(est, (target,))[0] if target else None
-        fits.append(Fit(est.total_bytes, row.fits if row else None, note))
+        row = fitted.fit[0] if target else None
+        fits.append(Fit(fitted.estimate.total_bytes, row.fits if row else None, note))
     return tuple(fits)
 
 

@@ -42,9 +42,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.explain import component_label, log_text
 from vramgui.core.errors import VramguiError
-from vramgui.core.logs import component_label
-from vramgui.core.logs.text import without_escapes
 from vramgui.core.units import Unit, format_bytes
 from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
@@ -144,7 +143,7 @@ class LogEdit(QPlainTextEdit):
         if path is not None:
             self.file_dropped.emit(path)
         elif source.hasText():  # a log copied from a terminal, without its colour codes
-            self.insertPlainText(without_escapes(source.text()))
+            self.insertPlainText(log_text(source.text()))
         else:
             super().insertFromMimeData(source)
 
@@ -336,7 +335,7 @@ class LogView(QDialog):
 
     # ----------------------------------------------------------------------------- input
     def set_text(self, text: str) -> None:
-        self.log.setPlainText(without_escapes(text))
+        self.log.setPlainText(log_text(text))
 
     def open_file(self, path: str) -> None:
         """Put a dropped or opened log in the box and explain it."""

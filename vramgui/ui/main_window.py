@@ -52,13 +52,13 @@ from PySide6.QtWidgets import (
 
 from vramgui import __version__
 from vramgui.answers.advice import shortfall_text
+from vramgui.answers.estimate import POOLED_PHASE, Outlook
 from vramgui.answers.host import this_machine
-from vramgui.answers.rates import catalog_rates
+from vramgui.answers.rates import Utilization, catalog_rates
+from vramgui.answers.setup import checkpoint_kv, converts_stored, stored_format
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
-from vramgui.core.inference import POOLED_PHASE
 from vramgui.core.model import Inventory, ModelSpec
-from vramgui.core.speed import Utilization
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
@@ -66,15 +66,7 @@ from vramgui.ui import add_card, extra_views, palette, report, timing
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import EXPLANATIONS, SHORT_EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
-from vramgui.ui.controller import (
-    Analysis,
-    EstimateController,
-    Outlook,
-    checkpoint_kv,
-    converts_stored,
-    disabled_reasons,
-    stored_format,
-)
+from vramgui.ui.controller import Analysis, EstimateController, disabled_reasons
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.help import ONLINE_DOCS, HelpWindow, docs_folder
 from vramgui.ui.log_view import LogView, is_log_file

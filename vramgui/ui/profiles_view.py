@@ -54,9 +54,9 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.answers.documents import saved_document
+from vramgui.answers.estimate import estimate_setup
 from vramgui.answers.rates import RatesFor
 from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import estimate
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import (
@@ -996,7 +996,7 @@ def _load_and_estimate(
     """
     loaded = load_model(source)
     with contextlib.suppress(VramguiError):
-        estimate(loaded.spec, workload, capacities[0][1] if capacities else None)
+        estimate_setup(loaded.spec, workload, capacities[:1], gpu_name="")
     return loaded
 
 

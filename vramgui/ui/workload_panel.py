@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vramgui.core.vllm.profile import LORA_RANKS
+from vramgui.answers.setup import LORA_RANKS
 from vramgui.core.workload import (
     MAX_BATCH,
     MAX_ROPE_FACTOR,

@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtWidgets import QLabel
 
 from tests.ui.test_main_window import settle
+from vramgui.answers.estimate import estimate_setup
 from vramgui.cli import build_parser
 from vramgui.cli import main as cli_main
 from vramgui.core.errors import Command, Message, Setting, WorkloadError, command_line, phrase
@@ -164,3 +165,24 @@ def test_a_model_not_found_points_to_the_search_box_in_the_window():
         load_model("llama 3 nowhere")
     assert "`vramgui search 'llama 3 nowhere'` lists matching models" in str(refused.value)
     assert wording.in_window(refused.value).endswith("; the search box lists matching models")
+
+
+SETUPS_WITH_NOTES = {
+    "qlora-4.57": Workload(
+        mode="training", method="qlora", quant="nf4", transformers_version="4.57"
+    ),
+    "qlora-5.0": Workload(mode="training", method="qlora", quant="nf4", transformers_version="5.0"),
+    "nf4-5.0": Workload(quant="nf4", transformers_version="5.0"),
+    "sglang-lora": Workload(engine="sglang", enable_lora=True, cpu_offload_gb=2.0),
+}
+
+
+@pytest.mark.parametrize("workload", SETUPS_WITH_NOTES.values(), ids=SETUPS_WITH_NOTES.keys())
+def test_the_notes_of_an_estimate_name_the_window_s_controls(workload):
+    # A mixture of experts, whose notes name the transformers release its experts follow.
+    spec = load_model("qwen3-30b-a3b").spec
+    notes = estimate_setup(spec, workload, [("RTX 4090", 24 * 1024**3)]).estimate.notes
+    options = cli_options()
+    assert any(options_named(n, options) for n in notes)  # the command line's words
+    for note in notes:
+        assert not options_named(wording.in_window(note), options), wording.in_window(note)

@@ -31,7 +31,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from vramgui.core import dtypes, storage, units
-from vramgui.core.errors import Message, Setting, WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError, phrase
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.storage import TensorStorage
 from vramgui.core.vllm.rules import RULES
@@ -224,15 +224,21 @@ def _bnb_experts(
     added = sum(h.bytes for h in held) - sum(s.bytes for s in stored)
     if not added:
         return stored, []
+    older = not storage.experts_stacked(spec.facts.model_type, TRANSFORMERS_VERSIONS[0])
     return held, [
-        f"transformers' bitsandbytes quantizes nn.Linear layers only: "
-        f"{spec.facts.model_type}'s experts are stacked parameters in transformers "
-        f"{w.transformers_version} and stay in {w.dtype} ({_gib(added)} more than quantized"
-        + (
-            "; transformers 4 held them as nn.Linear layers, which it quantizes: "
-            "--transformers-version)."
-            if not storage.experts_stacked(spec.facts.model_type, TRANSFORMERS_VERSIONS[0])
-            else ")."
+        phrase(
+            "transformers' bitsandbytes quantizes nn.Linear layers only: "
+            f"{spec.facts.model_type}'s experts are stacked parameters in transformers "
+            f"{w.transformers_version} and stay in {w.dtype} ({_gib(added)} more than quantized",
+            *(
+                (
+                    "; transformers 4 held them as nn.Linear layers, which it quantizes: ",
+                    Setting("transformers_version"),
+                    ").",
+                )
+                if older
+                else (").",)
+            ),
         )
     ]
 

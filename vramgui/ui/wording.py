@@ -55,7 +55,7 @@ SETTING_LABELS = {
     "mtp": "Load MTP layers",
     "mem_fraction_static": "SGLang static share",
     "sglang_version": "Rules of SGLang",
-    "transformers_version": "transformers",
+    "transformers_version": "transformers release",
     "prompt": "Prompt",
     "ubatch_size": "Micro-batch (-ub)",
     "batch_size": "Batch (-b)",

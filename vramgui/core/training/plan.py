@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramgui.core import dtypes, parallel, storage
-from vramgui.core.errors import Message, Setting, WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError, phrase
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.training.components import (
     ACTIVATIONS,
@@ -361,14 +361,18 @@ def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> li
     ]
     if workload.method == "full" or not experts:
         return []
-    notes = []
+    notes: list[str] = []
     version = workload.transformers_version
     if not storage.experts_stacked(spec.facts.model_type, version):
         if workload.method == "qlora":
             notes.append(
-                f"transformers {version} holds each routed expert as nn.Linear layers, which "
-                "bitsandbytes quantizes like the others (transformers 5 stacks them into "
-                "parameters it leaves unquantized: --transformers-version 5.0)"
+                phrase(
+                    f"transformers {version} holds each routed expert as nn.Linear layers, which "
+                    "bitsandbytes quantizes like the others (transformers 5 stacks them into "
+                    "parameters it leaves unquantized: ",
+                    Setting("transformers_version", "5.0"),
+                    ")",
+                )
             )
         notes.append(
             f"The experts' activations follow transformers 5's MoE code, measured; "
@@ -390,17 +394,20 @@ def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> li
             )
             // workload.tp
         )
+        upcast = (
+            ", and prepare_model_for_kbit_training upcasts them to fp32"
+            if ctx.param_bytes == 4
+            else ""
+        )
         notes.append(
-            f"transformers {version} holds the routed experts as stacked parameters, which "
-            "bitsandbytes "
-            "(it replaces nn.Linear layers) leaves unquantized"
-            + (
-                ", and prepare_model_for_kbit_training upcasts them to fp32"
-                if ctx.param_bytes == 4
-                else ""
+            phrase(
+                f"transformers {version} holds the routed experts as stacked parameters, which "
+                f"bitsandbytes (it replaces nn.Linear layers) leaves unquantized{upcast}: "
+                f"{format_bytes(held)} per GPU (transformers 4 held each expert as an nn.Linear, "
+                f"which bitsandbytes quantized: {format_bytes(four_bit)}; ",
+                Setting("transformers_version", "4.57"),
+                ")",
             )
-            + f": {format_bytes(held)} per GPU (transformers 4 held each expert as an nn.Linear, "
-            f"which bitsandbytes quantized: {format_bytes(four_bit)}; --transformers-version 4.57)"
         )
     folded = sum(folded_expert_bytes(spec, layer, ctx) for layer in range(spec.facts.num_layers))
     if folded:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.answers.host import HostSettings
 from vramgui.core import offload
+from vramgui.core.engines import planner_engine
 from vramgui.core.llamacpp_speed import GpuKernels, kernels_for
 from vramgui.core.offload.budget import engine_workload
 from vramgui.core.offload.curves import (
@@ -199,7 +200,7 @@ def gpu_memory_rate(placement: Placement, bandwidths: Bandwidths) -> GpuMemoryRa
     """GPU 0's memory speed as the plan's timing takes it: under llama.cpp, its kernels' shares
     of the peak as measured on that kind of GPU (``core.llamacpp_speed``); otherwise, and where
     a speed was typed in, the roofline at ``bandwidths.gpu_bytes_per_s``."""
-    kernels = bandwidths.kernels_of(0) if placement.planner == "llamacpp" else None
+    kernels = bandwidths.kernels_of(0) if planner_engine(placement.planner).ggml else None
     if kernels is None:
         speed = bandwidths.gpu_bytes_per_s
         return GpuMemoryRate(
@@ -245,7 +246,7 @@ def place_untimed(
 ) -> Placement:
     """Where each layer goes on a GPU whose speeds are unknown: placed as ``plan_offload``
     places it (a llama.cpp fit, the slider's layers), not timed."""
-    if planner != "llamacpp":
+    if not planner_engine(planner).ggml:
         return offload.plan(
             planner,
             spec,
@@ -320,7 +321,7 @@ def launch_lines(spec: ModelSpec, placement: Placement) -> tuple[LaunchSettings,
 def placement_flags(placement: Placement) -> str:
     """llama.cpp's ``-ngl``, experts-in-RAM and op-offload flags of ``placement``; "" for other
     planners."""
-    if placement.planner != "llamacpp":
+    if not planner_engine(placement.planner).ggml:
         return ""
     flags = f"-ngl {placement.gpu_layers}"
     layout = placement.layout
@@ -383,7 +384,7 @@ def plan_offload(
     experts: tuple[CurvePoint, ...] = ()
     fastest: dict[str, CurvePoint | None] = {}
     chosen = AS_SET
-    if planner != "llamacpp":
+    if not planner_engine(planner).ggml:
         placement = offload.plan(
             planner,
             spec,

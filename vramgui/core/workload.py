@@ -8,12 +8,15 @@ from operator import attrgetter
 from typing import Any
 
 from vramgui.core import dtypes, scopes
+from vramgui.core.engines import ENGINE_KEYS, engine
+from vramgui.core.engines.llamacpp import ENGINE as _LLAMACPP
 from vramgui.core.errors import Message, Setting, WorkloadError, shown
-from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
+from vramgui.core.kv_cache_types import KV_CACHE_TYPES
+from vramgui.core.setting_values import check_choice, check_range, coerce
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
-ENGINES = ("transformers", "vllm", "llamacpp", "sglang")
+ENGINES = ENGINE_KEYS
 KV_DTYPES = tuple(t.name for t in KV_CACHE_TYPES)
 ATTENTIONS = ("eager", "sdpa", "flash")
 METHODS = ("full", "lora", "qlora")
@@ -50,12 +53,7 @@ LLAMACPP_UBATCH = 512
 TRANSFORMERS_VERSIONS = ("4.46", "4.57", "5.0")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
-ENGINE_NAMES = {
-    "transformers": "transformers",
-    "vllm": "vLLM",
-    "llamacpp": "llama.cpp",
-    "sglang": "SGLang",
-}
+ENGINE_NAMES = {e: engine(e).name for e in ENGINE_KEYS}
 # NVIDIA GPU generations by compute capability: what a checkpoint's format runs natively on
 # (FP8 tensor cores from Ada, FP4 from Blackwell). "auto": none given (the first --gpu's when one
 # is, else one that runs the format natively, the other cases said in the notes).
@@ -69,26 +67,8 @@ GPU_ARCHS: dict[str, tuple[int, int]] = {
 }
 GPU_ARCH_CHOICES = ("auto", *GPU_ARCHS)
 
-# What each inference engine loads, by quantization family (``core.dtypes.Scheme.family``).
-# transformers dequantizes a GGUF file to 16 bits when it loads one (``from_pretrained(...,
-# gguf_file=...)``), so GGUF sizes hold for llama.cpp and vLLM only; llama.cpp runs GGUF files
-# only ("none" is then an F16 / BF16 / F32 GGUF).
-# transformers loads no NVFP4 or ModelOpt checkpoint (its NVFP4 quantizer quantizes on load, on
-# Blackwell only); vLLM loads them all, and so does SGLang (its QUANTIZATION_METHODS in
-# srt/layers/quantization/__init__.py: fp8, awq / gptq and their Marlin kernels, modelopt_fp8 /
-# modelopt_fp4, compressed-tensors, w8a8_int8, gguf, mxfp4; bitsandbytes as a --load-format).
-_SERVER_QUANT_FAMILIES = frozenset(
-    {"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "nvfp4", "int", "modelopt", "gguf"}
-)
-ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
-    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "int"}),
-    "vllm": _SERVER_QUANT_FAMILIES,
-    "llamacpp": frozenset({"none", "gguf"}),
-    "sglang": _SERVER_QUANT_FAMILIES,
-}
-# Formats llama.cpp runs natively, as a GGUF file type: convert_hf_to_gguf.py repacks MXFP4 experts
-# as they are (GptOssModel.repack_mxfp4), llama-quantize's MXFP4_MOE puts the rest in Q8_0.
-GGUF_OF_FAMILY = {"mxfp4": "MXFP4_MOE"}
+# Formats llama.cpp runs natively, as a GGUF file type (``Engine.gguf_of_family``).
+GGUF_OF_FAMILY = _LLAMACPP.gguf_of_family
 
 # The engine to switch to for a setting the current one does not run, by quantization family or
 # KV cache dtype, best first.
@@ -134,7 +114,7 @@ class Workload:
         seq: context length for inference, sequence length for training.
         dtype: 16/32-bit dtype of weights and compute.
         quant: weight quantization scheme, "none" or a name known to ``core.dtypes``.
-        engine: inference engine whose allocation behaviour to follow.
+        engine: the key of the inference engine whose behaviour to follow (``core.engines``).
         kv_dtype: KV cache dtype; "auto" follows ``dtype``.
         attention: attention implementation.
         method: full fine-tune, LoRA or QLoRA.
@@ -246,43 +226,43 @@ class Workload:
     transformers_version: str = TRANSFORMERS_VERSIONS[-1]
 
     def __post_init__(self) -> None:
-        _check_choice("mode", self.mode, MODES)
-        _check_choice("dtype", self.dtype, DTYPES)
-        _check_choice("engine", self.engine, ENGINES)
-        _check_choice("kv_dtype", self.kv_dtype, KV_DTYPES)
-        _check_choice("attention", self.attention, ATTENTIONS)
-        _check_choice("method", self.method, METHODS)
-        _check_choice("precision", self.precision, PRECISIONS)
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        _check_choice("loop", self.loop, LOOPS)
-        _check_choice("speculative", self.speculative, SPECULATIVE)
-        _check_choice("vllm_version", self.vllm_version, VLLM_VERSIONS)
-        _check_choice("sglang_version", self.sglang_version, SGLANG_VERSIONS)
-        _check_choice("gpu_arch", self.gpu_arch, GPU_ARCH_CHOICES)
-        _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
+        check_choice("mode", self.mode, MODES)
+        check_choice("dtype", self.dtype, DTYPES)
+        check_choice("engine", self.engine, ENGINES)
+        check_choice("kv_dtype", self.kv_dtype, KV_DTYPES)
+        check_choice("attention", self.attention, ATTENTIONS)
+        check_choice("method", self.method, METHODS)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("loop", self.loop, LOOPS)
+        check_choice("speculative", self.speculative, SPECULATIVE)
+        check_choice("vllm_version", self.vllm_version, VLLM_VERSIONS)
+        check_choice("sglang_version", self.sglang_version, SGLANG_VERSIONS)
+        check_choice("gpu_arch", self.gpu_arch, GPU_ARCH_CHOICES)
+        check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
         self._check_rope()
-        _check_choice("transformers_version", self.transformers_version, TRANSFORMERS_VERSIONS)
-        _check_range("batch", self.batch, 1, MAX_BATCH)
-        _check_range("seq", self.seq, 1, MAX_SEQ)
-        _check_range("lora_rank", self.lora_rank, 1, 1 << 16)
-        _check_range("grad_accum", self.grad_accum, 1, 1 << 20)
-        _check_range("gpus", self.gpus, 1, MAX_GPUS)
-        _check_range("zero", self.zero, 0, 3)
-        _check_range("tp", self.tp, 1, MAX_GPUS)
-        _check_range("pp", self.pp, 1, MAX_GPUS)
+        check_choice("transformers_version", self.transformers_version, TRANSFORMERS_VERSIONS)
+        check_range("batch", self.batch, 1, MAX_BATCH)
+        check_range("seq", self.seq, 1, MAX_SEQ)
+        check_range("lora_rank", self.lora_rank, 1, 1 << 16)
+        check_range("grad_accum", self.grad_accum, 1, 1 << 20)
+        check_range("gpus", self.gpus, 1, MAX_GPUS)
+        check_range("zero", self.zero, 0, 3)
+        check_range("tp", self.tp, 1, MAX_GPUS)
+        check_range("pp", self.pp, 1, MAX_GPUS)
         if self.overhead_bytes is not None:
-            _check_range("overhead_bytes", self.overhead_bytes, 0, 1 << 50)
+            check_range("overhead_bytes", self.overhead_bytes, 0, 1 << 50)
         if self.max_num_seqs is not None:
-            _check_range("max_num_seqs", self.max_num_seqs, 1, MAX_BATCH)
+            check_range("max_num_seqs", self.max_num_seqs, 1, MAX_BATCH)
         if self.max_num_batched_tokens is not None:
-            _check_range("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
-        _check_range("max_loras", self.max_loras, 1, 1 << 10)
-        _check_range("max_lora_rank", self.max_lora_rank, 1, 1 << 16)
-        _check_range("num_speculative_tokens", self.num_speculative_tokens, 1, 64)
-        _check_range("ubatch_size", self.ubatch_size, 1, MAX_SEQ)
-        _check_range("batch_size", self.batch_size, 1, MAX_SEQ)
+            check_range("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
+        check_range("max_loras", self.max_loras, 1, 1 << 10)
+        check_range("max_lora_rank", self.max_lora_rank, 1, 1 << 16)
+        check_range("num_speculative_tokens", self.num_speculative_tokens, 1, 64)
+        check_range("ubatch_size", self.ubatch_size, 1, MAX_SEQ)
+        check_range("batch_size", self.batch_size, 1, MAX_SEQ)
         if self.prompt is not None:
-            _check_range("prompt", self.prompt, 1, MAX_SEQ)
+            check_range("prompt", self.prompt, 1, MAX_SEQ)
         if self.mtp and self.speculative == "draft":
             raise WorkloadError(
                 Message(
@@ -392,7 +372,7 @@ class Workload:
                 )
             )
         if self.rope_original_context is not None:
-            _check_range("rope_original_context", self.rope_original_context, 1, MAX_SEQ)
+            check_range("rope_original_context", self.rope_original_context, 1, MAX_SEQ)
 
     def check_checkpoint(self, stored: str | None) -> None:
         """Refuse a checkpoint stored as ``stored`` (``ModelSpec.quantization``) that the engine
@@ -430,7 +410,7 @@ class Workload:
         limit = _SIZE_LIMITS.get(field)
         if limit is None:
             raise ValueError(f"with_size changes batch or seq, not {field!r}")
-        _check_range(field, value, 1, limit)
+        check_range(field, value, 1, limit)
         # Slot by slot: copy.copy of a slotted dataclass goes through __reduce_ex__ and
         # fields(), four times slower, and this runs for every point of a sweep. Both tuples
         # list the fields in one order.
@@ -472,7 +452,7 @@ class Workload:
             key = str(raw_key).replace("-", "_")
             if key not in known:
                 continue
-            kwargs[key] = _coerce(key, value)
+            kwargs[key] = coerce(key, value)
         return cls(**kwargs)
 
 
@@ -497,28 +477,29 @@ class EngineConflict:
 
     def message(self) -> str:
         """What is wrong and what to pick instead, in the command line's words."""
-        name = ENGINE_NAMES[self.engine]
+        eng = engine(self.engine)
+        name = eng.name
         others = " or ".join(f"--engine {e}" for e in self.engines)
         if self.setting == "kv_dtype":
-            runs = ", ".join(ENGINE_KV_DTYPES[self.engine])
+            runs = ", ".join(eng.kv_dtypes)
             return (
                 f"{name} has no {self.value} KV cache: use --kv-dtype {runs.replace(', ', ' / ')}"
                 f", or {others} for {self.value}"
             )
-        if self.engine == "transformers" and self.family == "gguf":
+        if self.family in eng.dequantized_families:
             what = "this GGUF file" if self.setting == "stored" else f"GGUF {self.value}"
             fix = "" if self.setting == "stored" else ", or --quant none"
             return (
-                f"transformers dequantizes GGUF to --dtype when it loads it, so {what} would not "
+                f"{name} dequantizes GGUF to --dtype when it loads it, so {what} would not "
                 f"keep its size: use {others}{fix}"
             )
-        if self.engine == "llamacpp" and self.family in GGUF_OF_FAMILY:
-            gguf = GGUF_OF_FAMILY[self.family]
+        if self.family in eng.gguf_of_family:
+            gguf = eng.gguf_of_family[self.family]
             return (
-                f"llama.cpp runs {self.value} weights as the GGUF type {gguf}: use --quant {gguf}, "
+                f"{name} runs {self.value} weights as the GGUF type {gguf}: use --quant {gguf}, "
                 f"or {others}"
             )
-        if self.engine == "llamacpp":
+        if eng.ggml:
             what = (
                 f"this checkpoint, stored as {self.value}"
                 if self.setting == "stored"
@@ -526,7 +507,7 @@ class EngineConflict:
             )
             fix = "convert the original to GGUF" if self.setting == "stored" else "use --quant"
             return (
-                f"llama.cpp runs GGUF files only, not {what}: {fix} with a GGUF type "
+                f"{name} runs GGUF files only, not {what}: {fix} with a GGUF type "
                 f"(e.g. Q4_K_M) or none, or {others}"
             )
         return f"{name} does not run {self.value} weights: use {others}"
@@ -569,43 +550,46 @@ def served_family(quant: str, stored: str | None = None) -> str | None:
     return family
 
 
-def engine_quant(engine: str, quant: str, stored: str | None = None) -> str:
-    """The ``--quant`` ``engine`` runs ``quant`` as, on a checkpoint stored as ``stored``.
+def engine_quant(engine_key: str, quant: str, stored: str | None = None) -> str:
+    """The ``--quant`` the engine ``engine_key`` names runs ``quant`` as, on a checkpoint stored as ``stored``.
 
-    llama.cpp runs MXFP4 natively, as its MXFP4_MOE GGUF (``GGUF_OF_FAMILY``): a checkpoint
+    llama.cpp runs MXFP4 natively, as its MXFP4_MOE GGUF (``Engine.gguf_of_family``): a checkpoint
     stored in MXFP4 under "none" (as stored), and ``--quant mxfp4`` / ``MXFP4``, become
     ``MXFP4_MOE`` there. Every other setting is run as it is.
 
     Raises:
         WorkloadError: an unknown quantization name.
     """
-    if engine != "llamacpp":
+    native = engine(engine_key).gguf_of_family
+    if not native:
         return quant
-    return GGUF_OF_FAMILY.get(served_family(quant, stored) or "", quant)
+    return native.get(served_family(quant, stored) or "", quant)
 
 
 def engine_conflicts(
-    mode: str, engine: str, quant: str, kv_dtype: str, stored: str | None = None
+    mode: str, engine_key: str, quant: str, kv_dtype: str, stored: str | None = None
 ) -> tuple[EngineConflict, ...]:
-    """The settings ``engine`` does not run, when serving (training runs no engine).
+    """The settings the engine ``engine_key`` names does not run, when serving (training runs no
+    engine).
 
     Args:
-        mode, engine, quant, kv_dtype: the workload's settings.
+        mode, engine_key, quant, kv_dtype: the workload's settings.
         stored: the quantization the checkpoint is stored in (``ModelSpec.quantization``), if any.
 
     Raises:
         WorkloadError: an unknown quantization name.
     """
-    if mode != "inference" or engine not in ENGINE_QUANT_FAMILIES:
+    if mode != "inference" or engine_key not in ENGINE_KEYS:
         return ()
+    eng = engine(engine_key)
     out = []
     family = served_family(quant, stored) or "none"
     from_checkpoint = quant == "none" and stored is not None
-    if family not in ENGINE_QUANT_FAMILIES[engine]:
+    if not eng.loads(family):
         setting, value = ("stored", stored) if from_checkpoint else ("quant", quant)
-        out.append(EngineConflict(setting, value, engine, _ENGINES_FOR[family], family))  # type: ignore[arg-type]
-    if kv_dtype not in ENGINE_KV_DTYPES[engine]:
-        out.append(EngineConflict("kv_dtype", kv_dtype, engine, _ENGINES_FOR[f"kv:{kv_dtype}"]))
+        out.append(EngineConflict(setting, value, eng.key, _ENGINES_FOR[family], family))  # type: ignore[arg-type]
+    if not eng.takes_kv(kv_dtype):
+        out.append(EngineConflict("kv_dtype", kv_dtype, eng.key, _ENGINES_FOR[f"kv:{kv_dtype}"]))
     return tuple(out)
 
 
@@ -728,116 +712,3 @@ _new_workload = object.__new__
 _SLOT_SETTERS = tuple(Workload.__dict__[f.name].__set__ for f in fields(Workload))
 _SIZE_SETTERS = {name: Workload.__dict__[name].__set__ for name in _SIZE_LIMITS}
 _settings = attrgetter(*(f.name for f in fields(Workload)))
-
-_INT_FIELDS = {
-    "batch",
-    "seq",
-    "lora_rank",
-    "grad_accum",
-    "gpus",
-    "zero",
-    "tp",
-    "pp",
-    "max_loras",
-    "max_lora_rank",
-    "num_speculative_tokens",
-    "ubatch_size",
-    "batch_size",
-}
-_OPTIONAL_INT_FIELDS = {
-    "overhead_bytes",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "prompt",
-    "rope_original_context",
-}
-_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb", "rope_factor"}
-_BOOL_FIELDS = {
-    "grad_checkpointing",
-    "fsdp",
-    "cpu_offload",
-    "enforce_eager",
-    "enable_lora",
-    "mtp",
-}
-_OPTIONAL_BOOL_FIELDS = {"enable_prefix_caching"}
-_OPTIONAL_FLOAT_FIELDS = {"mem_fraction_static"}
-
-
-def _coerce(key: str, value: Any) -> Any:
-    if key == "lora_targets":
-        if isinstance(value, str):
-            return tuple(t.strip() for t in value.split(",") if t.strip())
-        if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
-            return tuple(value)
-        raise WorkloadError(
-            Message(
-                "{setting} must be a comma-separated string or a list of names",
-                setting=Setting("lora_targets"),
-            )
-        )
-    if key in _INT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(_not_a(key, "an integer", value))
-        return value
-    if key in _BOOL_FIELDS:
-        if not isinstance(value, bool):
-            raise WorkloadError(_not_a(key, "true or false", value))
-        return value
-    if key in _OPTIONAL_BOOL_FIELDS:
-        if value is not None and not isinstance(value, bool):
-            raise WorkloadError(_not_a(key, "true, false or null", value))
-        return value
-    if key in _OPTIONAL_INT_FIELDS:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(_not_a(key, "an integer", value))
-        return value
-    if key in _OPTIONAL_FLOAT_FIELDS and value is None:
-        return None
-    if key in _FLOAT_FIELDS | _OPTIONAL_FLOAT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorkloadError(_not_a(key, "a number", value))
-        return float(value)
-    if not isinstance(value, str):
-        raise WorkloadError(_not_a(key, "a string", value))
-    return value
-
-
-def _not_a(key: str, kind: str, value: object) -> Message:
-    """A setting of a saved workload that holds a value of the wrong kind."""
-    return Message(
-        "{setting} must be {kind}, got {value}", setting=Setting(key), kind=kind, value=shown(value)
-    )
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise WorkloadError(
-            Message(
-                "{setting} must be one of {choices}; got {value}",
-                setting=Setting(name),
-                choices=", ".join(choices),
-                value=shown(value),
-            )
-        )
-
-
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise WorkloadError(
-            Message(
-                "{setting} must be an integer, got {value!r}", setting=Setting(name), value=value
-            )
-        )
-    if not low <= value <= high:
-        raise WorkloadError(
-            Message(
-                "{setting} must be between {low} and {high:,}, got {value:,}",
-                setting=Setting(name),
-                low=low,
-                high=high,
-                value=value,
-            )
-        )

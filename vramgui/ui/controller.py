@@ -41,9 +41,11 @@ from vramgui.answers.offload import LlamaCppLayout
 from vramgui.answers.rates import Price, Rates, RatesFor
 from vramgui.answers.setup import FOUR_BIT_SCHEMES, stored_dtype, stored_format
 from vramgui.answers.timing import NO_RATES, Timing, Untimed, time_setup
+from vramgui.core import engines
 from vramgui.core.dtypes import SCHEMES
+from vramgui.core.engines import StartUp
 from vramgui.core.errors import VramguiError, WorkloadError
-from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
+from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.core.workload import (
     METHOD_RECIPES,
@@ -138,7 +140,8 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             "cpu_offload",
         ):
             reasons[name] = "Applies to training only."
-        if workload.engine != "vllm":
+        eng = engines.engine(workload.engine)
+        if eng.startup is not StartUp.VLLM:
             reasons["gpu_memory_utilization"] = "Only vLLM pre-allocates a share of GPU memory."
         if not workload.enable_lora:
             for name in ("max_loras", "max_lora_rank"):
@@ -147,17 +150,17 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             reasons["num_speculative_tokens"] = "Applies to speculative decoding."
         if workload.speculative != "draft":
             reasons["draft_model"] = "Applies to speculative decoding with a draft model."
-        if workload.engine == "llamacpp":
+        if eng.ggml:
             reasons["attention"] = "llama.cpp uses its own attention kernels."
         engine = wording.engine_label(workload.engine)
         for kv in KV_CACHE_TYPES:
-            if workload.engine in kv.engines:
+            if eng.takes_kv(kv.name):
                 continue
             if len(kv.switch_to) == 1:
                 owner = wording.engine_label(kv.switch_to[0])
                 reason = f"{engine} has no {kv.name} KV cache: it is {owner}'s."
             else:
-                offered = ", ".join(ENGINE_KV_DTYPES[workload.engine])
+                offered = ", ".join(eng.kv_dtypes)
                 reason = f"{engine} has no {kv.name} KV cache; it offers {offered}."
             reasons[f"kv_dtype:{kv.name}"] = reason
     if training and workload.fsdp:
@@ -185,7 +188,7 @@ def _stored_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str
     reasons: dict[str, str] = {}
     if spec is None or not spec.mtp_tensors:
         reasons["mtp"] = "This checkpoint stores no multi-token-prediction layers."
-    elif workload.engine != "vllm":
+    elif not engines.engine(workload.engine).loads_mtp:
         reasons["mtp"] = "Only vLLM loads multi-token-prediction layers (MTP speculative decoding)."
     if spec is None or spec.quantization is None:
         return reasons

@@ -15,6 +15,7 @@ from vramgui.cli import build_parser
 from vramgui.cli import main as cli_main
 from vramgui.core.errors import Command, Message, Setting, WorkloadError, command_line, phrase
 from vramgui.core.workload import Workload
+from vramgui.profiles.model import Profile, ProfileError
 from vramgui.sources.errors import ModelNotFound
 from vramgui.sources.resolve import load_model
 from vramgui.ui import wording
@@ -186,3 +187,18 @@ def test_the_notes_of_an_estimate_name_the_window_s_controls(workload):
     assert any(options_named(n, options) for n in notes)  # the command line's words
     for note in notes:
         assert not options_named(wording.in_window(note), options), wording.in_window(note)
+
+
+def test_an_error_kept_in_another_keeps_its_settings_for_the_window():
+    # A profile whose saved workload the core refuses: the profile's error quotes the core's.
+    saved = {
+        "format": "vramgui.profile",
+        "format_version": 1,
+        "name": "odd",
+        "model": {"kind": "catalog", "id": "llama-3.1-8b"},
+        "workload": {"batch": 0},
+    }
+    with pytest.raises(ProfileError) as refused:
+        Profile.from_dict(saved)
+    assert "'workload': --batch must be between 1 and" in str(refused.value)
+    assert "'workload': Batch must be between 1 and" in wording.in_window(refused.value)

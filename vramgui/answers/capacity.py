@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramgui.core import fit
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import VramguiError, message_of
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.rope import context_limit
@@ -104,7 +104,7 @@ def serving_report(
                 raise VramguiError("not served by vLLM")
             plan = engine.plan(capacity, name)
         except VramguiError as exc:
-            out.append(GpuServing(name, capacity, None, str(exc), (), None))
+            out.append(GpuServing(name, capacity, None, message_of(exc), (), None))
             continue
         up = engine.startup(capacity, name)
         curve = []

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from vramgui.answers.advice import saving_text
 from vramgui.core import fit, launch, offload, sglang_startup
-from vramgui.core.errors import Setting, VramguiError, phrase
+from vramgui.core.errors import Setting, VramguiError, message_of, phrase
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import engine_kv_workload
@@ -316,7 +316,13 @@ def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[Model
         try:
             return load_model(given).spec, "named"
         except VramguiError as exc:  # the log is still worth reading
-            notes.append(f"the model named could not be loaded ({exc}); the log's own is used")
+            notes.append(
+                phrase(
+                    "the model named could not be loaded (",
+                    message_of(exc),
+                    "); the log's own is used",
+                )
+            )
     name = setup.model.name
     if name:
         for candidate in (name, name.rstrip("/").rsplit("/", 1)[-1]):
@@ -336,7 +342,7 @@ def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[Model
             notes.extend(warnings)
             spec = spec_from_config(config, name or str(meta["general.architecture"]))
         except VramguiError as exc:
-            notes.append(f"the printed metadata does not make a model: {exc}")
+            notes.append(phrase("the printed metadata does not make a model: ", message_of(exc)))
             return None, ""
         notes.append(
             "the model is built from the metadata llama.cpp printed (its tensor table is not in "
@@ -413,7 +419,9 @@ def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
     try:
         return Workload.from_dict(settings)
     except VramguiError as exc:
-        notes.append(f"the log's settings do not make a workload vramgui models: {exc}")
+        notes.append(
+            phrase("the log's settings do not make a workload vramgui models: ", message_of(exc))
+        )
         return None
 
 
@@ -681,7 +689,7 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             layout=layout,
         )
     except VramguiError as exc:
-        notes.append(f"no estimate: {exc}")
+        notes.append(phrase("no estimate: ", message_of(exc)))
         return _unestimated(setup, decision)
     fork = setup.facts.get("fork_options")
     if fork:
@@ -855,7 +863,7 @@ def _fitted(
             margin_bytes=offload.DEFAULT_MARGIN_BYTES,
         )
     except VramguiError as exc:
-        notes.append(f"no fitted launch line: {exc}")
+        notes.append(phrase("no fitted launch line: ", message_of(exc)))
         return placement
     return fitted if fitted.gpu_layers != placement.gpu_layers else placement
 

@@ -90,6 +90,8 @@ class _Wording(string.Formatter):
         self._say = say
 
     def format_field(self, value: Any, format_spec: str) -> str:
+        if isinstance(value, Message):  # a message within another: an error's, quoted
+            return value.words(self._say)
         if isinstance(value, Setting):
             shown_value = "" if value.value is None else format(value.value, format_spec)
             return self._say(value, shown_value)
@@ -129,18 +131,26 @@ def _message(template: str, fields: dict[str, object]) -> Message:
 
 
 def phrase(*parts: str | Term) -> Message:
-    """A message of plain text and terms, in order: ``phrase("raise ", Setting("grad_accum"),
-    " to shrink it")``. The text is taken as it is (no template fields)."""
+    """A message of plain text, terms and other messages, in order: ``phrase("raise ",
+    Setting("grad_accum"), " to shrink it")``. The text is taken as it is (no template
+    fields); a :class:`Message` among the parts keeps its own terms."""
     template: list[str] = []
     fields: dict[str, object] = {}
     for part in parts:
-        if isinstance(part, str):
+        if isinstance(part, str) and not isinstance(part, Message):
             template.append(part.replace("{", "{{").replace("}", "}}"))
         else:
             key = f"term{len(fields)}"
             fields[key] = part
             template.append("{" + key + "}")
     return Message("".join(template), **fields)
+
+
+def message_of(error: BaseException) -> str:
+    """An error's message as it was raised: a :class:`Message` where it names settings, so that
+    a record that keeps it (a refusal, a note) can still be worded by each front end."""
+    args = error.args
+    return args[0] if len(args) == 1 and isinstance(args[0], Message) else str(error)
 
 
 def words(text: str, say: Say) -> str:

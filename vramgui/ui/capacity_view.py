@@ -80,7 +80,7 @@ class ServingChart(Chart):
         for gpu in report.gpus:
             up = gpu.startup
             if up is None:
-                parts.append(f"{gpu.name}: {gpu.error}.")
+                parts.append(f"{gpu.name}: {in_window(gpu.error)}.")
             elif up.starts:
                 at_most = "at most " if up.unmodelled else ""
                 parts.append(

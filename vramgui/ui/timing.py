@@ -59,7 +59,7 @@ def speed_text(summary: Timing | Untimed | None, brief: bool = False) -> str:
     if summary is None:
         return NO_TARGET
     if isinstance(summary, Untimed):
-        return f"No speed or cost: {escape(summary.reason)}"
+        return f"No speed or cost: {escape(in_window(summary.reason))}"
     where = escape(placement_words(summary.placement, brief))
     price = summary.price
     parts = []
@@ -129,7 +129,7 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
     if summary is None:
         return NO_TARGET
     if isinstance(summary, Untimed):
-        return summary.reason
+        return in_window(summary.reason)
     u = summary.utilization
     lines = [f"Timed on: {summary.placement.describe()}"]
     if summary.basis == "measured":

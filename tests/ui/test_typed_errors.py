@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import fields
 
 import pytest
 from PySide6.QtWidgets import QLabel
@@ -14,6 +15,7 @@ from vramgui.answers.estimate import estimate_setup
 from vramgui.cli import build_parser
 from vramgui.cli import main as cli_main
 from vramgui.core.errors import Command, Message, Setting, WorkloadError, command_line, phrase
+from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.workload import Workload
 from vramgui.profiles.model import Profile, ProfileError
 from vramgui.sources.errors import ModelNotFound
@@ -202,3 +204,16 @@ def test_an_error_kept_in_another_keeps_its_settings_for_the_window():
         Profile.from_dict(saved)
     assert "'workload': --batch must be between 1 and" in str(refused.value)
     assert "'workload': Batch must be between 1 and" in wording.in_window(refused.value)
+
+
+def test_every_setting_a_message_may_name_has_its_option_and_its_label():
+    options = cli_options()
+    settings = [f.name for f in (*fields(Workload), *fields(LlamaCppLayout))]
+    # Set on the command line by another option (--mtp, --speculative-model) or in other
+    # units (--overhead-gib).
+    other_options = {"speculative", "overhead_bytes"}
+    for name in settings:
+        assert name in wording.SETTING_LABELS, name
+        flag = command_line(Setting(name), "")
+        assert flag in options or name in other_options, (name, flag)
+    assert command_line(Setting("draft_model", "x/y"), "x/y") == "--speculative-model x/y"

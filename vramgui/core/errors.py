@@ -77,11 +77,23 @@ Term = Setting | Command
 Say = Callable[[Term, str], str]
 
 
+# Settings whose command-line option is not their field's name. ``overhead_bytes`` is given in
+# GiB on the command line (``--overhead-gib``); a refusal of the bytes a file holds keeps its
+# own word for them.
+OPTIONS = {
+    "draft_model": "speculative-model",
+    "overrides": "override-tensor",
+    "kv_offload": "no-kv-offload",
+    "op_offload": "no-op-offload",
+    "overhead_bytes": "overhead",
+}
+
+
 def command_line(term: Term, value: str) -> str:
     """A term as the command line says it: ``--kv-dtype fp8``, ``--fsdp``, ```vramgui search x```."""
     if isinstance(term, Command):
         return f"`vramgui {term.name} {term.args}`" if term.args else f"`vramgui {term.name}`"
-    flag = "--" + term.name.replace("_", "-")
+    flag = "--" + OPTIONS.get(term.name, term.name.replace("_", "-"))
     return f"{flag} {value}" if value else flag
 
 

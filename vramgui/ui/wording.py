@@ -71,7 +71,10 @@ SETTING_LABELS = {
     "ram_gib": "Host RAM",
     "main_gpu": "Main GPU",
     "tensor_split": "Tensor split",
-    "override_tensor": "Tensor overrides",
+    "overrides": "Tensor overrides",
+    "kv_offload": "KV cache on the GPU",
+    "op_offload": "Op offload",
+    "gpu_arch": "GPU generation",
     "fit": "Fit like llama.cpp",
 }
 ROPE_LABELS = {"none": "None", "yarn": "YaRN", "linear": "Linear", "dynamic": "Dynamic NTK"}

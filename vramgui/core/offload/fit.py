@@ -195,7 +195,7 @@ def fit_llamacpp(
                 "llama.cpp fits only what is not set: leave out {split}, {overrides}, {cpu_moe} "
                 "and {n_cpu_moe} with {fit} (it sets them itself)",
                 split=Setting("tensor_split"),
-                overrides=Setting("override_tensor"),
+                overrides=Setting("overrides"),
                 cpu_moe=Setting("cpu_moe"),
                 n_cpu_moe=Setting("n_cpu_moe"),
                 fit=Setting("fit"),

@@ -90,7 +90,7 @@ def parse_overrides(text: str) -> tuple[TensorOverride, ...]:
             raise WorkloadError(
                 Message(
                     "{setting} takes PATTERN=DEVICE pairs (exps=CPU), got {pair!r}",
-                    setting=Setting("override_tensor"),
+                    setting=Setting("overrides"),
                     pair=pair,
                 )
             )

@@ -45,7 +45,7 @@ SETTING_LABELS = {
     "speculative": "Speculative",
     "draft_model": "Draft model",
     "num_speculative_tokens": "Draft tokens",
-    "cpu_offload_gb": "vLLM CPU offload",
+    "cpu_offload_gb": "Weights in CPU RAM",
     "enable_prefix_caching": "Prefix caching",
     "vllm_version": "Rules of vLLM",
     "mtp": "Load MTP layers",

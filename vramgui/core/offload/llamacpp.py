@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from vramgui.core import activations
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import ArchFacts, ModelSpec, Role
 from vramgui.core.offload.budget import (
     HostRam,
@@ -111,11 +111,21 @@ class LlamaCppModel:
         n_gpus = len(budgets)
         if layout.main_gpu >= n_gpus:
             raise WorkloadError(
-                f"--main-gpu {layout.main_gpu} names no GPU: there are {n_gpus} (0 to {n_gpus - 1})"
+                Message(
+                    "{main} names no GPU: there are {n} (0 to {last})",
+                    main=Setting("main_gpu", layout.main_gpu),
+                    n=n_gpus,
+                    last=n_gpus - 1,
+                )
             )
         if layout.tensor_split and len(layout.tensor_split) > n_gpus:
             raise WorkloadError(
-                f"--tensor-split gives {len(layout.tensor_split)} proportions for {n_gpus} GPUs"
+                Message(
+                    "{split} gives {count} proportions for {n} GPUs",
+                    split=Setting("tensor_split"),
+                    count=len(layout.tensor_split),
+                    n=n_gpus,
+                )
             )
         if layout.split_mode == "none" or n_gpus == 1:
             gpus: tuple[int, ...] = (layout.main_gpu,)

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from vramgui.core import dtypes
 from vramgui.core.activations import vllm_profile_peak
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.parallel import more_stages_than_layers
 from vramgui.core.rope import NO_ROTARY, context_limit
 from vramgui.core.units import GiB
 from vramgui.core.vllm.encoders import EncoderProfile, encoder_profile, unmodelled_towers
@@ -432,20 +433,29 @@ def _check(spec: ModelSpec, workload: Workload) -> None:
     facts = spec.facts
     if workload.enable_lora and workload.max_lora_rank not in LORA_RANKS:
         ranks = ", ".join(str(r) for r in LORA_RANKS)
-        raise WorkloadError(f"vLLM's --max-lora-rank must be one of {ranks}")
+        raise WorkloadError(
+            Message(
+                "vLLM's {rank} must be one of {ranks}", rank=Setting("max_lora_rank"), ranks=ranks
+            )
+        )
     if workload.mtp and not spec.mtp_tensors and facts.model_type not in MTP_TYPES:
         raise WorkloadError(
-            f"{facts.model_type} has no multi-token-prediction layers vLLM runs; speculate "
-            "with a draft model (--speculative-model) instead"
+            Message(
+                "{kind} has no multi-token-prediction layers vLLM runs; speculate with a draft "
+                "model ({draft}) instead",
+                kind=facts.model_type,
+                draft=Setting("draft_model"),
+            )
         )
     if facts.num_layers < workload.pp:
-        raise WorkloadError(
-            f"--pp {workload.pp} is more pipeline stages than the model's {facts.num_layers} layers"
-        )
+        raise WorkloadError(more_stages_than_layers(workload.pp, facts.num_layers))
     if facts.num_kv_heads % workload.tp and workload.tp % facts.num_kv_heads:
         raise WorkloadError(
-            f"vLLM needs --tp {workload.tp} to divide the model's {facts.num_kv_heads} KV heads "
-            "or be a multiple of them"
+            Message(
+                "vLLM needs {tp} to divide the model's {kv_heads} KV heads or be a multiple of them",
+                tp=Setting("tp", workload.tp),
+                kv_heads=facts.num_kv_heads,
+            )
         )
 
 

@@ -21,6 +21,11 @@ Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
   matrix written and read four times (no flash attention: it grows with depth, so a long prompt
   is slower per token), for quantized weights their 16-bit copy (dequantized for cuBLAS, each
   micro-batch), and a fixed time per block.
+- **A mixture of experts' prompt** runs each block's experts as one ``mul_mat_id`` (MMQ with
+  the routing ids in current builds): each expert multiplies only the tokens routed to it, in
+  tiles as wide as the micro-batch asks for (up to 128 columns), so at pp512 of gpt-oss-20b
+  (32 experts, 4 a token: 64 tokens each) every expert computes a 128-column tile, twice its
+  tokens' products, and at pp128 eight times (``expert_columns``).
 - **The build** is a term: current builds (the default) multiply a quantized prompt on its
   blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, and
   flash attention's products run at theirs with the score matrix on chip; builds before June 2024
@@ -72,6 +77,11 @@ BUILD_NOTE = (
 # attention: the product writes it, the softmax reads and writes it, the product with V reads it.
 SCORE_BYTES = 4
 SCORE_PASSES = 4
+# MMQ's tiles for a mixture of experts' products (ggml-cuda mmq.cu, ``mul_mat_q_case``): one tile
+# spans up to 128 token columns (Turing and later, RDNA), in steps of 8 below 48 columns and of 16
+# from 48 on, the width picked per call from the micro-batch's tokens, not from the tokens each
+# expert gets; an expert's tokens fill its tiles and the rest of the last tile is computed anyway.
+MMQ_TILE_COLUMNS = 128
 # GeForce names (RTX 2080 ... RTX 5090): their catalog tensor rate is FP32-accumulate, half the
 # FP16-accumulate rate cuBLAS runs for llama.cpp's 16-bit products.
 _GEFORCE = re.compile(r"^RTX [2-5]0[5-9]0")
@@ -380,7 +390,10 @@ class _Model:
     attention_width: float  # sum over blocks of query heads x head dim
     score_heads: float  # sum over blocks of query heads
     blocks: int
-    moe: bool  # routed experts: llama.cpp's mul_mat_id kernels, which no published row covers
+    moe: bool  # routed experts: llama.cpp's mul_mat_id kernels
+    expert_parameters: float = 0.0  # every routed expert's weights, all blocks
+    experts: int = 0  # routed experts per block
+    experts_per_token: int = 0  # routed experts each token runs through
 
 
 def _model(spec: ModelSpec, workload: Workload) -> _Model:
@@ -393,8 +406,8 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         kv_dtype=workload.kv_dtype,
         dtype=workload.dtype,
     )
-    weights = dense = flops = kv = width = heads = 0.0
-    moe = False
+    weights = dense = flops = kv = width = heads = expert_params = 0.0
+    experts = per_token = 0
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)
         if unit.index == 0 and not unit.read_bytes:
@@ -402,14 +415,16 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         weights += unit.read_bytes
         dense += 2.0 * params + 2.0 * unit.expert_parameters
         if unit.experts:
-            moe = True
+            expert_params += unit.expert_parameters
+            experts, per_token = unit.experts, unit.experts_per_token
             weights += unit.expert_bytes * unit.experts_per_token / unit.experts
             params += unit.expert_parameters * unit.experts_per_token / unit.experts
         flops += 2.0 * params
         kv += unit.kv_cache_bytes
         width += unit.attention_width
         heads += unit.attention_heads
-    return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, moe)
+    return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, bool(experts),
+                  expert_params, experts, per_token)  # fmt: skip
 
 
 def speed_basis(
@@ -456,8 +471,9 @@ def speed_basis(
         )
     if moe:
         notes.append(
-            "mixture of experts: no published row; its experts costed as dense products of the "
-            "experts a token uses"
+            "mixture of experts: few published rows (gpt-oss-20b); generation reads the experts "
+            "a token uses, a prompt's experts are costed as MMQ's tiles compute them (each "
+            "expert's share of the micro-batch, taken as even, padded to whole tiles)"
         )
     measured = (
         gpu_measured
@@ -480,23 +496,48 @@ def _generation_terms(m: _Model, depth: float) -> tuple[float, float, int]:
 
 
 def prompt_terms(
-    spec: ModelSpec, workload: Workload, tokens: int, depth: int
+    spec: ModelSpec, workload: Workload, tokens: int, depth: int, prompt_path: str = MMQ
 ) -> tuple[float, float, float, float, int]:
     """What processing ``tokens`` prompt tokens after ``depth`` costs, in micro-batches of
-    ``workload.ubatch_size``: FLOPs of the products with the weights and of the attention, bytes
-    of the fp32 score matrix (none under flash attention, which keeps it on chip), bytes of the
-    quantized weights' 16-bit copies (written only by builds without MMQ), and blocks x
-    micro-batches."""
-    return _prompt_terms(_model(spec, workload), workload, tokens, depth)
+    ``workload.ubatch_size``: FLOPs of the products with the weights (a mixture of experts' as
+    ``prompt_path`` tiles them: ``expert_columns``), of the attention, bytes of the fp32 score
+    matrix (none under flash attention, which keeps it on chip), bytes of the quantized weights'
+    16-bit copies (written only by builds without MMQ), and blocks x micro-batches."""
+    return _prompt_terms(_model(spec, workload), workload, tokens, depth, prompt_path)
+
+
+def expert_columns(tokens: int, experts: int, per_token: int) -> int:
+    """Token columns each routed expert's product computes for a micro-batch of ``tokens`` under
+    MMQ (``ggml_cuda_mul_mat_q`` with ids, current builds): the tokens routed to it (taken as
+    spread evenly, ``tokens * per_token / experts``) padded to whole tiles of the width MMQ picks
+    for the micro-batch, the narrowest that covers ``tokens`` in the fewest tiles of at most
+    ``MMQ_TILE_COLUMNS``. At pp512 of gpt-oss-20b (32 experts, 4 a token) each expert gets 64
+    tokens in a 128-wide tile: twice the products of the tokens alone; at pp128, 16 in 128."""
+    if tokens < 1 or experts < 1 or per_token < 1:
+        raise WorkloadError("expert columns need a token and an expert")
+    fewest = math.ceil(tokens / MMQ_TILE_COLUMNS)
+    need = math.ceil(tokens / fewest)
+    step = 16 if need > 40 else 8  # widths of 48 and more come in steps of 16
+    width = min(MMQ_TILE_COLUMNS, math.ceil(need / step) * step)
+    routed = math.ceil(tokens * per_token / experts)
+    return math.ceil(routed / width) * width
 
 
 def _prompt_terms(
-    m: _Model, workload: Workload, tokens: int, depth: int
+    m: _Model, workload: Workload, tokens: int, depth: int, prompt_path: str = MMQ
 ) -> tuple[float, float, float, float, int]:
     attention, scores = prompt_attention(workload, tokens, depth, m.attention_width, m.score_heads)
-    passes = math.ceil(tokens / max(1, workload.ubatch_size))
+    ubatch = max(1, workload.ubatch_size)
+    passes = math.ceil(tokens / ubatch)
+    weights = m.matmul_flops * tokens
+    if m.moe and prompt_path == MMQ and quantized(workload):
+        # The routed experts' products as MMQ's tiles compute them, beyond their tokens' own.
+        for i in range(passes):
+            n = min(ubatch, tokens - i * ubatch)
+            padded = expert_columns(n, m.experts, m.experts_per_token)
+            weights += 2.0 * m.expert_parameters * (padded - n * m.experts_per_token / m.experts)
     dequant = passes * m.dense_weight_bytes if quantized(workload) else 0.0
-    return m.matmul_flops * tokens, attention, scores, dequant, passes * m.blocks
+    return weights, attention, scores, dequant, passes * m.blocks
 
 
 def decode(
@@ -550,7 +591,9 @@ def prefill(
     if not kernels.prompts:
         return None
     m = _model(spec, workload)
-    weights, attention, scores, dequant, blocks = _prompt_terms(m, workload, tokens, depth)
+    weights, attention, scores, dequant, blocks = _prompt_terms(
+        m, workload, tokens, depth, prompt_path
+    )
     seconds = (
         kernels.weight_products_seconds(weights, quantized=quantized(workload))
         + kernels.attention_products_seconds(attention, flash=llamacpp_flash_attention(workload))

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from vramgui.core.activations import llamacpp_flash_attention
 from vramgui.core.errors import WorkloadError
-from vramgui.core.model import ModelSpec
+from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.offload.defaults import LLAMACPP_SPLIT_SECONDS
 from vramgui.core.offload.placement import model_units
 from vramgui.core.workload import Workload
@@ -341,12 +341,19 @@ def quantized(workload: Workload) -> bool:
 
 
 def prompt_attention(
-    workload: Workload, tokens: int, depth: int, width: float, heads: float
+    workload: Workload,
+    tokens: int,
+    depth: int,
+    width: float,
+    heads: float,
+    *,
+    window: int | None = None,
 ) -> tuple[float, float]:
     """Attention FLOPs and fp32 score-matrix bytes of ``tokens`` prompt tokens after ``depth``
     in micro-batches of ``workload.ubatch_size``, for attention ``width`` (query heads x head
-    dim) and ``heads`` query heads: each micro-batch attends to the cells cached so far. No
-    score bytes under flash attention, which keeps the matrix on chip."""
+    dim) and ``heads`` query heads: each micro-batch attends to the cells cached so far, or in
+    sliding-window layers to the last ``window`` and its own (llama.cpp keeps that many cells
+    for them). No score bytes under flash attention, which keeps the matrix on chip."""
     if tokens < 1 or depth < 0:
         raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
     ubatch = max(1, workload.ubatch_size)
@@ -355,6 +362,8 @@ def prompt_attention(
     for i in range(math.ceil(tokens / ubatch)):
         n = min(ubatch, tokens - i * ubatch)
         context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
+        if window is not None:
+            context = min(context, window + n)
         flops += 4.0 * n * context * width
         if not flash:
             scores += SCORE_BYTES * SCORE_PASSES * n * context * heads
@@ -386,14 +395,18 @@ class _Model:
     weight_bytes: float  # read per generated token (the routed experts one token uses)
     dense_weight_bytes: float  # 16-bit copy of every matrix (cuBLAS's dequantized weights)
     matmul_flops: float  # per token: 2 per active weight
-    kv_bytes_per_token: float  # cache bytes per token of context
-    attention_width: float  # sum over blocks of query heads x head dim
-    score_heads: float  # sum over blocks of query heads
+    kv_bytes_per_token: float  # cache bytes per token of context (full-attention blocks)
+    attention_width: float  # sum over full-attention blocks of query heads x head dim
+    score_heads: float  # sum over full-attention blocks of query heads
     blocks: int
     moe: bool  # routed experts: llama.cpp's mul_mat_id kernels
     expert_parameters: float = 0.0  # every routed expert's weights, all blocks
     experts: int = 0  # routed experts per block
     experts_per_token: int = 0  # routed experts each token runs through
+    window: int | None = None  # sliding-window blocks: the cells they keep and attend to
+    window_kv_bytes_per_token: float = 0.0  # as above, of the sliding-window blocks
+    window_width: float = 0.0
+    window_heads: float = 0.0
 
 
 def _model(spec: ModelSpec, workload: Workload) -> _Model:
@@ -406,8 +419,14 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         kv_dtype=workload.kv_dtype,
         dtype=workload.dtype,
     )
-    weights = dense = flops = kv = width = heads = expert_params = 0.0
+    weights = dense = flops = expert_params = 0.0
     experts = per_token = 0
+    types = spec.facts.layer_types or (LayerType.FULL,) * spec.facts.num_layers
+    # llama.cpp windows the blocks of models that interleave sliding and full attention (Gemma 2
+    # and 3, gpt-oss); a model whose every block slides (Mistral 7B v0.1) runs full attention.
+    window = spec.facts.sliding_window if LayerType.FULL in types else None
+    # [full-attention blocks, sliding-window blocks]: cache bytes, query width, query heads
+    attention = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)
         if unit.index == 0 and not unit.read_bytes:
@@ -420,11 +439,18 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
             weights += unit.expert_bytes * unit.experts_per_token / unit.experts
             params += unit.expert_parameters * unit.experts_per_token / unit.experts
         flops += 2.0 * params
-        kv += unit.kv_cache_bytes
-        width += unit.attention_width
-        heads += unit.attention_heads
+        block = unit.index - 1
+        sliding = (
+            window is not None and 0 <= block < len(types) and types[block] is LayerType.SLIDING
+        )
+        terms = attention[1 if sliding else 0]
+        terms[0] += unit.kv_cache_bytes
+        terms[1] += unit.attention_width
+        terms[2] += unit.attention_heads
+    (kv, width, heads), (window_kv, window_width, window_heads) = attention
     return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, bool(experts),
-                  expert_params, experts, per_token)  # fmt: skip
+                  expert_params, experts, per_token, window if window_kv else None, window_kv,
+                  window_width, window_heads)  # fmt: skip
 
 
 def speed_basis(
@@ -492,7 +518,8 @@ def generation_terms(spec: ModelSpec, workload: Workload, depth: float) -> tuple
 
 
 def _generation_terms(m: _Model, depth: float) -> tuple[float, float, int]:
-    return m.weight_bytes, m.kv_bytes_per_token * depth, m.blocks
+    windowed = m.window_kv_bytes_per_token * min(depth, m.window or 0)
+    return m.weight_bytes, m.kv_bytes_per_token * depth + windowed, m.blocks
 
 
 def prompt_terms(
@@ -527,6 +554,11 @@ def _prompt_terms(
     m: _Model, workload: Workload, tokens: int, depth: int, prompt_path: str = MMQ
 ) -> tuple[float, float, float, float, int]:
     attention, scores = prompt_attention(workload, tokens, depth, m.attention_width, m.score_heads)
+    if m.window is not None:
+        sliding = prompt_attention(
+            workload, tokens, depth, m.window_width, m.window_heads, window=m.window
+        )
+        attention, scores = attention + sliding[0], scores + sliding[1]
     ubatch = max(1, workload.ubatch_size)
     passes = math.ceil(tokens / ubatch)
     weights = m.matmul_flops * tokens

@@ -69,9 +69,9 @@ MMQ = "MMQ"
 PROMPT_PATHS = (MMQ, DEQUANTIZE_CUBLAS)
 # What the estimate assumes of the build (docs/performance.md, "llama.cpp speed").
 BUILD_NOTE = (
-    "llama.cpp's current kernels (MMQ for quantized prompts, flash attention as set): generation "
-    "and 16-bit prompts as builds of May 2024 measured them, MMQ and flash attention from "
-    "pull-request rows of 2024-2026 builds"
+    "llama.cpp's current kernels (MMQ for quantized prompts, flash attention as set): generation's "
+    "weight reads and 16-bit prompts as builds of May 2024 measured them; MMQ, flash attention "
+    "and generation's per-block time from rows of 2024-2026 builds"
 )
 # Bytes per score of the attention's fp32 KQ matrix, and the passes over it without flash
 # attention: the product writes it, the softmax reads and writes it, the product with V reads it.
@@ -107,7 +107,14 @@ class KernelShares:
         dequant_share: prompt, share of peak bandwidth writing quantized weights' 16-bit copy.
         ubatch_block_seconds: prompt, fixed time per block per micro-batch.
         measured_gpus: the GPUs whose published rows set these figures.
-        current_gpus: the GPUs whose rows of current builds set ``mmq_share`` and ``flash_share``.
+        current_gpus: the GPUs whose rows of current builds set ``mmq_share`` and ``flash_share``,
+            and the two figures of current builds' generation below.
+        current_block_seconds: generation in current builds (CUDA graphs, fused kernels), fixed
+            time per block per token; None where no current-build row of the kind set it, which
+            then takes GeForce's ratio to May 2024 builds (``GpuKernels.blocks_seconds``).
+        flash_cache_share: generation under flash attention, share of peak bandwidth reading the
+            KV cache (one kernel reads each cached key and value once); None where no row of the
+            kind set it, which then takes GeForce's.
     """
 
     kind: str
@@ -122,6 +129,8 @@ class KernelShares:
     mmq_share: float | None = None
     flash_share: float | None = None
     current_gpus: tuple[str, ...] = ()
+    current_block_seconds: float | None = None
+    flash_cache_share: float | None = None
 
 
 # Least squares over each kind's rows of benchmarks/data/llama_bench.json, relative errors
@@ -137,8 +146,10 @@ GEFORCE = KernelShares(
     ubatch_block_seconds=160e-6,
     measured_gpus=("RTX 3080 10GB", "RTX 4070 Ti", "RTX 4080", "RTX 3090", "RTX 4090"),
     mmq_share=0.68,
-    flash_share=0.27,
+    flash_share=0.41,
     current_gpus=("RTX 4090", "RTX 3090"),
+    current_block_seconds=45e-6,
+    flash_cache_share=0.39,
 )
 WORKSTATION = KernelShares(
     kind="workstation / data-centre GDDR",
@@ -174,11 +185,12 @@ UNIFIED = KernelShares(
     measured_gpus=("Apple M2 Ultra 192GB",),
 )
 # AMD's consumer cards on ROCm: rows of current builds only (generation at depth 0 and 4096,
-# MMQ prompts with flash attention), so a 16-bit prompt's cuBLAS products, the score matrix and
-# the per-block times are GeForce's.
+# MMQ prompts, all with flash attention), so a 16-bit prompt's cuBLAS products, the score matrix,
+# the per-block times and the cache read without flash attention are GeForce's kernels' figures
+# or the flash figure.
 RADEON = KernelShares(
     kind="AMD Radeon (ROCm)",
-    weight_share=0.75,
+    weight_share=0.60,
     attention_share=0.84,
     block_seconds=GEFORCE.block_seconds,
     matmul_share=GEFORCE.matmul_share,
@@ -189,6 +201,8 @@ RADEON = KernelShares(
     mmq_share=0.44,
     flash_share=0.29,
     current_gpus=("Radeon RX 7900 XTX",),
+    current_block_seconds=GEFORCE.current_block_seconds,
+    flash_cache_share=0.84,
 )
 KINDS = (GEFORCE, WORKSTATION, HBM, UNIFIED, RADEON)
 
@@ -226,6 +240,14 @@ def _fp16_accumulate(name: str, listed_flops: float) -> float:
     return listed_flops * (2.0 if _GEFORCE.match(name) else 1.0)
 
 
+def _flash_rate(name: str, listed_flops: float) -> float:
+    """The tensor rate of flash attention's products (ggml-cuda fattn-mma-f16: K x Q accumulated
+    in fp32, the probabilities x V in fp16): on a GeForce card half the products at the listed
+    FP32-accumulate rate and half at twice it, 4/3 of the listed rate; the listed rate
+    elsewhere."""
+    return listed_flops * (4.0 / 3.0 if _GEFORCE.match(name) else 1.0)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuKernels:
     """llama.cpp's kernels on one GPU: its kind's shares and the peaks they are shares of. The
@@ -237,6 +259,7 @@ class GpuKernels:
         shares: its kind's shares.
         memory_bytes_per_s: peak memory bandwidth.
         tensor_flops: the fp16-accumulate 16-bit tensor rate (``fp16_accumulate_flops``).
+        flash_flops: the rate of flash attention's products, half of them accumulated in fp32.
         prompt_path: the kernels of a quantized prompt's products (``PROMPT_PATHS``): MMQ in
             current builds, a 16-bit copy and cuBLAS in builds before June 2024.
     """
@@ -245,6 +268,7 @@ class GpuKernels:
     shares: KernelShares
     memory_bytes_per_s: float
     tensor_flops: float
+    flash_flops: float
     prompt_path: str = MMQ
 
     @property
@@ -256,13 +280,24 @@ class GpuKernels:
         """Generation: reading ``read_bytes`` of weights."""
         return read_bytes / (self.memory_bytes_per_s * self.shares.weight_share)
 
-    def cache_seconds(self, kv_bytes: float) -> float:
-        """Generation: reading ``kv_bytes`` of KV cache."""
-        return kv_bytes / (self.memory_bytes_per_s * self.shares.attention_share)
+    def cache_seconds(self, kv_bytes: float, *, flash: bool = False) -> float:
+        """Generation: reading ``kv_bytes`` of KV cache, by flash attention's kernel or the
+        products and softmax of attention without it."""
+        share = self.shares.attention_share
+        if flash:
+            share = _kind_or_geforce(self.shares.flash_cache_share, GEFORCE.flash_cache_share)
+        return kv_bytes / (self.memory_bytes_per_s * share)
 
     def blocks_seconds(self, blocks: float) -> float:
-        """Generation: the fixed time of ``blocks`` blocks for one token."""
-        return blocks * self.shares.block_seconds
+        """Generation: the fixed time of ``blocks`` blocks for one token, in the build
+        ``prompt_path`` marks (MMQ: current builds, whose CUDA graphs and fused kernels cut it;
+        a kind without current-build rows at GeForce's ratio to May 2024 builds)."""
+        if self.prompt_path != MMQ:
+            return blocks * self.shares.block_seconds
+        if self.shares.current_block_seconds is not None:
+            return blocks * self.shares.current_block_seconds
+        current = _kind_or_geforce(None, GEFORCE.current_block_seconds)
+        return blocks * self.shares.block_seconds * current / GEFORCE.block_seconds
 
     def matmul_seconds(self, flops: float) -> float:
         """``flops`` of 16-bit matrix products on the tensor cores (cuBLAS)."""
@@ -278,7 +313,7 @@ class GpuKernels:
     def attention_products_seconds(self, flops: float, *, flash: bool) -> float:
         """Prompt: ``flops`` of attention products, in the flash-attention kernel or cuBLAS."""
         if flash:
-            return flops / (self.tensor_flops * self.flash_share)
+            return flops / (self.flash_flops * self.flash_share)
         return self.matmul_seconds(flops)
 
     @property
@@ -288,8 +323,9 @@ class GpuKernels:
 
     @property
     def flash_share(self) -> float:
-        """Flash attention's share of the tensor peak: its kind's rows, else GeForce's ratio."""
-        return self._measured_or_geforce(self.shares.flash_share, "flash_share")
+        """Flash attention's share of its rate (``flash_flops``): its kind's rows, else
+        GeForce's (the same kernel, costed on each GPU's own rate)."""
+        return _kind_or_geforce(self.shares.flash_share, GEFORCE.flash_share)
 
     def _measured_or_geforce(self, share: float | None, name: str) -> float:
         if share is not None:
@@ -318,6 +354,13 @@ class GpuKernels:
         return blocks * self.shares.ubatch_block_seconds
 
 
+def _kind_or_geforce(share: float | None, geforce: float | None) -> float:
+    """A kind's own figure where its rows set it, else GeForce's (whose rows set them all)."""
+    figure = share if share is not None else geforce
+    assert figure is not None  # GEFORCE's rows set every current-build figure
+    return figure
+
+
 def gpu_kernels(hardware: Hardware, prompt_path: str = MMQ) -> GpuKernels:
     """llama.cpp's kernels on ``hardware`` (a build whose quantized prompts run ``prompt_path``)."""
     return kernels_for(hardware, hardware.memory_bytes_per_s, hardware.flops, prompt_path)
@@ -332,7 +375,8 @@ def kernels_for(
         raise WorkloadError(f"prompt path {prompt_path!r}: one of {', '.join(PROMPT_PATHS)}")
     shares = kernel_shares(gpu)
     flops = _fp16_accumulate(gpu.name, fp16_flops)
-    return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, prompt_path)
+    flash = _flash_rate(gpu.name, fp16_flops)
+    return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, flash, prompt_path)
 
 
 def quantized(workload: Workload) -> bool:
@@ -483,17 +527,25 @@ def speed_basis(
             f"quantized prompt products (MMQ, current builds): no published row on {shares.kind} "
             "GPUs; GeForce's measured gain over cuBLAS, extrapolated"
         )
-    flash_measured = shares.flash_share is not None
+    # Flash attention's figures for what is costed: a prompt's products, or generation's
+    # cache read.
+    flash_measured = (shares.flash_share if prompt else shares.flash_cache_share) is not None
     if flash and flash_measured:
         notes.append(
-            "flash attention (-fa on, llama.cpp's default): its prompt products as rows of "
-            f"{', '.join(shares.current_gpus)} with -fa 1 measured them; generation reads the "
-            "cache as measured without it"
+            "flash attention (-fa on, llama.cpp's default): as rows of "
+            f"{', '.join(shares.current_gpus)} with -fa 1 measured it"
         )
     elif flash:
         notes.append(
             f"flash attention (-fa on, llama.cpp's default): no published row on {shares.kind} "
-            "GPUs; its products at GeForce's measured ratio to cuBLAS, the score matrix on chip"
+            "GPUs; its products and cache read at GeForce's measured shares, extrapolated"
+        )
+    current_generation = not prompt and prompt_path == MMQ
+    generation_measured = not current_generation or shares.current_block_seconds is not None
+    if not generation_measured:
+        notes.append(
+            f"generation in current builds: no published row on {shares.kind} GPUs; their May "
+            "2024 per-block time at GeForce's measured ratio to current builds, extrapolated"
         )
     if moe:
         notes.append(
@@ -506,6 +558,7 @@ def speed_basis(
         and quant_measured
         and mmq_measured
         and (flash_measured or not flash)
+        and generation_measured
         and not moe
     )
     return (MEASURED if measured else EXTRAPOLATED), tuple(notes)
@@ -550,6 +603,20 @@ def expert_columns(tokens: int, experts: int, per_token: int) -> int:
     return math.ceil(routed / width) * width
 
 
+def expert_tile_flops(
+    expert_parameters: float, experts: int, per_token: int, tokens: int, ubatch: int
+) -> float:
+    """FLOPs MMQ's tiles add to the routed experts' products of ``tokens`` prompt tokens in
+    micro-batches of ``ubatch``, beyond the products of the tokens themselves
+    (``expert_columns``), for ``expert_parameters`` weights over ``experts`` experts."""
+    extra = 0.0
+    for start in range(0, tokens, max(1, ubatch)):
+        n = min(max(1, ubatch), tokens - start)
+        padded = expert_columns(n, experts, per_token)
+        extra += 2.0 * expert_parameters * (padded - n * per_token / experts)
+    return extra
+
+
 def _prompt_terms(
     m: _Model, workload: Workload, tokens: int, depth: int, prompt_path: str = MMQ
 ) -> tuple[float, float, float, float, int]:
@@ -563,11 +630,9 @@ def _prompt_terms(
     passes = math.ceil(tokens / ubatch)
     weights = m.matmul_flops * tokens
     if m.moe and prompt_path == MMQ and quantized(workload):
-        # The routed experts' products as MMQ's tiles compute them, beyond their tokens' own.
-        for i in range(passes):
-            n = min(ubatch, tokens - i * ubatch)
-            padded = expert_columns(n, m.experts, m.experts_per_token)
-            weights += 2.0 * m.expert_parameters * (padded - n * m.experts_per_token / m.experts)
+        weights += expert_tile_flops(
+            m.expert_parameters, m.experts, m.experts_per_token, tokens, ubatch
+        )
     dequant = passes * m.dense_weight_bytes if quantized(workload) else 0.0
     return weights, attention, scores, dequant, passes * m.blocks
 
@@ -580,24 +645,26 @@ def decode(
     tokens: int = 1,
     *,
     gpus: int = 1,
+    prompt_path: str = MMQ,
 ) -> LlamaCppSpeed:
     """Generation speed of ``tokens`` tokens from ``depth`` tokens of context (llama-bench's
     ``tg<tokens> @ d<depth>``), every layer on the GPU, or split by layers over ``gpus`` GPUs of
     this kind (llama.cpp's default split): they work in turn, so the step is one GPU's plus a
-    hand-over between each two (the offload model's ``LLAMACPP_SPLIT_SECONDS``)."""
+    hand-over between each two (the offload model's ``LLAMACPP_SPLIT_SECONDS``). The build is
+    the one whose quantized prompts run ``prompt_path`` (MMQ: current builds)."""
     if tokens < 1 or depth < 0 or gpus < 1:
         raise WorkloadError("generation needs at least one token, one GPU and a depth of 0 or more")
-    kernels = gpu_kernels(hardware)
+    kernels = gpu_kernels(hardware, prompt_path)
     m = _model(spec, workload)
     # The cost is linear in the depth: the mean token sees the mean depth.
     weights, kv, blocks = _generation_terms(m, depth + (tokens - 1) / 2)
     step = (
         kernels.weights_seconds(weights)
-        + kernels.cache_seconds(kv)
+        + kernels.cache_seconds(kv, flash=llamacpp_flash_attention(workload))
         + kernels.blocks_seconds(blocks)
         + (gpus - 1) * LLAMACPP_SPLIT_SECONDS
     )
-    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt=False)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt=False, prompt_path=prompt_path)
     if gpus > 1:
         notes += (
             f"split by layers over {gpus} GPUs: they work in turn, "

@@ -25,6 +25,7 @@ from typing import Any
 from benchmarks.percent import signed
 from vramgui.core import storage
 from vramgui.core.families import spec_from_config
+from vramgui.core.inference import engine_kv_workload
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
@@ -59,7 +60,8 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     arch = doc["gpus"].get(log["gpu"], {}).get("arch")
     if arch:  # the kernels vLLM picks for a format, and their padding, go by the GPU
         settings.setdefault("gpu-arch", arch)
-    workload = Workload.from_dict(settings)
+    # Under --kv-dtype auto vLLM caches in the checkpoint's KV scheme, as the estimate does.
+    workload = engine_kv_workload(spec, Workload.from_dict(settings))
     if "cuda_total_gib" in log:
         capacity = round(log["cuda_total_gib"] * GiB) + CUDA_RESERVED_BYTES
     else:
@@ -223,8 +225,8 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "state layers, KV dtypes, TP and PP) apart from the memory model.",
         "",
         "The estimate follows vLLM 0.20.2 and later by default (`--vllm-version` picks 0.10 or",
-        "0.11); the code read is vLLM 0.9.2, 0.11.0, 0.13.0, 0.20.2, 0.21.0, 0.23.0, 0.24.0 and",
-        "0.34.0.",
+        "0.11); the code read is vLLM 0.9.2, 0.11.0, 0.11.2, 0.13.0, 0.19.0, 0.20.2, 0.21.0,",
+        "0.23.0, 0.24.0 and 0.34.0.",
         "What changed between them: from 0.20.2 CUDA graph memory is profiled before the pool",
         "and taken out of it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; vLLM's own message",
         "dates the default to 0.21.0), the `GPU KV cache size` line is the concurrency times",
@@ -265,10 +267,19 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "3.1 / 3.2, Devstral Small 2), whose 1540 x 1540 images of 3,025 tokens run as one",
         "sequence kept apart, without xformers (no longer a dependency), by a dense mask of",
         "(patches x patches) alive through the tower: 1.09 GiB for the two images of an",
-        "8192-token budget. Every other tower (Gemma 4, Kimi, LFM2-VL, Pixtral under",
-        "`--config-format mistral`, and all of them under the 0.10 and 0.11 rules, though vLLM",
-        "profiles them there too) is named in a note, and the start-up is then given as an",
-        "upper bound. Logs of",
+        "8192-token budget. Under the 0.11 rules (read in 0.11.0 and 0.11.2; 0.13.0 profiles",
+        "an image, as the 0.20 rules do) Qwen3-VL profiles a video",
+        "instead: its tokens are counted as the prompt holds them (12.5 per vision token, with",
+        "timestamps) over as many frames as `--max-model-len` holds, up to 24,576 (of 32 x 32",
+        "pixels at 65,536 tokens: 12,288 vision tokens, 153,600 prompt tokens), and",
+        "`profile_run` copies the tower's output into a tensor of the encoder budget's rows,",
+        "kept through the text forward on every rank (2.34 GiB for Qwen3-VL-30B-A3B). Every",
+        "other tower (Gemma 4, Kimi, LFM2-VL, Pixtral under `--config-format mistral`, all",
+        "of them under the 0.10 rules and all but Qwen3-VL's under 0.11, though vLLM profiles",
+        "them there too) is named in a note, and the start-up is then given as an upper",
+        "bound. Gemma 4's KV layout follows vLLM's code; vLLM 0.21's report of a 16-bit cache",
+        "agrees with it (vllm-project/vllm#43308), but a published start-up with an 8-bit cache",
+        "holds about twice the requests it gives, which the estimate says in a note. Logs of",
         "the V0 engine (before 0.8, or `VLLM_USE_V1=0`) profile differently and are not",
         "modelled.",
         "",

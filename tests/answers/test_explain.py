@@ -1,10 +1,13 @@
 """answers/explain: the published logs beside the estimate, each engine's decision in its own
 terms, the advice and the JSON document."""
 
+import json
+import re
 import statistics
 
 import pytest
 
+from tests.configs import LLAMA
 from tests.logs_fixtures import SOURCES, text
 from vramgui.answers.explain import advice_text, explain_text, shown_settings, to_json
 from vramgui.core.units import GiB
@@ -268,3 +271,28 @@ def test_an_oom_with_more_free_than_asked_is_not_called_short():
     e = explain_text(text("pytorch-oom-old-6gib.log"))
     asked = next(x for x in e.decision_lines if x.startswith("PyTorch asked CUDA"))
     assert "not short on paper" in asked and "B short" not in asked
+
+
+def test_a_checkpoint_kv_scheme_sets_the_pool_under_auto(tmp_path):
+    # vLLM 0.20 caches a compressed-tensors checkpoint with a kv_cache_scheme in fp8 whatever
+    # --kv-cache-dtype says; the explanation follows it as the estimate does: twice the tokens.
+    log = text("vllm-llmcompressor-llama3-8b-awq.log").replace(
+        "0.15.0rc2.dev46+gc4e744dbd", "0.20.2"
+    )
+    weights = {"num_bits": 4, "type": "int", "symmetric": True, "group_size": 128}
+    quantized = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        "ignore": ["lm_head"],
+    }
+    pools = []
+    for kv in (None, {"num_bits": 8, "type": "float", "strategy": "tensor"}):
+        folder = tmp_path / ("fp8-kv" if kv else "plain")
+        folder.mkdir()
+        config = {**LLAMA, "quantization_config": {**quantized, "kv_cache_scheme": kv}}
+        (folder / "config.json").write_text(json.dumps(config))
+        e = explain_text(log, model_name=str(folder), gpu="A100 SXM 80GB")
+        line = next(x for x in e.decision_lines if x.startswith("In vramgui's estimate"))
+        pools.append(int(re.search(r"\(([\d,]+) tokens\)", line)[1].replace(",", "")))
+    assert pools[1] == pytest.approx(2 * pools[0], rel=0.02)

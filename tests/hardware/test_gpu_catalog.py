@@ -25,7 +25,7 @@ CARDS_2026 = [
     "Jetson AGX Thor",
 ]  # fmt: skip
 # No public rental rate or list price was found for these; their notes say so.
-NO_PRICE_FOUND = {"Instinct MI355X", "A40", "RTX A5000", "L20"}
+NO_PRICE_FOUND = {"Instinct MI355X", "L20"}
 # Unified memory: the GPU may use a share of it, said in the entry's note.
 UNIFIED = {
     "DGX Spark", "Ryzen AI Max+ 395 128GB", "Apple M3 Ultra 512GB", "Apple M4 Pro 64GB",

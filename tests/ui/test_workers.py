@@ -83,3 +83,15 @@ def test_what_the_handlers_hold_is_let_go_on_the_gui_thread(qtbot):
         qtbot.waitUntil(lambda c=count: len(freed_on) == c, timeout=5000)
     assert freed_on == [threading.main_thread()] * 2
     assert got == [1]
+
+
+def test_work_that_outlives_its_signals_ends_quietly(qtbot, caplog):
+    # A worker still running when the application quits finds its signals' object deleted: its
+    # outcome is dropped without the "Signal source has been deleted" traceback.
+    import shiboken6
+
+    worker = workers.Worker(lambda: "late")
+    shiboken6.delete(worker.signals)
+    with caplog.at_level("DEBUG", logger="vramgui.ui.workers"):
+        worker.run()
+    assert "outcome is dropped" in caplog.text

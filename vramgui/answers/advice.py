@@ -10,6 +10,7 @@ from vramgui.answers.host import HostSettings
 from vramgui.answers.rates import Rates
 from vramgui.answers.timing import llamacpp_plan
 from vramgui.core import fit
+from vramgui.core.engines import engine
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate
 from vramgui.core.model import ModelSpec
@@ -30,7 +31,7 @@ def advise(
     llama.cpp (fastest first; timed with ``rates``, the target GPU's), then the settings."""
     w = current.workload
     changes = fit.advise(spec, w, capacity, draft)
-    if w.mode != "inference" or w.engine != "llamacpp" or rates is None:
+    if w.mode != "inference" or not engine(w.engine).ggml or rates is None:
         return changes
     if current.total_bytes <= capacity:
         return changes

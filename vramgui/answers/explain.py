@@ -20,6 +20,7 @@ from vramgui.core import fit, launch, offload, sglang_startup
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
+from vramgui.core.inference import engine_kv_workload
 from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
@@ -440,6 +441,8 @@ def _vllm(inputs: _Inputs) -> _Built:
     workload = _workload(settings, notes)
     if workload is None:
         return _unestimated(setup, decision)
+    # Under --kv-dtype auto vLLM caches in the checkpoint's KV scheme, as the estimate does.
+    workload = engine_kv_workload(spec, workload)
     total = cuda_total_bytes(capacity) if capacity else None
     rules = rules_for(workload.vllm_version)
     sampler = setup.facts.get("sampler")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.answers.host import HostSettings
 from vramgui.core import offload
+from vramgui.core.engines import planner_engine
 from vramgui.core.llamacpp_speed import GpuKernels, kernels_for
 from vramgui.core.offload.budget import engine_workload
 from vramgui.core.offload.curves import (
@@ -175,7 +176,7 @@ class OffloadAnswer:
 def placement_flags(placement: Placement) -> str:
     """llama.cpp's ``-ngl``, experts-in-RAM and op-offload flags of ``placement``; "" for other
     planners."""
-    if placement.planner != "llamacpp":
+    if not planner_engine(placement.planner).ggml:
         return ""
     flags = f"-ngl {placement.gpu_layers}"
     layout = placement.layout
@@ -238,7 +239,7 @@ def plan_offload(
     experts: tuple[CurvePoint, ...] = ()
     fastest: dict[str, CurvePoint | None] = {}
     chosen = AS_SET
-    if planner != "llamacpp":
+    if not planner_engine(planner).ggml:
         placement = offload.plan(
             planner,
             spec,

@@ -24,7 +24,8 @@ from vramgui.answers.offload import (
     plan_offload,
 )
 from vramgui.answers.rates import Rates
-from vramgui.core import fit, launch, offload
+from vramgui.core import fit, offload
+from vramgui.core.engines import engine
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate
 from vramgui.core.llamacpp_speed import EXTRAPOLATED, speed_basis
@@ -273,7 +274,7 @@ def time_setup(
     given (a profile's saved placement) instead of the fastest."""
     w = est.workload
     try:
-        if w.mode == "inference" and w.engine == "llamacpp":
+        if w.mode == "inference" and engine(w.engine).ggml:
             answer = llamacpp_plan(
                 spec, w, capacity, rates, host=host, n_gpu_layers=n_gpu_layers, layout=layout
             )
@@ -303,7 +304,7 @@ def _fits(est: Estimate, gpu: str, capacity: int) -> bool:
 def _sharding_flags(w: Workload) -> str:
     if w.mode == "training":
         return "FSDP" if w.fsdp else (f"ZeRO-{w.zero}" if w.zero else "data parallel")
-    flag = launch.TENSOR_PARALLEL_FLAGS.get(w.engine)
+    flag = engine(w.engine).tensor_parallel_flag
     return f"{flag} {w.tp}" if flag else f"tensor parallel over {w.tp} GPUs"
 
 
@@ -496,7 +497,7 @@ def rank_setups(
         utilizations={name: r.utilization for name, _, r in offers},
         draft=draft,
     )
-    if workload.mode != "inference" or workload.engine != "llamacpp":
+    if workload.mode != "inference" or not engine(workload.engine).ggml:
         return ranked
     by_name = {name: (capacity, r) for name, capacity, r in offers}
     timed = []

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.text import APPROXIMATE, is_approximate, model_line
+from vramgui.core import engines
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
 from vramgui.core.units import GiB, format_bytes, format_duration, format_money, format_rate
@@ -934,11 +935,11 @@ def run(args: argparse.Namespace) -> int:
 def _stack_text(settings: dict[str, Any]) -> str:
     """The settings line's software: the engine (transformers with its release, and the prompt
     it prefills; llama.cpp with its batch sizes)."""
-    engine = settings["engine"] if settings["mode"] == "inference" else "transformers"
-    if engine == "llamacpp":
-        return f", llamacpp -ub {settings.get('ubatch-size')} -b {settings.get('batch-size')}"
-    if engine != "transformers":
-        return f", {engine}"
+    eng = engines.engine(settings["engine"] if settings["mode"] == "inference" else "transformers")
+    if eng.ggml:
+        return f", {eng.key} -ub {settings.get('ubatch-size')} -b {settings.get('batch-size')}"
+    if not eng.eager_pytorch:
+        return f", {eng.key}"
     prompt = settings.get("prompt")
     text = f", transformers {settings.get('transformers-version')}"
     return text + (f", prompt {prompt:,}" if prompt and settings["mode"] == "inference" else "")
@@ -1019,11 +1020,13 @@ def _more_gpus_text(row: dict[str, Any], needed: int | None, settings: dict[str,
         zero = settings["zero"] or (3 if needed > 1 else 0)
         how = "FSDP" if settings["fsdp"] else (f"ZeRO-{zero}" if zero else "data parallelism")
     else:
-        how = {
-            "vllm": f"--tensor-parallel-size {needed}",
-            "sglang": f"--tp-size {needed}",
-            "llamacpp": "the layers split across them",
-        }.get(settings["engine"], "tensor parallelism")
+        eng = engines.engine(settings["engine"])
+        if eng.tensor_parallel_flag:
+            how = f"{eng.tensor_parallel_flag} {needed}"
+        elif not eng.splits_tensors:
+            how = "the layers split across them"
+        else:
+            how = "tensor parallelism"
     vllm = row.get("vllm")
     if vllm is not None and not vllm["starts"]:
         would = "would start it"

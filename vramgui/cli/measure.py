@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, workload_from_args
 from vramgui.cli.text import printable
+from vramgui.core.engines import engine
 from vramgui.core.units import format_bytes
 from vramgui.measure import extra, request
 from vramgui.measure.request import CUDA, FAKE, MeasureError
@@ -124,7 +125,7 @@ def cpu_kernels_bytes(spec: ModelSpec, workload: Workload) -> int | None:
         from vramgui.core.training import training_estimate
 
         return training_estimate(spec, workload, device="cpu", autocast_rules="cuda").total_bytes
-    if workload.engine != "transformers":
+    if not engine(workload.engine).eager_pytorch:
         return None
     from vramgui.core.inference import inference_breakdown
 

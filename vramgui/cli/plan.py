@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, load_for, vram_budgets
 from vramgui.cli.text import APPROXIMATE, is_approximate, printable
-from vramgui.core import offload
+from vramgui.core import engines, offload
+from vramgui.core.engines import StartUp
 from vramgui.core.errors import WorkloadError
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.units import GB, GiB, format_bytes
@@ -275,7 +276,7 @@ def _layout(args: argparse.Namespace, planner: str) -> LlamaCppLayout:
         kv_offload=not args.no_kv_offload,
         op_offload=not args.no_op_offload,
     )
-    if planner != "llamacpp" and layout != LlamaCppLayout():
+    if not engines.planner_engine(planner).ggml and layout != LlamaCppLayout():
         raise WorkloadError(
             "--cpu-moe, --n-cpu-moe, --override-tensor, --tensor-split, --split-mode, "
             "--main-gpu, --no-kv-offload and --no-op-offload are llama.cpp's: use --planner "
@@ -443,10 +444,11 @@ def run(args: argparse.Namespace) -> int:
     budgets = [g.budget_bytes for g in gpus]
     host = _host(args)
     bandwidths = bandwidths_from_args(args, gpus[0].catalog, host, [g.catalog for g in gpus[1:]])
-    planner = args.planner or ("llamacpp" if workload.engine == "llamacpp" else "accelerate")
-    if args.ngl is not None and planner != "llamacpp":
+    planner = args.planner or engines.default_planner(workload.engine).key
+    ggml = engines.planner_engine(planner).ggml
+    if args.ngl is not None and not ggml:
         raise WorkloadError("--ngl applies to --planner llamacpp")
-    if planner != "llamacpp" and served_family(workload.quant, spec.quantization) == "gguf":
+    if not ggml and served_family(workload.quant, spec.quantization) == "gguf":
         raise WorkloadError(
             f"--planner {planner} loads the model with transformers, which dequantizes GGUF to "
             "--dtype: use --planner llamacpp for GGUF weights, or --quant none"
@@ -461,13 +463,13 @@ def run(args: argparse.Namespace) -> int:
     ollama = None
     if args.source.startswith(OLLAMA_PREFIX) or spec.source.startswith("Ollama"):
         ollama = spec.name.removeprefix(OLLAMA_PREFIX)
-        if planner == "llamacpp":
+        if ggml:
             workload, said = launch.ollama_workload(spec, workload, budgets, seq_given=seq_given)
             notices += said
     margin = _margin(args)
     fit = None
     if args.fit:
-        if planner != "llamacpp" or args.ngl is not None:
+        if not ggml or args.ngl is not None:
             raise WorkloadError("--fit is llama.cpp's: use --planner llamacpp, without --ngl")
         if args.fit_ctx is not None and args.fit_ctx < 1:
             raise WorkloadError(f"--fit-ctx must be at least 1, got {args.fit_ctx}")
@@ -491,7 +493,7 @@ def run(args: argparse.Namespace) -> int:
         bandwidths=bandwidths,
         host=host,
         n_gpu_layers=args.ngl,
-        layout=layout if planner == "llamacpp" else None,
+        layout=layout if ggml else None,
         margin_bytes=margin,
         prompt_tokens=args.prompt,
         fit=fit,
@@ -507,7 +509,7 @@ def run(args: argparse.Namespace) -> int:
     )
     doc["source"] = loaded.ref.to_dict()
     doc["notices"] = notices
-    if workload.engine == "sglang":
+    if engines.engine(workload.engine).startup is StartUp.SGLANG:
         # The placement is the planner's; the SGLang line serves the model whole, as chosen.
         doc["launch"].append(launch.sglang_settings(spec, workload).to_dict())
     if args.ngl is not None and args.ngl > most:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramgui.core import dtypes, inference, rope, sglang_startup, storage, training
+from vramgui.core.engines import engine
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.units import format_bytes
@@ -260,11 +261,12 @@ def runtime_overhead_bytes(workload: Workload, tensor_bytes: int) -> int:
         return workload.overhead_bytes
     if workload.mode == "training":
         return CUDA_CONTEXT_BYTES + round(TRAINING_ALLOCATOR_SLACK * tensor_bytes)
-    if workload.engine in ("vllm", "sglang"):
+    eng = engine(workload.engine)
+    if eng.pre_allocates:
         # The context and NCCL's set-up, outside vLLM's share; its own non-torch memory is
         # counted in its activations.
         return vllm_profile.CUDA_CONTEXT_BYTES
-    if workload.engine == "llamacpp":
+    if eng.ggml:
         return LLAMACPP_CONTEXT_BYTES
     return CUDA_CONTEXT_BYTES + round(INFERENCE_ALLOCATOR_SLACK * tensor_bytes)
 

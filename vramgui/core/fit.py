@@ -12,6 +12,7 @@ from typing import Any
 
 from vramgui.core import dtypes, storage
 from vramgui.core.boundary import largest_fitting_value
+from vramgui.core.engines import StartUp, engine
 from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
@@ -225,9 +226,10 @@ def largest_fitting(
     """
     if field not in SIZE_FIELDS:
         raise ValueError(f"field must be seq or batch, got {field!r}")
-    if workload.mode == "inference" and workload.engine == "vllm":
+    startup = engine(workload.engine).startup if workload.mode == "inference" else None
+    if startup is StartUp.VLLM:
         return _vllm_largest(spec, workload, capacity_bytes, field, gpu_name=gpu_name, draft=draft)
-    if workload.mode == "inference" and workload.engine == "sglang":
+    if startup is StartUp.SGLANG:
         return _sglang_largest(spec, workload, capacity_bytes, field)
     step = TOKEN_BLOCK if field == "seq" else 1
     upper = max(context_limit(spec.facts, workload), workload.seq) if field == "seq" else MAX_BATCH
@@ -443,15 +445,16 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
         return out.append((t, c, cost))
 
     if w.mode == "inference":
-        if w.engine == "vllm":
+        eng = engine(w.engine)
+        if eng.startup is StartUp.VLLM:
             _vllm_candidates(w, add)
-        if w.engine == "sglang":
+        if eng.startup is StartUp.SGLANG:
             _sglang_candidates(w, add)
         kv_bytes = dtypes.kv_bytes_per_element(w.kv_dtype, w.dtype)
         for kv in KV_CACHE_TYPES:
             if (
                 kv.saving
-                and w.engine in kv.engines
+                and eng.takes_kv(kv.name)
                 and dtypes.kv_bytes_per_element(kv.name, w.dtype) < kv_bytes
             ):
                 add(f"{kv.saving} KV cache", {"kv_dtype": kv.name}, kv.saving_cost)
@@ -478,7 +481,7 @@ def _candidates(spec: ModelSpec, w: Workload, capacity: int) -> list[_Candidate]
             best_batch = largest_fitting(spec, w, capacity, "batch")
             if best_batch and best_batch < w.batch:
                 add(f"Batch {best_batch}", {"batch": best_batch}, "lower throughput")
-        if w.engine != "llamacpp":
+        if eng.splits_tensors:
             for count in (2, 4, 8):
                 if count > w.gpus and spec.facts.num_heads % count == 0:
                     add(
@@ -567,15 +570,12 @@ def _vllm_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], None
 def _narrower_quants(spec: ModelSpec, w: Workload) -> list[str]:
     current = dtypes.get_scheme(w.quant) if w.quant != "none" else None
     bits_now = current.nominal_bits_per_weight if current else 8 * dtypes.DTYPE_BYTES[w.dtype]
-    if w.engine == "llamacpp":
-        options = ["Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "IQ2_M"]
-        if spec.facts.num_experts:
-            # MXFP4 experts, Q8_0 elsewhere: the gpt-oss GGUFs' mix, for any mixture of experts.
-            options.insert(0, "MXFP4_MOE")
-    elif w.engine in ("vllm", "sglang"):
-        options = ["fp8", "awq-int4"]
-    else:
-        options = ["int8", "nf4"]
+    eng = engine(w.engine)
+    options = (
+        [*eng.moe_quants, *eng.narrower_quants]
+        if spec.facts.num_experts
+        else [*eng.narrower_quants]
+    )
     return [q for q in options if dtypes.get_scheme(q).nominal_bits_per_weight < bits_now]
 
 

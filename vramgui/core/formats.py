@@ -100,7 +100,8 @@ class StoredFormat:
             "compressed-tensors", "modelopt", "gptq", "awq", "bitsandbytes"...).
         rules: the schemes, the first that covers a weight stores it.
         ignore: modules the checkpoint keeps in 16 bits, in the library's own notation.
-        matching: whose rules match names: "transformers", "compressed-tensors" or "modelopt".
+        matching: whose rules match names: "hf-quantizer" (transformers' quantizers),
+            "compressed-tensors" or "modelopt".
         decoder_only: the method quantizes the decoder blocks only (GPTQ, AWQ).
         known: False for a method vramgui does not model (its weights are then counted in
             ``dtype``, said as approximate).
@@ -111,7 +112,7 @@ class StoredFormat:
     method: str
     rules: tuple[FormatRule, ...] = ()
     ignore: tuple[str, ...] = ()
-    matching: str = "transformers"
+    matching: str = "hf-quantizer"
     decoder_only: bool = False
     known: bool = True
     dtype: str = "bf16"
@@ -143,7 +144,7 @@ class StoredFormat:
             return None
         if self.decoder_only and tensor.module in dtypes.GATE_PROJECTIONS:
             return None  # GPTQModel / AutoAWQ leave Gated DeltaNet's per-head gates unquantized
-        if self.matching == "transformers" and tensor.role is Role.HEAD:
+        if self.matching == "hf-quantizer" and tensor.role is Role.HEAD:
             return None  # transformers' quantizers always keep the output head
         if self.matching == "modelopt" and tensor.role is Role.ENCODER:
             return None  # vLLM keeps vision towers of ModelOpt checkpoints unquantized
@@ -199,7 +200,7 @@ def _bare(path: str) -> str:
 
 
 def _ignored(names: tuple[str, ...], patterns: tuple[str, ...], matching: str) -> bool:
-    if matching == "transformers":
+    if matching == "hf-quantizer":
         return _transformers_matcher(patterns)(names)
     if matching == "modelopt":
         return _modelopt_matcher(patterns)(names)

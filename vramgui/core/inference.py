@@ -16,13 +16,14 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vramgui.core import dtypes, serving, sglang_startup, storage
+from vramgui.core import dtypes, engines, serving, sglang_startup, storage
 from vramgui.core.activations import (
     llamacpp_compute_buffer,
     llamacpp_flash_attention,
     llamacpp_ubatch,
     vllm_profile_peak,
 )
+from vramgui.core.engines import StartUp
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.families import validation
 from vramgui.core.model import LayerType, ModelSpec
@@ -36,7 +37,7 @@ from vramgui.core.vllm.encoders import towers_named, unmodelled_note
 from vramgui.core.vllm.kv_layout import layer_specs
 from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, SERVE_BATCHED_TOKENS
 from vramgui.core.vllm.startup import Draft, VllmEngine, VllmPlan, rotary_cache_bytes
-from vramgui.core.workload import ENGINE_NAMES, Workload
+from vramgui.core.workload import Workload
 
 # The peak of an engine that pre-allocates its KV pool (vLLM, SGLang): sized for one GPU, or,
 # without a GPU to size it, the KV cache of the tokens asked for.
@@ -127,7 +128,8 @@ class _KvShape:
         tp = workload.tp
         # llama.cpp caches K and V in f16 unless told otherwise (--cache-type-k / -v), whatever
         # the weights are stored or computed in.
-        cached = "fp16" if workload.engine == "llamacpp" else workload.dtype
+        engine = engines.engine(workload.engine)
+        cached = engine.auto_kv_dtype or workload.dtype
         per_elem = dtypes.kv_bytes_per_element(workload.kv_dtype, cached)
         widths = _kv_widths_per_gpu(spec, workload.engine, tp)
         sums = Counter[LayerType]()
@@ -136,7 +138,7 @@ class _KvShape:
         # Engines that size sliding-window and chunked layers to their span save it;
         # transformers keeps the whole prompt's K/V through the prefill (measured), so its peak
         # sees the full length.
-        bounded = workload.engine != "transformers"
+        bounded = not engine.eager_pytorch
         return cls(
             full=sums[LayerType.FULL],
             sliding=sums[LayerType.SLIDING],
@@ -145,7 +147,7 @@ class _KvShape:
             per_elem=per_elem,
             window=facts.sliding_window if bounded and facts.sliding_window else None,
             chunk=facts.attention_chunk_size if bounded and facts.attention_chunk_size else None,
-            window_ubatch=llamacpp_ubatch(workload) if workload.engine == "llamacpp" else 0,
+            window_ubatch=llamacpp_ubatch(workload) if engine.ggml else 0,
         )
 
     @property
@@ -238,9 +240,10 @@ def _state_bytes(spec: ModelSpec, workload: Workload) -> tuple[int, ...]:
     e = dtypes.DTYPE_BYTES[workload.dtype]
     tp = workload.tp
     states = spec.facts.layer_state_elements or (0,) * spec.facts.num_layers
+    eager = engines.engine(workload.engine).eager_pytorch
     out = []
     for layer, elements in enumerate(states):
-        fp32 = recurrent_fp32_elements(spec, layer) if workload.engine == "transformers" else 0
+        fp32 = recurrent_fp32_elements(spec, layer) if eager else 0
         out.append(-(-((elements - fp32) * e + fp32 * 4) // tp))
     return tuple(out)
 
@@ -338,10 +341,11 @@ class InferencePlan:
         self, spec: ModelSpec, asked: Workload, draft: ModelSpec | None, device: str
     ) -> None:
         workload = engine_kv_workload(spec, asked)
+        engine = engines.engine(workload.engine)
         _check_model(spec, workload)
         weights, host = resident_weights(spec, workload)
         self._format_notes = serving.served_storage(spec, workload).notes
-        if workload.engine == "transformers":
+        if engine.eager_pytorch:
             weights += buffer_bytes(spec)
         self._weights, self._host = weights, host
         self._kv = _kv_shape(spec, workload) if spec.facts.is_decoder else None
@@ -354,7 +358,7 @@ class InferencePlan:
         self._checked: validation.Checked | None = None
         self._layer_caches: tuple[Size, ...] = ()
         self._decode_repeat = 0
-        if workload.engine == "transformers":
+        if engine.eager_pytorch:
             self._checked = validation.checked(spec.facts.model_type)
             self._layer_caches = _layer_caches(spec, workload)
             self._decode_repeat = _decode_repeat_per_token(spec, workload)
@@ -386,12 +390,12 @@ class InferencePlan:
                     "the prefill, so the window does not lower this peak."
                 )
             self._notes = tuple(notes)
-        elif workload.engine == "vllm":
-            engine = VllmEngine(
+        elif engine.startup is StartUp.VLLM:
+            vllm = VllmEngine(
                 spec, workload, rank_tensor_bytes(spec, workload), _draft(draft, workload)
             )
-            plan = engine.plan(self._capacity, self._gpu_name)  # raises what vLLM refuses
-            self._vllm = engine
+            plan = vllm.plan(self._capacity, self._gpu_name)  # raises what vLLM refuses
+            self._vllm = vllm
             # vLLM counts its rotary cos / sin table in "Model loading took"; here it is a
             # buffer beside the weights, in the runtime overhead.
             self._rotary = rotary_cache_bytes(spec, workload)
@@ -404,6 +408,7 @@ class InferencePlan:
                 )
             if plan.encoder is not None:
                 self._notes = (*self._notes, plan.encoder.note)
+            self._notes = (*self._notes, *plan.notes)
             if plan.unmodelled:
                 note = unmodelled_note(spec, plan.unmodelled, plan.rules)
                 self._notes = (*self._notes, note)
@@ -418,7 +423,7 @@ class InferencePlan:
                 "vllm_lora_bytes": max(s.lora_bytes for s in plan.stages),
                 "kv_block_size": plan.stages[-1].layout.block_size,
             }
-        elif workload.engine == "sglang":
+        elif engine.startup is StartUp.SGLANG:
             sglang = sglang_startup.SglangEngine(spec, workload, rank_tensor_bytes(spec, workload))
             served = sglang.plan()  # raises what SGLang refuses
             self._sglang = sglang
@@ -441,10 +446,10 @@ class InferencePlan:
                     f"llama.cpp runs micro-batches of at most -b {workload.batch_size:,} tokens, "
                     f"so -ub {workload.ubatch_size:,} sizes nothing beyond it.",
                 )
-        if workload.engine != "transformers" and workload.prompt is not None:
+        if engine.sizes_for_context and workload.prompt is not None:
             self._notes = (
                 *self._notes,
-                f"{ENGINE_NAMES[workload.engine]} sizes its memory for the whole context and "
+                f"{engine.name} sizes its memory for the whole context and "
                 "its own batch, whatever the prompt's length.",
             )
         if workload is not asked:
@@ -741,5 +746,5 @@ def _check_model(spec: ModelSpec, workload: Workload) -> None:
         raise WorkloadError(
             f"--tp {workload.tp} does not divide the model's {facts.num_heads} attention heads"
         )
-    if workload.engine != "transformers" and not facts.is_decoder:
+    if not engines.engine(workload.engine).eager_pytorch and not facts.is_decoder:
         raise WorkloadError(f"{workload.engine} serves decoder models; this one is an encoder")

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramgui.core import activations, dtypes, rope
-from vramgui.core.kv_cache_types import KV_CACHE_TYPE, KV_CACHE_TYPES
+from vramgui.core.engines import StartUp, engine, llamacpp, planner_engine, sglang, vllm
+from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec, RopeScaling
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
 from vramgui.core.offload.overrides import TensorOverride
@@ -55,10 +56,6 @@ class LaunchSettings:
             "text": self.text,
             "notes": list(self.notes),
         }
-
-
-# Each engine's flag for tensor parallelism (the other engines split layers, not tensors).
-TENSOR_PARALLEL_FLAGS = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size"}
 
 
 def _command(program: Sequence[str], args: Sequence[str]) -> str:
@@ -105,7 +102,7 @@ def _compact_overrides(overrides: Sequence[TensorOverride]) -> list[str]:
 def _llamacpp_cache_type(w: Workload) -> str:
     """llama.cpp's ``--cache-type-k`` / ``-v`` for the workload's KV dtype (f16, its default, for
     one it does not take)."""
-    return KV_CACHE_TYPE[w.kv_dtype].flags.get("llamacpp", "f16")
+    return llamacpp.ENGINE.kv_flag(w.kv_dtype) or "f16"
 
 
 def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
@@ -261,7 +258,7 @@ def ollama_settings(spec: ModelSpec, name: str, placement: Placement) -> LaunchS
             f"num_batch x parallel requests ({ubatch * w.batch:,} here) as -b."
         )
     env = [f"OLLAMA_FLASH_ATTENTION={1 if activations.llamacpp_flash_attention(w) else 0}"]
-    ollama_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("ollama")
+    ollama_cache = llamacpp.OLLAMA_KV_CACHE_TYPES.get(w.kv_dtype)
     if ollama_cache is not None:
         env.append(f"OLLAMA_KV_CACHE_TYPE={ollama_cache}")
     if w.batch > 1:
@@ -404,17 +401,19 @@ def vllm_settings(
         str(w.seq),
         "--gpu-memory-utilization",
         f"{w.gpu_memory_utilization:g}",
-        TENSOR_PARALLEL_FLAGS["vllm"],
+        vllm.ENGINE.tensor_parallel_flag,
         str(w.tp),
     ]
     notes = []
     if w.pp > 1:
         args += ["--pipeline-parallel-size", str(w.pp)]
-    kv = KV_CACHE_TYPE[w.kv_dtype]
-    if "vllm" in kv.flags:
-        args += ["--kv-cache-dtype", kv.flags["vllm"]]
-    elif "vllm" not in kv.engines:
-        smaller = " / ".join(t.name for t in KV_CACHE_TYPES if t.saving and "vllm" in t.engines)
+    vllm_cache = vllm.ENGINE.kv_flag(w.kv_dtype)
+    if vllm_cache is not None:
+        args += ["--kv-cache-dtype", vllm_cache]
+    elif not vllm.ENGINE.takes_kv(w.kv_dtype):
+        smaller = " / ".join(
+            t.name for t in KV_CACHE_TYPES if t.saving and vllm.ENGINE.takes_kv(t.name)
+        )
         notes.append(f"vLLM has no {w.kv_dtype} cache; its smaller cache type is {smaller}.")
     elif w.kv_dtype == "bf16" and checkpoint_kv_dtype(spec, w.with_(kv_dtype="auto")):
         # Without it, vLLM takes the checkpoint's FP8 KV-cache scheme.
@@ -499,10 +498,10 @@ def sglang_settings(spec: ModelSpec, workload: Workload) -> LaunchSettings:
             f"{w.sglang_version}'s rule."
         )
     if w.tp > 1:
-        args += [TENSOR_PARALLEL_FLAGS["sglang"], str(w.tp)]
+        args += [sglang.ENGINE.tensor_parallel_flag, str(w.tp)]
     if w.pp > 1:
         args += ["--pp-size", str(w.pp)]
-    sglang_cache = KV_CACHE_TYPE[w.kv_dtype].flags.get("sglang")
+    sglang_cache = sglang.ENGINE.kv_flag(w.kv_dtype)
     if sglang_cache is not None:
         args += ["--kv-cache-dtype", sglang_cache]
     scaled = rope.user_scaling(spec.facts, w)
@@ -571,7 +570,7 @@ def _offloaded_bytes(placement: Placement | None) -> int:
     if placement is None:
         return 0
     off = [p for p in placement.units if p.device in (CPU, DISK)]
-    if placement.planner == "llamacpp":
+    if planner_engine(placement.planner).ggml:
         off = [p for p in off if p.unit.index > 0]
     return sum(p.unit.bytes for p in off)
 
@@ -755,7 +754,7 @@ def launch_settings(
         return (deepspeed_settings(workload),)
     out: list[LaunchSettings] = []
     if placement is not None:
-        if placement.planner == "llamacpp":
+        if planner_engine(placement.planner).ggml:
             local = [
                 ollama_settings(spec, ollama or _ollama_name(spec), placement),
                 lmstudio_settings(spec, placement),
@@ -767,6 +766,6 @@ def launch_settings(
         else:
             out.append(zero_inference_settings(placement))
     out.append(vllm_settings(spec, workload, placement))
-    if workload.engine == "sglang":
+    if engine(workload.engine).startup is StartUp.SGLANG:
         out.append(sglang_settings(spec, workload))
     return tuple(out)

@@ -5,6 +5,7 @@ a format it dequantizes, kernels' padding, MTP layers when loaded)."""
 from __future__ import annotations
 
 from vramgui.core import serving
+from vramgui.core.engines import engine
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.workload import Workload
 
@@ -16,9 +17,10 @@ def resident_weights(spec: ModelSpec, w: Workload) -> tuple[int, int]:
 
     def compute() -> tuple[int, int]:
         gpu = host = 0
+        host_embeddings = engine(w.engine).ggml
         for st in serving.served_storage(spec, w).storage:
             t = st.tensor
-            if w.engine == "llamacpp" and t.role is Role.EMBEDDING:
+            if host_embeddings and t.role is Role.EMBEDDING:
                 # llama.cpp keeps token embeddings in host memory: lookups are cheap there.
                 host += st.bytes
                 if spec.facts.tie_word_embeddings and spec.facts.is_decoder:

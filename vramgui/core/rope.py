@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from vramgui.core.engines import engine
 from vramgui.core.errors import ConfigError, WorkloadError, shown
 from vramgui.core.model import ArchFacts, RopeScaling
 from vramgui.core.prefill import LEARNED_POSITIONS
@@ -203,7 +204,7 @@ def notes(facts: ArchFacts, workload: Workload) -> tuple[str, ...]:
         "activations grow with the context as they do without it; how well the model reads "
         "past its trained context is the model's own."
     ]
-    if workload.mode == "inference" and workload.engine == "llamacpp":
+    if workload.mode == "inference" and engine(workload.engine).ggml:
         if s.kind not in LLAMACPP_SCALINGS:
             out.append(
                 f"llama.cpp has no {s.kind} RoPE scaling (its --rope-scaling takes none, linear "

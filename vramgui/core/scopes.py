@@ -8,8 +8,11 @@ A training step runs transformers' model code, so a training setup's engine is t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+
+from vramgui.core.engines import ENGINES, Engine, StartUp
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,24 +42,49 @@ class Scope:
 
 
 def _scope(
-    modes: str | None = None, engines: str | None = None, methods: str | None = None
+    modes: str | None = None,
+    engines: Callable[[Engine], bool] | None = None,
+    methods: str | None = None,
 ) -> Scope:
     def names(text: str | None) -> frozenset[str] | None:
         return None if text is None else frozenset(text.split())
 
-    return Scope(names(modes), names(engines), names(methods))
+    keys = None if engines is None else frozenset(e.key for e in ENGINES if engines(e))
+    return Scope(names(modes), keys, names(methods))
+
+
+def _vllm(e: Engine) -> bool:
+    return e.startup is StartUp.VLLM
+
+
+def _sglang(e: Engine) -> bool:
+    return e.startup is StartUp.SGLANG
+
+
+def _servers(e: Engine) -> bool:
+    return e.pre_allocates
+
+
+def _ggml(e: Engine) -> bool:
+    return e.ggml
+
+
+def _eager(e: Engine) -> bool:
+    return e.eager_pytorch
 
 
 EVERY = _scope()
 SERVING = _scope("inference")
 TRAINING = _scope("training")
 LORA = _scope("training", methods="lora qlora")
-VLLM = _scope("inference", "vllm")
-SGLANG = _scope("inference", "sglang")
+# The engines of each scope are those whose data says so (core/engines/): an engine that follows
+# vLLM's start-up takes vLLM's settings.
+VLLM = _scope("inference", _vllm)
+SGLANG = _scope("inference", _sglang)
 # What vLLM's and SGLang's start-up both read (core/vllm/startup.py, core/sglang_startup.py).
-SERVERS = _scope("inference", "vllm sglang")
-LLAMACPP = _scope("inference", "llamacpp")
-TRANSFORMERS = _scope(engines="transformers")
+SERVERS = _scope("inference", _servers)
+LLAMACPP = _scope("inference", _ggml)
+TRANSFORMERS = _scope(engines=_eager)
 
 # Every ``Workload`` field, by name (tests/core/test_workload.py checks that none is missing).
 SCOPES: dict[str, Scope] = {
@@ -105,7 +133,7 @@ SCOPES: dict[str, Scope] = {
     "rope_original_context": EVERY,
     "ubatch_size": LLAMACPP,
     "batch_size": LLAMACPP,
-    "prompt": _scope("inference", "transformers"),
+    "prompt": _scope("inference", _eager),
     "transformers_version": TRANSFORMERS,
 }
 

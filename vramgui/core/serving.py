@@ -31,11 +31,12 @@ import dataclasses
 from dataclasses import dataclass
 
 from vramgui.core import dtypes, storage, units
+from vramgui.core.engines import StartUp, engine
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.storage import TensorStorage
 from vramgui.core.vllm.rules import RULES
-from vramgui.core.workload import ENGINE_NAMES, GPU_ARCHS, TRANSFORMERS_VERSIONS, Workload
+from vramgui.core.workload import GPU_ARCHS, TRANSFORMERS_VERSIONS, Workload
 
 # Compute capabilities from which the formats run natively (FP8, FP4 tensor cores).
 _FP8_NATIVE = (8, 9)
@@ -78,11 +79,12 @@ def checkpoint_kv_dtype(spec: ModelSpec, w: Workload) -> str | None:
         return None
     if spec.quantization is None or storage.overridden(spec, w.quant):
         return None  # another scheme in place of the checkpoint's
-    if w.engine == "vllm" and w.vllm_version not in ("0.10", "0.11"):
+    startup = engine(w.engine).startup
+    if startup is StartUp.VLLM and w.vllm_version not in ("0.10", "0.11"):
         if fmt.method == "compressed-tensors":
             return "fp8"  # whatever --kv-cache-dtype says
         return "fp8" if fmt.method == "modelopt" and w.kv_dtype == "auto" else None
-    if w.engine == "sglang" and w.sglang_version == "0.5.6" and w.kv_dtype == "auto":
+    if startup is StartUp.SGLANG and w.sglang_version == "0.5.6" and w.kv_dtype == "auto":
         return "fp8" if fmt.method == "modelopt" else None
     return None
 
@@ -103,7 +105,7 @@ def checkpoint_kv_note(spec: ModelSpec, w: Workload) -> str:
         else f"whatever --kv-cache-dtype says (not {w.kv_dtype})"
     )
     return (
-        f"The checkpoint's {key} is FP8: {ENGINE_NAMES[w.engine]} caches K and V in fp8 {asked} "
+        f"The checkpoint's {key} is FP8: {engine(w.engine).name} caches K and V in fp8 {asked} "
         "(one byte per element)."
     )
 
@@ -161,7 +163,8 @@ def _served(spec: ModelSpec, w: Workload) -> Served:
     stored = storage.assign_storage(spec, w.dtype, w.quant)
     kind = _kind(spec, w)
     notes: list[str] = []
-    if w.engine == "transformers":
+    eng = engine(w.engine)
+    if eng.eager_pytorch:
         dequantize, said = _transformers(spec, w, kind, stored)
         notes += said
         if dequantize:
@@ -169,10 +172,10 @@ def _served(spec: ModelSpec, w: Workload) -> Served:
         elif kind == "bitsandbytes":
             stored, said = _bnb_experts(spec, w, stored)
             notes += said
-    elif w.engine == "vllm":
+    elif eng.startup is StartUp.VLLM:
         stored, said = _vllm(spec, w, kind, stored)
         notes += said
-    elif w.engine == "sglang" and kind not in ("none", "gguf"):
+    elif eng.startup is StartUp.SGLANG and kind not in ("none", "gguf"):
         notes.append(
             f"SGLang's {kind} weights are counted as the checkpoint stores them; what its "
             "kernels repack or pad on loading (Marlin, MXFP4 layouts) is not modelled for SGLang."
@@ -478,14 +481,15 @@ def _mtp(
     size = _gib(sum(s.bytes for s in extra))
     count = max(len(layers), 1)
     what = f"{count} multi-token-prediction layer{'s' if count > 1 else ''}"
-    if w.mtp and w.engine == "vllm":
+    eng = engine(w.engine)
+    if w.mtp and eng.loads_mtp:
         return (*stored, *extra), [
             f"The checkpoint's {what} ({size}) are loaded for MTP speculative decoding and "
             "counted; they share the model's embedding and head."
         ]
     if w.mtp:
         return stored, [
-            f"{ENGINE_NAMES[w.engine]} does not load the checkpoint's {what} ({size}); only "
+            f"{eng.name} does not load the checkpoint's {what} ({size}); only "
             "vLLM's MTP speculative decoding does."
         ]
     return stored, [

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramgui.core import dtypes, llamacpp_speed, parallel
+from vramgui.core.engines import engine
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.offload.placement import model_units
@@ -604,7 +605,7 @@ def serving_speed(
         raise WorkloadError("a serving speed needs --mode inference")
     concurrency = w.batch
     own_shares = utilization is None or utilization.source in ("default", "unmeasured")
-    if own_shares and w.engine == "llamacpp" and concurrency == 1 and w.tp == 1:
+    if own_shares and engine(w.engine).ggml and concurrency == 1 and w.tp == 1:
         own = llamacpp_speed.decode(spec, w, hardware, depth=w.seq, gpus=w.gpus)
         # Several GPUs pipeline a long prompt's micro-batches: not modelled, no figure.
         prompt = (

@@ -236,7 +236,7 @@ def keeps_stored(quant: str, stored: str | None) -> bool:
     """Whether ``quant`` is the GGUF type llama.cpp runs a checkpoint stored as ``stored`` as,
     its quantized weights kept as they are (``MXFP4_MOE`` for an MXFP4 checkpoint)."""
     family = quant_family(stored) if stored is not None else None
-    return family in GGUF_OF_FAMILY and GGUF_OF_FAMILY[family] == quant.upper()
+    return family is not None and GGUF_OF_FAMILY.get(family) == quant.upper()
 
 
 def _checkpoint_plan(spec: ModelSpec, chosen: dtypes.Scheme) -> str:

@@ -8,12 +8,14 @@ from operator import attrgetter
 from typing import Any
 
 from vramgui.core import dtypes, scopes
+from vramgui.core.engines import ENGINE_KEYS, engine
+from vramgui.core.engines.llamacpp import ENGINE as _LLAMACPP
 from vramgui.core.errors import WorkloadError, shown
-from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
+from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
-ENGINES = ("transformers", "vllm", "llamacpp", "sglang")
+ENGINES = ENGINE_KEYS
 KV_DTYPES = tuple(t.name for t in KV_CACHE_TYPES)
 ATTENTIONS = ("eager", "sdpa", "flash")
 METHODS = ("full", "lora", "qlora")
@@ -50,12 +52,7 @@ LLAMACPP_UBATCH = 512
 TRANSFORMERS_VERSIONS = ("4.46", "4.57", "5.0")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
-ENGINE_NAMES = {
-    "transformers": "transformers",
-    "vllm": "vLLM",
-    "llamacpp": "llama.cpp",
-    "sglang": "SGLang",
-}
+ENGINE_NAMES = {e: engine(e).name for e in ENGINE_KEYS}
 # NVIDIA GPU generations by compute capability: what a checkpoint's format runs natively on
 # (FP8 tensor cores from Ada, FP4 from Blackwell). "auto": none given (the first --gpu's when one
 # is, else one that runs the format natively, the other cases said in the notes).
@@ -69,26 +66,8 @@ GPU_ARCHS: dict[str, tuple[int, int]] = {
 }
 GPU_ARCH_CHOICES = ("auto", *GPU_ARCHS)
 
-# What each inference engine loads, by quantization family (``core.dtypes.Scheme.family``).
-# transformers dequantizes a GGUF file to 16 bits when it loads one (``from_pretrained(...,
-# gguf_file=...)``), so GGUF sizes hold for llama.cpp and vLLM only; llama.cpp runs GGUF files
-# only ("none" is then an F16 / BF16 / F32 GGUF).
-# transformers loads no NVFP4 or ModelOpt checkpoint (its NVFP4 quantizer quantizes on load, on
-# Blackwell only); vLLM loads them all, and so does SGLang (its QUANTIZATION_METHODS in
-# srt/layers/quantization/__init__.py: fp8, awq / gptq and their Marlin kernels, modelopt_fp8 /
-# modelopt_fp4, compressed-tensors, w8a8_int8, gguf, mxfp4; bitsandbytes as a --load-format).
-_SERVER_QUANT_FAMILIES = frozenset(
-    {"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "nvfp4", "int", "modelopt", "gguf"}
-)
-ENGINE_QUANT_FAMILIES: dict[str, frozenset[str]] = {
-    "transformers": frozenset({"none", "bitsandbytes", "gptq-awq", "fp8", "mxfp4", "int"}),
-    "vllm": _SERVER_QUANT_FAMILIES,
-    "llamacpp": frozenset({"none", "gguf"}),
-    "sglang": _SERVER_QUANT_FAMILIES,
-}
-# Formats llama.cpp runs natively, as a GGUF file type: convert_hf_to_gguf.py repacks MXFP4 experts
-# as they are (GptOssModel.repack_mxfp4), llama-quantize's MXFP4_MOE puts the rest in Q8_0.
-GGUF_OF_FAMILY = {"mxfp4": "MXFP4_MOE"}
+# Formats llama.cpp runs natively, as a GGUF file type (``Engine.gguf_of_family``).
+GGUF_OF_FAMILY = _LLAMACPP.gguf_of_family
 
 # The engine to switch to for a setting the current one does not run, by quantization family or
 # KV cache dtype, best first.
@@ -134,7 +113,7 @@ class Workload:
         seq: context length for inference, sequence length for training.
         dtype: 16/32-bit dtype of weights and compute.
         quant: weight quantization scheme, "none" or a name known to ``core.dtypes``.
-        engine: inference engine whose allocation behaviour to follow.
+        engine: the key of the inference engine whose behaviour to follow (``core.engines``).
         kv_dtype: KV cache dtype; "auto" follows ``dtype``.
         attention: attention implementation.
         method: full fine-tune, LoRA or QLoRA.
@@ -449,28 +428,29 @@ class EngineConflict:
 
     def message(self) -> str:
         """What is wrong and what to pick instead, in the command line's words."""
-        name = ENGINE_NAMES[self.engine]
+        eng = engine(self.engine)
+        name = eng.name
         others = " or ".join(f"--engine {e}" for e in self.engines)
         if self.setting == "kv_dtype":
-            runs = ", ".join(ENGINE_KV_DTYPES[self.engine])
+            runs = ", ".join(eng.kv_dtypes)
             return (
                 f"{name} has no {self.value} KV cache: use --kv-dtype {runs.replace(', ', ' / ')}"
                 f", or {others} for {self.value}"
             )
-        if self.engine == "transformers" and self.family == "gguf":
+        if self.family in eng.dequantized_families:
             what = "this GGUF file" if self.setting == "stored" else f"GGUF {self.value}"
             fix = "" if self.setting == "stored" else ", or --quant none"
             return (
-                f"transformers dequantizes GGUF to --dtype when it loads it, so {what} would not "
+                f"{name} dequantizes GGUF to --dtype when it loads it, so {what} would not "
                 f"keep its size: use {others}{fix}"
             )
-        if self.engine == "llamacpp" and self.family in GGUF_OF_FAMILY:
-            gguf = GGUF_OF_FAMILY[self.family]
+        if self.family in eng.gguf_of_family:
+            gguf = eng.gguf_of_family[self.family]
             return (
-                f"llama.cpp runs {self.value} weights as the GGUF type {gguf}: use --quant {gguf}, "
+                f"{name} runs {self.value} weights as the GGUF type {gguf}: use --quant {gguf}, "
                 f"or {others}"
             )
-        if self.engine == "llamacpp":
+        if eng.ggml:
             what = (
                 f"this checkpoint, stored as {self.value}"
                 if self.setting == "stored"
@@ -478,7 +458,7 @@ class EngineConflict:
             )
             fix = "convert the original to GGUF" if self.setting == "stored" else "use --quant"
             return (
-                f"llama.cpp runs GGUF files only, not {what}: {fix} with a GGUF type "
+                f"{name} runs GGUF files only, not {what}: {fix} with a GGUF type "
                 f"(e.g. Q4_K_M) or none, or {others}"
             )
         return f"{name} does not run {self.value} weights: use {others}"
@@ -521,43 +501,46 @@ def served_family(quant: str, stored: str | None = None) -> str | None:
     return family
 
 
-def engine_quant(engine: str, quant: str, stored: str | None = None) -> str:
-    """The ``--quant`` ``engine`` runs ``quant`` as, on a checkpoint stored as ``stored``.
+def engine_quant(engine_key: str, quant: str, stored: str | None = None) -> str:
+    """The ``--quant`` the engine ``engine_key`` names runs ``quant`` as, on a checkpoint stored as ``stored``.
 
-    llama.cpp runs MXFP4 natively, as its MXFP4_MOE GGUF (``GGUF_OF_FAMILY``): a checkpoint
+    llama.cpp runs MXFP4 natively, as its MXFP4_MOE GGUF (``Engine.gguf_of_family``): a checkpoint
     stored in MXFP4 under "none" (as stored), and ``--quant mxfp4`` / ``MXFP4``, become
     ``MXFP4_MOE`` there. Every other setting is run as it is.
 
     Raises:
         WorkloadError: an unknown quantization name.
     """
-    if engine != "llamacpp":
+    native = engine(engine_key).gguf_of_family
+    if not native:
         return quant
-    return GGUF_OF_FAMILY.get(served_family(quant, stored) or "", quant)
+    return native.get(served_family(quant, stored) or "", quant)
 
 
 def engine_conflicts(
-    mode: str, engine: str, quant: str, kv_dtype: str, stored: str | None = None
+    mode: str, engine_key: str, quant: str, kv_dtype: str, stored: str | None = None
 ) -> tuple[EngineConflict, ...]:
-    """The settings ``engine`` does not run, when serving (training runs no engine).
+    """The settings the engine ``engine_key`` names does not run, when serving (training runs no
+    engine).
 
     Args:
-        mode, engine, quant, kv_dtype: the workload's settings.
+        mode, engine_key, quant, kv_dtype: the workload's settings.
         stored: the quantization the checkpoint is stored in (``ModelSpec.quantization``), if any.
 
     Raises:
         WorkloadError: an unknown quantization name.
     """
-    if mode != "inference" or engine not in ENGINE_QUANT_FAMILIES:
+    if mode != "inference" or engine_key not in ENGINE_KEYS:
         return ()
+    eng = engine(engine_key)
     out = []
     family = served_family(quant, stored) or "none"
     from_checkpoint = quant == "none" and stored is not None
-    if family not in ENGINE_QUANT_FAMILIES[engine]:
+    if not eng.loads(family):
         setting, value = ("stored", stored) if from_checkpoint else ("quant", quant)
-        out.append(EngineConflict(setting, value, engine, _ENGINES_FOR[family], family))  # type: ignore[arg-type]
-    if kv_dtype not in ENGINE_KV_DTYPES[engine]:
-        out.append(EngineConflict("kv_dtype", kv_dtype, engine, _ENGINES_FOR[f"kv:{kv_dtype}"]))
+        out.append(EngineConflict(setting, value, eng.key, _ENGINES_FOR[family], family))  # type: ignore[arg-type]
+    if not eng.takes_kv(kv_dtype):
+        out.append(EngineConflict("kv_dtype", kv_dtype, eng.key, _ENGINES_FOR[f"kv:{kv_dtype}"]))
     return tuple(out)
 
 

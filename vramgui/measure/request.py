@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramgui.core.engines import engine
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
 from vramgui.core.prefill import attention_used
@@ -75,7 +76,10 @@ def unmeasurable_reason(
     )
     if w.mode == "inference":
         checks += (
-            (w.engine != "transformers", f"{w.engine} is estimated, not run; choose transformers"),
+            (
+                not engine(w.engine).eager_pytorch,
+                f"{w.engine} is estimated, not run; choose transformers",
+            ),
             (w.kv_dtype not in ("auto", w.dtype), "a run keeps its KV cache in the weights' dtype"),
         )
     else:

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from shiboken6 import isValid
 
 from vramgui.answers.capacity import SHORTEST_LEN, GpuServing, ServingReport, serving_report
+from vramgui.core.engines import StartUp, engine
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.vllm.encoders import towers_named
 from vramgui.ui import palette
@@ -385,7 +386,8 @@ class _Feed(QObject):
         if self._worker is not None:
             self._worker.cancel()
             self._worker = None
-        if spec is None or workload.mode != "inference" or workload.engine != "vllm":
+        vllm = engine(workload.engine).startup is StartUp.VLLM
+        if spec is None or workload.mode != "inference" or not vllm:
             self._view.show_report(None)
             return
         capacities, draft = c.capacities, c.draft

@@ -31,11 +31,12 @@ from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
 from vramgui.answers.host import SET, UNKNOWN_HOST, HostSettings, choose_host
 from vramgui.answers.rates import Rates, RatesFor
 from vramgui.answers.timing import NO_RATES, Timing, Untimed, rank_setups, time_setup
-from vramgui.core import fit, launch, rope, serving, storage
+from vramgui.core import engines, fit, launch, rope, serving, storage
 from vramgui.core.dtypes import SCHEMES
+from vramgui.core.engines import StartUp
 from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.estimate import Estimate, estimate
-from vramgui.core.kv_cache_types import ENGINE_KV_DTYPES, KV_CACHE_TYPES
+from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.report import rules_of_thumb
@@ -174,7 +175,8 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             "cpu_offload",
         ):
             reasons[name] = "Applies to training only."
-        if workload.engine != "vllm":
+        eng = engines.engine(workload.engine)
+        if eng.startup is not StartUp.VLLM:
             reasons["gpu_memory_utilization"] = "Only vLLM pre-allocates a share of GPU memory."
         if not workload.enable_lora:
             for name in ("max_loras", "max_lora_rank"):
@@ -183,17 +185,17 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             reasons["num_speculative_tokens"] = "Applies to speculative decoding."
         if workload.speculative != "draft":
             reasons["draft_model"] = "Applies to speculative decoding with a draft model."
-        if workload.engine == "llamacpp":
+        if eng.ggml:
             reasons["attention"] = "llama.cpp uses its own attention kernels."
         engine = wording.engine_label(workload.engine)
         for kv in KV_CACHE_TYPES:
-            if workload.engine in kv.engines:
+            if eng.takes_kv(kv.name):
                 continue
             if len(kv.switch_to) == 1:
                 owner = wording.engine_label(kv.switch_to[0])
                 reason = f"{engine} has no {kv.name} KV cache: it is {owner}'s."
             else:
-                offered = ", ".join(ENGINE_KV_DTYPES[workload.engine])
+                offered = ", ".join(eng.kv_dtypes)
                 reason = f"{engine} has no {kv.name} KV cache; it offers {offered}."
             reasons[f"kv_dtype:{kv.name}"] = reason
     if training and workload.fsdp:
@@ -221,7 +223,7 @@ def _stored_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str
     reasons: dict[str, str] = {}
     if spec is None or not spec.mtp_tensors:
         reasons["mtp"] = "This checkpoint stores no multi-token-prediction layers."
-    elif workload.engine != "vllm":
+    elif not engines.engine(workload.engine).loads_mtp:
         reasons["mtp"] = "Only vLLM loads multi-token-prediction layers (MTP speculative decoding)."
     if spec is None or spec.quantization is None:
         return reasons

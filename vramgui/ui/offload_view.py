@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from vramgui.answers.host import SET, THIS_MACHINE, UNKNOWN_HOST, HostSettings
 from vramgui.answers.offload import OffloadAnswer, plan_offload
-from vramgui.core import launch, offload
+from vramgui.core import engines, launch, offload
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload import Bandwidths, Placement, Throughput, curves
@@ -55,11 +55,7 @@ from vramgui.ui.offload_charts import (
 from vramgui.ui.widgets import guard_wheel
 from vramgui.ui.workers import Worker, submit
 
-PLANNER_LABELS = {
-    "llamacpp": "llama.cpp (-ngl)",
-    "accelerate": "accelerate device_map",
-    "streaming": "Layer streaming",
-}
+PLANNER_LABELS = {p.key: p.label for p in engines.PLANNERS}
 PLANNER_HINT = (
     "llama.cpp: the last N blocks on the GPU. accelerate: GPUs first, then CPU RAM, then disk. "
     "Streaming: every layer visits the GPU when it runs (the one-layer floor)."
@@ -78,12 +74,6 @@ SPEED_HINTS = {
 }
 
 
-# The engine each planner loads the model with.
-PLANNER_ENGINES = {
-    "llamacpp": "llamacpp",
-    "accelerate": "transformers",
-    "streaming": "transformers",
-}
 _SPEED_FIELDS = (
     ("gpu_bytes_per_s", "GPU memory", " GB/s"),
     ("pcie_bytes_per_s", "PCIe", " GB/s"),
@@ -512,14 +502,14 @@ class OffloadView(QWidget):
         assert isinstance(model, QStandardItemModel)
         for index in range(self.planner.count()):
             item = model.item(index)
-            usable = not gguf or self.planner.itemData(index) == "llamacpp"
+            usable = not gguf or engines.planner_engine(self.planner.itemData(index)).loads("gguf")
             item.setEnabled(usable)
             item.setToolTip("" if usable else GGUF_PLANNER_REASON)
         wanted = None
-        if gguf or workload.engine == "llamacpp":
-            wanted = "llamacpp"
-        elif workload.engine != engine_before:
-            wanted = "accelerate"
+        if gguf:
+            wanted = next(p.key for p in engines.PLANNERS if engines.planner_engine(p.key).ggml)
+        elif engines.engine(workload.engine).ggml or workload.engine != engine_before:
+            wanted = engines.default_planner(workload.engine).key
         if wanted is not None and self.planner.currentData() != wanted:
             blocked = self.planner.blockSignals(True)
             self.set_planner(wanted)
@@ -637,10 +627,14 @@ class OffloadView(QWidget):
         self._refresh()
         self._placement_chosen()
 
+    def _ggml_planner(self) -> bool:
+        """Whether the planner chosen places llama.cpp's layers (``-ngl``, ``--fit``)."""
+        return engines.planner_engine(self.planner.currentData()).ggml
+
     def fit_like_llamacpp(self) -> None:
         """Place as llama.cpp's --fit would (on a worker; the view follows when it is done)."""
         spec, workload = self._spec, self._workload
-        if spec is None or workload is None or self.planner.currentData() != "llamacpp":
+        if spec is None or workload is None or not self._ggml_planner():
             return
         if self._fit_job is not None:
             self._fit_job.cancel()
@@ -810,14 +804,15 @@ class OffloadView(QWidget):
         # Served by the planner's engine: what it does not run is reset, and the summary says so.
         workload, resets = adjusted(
             self._workload,
-            {"mode": "inference", "engine": PLANNER_ENGINES[planner]},
+            {"mode": "inference", "engine": engines.planner(planner).engine},
             spec.quantization,
         )
         self._adjustments = tuple(wording.reset_notice(r, spec.name) for r in resets)
         if self._floor_bytes is None:
             self._floor_bytes = offload.min_vram_bytes(spec, workload)
         layout = None
-        if planner == "llamacpp":
+        ggml = engines.planner_engine(planner).ggml
+        if ggml:
             if self._llamacpp is None or self._llamacpp.workload != workload:
                 self._llamacpp = offload.llamacpp_model(spec, workload)
             layout = self.llamacpp_layout
@@ -829,7 +824,7 @@ class OffloadView(QWidget):
         bandwidths = self._all_bandwidths()
         if bandwidths is None:
             # No speeds known for this GPU: placed, not timed.
-            if planner != "llamacpp":
+            if not ggml:
                 return offload.plan(
                     planner,
                     spec,
@@ -916,7 +911,7 @@ class OffloadView(QWidget):
         self.placementChanged.emit(placement)
 
     def _update_slider(self, placement: Placement | None) -> None:
-        llamacpp = placement is not None and placement.planner == "llamacpp"
+        llamacpp = placement is not None and engines.planner_engine(placement.planner).ggml
         blocked = self.slider.blockSignals(True)
         if placement is not None:
             self.slider.setRange(0, placement.blocks + 1)
@@ -943,9 +938,7 @@ class OffloadView(QWidget):
             self.op_offload,
         ):
             widget.setVisible(shown)
-        self.fit_button.setEnabled(
-            self._fit_job is None and self.planner.currentData() == "llamacpp"
-        )
+        self.fit_button.setEnabled(self._fit_job is None and self._ggml_planner())
         if not shown or placement is None:
             return
         layout = placement.layout
@@ -1023,7 +1016,12 @@ class OffloadView(QWidget):
             self._curves_job.cancel()
             self._curves_job = None
         model = self._llamacpp
-        if placement is None or bw is None or placement.planner != "llamacpp" or model is None:
+        if (
+            placement is None
+            or bw is None
+            or not engines.planner_engine(placement.planner).ggml
+            or model is None
+        ):
             self.curves = ((), ())
             current = None
             if placement is not None and self.throughput is not None:

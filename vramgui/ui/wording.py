@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 
 from vramgui.core.dtypes import SCHEMES
-from vramgui.core.workload import ENGINE_NAMES, GGUF_OF_FAMILY, EngineConflict, Reset
+from vramgui.core.engines import ENGINE_KEYS
+from vramgui.core.engines import engine as engine_of
+from vramgui.core.workload import EngineConflict, Reset
 
 # Each setting as the window labels its control.
 SETTING_LABELS = {
@@ -50,7 +52,7 @@ _SEARCH_HINT = re.compile(r"`vramgui search [^`]*` lists matching models")
 
 def engine_label(engine: str) -> str:
     """An engine as the Engine box names it (``llamacpp`` -> ``llama.cpp``)."""
-    return "Transformers" if engine == "transformers" else ENGINE_NAMES.get(engine, engine)
+    return engine_of(engine).label if engine in ENGINE_KEYS else engine
 
 
 def quant_label(quant: str) -> str:
@@ -101,14 +103,15 @@ def window_text(message: str) -> str:
 def _runs_only(conflict: EngineConflict) -> str:
     """Why the engine does not run the conflicting setting."""
     engine = engine_label(conflict.engine)
+    eng = engine_of(conflict.engine)
     if conflict.setting == "kv_dtype":
         return f"{engine} has no {value_label('kv_dtype', conflict.value)} KV cache"
-    if conflict.engine == "transformers" and conflict.family == "gguf":
-        return "Transformers dequantizes GGUF weights to 16 bits when it loads them"
-    if conflict.engine == "llamacpp" and conflict.family in GGUF_OF_FAMILY:
-        return f"llama.cpp runs {conflict.value} as the GGUF {GGUF_OF_FAMILY[conflict.family]}"
-    if conflict.engine == "llamacpp":
-        return "llama.cpp runs GGUF files only"
+    if conflict.family in eng.dequantized_families:
+        return f"{engine} dequantizes GGUF weights to 16 bits when it loads them"
+    if conflict.family in eng.gguf_of_family:
+        return f"{engine} runs {conflict.value} as the GGUF {eng.gguf_of_family[conflict.family]}"
+    if eng.ggml:
+        return f"{engine} runs GGUF files only"
     return f"{engine} does not run {quant_label(conflict.value)} weights"
 
 
@@ -152,7 +155,7 @@ def reset_notice(reset: Reset, model: str = "") -> str:
         f"{_runs_only(conflict)}: {label} reset from "
         f"{value_label(reset.setting, reset.old)} to {value_label(reset.setting, reset.new)}."
     )
-    if reset.setting == "quant" and conflict.engine == "llamacpp":
+    if reset.setting == "quant" and engine_of(conflict.engine).ggml:
         text += " Pick a GGUF type such as Q4_K_M for a smaller model."
     return text
 

@@ -125,7 +125,7 @@ class Worker(QRunnable):
         # controller, whose timers are the GUI thread's) could be dropped on this thread, and
         # a QObject deleted off its thread leaves the event loop a dangling timer.
         if self.cancelled:  # superseded while it waited for a thread
-            self.signals.failed.emit(None)
+            _emit(self.signals.failed, None)
             return
         _current.worker = self
         try:
@@ -137,7 +137,19 @@ class Worker(QRunnable):
             outcome, value = self.signals.finished, result
         finally:
             _current.worker = None
+        _emit(outcome, value)
+
+
+def _emit(outcome: Any, value: Any) -> None:
+    """Send a worker's outcome to the GUI thread, unless the application went first.
+
+    A worker still running when the application quits finds its signals' object deleted with
+    it; there is nobody left to tell, and raising here would only print a traceback at exit.
+    """
+    try:
         outcome.emit(value)
+    except RuntimeError:  # "Signal source has been deleted"
+        log.debug("a worker finished after the application: its outcome is dropped")
 
 
 def submit(

@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.core import engines
+from vramgui.core.engines import StartUp
 from vramgui.core.vllm.profile import LORA_RANKS
 from vramgui.core.workload import (
     MAX_BATCH,
@@ -30,12 +32,7 @@ from vramgui.ui.widgets import ChoiceCombo, SliderSpin, allow_choice, set_toolti
 from vramgui.ui.wording import ROPE_LABELS
 
 MODES = (("inference", "Inference (serve)"), ("training", "Training (fine-tune)"))
-ENGINES = (
-    ("transformers", "Transformers"),
-    ("vllm", "vLLM"),
-    ("sglang", "SGLang"),
-    ("llamacpp", "llama.cpp"),
-)
+ENGINES = tuple((e.key, e.label) for e in engines.ENGINES)
 ATTENTIONS = (("sdpa", "SDPA"), ("flash", "FlashAttention"), ("eager", "Eager"))
 METHODS = (("full", "Full fine-tune"), ("lora", "LoRA"), ("qlora", "QLoRA"))
 PRECISIONS = (
@@ -400,10 +397,11 @@ class WorkloadPanel(QWidget):
         training = workload.mode == "training"
         self._seq_label.setText("Sequence length" if training else "Context")
         self.inference_box.setVisible(not training)
-        self.vllm_box.setVisible(not training and workload.engine == "vllm")
-        self.sglang_box.setVisible(not training and workload.engine == "sglang")
-        self.llamacpp_box.setVisible(not training and workload.engine == "llamacpp")
-        transformers = workload.engine == "transformers"
+        eng = engines.engine(workload.engine)
+        self.vllm_box.setVisible(not training and eng.startup is StartUp.VLLM)
+        self.sglang_box.setVisible(not training and eng.startup is StartUp.SGLANG)
+        self.llamacpp_box.setVisible(not training and eng.ggml)
+        transformers = eng.eager_pytorch
         self._inference_form.setRowVisible(self.prompt, transformers)
         self._common.setRowVisible(self.transformers_version, training or transformers)
         # The prompt is at most the context: a longer one reads as the whole context.

@@ -359,7 +359,7 @@ def read(lines: Sequence[str], engine: str = "llamacpp") -> LoggedSetup:
         facts["fork_options"] = ", ".join(dict.fromkeys(fork))
     model = _model(printed, meta)
     notes: list[str] = []
-    if engine == "llamacpp" and not components and decision is None and not printed and not meta:
+    if engine != "ollama" and not components and decision is None and not printed and not meta:
         notes.append("the log holds llama.cpp's lines but none with a buffer, a fact or a failure")
     assumed = []
     for key in ("n_ubatch", "flash_attn", "type_k"):

@@ -6,6 +6,7 @@ building the planners (``vramgui.core.offload`` loads its modules when first use
 
 from __future__ import annotations
 
+from vramgui.core.engines import PLANNER_KEYS
 from vramgui.core.units import GiB
 
 # GPU memory "most that fit" leaves free: llama.cpp's own fitting (``--fit``) keeps 1024 MiB free
@@ -35,5 +36,5 @@ DEFAULT_CPU_FLOPS = 500_000_000_000
 # 11772 (docs/offload.md).
 LLAMACPP_SPLIT_SECONDS = 150e-6
 
-# The placement rules, by name (``planners.plan``).
-PLANNERS = ("llamacpp", "accelerate", "streaming")
+# The placement rules, by name (``planners.plan``): each engine's (``Engine.planners``).
+PLANNERS = PLANNER_KEYS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vramgui.core.engines import planner_engine
 from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.accelerate import plan_accelerate
@@ -36,7 +37,7 @@ def plan(
     Raises:
         WorkloadError: an unknown planner or settings the engine does not support.
     """
-    if planner == "llamacpp":
+    if planner_engine(planner).ggml:
         return plan_llamacpp(
             spec,
             workload,

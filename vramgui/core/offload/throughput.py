@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramgui.core import activations
+from vramgui.core.engines import planner_engine
 from vramgui.core.errors import WorkloadError
 from vramgui.core.llamacpp_speed import MMQ, expert_tile_flops, prompt_attention, quantized
 from vramgui.core.offload.defaults import (
@@ -226,7 +227,7 @@ def _forward_seconds(
     )
     w = placement.workload
     kv_scale = batch / w.batch if kv_read else 0.0
-    llamacpp = placement.planner == "llamacpp"
+    llamacpp = planner_engine(placement.planner).ggml
     row_split = placement.layout is not None and placement.layout.split_mode == "row"
     # llama.cpp cuts a prompt into micro-batches and reads every weight once per micro-batch.
     passes = 1

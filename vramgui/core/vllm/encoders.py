@@ -33,6 +33,12 @@ QWEN3_VL_VIDEO_MIN_PIXELS = 4_096
 # Items of one modality a prompt may hold when --limit-mm-per-prompt leaves it out
 # (config/multimodal.py).
 MM_LIMIT_PER_PROMPT = 999
+# vLLM 0.11.0's Qwen3-VL (qwen3_vl.py, qwen3_vl_moe.py): the models it serves, the prompt tokens
+# one video token stands for with its timestamp and markers (get_max_video_tokens), and the
+# most frames of its dummy video (_MAX_FRAMES_PER_VIDEO).
+QWEN3_VL_011_MODEL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe"})
+QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5
+QWEN3_VL_MAX_VIDEO_FRAMES = 24_576
 # Aspect ratios the processor refuses past (smart_resize); vLLM's largest image stays under it.
 MAX_ASPECT_RATIO = 200
 
@@ -209,8 +215,11 @@ def encoder_profile(
     and the sampler warm-up are done. The tower runs eagerly (``compile_mm_encoder`` off), so
     its peak is the sum of the tensors alive at its busiest moment. Modelled: the Qwen3-VL
     family's tower (:func:`qwen3_vl_profile`), Gemma 3's SigLIP (:func:`gemma3_profile`) and
-    Mistral 3's Pixtral (:func:`pixtral_profile`).
+    Mistral 3's Pixtral (:func:`pixtral_profile`); under rules that follow 0.11.0, Qwen3-VL's
+    video profile (:func:`qwen3_vl_video_profile`) alone.
     """
+    if rules.qwen3_vl_video_profile and spec.facts.model_type in QWEN3_VL_011_MODEL_TYPES:
+        return qwen3_vl_video_profile(spec, workload, scheduler)
     if not rules.encoder_profile:
         return None
     if spec.facts.model_type in QWEN3_VL_MODEL_TYPES:
@@ -246,15 +255,9 @@ def qwen3_vl_profile(
         return None
     items = encoder_items(tokens, workload, scheduler)
     n = items * image
-    e = dtypes.DTYPE_BYTES[workload.dtype]
-    tp = workload.tp
-    h = n * tower.hidden * e
-    pixels = n * tower.channels * tower.temporal_patch * tower.patch * tower.patch * e
-    attention = 3 * h + 8 * h // tp
-    mlp = 2 * h + 2 * n * tower.intermediate * e // tp
-    deepstack = tower.deepstack * (n // merge2) * tower.out_hidden * e
-    peak = pixels + h + max(attention, mlp) + deepstack
-    outputs = items * tokens * tower.out_hidden * (1 + tower.deepstack) * e
+    pixels = items * _pixel_bytes(tower, image, workload)
+    peak = pixels + _tower_peak(tower, n, workload)
+    outputs = items * tokens * _output_width(tower) * dtypes.DTYPE_BYTES[workload.dtype]
     height, width = largest_image(tower, QWEN3_VL_IMAGE_MAX_PIXELS)
     note = (
         f"vLLM's profile run first encodes {items} dummy image{'s' if items > 1 else ''} of "
@@ -265,6 +268,121 @@ def qwen3_vl_profile(
         "own is not read, so the figure is uncertain: a lower max_pixels profiles smaller images."
     )
     return EncoderProfile(items, tokens, n, peak, pixels + outputs, note)
+
+
+def _pixel_bytes(tower: VisionTower, patches: int, workload: Workload) -> int:
+    """One dummy item's pixel values (cast to the model's dtype by the processor)."""
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    return patches * tower.channels * tower.temporal_patch * tower.patch * tower.patch * e
+
+
+def _output_width(tower: VisionTower) -> int:
+    """The width of the tower's output per token: the merger's and each deepstack merger's."""
+    return tower.out_hidden * (1 + tower.deepstack)
+
+
+def _tower_peak(tower: VisionTower, n: int, workload: Workload) -> int:
+    """The tower's busiest moment on one rank for ``n`` patches, its pixel values apart (see
+    :func:`qwen3_vl_profile`): the blocks' linear layers are split over the tensor-parallel
+    ranks (``mm_encoder_tp_mode`` "weights", the default), their inputs and outputs whole."""
+    merge2 = tower.merge * tower.merge
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    tp = workload.tp
+    h = n * tower.hidden * e
+    attention = 3 * h + 8 * h // tp
+    mlp = 2 * h + 2 * n * tower.intermediate * e // tp
+    deepstack = tower.deepstack * (n // merge2) * tower.out_hidden * e
+    return h + max(attention, mlp) + deepstack
+
+
+def max_video_frames(tower: VisionTower, seq: int, most_tokens: int | None = None) -> int:
+    """Frames of vLLM 0.11.0's dummy Qwen3-VL video: ``_get_max_video_frames`` adds frames, from
+    2, while the video's tokens (the frames resized together under the video limit) stay
+    within ``max_model_len``; ``get_num_frames_with_most_features`` caps them at 24,576.
+
+    ``most_tokens``: the most tokens any count of frames up to the cap gives
+    (:func:`most_video_tokens`), when known: a context that holds them takes the cap at once.
+    """
+    if most_tokens is not None and most_tokens <= seq:
+        return QWEN3_VL_MAX_VIDEO_FRAMES
+    merge2 = tower.merge * tower.merge
+    frames = 2
+    while (
+        frames < QWEN3_VL_MAX_VIDEO_FRAMES and video_patches(tower, frames + 1)[2] // merge2 <= seq
+    ):
+        frames += 1
+    return frames
+
+
+def most_video_tokens(tower: VisionTower) -> int:
+    """The most tokens a dummy video of 3 to 24,576 frames gives (see :func:`max_video_frames`)."""
+    merge2 = tower.merge * tower.merge
+    return max(
+        video_patches(tower, frames)[2] // merge2
+        for frames in range(3, QWEN3_VL_MAX_VIDEO_FRAMES + 1)
+    )
+
+
+def video_patches(tower: VisionTower, frames: int) -> tuple[int, int, int]:
+    """A dummy video of ``frames`` frames at the largest image's size, resized as Qwen3-VL's
+    video processor does (the pixels of all frames within the video limit): (height, width,
+    patches) (``Qwen3VLProcessingInfo._get_vision_info``, vLLM 0.11.0)."""
+    unit = tower.patch * tower.merge
+    height, width = largest_image(tower, QWEN3_VL_IMAGE_MAX_PIXELS)
+    height, width = smart_resize(
+        height, width, unit, (QWEN3_VL_VIDEO_MIN_PIXELS, QWEN3_VL_VIDEO_MAX_PIXELS), frames
+    )
+    padded = frames + frames % tower.temporal_patch
+    grid_t = max(padded // tower.temporal_patch, 1)
+    return height, width, grid_t * (height // tower.patch) * (width // tower.patch)
+
+
+def qwen3_vl_video_profile(
+    spec: ModelSpec, workload: Workload, scheduler: Scheduler
+) -> EncoderProfile | None:
+    """vLLM 0.11.0's profile of Qwen3-VL's tower (None: the tower is not in the inventory).
+
+    0.11.0 counts a video's tokens as its prompt holds them (``get_max_video_tokens``): each
+    vision token with its ``<t seconds>`` timestamp and markers, 12.5 tokens on average, over
+    as many frames as ``max_model_len`` holds (:func:`max_video_frames`). That outweighs the
+    largest image, so the profile encodes dummy videos (one, unless the batched tokens hold
+    more), and the encoder budget is the video's prompt tokens. ``profile_run`` then copies
+    each output into a tensor of the budget's rows (the encoder cache's scatter target),
+    kept with the dummy pixel values through the text forward: at 65,536 tokens, 153,600
+    rows of the merger's and deepstack mergers' outputs, 2.34 GiB for Qwen3-VL-30B-A3B on
+    every tensor-parallel rank (the tower's outputs are gathered whole on each).
+    """
+    tower = VisionTower.of(spec)
+    if tower is None:
+        return None
+    merge2 = tower.merge * tower.merge
+    e = dtypes.DTYPE_BYTES[workload.dtype]
+    most = spec.cached("qwen3_vl_video_most_tokens", lambda: most_video_tokens(tower))
+    frames = max_video_frames(tower, workload.seq, most)
+    height, width, patches = video_patches(tower, frames)
+    vision_tokens = patches // merge2
+    prompt_tokens = int(vision_tokens * QWEN3_VL_VIDEO_TOKEN_FACTOR)
+    image_tokens = image_patches(tower) // merge2
+    if prompt_tokens <= image_tokens:
+        return None  # vLLM would profile images: modelled under the 0.20 rules only
+    items = encoder_items(prompt_tokens, workload, scheduler)
+    budget = max(scheduler.max_num_batched_tokens, prompt_tokens)
+    width_out = _output_width(tower)
+    pixels = items * _pixel_bytes(tower, patches, workload)
+    outputs = items * vision_tokens * width_out * e
+    padded = items * max(vision_tokens, budget) * width_out * e
+    n = items * patches
+    peak = pixels + max(_tower_peak(tower, n, workload), outputs + padded)
+    note = (
+        f"vLLM 0.11's profile run first encodes {items} dummy video{'s' if items > 1 else ''} "
+        f"of {frames:,} frames of {width} x {height} pixels ({vision_tokens:,} vision tokens, "
+        f"{prompt_tokens:,} prompt tokens with their timestamps) with the vision encoder, and "
+        f"keeps its output copied into {budget:,} rows (the encoder budget) through the text "
+        f"forward: {(pixels + padded) / GiB:.2f} GiB, a peak of {peak / GiB:.2f} GiB. The "
+        "sizes follow Qwen's published processor configs; this checkpoint's own are not read. "
+        "vLLM 0.13 and later profile one image instead (the 0.20 rules)."
+    )
+    return EncoderProfile(items, vision_tokens, n, peak, pixels + padded, note)
 
 
 # Gemma 3's image tokens: Gemma3Config.mm_tokens_per_image, 256 in every Gemma 3 checkpoint

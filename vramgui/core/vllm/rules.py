@@ -43,6 +43,20 @@ class Rules:
             of the largest size, and keep the dummy inputs and the encoder's outputs through
             the text forward (``gpu_model_runner.profile_run``, read in 0.24.0): see
             :func:`encoder_profile`.
+        near_equal_groups: where no kind of layer has 1.5 times as many layers as the rarest,
+            every group holds as many layers as the commonest kind (one group per kind, the
+            rarer padded: gpt-oss-20b with an EAGLE drafter's 13 full + 12 sliding); else
+            groups hold as many as the rarest (``_get_kv_cache_groups_uniform_page_size``,
+            read in 0.20.2; 0.11.0 always takes the rarest).
+        qwen3_vl_video_profile: Qwen3-VL's profile encodes a dummy video of as many frames as
+            max_model_len holds, counted at 12.5 prompt tokens per vision token, and its output
+            is copied into a tensor of the encoder budget's rows kept through the text forward
+            (``qwen3_vl.py``, ``profile_run``, read in 0.11.0): see
+            :func:`~vramgui.core.vllm.encoders.qwen3_vl_video_profile`. The other towers are
+            not modelled under these rules. Read in 0.11.0 and 0.11.2; 0.13.0 counts a
+            video's vision tokens alone (an image then outweighs it) and caches the outputs as
+            they are, as 0.20.2 does, so a 0.13 to 0.19 start-up taken under these rules
+            counts a profile those versions no longer run.
     """
 
     version: str
@@ -56,6 +70,8 @@ class Rules:
     sampler: str
     mxfp4_hopper_swizzle: bool
     encoder_profile: bool
+    near_equal_groups: bool = False
+    qwen3_vl_video_profile: bool = False
 
 
 RULES = {
@@ -86,6 +102,7 @@ RULES = {
             sampler="pytorch",
             mxfp4_hopper_swizzle=True,
             encoder_profile=False,
+            qwen3_vl_video_profile=True,
         ),
         Rules(
             version="0.20",
@@ -99,6 +116,7 @@ RULES = {
             sampler="flashinfer",
             mxfp4_hopper_swizzle=True,
             encoder_profile=True,
+            near_equal_groups=True,
         ),
     )
 }

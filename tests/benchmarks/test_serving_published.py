@@ -2,6 +2,7 @@
 estimate: every row resolves, the decode rates the rows measured (from their mean TPOT) bound the
 estimate within the stated tolerance, and docs/performance.md lists every row as estimated now."""
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_the_estimate_rises_with_the_concurrency_as_measured(results):
         if r.checked and r.row["model"] == "qwen2.5-7b" and "Test 5" in r.row["note"]
     )
     assert len(series) >= 5
-    for (_, est_a, meas_a), (_, est_b, meas_b) in zip(series, series[1:], strict=False):
+    for (_, est_a, meas_a), (_, est_b, meas_b) in pairwise(series):
         assert est_b > est_a and meas_b > meas_a
 
 

@@ -156,6 +156,18 @@ def test_an_unknown_prompt_path_is_refused():
         _prompt("RTX 4090", "Q4_0", "cuBLAS 2023")
 
 
+def test_flash_attention_runs_half_its_products_at_the_fp32_accumulate_rate():
+    """fattn-mma-f16 accumulates K x Q in fp32, P x V in fp16: 4/3 of a GeForce card's listed
+    (FP32-accumulate) rate, where cuBLAS's fp16 accumulation runs at twice it; the listed rate
+    on a workstation card, whose listed rate is the fp16-accumulate one."""
+    geforce = llama_bench.hardware("RTX 4090")
+    k = lcs.gpu_kernels(geforce)
+    assert k.flash_flops == pytest.approx(geforce.flops * 4 / 3)
+    assert k.tensor_flops == pytest.approx(geforce.flops * 2)
+    ada = llama_bench.hardware("RTX 6000 Ada")
+    assert lcs.gpu_kernels(ada).flash_flops == pytest.approx(ada.flops)
+
+
 def test_current_builds_spend_less_per_block_than_may_2024_builds():
     """CUDA graphs and fused kernels: a small model's tg128 on an RTX 4090 (pull request 15035's
     rows) runs at 45 us per block where May 2024 builds took 95."""

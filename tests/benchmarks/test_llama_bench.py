@@ -18,8 +18,7 @@ ROWS = llama_bench.load_rows()
 # over several GPUs): the share of counted rows within the issue's bound (generation 20 %,
 # prompt 25 %), and the largest error of any row the estimate marks measured. Rows it marks
 # extrapolated may miss further, as far as EXTRAPOLATED_WORST: mixture-of-experts prompts (MMQ's
-# expert tiles costed, MXFP4's lookup on GPUs without FP4 tensor cores not: gpt-oss-20b's pp512
-# on an RTX 3090 +54 %) and flash attention deep in the context on a GPU no flash row set
+# expert tiles costed; gpt-oss-20b's MXFP4 pp512 on an RTX 3090 +54 %, its cause not established) and flash attention deep in the context on a GPU no flash row set
 # (Qwen3-30B-A3B's tg32 @ d32768 on a DGX Spark -29 %).
 SHARE_WITHIN = {("tg", False): 0.96, ("tg", True): 0.93, ("pp", False): 0.92}
 WORST = {("tg", False): 0.25, ("tg", True): 0.40, ("pp", False): 0.40}

@@ -549,9 +549,10 @@ def speed_basis(
         )
     if moe:
         notes.append(
-            "mixture of experts: few published rows (gpt-oss-20b); generation reads the experts "
-            "a token uses, a prompt's experts are costed as MMQ's tiles compute them (each "
-            "expert's share of the micro-batch, taken as even, padded to whole tiles)"
+            "mixture of experts: generation reads the experts a token uses, a prompt's experts "
+            "are costed as MMQ's tiles compute them (each expert's share of the micro-batch, "
+            "taken as even, padded to whole tiles); published prompt rows on GeForce cards ran "
+            "at down to half of it: read the prompt speed as an upper bound"
         )
     measured = (
         gpu_measured

@@ -19,11 +19,11 @@ ROWS = llama_bench.load_rows()
 # prompt 25 %), and the largest error of any row the estimate marks measured. Rows it marks
 # extrapolated may miss further, as far as EXTRAPOLATED_WORST: mixture-of-experts prompts on
 # GeForce cards at large micro-batches (MMQ's expert tiles costed, a part not yet: gpt-oss-20b's
-# pp4096 on an RTX 4090 +106 to +120 %, DeepSeek-V2-Lite's pp512 on an RTX 3090 +113 %) and flash attention deep in the context on a GPU no flash row set
+# pp4096 on an RTX 4090 +67 to +109 %, DeepSeek-V2-Lite's pp512 on an RTX 3090 +113 %) and flash attention deep in the context on a GPU no flash row set
 # (Qwen3-30B-A3B's tg32 @ d32768 on a DGX Spark -29 %).
-SHARE_WITHIN = {("tg", False): 0.96, ("tg", True): 0.93, ("pp", False): 0.88}
+SHARE_WITHIN = {("tg", False): 0.96, ("tg", True): 0.93, ("pp", False): 0.91}
 WORST = {("tg", False): 0.25, ("tg", True): 0.40, ("pp", False): 0.40}
-EXTRAPOLATED_WORST = {("tg", False): 0.30, ("tg", True): 0.25, ("pp", False): 1.25}
+EXTRAPOLATED_WORST = {("tg", False): 0.30, ("tg", True): 0.25, ("pp", False): 1.15}
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +130,16 @@ def _prompt(gpu, quant, path):
 
 
 def test_mmq_pads_each_experts_tokens_to_whole_tiles():
-    """ggml-cuda's mul_mat_q with ids: the tile width follows the micro-batch, not the expert."""
-    assert lcs.expert_columns(512, 32, 4) == 128  # 64 tokens an expert, one 128-wide tile
-    assert lcs.expert_columns(128, 32, 4) == 128  # 16 tokens in a tile as wide as the batch
-    assert lcs.expert_columns(16, 32, 4) == 16
-    assert lcs.expert_columns(4096, 8, 2) == 1024  # full tiles: no padding
+    """ggml-cuda's mul_mat_q with ids: the tile width follows the micro-batch, not the expert;
+    an expert's tokens (binomial under random routing) fill whole tiles."""
+    assert lcs.expert_columns(512, 32, 4) == pytest.approx(128)  # ~64 tokens, one 128-wide tile
+    assert lcs.expert_columns(128, 32, 4) == pytest.approx(
+        128
+    )  # ~16 in a tile as wide as the batch
+    assert lcs.expert_columns(16, 32, 4) < 16  # ~2 in a 16-wide tile, or none: nothing computed
+    # ~128 tokens an expert: the half routed more than 128 compute a second tile.
+    assert 180 < lcs.expert_columns(1024, 32, 4) < 200
+    assert lcs.expert_columns(4096, 8, 8) == 4096  # every expert takes every token: full tiles
     spec = catalog.find("gpt-oss-20b").spec()
     w = Workload(mode="inference", engine="llamacpp", quant="MXFP4_MOE", seq=512)
     terms = {p: lcs.prompt_terms(spec, w, 512, 0, p)[0] for p in lcs.PROMPT_PATHS}

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
 from vramgui.core.activations import llamacpp_flash_attention
@@ -587,21 +588,36 @@ def prompt_terms(
     return _prompt_terms(_model(spec, workload), workload, tokens, depth, prompt_path)
 
 
-def expert_columns(tokens: int, experts: int, per_token: int) -> int:
-    """Token columns each routed expert's product computes for a micro-batch of ``tokens`` under
-    MMQ (``ggml_cuda_mul_mat_q`` with ids, current builds): the tokens routed to it (taken as
-    spread evenly, ``tokens * per_token / experts``) padded to whole tiles of the width MMQ picks
-    for the micro-batch, the narrowest that covers ``tokens`` in the fewest tiles of at most
-    ``MMQ_TILE_COLUMNS``. At pp512 of gpt-oss-20b (32 experts, 4 a token) each expert gets 64
-    tokens in a 128-wide tile: twice the products of the tokens alone; at pp128, 16 in 128."""
-    if tokens < 1 or experts < 1 or per_token < 1:
+@cache
+def expert_columns(tokens: int, experts: int, per_token: int) -> float:
+    """Token columns each routed expert's product computes, on average, for a micro-batch of
+    ``tokens`` under MMQ (``ggml_cuda_mul_mat_q`` with ids, current builds): the tokens routed to
+    it padded to whole tiles of the width MMQ picks for the micro-batch, the narrowest that
+    covers ``tokens`` in the fewest tiles of at most ``MMQ_TILE_COLUMNS``; an expert no token
+    goes to computes nothing. Each token is taken to pick its experts at random (llama-bench's
+    random tokens), so an expert's tokens are binomial: at pp512 of gpt-oss-20b (32 experts, 4 a
+    token) an expert gets about 64 tokens in a 128-wide tile, twice the products of the tokens
+    alone; at -ub 1024 about 128, and the half of the experts routed more than 128 compute a
+    second tile (189 columns on average for 128 tokens)."""
+    if tokens < 1 or experts < 1 or per_token < 1 or per_token > experts:
         raise WorkloadError("expert columns need a token and an expert")
     fewest = math.ceil(tokens / MMQ_TILE_COLUMNS)
     need = math.ceil(tokens / fewest)
     step = 16 if need > 40 else 8  # widths of 48 and more come in steps of 16
     width = min(MMQ_TILE_COLUMNS, math.ceil(need / step) * step)
-    routed = math.ceil(tokens * per_token / experts)
-    return math.ceil(routed / width) * width
+    p = per_token / experts
+    if p == 1.0:
+        return float(math.ceil(tokens / width) * width)
+    mean, spread = tokens * p, math.sqrt(tokens * p * (1.0 - p))
+    low, high = max(0, int(mean - 12 * spread)), min(tokens, math.ceil(mean + 12 * spread))
+    columns = 0.0
+    for n in range(max(1, low), high + 1):
+        log_pmf = (
+            math.lgamma(tokens + 1) - math.lgamma(n + 1) - math.lgamma(tokens - n + 1)
+            + n * math.log(p) + (tokens - n) * math.log1p(-p)
+        )  # fmt: skip
+        columns += math.exp(log_pmf) * math.ceil(n / width) * width
+    return columns
 
 
 def expert_tile_flops(

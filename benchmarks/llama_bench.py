@@ -234,8 +234,12 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
       fewer settings than that takes GeForce's per-block time and fits the two shares);
     - prompt processing by builds that dequantize for cuBLAS on FLOPs / fp16-accumulate peak,
       score bytes / peak, dequantized bytes / peak and blocks x micro-batches;
-    - prompt processing by builds with MMQ on the weights' FLOPs and the flash-attention FLOPs
-      (each / fp16-accumulate peak), once the kind's other terms are taken off.
+    - prompt processing by builds with MMQ on the weights' FLOPs (/ fp16-accumulate peak) and
+      the flash-attention FLOPs (/ flash attention's rate), once the kind's other terms are
+      taken off;
+    - generation by current builds, on a kind whose shares May 2024 builds set: cache bytes /
+      peak (flash attention's cache read) and blocks (the current per-block time), once the
+      weights' time at the kind's share is taken off.
 
     Then each of those GPUs held out in turn: its rows against the shares the kind's other GPUs
     give (how a GPU without rows fares). Needs numpy (not a dependency)."""

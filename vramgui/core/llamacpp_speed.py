@@ -3,8 +3,8 @@ them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
 runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
-505 published rows on 17 GPUs: NVIDIA cards alone and split over several, the M2 Ultra, the M3
-Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
+570 published rows on 19 GPUs: NVIDIA cards alone and split over several, the DGX Spark, the M2
+Ultra, the M3 Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
   quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash
@@ -13,7 +13,9 @@ Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
   ``weights / (peak * weight_share) + kv(depth) / (peak * attention_share) + blocks * block_s``.
   On GDDR cards the weights stream at 0.85-0.96 of the peak; on HBM (A100, H100 PCIe) at 0.61:
   one token's products are too few to keep enough bytes in flight for HBM's latency. The cache
-  is read at a far smaller share (0.1-0.46), which is why generation slows with depth.
+  is read at a far smaller share (0.1-0.46), which is why generation slows with depth; under
+  flash attention one kernel reads it, at its own share. Sliding-window blocks of a model that
+  interleaves them with full ones (gpt-oss, Gemma 2 and 3) keep and read their window only.
 - **Prompt processing** cuts the prompt into micro-batches of ``-ub`` tokens. Each costs the
   weights' matrix products at a share of the 16-bit tensor peak with fp16 accumulation (what
   cuBLAS runs for llama.cpp; a GeForce card does it at twice the FP32-accumulate rate the
@@ -24,19 +26,20 @@ Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
 - **A mixture of experts' prompt** runs each block's experts as one ``mul_mat_id`` (MMQ with
   the routing ids in current builds): each expert multiplies only the tokens routed to it, in
   tiles as wide as the micro-batch asks for (up to 128 columns), so at pp512 of gpt-oss-20b
-  (32 experts, 4 a token: 64 tokens each) every expert computes a 128-column tile, twice its
-  tokens' products, and at pp128 eight times (``expert_columns``).
+  (32 experts, 4 a token: about 64 tokens each) every expert computes a 128-column tile, twice
+  its tokens' products, and at pp128 eight times (``expert_columns``).
 - **The build** is a term: current builds (the default) multiply a quantized prompt on its
-  blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, and
-  flash attention's products run at theirs with the score matrix on chip; builds before June 2024
-  (``DEQUANTIZE_CUBLAS``, the May 2024 rows) dequantize for cuBLAS.
+  blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, run
+  flash attention's products at theirs (K x Q accumulated in fp32, P x V in fp16: 4/3 of a
+  GeForce card's listed rate) with the score matrix on chip, and spend less per block when
+  generating (CUDA graphs, fused kernels); builds before June 2024 (``DEQUANTIZE_CUBLAS``, the
+  May 2024 rows) dequantize for cuBLAS.
 
 Each share is set per kind of GPU by least squares over every published row of that kind
 (``benchmarks/llama_bench.py --fit`` prints them), not on one case. A GPU, a quantization or a
 setting (flash attention) no published row covers takes its kind's figures and the estimate says
-it is extrapolated. Generation's shares are those of May 2024 builds: current builds generate
-faster (CUDA graphs, fused kernels; -20 % on an RTX 6000 Ada's tg128 of February 2026), and no
-published current-build generation row on an NVIDIA card sets them yet.
+it is extrapolated. Current builds' generation figures come from an RTX 4090's rows (pull
+request 15035); other kinds take GeForce's ratio to their May 2024 figures, extrapolated.
 """
 
 from __future__ import annotations

@@ -408,7 +408,6 @@ class InferencePlan:
                 )
             if plan.encoder is not None:
                 self._notes = (*self._notes, plan.encoder.note)
-            self._notes = (*self._notes, *plan.notes)
             if plan.unmodelled:
                 note = unmodelled_note(spec, plan.unmodelled, plan.rules)
                 self._notes = (*self._notes, note)

@@ -27,14 +27,7 @@ from vramgui.core.model import LayerType, ModelSpec, Role
 from vramgui.core.rope import NO_ROTARY, context_limit
 from vramgui.core.units import GiB
 from vramgui.core.vllm.encoders import EncoderProfile, encoder_profile, unmodelled_towers
-from vramgui.core.vllm.kv_layout import (
-    Kind,
-    KvLayout,
-    LayerKv,
-    kv_layout,
-    layer_specs,
-    layout_note,
-)
+from vramgui.core.vllm.kv_layout import Kind, KvLayout, LayerKv, kv_layout, layer_specs
 from vramgui.core.vllm.profile import (
     CUDA_CONTEXT_BYTES,
     LORA_RANKS,
@@ -138,7 +131,6 @@ class VllmPlan:
         cuda_graphs: CUDA graphs are captured (no --enforce-eager).
         encoder: the vision encoder's share of the first stage's profile (None: none modelled).
         unmodelled: the model's towers whose share of the profile is not modelled.
-        notes: what is approximate in the plan (a KV layout no published log bears out).
     """
 
     stages: tuple[Stage, ...]
@@ -148,7 +140,6 @@ class VllmPlan:
     cuda_graphs: bool = True
     encoder: EncoderProfile | None = None
     unmodelled: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
 
     @property
     def weights_bytes(self) -> int:
@@ -401,7 +392,6 @@ def build_plan(
         cuda_graphs=not workload.enforce_eager,
         encoder=encoder,
         unmodelled=unmodelled_towers(spec, encoder),
-        notes=tuple(n for n in (layout_note(spec, workload),) if n),
     )
 
 

@@ -582,6 +582,13 @@ class ServingSpeed:
     prefill_seconds: float | None = None
 
 
+# What the roofline's decode is against published serving runs (benchmarks/serving_published.py).
+ROOFLINE_SERVING_NOTE = (
+    "approximate: the datasheet roofline at default shares, which published vLLM runs decoded "
+    "below (docs/performance.md, 'vLLM serving')"
+)
+
+
 def serving_speed(
     spec: ModelSpec,
     workload: Workload,
@@ -651,4 +658,5 @@ def serving_speed(
         tokens_per_second=concurrency / step,
         step_seconds=step,
         bound=MEMORY if memory_s >= compute_s else MATMUL,
+        notes=(ROOFLINE_SERVING_NOTE,) if own_shares else (),
     )

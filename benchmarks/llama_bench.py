@@ -122,7 +122,7 @@ def evaluate(row: dict[str, Any], with_before: bool = True) -> Result:
     spec, hw, w = _spec(row["model"]), hardware(row["gpu"]), workload(row)
     if kind == "tg":
         speed: lcs.LlamaCppSpeed | None = lcs.decode(
-            spec, w, hw, row["depth"], tokens, gpus=row["gpus"]
+            spec, w, hw, row["depth"], tokens, gpus=row["gpus"], prompt_path=row["prompt_path"]
         )
     else:
         speed = lcs.prefill(spec, w, hw, tokens, row["depth"], prompt_path=row["prompt_path"])
@@ -234,14 +234,25 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
       fewer settings than that takes GeForce's per-block time and fits the two shares);
     - prompt processing by builds that dequantize for cuBLAS on FLOPs / fp16-accumulate peak,
       score bytes / peak, dequantized bytes / peak and blocks x micro-batches;
-    - prompt processing by builds with MMQ on the weights' FLOPs and the flash-attention FLOPs
-      (each / fp16-accumulate peak), once the kind's other terms are taken off.
+    - prompt processing by builds with MMQ on the weights' FLOPs (/ fp16-accumulate peak) and
+      the flash-attention FLOPs (/ flash attention's rate), once the kind's other terms are
+      taken off;
+    - generation by current builds, on a kind whose shares May 2024 builds set: cache bytes /
+      peak (flash attention's cache read) and blocks (the current per-block time), once the
+      weights' time at the kind's share is taken off.
 
     Then each of those GPUs held out in turn: its rows against the shares the kind's other GPUs
     give (how a GPU without rows fares). Needs numpy (not a dependency)."""
     import numpy as np
 
     groups: dict[tuple[str, str], list[tuple[str, list[float], float]]] = {}
+    # Kinds whose generation shares May 2024 builds set: their current-build rows fit only the
+    # two figures current builds change (per-block time, the cache read under flash attention).
+    may_2024 = {
+        lcs.kernel_shares(hardware(r["gpu"])).kind
+        for r in rows
+        if r["test"].startswith("tg") and r["prompt_path"] == lcs.DEQUANTIZE_CUBLAS
+    }
     for row in rows:
         if "anomalous" in row or row["gpus"] > 1:
             continue  # the shares are one GPU's; several GPUs check the hand-over on them
@@ -260,6 +271,9 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
             seconds = 1.0 / row["measured_tps"]
             features = [weights / peak, kv / peak, blocks]
             key = "tg"
+            if row["prompt_path"] == lcs.MMQ and shares.kind in may_2024:
+                seconds -= lcs.gpu_kernels(hw).weights_seconds(weights)
+                features, key = [kv / peak, blocks], "tg current"
         elif shares.matmul_share is None:
             continue
         else:
@@ -275,7 +289,7 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
                 seconds -= kernels.ubatch_blocks_seconds(blocks)
                 if not flash:
                     seconds -= kernels.matmul_seconds(attention)
-                features = [weights / acc, attention / acc if flash else 0.0]
+                features = [weights / acc, attention / kernels.flash_flops if flash else 0.0]
                 key = "pp MMQ"
             else:
                 features = [(weights + attention) / acc, scores / peak, dequant / peak, blocks]
@@ -290,11 +304,12 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
     for (gpu_kind, key), group in sorted(groups.items()):
         points = group
         if key == "tg" and len({tuple(p[1]) for p in group}) < 3:
-            fixed = lcs.GEFORCE.block_seconds
+            # A kind with rows of current builds only (AMD): GeForce's current per-block time.
+            fixed = lcs.GEFORCE.current_block_seconds or lcs.GEFORCE.block_seconds
             points = [(g, f[:2], t - f[2] * fixed) for g, f, t in group]
             print(f"{gpu_kind:32} {key}: GeForce's {fixed * 1e6:.0f} us per block taken")
         coef = solve(points)
-        blocks = key in ("tg", "pp") and len(coef) in (3, 4)
+        blocks = key == "tg current" or (key in ("tg", "pp") and len(coef) in (3, 4))
         shares_of = [f"{1 / c:.3f}" if c > 0 else "n/a" for c in (coef[:-1] if blocks else coef)]
         tail = f"; {coef[-1] * 1e6:.0f} us per block" if blocks else ""
         print(f"{gpu_kind:32} {key}: shares {', '.join(shares_of)}{tail}; {len(points)} rows")

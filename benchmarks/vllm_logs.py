@@ -57,15 +57,18 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     spec = log_spec(log["model"], doc.get("configs", {}))
     rules = dataclasses.replace(rules_for(log["vllm"]), sampler=log["sampler"])
     settings = {"engine": "vllm", "vllm-version": rules.version, **log["settings"]}
-    arch = doc["gpus"].get(log["gpu"], {}).get("arch")
-    if arch:  # the kernels vLLM picks for a format, and their padding, go by the GPU
-        settings.setdefault("gpu-arch", arch)
+    gpu = doc["gpus"].get(log["gpu"], {})
+    if "arch" in gpu:  # the kernels vLLM picks for a format, and their padding, go by the GPU
+        settings.setdefault("gpu-arch", gpu["arch"])
     # Under --kv-dtype auto vLLM caches in the checkpoint's KV scheme, as the estimate does.
     workload = engine_kv_workload(spec, Workload.from_dict(settings))
-    if "cuda_total_gib" in log:
-        capacity = round(log["cuda_total_gib"] * GiB) + CUDA_RESERVED_BYTES
+    # CUDA's total as the log prints it, else as the GPU's entry gives it (unified memory, for
+    # which nvidia-smi prints none), else nvidia-smi's memory less what CUDA reserves.
+    cuda_total_gib = log.get("cuda_total_gib", gpu.get("cuda_total_gib"))
+    if cuda_total_gib is not None:
+        capacity = round(cuda_total_gib * GiB) + CUDA_RESERVED_BYTES
     else:
-        capacity = doc["gpus"][log["gpu"]]["memory_mib"] * MiB
+        capacity = gpu["memory_mib"] * MiB
     total = cuda_total_bytes(capacity)
     plan = build_plan(
         spec, workload, rank_tensor_bytes(spec, workload), total, gpu_name=log["gpu"], rules=rules
@@ -278,10 +281,10 @@ def markdown_section(table: list[dict[str, Any]] | None = None) -> list[str]:
         "of them under the 0.10 rules and all but Qwen3-VL's under 0.11, though vLLM profiles",
         "them there too) is named in a note, and the start-up is then given as an upper",
         "bound. Gemma 4's KV layout follows vLLM's code; vLLM 0.21's report of a 16-bit cache",
-        "agrees with it (vllm-project/vllm#43308), but a published start-up with an 8-bit cache",
-        "holds about twice the requests it gives, which the estimate says in a note. Logs of",
-        "the V0 engine (before 0.8, or `VLLM_USE_V1=0`) profile differently and are not",
-        "modelled.",
+        "agrees with it (vllm-project/vllm#43308), and so does the fp8 start-up of",
+        "Gemma-4-31B-IT-NVFP4 on the 128 GB unified-memory machine its pool implies (no 80 GB",
+        "GPU can hold it; see the GPU notes below). Logs of the V0 engine (before 0.8, or",
+        "`VLLM_USE_V1=0`) profile differently and are not modelled.",
         "",
         "SGLang sizes its pool otherwise: it profiles nothing, and keeps",
         "`--mem-fraction-static` of the memory free before loading for weights and KV pool",

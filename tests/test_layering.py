@@ -67,6 +67,43 @@ def test_core_does_not_import_the_answers():
         assert not any(n.startswith("vramgui.answers") for n in _imports(path)), path
 
 
+# The core modules the window may name: types, units and choices. Whatever it computes (an
+# estimate, a fit, a plan, a speed, a launch line) is an answer's (docs/architecture.md).
+UI_CORE_VOCABULARY = {
+    "vramgui.core.units": "bytes, rates and durations, and their formatting",
+    "vramgui.core.errors": "the errors and messages the window words",
+    "vramgui.core.model": "the model named: ModelSpec, Inventory, ModelRef",
+    "vramgui.core.dtypes": "the quantization schemes and their labels",
+    "vramgui.core.workload": "the settings (Workload), their choices and what an engine refuses",
+    "vramgui.core.kv_cache_types": "the KV cache choices and the engines that take each",
+    "vramgui.core.engines": "the engines, their names and labels",
+}
+
+
+def _core_modules_named(path: Path) -> set[str]:
+    """The modules of vramgui.core a file imports, ``from vramgui.core import fit`` as
+    ``vramgui.core.fit``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names if a.name.startswith("vramgui.core"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "vramgui.core":
+                names.update(f"vramgui.core.{a.name}" for a in node.names)
+            elif node.module.startswith("vramgui.core."):
+                names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", _modules("ui"), ids=lambda p: p.name)
+def test_the_window_imports_no_estimating_module_of_core(path):
+    for name in _core_modules_named(path):
+        assert any(name == m or name.startswith(f"{m}.") for m in UI_CORE_VOCABULARY), (
+            f"{path.name} imports {name}: ask vramgui.answers instead"
+        )
+
+
 def test_ui_does_not_import_the_cli():
     # The window and the command line are peers over the same services.
     for path in _modules("ui"):

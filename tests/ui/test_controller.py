@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from vramgui.answers.estimate import compute_outlook, sweep_values
 from vramgui.core.estimate import estimate
 from vramgui.core.workload import Workload
 from vramgui.sources.resolve import load_model
-from vramgui.ui.controller import (
-    EstimateController,
-    compute_outlook,
-    disabled_reasons,
-    sweep_values,
-)
+from vramgui.ui.controller import EstimateController, disabled_reasons
 
 GiB = 1024**3
 

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, write_gguf, write_safetensors
 from tests.ui.waiting import settled
 from vramgui.core.model import Inventory
-from vramgui.ui import palette, report, wording
+from vramgui.ui import palette, report
 from vramgui.ui.help import docs_folder
 from vramgui.ui.model_panel import count_text, parameters_text
 
@@ -269,23 +269,6 @@ def test_back_to_training_the_quantization_follows_the_method(make_window, qtbot
     settled(qtbot, window, mode="training", quant="nf4")
     qtbot.waitUntil(lambda: "4-bit bitsandbytes base" in window.banner.text(), timeout=2000)
     assert window.banner_kind == "notice"
-
-
-@pytest.mark.parametrize(
-    ("core", "window"),
-    [
-        ("--tp 3 does not divide the model's 32 heads", "Tensor parallel “3” does not divide"),
-        ("use --quant none (or awq-int4)", "use Quantization “None (16/32-bit)” (or awq-int4)"),
-        ("add --gpus, or --cpu-offload to move states", "add GPUs, or Offload optimizer to CPU to"),
-        (
-            "(org/name); `vramgui search 'llama 3'` lists matching models",
-            "(org/name); the search box lists matching models",
-        ),
-    ],
-)
-def test_core_messages_are_said_in_the_windows_words(core, window):
-    text = wording.window_text(core)
-    assert text.startswith(window) and "--" not in text and "vramgui" not in text
 
 
 def test_whole_model_figures_are_labelled_beside_per_gpu_ones(make_window, qtbot):

@@ -216,14 +216,14 @@ def test_any_fault_in_one_model_costs_only_its_own_row(stores, monkeypatch):
     assert found[0].spec is None and "OverflowError" in found[0].problem
     assert all(item.spec is not None for item in found[1:])
 
-    real = local_models.estimate
+    real = local_models.estimate_setup
 
-    def estimate(spec, *args):
+    def estimate_setup(spec, *args, **kwargs):
         if spec is found[1].spec:
             raise ZeroDivisionError("division by zero")
-        return real(spec, *args)
+        return real(spec, *args, **kwargs)
 
-    monkeypatch.setattr(local_models, "estimate", estimate)
+    monkeypatch.setattr(local_models, "estimate_setup", estimate_setup)
     fits = local_models.fits_of(found, Workload(), None)
     assert "OverflowError" in fits[0].note and "ZeroDivisionError" in fits[1].note
     assert all(fit.total_bytes for fit in fits[2:]) and len(fits) == len(found) > 2

@@ -12,6 +12,7 @@ from vramgui.answers.host import UNKNOWN_HOST
 from vramgui.answers.offload import bandwidths_for as host_bandwidths
 from vramgui.core import offload
 from vramgui.core.families import spec_from_config
+from vramgui.core.llamacpp_speed import kernel_shares
 from vramgui.core.offload import Bandwidths
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
@@ -377,3 +378,22 @@ def test_the_host_ram_box_names_this_machine_before_any_host_is_given(qtbot):
     qtbot.addWidget(fresh)
     assert fresh.ram.value() == 0
     assert fresh.ram.text() == "this machine: unknown"
+
+
+def test_the_speeds_box_shows_the_gpu_memory_speed_the_plan_is_timed_at(view):
+    gpu = find_gpu("RTX 3060")
+    peak = gpu.memory_bandwidth_bytes_per_s
+    shares = kernel_shares(gpu)  # llama.cpp's measured GeForce rows
+    box = view.spins["gpu_bytes_per_s"]
+    assert view.answer.gpu_memory.weights_bytes_per_s == pytest.approx(peak * shares.weight_share)
+    assert box.value() == pytest.approx(peak * shares.weight_share / 1e9, abs=0.01)
+    assert box.value() != pytest.approx(offload.GPU_MEMORY_EFFICIENCY * peak / 1e9, abs=0.01)
+    assert shares.kind in box.toolTip() and f"{shares.attention_share:.0%}" in box.toolTip()
+    # Another speed edited keeps the plan's GPU speed; the streaming planner's roofline shows
+    # its own share of the peak.
+    timed = view.throughput.tokens_per_second
+    view.spins["pcie_bytes_per_s"].setValue(view.spins["pcie_bytes_per_s"].value())
+    view.spins["disk_bytes_per_s"].setValue(7.0)
+    assert view._bandwidths.kernels and view.throughput.tokens_per_second == timed
+    view.set_planner("streaming")
+    assert box.value() == pytest.approx(offload.GPU_MEMORY_EFFICIENCY * peak / 1e9, abs=0.01)

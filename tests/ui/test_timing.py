@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from tests.ui.waiting import settled
+from vramgui.answers.estimate import compute_outlook
 from vramgui.answers.host import UNKNOWN_HOST
 from vramgui.answers.rates import Rates, catalog_rates
 from vramgui.answers.timing import MORE_GPUS, TimedPlacement, time_setup
@@ -19,7 +20,6 @@ from vramgui.hardware.gpus import find_gpu, load_catalog
 from vramgui.profiles import Profile
 from vramgui.sources.resolve import load_model
 from vramgui.ui import compare_view, timing
-from vramgui.ui.controller import compute_outlook
 
 LORA = Workload(mode="training", method="lora", precision="pure", batch=2, seq=1024)
 

@@ -12,6 +12,10 @@ a typed refusal carrying its data), and its ``to_dict`` is the JSON the document
   GPUs to rent ranked by it;
 - ``advice``: what makes a setup fit: offloading under llama.cpp, then core's changes;
 - ``capacity``: vLLM's start-up on each GPU (the Serving tab, ``estimate``'s serving_report);
+- ``estimate``: a setup's estimate on the GPUs chosen, and its outlook (the sweep, the largest
+  context and batch that fit, advice, rules of thumb, the GPUs to rent);
+- ``setup``: what the checkpoint stores and leaves to choose, the longest context it takes;
+- ``placement``: the names an offload plan is drawn with (devices, pieces, bounds, curves);
 - ``documents``: the estimate document with its timing (estimate, profiles);
 - ``explain``: an engine's log beside the estimate (``vramgui explain``, the window's log view).
 

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramgui.core import fit
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import VramguiError, message_of
 from vramgui.core.estimate import estimate
 from vramgui.core.model import ModelSpec
 from vramgui.core.rope import context_limit
+from vramgui.core.vllm.encoders import towers_named
 from vramgui.core.vllm.startup import Startup
 from vramgui.core.workload import Workload
 
@@ -68,6 +69,13 @@ class ServingReport:
     context: int
     gpus: tuple[GpuServing, ...]
 
+    @property
+    def unmodelled(self) -> str:
+        """The towers vLLM's profile run counts that the estimate does not, in words ("vision
+        tower"), "" where none."""
+        towers = next((g.startup.unmodelled for g in self.gpus if g.startup), ())
+        return towers_named(towers) if towers else ""
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "seq": self.seq,
@@ -96,7 +104,7 @@ def serving_report(
                 raise VramguiError("not served by vLLM")
             plan = engine.plan(capacity, name)
         except VramguiError as exc:
-            out.append(GpuServing(name, capacity, None, str(exc), (), None))
+            out.append(GpuServing(name, capacity, None, message_of(exc), (), None))
             continue
         up = engine.startup(capacity, name)
         curve = []

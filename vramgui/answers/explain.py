@@ -17,11 +17,12 @@ from typing import Any, NamedTuple
 
 from vramgui.answers.advice import saving_text
 from vramgui.core import activations, fit, launch, offload, sglang_startup
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import Setting, VramguiError, message_of, phrase
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
 from vramgui.core.inference import engine_kv_workload
 from vramgui.core.logs import COMPONENTS, LoggedSetup, component_label, read_log
+from vramgui.core.logs.text import without_escapes
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout, parse_overrides, parse_tensor_split
 from vramgui.core.rank_weights import rank_tensor_bytes
@@ -68,6 +69,11 @@ _OOM_COMPONENT = {
 }
 
 _GGML_KV = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "q8_0": "q8_0", "q4_0": "q4_0"}
+
+
+def log_text(text: str) -> str:
+    """A log as the log view shows it: terminal escapes taken off (``core.logs.text``)."""
+    return without_escapes(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +192,11 @@ def explain(
     )
     if spec is None and setup.engine != "pytorch":
         notes.append(
-            "no estimate: the log does not name a model vramgui knows; name it (a catalog name, "
-            "a GGUF file or a Hub id: --model, or the Model field)"
+            phrase(
+                "no estimate: the log does not name a model vramgui knows; name it (",
+                Setting("model"),
+                ": a catalog name, a GGUF file or a Hub id)",
+            )
         )
     rows.sort(key=_row_order)
     for r in rows:
@@ -307,7 +316,13 @@ def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[Model
         try:
             return load_model(given).spec, "named"
         except VramguiError as exc:  # the log is still worth reading
-            notes.append(f"the model named could not be loaded ({exc}); the log's own is used")
+            notes.append(
+                phrase(
+                    "the model named could not be loaded (",
+                    message_of(exc),
+                    "); the log's own is used",
+                )
+            )
     name = setup.model.name
     if name:
         for candidate in (name, name.rstrip("/").rsplit("/", 1)[-1]):
@@ -327,7 +342,7 @@ def _find_model(setup: LoggedSetup, given: str, notes: list[str]) -> tuple[Model
             notes.extend(warnings)
             spec = spec_from_config(config, name or str(meta["general.architecture"]))
         except VramguiError as exc:
-            notes.append(f"the printed metadata does not make a model: {exc}")
+            notes.append(phrase("the printed metadata does not make a model: ", message_of(exc)))
             return None, ""
         notes.append(
             "the model is built from the metadata llama.cpp printed (its tensor table is not in "
@@ -404,7 +419,9 @@ def _workload(settings: dict[str, Any], notes: list[str]) -> Workload | None:
     try:
         return Workload.from_dict(settings)
     except VramguiError as exc:
-        notes.append(f"the log's settings do not make a workload vramgui models: {exc}")
+        notes.append(
+            phrase("the log's settings do not make a workload vramgui models: ", message_of(exc))
+        )
         return None
 
 
@@ -466,7 +483,7 @@ def _vllm(inputs: _Inputs) -> _Built:
             note = (
                 "the KV cache memory vLLM had left: gpu_memory_utilization × the GPU - the rest"
                 if up is not None
-                else "the GPU's capacity is not in the log: name it (--gpu, or the GPU field)"
+                else phrase("the GPU's capacity is not in the log: name it (", Setting("gpu"), ")")
             )
         elif c.name == "activations":
             estimate = stage.activation_bytes
@@ -662,18 +679,20 @@ def _llamacpp(inputs: _Inputs) -> _Built:
         layout = _layout(
             s,
             tuple(free[g] for g in gpus) if len(gpus) > 1 and all(g in free for g in gpus) else (),
-            _build_number(setup.engine_version),
         )
-        placement = offload.plan_llamacpp(
-            spec,
-            workload,
+        # The log's build decides how its graph writes the KV cache (None: a current build).
+        model = dataclasses.replace(
+            offload.llamacpp_model(spec, workload),
+            set_rows=activations.llamacpp_set_rows(_build_number(setup.engine_version)),
+        )
+        placement = model.place(
             [1 << 40] * len(gpus),
             n_gpu_layers=int(ngl) if isinstance(ngl, int) else None,
             host_ram_bytes=None,
             layout=layout,
         )
     except VramguiError as exc:
-        notes.append(f"no estimate: {exc}")
+        notes.append(phrase("no estimate: ", message_of(exc)))
         return _unestimated(setup, decision)
     fork = setup.facts.get("fork_options")
     if fork:
@@ -786,12 +805,9 @@ def _device_order(name: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (name, 0)
 
 
-def _layout(
-    s: dict[str, Any], free: tuple[int, ...] = (), build: int | None = None
-) -> LlamaCppLayout:
+def _layout(s: dict[str, Any], free: tuple[int, ...] = ()) -> LlamaCppLayout:
     """llama.cpp's placement flags as the log's command line gave them; without
-    ``--tensor-split``, llama.cpp splits the layers by each GPU's free memory (``free``). The
-    log's ``build`` decides how its graph writes the KV cache (None: a current build)."""
+    ``--tensor-split``, llama.cpp splits the layers by each GPU's free memory (``free``)."""
     split = s.get("tensor_split")
     return LlamaCppLayout(
         overrides=parse_overrides(str(s["override_tensor"])) if s.get("override_tensor") else (),
@@ -802,7 +818,6 @@ def _layout(
         main_gpu=int(s.get("main_gpu", 0) or 0),
         kv_offload=bool(s.get("kv_offload", True)),
         op_offload=not s.get("no_op_offload", False),
-        set_rows=activations.llamacpp_set_rows(build),
     )
 
 
@@ -857,7 +872,7 @@ def _fitted(
             margin_bytes=offload.DEFAULT_MARGIN_BYTES,
         )
     except VramguiError as exc:
-        notes.append(f"no fitted launch line: {exc}")
+        notes.append(phrase("no fitted launch line: ", message_of(exc)))
         return placement
     return fitted if fitted.gpu_layers != placement.gpu_layers else placement
 

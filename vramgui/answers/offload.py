@@ -34,6 +34,7 @@ from vramgui.hardware.gpus import CUSTOM_VENDOR, CatalogGpu, custom_gpu
 from vramgui.hardware.host import pcie_bytes_per_s
 
 if TYPE_CHECKING:
+    from vramgui.core.launch import LaunchSettings
     from vramgui.core.model import ModelSpec
     from vramgui.core.offload import Bandwidths, LlamaCppModel, Placement, Throughput
     from vramgui.core.offload.fit import FitResult
@@ -245,6 +246,150 @@ class OffloadAnswer:
     def flags(self) -> str:
         """llama.cpp's placement flags of the plan (``-ngl 49 --n-cpu-moe 29``), else ""."""
         return placement_flags(self.placement)
+
+    @property
+    def gpu_memory(self) -> GpuMemoryRate:
+        """The GPU memory speed the plan was timed at (GPU 0's)."""
+        return gpu_memory_rate(self.placement, self.bandwidths)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemoryRate:
+    """The GPU memory speed a plan is timed at, as a front end shows it beside the others.
+
+    Attributes:
+        weights_bytes_per_s: reading the weights of the GPU's layers.
+        cache_bytes_per_s: reading their KV cache (the same as the weights' under the roofline).
+        peak_bytes_per_s: the peak these are shares of, None where the speed was given as is.
+        basis: where the figures come from, in words.
+    """
+
+    weights_bytes_per_s: float
+    cache_bytes_per_s: float
+    peak_bytes_per_s: float | None
+    basis: str
+
+
+def gpu_memory_rate(placement: Placement, bandwidths: Bandwidths) -> GpuMemoryRate:
+    """GPU 0's memory speed as the plan's timing takes it: under llama.cpp, its kernels' shares
+    of the peak as measured on that kind of GPU (``core.llamacpp_speed``); otherwise, and where
+    a speed was typed in, the roofline at ``bandwidths.gpu_bytes_per_s``."""
+    kernels = bandwidths.kernels_of(0) if planner_engine(placement.planner).ggml else None
+    if kernels is None:
+        speed = bandwidths.gpu_bytes_per_s
+        return GpuMemoryRate(
+            speed,
+            speed,
+            None,
+            "the offload roofline at this speed (docs/offload.md: "
+            f"{offload.GPU_MEMORY_EFFICIENCY:.0%} of the peak unless typed in)",
+        )
+    peak, shares = kernels.memory_bytes_per_s, kernels.shares
+    return GpuMemoryRate(
+        peak * shares.weight_share,
+        peak * shares.attention_share,
+        peak,
+        f"llama.cpp's kernels as measured on {shares.kind} GPUs "
+        f"({', '.join(shares.measured_gpus)}): weights at {shares.weight_share:.0%} of the "
+        f"peak, the KV cache at {shares.attention_share:.0%}",
+    )
+
+
+def one_layer_floor(spec: ModelSpec, workload: Workload) -> int:
+    """The least GPU memory a model can be offloaded with (``offload.min_vram_bytes``)."""
+    return offload.min_vram_bytes(spec, workload)
+
+
+def llamacpp_model(spec: ModelSpec, workload: Workload) -> LlamaCppModel:
+    """``spec`` sized for llama.cpp under ``workload``: what its plans place."""
+    return offload.llamacpp_model(spec, workload)
+
+
+def place_untimed(
+    spec: ModelSpec,
+    workload: Workload,
+    planner: str,
+    budgets: Sequence[int],
+    *,
+    host: HostSettings,
+    margin_bytes: int,
+    n_gpu_layers: int | None = None,
+    layout: LlamaCppLayout | None = None,
+    fit: FitResult | None = None,
+    model: LlamaCppModel | None = None,
+) -> Placement:
+    """Where each layer goes on a GPU whose speeds are unknown: placed as ``plan_offload``
+    places it (a llama.cpp fit, the slider's layers), not timed."""
+    if not planner_engine(planner).ggml:
+        return offload.plan(
+            planner,
+            spec,
+            workload,
+            budgets,
+            host_ram_bytes=host.ram_bytes,
+            margin_bytes=margin_bytes,
+        )
+    if fit is not None:
+        return dataclasses.replace(fit.placement, margin_bytes=margin_bytes)
+    return (model or offload.llamacpp_model(spec, workload)).place(
+        budgets,
+        host_ram_bytes=host.ram_bytes,
+        n_gpu_layers=n_gpu_layers,
+        margin_bytes=margin_bytes,
+        layout=layout,
+    )
+
+
+def fit_like_llamacpp(
+    spec: ModelSpec,
+    workload: Workload,
+    budgets: Sequence[int],
+    *,
+    margin_bytes: int,
+    host: HostSettings,
+    layout: LlamaCppLayout,
+) -> FitResult:
+    """llama.cpp's own fitting (``--fit``) of ``workload`` served by llama.cpp."""
+    from vramgui.core.offload.fit import fit_llamacpp
+
+    served = workload.with_(mode="inference", engine="llamacpp")
+    return fit_llamacpp(
+        spec,
+        served,
+        budgets,
+        margin_bytes=margin_bytes,
+        host_ram_bytes=host.ram_bytes,
+        layout=layout,
+    )
+
+
+def llamacpp_curves(
+    model: LlamaCppModel,
+    budgets: Sequence[int],
+    bandwidths: Bandwidths,
+    *,
+    layout: LlamaCppLayout,
+    host: HostSettings,
+    margin_bytes: int,
+) -> tuple[tuple[CurvePoint, ...], tuple[CurvePoint, ...]]:
+    """Tokens/s against GPU memory: whole layers on the GPUs, and experts in host RAM."""
+    kwargs: dict[str, Any] = {
+        "layout": layout,
+        "host_ram_bytes": host.ram_bytes,
+        "margin_bytes": margin_bytes,
+    }
+    return (
+        tuple(layer_curve(model, budgets, bandwidths, **kwargs)),
+        tuple(expert_curve(model, budgets, bandwidths, **kwargs)),
+    )
+
+
+def launch_lines(spec: ModelSpec, placement: Placement) -> tuple[LaunchSettings, ...]:
+    """Each engine's settings for the plan; an Ollama model's own first, under its name."""
+    from vramgui.core.launch import launch_settings
+
+    ollama = spec.name if spec.source.startswith("Ollama") else None
+    return launch_settings(spec, placement.workload, placement, ollama=ollama)
 
 
 def placement_flags(placement: Placement) -> str:

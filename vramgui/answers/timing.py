@@ -26,7 +26,7 @@ from vramgui.answers.offload import (
 from vramgui.answers.rates import Rates
 from vramgui.core import fit, offload
 from vramgui.core.engines import engine
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import VramguiError, message_of
 from vramgui.core.estimate import Estimate
 from vramgui.core.llamacpp_speed import EXTRAPOLATED, speed_basis
 from vramgui.core.model import ModelSpec
@@ -294,7 +294,7 @@ def time_setup(
             placement = TimedPlacement(MORE_GPUS, gpu, count, _sharding_flags(w))
         return _timed(spec, w, rates, placement, train_tokens)
     except VramguiError as exc:
-        return Untimed(gpu, REFUSED, str(exc))
+        return Untimed(gpu, REFUSED, message_of(exc))
 
 
 def _fits(est: Estimate, gpu: str, capacity: int) -> bool:

@@ -214,8 +214,6 @@ def _gpus(args: argparse.Namespace, total: int = 1) -> list[_Gpu]:
             cards *= total
         return [_Gpu(card.name, card.memory_bytes, card) for card in cards]
     budgets = vram_budgets(args.vram_gib)
-    if not capacities and not budgets:
-        raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
     if len(capacities) == 1 and len(budgets) <= 1 and total > 1:
         capacities *= total
     count = max(len(capacities), len(budgets))

@@ -7,7 +7,7 @@ from typing import Any
 
 from vramgui.core import dtypes, inference, rope, sglang_startup, storage, training
 from vramgui.core.engines import engine
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import Message, Setting, VramguiError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.units import format_bytes
 from vramgui.core.vllm import profile as vllm_profile
@@ -250,8 +250,13 @@ def override_notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
             "weights as they are (convert_hf_to_gguf.py).",
         )
     return (
-        f"Estimated as --quant {workload.quant}, not as the checkpoint is stored ({own}): "
-        f"running it so means quantizing the original weights to {workload.quant}.",
+        Message(
+            "Estimated as {quant}, not as the checkpoint is stored ({own}): running it so means "
+            "quantizing the original weights to {value}.",
+            quant=Setting("quant", workload.quant),
+            own=own,
+            value=workload.quant,
+        ),
     )
 
 

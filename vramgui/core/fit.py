@@ -13,7 +13,7 @@ from typing import Any
 from vramgui.core import dtypes, storage
 from vramgui.core.boundary import largest_fitting_value
 from vramgui.core.engines import StartUp, engine
-from vramgui.core.errors import VramguiError
+from vramgui.core.errors import Setting, VramguiError, phrase
 from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
@@ -536,7 +536,7 @@ def _sglang_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], No
     for fraction in (0.9, 0.95):
         if w.mem_fraction_static is None or w.mem_fraction_static < fraction:
             add(
-                f"--mem-fraction-static {fraction:g}",
+                phrase(Setting("mem_fraction_static", f"{fraction:g}")),
                 {"mem_fraction_static": fraction},
                 "less room for activations and CUDA graphs (out of memory under load if too "
                 "little is left)",
@@ -547,24 +547,28 @@ def _vllm_candidates(w: Workload, add: Callable[[str, dict[str, Any], str], None
     """vLLM's own knobs that leave more room for its KV pool."""
     if w.gpu_memory_utilization < VLLM_HIGH_UTILIZATION:
         add(
-            f"--gpu-memory-utilization {VLLM_HIGH_UTILIZATION:g}",
+            phrase(Setting("gpu_memory_utilization", f"{VLLM_HIGH_UTILIZATION:g}")),
             {"gpu_memory_utilization": VLLM_HIGH_UTILIZATION},
             "less room for other processes on the GPU",
         )
     if w.max_num_seqs is None or w.max_num_seqs > 64:
         add(
-            "--max-num-seqs 64",
+            phrase(Setting("max_num_seqs", 64)),
             {"max_num_seqs": 64},
             "at most 64 requests at once (a smaller sampler warm-up)",
         )
     if w.max_num_batched_tokens is None or w.max_num_batched_tokens > 2048:
         add(
-            "--max-num-batched-tokens 2048",
+            phrase(Setting("max_num_batched_tokens", 2048)),
             {"max_num_batched_tokens": 2048},
             "slower prefill of long prompts (a smaller profiling forward)",
         )
     if not w.enforce_eager:
-        add("--enforce-eager", {"enforce_eager": True}, "slower decoding without CUDA graphs")
+        add(
+            phrase(Setting("enforce_eager")),
+            {"enforce_eager": True},
+            "slower decoding without CUDA graphs",
+        )
 
 
 def _narrower_quants(spec: ModelSpec, w: Workload) -> list[str]:

@@ -24,7 +24,7 @@ from vramgui.core.activations import (
     vllm_profile_peak,
 )
 from vramgui.core.engines import StartUp
-from vramgui.core.errors import VramguiError, WorkloadError
+from vramgui.core.errors import Message, Setting, VramguiError, WorkloadError, phrase
 from vramgui.core.families import validation
 from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.prefill import LEARNED_POSITIONS, Prefill, attention_used, buffer_bytes
@@ -410,7 +410,6 @@ class InferencePlan:
                 )
             if plan.encoder is not None:
                 self._notes = (*self._notes, plan.encoder.note)
-            self._notes = (*self._notes, *plan.notes)
             if plan.unmodelled:
                 note = unmodelled_note(spec, plan.unmodelled, plan.rules)
                 self._notes = (*self._notes, note)
@@ -468,8 +467,12 @@ class InferencePlan:
         """
         if self._max_seq is not None and seq > self._max_seq:
             raise WorkloadError(
-                f"{self._facts.model_type} has learned position embeddings for "
-                f"{self._max_seq:,} tokens; --seq {seq:,} is longer"
+                Message(
+                    "{kind} has learned position embeddings for {most:,} tokens; {seq:,} is longer",
+                    kind=self._facts.model_type,
+                    most=self._max_seq,
+                    seq=Setting("seq", seq),
+                )
             )
         if self._error is not None:
             raise self._error.with_traceback(None)
@@ -531,13 +534,19 @@ class InferencePlan:
         each = ", ".join(
             f"GPU {i} {format_bytes(share.tensor_bytes)}" for i, share in enumerate(shares)
         )
-        note = (
-            f"llama.cpp splits the layers across the {len(shares)} GPUs (--split-mode layer), "
-            f"the output layer on the last, each with its layers' KV cache and its own compute "
-            f"buffer; the figures are the fullest GPU's ({each}, before the runtime overhead)."
+        note = phrase(
+            f"llama.cpp splits the layers across the {len(shares)} GPUs (",
+            Setting("split_mode", "layer"),
+            "), the output layer on the last, each with its layers' KV cache and its own compute "
+            f"buffer; the figures are the fullest GPU's ({each}, before the runtime overhead).",
         )
         if self._workload.tp > 1:
-            note += " llama.cpp has no tensor parallelism: --tp does not change its split."
+            note = phrase(
+                note,
+                " llama.cpp has no tensor parallelism: ",
+                Setting("tp"),
+                " does not change it.",
+            )
         return (
             fullest.weights_bytes,
             fullest.kv_cache_bytes,
@@ -622,14 +631,15 @@ class InferencePlan:
         details["kv_needed_bytes"] = needed
         base_notes = self._notes
         if self._capacity is None:
-            note = (
+            note: str = phrase(
                 "No GPU named, so vLLM's KV pool is not sized: name a GPU to see the pool vLLM "
                 "pre-allocates, whether it starts and how many requests it holds. Here the KV "
                 "cache is what "
-                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens {'need' if batch > 1 else 'needs'}, and the "
-                "total the GPU vLLM needs for them: its share "
-                f"(--gpu-memory-utilization {self._workload.gpu_memory_utilization:g}) holds "
-                "the rest, the remainder stays free."
+                f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens "
+                f"{'need' if batch > 1 else 'needs'}, and the total the GPU vLLM needs for them: "
+                "its share (",
+                Setting("gpu_memory_utilization", f"{self._workload.gpu_memory_utilization:g}"),
+                ") holds the rest, the remainder stays free.",
             )
             kv = plan.needed_bytes(seq, batch)
             needs = self._vllm_needs(plan, kv)
@@ -684,8 +694,10 @@ class InferencePlan:
             )
         if batch > plan.scheduler.max_num_seqs:
             notes.append(
-                f"--max-num-seqs {plan.scheduler.max_num_seqs} runs at most that many requests at "
-                f"once, fewer than the batch of {batch:,}."
+                phrase(
+                    Setting("max_num_seqs", plan.scheduler.max_num_seqs),
+                    f" runs at most that many requests at once, fewer than the batch of {batch:,}.",
+                )
             )
         return max(up.available_bytes, 0), activations, (*base_notes, *notes), None
 
@@ -707,12 +719,14 @@ class InferencePlan:
             kv = batch * needed
             gpu = plan.needed_gpu_bytes(w, kv, batch)
             up = plan.startup(w, gpu, seq)
-            note = (
+            note: str = phrase(
                 "No GPU named, so SGLang's KV pool is not sized: name a GPU to see the pool "
                 "SGLang allocates and how many requests it holds. Here the KV cache is what "
                 f"{batch:,} request{'s' if batch > 1 else ''} of {seq:,} tokens "
                 f"{'need' if batch > 1 else 'needs'}, and the total the GPU SGLang needs for "
-                f"them at --mem-fraction-static {up.mem_fraction_static:g}."
+                "them at ",
+                Setting("mem_fraction_static", f"{up.mem_fraction_static:g}"),
+                ".",
             )
             return kv + batch * state, up.activation_bytes, (*self._notes, note), gpu
         up = plan.startup(w, self._capacity, seq)
@@ -739,19 +753,27 @@ class InferencePlan:
             verb = "would not start" if not up.starts else "would not serve this context"
             note = f"SGLang {verb}{where}: {up.message}"
             return needed + state, fitted.activation_bytes, (*self._notes, note), gpu
-        notes = [
-            f"SGLang takes {up.mem_fraction_static:.1%} of the free memory for weights and KV "
-            f"pool (--mem-fraction-static {up.mem_fraction_static:g}); its pool holds "
-            f"{up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests of {seq:,} tokens at "
-            f"once. It leaves {up.reserve_bytes / GiB:.2f} GiB for activations and CUDA graphs, "
-            "which it does not profile; the activations here are those of one chunked prefill "
-            f"of {up.chunked_prefill_size:,} tokens (approximate), CUDA graphs are left out.",
+        notes: list[str] = [
+            phrase(
+                f"SGLang takes {up.mem_fraction_static:.1%} of the free memory for weights and KV "
+                "pool (",
+                Setting("mem_fraction_static", f"{up.mem_fraction_static:g}"),
+                f"); its pool holds {up.pool_tokens:,} tokens: {up.max_concurrency:.2f} requests "
+                f"of {seq:,} tokens at once. It leaves {up.reserve_bytes / GiB:.2f} GiB for "
+                "activations and CUDA graphs, which it does not profile; the activations here are "
+                f"those of one chunked prefill of {up.chunked_prefill_size:,} tokens "
+                "(approximate), CUDA graphs are left out.",
+            ),
         ]
         if up.activation_bytes > up.reserve_bytes:
             notes.append(
-                f"A chunked prefill of {up.chunked_prefill_size:,} tokens needs about "
-                f"{up.activation_bytes / GiB:.2f} GiB, more than the reserve: SGLang may run out "
-                "of memory under load (lower --mem-fraction-static or --chunked-prefill-size)."
+                phrase(
+                    f"A chunked prefill of {up.chunked_prefill_size:,} tokens needs about "
+                    f"{up.activation_bytes / GiB:.2f} GiB, more than the reserve: SGLang may run "
+                    "out of memory under load (lower ",
+                    Setting("mem_fraction_static"),
+                    " or SGLang's --chunked-prefill-size).",
+                )
             )
         if up.max_concurrency < batch:
             notes.append(
@@ -780,7 +802,11 @@ def _check_model(spec: ModelSpec, workload: Workload) -> None:
     facts = spec.facts
     if workload.tp > 1 and facts.num_heads % workload.tp:
         raise WorkloadError(
-            f"--tp {workload.tp} does not divide the model's {facts.num_heads} attention heads"
+            Message(
+                "{tp} does not divide the model's {heads} attention heads",
+                tp=Setting("tp", workload.tp),
+                heads=facts.num_heads,
+            )
         )
     if not engines.engine(workload.engine).eager_pytorch and not facts.is_decoder:
         raise WorkloadError(f"{workload.engine} serves decoder models; this one is an encoder")

@@ -18,6 +18,7 @@ from typing import Any
 
 from vramgui.core import activations, dtypes, rope
 from vramgui.core.engines import StartUp, engine, llamacpp, planner_engine, sglang, vllm
+from vramgui.core.errors import Setting, phrase
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec, RopeScaling
 from vramgui.core.offload import CPU, DISK, Placement, is_gpu, llamacpp_model
@@ -128,7 +129,7 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         "-fa",
         "on" if activations.llamacpp_flash_attention(w) else "off",
     ]
-    notes = []
+    notes: list[str] = []
     scaled = rope.user_scaling(spec.facts, w)
     if scaled is not None:
         args += rope.llamacpp_args(scaled)
@@ -136,7 +137,13 @@ def llamacpp_settings(spec: ModelSpec, placement: Placement) -> LaunchSettings:
         # The context is shared: each of the -np slots gets -c / -np tokens.
         args += ["-np", str(w.batch)]
     if cache.startswith("q") and not activations.llamacpp_flash_attention(w):
-        notes.append("A quantized V cache needs flash attention: leave --attention at its default.")
+        notes.append(
+            phrase(
+                "A quantized V cache needs flash attention: leave ",
+                Setting("attention"),
+                " at its default.",
+            )
+        )
     layout = placement.layout
     if layout is not None:
         if layout.cpu_moe:
@@ -203,7 +210,7 @@ def ollama_workload(
     """The settings Ollama runs an Ollama model with when nothing overrides them: its context by
     GPU memory (when ``--seq`` was not given), one request at a time (OLLAMA_NUM_PARALLEL=1), an
     f16 KV cache."""
-    notes = []
+    notes: list[str] = []
     changes: dict[str, object] = {}
     total = sum(budgets)
     if not seq_given:
@@ -213,8 +220,12 @@ def ollama_workload(
             context = min(context, longest)
         changes["seq"] = context
         notes.append(
-            f"Ollama's default context for {total / 1024**3:.0f} GiB of GPU memory: "
-            f"{context:,} tokens (num_ctx; --seq sets another)."
+            phrase(
+                f"Ollama's default context for {total / 1024**3:.0f} GiB of GPU memory: "
+                f"{context:,} tokens (num_ctx; ",
+                Setting("seq"),
+                " sets another).",
+            )
         )
     if workload.batch != 1:
         notes.append(

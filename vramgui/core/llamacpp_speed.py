@@ -3,8 +3,8 @@ them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
 runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
-505 published rows on 17 GPUs: NVIDIA cards alone and split over several, the M2 Ultra, the M3
-Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
+570 published rows on 19 GPUs: NVIDIA cards alone and split over several, the DGX Spark, the M2
+Ultra, the M3 Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
   quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash
@@ -13,7 +13,9 @@ Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
   ``weights / (peak * weight_share) + kv(depth) / (peak * attention_share) + blocks * block_s``.
   On GDDR cards the weights stream at 0.85-0.96 of the peak; on HBM (A100, H100 PCIe) at 0.61:
   one token's products are too few to keep enough bytes in flight for HBM's latency. The cache
-  is read at a far smaller share (0.1-0.46), which is why generation slows with depth.
+  is read at a far smaller share (0.1-0.46), which is why generation slows with depth; under
+  flash attention one kernel reads it, at its own share. Sliding-window blocks of a model that
+  interleaves them with full ones (gpt-oss, Gemma 2 and 3) keep and read their window only.
 - **Prompt processing** cuts the prompt into micro-batches of ``-ub`` tokens. Each costs the
   weights' matrix products at a share of the 16-bit tensor peak with fp16 accumulation (what
   cuBLAS runs for llama.cpp; a GeForce card does it at twice the FP32-accumulate rate the
@@ -21,17 +23,23 @@ Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
   matrix written and read four times (no flash attention: it grows with depth, so a long prompt
   is slower per token), for quantized weights their 16-bit copy (dequantized for cuBLAS, each
   micro-batch), and a fixed time per block.
+- **A mixture of experts' prompt** runs each block's experts as one ``mul_mat_id`` (MMQ with
+  the routing ids in current builds): each expert multiplies only the tokens routed to it, in
+  tiles as wide as the micro-batch asks for (up to 128 columns), so at pp512 of gpt-oss-20b
+  (32 experts, 4 a token: about 64 tokens each) every expert computes a 128-column tile, twice
+  its tokens' products, and at pp128 eight times (``expert_columns``).
 - **The build** is a term: current builds (the default) multiply a quantized prompt on its
-  blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, and
-  flash attention's products run at theirs with the score matrix on chip; builds before June 2024
-  (``DEQUANTIZE_CUBLAS``, the May 2024 rows) dequantize for cuBLAS.
+  blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, run
+  flash attention's products at theirs (K x Q accumulated in fp32, P x V in fp16: 4/3 of a
+  GeForce card's listed rate) with the score matrix on chip, and spend less per block when
+  generating (CUDA graphs, fused kernels); builds before June 2024 (``DEQUANTIZE_CUBLAS``, the
+  May 2024 rows) dequantize for cuBLAS.
 
 Each share is set per kind of GPU by least squares over every published row of that kind
 (``benchmarks/llama_bench.py --fit`` prints them), not on one case. A GPU, a quantization or a
 setting (flash attention) no published row covers takes its kind's figures and the estimate says
-it is extrapolated. Generation's shares are those of May 2024 builds: current builds generate
-faster (CUDA graphs, fused kernels; -20 % on an RTX 6000 Ada's tg128 of February 2026), and no
-published current-build generation row on an NVIDIA card sets them yet.
+it is extrapolated. Current builds' generation figures come from an RTX 4090's rows (pull
+request 15035); other kinds take GeForce's ratio to their May 2024 figures, extrapolated.
 """
 
 from __future__ import annotations
@@ -39,11 +47,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
 from vramgui.core.activations import llamacpp_flash_attention
 from vramgui.core.errors import WorkloadError
-from vramgui.core.model import ModelSpec
+from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.offload.defaults import LLAMACPP_SPLIT_SECONDS
 from vramgui.core.offload.placement import model_units
 from vramgui.core.workload import Workload
@@ -64,14 +73,19 @@ MMQ = "MMQ"
 PROMPT_PATHS = (MMQ, DEQUANTIZE_CUBLAS)
 # What the estimate assumes of the build (docs/performance.md, "llama.cpp speed").
 BUILD_NOTE = (
-    "llama.cpp's current kernels (MMQ for quantized prompts, flash attention as set): generation "
-    "and 16-bit prompts as builds of May 2024 measured them, MMQ and flash attention from "
-    "pull-request rows of 2024-2026 builds"
+    "llama.cpp's current kernels (MMQ for quantized prompts, flash attention as set): generation's "
+    "weight reads and 16-bit prompts as builds of May 2024 measured them; MMQ, flash attention "
+    "and generation's per-block time from rows of 2024-2026 builds"
 )
 # Bytes per score of the attention's fp32 KQ matrix, and the passes over it without flash
 # attention: the product writes it, the softmax reads and writes it, the product with V reads it.
 SCORE_BYTES = 4
 SCORE_PASSES = 4
+# MMQ's tiles for a mixture of experts' products (ggml-cuda mmq.cu, ``mul_mat_q_case``): one tile
+# spans up to 128 token columns (Turing and later, RDNA), in steps of 8 below 48 columns and of 16
+# from 48 on, the width picked per call from the micro-batch's tokens, not from the tokens each
+# expert gets; an expert's tokens fill its tiles and the rest of the last tile is computed anyway.
+MMQ_TILE_COLUMNS = 128
 # GeForce names (RTX 2080 ... RTX 5090): their catalog tensor rate is FP32-accumulate, half the
 # FP16-accumulate rate cuBLAS runs for llama.cpp's 16-bit products.
 _GEFORCE = re.compile(r"^RTX [2-5]0[5-9]0")
@@ -97,7 +111,14 @@ class KernelShares:
         dequant_share: prompt, share of peak bandwidth writing quantized weights' 16-bit copy.
         ubatch_block_seconds: prompt, fixed time per block per micro-batch.
         measured_gpus: the GPUs whose published rows set these figures.
-        current_gpus: the GPUs whose rows of current builds set ``mmq_share`` and ``flash_share``.
+        current_gpus: the GPUs whose rows of current builds set ``mmq_share`` and ``flash_share``,
+            and the two figures of current builds' generation below.
+        current_block_seconds: generation in current builds (CUDA graphs, fused kernels), fixed
+            time per block per token; None where no current-build row of the kind set it, which
+            then takes GeForce's ratio to May 2024 builds (``GpuKernels.blocks_seconds``).
+        flash_cache_share: generation under flash attention, share of peak bandwidth reading the
+            KV cache (one kernel reads each cached key and value once); None where no row of the
+            kind set it, which then takes GeForce's.
     """
 
     kind: str
@@ -112,6 +133,8 @@ class KernelShares:
     mmq_share: float | None = None
     flash_share: float | None = None
     current_gpus: tuple[str, ...] = ()
+    current_block_seconds: float | None = None
+    flash_cache_share: float | None = None
 
 
 # Least squares over each kind's rows of benchmarks/data/llama_bench.json, relative errors
@@ -127,8 +150,10 @@ GEFORCE = KernelShares(
     ubatch_block_seconds=160e-6,
     measured_gpus=("RTX 3080 10GB", "RTX 4070 Ti", "RTX 4080", "RTX 3090", "RTX 4090"),
     mmq_share=0.68,
-    flash_share=0.27,
+    flash_share=0.41,
     current_gpus=("RTX 4090", "RTX 3090"),
+    current_block_seconds=45e-6,
+    flash_cache_share=0.39,
 )
 WORKSTATION = KernelShares(
     kind="workstation / data-centre GDDR",
@@ -164,11 +189,12 @@ UNIFIED = KernelShares(
     measured_gpus=("Apple M2 Ultra 192GB",),
 )
 # AMD's consumer cards on ROCm: rows of current builds only (generation at depth 0 and 4096,
-# MMQ prompts with flash attention), so a 16-bit prompt's cuBLAS products, the score matrix and
-# the per-block times are GeForce's.
+# MMQ prompts, all with flash attention), so a 16-bit prompt's cuBLAS products, the score matrix,
+# the per-block times and the cache read without flash attention are GeForce's kernels' figures
+# or the flash figure.
 RADEON = KernelShares(
     kind="AMD Radeon (ROCm)",
-    weight_share=0.75,
+    weight_share=0.60,
     attention_share=0.84,
     block_seconds=GEFORCE.block_seconds,
     matmul_share=GEFORCE.matmul_share,
@@ -179,6 +205,8 @@ RADEON = KernelShares(
     mmq_share=0.44,
     flash_share=0.29,
     current_gpus=("Radeon RX 7900 XTX",),
+    current_block_seconds=GEFORCE.current_block_seconds,
+    flash_cache_share=0.84,
 )
 KINDS = (GEFORCE, WORKSTATION, HBM, UNIFIED, RADEON)
 
@@ -216,6 +244,14 @@ def _fp16_accumulate(name: str, listed_flops: float) -> float:
     return listed_flops * (2.0 if _GEFORCE.match(name) else 1.0)
 
 
+def _flash_rate(name: str, listed_flops: float) -> float:
+    """The tensor rate of flash attention's products (ggml-cuda fattn-mma-f16: K x Q accumulated
+    in fp32, the probabilities x V in fp16): on a GeForce card half the products at the listed
+    FP32-accumulate rate and half at twice it, 4/3 of the listed rate; the listed rate
+    elsewhere."""
+    return listed_flops * (4.0 / 3.0 if _GEFORCE.match(name) else 1.0)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuKernels:
     """llama.cpp's kernels on one GPU: its kind's shares and the peaks they are shares of. The
@@ -227,6 +263,7 @@ class GpuKernels:
         shares: its kind's shares.
         memory_bytes_per_s: peak memory bandwidth.
         tensor_flops: the fp16-accumulate 16-bit tensor rate (``fp16_accumulate_flops``).
+        flash_flops: the rate of flash attention's products, half of them accumulated in fp32.
         prompt_path: the kernels of a quantized prompt's products (``PROMPT_PATHS``): MMQ in
             current builds, a 16-bit copy and cuBLAS in builds before June 2024.
     """
@@ -235,6 +272,7 @@ class GpuKernels:
     shares: KernelShares
     memory_bytes_per_s: float
     tensor_flops: float
+    flash_flops: float
     prompt_path: str = MMQ
 
     @property
@@ -246,13 +284,24 @@ class GpuKernels:
         """Generation: reading ``read_bytes`` of weights."""
         return read_bytes / (self.memory_bytes_per_s * self.shares.weight_share)
 
-    def cache_seconds(self, kv_bytes: float) -> float:
-        """Generation: reading ``kv_bytes`` of KV cache."""
-        return kv_bytes / (self.memory_bytes_per_s * self.shares.attention_share)
+    def cache_seconds(self, kv_bytes: float, *, flash: bool = False) -> float:
+        """Generation: reading ``kv_bytes`` of KV cache, by flash attention's kernel or the
+        products and softmax of attention without it."""
+        share = self.shares.attention_share
+        if flash:
+            share = _kind_or_geforce(self.shares.flash_cache_share, GEFORCE.flash_cache_share)
+        return kv_bytes / (self.memory_bytes_per_s * share)
 
     def blocks_seconds(self, blocks: float) -> float:
-        """Generation: the fixed time of ``blocks`` blocks for one token."""
-        return blocks * self.shares.block_seconds
+        """Generation: the fixed time of ``blocks`` blocks for one token, in the build
+        ``prompt_path`` marks (MMQ: current builds, whose CUDA graphs and fused kernels cut it;
+        a kind without current-build rows at GeForce's ratio to May 2024 builds)."""
+        if self.prompt_path != MMQ:
+            return blocks * self.shares.block_seconds
+        if self.shares.current_block_seconds is not None:
+            return blocks * self.shares.current_block_seconds
+        current = _kind_or_geforce(None, GEFORCE.current_block_seconds)
+        return blocks * self.shares.block_seconds * current / GEFORCE.block_seconds
 
     def matmul_seconds(self, flops: float) -> float:
         """``flops`` of 16-bit matrix products on the tensor cores (cuBLAS)."""
@@ -268,7 +317,7 @@ class GpuKernels:
     def attention_products_seconds(self, flops: float, *, flash: bool) -> float:
         """Prompt: ``flops`` of attention products, in the flash-attention kernel or cuBLAS."""
         if flash:
-            return flops / (self.tensor_flops * self.flash_share)
+            return flops / (self.flash_flops * self.flash_share)
         return self.matmul_seconds(flops)
 
     @property
@@ -278,8 +327,9 @@ class GpuKernels:
 
     @property
     def flash_share(self) -> float:
-        """Flash attention's share of the tensor peak: its kind's rows, else GeForce's ratio."""
-        return self._measured_or_geforce(self.shares.flash_share, "flash_share")
+        """Flash attention's share of its rate (``flash_flops``): its kind's rows, else
+        GeForce's (the same kernel, costed on each GPU's own rate)."""
+        return _kind_or_geforce(self.shares.flash_share, GEFORCE.flash_share)
 
     def _measured_or_geforce(self, share: float | None, name: str) -> float:
         if share is not None:
@@ -308,6 +358,13 @@ class GpuKernels:
         return blocks * self.shares.ubatch_block_seconds
 
 
+def _kind_or_geforce(share: float | None, geforce: float | None) -> float:
+    """A kind's own figure where its rows set it, else GeForce's (whose rows set them all)."""
+    figure = share if share is not None else geforce
+    assert figure is not None  # GEFORCE's rows set every current-build figure
+    return figure
+
+
 def gpu_kernels(hardware: Hardware, prompt_path: str = MMQ) -> GpuKernels:
     """llama.cpp's kernels on ``hardware`` (a build whose quantized prompts run ``prompt_path``)."""
     return kernels_for(hardware, hardware.memory_bytes_per_s, hardware.flops, prompt_path)
@@ -322,7 +379,8 @@ def kernels_for(
         raise WorkloadError(f"prompt path {prompt_path!r}: one of {', '.join(PROMPT_PATHS)}")
     shares = kernel_shares(gpu)
     flops = _fp16_accumulate(gpu.name, fp16_flops)
-    return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, prompt_path)
+    flash = _flash_rate(gpu.name, fp16_flops)
+    return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, flash, prompt_path)
 
 
 def quantized(workload: Workload) -> bool:
@@ -331,12 +389,19 @@ def quantized(workload: Workload) -> bool:
 
 
 def prompt_attention(
-    workload: Workload, tokens: int, depth: int, width: float, heads: float
+    workload: Workload,
+    tokens: int,
+    depth: int,
+    width: float,
+    heads: float,
+    *,
+    window: int | None = None,
 ) -> tuple[float, float]:
     """Attention FLOPs and fp32 score-matrix bytes of ``tokens`` prompt tokens after ``depth``
     in micro-batches of ``workload.ubatch_size``, for attention ``width`` (query heads x head
-    dim) and ``heads`` query heads: each micro-batch attends to the cells cached so far. No
-    score bytes under flash attention, which keeps the matrix on chip."""
+    dim) and ``heads`` query heads: each micro-batch attends to the cells cached so far, or in
+    sliding-window layers to the last ``window`` and its own (llama.cpp keeps that many cells
+    for them). No score bytes under flash attention, which keeps the matrix on chip."""
     if tokens < 1 or depth < 0:
         raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
     ubatch = max(1, workload.ubatch_size)
@@ -345,6 +410,8 @@ def prompt_attention(
     for i in range(math.ceil(tokens / ubatch)):
         n = min(ubatch, tokens - i * ubatch)
         context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
+        if window is not None:
+            context = min(context, window + n)
         flops += 4.0 * n * context * width
         if not flash:
             scores += SCORE_BYTES * SCORE_PASSES * n * context * heads
@@ -376,11 +443,18 @@ class _Model:
     weight_bytes: float  # read per generated token (the routed experts one token uses)
     dense_weight_bytes: float  # 16-bit copy of every matrix (cuBLAS's dequantized weights)
     matmul_flops: float  # per token: 2 per active weight
-    kv_bytes_per_token: float  # cache bytes per token of context
-    attention_width: float  # sum over blocks of query heads x head dim
-    score_heads: float  # sum over blocks of query heads
+    kv_bytes_per_token: float  # cache bytes per token of context (full-attention blocks)
+    attention_width: float  # sum over full-attention blocks of query heads x head dim
+    score_heads: float  # sum over full-attention blocks of query heads
     blocks: int
-    moe: bool  # routed experts: llama.cpp's mul_mat_id kernels, which no published row covers
+    moe: bool  # routed experts: llama.cpp's mul_mat_id kernels
+    expert_parameters: float = 0.0  # every routed expert's weights, all blocks
+    experts: int = 0  # routed experts per block
+    experts_per_token: int = 0  # routed experts each token runs through
+    window: int | None = None  # sliding-window blocks: the cells they keep and attend to
+    window_kv_bytes_per_token: float = 0.0  # as above, of the sliding-window blocks
+    window_width: float = 0.0
+    window_heads: float = 0.0
 
 
 def _model(spec: ModelSpec, workload: Workload) -> _Model:
@@ -393,8 +467,14 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         kv_dtype=workload.kv_dtype,
         dtype=workload.dtype,
     )
-    weights = dense = flops = kv = width = heads = 0.0
-    moe = False
+    weights = dense = flops = expert_params = 0.0
+    experts = per_token = 0
+    types = spec.facts.layer_types or (LayerType.FULL,) * spec.facts.num_layers
+    # llama.cpp windows the blocks of models that interleave sliding and full attention (Gemma 2
+    # and 3, gpt-oss); a model whose every block slides (Mistral 7B v0.1) runs full attention.
+    window = spec.facts.sliding_window if LayerType.FULL in types else None
+    # [full-attention blocks, sliding-window blocks]: cache bytes, query width, query heads
+    attention = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)
         if unit.index == 0 and not unit.read_bytes:
@@ -402,14 +482,23 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         weights += unit.read_bytes
         dense += 2.0 * params + 2.0 * unit.expert_parameters
         if unit.experts:
-            moe = True
+            expert_params += unit.expert_parameters
+            experts, per_token = unit.experts, unit.experts_per_token
             weights += unit.expert_bytes * unit.experts_per_token / unit.experts
             params += unit.expert_parameters * unit.experts_per_token / unit.experts
         flops += 2.0 * params
-        kv += unit.kv_cache_bytes
-        width += unit.attention_width
-        heads += unit.attention_heads
-    return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, moe)
+        block = unit.index - 1
+        sliding = (
+            window is not None and 0 <= block < len(types) and types[block] is LayerType.SLIDING
+        )
+        terms = attention[1 if sliding else 0]
+        terms[0] += unit.kv_cache_bytes
+        terms[1] += unit.attention_width
+        terms[2] += unit.attention_heads
+    (kv, width, heads), (window_kv, window_width, window_heads) = attention
+    return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, bool(experts),
+                  expert_params, experts, per_token, window if window_kv else None, window_kv,
+                  window_width, window_heads)  # fmt: skip
 
 
 def speed_basis(
@@ -442,28 +531,39 @@ def speed_basis(
             f"quantized prompt products (MMQ, current builds): no published row on {shares.kind} "
             "GPUs; GeForce's measured gain over cuBLAS, extrapolated"
         )
-    flash_measured = shares.flash_share is not None
+    # Flash attention's figures for what is costed: a prompt's products, or generation's
+    # cache read.
+    flash_measured = (shares.flash_share if prompt else shares.flash_cache_share) is not None
     if flash and flash_measured:
         notes.append(
-            "flash attention (-fa on, llama.cpp's default): its prompt products as rows of "
-            f"{', '.join(shares.current_gpus)} with -fa 1 measured them; generation reads the "
-            "cache as measured without it"
+            "flash attention (-fa on, llama.cpp's default): as rows of "
+            f"{', '.join(shares.current_gpus)} with -fa 1 measured it"
         )
     elif flash:
         notes.append(
             f"flash attention (-fa on, llama.cpp's default): no published row on {shares.kind} "
-            "GPUs; its products at GeForce's measured ratio to cuBLAS, the score matrix on chip"
+            "GPUs; its products and cache read at GeForce's measured shares, extrapolated"
+        )
+    current_generation = not prompt and prompt_path == MMQ
+    generation_measured = not current_generation or shares.current_block_seconds is not None
+    if not generation_measured:
+        notes.append(
+            f"generation in current builds: no published row on {shares.kind} GPUs; their May "
+            "2024 per-block time at GeForce's measured ratio to current builds, extrapolated"
         )
     if moe:
         notes.append(
-            "mixture of experts: no published row; its experts costed as dense products of the "
-            "experts a token uses"
+            "mixture of experts: generation reads the experts a token uses, a prompt's experts "
+            "are costed as MMQ's tiles compute them (each expert's share of the micro-batch, "
+            "taken as even, padded to whole tiles); published prompt rows on GeForce cards ran "
+            "at down to half of it: read the prompt speed as an upper bound"
         )
     measured = (
         gpu_measured
         and quant_measured
         and mmq_measured
         and (flash_measured or not flash)
+        and generation_measured
         and not moe
     )
     return (MEASURED if measured else EXTRAPOLATED), tuple(notes)
@@ -476,27 +576,85 @@ def generation_terms(spec: ModelSpec, workload: Workload, depth: float) -> tuple
 
 
 def _generation_terms(m: _Model, depth: float) -> tuple[float, float, int]:
-    return m.weight_bytes, m.kv_bytes_per_token * depth, m.blocks
+    windowed = m.window_kv_bytes_per_token * min(depth, m.window or 0)
+    return m.weight_bytes, m.kv_bytes_per_token * depth + windowed, m.blocks
 
 
 def prompt_terms(
-    spec: ModelSpec, workload: Workload, tokens: int, depth: int
+    spec: ModelSpec, workload: Workload, tokens: int, depth: int, prompt_path: str = MMQ
 ) -> tuple[float, float, float, float, int]:
     """What processing ``tokens`` prompt tokens after ``depth`` costs, in micro-batches of
-    ``workload.ubatch_size``: FLOPs of the products with the weights and of the attention, bytes
-    of the fp32 score matrix (none under flash attention, which keeps it on chip), bytes of the
-    quantized weights' 16-bit copies (written only by builds without MMQ), and blocks x
-    micro-batches."""
-    return _prompt_terms(_model(spec, workload), workload, tokens, depth)
+    ``workload.ubatch_size``: FLOPs of the products with the weights (a mixture of experts' as
+    ``prompt_path`` tiles them: ``expert_columns``), of the attention, bytes of the fp32 score
+    matrix (none under flash attention, which keeps it on chip), bytes of the quantized weights'
+    16-bit copies (written only by builds without MMQ), and blocks x micro-batches."""
+    return _prompt_terms(_model(spec, workload), workload, tokens, depth, prompt_path)
+
+
+@cache
+def expert_columns(tokens: int, experts: int, per_token: int) -> float:
+    """Token columns each routed expert's product computes, on average, for a micro-batch of
+    ``tokens`` under MMQ (``ggml_cuda_mul_mat_q`` with ids, current builds): the tokens routed to
+    it padded to whole tiles of the width MMQ picks for the micro-batch, the narrowest that
+    covers ``tokens`` in the fewest tiles of at most ``MMQ_TILE_COLUMNS``; an expert no token
+    goes to computes nothing. Each token is taken to pick its experts at random (llama-bench's
+    random tokens), so an expert's tokens are binomial: at pp512 of gpt-oss-20b (32 experts, 4 a
+    token) an expert gets about 64 tokens in a 128-wide tile, twice the products of the tokens
+    alone; at -ub 1024 about 128, and the half of the experts routed more than 128 compute a
+    second tile (189 columns on average for 128 tokens)."""
+    if tokens < 1 or experts < 1 or per_token < 1 or per_token > experts:
+        raise WorkloadError("expert columns need a token and an expert")
+    fewest = math.ceil(tokens / MMQ_TILE_COLUMNS)
+    need = math.ceil(tokens / fewest)
+    step = 16 if need > 40 else 8  # widths of 48 and more come in steps of 16
+    width = min(MMQ_TILE_COLUMNS, math.ceil(need / step) * step)
+    p = per_token / experts
+    if p == 1.0:
+        return float(math.ceil(tokens / width) * width)
+    mean, spread = tokens * p, math.sqrt(tokens * p * (1.0 - p))
+    low, high = max(0, int(mean - 12 * spread)), min(tokens, math.ceil(mean + 12 * spread))
+    columns = 0.0
+    for n in range(max(1, low), high + 1):
+        log_pmf = (
+            math.lgamma(tokens + 1) - math.lgamma(n + 1) - math.lgamma(tokens - n + 1)
+            + n * math.log(p) + (tokens - n) * math.log1p(-p)
+        )  # fmt: skip
+        columns += math.exp(log_pmf) * math.ceil(n / width) * width
+    return columns
+
+
+def expert_tile_flops(
+    expert_parameters: float, experts: int, per_token: int, tokens: int, ubatch: int
+) -> float:
+    """FLOPs MMQ's tiles add to the routed experts' products of ``tokens`` prompt tokens in
+    micro-batches of ``ubatch``, beyond the products of the tokens themselves
+    (``expert_columns``), for ``expert_parameters`` weights over ``experts`` experts."""
+    extra = 0.0
+    for start in range(0, tokens, max(1, ubatch)):
+        n = min(max(1, ubatch), tokens - start)
+        padded = expert_columns(n, experts, per_token)
+        extra += 2.0 * expert_parameters * (padded - n * per_token / experts)
+    return extra
 
 
 def _prompt_terms(
-    m: _Model, workload: Workload, tokens: int, depth: int
+    m: _Model, workload: Workload, tokens: int, depth: int, prompt_path: str = MMQ
 ) -> tuple[float, float, float, float, int]:
     attention, scores = prompt_attention(workload, tokens, depth, m.attention_width, m.score_heads)
-    passes = math.ceil(tokens / max(1, workload.ubatch_size))
+    if m.window is not None:
+        sliding = prompt_attention(
+            workload, tokens, depth, m.window_width, m.window_heads, window=m.window
+        )
+        attention, scores = attention + sliding[0], scores + sliding[1]
+    ubatch = max(1, workload.ubatch_size)
+    passes = math.ceil(tokens / ubatch)
+    weights = m.matmul_flops * tokens
+    if m.moe and prompt_path == MMQ and quantized(workload):
+        weights += expert_tile_flops(
+            m.expert_parameters, m.experts, m.experts_per_token, tokens, ubatch
+        )
     dequant = passes * m.dense_weight_bytes if quantized(workload) else 0.0
-    return m.matmul_flops * tokens, attention, scores, dequant, passes * m.blocks
+    return weights, attention, scores, dequant, passes * m.blocks
 
 
 def decode(
@@ -507,24 +665,26 @@ def decode(
     tokens: int = 1,
     *,
     gpus: int = 1,
+    prompt_path: str = MMQ,
 ) -> LlamaCppSpeed:
     """Generation speed of ``tokens`` tokens from ``depth`` tokens of context (llama-bench's
     ``tg<tokens> @ d<depth>``), every layer on the GPU, or split by layers over ``gpus`` GPUs of
     this kind (llama.cpp's default split): they work in turn, so the step is one GPU's plus a
-    hand-over between each two (the offload model's ``LLAMACPP_SPLIT_SECONDS``)."""
+    hand-over between each two (the offload model's ``LLAMACPP_SPLIT_SECONDS``). The build is
+    the one whose quantized prompts run ``prompt_path`` (MMQ: current builds)."""
     if tokens < 1 or depth < 0 or gpus < 1:
         raise WorkloadError("generation needs at least one token, one GPU and a depth of 0 or more")
-    kernels = gpu_kernels(hardware)
+    kernels = gpu_kernels(hardware, prompt_path)
     m = _model(spec, workload)
     # The cost is linear in the depth: the mean token sees the mean depth.
     weights, kv, blocks = _generation_terms(m, depth + (tokens - 1) / 2)
     step = (
         kernels.weights_seconds(weights)
-        + kernels.cache_seconds(kv)
+        + kernels.cache_seconds(kv, flash=llamacpp_flash_attention(workload))
         + kernels.blocks_seconds(blocks)
         + (gpus - 1) * LLAMACPP_SPLIT_SECONDS
     )
-    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt=False)
+    basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt=False, prompt_path=prompt_path)
     if gpus > 1:
         notes += (
             f"split by layers over {gpus} GPUs: they work in turn, "
@@ -550,7 +710,9 @@ def prefill(
     if not kernels.prompts:
         return None
     m = _model(spec, workload)
-    weights, attention, scores, dequant, blocks = _prompt_terms(m, workload, tokens, depth)
+    weights, attention, scores, dequant, blocks = _prompt_terms(
+        m, workload, tokens, depth, prompt_path
+    )
     seconds = (
         kernels.weight_products_seconds(weights, quantized=quantized(workload))
         + kernels.attention_products_seconds(attention, flash=llamacpp_flash_attention(workload))

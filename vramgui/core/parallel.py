@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
 from vramgui.core.workload import Workload
 
@@ -31,6 +31,15 @@ ZERO3_MAX_LIVE = 1_000_000_000
 _TP_SPLIT_ROLES = frozenset(
     {Role.ATTENTION, Role.MLP, Role.EXPERT, Role.SHARED_EXPERT, Role.EMBEDDING, Role.HEAD}
 )
+
+
+def more_stages_than_layers(pp: int, layers: int) -> Message:
+    """What every engine says of more pipeline stages than the model has layers."""
+    return Message(
+        "{pp} is more pipeline stages than the model's {layers} layers",
+        pp=Setting("pp", pp),
+        layers=layers,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,20 +83,40 @@ def plan(spec: ModelSpec, workload: Workload) -> ParallelPlan:
     if tp > 1:
         if f.num_heads % tp or f.num_kv_heads % tp:
             raise WorkloadError(
-                f"--tp {tp} must divide the {f.num_heads} attention heads and "
-                f"{f.num_kv_heads} key/value heads of {spec.name or 'this model'}"
+                Message(
+                    "{tp} must divide the {heads} attention heads and {kv_heads} key/value heads "
+                    "of {name}",
+                    tp=Setting("tp", tp),
+                    heads=f.num_heads,
+                    kv_heads=f.num_kv_heads,
+                    name=spec.name or "this model",
+                )
             )
         if f.intermediate_size % tp:
-            raise WorkloadError(f"--tp {tp} must divide the MLP width {f.intermediate_size}")
+            raise WorkloadError(
+                Message(
+                    "{tp} must divide the MLP width {width}",
+                    tp=Setting("tp", tp),
+                    width=f.intermediate_size,
+                )
+            )
     if pp > f.num_layers:
-        raise WorkloadError(f"--pp {pp} is more stages than the model's {f.num_layers} layers")
+        raise WorkloadError(more_stages_than_layers(pp, f.num_layers))
     sharding = workload.zero > 0 or workload.fsdp
     if sharding and dp == 1 and not workload.cpu_offload:
         what = f"ZeRO-{workload.zero}" if workload.zero else "FSDP"
         raise WorkloadError(
-            f"{what} shards over data-parallel GPUs, and with {workload.gpus} GPU(s) "
-            f"(tp {tp} x pp {pp}) there is one data-parallel rank: nothing is divided; "
-            "add --gpus, or --cpu-offload to move states to host RAM"
+            Message(
+                "{what} shards over data-parallel GPUs, and with {gpus} GPU(s) (tp {tp} x pp "
+                "{pp}) there is one data-parallel rank: nothing is divided; add {more}, or "
+                "{offload} to move states to host RAM",
+                what=what,
+                gpus=workload.gpus,
+                tp=tp,
+                pp=pp,
+                more=Setting("gpus"),
+                offload=Setting("cpu_offload"),
+            )
         )
     notes: list[str] = []
     if workload.fsdp:

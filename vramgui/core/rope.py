@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from vramgui.core.engines import engine
-from vramgui.core.errors import ConfigError, WorkloadError, shown
+from vramgui.core.errors import ConfigError, Message, Setting, WorkloadError, shown
 from vramgui.core.model import ArchFacts, RopeScaling
 from vramgui.core.prefill import LEARNED_POSITIONS
 from vramgui.core.workload import Workload
@@ -128,13 +128,22 @@ class ContextTooLong(WorkloadError):
 
     def __init__(self, model: str, seq: int, limit: int, factor: int) -> None:
         self.model, self.seq, self.limit, self.factor = model, seq, limit, factor
-        head = f"--seq {seq:,} is longer than {model}'s context of {limit:,} tokens"
+        head = "{seq:,} is longer than {model}'s context of {limit:,} tokens"
         if factor:
             head += (
-                f": set --rope-scaling yarn with --rope-factor {factor} (or linear / dynamic) to "
-                "run it longer, as llama.cpp, vLLM, SGLang and transformers do"
+                ": set {yarn} with {factor} (or linear / dynamic) to run it longer, as "
+                "llama.cpp, vLLM, SGLang and transformers do"
             )
-        super().__init__(head)
+        super().__init__(
+            Message(
+                head,
+                seq=Setting("seq", seq),
+                model=model,
+                limit=limit,
+                yarn=Setting("rope_scaling", "yarn"),
+                factor=Setting("rope_factor", factor),
+            )
+        )
 
 
 def check_context(name: str, facts: ArchFacts, workload: Workload) -> None:
@@ -147,8 +156,12 @@ def check_context(name: str, facts: ArchFacts, workload: Workload) -> None:
     rotary = facts.model_type not in NO_ROTARY
     if workload.rope_scaling != "none" and not rotary:
         raise WorkloadError(
-            f"{name} has no rotary position embeddings ({facts.model_type}): --rope-scaling "
-            "does not apply"
+            Message(
+                "{name} has no rotary position embeddings ({kind}): {setting} does not apply",
+                name=name,
+                kind=facts.model_type,
+                setting=Setting("rope_scaling"),
+            )
         )
     limit = context_limit(facts, workload)
     if not limit or workload.seq <= limit:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from vramgui.core import dtypes, storage, units
 from vramgui.core.engines import StartUp, engine
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError, phrase
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.storage import TensorStorage
 from vramgui.core.vllm.rules import RULES
@@ -99,14 +99,15 @@ def checkpoint_kv_note(spec: ModelSpec, w: Workload) -> str:
         if fmt.method == "compressed-tensors"
         else "ModelOpt KV-cache scheme (kv_cache_quant_algo / kv_cache_scheme)"
     )
-    asked = (
-        "under --kv-dtype auto"
-        if w.kv_dtype == "auto"
-        else f"whatever --kv-cache-dtype says (not {w.kv_dtype})"
-    )
-    return (
-        f"The checkpoint's {key} is FP8: {engine(w.engine).name} caches K and V in fp8 {asked} "
-        "(one byte per element)."
+    # Under another --kv-dtype, vLLM's own flag is what it ignores.
+    asked = "under {kv}" if w.kv_dtype == "auto" else "whatever --kv-cache-dtype says (not {kv})"
+    return Message(
+        "The checkpoint's {key} is FP8: {engine} caches K and V in fp8 "
+        + asked
+        + " (one byte per element).",
+        key=key,
+        engine=engine(w.engine).name,
+        kv=Setting("kv_dtype", "auto") if w.kv_dtype == "auto" else w.kv_dtype,
     )
 
 
@@ -226,15 +227,21 @@ def _bnb_experts(
     added = sum(h.bytes for h in held) - sum(s.bytes for s in stored)
     if not added:
         return stored, []
+    older = not storage.experts_stacked(spec.facts.model_type, TRANSFORMERS_VERSIONS[0])
     return held, [
-        f"transformers' bitsandbytes quantizes nn.Linear layers only: "
-        f"{spec.facts.model_type}'s experts are stacked parameters in transformers "
-        f"{w.transformers_version} and stay in {w.dtype} ({_gib(added)} more than quantized"
-        + (
-            "; transformers 4 held them as nn.Linear layers, which it quantizes: "
-            "--transformers-version)."
-            if not storage.experts_stacked(spec.facts.model_type, TRANSFORMERS_VERSIONS[0])
-            else ")."
+        phrase(
+            "transformers' bitsandbytes quantizes nn.Linear layers only: "
+            f"{spec.facts.model_type}'s experts are stacked parameters in transformers "
+            f"{w.transformers_version} and stay in {w.dtype} ({_gib(added)} more than quantized",
+            *(
+                (
+                    "; transformers 4 held them as nn.Linear layers, which it quantizes: ",
+                    Setting("transformers_version"),
+                    ").",
+                )
+                if older
+                else (").",)
+            ),
         )
     ]
 
@@ -264,8 +271,12 @@ def _transformers(
         ]
     if kind == "fbgemm_fp8" and cc is not None and cc < _FBGEMM_MIN:
         raise WorkloadError(
-            f"transformers loads fbgemm FP8 checkpoints on compute capability 9.0 and later "
-            f"only (H100, B200); {gpu} is older: use --engine vllm"
+            Message(
+                "transformers loads fbgemm FP8 checkpoints on compute capability 9.0 and later "
+                "only (H100, B200); {gpu} is older: use {vllm}",
+                gpu=gpu,
+                vllm=Setting("engine", "vllm"),
+            )
         )
     if kind in ("fp8", "fbgemm_fp8"):
         if cc is not None and cc < _FP8_NATIVE:

@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from vramgui.core.activations import vllm_profile_peak
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Setting, WorkloadError, phrase
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.parallel import more_stages_than_layers
 from vramgui.core.rope import context_limit
 from vramgui.core.units import GiB, MiB
 from vramgui.core.vllm.kv_layout import Kind, layer_specs
@@ -500,9 +501,7 @@ def _check(spec: ModelSpec, workload: Workload) -> None:
     """What SGLang refuses before it starts."""
     facts = spec.facts
     if facts.num_layers < workload.pp:
-        raise WorkloadError(
-            f"--pp {workload.pp} is more pipeline stages than the model's {facts.num_layers} layers"
-        )
+        raise WorkloadError(more_stages_than_layers(workload.pp, facts.num_layers))
     kinds = facts.layer_types or (LayerType.FULL,) * facts.num_layers
     if not any(kind.has_kv for kind in kinds):
         raise WorkloadError(
@@ -538,17 +537,20 @@ def notes(spec: ModelSpec, workload: Workload) -> tuple[str, ...]:
             "Approximate: SGLang lowers its default --mem-fraction-static for multimodal models "
             "by the vision tower's size, counted here as a tower of ViT-L's."
         )
-    ignored = [
+    ignored: list[str | Setting] = [
         name
         for name, on in (
-            ("--enable-lora", workload.enable_lora),
+            (Setting("enable_lora"), workload.enable_lora),
             ("speculative decoding", workload.speculative != "none" or workload.mtp),
-            ("--cpu-offload-gb", workload.cpu_offload_gb > 0),
+            (Setting("cpu_offload_gb"), workload.cpu_offload_gb > 0),
         )
         if on
     ]
     if ignored:
-        out.append(f"Not modelled for SGLang and left out: {', '.join(ignored)}.")
+        listed: list[str | Setting] = [ignored[0]]
+        for name in ignored[1:]:
+            listed += [", ", name]
+        out.append(phrase("Not modelled for SGLang and left out: ", *listed, "."))
     return tuple(out)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from vramgui.core import dtypes, llamacpp_speed, parallel
 from vramgui.core.engines import engine
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Command, Message, Setting, WorkloadError
 from vramgui.core.model import LayerType, ModelSpec
 from vramgui.core.offload.placement import model_units
 from vramgui.core.training.weights import kbit_upcast
@@ -273,7 +273,9 @@ def training_speed(
     """
     w = workload
     if w.mode != "training":
-        raise WorkloadError("a training speed needs --mode training")
+        raise WorkloadError(
+            Message("a training speed needs {mode}", mode=Setting("mode", "training"))
+        )
     u = utilization or Utilization.default_for(hardware.architecture)
     m = token_work(spec, w)
     plan = parallel.plan(spec, w)
@@ -370,8 +372,13 @@ def training_speed(
         parts[PIPELINE_BUBBLE] = (plan.pp - 1) / accum * (step - optimizer_s)
         step += parts[PIPELINE_BUBBLE]
         notes.append(
-            f"pipeline bubble of {plan.pp - 1} micro-batches over {w.grad_accum} "
-            "(raise --grad-accum to shrink it)"
+            Message(
+                "pipeline bubble of {bubble} micro-batches over {accum} (raise {setting} to "
+                "shrink it)",
+                bubble=plan.pp - 1,
+                accum=w.grad_accum,
+                setting=Setting("grad_accum"),
+            )
         )
     tokens_per_step = w.batch * w.seq * w.grad_accum * plan.dp
     per_second = tokens_per_step / step
@@ -397,9 +404,13 @@ def training_speed(
         )
     if u.source == "unmeasured":
         notes.append(
-            f"no published training throughput on {u.detail} was checked: the utilization "
-            f"({u.matmul:.0%} of the tensor peak) is a guess; `vramgui measure --device cuda` "
-            "measures it on this GPU"
+            Message(
+                "no published training throughput on {detail} was checked: the utilization "
+                "({share:.0%} of the tensor peak) is a guess; {measure} measures it on this GPU",
+                detail=u.detail,
+                share=u.matmul,
+                measure=Command("measure", "--device cuda"),
+            )
         )
     return TrainingSpeed(
         tokens_per_second=per_second,
@@ -571,6 +582,13 @@ class ServingSpeed:
     prefill_seconds: float | None = None
 
 
+# What the roofline's decode is against published serving runs (benchmarks/serving_published.py).
+ROOFLINE_SERVING_NOTE = (
+    "approximate: the datasheet roofline at default shares, which published vLLM runs decoded "
+    "below (docs/performance.md, 'vLLM serving')"
+)
+
+
 def serving_speed(
     spec: ModelSpec,
     workload: Workload,
@@ -595,7 +613,9 @@ def serving_speed(
     """
     w = workload
     if w.mode != "inference":
-        raise WorkloadError("a serving speed needs --mode inference")
+        raise WorkloadError(
+            Message("a serving speed needs {mode}", mode=Setting("mode", "inference"))
+        )
     concurrency = w.batch
     own_shares = utilization is None or utilization.source in ("default", "unmeasured")
     if own_shares and engine(w.engine).ggml and concurrency == 1 and w.tp == 1:
@@ -638,4 +658,5 @@ def serving_speed(
         tokens_per_second=concurrency / step,
         step_seconds=step,
         bound=MEMORY if memory_s >= compute_s else MATMUL,
+        notes=(ROOFLINE_SERVING_NOTE,) if own_shares else (),
     )

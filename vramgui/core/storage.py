@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from vramgui.core import dtypes, formats, gguf_mix
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import ModelSpec, Role, Tensor
 from vramgui.core.workload import GGUF_OF_FAMILY, TRANSFORMERS_VERSIONS, quant_family
 
@@ -259,13 +259,23 @@ def _checkpoint_plan(spec: ModelSpec, chosen: dtypes.Scheme) -> str:
         return "own" if own is not None and own.family != "none" else "stored"
     if from_gguf(spec) and chosen.family != "gguf":
         raise WorkloadError(
-            f"{spec.name or 'this model'} is a GGUF file ({stated}); only another GGUF type "
-            f"can be estimated from it: use --quant none (or {stated}), or a GGUF type"
+            Message(
+                "{name} is a GGUF file ({stated}); only another GGUF type can be estimated from "
+                "it: use {none} (or {stated}), or a GGUF type",
+                name=spec.name or "this model",
+                stated=stated,
+                none=Setting("quant", "none"),
+            )
         )
     if logical_tensors(spec) is None:
         raise WorkloadError(
-            f"{spec.name or 'this model'} is already quantized as {stated} and its unquantized "
-            f"tensors are not known; use --quant none (or {stated})"
+            Message(
+                "{name} is already quantized as {stated} and its unquantized tensors are not "
+                "known; use {none} (or {stated})",
+                name=spec.name or "this model",
+                stated=stated,
+                none=Setting("quant", "none"),
+            )
         )
     return "override"
 

@@ -10,8 +10,9 @@ from typing import Any
 from vramgui.core import dtypes, scopes
 from vramgui.core.engines import ENGINE_KEYS, engine
 from vramgui.core.engines.llamacpp import ENGINE as _LLAMACPP
-from vramgui.core.errors import WorkloadError, shown
+from vramgui.core.errors import Message, Setting, WorkloadError, shown
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
+from vramgui.core.setting_values import check_choice, check_range, coerce
 
 MODES = ("inference", "training")
 DTYPES = ("fp32", "fp16", "bf16")
@@ -225,79 +226,113 @@ class Workload:
     transformers_version: str = TRANSFORMERS_VERSIONS[-1]
 
     def __post_init__(self) -> None:
-        _check_choice("mode", self.mode, MODES)
-        _check_choice("dtype", self.dtype, DTYPES)
-        _check_choice("engine", self.engine, ENGINES)
-        _check_choice("kv-dtype", self.kv_dtype, KV_DTYPES)
-        _check_choice("attention", self.attention, ATTENTIONS)
-        _check_choice("method", self.method, METHODS)
-        _check_choice("precision", self.precision, PRECISIONS)
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        _check_choice("loop", self.loop, LOOPS)
-        _check_choice("speculative", self.speculative, SPECULATIVE)
-        _check_choice("vllm-version", self.vllm_version, VLLM_VERSIONS)
-        _check_choice("sglang-version", self.sglang_version, SGLANG_VERSIONS)
-        _check_choice("gpu-arch", self.gpu_arch, GPU_ARCH_CHOICES)
-        _check_choice("rope-scaling", self.rope_scaling, ROPE_SCALINGS)
+        check_choice("mode", self.mode, MODES)
+        check_choice("dtype", self.dtype, DTYPES)
+        check_choice("engine", self.engine, ENGINES)
+        check_choice("kv_dtype", self.kv_dtype, KV_DTYPES)
+        check_choice("attention", self.attention, ATTENTIONS)
+        check_choice("method", self.method, METHODS)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("loop", self.loop, LOOPS)
+        check_choice("speculative", self.speculative, SPECULATIVE)
+        check_choice("vllm_version", self.vllm_version, VLLM_VERSIONS)
+        check_choice("sglang_version", self.sglang_version, SGLANG_VERSIONS)
+        check_choice("gpu_arch", self.gpu_arch, GPU_ARCH_CHOICES)
+        check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
         self._check_rope()
-        _check_choice("transformers-version", self.transformers_version, TRANSFORMERS_VERSIONS)
-        _check_range("batch", self.batch, 1, MAX_BATCH)
-        _check_range("seq", self.seq, 1, MAX_SEQ)
-        _check_range("lora-rank", self.lora_rank, 1, 1 << 16)
-        _check_range("grad-accum", self.grad_accum, 1, 1 << 20)
-        _check_range("gpus", self.gpus, 1, MAX_GPUS)
-        _check_range("zero", self.zero, 0, 3)
-        _check_range("tp", self.tp, 1, MAX_GPUS)
-        _check_range("pp", self.pp, 1, MAX_GPUS)
+        check_choice("transformers_version", self.transformers_version, TRANSFORMERS_VERSIONS)
+        check_range("batch", self.batch, 1, MAX_BATCH)
+        check_range("seq", self.seq, 1, MAX_SEQ)
+        check_range("lora_rank", self.lora_rank, 1, 1 << 16)
+        check_range("grad_accum", self.grad_accum, 1, 1 << 20)
+        check_range("gpus", self.gpus, 1, MAX_GPUS)
+        check_range("zero", self.zero, 0, 3)
+        check_range("tp", self.tp, 1, MAX_GPUS)
+        check_range("pp", self.pp, 1, MAX_GPUS)
         if self.overhead_bytes is not None:
-            _check_range("overhead", self.overhead_bytes, 0, 1 << 50)
+            check_range("overhead_bytes", self.overhead_bytes, 0, 1 << 50)
         if self.max_num_seqs is not None:
-            _check_range("max-num-seqs", self.max_num_seqs, 1, MAX_BATCH)
+            check_range("max_num_seqs", self.max_num_seqs, 1, MAX_BATCH)
         if self.max_num_batched_tokens is not None:
-            _check_range("max-num-batched-tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
-        _check_range("max-loras", self.max_loras, 1, 1 << 10)
-        _check_range("max-lora-rank", self.max_lora_rank, 1, 1 << 16)
-        _check_range("num-speculative-tokens", self.num_speculative_tokens, 1, 64)
-        _check_range("ubatch-size", self.ubatch_size, 1, MAX_SEQ)
-        _check_range("batch-size", self.batch_size, 1, MAX_SEQ)
+            check_range("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_SEQ)
+        check_range("max_loras", self.max_loras, 1, 1 << 10)
+        check_range("max_lora_rank", self.max_lora_rank, 1, 1 << 16)
+        check_range("num_speculative_tokens", self.num_speculative_tokens, 1, 64)
+        check_range("ubatch_size", self.ubatch_size, 1, MAX_SEQ)
+        check_range("batch_size", self.batch_size, 1, MAX_SEQ)
         if self.prompt is not None:
-            _check_range("prompt", self.prompt, 1, MAX_SEQ)
+            check_range("prompt", self.prompt, 1, MAX_SEQ)
         if self.mtp and self.speculative == "draft":
             raise WorkloadError(
-                "speculate with the model's MTP layers (--mtp) or a draft model "
-                "(--speculative-model), not both"
+                Message(
+                    "speculate with the model's MTP layers ({mtp}) or a draft model ({draft}), "
+                    "not both",
+                    mtp=Setting("mtp"),
+                    draft=Setting("draft_model"),
+                )
             )
         if isinstance(self.cpu_offload_gb, bool) or not 0 <= self.cpu_offload_gb < 1 << 20:
             raise WorkloadError(
-                f"--cpu-offload-gb must be a size in GiB, 0 or more, got {self.cpu_offload_gb}"
+                Message(
+                    "{setting} must be a size in GiB, 0 or more, got {value}",
+                    setting=Setting("cpu_offload_gb"),
+                    value=self.cpu_offload_gb,
+                )
             )
         if not MIN_MEMORY_FRACTION <= self.gpu_memory_utilization <= 1.0:
             raise WorkloadError(
-                f"gpu-memory-utilization must be from {MIN_MEMORY_FRACTION} to 1, "
-                f"got {self.gpu_memory_utilization}"
+                Message(
+                    "{setting} must be from {low} to 1, got {value}",
+                    setting=Setting("gpu_memory_utilization"),
+                    low=MIN_MEMORY_FRACTION,
+                    value=self.gpu_memory_utilization,
+                )
             )
         fraction = self.mem_fraction_static
         if fraction is not None and not MIN_MEMORY_FRACTION <= fraction <= 1.0:
             raise WorkloadError(
-                f"mem-fraction-static must be from {MIN_MEMORY_FRACTION} to 1, got {fraction}"
+                Message(
+                    "{setting} must be from {low} to 1, got {value}",
+                    setting=Setting("mem_fraction_static"),
+                    low=MIN_MEMORY_FRACTION,
+                    value=fraction,
+                )
             )
         if not self.lora_targets or any(not t for t in self.lora_targets):
-            raise WorkloadError("lora-targets must name at least one module, e.g. q_proj,v_proj")
+            raise WorkloadError(
+                Message(
+                    "{setting} must name at least one module, e.g. q_proj,v_proj",
+                    setting=Setting("lora_targets"),
+                )
+            )
         if self.tp * self.pp > self.gpus:
             raise WorkloadError(
-                f"tp x pp = {self.tp * self.pp} needs at least that many GPUs, got --gpus {self.gpus}"
+                Message(
+                    "tp x pp = {stages} needs at least that many GPUs, got {gpus}",
+                    stages=self.tp * self.pp,
+                    gpus=Setting("gpus", self.gpus),
+                )
             )
         if self.gpus % (self.tp * self.pp):
             raise WorkloadError(
-                f"--gpus {self.gpus} is not a multiple of tp x pp = {self.tp * self.pp}"
+                Message(
+                    "{gpus} is not a multiple of tp x pp = {stages}",
+                    gpus=Setting("gpus", self.gpus),
+                    stages=self.tp * self.pp,
+                )
             )
         if self.zero and self.fsdp:
             raise WorkloadError("choose ZeRO or FSDP, not both")
         if self.mode == "training" and self.method == "qlora" and self.precision == "fp32":
             raise WorkloadError(
-                "--precision fp32 does not apply to QLoRA: its 4-bit layers compute in --dtype; "
-                "its recipe (mixed) keeps what is not quantized in fp32, --precision pure in "
-                "--dtype"
+                Message(
+                    "{fp32} does not apply to QLoRA: its 4-bit layers compute in {dtype}; its "
+                    "recipe (mixed) keeps what is not quantized in fp32, {pure} in {dtype}",
+                    fp32=Setting("precision", "fp32"),
+                    pure=Setting("precision", "pure"),
+                    dtype=Setting("dtype"),
+                )
             )
         if self.mode == "inference":
             # llama.cpp's MXFP4 is its MXFP4_MOE GGUF: --quant mxfp4 / MXFP4 name it there.
@@ -310,20 +345,34 @@ class Workload:
         factor, unset = self.rope_factor, self.rope_scaling == "none"
         if isinstance(factor, bool) or not 1.0 <= factor <= MAX_ROPE_FACTOR:
             raise WorkloadError(
-                f"--rope-factor must be from 1 to {MAX_ROPE_FACTOR:g}, got {factor}"
+                Message(
+                    "{setting} must be from 1 to {most:g}, got {value}",
+                    setting=Setting("rope_factor"),
+                    most=MAX_ROPE_FACTOR,
+                    value=factor,
+                )
             )
         if unset and (factor != 1.0 or self.rope_original_context is not None):
             choices = ", ".join(ROPE_SCALINGS[1:])
             raise WorkloadError(
-                f"--rope-factor and --rope-original-context need --rope-scaling ({choices})"
+                Message(
+                    "{factor} and {original} need {scaling} ({choices})",
+                    factor=Setting("rope_factor"),
+                    original=Setting("rope_original_context"),
+                    scaling=Setting("rope_scaling"),
+                    choices=choices,
+                )
             )
         if not unset and factor <= 1.0:
             raise WorkloadError(
-                f"--rope-scaling {self.rope_scaling} needs --rope-factor above 1 (how many times "
-                "the context it stretches to)"
+                Message(
+                    "{scaling} needs {factor} above 1 (how many times the context it stretches to)",
+                    scaling=Setting("rope_scaling", self.rope_scaling),
+                    factor=Setting("rope_factor"),
+                )
             )
         if self.rope_original_context is not None:
-            _check_range("rope-original-context", self.rope_original_context, 1, MAX_SEQ)
+            check_range("rope_original_context", self.rope_original_context, 1, MAX_SEQ)
 
     def check_checkpoint(self, stored: str | None) -> None:
         """Refuse a checkpoint stored as ``stored`` (``ModelSpec.quantization``) that the engine
@@ -361,7 +410,7 @@ class Workload:
         limit = _SIZE_LIMITS.get(field)
         if limit is None:
             raise ValueError(f"with_size changes batch or seq, not {field!r}")
-        _check_range(field, value, 1, limit)
+        check_range(field, value, 1, limit)
         # Slot by slot: copy.copy of a slotted dataclass goes through __reduce_ex__ and
         # fields(), four times slower, and this runs for every point of a sweep. Both tuples
         # list the fields in one order.
@@ -403,7 +452,7 @@ class Workload:
             key = str(raw_key).replace("-", "_")
             if key not in known:
                 continue
-            kwargs[key] = _coerce(key, value)
+            kwargs[key] = coerce(key, value)
         return cls(**kwargs)
 
 
@@ -663,89 +712,3 @@ _new_workload = object.__new__
 _SLOT_SETTERS = tuple(Workload.__dict__[f.name].__set__ for f in fields(Workload))
 _SIZE_SETTERS = {name: Workload.__dict__[name].__set__ for name in _SIZE_LIMITS}
 _settings = attrgetter(*(f.name for f in fields(Workload)))
-
-_INT_FIELDS = {
-    "batch",
-    "seq",
-    "lora_rank",
-    "grad_accum",
-    "gpus",
-    "zero",
-    "tp",
-    "pp",
-    "max_loras",
-    "max_lora_rank",
-    "num_speculative_tokens",
-    "ubatch_size",
-    "batch_size",
-}
-_OPTIONAL_INT_FIELDS = {
-    "overhead_bytes",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "prompt",
-    "rope_original_context",
-}
-_FLOAT_FIELDS = {"gpu_memory_utilization", "cpu_offload_gb", "rope_factor"}
-_BOOL_FIELDS = {
-    "grad_checkpointing",
-    "fsdp",
-    "cpu_offload",
-    "enforce_eager",
-    "enable_lora",
-    "mtp",
-}
-_OPTIONAL_BOOL_FIELDS = {"enable_prefix_caching"}
-_OPTIONAL_FLOAT_FIELDS = {"mem_fraction_static"}
-
-
-def _coerce(key: str, value: Any) -> Any:
-    if key == "lora_targets":
-        if isinstance(value, str):
-            return tuple(t.strip() for t in value.split(",") if t.strip())
-        if isinstance(value, list | tuple) and all(isinstance(t, str) for t in value):
-            return tuple(value)
-        raise WorkloadError("lora-targets must be a comma-separated string or a list of names")
-    if key in _INT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
-        return value
-    if key in _BOOL_FIELDS:
-        if not isinstance(value, bool):
-            raise WorkloadError(
-                f"{key.replace('_', '-')} must be true or false, got {shown(value)}"
-            )
-        return value
-    if key in _OPTIONAL_BOOL_FIELDS:
-        if value is not None and not isinstance(value, bool):
-            raise WorkloadError(
-                f"{key.replace('_', '-')} must be true, false or null, got {shown(value)}"
-            )
-        return value
-    if key in _OPTIONAL_INT_FIELDS:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise WorkloadError(f"{key.replace('_', '-')} must be an integer, got {shown(value)}")
-        return value
-    if key in _OPTIONAL_FLOAT_FIELDS and value is None:
-        return None
-    if key in _FLOAT_FIELDS | _OPTIONAL_FLOAT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorkloadError(f"{key.replace('_', '-')} must be a number, got {shown(value)}")
-        return float(value)
-    if not isinstance(value, str):
-        raise WorkloadError(f"{key.replace('_', '-')} must be a string, got {shown(value)}")
-    return value
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise WorkloadError(f"--{name} must be one of {', '.join(choices)}; got {shown(value)}")
-
-
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise WorkloadError(f"--{name} must be an integer, got {value!r}")
-    if not low <= value <= high:
-        raise WorkloadError(f"--{name} must be between {low} and {high:,}, got {value:,}")

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from vramgui.core.errors import Command, Message
 from vramgui.core.workload import ENGINE_NAMES
 from vramgui.hardware.errors import CardFigureError, HardwareError
 from vramgui.paths import bundled
@@ -271,7 +272,12 @@ def find_gpu(name: str, catalog: tuple[CatalogGpu, ...] | None = None) -> Catalo
         suggestions = [by_key[key] for key in difflib.get_close_matches(joined, list(by_key), n=3)]
     hint = (" Did you mean " + " or ".join(map(repr, suggestions[:3])) + "?") if suggestions else ""
     raise HardwareError(
-        f"unknown GPU {name!r}.{hint} `vramgui gpus --catalog` lists the known GPUs."
+        Message(
+            "unknown GPU {name!r}.{hint} {catalog} lists the known GPUs.",
+            name=name,
+            hint=hint,
+            catalog=Command("gpus", "--catalog"),
+        )
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramgui import __version__
-from vramgui.core.errors import VramguiError, WorkloadError, shown
+from vramgui.core.errors import VramguiError, WorkloadError, message_of, phrase, shown
 from vramgui.core.model import ModelRef
 from vramgui.core.workload import Workload
 
@@ -229,7 +229,7 @@ class Profile:
         try:
             workload = Workload.from_dict(data.get("workload", {}))
         except (ValueError, TypeError, WorkloadError) as exc:
-            raise ProfileError(f"bad profile field: 'workload': {exc}") from exc
+            raise ProfileError(phrase("bad profile field: 'workload': ", message_of(exc))) from exc
         except OverflowError as exc:
             raise ProfileError("bad profile field: 'workload' holds a number out of range") from exc
         gpus = _field(data, "gpus", list, [])

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from vramgui.core import storage
+from vramgui.core.errors import Command, Message
 from vramgui.core.model import ModelRef, ModelSpec
 from vramgui.sources import catalog, local
 from vramgui.sources.checkpoint import describe_os_error, local_ref, open_regular, regular_size
@@ -88,8 +89,12 @@ def _load_model(source: str, hub: HubClient | None) -> ResolvedModel:
         return on_disk.open_ollama(text.removeprefix(OLLAMA_PREFIX))
     if match is None:
         raise ModelNotFound(
-            f"{_shown(text)!r} is not a file or folder, not in the bundled catalog, and not a Hub "
-            f"repo id (org/name); `vramgui search {shlex.quote(_shown(text))}` lists matching models"
+            Message(
+                "{text!r} is not a file or folder, not in the bundled catalog, and not a Hub repo "
+                "id (org/name); {search} lists matching models",
+                text=_shown(text),
+                search=Command("search", shlex.quote(_shown(text))),
+            )
         )
     try:
         return load_repo(match["repo"], match["rev"], match["file"], hub=hub)

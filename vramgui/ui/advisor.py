@@ -22,6 +22,7 @@ from vramgui.answers.advice import saving_text
 from vramgui.core.units import Unit, format_bytes, format_count
 from vramgui.ui import palette
 from vramgui.ui.timing import price_sources, ranked_text
+from vramgui.ui.wording import in_window
 
 MAX_SHOWN = 8
 MIN_TEXT_WIDTH = 100
@@ -242,7 +243,7 @@ class _Card(QFrame):
         """Fill the card from a ``core.fit.Suggestion`` (title, saves_bytes, cost, fits, and
         the KV pool under an engine that pre-allocates one)."""
         self.suggestion = suggestion
-        title = getattr(suggestion, "title", "")
+        title = in_window(getattr(suggestion, "title", ""))
         gives = saving_text(
             int(getattr(suggestion, "saves_bytes", 0)),
             getattr(suggestion, "pool_bytes", None),

@@ -32,11 +32,11 @@ from shiboken6 import isValid
 from vramgui.answers.capacity import SHORTEST_LEN, GpuServing, ServingReport, serving_report
 from vramgui.core.engines import StartUp, engine
 from vramgui.core.units import Unit, format_bytes
-from vramgui.core.vllm.encoders import towers_named
 from vramgui.ui import palette
 from vramgui.ui.axes import short_count
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.plot import Chart, log2_share, sentences
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 # The report waits this long after the last change (a slider drag computes once).
@@ -80,7 +80,7 @@ class ServingChart(Chart):
         for gpu in report.gpus:
             up = gpu.startup
             if up is None:
-                parts.append(f"{gpu.name}: {gpu.error}.")
+                parts.append(f"{gpu.name}: {in_window(gpu.error)}.")
             elif up.starts:
                 at_most = "at most " if up.unmodelled else ""
                 parts.append(
@@ -296,10 +296,9 @@ class CapacityView(QWidget):
             if gpu.startup is not None and gpu.startup.message
         ]
         lines = [f"vLLM on {text}" for text in errors]
-        towers = next((g.startup.unmodelled for g in report.gpus if g.startup), ())
-        if towers:
+        if report.unmodelled:
             lines.append(
-                f"The share of the model's {towers_named(towers)} in vLLM's profile run is "
+                f"The share of the model's {report.unmodelled} in vLLM's profile run is "
                 'not counted: figures marked ≤ are upper bounds, and "may start" is not '
                 "certain (the notes say why)."
             )
@@ -404,4 +403,6 @@ class _Feed(QObject):
         self._worker = None
         if not isValid(self._view):
             return
-        self._controller.show_message(f"vLLM's serving capacity could not be computed: {exc}")
+        self._controller.show_message(
+            f"vLLM's serving capacity could not be computed: {in_window(exc)}"
+        )

@@ -19,36 +19,40 @@ wrong, ``notice`` what changed by itself (an engine switched, a recipe applied).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from vramgui.answers.advice import advise
+from vramgui.answers import setup
 from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
+from vramgui.answers.estimate import (
+    SWEEP_FIELDS,
+    Estimate,
+    FitRow,
+    Outlook,
+    Suggestion,
+    compute_outlook,
+    estimate_setup,
+)
 from vramgui.answers.host import SET, UNKNOWN_HOST, HostSettings, choose_host
-from vramgui.answers.rates import Rates, RatesFor
-from vramgui.answers.timing import NO_RATES, Timing, Untimed, rank_setups, time_setup
-from vramgui.core import engines, fit, launch, rope, serving, storage
+from vramgui.answers.offload import LlamaCppLayout
+from vramgui.answers.rates import Price, Rates, RatesFor
+from vramgui.answers.setup import FOUR_BIT_SCHEMES, stored_dtype, stored_format
+from vramgui.answers.timing import NO_RATES, Timing, Untimed, time_setup
+from vramgui.core import engines
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.engines import StartUp
 from vramgui.core.errors import VramguiError, WorkloadError
-from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
-from vramgui.core.offload.overrides import LlamaCppLayout
-from vramgui.core.report import rules_of_thumb
-from vramgui.core.speed import Price
-from vramgui.core.training import FOUR_BIT_SCHEMES
 from vramgui.core.workload import (
     METHOD_RECIPES,
     QLORA_QUANTS,
     EngineConflictError,
     Workload,
     adjusted,
-    quant_family,
 )
 from vramgui.hardware.gpus import architecture_of, engine_notes
 from vramgui.profiles import OffloadSettings
@@ -75,39 +79,11 @@ class Analysis:
 
     spec: ModelSpec
     estimate: Estimate
-    fit: tuple[fit.FitRow, ...]
+    fit: tuple[FitRow, ...]
     speed: Timing | Untimed | None = None
     engine_notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Outlook:
-    """What surrounds the current setup: the sweep, the room left and the advice.
-
-    Attributes:
-        field: the swept setting ("seq" or "batch").
-        values: the swept values, ascending.
-        totals_bytes: the per-GPU total at each value.
-        target: the GPU held against, ``(name, capacity_bytes)``, or None when none is chosen.
-        largest: for "seq" and "batch", the largest value that fits the target (None: not even 1).
-        suggestions: ranked changes that make the setup fit the target (or save memory).
-        rules: the classic rules of thumb for the same setup, bytes by rule name.
-        ranked: the catalog GPUs that fit (the fewest of each), cheapest work first.
-        ranked_by_time: the same, fastest first.
-    """
-
-    field: str
-    values: tuple[int, ...]
-    totals_bytes: tuple[int, ...]
-    target: tuple[str, int] | None
-    largest: dict[str, int | None]
-    suggestions: tuple[fit.Suggestion, ...]
-    rules: dict[str, int]
-    ranked: tuple[fit.RankedSetup, ...] = ()
-    ranked_by_time: tuple[fit.RankedSetup, ...] = ()
-
-
-SWEEP_FIELDS = ("seq", "batch")
 _SETTINGS = tuple(f.name for f in fields(Workload))
 OUTLOOK_DELAY_MS = 120
 # Checkpoint dtypes as the Weights box names them.
@@ -121,17 +97,6 @@ RECIPE_NOTES = {
     "QLoRA script set them. Pure 16-bit is a script that skips the upcast; change either to "
     "compare.",
 }
-
-
-def sweep_values(field: str, current: int, max_seq: int) -> tuple[int, ...]:
-    """Powers of two across the useful range of ``field``, plus the current value."""
-    if field == "seq":
-        low, high = 256, max(max_seq, current, 512)
-    else:
-        low, high = 1, max(128, current)
-    values = {2**k for k in range(int(math.log2(low)), int(math.log2(high)) + 1)}
-    values.update({current, high})
-    return tuple(sorted(v for v in values if low <= v <= high or v == current))
 
 
 def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str]:
@@ -210,7 +175,7 @@ def disabled_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, st
             reasons.setdefault("fsdp", "Sharding needs more than one GPU.")
     if not training:
         reasons.update(_stored_reasons(workload, spec))
-    if spec is not None and spec.facts.model_type in rope.NO_ROTARY:
+    if spec is not None and not setup.has_rotary(spec):
         reasons["rope_scaling"] = (
             f"{spec.name} has no rotary position embeddings: RoPE scaling does not apply."
         )
@@ -227,13 +192,13 @@ def _stored_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str
         reasons["mtp"] = "Only vLLM loads multi-token-prediction layers (MTP speculative decoding)."
     if spec is None or spec.quantization is None:
         return reasons
-    if storage.logical_tensors(spec) is None:
+    if not setup.quantizable(spec):
         reasons["quant"] = (
             f"The checkpoint is stored quantized ({spec.quantization}) and the tensors it was "
             "made from are not known: it is estimated as stored."
         )
         return reasons
-    if storage.from_gguf(spec):
+    if setup.from_gguf(spec):
         for name, scheme in SCHEMES.items():
             if scheme.family not in ("none", "gguf"):
                 reasons[f"quant:{name}"] = (
@@ -241,39 +206,6 @@ def _stored_reasons(workload: Workload, spec: ModelSpec | None) -> dict[str, str
                     "GGUF type."
                 )
     return reasons
-
-
-def stored_format(spec: ModelSpec | None, dtype: str) -> str:
-    """The checkpoint's own format in words ("MXFP4 experts, bf16 elsewhere"), "" if unquantized."""
-    if spec is None or spec.quantization is None:
-        return ""
-    return storage.format_label(spec, dtype) or spec.quantization
-
-
-def converts_stored(spec: ModelSpec | None, quant: str) -> bool:
-    """Whether ``quant`` is the GGUF llama.cpp runs the checkpoint as, its quantized weights as
-    they are (``core.storage.keeps_stored``)."""
-    return spec is not None and storage.keeps_stored(quant, spec.quantization)
-
-
-def checkpoint_kv(spec: ModelSpec | None, workload: Workload) -> str:
-    """The KV cache dtype the engine takes from the checkpoint's own KV-cache scheme
-    (``serving.checkpoint_kv_dtype``), "" where it takes the one asked for."""
-    if spec is None or workload.mode != "inference":
-        return ""
-    return serving.checkpoint_kv_dtype(spec, workload) or ""
-
-
-def stored_dtype(spec: ModelSpec) -> str | None:
-    """The Weights choice the checkpoint itself is stored in ("bf16", "fp16", "fp32"), or None.
-
-    From the stored tensors' dtypes (most weights win), else the config's ``torch_dtype``. None
-    for a GGUF file: its quantized types are its weights, and the F32 it keeps its norms in is
-    no dtype to compute in.
-    """
-    if spec.quantization is not None and quant_family(spec.quantization) == "gguf":
-        return None
-    return storage.header_dtype(spec) or storage.config_dtype(spec)
 
 
 class EstimateController(QObject):
@@ -480,14 +412,12 @@ class EstimateController(QObject):
         return self._limit(self._workload)
 
     def _limit(self, workload: Workload) -> int:
-        spec = self.spec
-        return rope.context_limit(spec.facts, workload) if spec else 131072
+        return setup.context_limit(self.spec, workload)
 
     @property
     def rope_original(self) -> int:
         """The context a RoPE scaling stretches unless set: the config's (0: no model)."""
-        spec = self.spec
-        return rope.default_original(spec.facts) if spec else 0
+        return setup.default_original(self.spec)
 
     def load_source(self, source: str) -> None:
         """Read a model off the GUI thread; a newer request cancels an older one (a load in a
@@ -588,7 +518,7 @@ class EstimateController(QObject):
         if loaded.ref.kind != "ollama" or w.mode != "inference":
             return {}
         memory = self._capacities[0][1] if self._capacities else 0
-        context = min(launch.ollama_context(memory), self.max_seq)
+        context = min(setup.ollama_context(memory), self.max_seq)
         if context == w.seq:
             return {}
         self.notice.emit(
@@ -682,7 +612,7 @@ class EstimateController(QObject):
             self.workload_changed.emit(self._workload)
             return False
         except WorkloadError as exc:
-            self.message.emit(wording.window_text(str(exc)))
+            self.message.emit(wording.in_window(exc))
             self.workload_changed.emit(self._workload)
             return False
         for reset in resets:
@@ -692,9 +622,9 @@ class EstimateController(QObject):
             if "seq" in changes:
                 # The context typed is past the model's: the message names RoPE scaling.
                 try:
-                    rope.check_context(spec.name, spec.facts, workload)
+                    setup.check_context(spec, workload)
                 except WorkloadError as exc:
-                    self.message.emit(wording.window_text(str(exc)))
+                    self.message.emit(wording.in_window(exc))
                     self.workload_changed.emit(self._workload)
                     return False
             # A RoPE scaling taken off or narrowed: the context follows the model's limit.
@@ -708,7 +638,7 @@ class EstimateController(QObject):
             self._set_workload(workload)
         return True
 
-    def apply_suggestion(self, suggestion: fit.Suggestion) -> bool:
+    def apply_suggestion(self, suggestion: Suggestion) -> bool:
         """Take the changes of one piece of advice (an offload: its llama.cpp placement)."""
         if suggestion.placement is not None:
             self.set_placement(suggestion.placement[0], suggestion.placement[1], False)
@@ -764,10 +694,8 @@ class EstimateController(QObject):
         spec = self.spec
         if spec is None:
             return
-        name, target = self._capacities[0] if self._capacities else ("", None)
         try:
-            result = estimate(spec, self._workload, target, name, self.draft)
-            rows = tuple(fit.fit_rows(result, self._capacities))
+            fitted = estimate_setup(spec, self._workload, self._capacities, draft=self.draft)
         except VramguiError as exc:
             self._analysis = None
             # An outlook still on its way belongs to settings that no longer stand.
@@ -779,9 +707,9 @@ class EstimateController(QObject):
             return
         self._analysis = Analysis(
             spec,
-            result,
-            rows,
-            self._speed(spec, result),
+            fitted.estimate,
+            fitted.fit,
+            self._speed(spec, fitted.estimate),
             tuple(engine_notes(self._workload.engine, [gpu for gpu, _ in self._capacities])),
         )
         self.estimate_changed.emit(self._analysis)
@@ -871,7 +799,7 @@ class EstimateController(QObject):
             if self._labelled(spec, dtype):  # still the current model and dtype
                 self.bits_changed.emit(bits)
 
-        submit(lambda: storage.bits_by_scheme(spec, dtype), done, self._outlook_failed)
+        submit(lambda: setup.bits_by_scheme(spec, dtype), done, self._outlook_failed)
 
     def _labelled(self, spec: ModelSpec, dtype: str) -> bool:
         # The spec by identity: comparing two specs compares every tensor.
@@ -882,72 +810,6 @@ class EstimateController(QObject):
     def _outlook_failed(self, exc: Exception) -> None:
         self._outlook_worker = None
         self.message.emit(_describe(exc))
-
-
-def compute_outlook(
-    current: Estimate,
-    spec: ModelSpec,
-    workload: Workload,
-    *,
-    field: str,
-    target: tuple[str, int] | None,
-    max_seq: int,
-    draft: ModelSpec | None = None,
-    offers: list[tuple[str, int, Rates]] | None = None,
-    train_tokens: int | None = None,
-    host: HostSettings = UNKNOWN_HOST,
-    target_rates: Rates | None = None,
-) -> Outlook:
-    """The sweep of ``field``, the largest context and batch that fit ``target``, the advice
-    (``answers.advice``: offloading under llama.cpp, timed with ``target_rates`` and ``host``),
-    the rules of thumb around the ``current`` estimate, and the GPUs of ``offers`` that fit
-    ranked by the cost of the work (a training run of ``train_tokens``).
-
-    Pure: safe to run on a worker thread.
-    """
-    values = sweep_values(field, getattr(workload, field), max_seq)
-    points = [
-        (value, e.total_bytes)
-        for value, e in zip(
-            values, fit.sweep(spec, workload, field, values, draft=draft), strict=True
-        )
-        if e is not None  # a value the model cannot take
-    ]
-    largest: dict[str, int | None] = {}
-    suggestions: tuple[fit.Suggestion, ...] = ()
-    if target is not None:
-        gpu, capacity = target
-        for name in SWEEP_FIELDS:
-            largest[name] = fit.largest_fitting(
-                spec, workload, capacity, name, gpu_name=gpu, draft=draft
-            )
-        suggestions = tuple(
-            advise(spec, current, capacity, host=host, rates=target_rates, draft=draft)
-        )
-    ranked: tuple[fit.RankedSetup, ...] = ()
-    if offers:
-        ranked = tuple(
-            rank_setups(
-                spec,
-                workload,
-                offers,
-                by="cost",
-                host=host,
-                draft=draft,
-                train_tokens=train_tokens if workload.mode == "training" else None,
-            )
-        )
-    return Outlook(
-        field,
-        tuple(v for v, _ in points),
-        tuple(t for _, t in points),
-        target,
-        largest,
-        suggestions,
-        rules_of_thumb(spec, current),
-        ranked,
-        tuple(fit.order_setups(ranked, "time")),
-    )
 
 
 def _single_shot(parent: QObject, slot: Callable[[], None], interval_ms: int = 0) -> QTimer:
@@ -964,5 +826,5 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, EngineConflictError):
         return wording.refusal(exc.conflict)
     if isinstance(exc, VramguiError):
-        return wording.window_text(str(exc))
+        return wording.in_window(exc)
     return f"Could not read the model: {type(exc).__name__}: {exc}"

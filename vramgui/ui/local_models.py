@@ -33,14 +33,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.estimate import estimate_setup
 from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import estimate
-from vramgui.core.fit import fit_rows
 from vramgui.core.model import ModelSpec
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload, adjusted
 from vramgui.ui import palette
 from vramgui.ui.table_model import FlatTableModel
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 _LOG = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def read_all(scan: Callable[[], Any], open_model: Callable[[Any], Any]) -> tuple
 def _problem(exc: Exception, doing: str) -> str:
     """Why a row has no spec or no estimate: our message, or a fault named as one (and logged)."""
     if isinstance(exc, VramguiError):
-        return str(exc)
+        return in_window(exc)
     _LOG.warning("a local model could not be %s", doing, exc_info=exc)
     return f"could not be {doing} ({type(exc).__name__}: {str(exc)[:200]})"
 
@@ -121,12 +121,12 @@ def fits_of(
             setup, resets = adjusted(setup, {}, item.spec.quantization)
             if any(r.setting == "engine" for r in resets):
                 note = ", ".join(filter(None, (note, f"with {setup.engine}")))
-            est = estimate(item.spec, setup, target[1] if target else None)
+            fitted = estimate_setup(item.spec, setup, (target,) if target else (), gpu_name="")
         except Exception as exc:  # one model's fault costs only its own row
             fits.append(Fit(None, None, _problem(exc, "estimated")))
             continue
-        row = fit_rows(est, (target,))[0] if target else None
-        fits.append(Fit(est.total_bytes, row.fits if row else None, note))
+        row = fitted.fit[0] if target else None
+        fits.append(Fit(fitted.estimate.total_bytes, row.fits if row else None, note))
     return tuple(fits)
 
 

@@ -42,10 +42,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.explain import component_label, log_text
 from vramgui.core.errors import VramguiError
-from vramgui.core.logs import component_label
-from vramgui.core.logs.text import without_escapes
 from vramgui.core.units import Unit, format_bytes
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class LogEdit(QPlainTextEdit):
         if path is not None:
             self.file_dropped.emit(path)
         elif source.hasText():  # a log copied from a terminal, without its colour codes
-            self.insertPlainText(without_escapes(source.text()))
+            self.insertPlainText(log_text(source.text()))
         else:
             super().insertFromMimeData(source)
 
@@ -335,7 +335,7 @@ class LogView(QDialog):
 
     # ----------------------------------------------------------------------------- input
     def set_text(self, text: str) -> None:
-        self.log.setPlainText(without_escapes(text))
+        self.log.setPlainText(log_text(text))
 
     def open_file(self, path: str) -> None:
         """Put a dropped or opened log in the box and explain it."""
@@ -384,7 +384,9 @@ class LogView(QDialog):
         self._worker = None
         self.explain_button.setEnabled(True)
         # A user's error says what is wrong; anything else is a bug, said as one.
-        text = str(exc) if isinstance(exc, VramguiError) else f"Could not explain it ({exc!r})"
+        text = (
+            in_window(exc) if isinstance(exc, VramguiError) else f"Could not explain it ({exc!r})"
+        )
         self.status.setText(text)
         self._show(None)
         self.log.setExtraSelections([])
@@ -428,7 +430,7 @@ class LogView(QDialog):
         self.launch.setText("\n".join(continued(x) for x in e.launch_line.splitlines()))
         self.launch.setVisible(bool(e.launch_line))
         self._headings["Launch"].setVisible(bool(e.launch_line))
-        self.notes.setText("\n".join(f"• {n}" for n in e.notes))
+        self.notes.setText("\n".join(f"• {in_window(n)}" for n in e.notes))
         self.notes.setVisible(bool(e.notes))
         self._headings["Notes"].setVisible(bool(e.notes))
         self._fit_table()
@@ -451,7 +453,8 @@ class LogView(QDialog):
             self._bytes(r.estimated_bytes),
             difference_text(r),
             accuracy,
-            capitalised(r.note) or (UNESTIMATED if r.estimated_bytes is None else SAME_THING),
+            capitalised(in_window(r.note))
+            or (UNESTIMATED if r.estimated_bytes is None else SAME_THING),
         )
         for j, text in enumerate(cells):
             item = QTableWidgetItem(text)

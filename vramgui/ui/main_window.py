@@ -52,13 +52,13 @@ from PySide6.QtWidgets import (
 
 from vramgui import __version__
 from vramgui.answers.advice import shortfall_text
+from vramgui.answers.estimate import POOLED_PHASE, Outlook
 from vramgui.answers.host import this_machine
-from vramgui.answers.rates import catalog_rates
+from vramgui.answers.rates import Utilization, catalog_rates
+from vramgui.answers.setup import checkpoint_kv, converts_stored, stored_format
 from vramgui.core.dtypes import SCHEMES, Scheme
 from vramgui.core.errors import WorkloadError
-from vramgui.core.inference import POOLED_PHASE
 from vramgui.core.model import Inventory, ModelSpec
-from vramgui.core.speed import Utilization
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.hardware import CatalogGpu, GpuSnapshot
@@ -66,15 +66,7 @@ from vramgui.ui import add_card, extra_views, palette, report, timing
 from vramgui.ui.advisor import AdvisorPanel
 from vramgui.ui.breakdown import EXPLANATIONS, SHORT_EXPLANATIONS, BreakdownModel
 from vramgui.ui.breakdown_chart import BreakdownChart
-from vramgui.ui.controller import (
-    Analysis,
-    EstimateController,
-    Outlook,
-    checkpoint_kv,
-    converts_stored,
-    disabled_reasons,
-    stored_format,
-)
+from vramgui.ui.controller import Analysis, EstimateController, disabled_reasons
 from vramgui.ui.gpu_panel import REFRESH_MS, GpuPanel
 from vramgui.ui.help import ONLINE_DOCS, HelpWindow, docs_folder
 from vramgui.ui.log_view import LogView, is_log_file
@@ -83,7 +75,7 @@ from vramgui.ui.precision_panel import PrecisionPanel
 from vramgui.ui.sweep_chart import SweepChart
 from vramgui.ui.verify import VerifyBar
 from vramgui.ui.widgets import FittedLabel, guard_wheel
-from vramgui.ui.wording import as_sentence
+from vramgui.ui.wording import as_sentence, in_window
 from vramgui.ui.workload_panel import WorkloadPanel
 
 if TYPE_CHECKING:
@@ -774,7 +766,7 @@ class MainWindow(QMainWindow):
         self.breakdown_model.set_components(shown, unit)
         self._fit_table_height()
         self._fit_component_column(shown)
-        notes = "\n".join([*est.notes, *analysis.engine_notes])
+        notes = "\n".join(in_window(n) for n in (*est.notes, *analysis.engine_notes))
         if notes != self.notes.text():  # a new text lays the table's pane out again
             self.notes.setText(notes)
             self.notes.setToolTip(notes)
@@ -867,7 +859,7 @@ class MainWindow(QMainWindow):
     def _show_badge(self, spec: ModelSpec, notes: Sequence[str]) -> None:
         """The badge of how the estimate was built, with what is uncertain in its tooltip."""
         text, meaning, style = BADGES[spec.inventory]
-        doubts = list(dict.fromkeys((*spec.warnings, *notes)))
+        doubts = list(dict.fromkeys(in_window(n) for n in (*spec.warnings, *notes)))
         tip = meaning + "".join(f"\n• {doubt}" for doubt in doubts)
         if self.badge.text() != text:
             self.badge.setText(text)

@@ -20,8 +20,9 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QWidget
 
-from vramgui.core import offload
-from vramgui.core.offload import CPU, DISK, Placement, Throughput, curves
+from vramgui.answers import placement as offload
+from vramgui.answers.offload import best as fastest_that_fits
+from vramgui.answers.placement import CPU, DISK, Placement, Throughput
 from vramgui.core.units import GB, Unit, format_bytes, format_rate
 from vramgui.ui import palette
 from vramgui.ui.axes import (
@@ -472,10 +473,10 @@ class ThroughputChart(Chart):
         self.show_hover(event, self.text_at(position.x(), position.y()))
 
 
-CURVE_COLOURS = {curves.LAYERS: "#0072B2", curves.EXPERTS: "#E69F00"}
+CURVE_COLOURS = {offload.LAYERS: "#0072B2", offload.EXPERTS: "#E69F00"}
 CURVE_LABELS = {
-    curves.LAYERS: "whole layers on the GPU (-ngl)",
-    curves.EXPERTS: "experts in host RAM (--n-cpu-moe)",
+    offload.LAYERS: "whole layers on the GPU (-ngl)",
+    offload.EXPERTS: "experts in host RAM (--n-cpu-moe)",
 }
 
 
@@ -486,7 +487,7 @@ class MemorySpeedChart(Chart):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent, "Decode tokens per second against GPU memory")
-        self.series: dict[str, tuple[curves.CurvePoint, ...]] = {}
+        self.series: dict[str, tuple[offload.CurvePoint, ...]] = {}
         self.current: tuple[int, float] | None = None  # GPU bytes, tokens/s
         self.budget_bytes = 0
         self._unit: Unit = "GiB"
@@ -503,14 +504,14 @@ class MemorySpeedChart(Chart):
 
     def set_curves(
         self,
-        layers: Sequence[curves.CurvePoint],
-        experts: Sequence[curves.CurvePoint],
+        layers: Sequence[offload.CurvePoint],
+        experts: Sequence[offload.CurvePoint],
         *,
         budget_bytes: int,
         current: tuple[int, float] | None,
     ) -> None:
         """Draw both curves, the budget (all GPUs together) and the current point."""
-        self.series = {curves.LAYERS: tuple(layers), curves.EXPERTS: tuple(experts)}
+        self.series = {offload.LAYERS: tuple(layers), offload.EXPERTS: tuple(experts)}
         self.budget_bytes, self.current = budget_bytes, current
         points = [p for series in self.series.values() for p in series]
         gib = 1024**3 if self._unit == "GiB" else GB
@@ -541,7 +542,7 @@ class MemorySpeedChart(Chart):
             return "No curves yet."
         parts = []
         for kind, points in self.series.items():
-            best = curves.best(points)
+            best = fastest_that_fits(points)
             if points and best is not None:
                 parts.append(
                     f"{CURVE_LABELS[kind].capitalize()}: the fastest that fits is {best.flag}, "
@@ -557,7 +558,7 @@ class MemorySpeedChart(Chart):
             )
         return sentences(*parts)
 
-    def _points(self, plot: QRectF) -> list[tuple[curves.CurvePoint, QPointF]]:
+    def _points(self, plot: QRectF) -> list[tuple[offload.CurvePoint, QPointF]]:
         return [
             (p, QPointF(self._x(p.total_gpu_bytes, plot), self._y(p.tokens_per_second, plot)))
             for series in self.series.values()

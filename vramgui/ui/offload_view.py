@@ -35,14 +35,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers import offload as answers
+from vramgui.answers import placement as offload
 from vramgui.answers.host import SET, THIS_MACHINE, UNKNOWN_HOST, HostSettings
 from vramgui.answers.offload import OffloadAnswer, plan_offload
-from vramgui.core import engines, launch, offload
+from vramgui.answers.placement import Bandwidths, FitResult, LlamaCppLayout, Placement, Throughput
+from vramgui.core import engines
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
-from vramgui.core.offload import Bandwidths, Placement, Throughput, curves
-from vramgui.core.offload.fit import FitResult, fit_llamacpp
-from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.units import GB, GiB, Unit, format_bytes, format_rate
 from vramgui.core.workload import EngineConflictError, Workload, adjusted, served_family
 from vramgui.ui import palette, wording
@@ -135,6 +135,8 @@ class OffloadView(QWidget):
         self._machine_ram: int | None = None
         self.answer: OffloadAnswer | None = None
         self._bandwidths: Bandwidths | None = None
+        # The GPU memory speed its box shows from the last plan (GB/s; NaN: the one given).
+        self._gpu_memory_shown = math.nan
         self._gpus: tuple[GpuChoice, ...] = ()
         self._unit: Unit = "GiB"
         self._ngl: int | None = None  # None: the most that fit
@@ -145,7 +147,7 @@ class OffloadView(QWidget):
         self.placement: Placement | None = None
         self.throughput: Throughput | None = None
         self.compute_bound_batch: int | None = None
-        self._settings: tuple[launch.LaunchSettings, ...] = ()
+        self._settings: tuple[answers.LaunchSettings, ...] = ()
         # Several GPUs: the indices (into the GPU list) of the GPUs that join the first, in order;
         # the same index twice is two cards of that kind.
         self._extra: list[int] = []
@@ -153,7 +155,10 @@ class OffloadView(QWidget):
         self._fit: FitResult | None = None  # llama.cpp's --fit, until a control is moved
         self._curves_job: Worker | None = None
         self._fit_job: Worker | None = None
-        self.curves: tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]] = ((), ())
+        self.curves: tuple[tuple[offload.CurvePoint, ...], tuple[offload.CurvePoint, ...]] = (
+            (),
+            (),
+        )
 
         self.gpu = QComboBox()
         self.gpu.setToolTip("The GPU to plan for: one of those checked in the GPUs panel")
@@ -657,12 +662,11 @@ class OffloadView(QWidget):
         base = LlamaCppLayout(
             split_mode=self.split_mode.currentData(), op_offload=self.op_offload.isChecked()
         )
-        budgets, margin, host = self.budgets, self.margin_bytes, self._host.ram_bytes
-        served = workload.with_(mode="inference", engine="llamacpp")
+        budgets, margin, host = self.budgets, self.margin_bytes, self._host
         self.fit_button.setEnabled(False)
         self._fit_job = submit(
-            lambda: fit_llamacpp(
-                spec, served, budgets, margin_bytes=margin, host_ram_bytes=host, layout=base
+            lambda: answers.fit_like_llamacpp(
+                spec, workload, budgets, margin_bytes=margin, host=host, layout=base
             ),
             self._fit_done,
             self._fit_failed,
@@ -682,7 +686,7 @@ class OffloadView(QWidget):
             return
         self._fit_job = None
         self.fit_button.setEnabled(True)
-        self._show_error(wording.window_text(str(exc)))
+        self._show_error(wording.in_window(exc))
 
     def _take_budget(self, vram_bytes: int, host_ram_bytes: int | None) -> None:
         self._vram_bytes = vram_bytes
@@ -692,6 +696,7 @@ class OffloadView(QWidget):
 
     def _take_bandwidths(self, bandwidths: Bandwidths) -> None:
         self._bandwidths = bandwidths
+        self._gpu_memory_shown = math.nan
         for key, spin in self.spins.items():
             value = getattr(bandwidths, key)
             blocked = spin.blockSignals(True)
@@ -775,8 +780,13 @@ class OffloadView(QWidget):
             for key, spin in self.spins.items()
         }
         values["gpu_flops"] = values["gpu_flops"] or math.inf
-        # The other GPUs' speeds (several GPUs) are the catalog's; the boxes edit GPU 0's.
         before = self._bandwidths
+        if before is not None and math.isclose(
+            self.spins["gpu_bytes_per_s"].value(), self._gpu_memory_shown, rel_tol=1e-9
+        ):
+            # The box shows the speed the plan was timed at, not a speed typed in.
+            values["gpu_bytes_per_s"] = before.gpu_bytes_per_s
+        # The other GPUs' speeds (several GPUs) are the catalog's; the boxes edit GPU 0's.
         others = before.other_gpus if before is not None else ()
         # llama.cpp's measured kernels time the GPU's layers while its speeds stay as they
         # were; a GPU speed typed in asks for the roofline at that speed.
@@ -825,12 +835,12 @@ class OffloadView(QWidget):
         )
         self._adjustments = tuple(wording.reset_notice(r, spec.name) for r in resets)
         if self._floor_bytes is None:
-            self._floor_bytes = offload.min_vram_bytes(spec, workload)
+            self._floor_bytes = answers.one_layer_floor(spec, workload)
         layout = None
         ggml = engines.planner_engine(planner).ggml
         if ggml:
             if self._llamacpp is None or self._llamacpp.workload != workload:
-                self._llamacpp = offload.llamacpp_model(spec, workload)
+                self._llamacpp = answers.llamacpp_model(spec, workload)
             layout = self.llamacpp_layout
         fit = (
             self._fit
@@ -840,24 +850,17 @@ class OffloadView(QWidget):
         bandwidths = self._all_bandwidths()
         if bandwidths is None:
             # No speeds known for this GPU: placed, not timed.
-            if not ggml:
-                return offload.plan(
-                    planner,
-                    spec,
-                    workload,
-                    self.budgets,
-                    host_ram_bytes=self._host.ram_bytes,
-                    margin_bytes=self.margin_bytes,
-                )
-            assert self._llamacpp is not None
-            if fit is not None:
-                return dataclasses.replace(fit.placement, margin_bytes=self.margin_bytes)
-            return self._llamacpp.place(
+            return answers.place_untimed(
+                spec,
+                workload,
+                planner,
                 self.budgets,
-                host_ram_bytes=self._host.ram_bytes,
-                n_gpu_layers=self._ngl,
+                host=self._host,
                 margin_bytes=self.margin_bytes,
+                n_gpu_layers=self._ngl,
                 layout=layout,
+                fit=fit,
+                model=self._llamacpp,
             )
         self.answer = plan_offload(
             spec,
@@ -906,7 +909,7 @@ class OffloadView(QWidget):
             self._show_error(wording.refusal(exc.conflict, self._spec.name if self._spec else ""))
         except VramguiError as exc:
             placement = None
-            self._show_error(wording.window_text(str(exc)))
+            self._show_error(wording.in_window(exc))
         self.placement = placement
         self.layer_chart.set_placement(placement)
         self._update_slider(placement)
@@ -1008,8 +1011,28 @@ class OffloadView(QWidget):
                 f"prefill of {p.workload.seq:,} tokens {self.answer.prefill_seconds:,.2f} s"
             )
         self.summary.setStyleSheet("" if p.fits else palette.WARNING_STYLE)
-        notes = "".join(f"<br>{escape(note)}" for note in (*self._adjustments, *p.notes))
+        notes = "".join(
+            f"<br>{escape(wording.in_window(n))}" for n in (*self._adjustments, *p.notes)
+        )
         self.summary.setText(" &nbsp;·&nbsp; ".join(parts) + f"<small>{notes}</small>")
+
+    def _show_gpu_memory(self, rate: answers.GpuMemoryRate) -> None:
+        """The GPU memory speed the plan was timed at, in its box (llama.cpp's measured share
+        of the peak for the weights, or the roofline's speed), and its basis in the tooltip."""
+        spin = self.spins["gpu_bytes_per_s"]
+        blocked = spin.blockSignals(True)
+        spin.setValue(rate.weights_bytes_per_s / GB)
+        spin.blockSignals(blocked)
+        self._gpu_memory_shown = spin.value()
+        tip = f"Decoding reads the weights at this speed: {rate.basis}."
+        if rate.cache_bytes_per_s != rate.weights_bytes_per_s:
+            tip += f" The KV cache reads at {format_rate(rate.cache_bytes_per_s / GB)} GB/s."
+        if rate.peak_bytes_per_s is not None:
+            tip += (
+                f" Peak {format_rate(rate.peak_bytes_per_s / GB)} GB/s. A speed typed in is "
+                "taken as it is, with the roofline."
+            )
+        spin.setToolTip(tip)
 
     def _draw_speed(self, placement: Placement | None) -> None:
         bw = self._all_bandwidths()
@@ -1020,6 +1043,7 @@ class OffloadView(QWidget):
             return
         answer = self.answer
         assert answer is not None  # timed with the placement whenever there are speeds
+        self._show_gpu_memory(answer.gpu_memory)
         self.throughput = answer.throughput
         self.compute_bound_batch = answer.compute_bound_batch
         self.throughput_chart.set_curve(answer.curve, self.throughput, self.compute_bound_batch)
@@ -1044,7 +1068,7 @@ class OffloadView(QWidget):
                 current = (sum(placement.gpu_bytes), self.throughput.tokens_per_second)
             self.memory_chart.set_curves((), (), budget_bytes=0, current=current)
             return
-        budgets, margin, host = self.budgets, self.margin_bytes, self._host.ram_bytes
+        budgets, margin, host = self.budgets, self.margin_bytes, self._host
         layout = self.llamacpp_layout
         current = (
             sum(placement.gpu_bytes),
@@ -1058,15 +1082,13 @@ class OffloadView(QWidget):
             self.memory_chart.set_curves(*self.curves, budget_bytes=sum(budgets), current=current)
             return
 
-        def work() -> tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]]:
-            kwargs = {"layout": layout, "host_ram_bytes": host, "margin_bytes": margin}
-            return (
-                curves.layer_curve(model, budgets, bw, **kwargs),  # type: ignore[arg-type]
-                curves.expert_curve(model, budgets, bw, **kwargs),  # type: ignore[arg-type]
+        def work() -> tuple[tuple[offload.CurvePoint, ...], tuple[offload.CurvePoint, ...]]:
+            return answers.llamacpp_curves(
+                model, budgets, bw, layout=layout, host=host, margin_bytes=margin
             )
 
         def done(
-            result: tuple[tuple[curves.CurvePoint, ...], tuple[curves.CurvePoint, ...]],
+            result: tuple[tuple[offload.CurvePoint, ...], tuple[offload.CurvePoint, ...]],
         ) -> None:
             if not shiboken6.isValid(self.memory_chart):
                 return  # the view went while the worker ran
@@ -1083,12 +1105,7 @@ class OffloadView(QWidget):
         if placement is None or self._spec is None:
             self._settings = ()
         else:
-            # An Ollama model's own settings come first, under its Ollama name.
-            spec = self._spec
-            ollama = spec.name if spec.source.startswith("Ollama") else None
-            self._settings = launch.launch_settings(
-                spec, placement.workload, placement, ollama=ollama
-            )
+            self._settings = answers.launch_lines(self._spec, placement)
         chosen = self.engine.currentText()
         blocked = self.engine.blockSignals(True)
         self.engine.clear()
@@ -1108,5 +1125,5 @@ class OffloadView(QWidget):
             return
         settings = self._settings[index]
         self.launch_text.setPlainText(settings.text)
-        self.launch_notes.setText(" ".join(settings.notes))
+        self.launch_notes.setText(" ".join(wording.in_window(n) for n in settings.notes))
         self.copy_button.setEnabled(True)

@@ -54,9 +54,9 @@ from PySide6.QtWidgets import (
 )
 
 from vramgui.answers.documents import saved_document
+from vramgui.answers.estimate import estimate_setup
 from vramgui.answers.rates import RatesFor
 from vramgui.core.errors import VramguiError
-from vramgui.core.estimate import estimate
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
 from vramgui.profiles import (
@@ -79,6 +79,7 @@ from vramgui.ui.compare_view import (
 )
 from vramgui.ui.controller import EstimateController
 from vramgui.ui.table_model import FlatTableModel
+from vramgui.ui.wording import in_window
 from vramgui.ui.workers import Worker, submit
 
 if TYPE_CHECKING:
@@ -747,7 +748,7 @@ class ProfilesView(QWidget):
     def _open_failed(self, profile: Profile, exc: Exception) -> None:
         self._opening = None
         self.opening.hide()
-        reason = str(exc) if isinstance(exc, VramguiError) else f"{type(exc).__name__}: {exc}"
+        reason = in_window(exc) if isinstance(exc, VramguiError) else f"{type(exc).__name__}: {exc}"
         self.show_message(
             f"Cannot open {profile.name!r}: its model cannot be loaded ({reason}). "
             "The profile is kept as it was.",
@@ -995,7 +996,7 @@ def _load_and_estimate(
     """
     loaded = load_model(source)
     with contextlib.suppress(VramguiError):
-        estimate(loaded.spec, workload, capacities[0][1] if capacities else None)
+        estimate_setup(loaded.spec, workload, capacities[:1], gpu_name="")
     return loaded
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
+from vramgui.answers.documents import estimate_document
 from vramgui.core.model import Inventory
-from vramgui.core.report import estimate_document
 from vramgui.core.units import Unit, format_bytes
 from vramgui.ui.controller import Analysis
 from vramgui.ui.palette import component_label

@@ -28,6 +28,7 @@ from vramgui.core.units import (
     format_rate,
     parse_count,
 )
+from vramgui.ui.wording import in_window
 
 NO_TARGET = (
     "Check a GPU of the catalog on the right to see how fast the setup runs and what it costs."
@@ -58,7 +59,7 @@ def speed_text(summary: Timing | Untimed | None, brief: bool = False) -> str:
     if summary is None:
         return NO_TARGET
     if isinstance(summary, Untimed):
-        return f"No speed or cost: {escape(summary.reason)}"
+        return f"No speed or cost: {escape(in_window(summary.reason))}"
     where = escape(placement_words(summary.placement, brief))
     price = summary.price
     parts = []
@@ -128,7 +129,7 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
     if summary is None:
         return NO_TARGET
     if isinstance(summary, Untimed):
-        return summary.reason
+        return in_window(summary.reason)
     u = summary.utilization
     lines = [f"Timed on: {summary.placement.describe()}"]
     if summary.basis == "measured":
@@ -154,7 +155,7 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
         p = summary.price
         dated = f", {p.date}" if p.date else ""
         lines.append(f"{format_money(p.per_gpu_hour, p.currency)} per GPU-hour ({p.source}{dated})")
-    lines += [f"• {note}" for note in summary.notes]
+    lines += [f"• {in_window(note)}" for note in summary.notes]
     if summary.mode == "training":
         lines.append(
             "docs/performance.md, 'Training time', compares these figures with measurements."

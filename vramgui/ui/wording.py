@@ -1,18 +1,17 @@
-"""The window's words for settings: what the core says in command-line terms, said as the window
-shows it (labels of its controls, names of its choices), so that no message asks a user of the
-window to type ``--quant nf4``.
+"""The window's words for settings: each setting a message of the core names (a
+:class:`~vramgui.core.errors.Setting`) said as the window labels its control and names its
+choice, so that no message asks a user of the window to type ``--quant nf4``.
 """
 
 from __future__ import annotations
 
-import re
-
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.engines import ENGINE_KEYS
 from vramgui.core.engines import engine as engine_of
-from vramgui.core.workload import EngineConflict, Reset
+from vramgui.core.errors import Command, Term, VramguiError, words
+from vramgui.core.workload import EngineConflict, EngineConflictError, Reset
 
-# Each setting as the window labels its control.
+# Each setting, by its field name, as the window labels its control.
 SETTING_LABELS = {
     "mode": "Mode",
     "batch": "Batch",
@@ -20,34 +19,72 @@ SETTING_LABELS = {
     "dtype": "Weights",
     "quant": "Quantization",
     "engine": "Engine",
-    "kv-dtype": "KV cache",
+    "kv_dtype": "KV cache",
     "attention": "Attention",
     "method": "Method",
     "precision": "Precision",
     "optimizer": "Optimizer",
-    "lora-rank": "LoRA rank",
-    "lora-targets": "LoRA targets",
-    "grad-accum": "Accumulation",
-    "grad-checkpointing": "Gradient checkpointing",
+    "lora_rank": "LoRA rank",
+    "lora_targets": "LoRA targets",
+    "grad_accum": "Accumulation",
+    "grad_checkpointing": "Gradient checkpointing",
+    "loop": "Training loop",
     "gpus": "GPUs",
     "zero": "ZeRO",
     "fsdp": "FSDP",
     "tp": "Tensor parallel",
     "pp": "Pipeline parallel",
-    "cpu-offload": "Offload optimizer to CPU",
-    "gpu-memory-utilization": "vLLM share",
-    "overhead-gib": "Runtime overhead",
-    "rope-scaling": "RoPE scaling",
-    "rope-factor": "RoPE factor",
-    "rope-original-context": "Original context",
+    "cpu_offload": "Offload optimizer to CPU",
+    "gpu_memory_utilization": "vLLM share",
+    "max_num_seqs": "Max sequences",
+    "max_num_batched_tokens": "Batched tokens",
+    "enforce_eager": "No CUDA graphs",
+    "enable_lora": "LoRA adapters",
+    "max_loras": "LoRA slots",
+    "max_lora_rank": "LoRA max rank",
+    "speculative": "Speculative",
+    "draft_model": "Draft model",
+    "num_speculative_tokens": "Draft tokens",
+    "cpu_offload_gb": "Weights in CPU RAM",
+    "enable_prefix_caching": "Prefix caching",
+    "vllm_version": "Rules of vLLM",
+    "mtp": "Load MTP layers",
+    "mem_fraction_static": "SGLang static share",
+    "sglang_version": "Rules of SGLang",
+    "transformers_version": "transformers release",
+    "prompt": "Prompt",
+    "ubatch_size": "Micro-batch (-ub)",
+    "batch_size": "Batch (-b)",
+    "overhead_bytes": "Runtime overhead",
+    "overhead_gib": "Runtime overhead",
+    "rope_scaling": "RoPE scaling",
+    "rope_factor": "RoPE factor",
+    "rope_original_context": "Original context",
+    "gpu": "GPU",
+    "model": "Model",
+    # The Offloading tab's.
+    "ngl": "GPU layers",
+    "n_cpu_moe": "Experts in host RAM",
+    "cpu_moe": "Experts in host RAM",
+    "split_mode": "split by",
+    "margin_gib": "Keep free",
+    "ram_gib": "Host RAM",
+    "main_gpu": "Main GPU",
+    "tensor_split": "Tensor split",
+    "overrides": "Tensor overrides",
+    "kv_offload": "KV cache on the GPU",
+    "op_offload": "Op offload",
+    "gpu_arch": "GPU generation",
+    "fit": "Fit like llama.cpp",
 }
 ROPE_LABELS = {"none": "None", "yarn": "YaRN", "linear": "Linear", "dynamic": "Dynamic NTK"}
 KV_LABELS = {"auto": "Same as weights", "q8_0": "q8_0", "q4_0": "q4_0"}
-# Options that are switches: the word after one is not its value.
-_SWITCHES = frozenset({"grad-checkpointing", "fsdp", "cpu-offload"})
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: ([A-Za-z0-9_.,-]+))?")
-# The command line's pointer to its search, said as the window's.
-_SEARCH_HINT = re.compile(r"`vramgui search [^`]*` lists matching models")
+# Where the window does what a command of the command line does; a command it has no place for
+# is named as the command line's.
+COMMAND_PLACES = {
+    "search": "the search box",
+    "gpus": "The GPUs panel",
+}
 
 
 def engine_label(engine: str) -> str:
@@ -76,28 +113,28 @@ def value_label(setting: str, value: str) -> str:
 
 def setting_text(setting: str, value: object) -> str:
     """A setting and its value as the window shows them ("Quantization bitsandbytes NF4")."""
-    label = SETTING_LABELS.get(setting.replace("_", "-"), setting)
+    label = SETTING_LABELS.get(setting, setting)
     return f"{label} {value_label(setting, str(value))}"
 
 
-def window_text(message: str) -> str:
-    """A message of the core, in command-line terms, with each ``--option value`` said as the
-    window's control and choice (``--tp 3`` -> ``Tensor parallel 3``)."""
+def say(term: Term, value: str) -> str:
+    """A setting (or a command) a message names, as the window says it: its control's label and
+    its choice (``Context “40,000”``, ``Quantization “bitsandbytes NF4”``)."""
+    if isinstance(term, Command):
+        typed = " ".join(("vramgui", term.name, term.args)).strip()
+        return COMMAND_PLACES.get(term.name) or f"the command line's `{typed}`"
+    label = SETTING_LABELS.get(term.name, term.name.replace("_", " "))
+    return f"{label} “{value_label(term.name, value)}”" if value else label
 
-    def say(match: re.Match[str]) -> str:
-        flag, value = match.group(1), match.group(2)
-        label = SETTING_LABELS.get(flag)
-        if label is None:
-            return match.group(0)
-        if flag in _SWITCHES and value is not None:
-            return f"{label} {value}"  # a switch takes no value: the word is the sentence's
-        if value is None:
-            return label
-        shown = value_label(flag.replace("-", "_"), value.rstrip(",."))
-        return f"{label} “{shown}”{value[len(value.rstrip(',.')) :]}"
 
-    message = _SEARCH_HINT.sub("the search box lists matching models", message)
-    return _FLAG.sub(say, message)
+def in_window(error: BaseException | str) -> str:
+    """An error or a message of the core in the window's words (another error as it says
+    itself)."""
+    if isinstance(error, EngineConflictError):
+        return refusal(error.conflict)
+    if isinstance(error, VramguiError):
+        return error.words(say)
+    return words(error, say) if isinstance(error, str) else str(error)
 
 
 def _runs_only(conflict: EngineConflict) -> str:

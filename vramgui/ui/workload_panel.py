@@ -17,9 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vramgui.answers.setup import LORA_RANKS
 from vramgui.core import engines
 from vramgui.core.engines import StartUp
-from vramgui.core.vllm.profile import LORA_RANKS
 from vramgui.core.workload import (
     MAX_BATCH,
     MAX_ROPE_FACTOR,

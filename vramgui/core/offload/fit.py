@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.defaults import DEFAULT_FIT_MIN_CONTEXT
 from vramgui.core.offload.devices import CPU
@@ -191,12 +191,22 @@ def fit_llamacpp(
     base = layout or LlamaCppLayout()
     if base.overrides or base.moves_experts or base.tensor_split:
         raise WorkloadError(
-            "llama.cpp fits only what is not set: leave out --tensor-split, --override-tensor, "
-            "--cpu-moe and --n-cpu-moe with --fit (it sets them itself)"
+            Message(
+                "llama.cpp fits only what is not set: leave out {split}, {overrides}, {cpu_moe} "
+                "and {n_cpu_moe} with {fit} (it sets them itself)",
+                split=Setting("tensor_split"),
+                overrides=Setting("overrides"),
+                cpu_moe=Setting("cpu_moe"),
+                n_cpu_moe=Setting("n_cpu_moe"),
+                fit=Setting("fit"),
+            )
         )
     if base.split_mode != "layer" and len(budgets) > 1:
         raise WorkloadError(
-            "with several GPUs llama.cpp's --fit handles --split-mode layer only (common/fit.cpp)"
+            Message(
+                "with several GPUs llama.cpp's --fit handles {layer} only (common/fit.cpp)",
+                layer=Setting("split_mode", "layer"),
+            )
         )
     targets = tuple(b - m for b, m in zip(budgets, margins, strict=True))
     notes: list[str] = []

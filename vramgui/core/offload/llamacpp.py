@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from vramgui.core import activations
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import ArchFacts, ModelSpec, Role
 from vramgui.core.offload.budget import (
     HostRam,
@@ -72,6 +72,9 @@ class LlamaCppModel:
         buffers_bytes: llama.cpp's compute buffer on a GPU that runs every layer.
         tied_copy_bytes: the GPU copy of tied embeddings the output layer holds (0 if untied).
         facts: the architecture, to size each GPU's compute buffer when layers are split.
+        set_rows: the build writes the KV cache with ggml_set_rows, as every build since
+            August 2025 does (``activations.llamacpp_set_rows``); False for a log of an earlier
+            build, whose graph without flash attention holds no index of the V it writes.
     """
 
     units: tuple[ModelUnit, ...]
@@ -79,6 +82,7 @@ class LlamaCppModel:
     buffers_bytes: int
     tied_copy_bytes: int
     facts: ArchFacts | None = None
+    set_rows: bool = True
     # Each unit's pieces by (unit, device, row shares, layout): re-placing at another -ngl, or
     # along a curve, meets the same units on the same devices again.
     _memo: dict[object, dict[str, list[int]]] = field(
@@ -111,11 +115,21 @@ class LlamaCppModel:
         n_gpus = len(budgets)
         if layout.main_gpu >= n_gpus:
             raise WorkloadError(
-                f"--main-gpu {layout.main_gpu} names no GPU: there are {n_gpus} (0 to {n_gpus - 1})"
+                Message(
+                    "{main} names no GPU: there are {n} (0 to {last})",
+                    main=Setting("main_gpu", layout.main_gpu),
+                    n=n_gpus,
+                    last=n_gpus - 1,
+                )
             )
         if layout.tensor_split and len(layout.tensor_split) > n_gpus:
             raise WorkloadError(
-                f"--tensor-split gives {len(layout.tensor_split)} proportions for {n_gpus} GPUs"
+                Message(
+                    "{split} gives {count} proportions for {n} GPUs",
+                    split=Setting("tensor_split"),
+                    count=len(layout.tensor_split),
+                    n=n_gpus,
+                )
             )
         if layout.split_mode == "none" or n_gpus == 1:
             gpus: tuple[int, ...] = (layout.main_gpu,)
@@ -283,7 +297,7 @@ class LlamaCppModel:
             # One GPU runs the graph (with no layers there, the large batches llama.cpp hands it).
             buffers[main] = (
                 self.buffers_bytes
-                if layout.set_rows
+                if self.set_rows
                 else self._device_buffer(
                     output=True, blocks=(0, self.blocks), copies=0, set_rows=False
                 )
@@ -301,7 +315,7 @@ class LlamaCppModel:
                     output=receiver == main,
                     layers=receiver == main,
                     host_experts=host,
-                    set_rows=layout.set_rows,
+                    set_rows=self.set_rows,
                 )
         else:
             # Whole layers per GPU: each sizes its own part of the graph. Holding every layer
@@ -319,7 +333,7 @@ class LlamaCppModel:
                     blocks=(min(runs), max(runs) + 1) if runs else None,
                     copies=PIPELINE_COPIES if pipelined else 0,
                     host=host if i == receiver else (),
-                    set_rows=layout.set_rows,
+                    set_rows=self.set_rows,
                 )
         return tuple(GpuShare(weights[i], kv[i], buffers[i]) for i in range(n_gpus))
 
@@ -334,7 +348,7 @@ class LlamaCppModel:
     ) -> int:
         """One GPU's compute buffer when the layers are split over several: ``blocks`` are those
         it runs (``(first, end)``, None: none), ``host`` the host experts it multiplies,
-        ``set_rows`` the layout's."""
+        ``set_rows`` the model's."""
         if self.facts is None:
             return self.buffers_bytes if blocks or output else 0
         w = self.workload

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.offload.devices import CPU, gpu_device
 
 # common/common.h: LLM_FFN_EXPS_REGEX and LLM_FFN_DENSE_REGEX.
@@ -88,7 +88,11 @@ def parse_overrides(text: str) -> tuple[TensorOverride, ...]:
         pattern, sep, buffer = pair.rpartition("=")
         if not sep or not pattern:
             raise WorkloadError(
-                f"--override-tensor takes PATTERN=DEVICE pairs (exps=CPU), got {pair!r}"
+                Message(
+                    "{setting} takes PATTERN=DEVICE pairs (exps=CPU), got {pair!r}",
+                    setting=Setting("overrides"),
+                    pair=pair,
+                )
             )
         out.append(override(pattern, buffer))
     return tuple(out)
@@ -111,6 +115,12 @@ def override(pattern: str, buffer: str) -> TensorOverride:
     return TensorOverride(pattern, buffer_device(buffer), buffer)
 
 
+def _negative(setting: str, value: int) -> Message:
+    return Message(
+        "{setting} must be 0 or more, got {value}", setting=Setting(setting), value=value
+    )
+
+
 def cpu_moe() -> tuple[TensorOverride, ...]:
     """``--cpu-moe``: every layer's routed experts in host memory."""
     return (TensorOverride(FFN_EXPS_REGEX, CPU, "CPU"),)
@@ -122,7 +132,7 @@ def n_cpu_moe(n: int) -> tuple[TensorOverride, ...]:
     Raises:
         WorkloadError: a negative count.
     """
-    return _first_layers(n, FFN_EXPS_REGEX, "--n-cpu-moe")
+    return _first_layers(n, FFN_EXPS_REGEX, "n_cpu_moe")
 
 
 def n_cpu_ffn(n: int) -> tuple[TensorOverride, ...]:
@@ -131,12 +141,12 @@ def n_cpu_ffn(n: int) -> tuple[TensorOverride, ...]:
     Raises:
         WorkloadError: a negative count.
     """
-    return _first_layers(n, FFN_DENSE_REGEX, "--n-cpu-ffn")
+    return _first_layers(n, FFN_DENSE_REGEX, "n_cpu_ffn")
 
 
-def _first_layers(n: int, regex: str, flag: str) -> tuple[TensorOverride, ...]:
+def _first_layers(n: int, regex: str, setting: str) -> tuple[TensorOverride, ...]:
     if n < 0:
-        raise WorkloadError(f"{flag} must be 0 or more, got {n}")
+        raise WorkloadError(_negative(setting, n))
     return tuple(TensorOverride(rf"blk\.{i}{regex}", CPU, "CPU") for i in range(n))
 
 
@@ -169,9 +179,6 @@ class LlamaCppLayout:
         op_offload: False keeps the products of weights in host memory on the CPU whatever the
             batch (``--no-op-offload``); by default the GPU takes those of 32 tokens or more,
             copying the weight into its compute buffer.
-        set_rows: the build writes the KV cache with ggml_set_rows, as every build since
-            August 2025 does (``activations.llamacpp_set_rows``); False for a log of an earlier
-            build, whose graph without flash attention holds no index of the V written.
     """
 
     overrides: tuple[TensorOverride, ...] = ()
@@ -182,22 +189,29 @@ class LlamaCppLayout:
     main_gpu: int = 0
     kv_offload: bool = True
     op_offload: bool = True
-    set_rows: bool = True
 
     def __post_init__(self) -> None:
         if self.split_mode not in SPLIT_MODES:
             raise WorkloadError(
-                f"--split-mode must be one of {', '.join(SPLIT_MODES)}, got {self.split_mode!r}"
+                Message(
+                    "{setting} must be one of {modes}, got {value!r}",
+                    setting=Setting("split_mode"),
+                    modes=", ".join(SPLIT_MODES),
+                    value=self.split_mode,
+                )
             )
         if self.n_cpu_moe < 0:
-            raise WorkloadError(f"--n-cpu-moe must be 0 or more, got {self.n_cpu_moe}")
+            raise WorkloadError(_negative("n_cpu_moe", self.n_cpu_moe))
         if self.main_gpu < 0:
-            raise WorkloadError(f"--main-gpu must be 0 or more, got {self.main_gpu}")
+            raise WorkloadError(_negative("main_gpu", self.main_gpu))
         if any(not 0 <= share < 1e9 for share in self.tensor_split) or (
             self.tensor_split and not sum(self.tensor_split) > 0
         ):
             raise WorkloadError(
-                "--tensor-split takes proportions of 0 or more, at least one above 0 (3,1)"
+                Message(
+                    "{setting} takes proportions of 0 or more, at least one above 0 (3,1)",
+                    setting=Setting("tensor_split"),
+                )
             )
 
     @property
@@ -243,4 +257,10 @@ def parse_tensor_split(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(v) for v in re.split(r"[,/]+", text.strip()) if v)
     except ValueError:
-        raise WorkloadError(f"--tensor-split takes proportions such as 3,1; got {text!r}") from None
+        raise WorkloadError(
+            Message(
+                "{setting} takes proportions such as 3,1; got {text!r}",
+                setting=Setting("tensor_split"),
+                text=text,
+            )
+        ) from None

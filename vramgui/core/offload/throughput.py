@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from vramgui.core import activations
 from vramgui.core.engines import planner_engine
 from vramgui.core.errors import WorkloadError
-from vramgui.core.llamacpp_speed import prompt_attention, quantized
+from vramgui.core.llamacpp_speed import MMQ, expert_tile_flops, prompt_attention, quantized
 from vramgui.core.offload.defaults import (
     DEFAULT_CPU_FLOPS,
     DEFAULT_CPU_RAM_PEAK_BYTES_PER_S,
@@ -286,6 +286,11 @@ def _forward_seconds(
             where, memory_speed, flop_rate = speeds(piece.device)
             k = kernels(piece.device)
             if k is not None and prompt:
+                if piece.expert_parameters and k.prompt_path == MMQ and quantized(w):
+                    flops += expert_tile_flops(
+                        piece.expert_parameters, u.experts, u.experts_per_token, tokens,
+                        w.ubatch_size,
+                    )  # fmt: skip
                 dequant = passes * _dense_bytes(piece, u) if quantized(w) else 0.0
                 memory_s = k.prompt_memory_seconds(0.0, dequant)
                 products = k.weight_products_seconds(flops, quantized=quantized(w))
@@ -317,8 +322,11 @@ def _forward_seconds(
             )
         elif k is not None and kv_bytes:
             attention = 4.0 * tokens * context * u.attention_width
+            flash = activations.llamacpp_flash_attention(w)
             lanes.add(
-                p.kv_device, k.cache_seconds(kv_bytes), _matmul(k, attention, bw, p.kv_device)
+                p.kv_device,
+                k.cache_seconds(kv_bytes, flash=flash),
+                _matmul(k, attention, bw, p.kv_device),
             )
         elif kv_bytes:
             attention = 4.0 * tokens * context * u.attention_width

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramgui.core import dtypes, parallel, storage
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError, phrase
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.training.components import (
     ACTIVATIONS,
@@ -46,16 +46,27 @@ FOUR_BIT_SCHEMES = ("nf4", "fp4", "nf4-nodq", "fp4-nodq")
 
 def _check(workload: Workload) -> None:
     if workload.mode != "training":
-        raise WorkloadError("a training estimate needs --mode training")
+        raise WorkloadError(
+            Message("a training estimate needs {mode}", mode=Setting("mode", "training"))
+        )
     if workload.method == "qlora" and workload.quant not in FOUR_BIT_SCHEMES:
         raise WorkloadError(
-            "QLoRA trains adapters on a bitsandbytes 4-bit base: use --quant nf4 or fp4 "
-            f"(or nf4-nodq / fp4-nodq without double quantization), not {workload.quant!r}"
+            Message(
+                "QLoRA trains adapters on a bitsandbytes 4-bit base: use {nf4} or fp4 (or "
+                "nf4-nodq / fp4-nodq without double quantization), not {quant!r}",
+                nf4=Setting("quant", "nf4"),
+                quant=workload.quant,
+            )
         )
     if workload.method != "qlora" and workload.quant != "none":
         raise WorkloadError(
-            f"--quant {workload.quant} with --method {workload.method}: a quantized base can only "
-            "be trained through adapters (use --method qlora)"
+            Message(
+                "{quant} with {method}: a quantized base can only be trained through adapters "
+                "(use {qlora})",
+                quant=Setting("quant", workload.quant),
+                method=Setting("method", workload.method),
+                qlora=Setting("method", "qlora"),
+            )
         )
 
 
@@ -350,14 +361,18 @@ def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> li
     ]
     if workload.method == "full" or not experts:
         return []
-    notes = []
+    notes: list[str] = []
     version = workload.transformers_version
     if not storage.experts_stacked(spec.facts.model_type, version):
         if workload.method == "qlora":
             notes.append(
-                f"transformers {version} holds each routed expert as nn.Linear layers, which "
-                "bitsandbytes quantizes like the others (transformers 5 stacks them into "
-                "parameters it leaves unquantized: --transformers-version 5.0)"
+                phrase(
+                    f"transformers {version} holds each routed expert as nn.Linear layers, which "
+                    "bitsandbytes quantizes like the others (transformers 5 stacks them into "
+                    "parameters it leaves unquantized: ",
+                    Setting("transformers_version", "5.0"),
+                    ")",
+                )
             )
         notes.append(
             f"The experts' activations follow transformers 5's MoE code, measured; "
@@ -379,17 +394,20 @@ def _expert_notes(spec: ModelSpec, workload: Workload, ctx: ReplayContext) -> li
             )
             // workload.tp
         )
+        upcast = (
+            ", and prepare_model_for_kbit_training upcasts them to fp32"
+            if ctx.param_bytes == 4
+            else ""
+        )
         notes.append(
-            f"transformers {version} holds the routed experts as stacked parameters, which "
-            "bitsandbytes "
-            "(it replaces nn.Linear layers) leaves unquantized"
-            + (
-                ", and prepare_model_for_kbit_training upcasts them to fp32"
-                if ctx.param_bytes == 4
-                else ""
+            phrase(
+                f"transformers {version} holds the routed experts as stacked parameters, which "
+                f"bitsandbytes (it replaces nn.Linear layers) leaves unquantized{upcast}: "
+                f"{format_bytes(held)} per GPU (transformers 4 held each expert as an nn.Linear, "
+                f"which bitsandbytes quantized: {format_bytes(four_bit)}; ",
+                Setting("transformers_version", "4.57"),
+                ")",
             )
-            + f": {format_bytes(held)} per GPU (transformers 4 held each expert as an nn.Linear, "
-            f"which bitsandbytes quantized: {format_bytes(four_bit)}; --transformers-version 4.57)"
         )
     folded = sum(folded_expert_bytes(spec, layer, ctx) for layer in range(spec.facts.num_layers))
     if folded:

@@ -207,37 +207,6 @@ def layer_specs(
     return out
 
 
-# Types whose layout vLLM's code gives but a published start-up bears out only in 16 bits: vLLM
-# 0.21 reports ~525k tokens in ~50 GB for cyankiwi/gemma-4-31B-it-AWQ-4bit on an A100 (bf16 KV;
-# vllm-project/vllm#43308), as this layout gives within 5 %, but with the fp8 KV of its
-# checkpoint Gemma-4-31B-IT-NVFP4 logs 5.97 requests of 262,144 tokens on one H100, about twice
-# what this layout holds in the memory left (benchmarks/data/vllm_logs.json,
-# gemma4-31b-nvfp4-h100-262k; docs/accuracy.md).
-UNCONFIRMED_8BIT_LAYOUT_TYPES = frozenset({"gemma4", "gemma4_text"})
-
-
-def layout_note(spec: ModelSpec, workload: Workload) -> str | None:
-    """What the estimate says of a KV layout no published start-up bears out (None: none)."""
-    facts = spec.facts
-    element = dtypes.kv_bytes_per_element(workload.kv_dtype, workload.dtype)
-    if (
-        facts.model_type not in UNCONFIRMED_8BIT_LAYOUT_TYPES
-        or LayerType.SLIDING not in facts.layer_types
-        or element >= 2
-    ):
-        return None
-    return (
-        f"vLLM's KV layout of {facts.model_type} is read from its code: sliding-window layers "
-        "grouped beside the full-attention ones with their pages unified, the full-attention "
-        "layers with their own head width and KV-head count, keys and values both cached "
-        "(attention_k_eq_v loads the keys into both). vLLM's report of a 16-bit cache agrees "
-        "with it, but with an 8-bit cache a published start-up (Gemma-4-31B-IT-NVFP4, one "
-        "H100, 262,144 tokens) reports about twice the requests at once that this layout "
-        "gives: the KV pool in tokens and the concurrency shown are approximate and may be "
-        "low by up to half."
-    )
-
-
 # Architectures whose recurrent (SSM) state vLLM keeps in float32 while the convolution state
 # stays in the model dtype: Qwen3.5's config asks for it (mamba_ssm_dtype, applied by
 # Qwen3_5ForConditionalGenerationConfig); Nemotron-H's default (NemotronHForCausalLMConfig).

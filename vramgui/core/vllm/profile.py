@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from vramgui.core import dtypes
 from vramgui.core.activations import vllm_profile_peak
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.units import GiB, MiB
 from vramgui.core.vllm.rules import Rules
@@ -102,7 +102,11 @@ def scheduler_settings(
     seqs = workload.max_num_seqs or min(SERVE_MAX_SEQS[large], tokens)
     if tokens < seqs:
         raise WorkloadError(
-            f"vLLM needs --max-num-batched-tokens ({tokens}) at least --max-num-seqs ({seqs})"
+            Message(
+                "vLLM needs {tokens} to be at least {seqs}",
+                tokens=Setting("max_num_batched_tokens", tokens),
+                seqs=Setting("max_num_seqs", seqs),
+            )
         )
     return Scheduler(seqs, tokens)
 

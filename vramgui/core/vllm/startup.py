@@ -22,19 +22,13 @@ from dataclasses import dataclass, field
 
 from vramgui.core import dtypes
 from vramgui.core.activations import vllm_profile_peak
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.model import LayerType, ModelSpec, Role
+from vramgui.core.parallel import more_stages_than_layers
 from vramgui.core.rope import NO_ROTARY, context_limit
 from vramgui.core.units import GiB
 from vramgui.core.vllm.encoders import EncoderProfile, encoder_profile, unmodelled_towers
-from vramgui.core.vllm.kv_layout import (
-    Kind,
-    KvLayout,
-    LayerKv,
-    kv_layout,
-    layer_specs,
-    layout_note,
-)
+from vramgui.core.vllm.kv_layout import Kind, KvLayout, LayerKv, kv_layout, layer_specs
 from vramgui.core.vllm.profile import (
     CUDA_CONTEXT_BYTES,
     LORA_RANKS,
@@ -138,7 +132,6 @@ class VllmPlan:
         cuda_graphs: CUDA graphs are captured (no --enforce-eager).
         encoder: the vision encoder's share of the first stage's profile (None: none modelled).
         unmodelled: the model's towers whose share of the profile is not modelled.
-        notes: what is approximate in the plan (a KV layout no published log bears out).
     """
 
     stages: tuple[Stage, ...]
@@ -148,7 +141,6 @@ class VllmPlan:
     cuda_graphs: bool = True
     encoder: EncoderProfile | None = None
     unmodelled: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
 
     @property
     def weights_bytes(self) -> int:
@@ -401,7 +393,6 @@ def build_plan(
         cuda_graphs=not workload.enforce_eager,
         encoder=encoder,
         unmodelled=unmodelled_towers(spec, encoder),
-        notes=tuple(n for n in (layout_note(spec, workload),) if n),
     )
 
 
@@ -442,20 +433,29 @@ def _check(spec: ModelSpec, workload: Workload) -> None:
     facts = spec.facts
     if workload.enable_lora and workload.max_lora_rank not in LORA_RANKS:
         ranks = ", ".join(str(r) for r in LORA_RANKS)
-        raise WorkloadError(f"vLLM's --max-lora-rank must be one of {ranks}")
+        raise WorkloadError(
+            Message(
+                "vLLM's {rank} must be one of {ranks}", rank=Setting("max_lora_rank"), ranks=ranks
+            )
+        )
     if workload.mtp and not spec.mtp_tensors and facts.model_type not in MTP_TYPES:
         raise WorkloadError(
-            f"{facts.model_type} has no multi-token-prediction layers vLLM runs; speculate "
-            "with a draft model (--speculative-model) instead"
+            Message(
+                "{kind} has no multi-token-prediction layers vLLM runs; speculate with a draft "
+                "model ({draft}) instead",
+                kind=facts.model_type,
+                draft=Setting("draft_model"),
+            )
         )
     if facts.num_layers < workload.pp:
-        raise WorkloadError(
-            f"--pp {workload.pp} is more pipeline stages than the model's {facts.num_layers} layers"
-        )
+        raise WorkloadError(more_stages_than_layers(workload.pp, facts.num_layers))
     if facts.num_kv_heads % workload.tp and workload.tp % facts.num_kv_heads:
         raise WorkloadError(
-            f"vLLM needs --tp {workload.tp} to divide the model's {facts.num_kv_heads} KV heads "
-            "or be a multiple of them"
+            Message(
+                "vLLM needs {tp} to divide the model's {kv_heads} KV heads or be a multiple of them",
+                tp=Setting("tp", workload.tp),
+                kv_heads=facts.num_kv_heads,
+            )
         )
 
 

@@ -182,3 +182,12 @@ def test_plan_on_a_local_gpu_the_catalog_lacks_says_its_speeds_are_assumed(
     assert set(assumed["assumed"]) == {"bandwidth", "tflops", "pcie"}
     assert assumed["stand_in"] == "RTX 4090"
     assert any("assumed speeds" in n and "--gpu-gbps" in n for n in doc["notices"])
+
+
+def test_plan_on_several_cards_given_by_hand(capsys, config_path):
+    doc = json.loads(_plan(capsys, config_path, "--vram-gib", 12, "--gpus", 2, "--json"))
+    assert doc["gpus"] == ["Custom 12 GiB", "Custom 12 GiB"]
+    assert doc["vram_budget_bytes"] == [12 * GiB, 12 * GiB]
+    # No bandwidth given: each card's assumed, once.
+    (assumed,) = doc["assumed_speeds"]
+    assert set(assumed["assumed"]) == {"bandwidth", "tflops", "pcie"}

@@ -503,18 +503,14 @@ def rank_setups(
     timed = []
     for setup in ranked:
         capacity, r = by_name[setup.gpu]
-        # llama.cpp splits whole layers over the GPUs (core.fit.sharded's tensor parallelism
-        # is not its): the workload the estimate and the plan place on them.
-        split = setup.workload.with_(tp=1, pp=1)
         try:
-            answer = llamacpp_plan(spec, split, capacity, r, host=host)
+            answer = llamacpp_plan(spec, setup.workload, capacity, r, host=host)
         except VramguiError:
             continue
         per_second = answer.throughput.tokens_per_second
         timed.append(
             replace(
                 setup,
-                workload=split,
                 tokens_per_second=per_second,
                 cost_per_million=_per_million(per_second, setup.count, setup.price),
                 basis=llamacpp_basis(answer, r)[0],

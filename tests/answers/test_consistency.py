@@ -15,10 +15,12 @@ import io
 import json
 from typing import Any
 
+from tests.logs_fixtures import text
 from vramgui.answers.host import host_settings
 from vramgui.answers.rates import catalog_rates
 from vramgui.answers.timing import AS_SET, Timing
 from vramgui.cli import main
+from vramgui.core.logs import read_log
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import load_catalog
@@ -44,6 +46,16 @@ SETUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("qwen3-30b-a3b", "RTX 3060 12GB",
      ("--engine", "llamacpp", "--quant", "Q4_K_M", "--seq", "40960")),
     ("qwen3-30b-a3b", "RTX 3060 12GB", ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "2")),
+    # llama.cpp's layer split over 2 and 4 GPUs: fitting, and not (layers in host RAM)
+    ("llama-3.1-70b", "RTX 4090", ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "2")),
+    ("llama-3.1-70b", "RTX 3060 12GB",
+     ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "2")),
+    ("llama-3.1-70b", "RTX 3060 12GB",
+     ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "4")),
+    ("qwen3-30b-a3b", "RTX 3060 12GB",
+     ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "4", "--seq", "40960")),
+    ("llama-3.1-70b", "RTX 3060 12GB",
+     ("--engine", "llamacpp", "--quant", "Q4_K_M", "--gpus", "4", "--seq", "32768")),
     ("qwen2.5-14b", "RTX 3080 10GB", ("--engine", "llamacpp", "--quant", "Q4_K_M", "--batch", "4")),
     ("mistral-7b-v0.3", "L4", ("--engine", "llamacpp", "--quant", "Q5_K_M")),
     # vLLM: starts, does not start (more GPUs), tensor parallel
@@ -210,6 +222,7 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
                 block = estimate["serving"]
                 views["estimate --json"].update({"ngl": block["placement"].get("gpu_layers")})
                 views["window"]["ngl"] = controller.analysis.speed.placement.gpu_layers
+                mismatches += _llamacpp_gpus_agree(label, estimate, plan)
             else:
                 # accelerate's plan of the same model: the same floor in the tab and `plan`
                 views["plan --json"] = {"floor": plan["min_vram_bytes"]}
@@ -256,6 +269,44 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
     assert len(SETUPS) >= 30 and timed >= 25
 
 
+def _llamacpp_gpus_agree(label: str, estimate: dict[str, Any], plan: dict[str, Any]) -> list[str]:
+    """llama.cpp, on one GPU or several: the estimate's per-GPU figures are those of the GPU
+    the plan fills most when the plan holds every layer on the GPUs, and the estimate fits then;
+    where the plan keeps layers or experts in host RAM, the estimate does not fit with the
+    plan's margin to spare."""
+    fit = estimate["fit"][0]
+    on_gpus = (
+        plan["fits"]
+        and all(layer["device"].startswith("gpu") for layer in plan["layers"][1:])
+        and plan["host_bytes"] == estimate["host_bytes"]
+    )
+    if not on_gpus:
+        if fit["headroom_bytes"] >= plan["margin_bytes"]:
+            return [f"{label}: the plan offloads what the estimate fits with room to spare"]
+        return []
+    fullest = max(range(len(plan["gpu_bytes"])), key=lambda i: plan["gpu_bytes"][i])
+    share = plan["per_gpu"][fullest]
+    seen = {
+        "estimate --json": (
+            fit["fits"],
+            estimate["per_gpu"]["total_bytes"],
+            estimate["per_gpu"]["components"]["weights"],
+            estimate["per_gpu"]["components"]["kv_cache"],
+            estimate["per_gpu"]["components"]["activations"],
+        ),
+        "plan --json": (
+            True,
+            plan["gpu_bytes"][fullest],
+            share["weights_bytes"],
+            share["kv_cache_bytes"],
+            share["buffers_bytes"],
+        ),
+    }
+    if len(set(seen.values())) > 1:
+        return [f"{label}: the fullest GPU (fits, total, weights, KV, buffers) differs: {seen}"]
+    return []
+
+
 def _disagreements(label: str, views: dict[str, dict[str, Any]]) -> list[str]:
     out = []
     keys = {k for figures in views.values() for k in figures}
@@ -264,3 +315,38 @@ def _disagreements(label: str, views: dict[str, dict[str, Any]]) -> list[str]:
         if len({json.dumps(v) for v in seen.values()}) > 1:
             out.append(f"{label}: {key} differs: {seen}")
     return out
+
+
+def test_llamacpp_on_two_gpus_splits_the_kv_cache_as_a_published_log():
+    # ik_llama.cpp issue 398: Qwen3-30B-A3B on two Tesla T4s, -c 32768, every layer on the GPUs,
+    # split as llama.cpp splits them by default ("CUDA0 KV buffer size = 1600.00 MiB", "CUDA1 KV
+    # buffer size = 1472.00 MiB": 25 and 23 of 48 layers). Its weights are a quant mix of that
+    # fork's own and its compute buffers another graph's: the KV cache is what both share.
+    logged = {
+        c.device: c.bytes
+        for c in read_log(text("llamacpp-ik-issue398-0.log")).components
+        if c.name == "kv_cache"
+    }
+    flags = ("qwen3-30b-a3b", "--engine", "llamacpp", "--quant", "Q4_K_M", "--seq", "32768")
+    flags += ("--gpu", "T4", "--gpus", "2", "--json")
+    estimate = _cli("estimate", *flags)
+    plan = _cli("plan", *flags)
+    assert [share["kv_cache_bytes"] for share in plan["per_gpu"]] == [
+        logged["CUDA0"],
+        logged["CUDA1"],
+    ]
+    assert estimate["per_gpu"]["components"]["kv_cache"] == max(logged.values())
+    assert estimate["fit"][0]["fits"] and plan["fits"]
+
+
+def test_the_ranking_times_a_llamacpp_setup_on_several_gpus_as_the_estimate_does():
+    # The ranking placed the GPUs' count of the setup with tensor parallelism (core.fit.sharded),
+    # which is not llama.cpp's: 2 x RTX 4090 at $17.27 per million tokens beside the
+    # estimate's own $17.51 for the same two GPUs.
+    doc = _cli("estimate", "llama-3.1-70b", "--engine", "llamacpp", "--quant", "Q4_K_M",
+               "--gpu", "RTX 4090", "--gpus", "2", "--rank", "cost", "--json")  # fmt: skip
+    (ranked,) = (r for r in doc["ranked"] if r["gpu"] == "RTX 4090" and r["count"] == 2)
+    serving = doc["serving"]
+    assert serving["placement"]["kind"] == AS_SET
+    assert ranked["tokens_per_second"] == serving["tokens_per_second"]
+    assert ranked["cost_per_million_tokens"] == serving["cost_per_million_tokens"]

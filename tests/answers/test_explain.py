@@ -10,7 +10,7 @@ import pytest
 from tests.configs import LLAMA
 from tests.logs_fixtures import SOURCES, text
 from vramgui.answers.explain import advice_text, explain_text, shown_settings, to_json
-from vramgui.core.units import GiB
+from vramgui.core.units import GiB, MiB
 
 
 def _explain(name):
@@ -92,6 +92,25 @@ def test_llamacpp_per_device_buffers_from_the_command_line():
     for r in compared:
         if r.name in ("kv_cache", "weights"):
             assert abs(r.difference) < 0.02, (r.name, r.device, r.difference)
+
+
+# Published llama.cpp logs without flash attention, from builds before the KV cache was written
+# with ggml_set_rows (their graph holds no int64 index of the transposed V): (log, device, the
+# compute buffer the log prints in MiB).
+EARLY_BUILDS_WITHOUT_FLASH_ATTENTION = [
+    ("llamacpp-issue514-9.log", "CUDA0", 1080.00),  # build 5622, Qwen3-30B-A3B, 16k, 2 GPUs
+    ("llamacpp-issue514-9.log", "CUDA1", 1080.00),
+]
+
+
+@pytest.mark.parametrize(("log", "device", "mib"), EARLY_BUILDS_WITHOUT_FLASH_ATTENTION)
+def test_compute_buffer_of_a_build_before_set_rows_without_flash_attention(log, device, mib):
+    row = next(
+        r for r in _explain(log).components if r.name == "compute_buffer" and r.device == device
+    )
+    assert row.logged_bytes == round(mib * MiB)
+    # The log prints two decimals of a MiB.
+    assert abs(row.estimated_bytes - row.logged_bytes) <= 0.005 * MiB
 
 
 def test_ik_llamacpp_options_leave_the_compute_buffer_uncompared():

@@ -107,3 +107,87 @@ def test_vllm_on_an_apple_gpu_is_noted(capsys, config_path):
     )
     llamacpp = _doc(capsys, config_path, "--gpu", "M3 Ultra", "--quant", "Q4_K_M")
     assert not any("does not run on" in note for note in llamacpp["notes"])
+
+
+def _plan(capsys, *args):
+    assert main(["plan", *map(str, args), "--engine", "llamacpp", "--quant", "Q4_K_M"]) == 0
+    return capsys.readouterr().out
+
+
+def test_plan_names_a_card_by_its_figures_and_says_which_speeds_are_assumed(capsys, config_path):
+    text = _plan(capsys, config_path, "--vram-gib", 24, "--gpu-gbps", 900)
+    assert "(Custom 24 GiB, 900 GB/s speeds)" in text.splitlines()[0]
+    assert "RTX 4090 speeds" not in text
+    assert "assumed speeds, the RTX 4090's: 16-bit tensor rate 165.2 TFLOPS" in text
+    doc = json.loads(_plan(capsys, config_path, "--vram-gib", 24, "--gpu-gbps", 900, "--json"))
+    assert doc["gpu"] == "Custom 24 GiB, 900 GB/s"
+    assert doc["assumed_speeds"] == [
+        {
+            "gpu": "Custom 24 GiB, 900 GB/s",
+            "assumed": {"tflops": "165.2 TFLOPS", "pcie": "4.0"},
+            "stand_in": "RTX 4090",
+        }
+    ]
+    # Every figure given: nothing but the PCIe generation is assumed.
+    given = ("--vram-gib", 24, "--gpu-gbps", 900, "--gpu-tflops", 100, "--pcie-gbps", 25)
+    doc = json.loads(_plan(capsys, config_path, *given, "--json"))
+    assert doc["assumed_speeds"] == [] and not any("assumed" in n for n in doc["notices"])
+
+
+def test_plan_and_estimate_time_a_card_given_by_hand_alike(capsys, config_path):
+    # The card is costed as a card of its own kind in both: before, the plan took the RTX 4090's
+    # (a GeForce: fp16-accumulate products twice as fast) and read the prompt in 0.27 s, the
+    # estimate in 0.59 s.
+    card = ("--vram-gib", 24, "--gpu-gbps", 900, "--gpu-tflops", 100)
+    plan = json.loads(_plan(capsys, config_path, *card, "--json"))
+    estimate = _doc(capsys, config_path, *card, "--engine", "llamacpp", "--quant", "Q4_K_M")
+    serving = estimate["serving"]
+    assert round(plan["tokens_per_second"], 1) == serving["tokens_per_second"]
+    assert round(plan["prefill_seconds"], 2) == round(serving["time_to_first_token_seconds"], 2)
+
+
+class _UnknownLocalGpu:
+    """Stands in for NvmlProbe: one 16 GiB GPU the catalog does not know."""
+
+    def snapshot(self):
+        from vramgui.hardware.nvml import GpuSnapshot, LocalGpu
+
+        gpu = LocalGpu(
+            index=0,
+            name="NVIDIA Example Accelerator X1",
+            uuid="GPU-0",
+            total_bytes=16 * GiB,
+            free_bytes=15 * GiB,
+            used_bytes=1 * GiB,
+            reserved_bytes=None,
+            processes=(),
+            pcie_gen=4,
+            pcie_width=16,
+            mig_enabled=False,
+            mig_instances=(),
+        )
+        return GpuSnapshot(gpus=(gpu,), driver_version="560.0", cuda_version="12.6")
+
+    def close(self):
+        pass
+
+
+def test_plan_on_a_local_gpu_the_catalog_lacks_says_its_speeds_are_assumed(
+    capsys, config_path, monkeypatch
+):
+    monkeypatch.setattr("vramgui.hardware.nvml.NvmlProbe", _UnknownLocalGpu)
+    doc = json.loads(_plan(capsys, config_path, "--gpu", "local", "--json"))
+    (assumed,) = doc["assumed_speeds"]
+    assert assumed["gpu"].endswith("NVIDIA Example Accelerator X1")
+    assert set(assumed["assumed"]) == {"bandwidth", "tflops", "pcie"}
+    assert assumed["stand_in"] == "RTX 4090"
+    assert any("assumed speeds" in n and "--gpu-gbps" in n for n in doc["notices"])
+
+
+def test_plan_on_several_cards_given_by_hand(capsys, config_path):
+    doc = json.loads(_plan(capsys, config_path, "--vram-gib", 12, "--gpus", 2, "--json"))
+    assert doc["gpus"] == ["Custom 12 GiB", "Custom 12 GiB"]
+    assert doc["vram_budget_bytes"] == [12 * GiB, 12 * GiB]
+    # No bandwidth given: each card's assumed, once.
+    (assumed,) = doc["assumed_speeds"]
+    assert set(assumed["assumed"]) == {"bandwidth", "tflops", "pcie"}

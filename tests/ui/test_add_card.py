@@ -163,3 +163,60 @@ def test_the_offloading_tab_plans_a_card_with_its_own_bandwidth(make_window, qtb
     qtbot.waitUntil(lambda: [g.name for g in view._gpus] == [card.name], timeout=5000)
     # its own speeds, not the fallback GPU's (the RTX 4090's 1,008 GB/s)
     assert view._gpus[0].bandwidths == bandwidths_for(card, window.controller.host)
+
+
+def test_the_offloading_tab_says_which_speeds_of_a_card_are_assumed(make_window, qtbot):
+    window = make_window()
+    panel = window.gpu_panel
+    for name, _ in panel.capacities():
+        panel.set_checked(name, False)
+    card = custom_gpu(24, 900)  # no tensor rate given
+    panel.add_card(card)
+    qtbot.waitUntil(lambda: window.controller.capacities == ((card.name, 24 * GiB),))
+    window.tabs.setCurrentIndex(
+        next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Offloading")
+    )
+    tab = window.extra_tabs["Offloading"]
+    qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
+    view = tab.view()
+    qtbot.waitUntil(lambda: [g.name for g in view._gpus] == [card.name], timeout=5000)
+    # Its own bandwidth; the tensor rate and the PCIe generation the fallback GPU's, said so.
+    assert view.bandwidths.gpu_flops == 165.2e12
+    assert view.assumed.isVisibleTo(view)
+    assert view.assumed.text() == (
+        "Custom 24 GiB, 900 GB/s: speeds assumed, the RTX 4090's (16-bit tensor rate "
+        "165.2 TFLOPS, PCIe 4.0). Set its own above."
+    )
+
+
+def test_the_offloading_tab_says_a_local_gpu_the_catalog_lacks_has_assumed_speeds(
+    make_window, probe, qtbot
+):
+    from vramgui.hardware import LocalGpu
+
+    probe.snapshot_value = GpuSnapshot(
+        gpus=(
+            LocalGpu(0, "NVIDIA Example X1", "GPU-1", 16 * GiB, 15 * GiB, GiB, None, (), 4, 16,
+                     False, None),
+        ),
+        driver_version="550.54",
+    )  # fmt: skip
+    window = make_window()
+    local = "GPU 0: NVIDIA Example X1"
+    qtbot.waitUntil(lambda: window.controller.capacities[0] == (local, 16 * GiB), timeout=5000)
+    for name, _ in window.gpu_panel.capacities():
+        if name != local:
+            window.gpu_panel.set_checked(name, False)
+    window.tabs.setCurrentIndex(
+        next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Offloading")
+    )
+    tab = window.extra_tabs["Offloading"]
+    qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
+    view = tab.view()
+    qtbot.waitUntil(lambda: [g.name for g in view._gpus] == [local], timeout=5000)
+    # Before, the RTX 4090's speeds, silently.
+    assert view.assumed.isVisibleTo(view)
+    assert view.assumed.text() == (
+        f"{local}: speeds assumed, the RTX 4090's (memory bandwidth 1,008 GB/s, 16-bit tensor "
+        "rate 165.2 TFLOPS, PCIe 4.0). Set its own above."
+    )

@@ -95,7 +95,8 @@ def shortfall_text(row: fit.FitRow, seq: int, size: Callable[[int], str] = forma
 
 def _offload(point: CurvePoint, total_bytes: int, host: HostSettings, every: int) -> fit.Suggestion:
     """The advice of one placement with part of the model in host RAM (``every``: the layers
-    llama.cpp places, all of which stay on the GPU when experts move)."""
+    llama.cpp places, all of which stay on the GPU when experts move); ``total_bytes`` is the
+    estimate's, per GPU."""
     if point.kind == LAYERS:
         title = f"Put layers in host RAM: {point.flag} of {every}"
         placement = (point.value, 0)
@@ -107,12 +108,8 @@ def _offload(point: CurvePoint, total_bytes: int, host: HostSettings, every: int
         f"decodes at about {format_rate(point.tokens_per_second)} tokens/s with "
         f"{format_bytes(point.host_bytes)} in host RAM{ram} (llama.cpp)"
     )
+    # Per GPU, as the estimate's total: the GPU that holds the most.
+    fullest = max(point.gpu_bytes)
     return fit.Suggestion(
-        title,
-        {},
-        total_bytes - point.total_gpu_bytes,
-        cost,
-        True,
-        point.total_gpu_bytes,
-        placement=placement,
+        title, {}, total_bytes - fullest, cost, True, fullest, placement=placement
     )

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from vramgui.answers.advice import saving_text
-from vramgui.core import fit, launch, offload, sglang_startup
+from vramgui.core import activations, fit, launch, offload, sglang_startup
 from vramgui.core.errors import Setting, VramguiError, message_of, phrase
 from vramgui.core.estimate import CUDA_CONTEXT_BYTES
 from vramgui.core.families import spec_from_config
@@ -680,9 +680,12 @@ def _llamacpp(inputs: _Inputs) -> _Built:
             s,
             tuple(free[g] for g in gpus) if len(gpus) > 1 and all(g in free for g in gpus) else (),
         )
-        placement = offload.plan_llamacpp(
-            spec,
-            workload,
+        # The log's build decides how its graph writes the KV cache (None: a current build).
+        model = dataclasses.replace(
+            offload.llamacpp_model(spec, workload),
+            set_rows=activations.llamacpp_set_rows(_build_number(setup.engine_version)),
+        )
+        placement = model.place(
             [1 << 40] * len(gpus),
             n_gpu_layers=int(ngl) if isinstance(ngl, int) else None,
             host_ram_bytes=None,
@@ -816,6 +819,12 @@ def _layout(s: dict[str, Any], free: tuple[int, ...] = ()) -> LlamaCppLayout:
         kv_offload=bool(s.get("kv_offload", True)),
         op_offload=not s.get("no_op_offload", False),
     )
+
+
+def _build_number(version: str | None) -> int | None:
+    """The build number of a llama.cpp version as its log prints it ("5622 (97340b4c)")."""
+    number = (version or "").split(" ", 1)[0]
+    return int(number) if number.isdigit() else None
 
 
 def _gguf_type(setup: LoggedSetup, spec: ModelSpec) -> str | None:

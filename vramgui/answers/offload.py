@@ -30,7 +30,7 @@ from vramgui.core.offload.curves import (
     layer_curve,
 )
 from vramgui.core.offload.overrides import LlamaCppLayout
-from vramgui.hardware.gpus import CatalogGpu
+from vramgui.hardware.gpus import CUSTOM_VENDOR, CatalogGpu, custom_gpu
 from vramgui.hardware.host import pcie_bytes_per_s
 
 if TYPE_CHECKING:
@@ -44,6 +44,80 @@ if TYPE_CHECKING:
 FASTEST = "fastest"
 AS_SET = "as set"
 FITTED = "fitted"
+
+
+# The figures a GPU is timed by (``CardSpeeds.assumed`` names those assumed): its peak memory
+# bandwidth, its dense 16-bit tensor rate, its PCIe generation.
+BANDWIDTH, TFLOPS, PCIE = "bandwidth", "tflops", "pcie"
+
+
+@dataclass(frozen=True, slots=True)
+class CardSpeeds:
+    """The catalog entry a GPU is timed with, and which of its speeds are assumed.
+
+    Attributes:
+        gpu: the entry the roofline reads: the catalog's own, or for a card the catalog lacks (one
+            described by hand, a local GPU it does not know) the card's own figures and, where it
+            has none, those of ``stand_in``.
+        assumed: each figure taken from the stand-in (``BANDWIDTH``, ``TFLOPS``, ``PCIE``) with
+            its value as people read it ("165.2 TFLOPS"); empty when none is.
+        stand_in: the catalog GPU the assumed figures are, or "".
+    """
+
+    gpu: CatalogGpu
+    assumed: tuple[tuple[str, str], ...] = ()
+    stand_in: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu.name,
+            "assumed": {figure: value for figure, value in self.assumed},
+            "stand_in": self.stand_in or None,
+        }
+
+
+def card_speeds(
+    name: str, entry: CatalogGpu | None, stand_in: CatalogGpu, given: Sequence[str] = ()
+) -> CardSpeeds:
+    """The speeds GPU ``name`` is timed with: its catalog entry's where the catalog knows it;
+    for a card described by hand (``entry`` of ``CUSTOM_VENDOR``) or a GPU the catalog lacks
+    (``entry`` None), its own figures and each one it lacks assumed from ``stand_in``, said in
+    ``assumed``. The card keeps its own name, so llama.cpp's kernels are costed as on a card of
+    its own kind (a name that says no GeForce, no fp16-accumulate doubling), never the
+    stand-in's.
+
+    Args:
+        name: the GPU as the user or the driver names it.
+        entry: its catalog entry, or None.
+        stand_in: the catalog GPU whose figures stand in for those unknown.
+        given: the figures set beside it by hand (``BANDWIDTH``, ``TFLOPS``, ``PCIE``), which
+            are not assumed.
+    """
+    if entry is not None and entry.vendor != CUSTOM_VENDOR:
+        return CardSpeeds(entry)
+    base = entry or custom_gpu(stand_in.memory_bytes / (1 << 30), name=name)
+    assumed: list[tuple[str, str]] = []
+    bandwidth = base.memory_bandwidth_gbps
+    if not bandwidth and BANDWIDTH not in given:
+        bandwidth = stand_in.memory_bandwidth_gbps
+        assumed.append((BANDWIDTH, f"{bandwidth:,.0f} GB/s"))
+    tflops = base.bf16_tflops or base.fp16_tflops
+    if tflops is None and TFLOPS not in given:
+        tflops = stand_in.bf16_tflops or stand_in.fp16_tflops
+        if tflops is not None:
+            assumed.append((TFLOPS, f"{tflops:g} TFLOPS"))
+    pcie = base.pcie_gen
+    if pcie is None and PCIE not in given and stand_in.pcie_gen is not None:
+        pcie = stand_in.pcie_gen
+        assumed.append((PCIE, f"{pcie}.0"))
+    gpu = dataclasses.replace(
+        base,
+        memory_bandwidth_gbps=bandwidth,
+        fp16_tflops=tflops,
+        bf16_tflops=tflops,
+        pcie_gen=pcie,
+    )
+    return CardSpeeds(gpu, tuple(assumed), stand_in.name if assumed else "")
 
 
 def bandwidths_for(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
-from vramgui.cli.estimate import add_estimate_options, load_for, vram_budgets
+from vramgui.cli.estimate import add_estimate_options, custom_gpus, load_for, vram_budgets
 from vramgui.cli.text import APPROXIMATE, is_approximate, printable
 from vramgui.core import engines, offload
 from vramgui.core.engines import StartUp
@@ -20,7 +20,7 @@ from vramgui.core.workload import Workload, served_family
 
 if TYPE_CHECKING:
     from vramgui.answers.host import HostSettings
-    from vramgui.answers.offload import OffloadAnswer
+    from vramgui.answers.offload import CardSpeeds, OffloadAnswer
     from vramgui.core.model import ModelSpec
     from vramgui.core.offload import Bandwidths, curves
     from vramgui.core.offload.fit import FitResult
@@ -192,21 +192,28 @@ def _margin(args: argparse.Namespace) -> int:
 class _Gpu:
     name: str
     budget_bytes: int
-    catalog: Any  # the catalog entry whose speeds the roofline uses, or None
+    catalog: Any  # its catalog entry (or the card --vram-gib describes), or None
 
 
 def _gpus(args: argparse.Namespace, total: int = 1) -> list[_Gpu]:
     """The GPUs the model spans: each --gpu (``local``: every local GPU), in order, with the
     --vram-gib budgets when given (one figure for all, or one per GPU); one GPU named with
-    ``total`` (--gpus) above 1 is that many of them."""
+    ``total`` (--gpus) above 1 is that many of them. Without --gpu, --vram-gib describes cards
+    the catalog lacks (with --gpu-gbps, --gpu-tflops), named by their figures as ``estimate``
+    names them ("Custom 24 GiB, 900 GB/s")."""
     from vramgui.hardware.capacity import resolve_capacities
     from vramgui.hardware.errors import HardwareError
     from vramgui.hardware.gpus import find_gpu
 
     capacities = resolve_capacities(args.gpu) if args.gpu else []
+    if not capacities:
+        cards = custom_gpus(args)
+        if not cards:
+            raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
+        if len(cards) == 1:
+            cards *= total
+        return [_Gpu(card.name, card.memory_bytes, card) for card in cards]
     budgets = vram_budgets(args.vram_gib)
-    if not capacities and not budgets:
-        raise WorkloadError("give the GPU memory with --vram-gib X or a GPU with --gpu NAME")
     if len(capacities) == 1 and len(budgets) <= 1 and total > 1:
         capacities *= total
     count = max(len(capacities), len(budgets))
@@ -218,11 +225,7 @@ def _gpus(args: argparse.Namespace, total: int = 1) -> list[_Gpu]:
         )
     out = []
     for i in range(count):
-        name = (
-            capacities[i][0]
-            if i < len(capacities)
-            else (capacities[0][0] if capacities else DEFAULT_GPU)
-        )
+        name = capacities[i][0] if i < len(capacities) else capacities[0][0]
         budget = budgets[i] if budgets else capacities[i][1]
         try:
             gpu = find_gpu(name.split(": ", 1)[-1])
@@ -233,15 +236,29 @@ def _gpus(args: argparse.Namespace, total: int = 1) -> list[_Gpu]:
 
 
 def bandwidths_from_args(
-    args: argparse.Namespace, gpu: Any, host: HostSettings, others: Sequence[Any] = ()
-) -> Bandwidths:
-    """The speed model's bandwidths (``answers.offload.bandwidths_for``): the GPU's catalog
-    peaks and host defaults, as overridden; ``others`` are the catalog entries of GPU 1, 2...
-    when the model spans several."""
-    from vramgui.answers.offload import bandwidths_for
+    args: argparse.Namespace, gpus: Sequence[_Gpu], host: HostSettings
+) -> tuple[Bandwidths, list[CardSpeeds]]:
+    """The speed model's bandwidths (``answers.offload.bandwidths_for``): each GPU's catalog
+    peaks and host defaults, as overridden (the first GPU's by the flags); with the speeds of
+    each GPU, where a card the catalog lacks has some assumed (the DEFAULT_GPU's)."""
+    from vramgui.answers.offload import BANDWIDTH, PCIE, TFLOPS, bandwidths_for, card_speeds
     from vramgui.hardware.gpus import find_gpu
 
-    source = gpu if gpu is not None else find_gpu(DEFAULT_GPU)
+    given = [
+        figure
+        for figure, value in (
+            (BANDWIDTH, args.gpu_gbps),
+            (TFLOPS, args.gpu_tflops),
+            (PCIE, args.pcie_gbps),
+        )
+        if value is not None
+    ]
+    stand_in = find_gpu(DEFAULT_GPU)
+    speeds = [
+        card_speeds(g.name, g.catalog, stand_in, given if i == 0 else ())
+        for i, g in enumerate(gpus)
+    ]
+    source = speeds[0].gpu
     tflops = _positive("gpu-tflops", args.gpu_tflops) or source.bf16_tflops or source.fp16_tflops
     if tflops is None:
         raise WorkloadError(
@@ -249,17 +266,38 @@ def bandwidths_from_args(
         )
     gpu_gbps = _positive("gpu-gbps", args.gpu_gbps)
     pcie_gbps = _positive("pcie-gbps", args.pcie_gbps)
-    return bandwidths_for(
-        source,
-        host,
-        gpu_peak_bytes_per_s=gpu_gbps * GB if gpu_gbps else None,
-        gpu_flops=tflops * 1e12,
-        pcie=pcie_gbps * GB if pcie_gbps else None,
-        cpu_ram_peak_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
-        cpu_flops=_positive("cpu-tflops", args.cpu_tflops) * 1e12,  # type: ignore[operator]
-        gpu_efficiency=args.gpu_efficiency,
-        host_efficiency=args.ram_efficiency,
-        others=[o if o is not None else source for o in others],
+    return (
+        bandwidths_for(
+            source,
+            host,
+            gpu_peak_bytes_per_s=gpu_gbps * GB if gpu_gbps else None,
+            gpu_flops=tflops * 1e12,
+            pcie=pcie_gbps * GB if pcie_gbps else None,
+            cpu_ram_peak_bytes_per_s=_positive("cpu-ram-gbps", args.cpu_ram_gbps) * GB,  # type: ignore[operator]
+            cpu_flops=_positive("cpu-tflops", args.cpu_tflops) * 1e12,  # type: ignore[operator]
+            gpu_efficiency=args.gpu_efficiency,
+            host_efficiency=args.ram_efficiency,
+            others=[s.gpu for s in speeds[1:]],
+        ),
+        speeds,
+    )
+
+
+# Each speed figure a card may lack, as the command line words it and sets it.
+_ASSUMED = {
+    "bandwidth": ("memory bandwidth", "--gpu-gbps"),
+    "tflops": ("16-bit tensor rate", "--gpu-tflops"),
+    "pcie": ("PCIe generation", "--pcie-gbps"),
+}
+
+
+def assumed_text(speeds: CardSpeeds) -> str:
+    """The speeds assumed for a card the catalog lacks, and the flags that give its own."""
+    figures = ", ".join(f"{_ASSUMED[f][0]} {value}" for f, value in speeds.assumed)
+    flags = ", ".join(_ASSUMED[f][1] for f, _ in speeds.assumed)
+    return (
+        f"{speeds.gpu.name} is timed with assumed speeds, the {speeds.stand_in}'s: {figures} "
+        f"(give {flags} for its own)."
     )
 
 
@@ -443,7 +481,7 @@ def run(args: argparse.Namespace) -> int:
     gpus = _gpus(args, workload.gpus)
     budgets = [g.budget_bytes for g in gpus]
     host = _host(args)
-    bandwidths = bandwidths_from_args(args, gpus[0].catalog, host, [g.catalog for g in gpus[1:]])
+    bandwidths, speeds = bandwidths_from_args(args, gpus, host)
     planner = args.planner or engines.default_planner(workload.engine).key
     ggml = engines.planner_engine(planner).ggml
     if args.ngl is not None and not ggml:
@@ -518,8 +556,8 @@ def run(args: argparse.Namespace) -> int:
             f"--ngl {args.ngl} is more than {spec.name}'s {most} layers ({most - 1} blocks "
             f"and the output): all {most} go to the GPU, as llama.cpp does."
         )
-    if not args.gpu:
-        doc["notices"].append(f"Speeds are the {DEFAULT_GPU}'s; name your GPU with --gpu.")
+    doc["assumed_speeds"] = [s.to_dict() for s in dict.fromkeys(speeds) if s.assumed]
+    doc["notices"] += [assumed_text(s) for s in dict.fromkeys(speeds) if s.assumed]
     print(json.dumps(doc, indent=2) if args.json else format_table(doc))
     return 0
 

@@ -20,6 +20,13 @@ VLLM_SAMPLER_BYTES = {"pytorch": 39, "flashinfer": 12}
 # ggml-cuda's op offload: an operation whose weight lives in host memory runs on the GPU, the
 # weight copied in, from this many tokens (rows of a matrix product; GGML_OP_OFFLOAD_MIN_BATCH).
 LLAMACPP_OP_OFFLOAD_MIN_BATCH = 32
+# The first llama.cpp build that writes the KV cache with ggml_set_rows by default (PR #14959,
+# "llama : enable LLAMA_SET_ROWS=1 by default", merged in early August 2025: after b5781 of July
+# and before b6327 of August 31). Without flash attention the V cache is transposed, and from
+# this build on the graph carries an int64 index for every element of V it writes
+# (llama-kv-cache.cpp, build_input_v_idxs: n_tokens x n_embd_v_gqa); earlier builds copied V
+# into a view of the cache (ggml_cpy) and had no such input.
+LLAMACPP_SET_ROWS_BUILD = 6100
 # Expert matrices of blocks kept in host memory: (block, (gate, up, down bytes as stored)).
 HostExperts = tuple[tuple[int, tuple[int, int, int]], ...]
 
@@ -90,6 +97,12 @@ def llamacpp_flash_attention(workload: Workload) -> bool:
     return workload.attention != "eager"
 
 
+def llamacpp_set_rows(build: int | None) -> bool:
+    """Whether llama.cpp of ``build`` (None: the build the estimate follows, a current one)
+    writes its KV cache with ggml_set_rows (``LLAMACPP_SET_ROWS_BUILD``)."""
+    return build is None or build >= LLAMACPP_SET_ROWS_BUILD
+
+
 def llamacpp_ubatch(workload: Workload) -> int:
     """The micro-batch llama.cpp sizes its compute buffer for: ``-ub``, at most ``-b``
     (llama_context: ``n_ubatch = min(n_batch, n_ubatch)``; the context bounds both, which
@@ -109,6 +122,7 @@ def llamacpp_compute_buffer(
     pipeline_copies: int = 0,
     blocks: tuple[int, int] | None = None,
     host_experts: HostExperts = (),
+    set_rows: bool = True,
 ) -> int:
     """llama.cpp's compute buffer on one GPU: its part of the graph of one micro-batch of
     ``n_ubatch`` tokens.
@@ -131,7 +145,9 @@ def llamacpp_compute_buffer(
     three MLP-wide tensors, or for
     routed experts three per used expert, or the expert outputs before they are summed) and,
     without flash attention, the f32 scores of every head against the whole context with two
-    masks and the block's projections. Token embeddings are looked up on the CPU.
+    masks and the block's projections, and in builds that write the cache with ggml_set_rows the
+    int64 index of every element of the transposed V written (``set_rows``). Token embeddings
+    are looked up on the CPU.
 
     Args:
         facts: the architecture.
@@ -149,6 +165,8 @@ def llamacpp_compute_buffer(
         host_experts: the blocks whose expert matrices live in host memory and are multiplied
             on this GPU, with their bytes; empty where op offload is off, or on any GPU but the
             first.
+        set_rows: the build writes the KV cache with ggml_set_rows (:func:`llamacpp_set_rows`);
+            False for the builds before, which copied into a view of the cache.
     """
     ub = min(ubatch, seq * batch)
     ctx = seq * batch
@@ -204,7 +222,9 @@ def llamacpp_compute_buffer(
         moments.append(ub * f32 * max(widths) + extra)
         if not flash_attention:
             scores = ub * ctx * facts.num_heads * f32
-            moments.append(scores + ub * f32 * (2 * h + 2 * q + 2 * kv))
+            # ggml_set_rows' index of each element of the transposed V written (int64).
+            v_index = ub * kv * 8 if set_rows else 0
+            moments.append(scores + ub * f32 * (2 * h + 2 * q) + v_index)
     if pipeline_copies:
         peak = max([*moments, logits] if output else moments, default=0)
         return peak + pipeline_copies * masks * mask + (pipeline_copies + 1) * state

@@ -179,7 +179,7 @@ class Estimator:
         sglang = None
         engine_overhead = None
         if isinstance(plan, inference.InferencePlan):
-            inf = plan.breakdown(workload.batch, workload.seq)
+            inf = plan.breakdown(workload.batch, workload.seq, layer_split=True)
             components = {
                 WEIGHTS: inf.weights_bytes,
                 KV_CACHE: inf.kv_cache_bytes,

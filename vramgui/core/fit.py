@@ -707,9 +707,11 @@ def order_setups(ranked: Iterable[RankedSetup], by: str) -> list[RankedSetup]:
 
 
 def sharded(workload: Workload, count: int) -> Workload:
-    """The workload on ``count`` GPUs, sharded as ``gpus_needed`` shards it."""
+    """The workload on ``count`` GPUs, sharded as ``gpus_needed`` shards it: tensor parallelism
+    where the engine shards tensors, else its own split (llama.cpp's whole layers)."""
     if workload.mode == "training":
         return workload.with_(
             gpus=count, zero=workload.zero or (3 if count > 1 and not workload.fsdp else 0)
         )
-    return workload.with_(gpus=count, tp=count, pp=1)
+    tp = count if engine(workload.engine).splits_tensors else 1
+    return workload.with_(gpus=count, tp=tp, pp=1)

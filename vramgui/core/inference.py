@@ -32,7 +32,7 @@ from vramgui.core.prefill.attention import SDPA_GQA_HEAD_DIM
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.rank_weights import rank_tensor_bytes, resident_weights
-from vramgui.core.units import GiB
+from vramgui.core.units import GiB, format_bytes
 from vramgui.core.vllm.encoders import towers_named, unmodelled_note
 from vramgui.core.vllm.kv_layout import layer_specs
 from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, SERVE_BATCHED_TOKENS
@@ -310,6 +310,7 @@ class InferencePlan:
         "_prefill",
         "_rotary",
         "_sglang",
+        "_spec",
         "_vllm",
         "_weights",
         "_workload",
@@ -326,6 +327,7 @@ class InferencePlan:
         device: str = "cuda",
     ) -> None:
         facts = spec.facts
+        self._spec = spec
         self._workload = workload
         self._facts = facts
         learned = facts.model_type in LEARNED_POSITIONS
@@ -455,8 +457,10 @@ class InferencePlan:
             self._notes = (*self._notes, serving.checkpoint_kv_note(spec, asked))
             self._details["kv_cache_dtype"] = workload.kv_dtype
 
-    def breakdown(self, batch: int, seq: int) -> InferenceBreakdown:
-        """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens.
+    def breakdown(self, batch: int, seq: int, *, layer_split: bool = False) -> InferenceBreakdown:
+        """Inference memory on one GPU serving ``batch`` sequences of ``seq`` tokens;
+        ``layer_split``: llama.cpp on several GPUs splits the layers across them and the GPU that
+        holds the most is given (False: one GPU's whole graph, what the planners size).
 
         Raises:
             WorkloadError: a setting the engine or the model does not support.
@@ -473,6 +477,7 @@ class InferencePlan:
         if self._error is not None:
             raise self._error.with_traceback(None)
         kv = self._kv.bytes(batch, seq) if self._kv is not None else 0
+        weights, host = self._weights, self._host
         notes = self._notes
         details = dict(self._details)
         overhead = None
@@ -492,6 +497,9 @@ class InferencePlan:
             # What the weights, pool and activations do not hold of the total is CUDA's
             # reservation and context, the distributed set-up and the rotary table.
             overhead = total - (self._weights + kv + activations)
+        elif layer_split and self._workload.gpus > 1:
+            weights, kv, activations, host, split = self._llamacpp_split(batch, seq)
+            notes = (*notes, split)
         else:
             activations = llamacpp_compute_buffer(
                 self._facts,
@@ -501,16 +509,50 @@ class InferencePlan:
                 ubatch=llamacpp_ubatch(self._workload),
             )
         return InferenceBreakdown(
-            weights_bytes=self._weights,
+            weights_bytes=weights,
             kv_cache_bytes=kv,
             activations_bytes=activations,
-            host_bytes=self._host,
+            host_bytes=host,
             phase=phase,
             notes=(*self._format_notes, *notes),
             details=details,
             vllm=self._vllm,
             overhead_bytes=overhead,
             sglang=self._sglang,
+        )
+
+    def _llamacpp_split(self, batch: int, seq: int) -> tuple[int, int, int, int, str]:
+        """llama.cpp on several GPUs: (weights, KV cache, compute buffer of the GPU that holds
+        the most, host memory, a note naming each GPU's share). llama.cpp splits whole layers
+        across them (``core.offload.llamacpp.layer_split``, the placement ``plan`` makes)."""
+        from vramgui.core.offload.llamacpp import layer_split
+
+        w = self._workload.with_(batch=batch, seq=seq)
+        placement = layer_split(self._spec, w, self._capacity)
+        shares = placement.shares
+        fullest = max(shares, key=lambda share: share.tensor_bytes)
+        each = ", ".join(
+            f"GPU {i} {format_bytes(share.tensor_bytes)}" for i, share in enumerate(shares)
+        )
+        note = phrase(
+            f"llama.cpp splits the layers across the {len(shares)} GPUs (",
+            Setting("split_mode", "layer"),
+            "), the output layer on the last, each with its layers' KV cache and its own compute "
+            f"buffer; the figures are the fullest GPU's ({each}, before the runtime overhead).",
+        )
+        if self._workload.tp > 1:
+            note = phrase(
+                note,
+                " llama.cpp has no tensor parallelism: ",
+                Setting("tp"),
+                " does not change it.",
+            )
+        return (
+            fullest.weights_bytes,
+            fullest.kv_cache_bytes,
+            fullest.buffers_bytes,
+            placement.host_bytes,
+            note,
         )
 
     def _transformers_moment(

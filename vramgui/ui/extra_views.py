@@ -20,7 +20,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from vramgui.answers.offload import bandwidths_for
+from vramgui.answers.offload import CardSpeeds, bandwidths_for, card_speeds
 from vramgui.core.units import Unit
 from vramgui.hardware import CatalogGpu, HardwareError, find_gpu
 from vramgui.profiles import OffloadSettings
@@ -189,7 +189,8 @@ class OffloadFeed(QObject):
         controller: the window's controller.
         catalog: gives the GPUs whose bandwidth and FLOPS the speed model uses for the target GPU
             (the catalog and the cards added by hand, as they are now).
-        fallback_gpu: the catalog GPU assumed when the target matches none.
+        fallback_gpu: the catalog GPU whose speeds stand in for those a card the catalog lacks
+            does not have (said under the speeds).
     """
 
     def __init__(
@@ -263,12 +264,22 @@ class OffloadFeed(QObject):
             self.feed()
 
     def _choices(self, capacities: tuple[tuple[str, int], ...]) -> list[object]:
-        """Every checked GPU, with the speeds of its catalog entry (the fallback's if none)."""
+        """Every checked GPU, with the speeds of its catalog entry; a card the catalog lacks
+        (added by hand, a local GPU it does not know) with its own figures and the fallback
+        GPU's for those it lacks, said under the speeds."""
+        stand_in = self._catalog_gpu(self._fallback) if self._fallback else None
         choices = []
         for name, capacity in capacities:
             gpu = self._catalog_gpu(name)
-            bandwidths = bandwidths_for(gpu, self._controller.host) if gpu is not None else None
-            choices.append(self._module.GpuChoice(name, capacity, bandwidths))
+            if stand_in is None:
+                speeds = None if gpu is None else CardSpeeds(gpu)
+            else:
+                speeds = card_speeds(name, gpu, stand_in)
+            bandwidths = (
+                None if speeds is None else bandwidths_for(speeds.gpu, self._controller.host)
+            )
+            assumed = "" if speeds is None else assumed_text(speeds)
+            choices.append(self._module.GpuChoice(name, capacity, bandwidths, assumed))
         return choices
 
     def _catalog_gpu(self, name: str) -> CatalogGpu | None:
@@ -278,14 +289,22 @@ class OffloadFeed(QObject):
         if own is not None:
             return own
         # A local GPU is named "GPU 0: NVIDIA GeForce RTX 4090"; the catalog knows the model.
-        for candidate in (name.split(": ", 1)[-1], self._fallback):
-            if not candidate:
-                continue
-            try:
-                return find_gpu(candidate, gpus)
-            except HardwareError:
-                continue
-        return None
+        try:
+            return find_gpu(name.split(": ", 1)[-1], gpus)
+        except HardwareError:
+            return None
+
+
+def assumed_text(speeds: CardSpeeds) -> str:
+    """The speeds assumed for a card the catalog lacks, as the window says it; "" if none."""
+    if not speeds.assumed:
+        return ""
+    words = {"bandwidth": "memory bandwidth", "tflops": "16-bit tensor rate", "pcie": "PCIe"}
+    figures = ", ".join(f"{words[figure]} {value}" for figure, value in speeds.assumed)
+    return (
+        f"{speeds.gpu.name}: speeds assumed, the {speeds.stand_in}'s ({figures}). "
+        "Set its own above."
+    )
 
 
 def _offload_steps(

@@ -92,11 +92,14 @@ class GpuChoice:
         name: as the GPUs panel names it.
         capacity_bytes: its memory.
         bandwidths: its speeds, or None when the catalog does not know the GPU.
+        assumed: which of those speeds are assumed (a card the catalog lacks), said under the
+            speeds; "" when none is.
     """
 
     name: str
     capacity_bytes: int
     bandwidths: Bandwidths | None = None
+    assumed: str = ""
 
 
 class OffloadView(QWidget):
@@ -306,6 +309,11 @@ class OffloadView(QWidget):
         self.spins["gpu_flops"].setSpecialValueText("unknown")
         self.spins["gpu_bytes_per_s"].setToolTip(SPEED_HINTS["gpu"])
         self.spins["cpu_ram_bytes_per_s"].setToolTip(SPEED_HINTS["ram"])
+        # Which speeds of a card the catalog lacks are assumed (hidden when none is).
+        self.assumed = QLabel()
+        self.assumed.setWordWrap(True)
+        self.assumed.setVisible(False)
+        form.addRow(self.assumed)
         speeds = QGroupBox("Host and speeds (editable)")
         speeds.setToolTip(SPEED_HINTS["box"])
         speeds.setLayout(form)
@@ -479,10 +487,15 @@ class OffloadView(QWidget):
         self._spec, self._workload = spec, workload
         self._ngl = None
         self._follow_engine(engine_before)
+        lost = False
         if gpus is not None:
+            spanned = len(self.chosen_gpus)
             self._take_gpus(gpus, host_ram_bytes if host is None else host.ram_bytes)
-        if workload is not None and workload.gpus != (gpus_before or 1) and self._gpus:
-            # "GPUs in total" changed: that many of the GPU chosen, as the estimate counts them.
+            # GPUs added before that the new list lacks (another GPU picked in the window).
+            lost = len(self.chosen_gpus) < spanned
+        if workload is not None and (workload.gpus != (gpus_before or 1) or lost) and self._gpus:
+            # "GPUs in total" changed, or the GPUs added are gone: that many of the GPU chosen,
+            # as the estimate counts them.
             self._extra = [self.gpu.currentIndex()] * (workload.gpus - 1)
             self._show_more_gpus()
         if host is not None:
@@ -567,6 +580,9 @@ class OffloadView(QWidget):
         self.more_gpus.setEnabled(bool(self._gpus))
         self.split_mode.setVisible(count > 1)
         self.split_label.setVisible(count > 1)
+        said = dict.fromkeys(g.assumed for g in self.chosen_gpus if g.assumed)
+        self.assumed.setText("\n".join(said))
+        self.assumed.setVisible(bool(said))
 
     def _toggle_gpu(self, index: int, on: bool) -> None:
         if on and index not in self._extra:

@@ -72,6 +72,9 @@ class LlamaCppModel:
         buffers_bytes: llama.cpp's compute buffer on a GPU that runs every layer.
         tied_copy_bytes: the GPU copy of tied embeddings the output layer holds (0 if untied).
         facts: the architecture, to size each GPU's compute buffer when layers are split.
+        set_rows: the build writes the KV cache with ggml_set_rows, as every build since
+            August 2025 does (``activations.llamacpp_set_rows``); False for a log of an earlier
+            build, whose graph without flash attention holds no index of the V it writes.
     """
 
     units: tuple[ModelUnit, ...]
@@ -79,6 +82,7 @@ class LlamaCppModel:
     buffers_bytes: int
     tied_copy_bytes: int
     facts: ArchFacts | None = None
+    set_rows: bool = True
     # Each unit's pieces by (unit, device, row shares, layout): re-placing at another -ngl, or
     # along a curve, meets the same units on the same devices again.
     _memo: dict[object, dict[str, list[int]]] = field(
@@ -291,7 +295,13 @@ class LlamaCppModel:
         receiver = split.gpus[0]
         if len(split.gpus) == 1 or layout.split_mode == "row" or not blocks:
             # One GPU runs the graph (with no layers there, the large batches llama.cpp hands it).
-            buffers[main] = self.buffers_bytes
+            buffers[main] = (
+                self.buffers_bytes
+                if self.set_rows
+                else self._device_buffer(
+                    output=True, blocks=(0, self.blocks), copies=0, set_rows=False
+                )
+            )
             if host and self.facts is not None:
                 # The copies change the layout of the graph's buffer: walk it again with them
                 # (on a GPU that runs no part of the graph, they and their products alone).
@@ -305,6 +315,7 @@ class LlamaCppModel:
                     output=receiver == main,
                     layers=receiver == main,
                     host_experts=host,
+                    set_rows=self.set_rows,
                 )
         else:
             # Whole layers per GPU: each sizes its own part of the graph. Holding every layer
@@ -322,6 +333,7 @@ class LlamaCppModel:
                     blocks=(min(runs), max(runs) + 1) if runs else None,
                     copies=PIPELINE_COPIES if pipelined else 0,
                     host=host if i == receiver else (),
+                    set_rows=self.set_rows,
                 )
         return tuple(GpuShare(weights[i], kv[i], buffers[i]) for i in range(n_gpus))
 
@@ -332,9 +344,11 @@ class LlamaCppModel:
         blocks: tuple[int, int] | None,
         copies: int,
         host: activations.HostExperts = (),
+        set_rows: bool = True,
     ) -> int:
         """One GPU's compute buffer when the layers are split over several: ``blocks`` are those
-        it runs (``(first, end)``, None: none), ``host`` the host experts it multiplies."""
+        it runs (``(first, end)``, None: none), ``host`` the host experts it multiplies,
+        ``set_rows`` the model's."""
         if self.facts is None:
             return self.buffers_bytes if blocks or output else 0
         w = self.workload
@@ -349,6 +363,7 @@ class LlamaCppModel:
             pipeline_copies=copies,
             blocks=blocks,
             host_experts=host,
+            set_rows=set_rows,
         )
 
     def _host_experts(
@@ -608,6 +623,27 @@ def llamacpp_model(spec: ModelSpec, workload: Workload) -> LlamaCppModel:
     return LlamaCppModel(
         units, workload, compute_buffers(spec, workload), units[0].read_bytes, spec.facts
     )
+
+
+def layer_split(spec: ModelSpec, workload: Workload, capacity_bytes: int | None) -> Placement:
+    """Every layer of ``spec`` on ``workload.gpus`` GPUs of one kind, split as llama.cpp splits
+    them by default (``--split-mode layer``): the blocks in proportion to each GPU's memory
+    (alike here, so in equal runs), the output layer on the last GPU, each block's KV cache with
+    it, a compute buffer on each GPU for its part of the graph, the token embeddings in host
+    memory. The placement ``plan`` makes of the same setup when it all fits.
+
+    Args:
+        spec: the model.
+        workload: the settings; ``gpus`` counts the GPUs (``tp`` is not llama.cpp's: it splits
+            whole layers).
+        capacity_bytes: each GPU's memory (None: unknown; the split is the same).
+
+    Raises:
+        WorkloadError: settings llama.cpp does not support.
+    """
+    model = llamacpp_model(spec, workload.with_(gpus=1, tp=1, pp=1))
+    budgets = [capacity_bytes or 1] * workload.gpus
+    return model.place(budgets, n_gpu_layers=model.blocks + 1, host_ram_bytes=None)
 
 
 def max_gpu_layers(

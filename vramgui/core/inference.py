@@ -32,7 +32,7 @@ from vramgui.core.prefill.attention import SDPA_GQA_HEAD_DIM
 from vramgui.core.prefill.mixers import recurrent_fp32_elements
 from vramgui.core.prefill.program import BATCH, TOKENS, Size
 from vramgui.core.rank_weights import rank_tensor_bytes, resident_weights
-from vramgui.core.units import GiB, format_bytes
+from vramgui.core.units import GiB
 from vramgui.core.vllm.encoders import towers_named, unmodelled_note
 from vramgui.core.vllm.kv_layout import layer_specs
 from vramgui.core.vllm.profile import CUDA_CONTEXT_BYTES, CUDA_RESERVED_BYTES, SERVE_BATCHED_TOKENS
@@ -498,7 +498,11 @@ class InferencePlan:
             # reservation and context, the distributed set-up and the rotary table.
             overhead = total - (self._weights + kv + activations)
         elif layer_split and self._workload.gpus > 1:
-            weights, kv, activations, host, split = self._llamacpp_split(batch, seq)
+            from vramgui.core.offload.llamacpp import fullest_gpu
+
+            weights, kv, activations, host, split = fullest_gpu(
+                self._spec, self._workload.with_(batch=batch, seq=seq), self._capacity
+            )
             notes = (*notes, split)
         else:
             activations = llamacpp_compute_buffer(
@@ -519,40 +523,6 @@ class InferencePlan:
             vllm=self._vllm,
             overhead_bytes=overhead,
             sglang=self._sglang,
-        )
-
-    def _llamacpp_split(self, batch: int, seq: int) -> tuple[int, int, int, int, str]:
-        """llama.cpp on several GPUs: (weights, KV cache, compute buffer of the GPU that holds
-        the most, host memory, a note naming each GPU's share). llama.cpp splits whole layers
-        across them (``core.offload.llamacpp.layer_split``, the placement ``plan`` makes)."""
-        from vramgui.core.offload.llamacpp import layer_split
-
-        w = self._workload.with_(batch=batch, seq=seq)
-        placement = layer_split(self._spec, w, self._capacity)
-        shares = placement.shares
-        fullest = max(shares, key=lambda share: share.tensor_bytes)
-        each = ", ".join(
-            f"GPU {i} {format_bytes(share.tensor_bytes)}" for i, share in enumerate(shares)
-        )
-        note = phrase(
-            f"llama.cpp splits the layers across the {len(shares)} GPUs (",
-            Setting("split_mode", "layer"),
-            "), the output layer on the last, each with its layers' KV cache and its own compute "
-            f"buffer; the figures are the fullest GPU's ({each}, before the runtime overhead).",
-        )
-        if self._workload.tp > 1:
-            note = phrase(
-                note,
-                " llama.cpp has no tensor parallelism: ",
-                Setting("tp"),
-                " does not change it.",
-            )
-        return (
-            fullest.weights_bytes,
-            fullest.kv_cache_bytes,
-            fullest.buffers_bytes,
-            placement.host_bytes,
-            note,
         )
 
     def _transformers_moment(

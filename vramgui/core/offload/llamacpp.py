@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from vramgui.core import activations
-from vramgui.core.errors import Message, Setting, WorkloadError
+from vramgui.core.errors import Message, Setting, WorkloadError, phrase
 from vramgui.core.model import ArchFacts, ModelSpec, Role
 from vramgui.core.offload.budget import (
     HostRam,
@@ -36,6 +36,7 @@ from vramgui.core.offload.placement import (
     Placement,
     model_units,
 )
+from vramgui.core.units import format_bytes
 from vramgui.core.workload import Workload
 
 _SINGLE = LlamaCppLayout()
@@ -702,4 +703,35 @@ def plan_llamacpp(
         kv_offload=kv_offload,
         margin_bytes=margin_bytes,
         layout=layout,
+    )
+
+
+def fullest_gpu(
+    spec: ModelSpec, workload: Workload, capacity_bytes: int | None
+) -> tuple[int, int, int, int, Message]:
+    """llama.cpp on several GPUs, as the estimate reports it: (weights, KV cache, compute buffer
+    of the GPU that holds the most, host memory, a note naming each GPU's share), from the split
+    ``plan`` makes (:func:`layer_split`)."""
+    placement = layer_split(spec, workload, capacity_bytes)
+    shares = placement.shares
+    fullest = max(shares, key=lambda share: share.tensor_bytes)
+    each = ", ".join(
+        f"GPU {i} {format_bytes(share.tensor_bytes)}" for i, share in enumerate(shares)
+    )
+    note = phrase(
+        f"llama.cpp splits the layers across the {len(shares)} GPUs (",
+        Setting("split_mode", "layer"),
+        "), the output layer on the last, each with its layers' KV cache and its own compute "
+        f"buffer; the figures are the fullest GPU's ({each}, before the runtime overhead).",
+    )
+    if workload.tp > 1:
+        note = phrase(
+            note, " llama.cpp has no tensor parallelism: ", Setting("tp"), " does not change it."
+        )
+    return (
+        fullest.weights_bytes,
+        fullest.kv_cache_bytes,
+        fullest.buffers_bytes,
+        placement.host_bytes,
+        note,
     )

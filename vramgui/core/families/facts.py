@@ -149,6 +149,14 @@ class _Reader:
             return int(max(value))
         return int(value) if _is_int(value) else default
 
+    def layer_int(self, fact: str, layer: int, default: int) -> int:
+        """The fact for one layer where the config lists it per layer (Gemma 4's head_dim:
+        ``global_head_dim`` on full-attention layers only), else ``default``."""
+        value = self.get(fact)
+        if isinstance(value, list) and layer < len(value) and _is_int(value[layer]):
+            return int(value[layer])
+        return default
+
     def float(self, fact: str) -> float:
         value = self.get(fact)
         return (
@@ -227,7 +235,8 @@ def facts_for(
         if kind is LayerType.CHUNKED and not chunk:
             kind = LayerType.FULL
         kinds.append(kind)
-        width, n_kv = _kv(members, modules, r, heads, head_dim) if kind.has_kv else (0, 0)
+        layer_head_dim = r.layer_int("head_dim", i, head_dim)
+        width, n_kv = _kv(members, modules, r, heads, layer_head_dim) if kind.has_kv else (0, 0)
         if kind.has_kv and not width:
             # Keys and values in parameters the names do not tell apart: sized from the config.
             n_kv = max(1, kv_heads)

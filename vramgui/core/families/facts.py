@@ -143,12 +143,6 @@ class _Reader:
                     return value
         return default
 
-    def int(self, fact: str, default: int | None = None) -> int | None:
-        value = self.get(fact)
-        if isinstance(value, list) and value and all(_is_int(v) for v in value):
-            return int(max(value))
-        return int(value) if _is_int(value) else default
-
     def layer_int(self, fact: str, layer: int, default: int) -> int:
         """The fact for one layer where the config lists it per layer (Gemma 4's head_dim:
         ``global_head_dim`` on full-attention layers only), else ``default``."""
@@ -156,6 +150,12 @@ class _Reader:
         if isinstance(value, list) and layer < len(value) and _is_int(value[layer]):
             return int(value[layer])
         return default
+
+    def int(self, fact: str, default: int | None = None) -> int | None:
+        value = self.get(fact)
+        if isinstance(value, list) and value and all(_is_int(v) for v in value):
+            return int(max(value))
+        return int(value) if _is_int(value) else default
 
     def float(self, fact: str) -> float:
         value = self.get(fact)

@@ -186,8 +186,8 @@ def _towers_apart(
     return kept, [
         f"{engine(w.engine).name} loads the language model alone: the checkpoint's vision / "
         f"audio towers and projectors ({params / 1e6:,.0f}M parameters) are a separate mmproj "
-        f"GGUF ({_gib(size)} in F16, as convert_hf_to_gguf.py --mmproj writes it), loaded only "
-        "with --mmproj; not counted, nor its compute buffer for an image (clip.cpp)."
+        f"GGUF ({_gib(size)} at 16 bits, as convert_hf_to_gguf.py --mmproj writes it), loaded "
+        "only with --mmproj; not counted, nor its compute buffer for an image (clip.cpp)."
     ]
 
 

@@ -68,7 +68,8 @@ _HEAD_MODULES = frozenset({"lm_head", "output", "embed_out"})
 # The short convolutions of Mamba, Gated DeltaNet and LFM2 mixers (2-D once convert_hf_to_gguf
 # squeezes them): llama.cpp never quantizes its ssm_conv1d and shortconv.conv tensors.
 _MIXER_CONVOLUTIONS = frozenset({"conv1d", "conv"})
-# The type convert_hf_to_gguf.py gives an mmproj file's matrices by default (its --outtype f16).
+# What convert_hf_to_gguf.py gives an mmproj file's matrices by default: 16 bits (--outtype
+# auto: BF16 from a bf16 checkpoint, else F16; f16 in older releases), two bytes either way.
 MMPROJ_TYPE = "F16"
 _MLP_ROLES = frozenset({Role.MLP, Role.EXPERT, Role.SHARED_EXPERT})
 

@@ -388,6 +388,18 @@ def test_llama_cpp_loads_gemma_3_27b_as_the_published_q4_k_m_gguf_without_its_to
     assert any(s.tensor.role is Role.ENCODER for s in vllm.storage)
 
 
+def test_llama_cpp_loads_gemma_3_4b_as_a_published_q4_k_m_gguf():
+    # The Gemma 3 4B Q4_K_M log of https://github.com/ggml-org/llama.cpp/pull/12907: f32 205,
+    # q4_K 204, q6_K 35 tensors, "file size = 2.31 GiB".
+    gemma = find("gemma-3-4b").spec()
+    served = serving.served_storage(gemma, Workload(engine="llamacpp", quant="Q4_K_M"))
+    counts: dict[str, int] = {}
+    for s in served.storage:
+        counts[s.storage] = counts.get(s.storage, 0) + 1
+    assert counts == {"F32": 205, "Q4_K": 204, "Q6_K": 35}
+    assert round(sum(s.bytes for s in served.storage) / GiB, 2) == 2.31
+
+
 @pytest.mark.parametrize("quant", ["Q4_0", "Q4_K_M", "Q8_0"])
 def test_llama_cpp_estimates_every_catalog_model_with_towers(quant):
     # Gemma 3's SigLIP patch embedding has rows of 14 values, which llama.cpp could not quantize

@@ -66,3 +66,17 @@ def test_mixtral_qlora_follows_the_transformers_release_it_ran(own_collection_on
     five = training_accuracy.workload_of(case["settings"], "mixtral", {"transformers": "5.0"})
     stacked = training_accuracy.training_estimate(spec, five).total_bytes
     assert stacked > 3 * case["measured"]["bytes"]
+
+
+def test_published_rows_read_the_shared_collection_beside_the_projects():
+    # The shared collection (benchmarks/data/published.json) holds inference cases whose models
+    # carry no config.json there (a GGUF's size): the training rows are read all the same.
+    shared = json.loads(training_accuracy.PUBLISHED.read_text())
+    training = {
+        c["id"]
+        for c in shared["cases"]
+        if c["settings"].get("mode") == "training" and "bytes" in c["measured"]
+    }
+    assert any(c["settings"].get("mode") != "training" for c in shared["cases"])
+    ids = {r["id"] for r in training_accuracy.published_rows()}
+    assert training and training <= ids

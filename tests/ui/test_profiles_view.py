@@ -570,6 +570,7 @@ def test_bad_profiles_are_greyed_and_the_tab_still_builds(qtbot, controller, sto
         "gmu": ("workload", "gpu-memory-utilization", 10**400),
         "mtime": ("model", "mtime", 10**400),
         "per-gpu": ("saved_estimate", "per_gpu", "x"),
+        "kv": ("workload", "kv-dtype", "fp9"),
     }.items():
         doc = json.loads(json.dumps(good))
         doc["name"] = stem
@@ -581,12 +582,14 @@ def test_bad_profiles_are_greyed_and_the_tab_still_builds(qtbot, controller, sto
     view.show()
     qtbot.waitExposed(view)
     model = view.list_model
-    assert [model.listing(r).readable for r in range(model.rowCount())] == [True] + [False] * 3
+    assert [model.listing(r).readable for r in range(model.rowCount())] == [True] + [False] * 4
     for row in range(model.rowCount()):
         for column in range(model.columnCount()):
             for role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, SEARCH_ROLE):
                 model.index(row, column).data(role)
     assert "bad profile field" in model.index(1, 1).data()
+    kv = next(r for r in range(model.rowCount()) if model.listing(r).name == "kv")
+    assert "KV cache must be one of auto" in model.index(kv, 1).data()
     view.table.selectAll()
     assert [p.name for p in view.selected_profiles()] == ["good"]
 

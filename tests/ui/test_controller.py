@@ -77,7 +77,9 @@ def test_an_unknown_kv_dtype_is_refused_by_name_and_the_setup_kept(qtbot):
     said: list[str] = []
     controller.message.connect(said.append)
     assert controller.update(kv_dtype="fp9") is False
-    assert said == ["KV cache must be one of auto, fp32, fp16, bf16, fp8, q8_0, q4_0; got 'fp9'"]
+    assert said == [
+        "KV cache dtype must be one of auto, fp32, fp16, bf16, fp8, q8_0, q4_0; got 'fp9'"
+    ]
     assert controller.workload == Workload(engine="vllm")
 
 

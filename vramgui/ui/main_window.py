@@ -806,11 +806,22 @@ class MainWindow(QMainWindow):
             table.setMinimumHeight(height)
 
     def _show_estimate_error(self, text: str) -> None:
+        """The settings have no estimate: every figure of the last one goes (the tab must never
+        show numbers of a setup that is no longer the one set), the reason in the banner."""
         self.headline.set_texts("No estimate for these settings")
+        spec = self.controller.spec
+        if spec is not None:  # the model's own doubts; the estimate's notes went with it
+            self._show_badge(spec, ())
         self.speed_line.show_summary(None, self.controller.train_tokens)
         self.subline.setText("")
+        self.rules.setText("")
         self.breakdown_chart.set_data({}, [])
         self.breakdown_model.set_components({}, self.unit)
+        self._fit_table_height()
+        if self.notes.text():
+            self.notes.setText("")
+            self.notes.setToolTip("")
+            self._fit_notes_height()
         self.gpu_panel.show_fit(())
         self.sweep_chart.set_data(
             self.controller.sweep_field, (), totals_bytes=(), capacities=(), largest=None, current=0

@@ -812,7 +812,7 @@ class MainWindow(QMainWindow):
         spec = self.controller.spec
         if spec is not None:  # the model's own doubts; the estimate's notes went with it
             self._show_badge(spec, ())
-        self.speed_line.show_summary(None, self.controller.train_tokens)
+        self.speed_line.clear("No speed or cost: these settings have no estimate.")
         self.subline.setText("")
         self.rules.setText("")
         self.breakdown_chart.set_data({}, [])

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from vramgui.answers import setup
-from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
+from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS, estimate_json
 from vramgui.answers.estimate import (
     SWEEP_FIELDS,
     Estimate,
@@ -404,6 +404,27 @@ class EstimateController(QObject):
         if price != self._price_per_hour:
             self._price_per_hour = price
             self._schedule()
+
+    def document(self) -> dict[str, Any] | None:
+        """The ``vramgui estimate --json`` document of the current setup, timed as the window
+        times it (its rates and price, host, training run and placement); None without an
+        estimate (``answers.documents.estimate_json``).
+
+        Raises:
+            VramguiError: the setup does not apply to the model.
+        """
+        if self._model is None or self._analysis is None:
+            return None
+        return estimate_json(
+            self._model,
+            self._workload,
+            self._capacities,
+            rates=self.rates_for,
+            host=self._host,
+            train_tokens=self._train_tokens,
+            draft=self.draft,
+            placement=self._placement,
+        )
 
     def rates_for(self, gpu: str, dtype: str) -> Rates | None:
         """The rates the window times ``gpu`` with (the user's price where set)."""

@@ -57,7 +57,7 @@ from vramgui.answers.host import this_machine
 from vramgui.answers.rates import Utilization, catalog_rates
 from vramgui.answers.setup import checkpoint_kv, converts_stored, stored_format
 from vramgui.core.dtypes import SCHEMES, Scheme
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
@@ -681,9 +681,14 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Estimate copied as text", 4000)
 
     def copy_json(self) -> None:
-        analysis = self.controller.analysis
-        if analysis is not None:
-            QGuiApplication.clipboard().setText(report.as_json(analysis))
+        """The ``vramgui estimate --json`` document of the setup shown, on the clipboard."""
+        try:
+            document = self.controller.document()
+        except VramguiError as exc:
+            self.show_message(f"Nothing copied: {in_window(exc)}")
+            return
+        if document is not None:
+            QGuiApplication.clipboard().setText(report.as_json(document))
             self.statusBar().showMessage("Estimate copied as JSON", 4000)
 
     def _hide_banner(self) -> None:

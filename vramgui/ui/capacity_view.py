@@ -247,6 +247,8 @@ class CapacityView(QWidget):
         row.addStretch(1)
         layout.addLayout(row)
         layout.addWidget(self.chart, 1)
+        # Without the chart (no report), the spare height below the text: it stays at the top.
+        layout.addStretch(0)
         self._feed = _Feed(self, controller)
 
     def set_unit(self, unit: Unit) -> None:

@@ -329,6 +329,20 @@ def test_k_quant_fallback_for_rows_not_divisible_by_256():
         assign_storage(narrow, "bf16", "Q4_0")
 
 
+def test_mixer_convolutions_are_never_quantized_as_in_llama_cpp():
+    # tensor_allows_quantization (src/llama-quant.cpp) skips "ssm_conv1d" and
+    # "shortconv.conv.weight": rows of 4 (Gated DeltaNet) or 3 (LFM2) values would otherwise
+    # stop a Q4_0 file, as llama-quantize has no fallback for Q4_0.
+    from vramgui.sources.catalog import find
+
+    for name, conv in (
+        ("qwen3.5-9b", "linear_attn.conv1d.weight"),
+        ("lfm2.5-vl-1.6b", "conv.conv.weight"),
+    ):
+        stored = assign_storage(find(name).spec(), "bf16", "Q4_0")
+        assert set(_types(stored, conv).values()) == {"F32"}, name
+
+
 def test_imatrix_changes_the_first_ffn_down_of_q4_0_and_iq4_xs():
     plain = assign_storage(LLAMA3_8B, "bf16", "Q4_0")
     with_imatrix = assign_storage(LLAMA3_8B, "bf16", "Q4_0", imatrix=True)

@@ -508,3 +508,31 @@ def test_any_single_bad_field_gives_a_spec_or_a_config_error(key, field, value):
     except ConfigError:
         return
     assert spec.parameters > 0
+
+
+def test_gemma_4_sliding_layers_keep_their_own_kv_heads_at_any_tensor_parallel_size():
+    # Gemma 4 31B: sliding layers have num_key_value_heads 16 of head_dim 256, full layers
+    # num_global_key_value_heads 4 of global_head_dim 512 (every sixth of 60 layers).
+    from vramgui.core.inference import kv_bytes_per_token
+    from vramgui.core.workload import Workload
+    from vramgui.sources.catalog import find
+
+    entry = find("gemma-4-31b-it-nvfp4")
+    text = entry.config["text_config"]
+    facts = entry.spec().facts
+    sliding = [
+        heads
+        for kind, heads in zip(facts.layer_types, facts.layer_kv_heads, strict=True)
+        if kind is LayerType.SLIDING
+    ]
+    full = [
+        heads
+        for kind, heads in zip(facts.layer_types, facts.layer_kv_heads, strict=True)
+        if kind is LayerType.FULL
+    ]
+    assert set(sliding) == {text["num_key_value_heads"]} and len(sliding) == 50
+    assert set(full) == {text["num_global_key_value_heads"]} and len(full) == 10
+    # At tensor parallel 16 each rank keeps one head of each layer (full layers replicate
+    # theirs): K and V of 256 (sliding) or 512 (full), 2 bytes each.
+    w = Workload(engine="vllm", tp=16, gpus=16, kv_dtype="bf16")
+    assert kv_bytes_per_token(entry.spec(), w) == (50 * 2 * 256 + 10 * 2 * 512) * 2

@@ -126,6 +126,21 @@ def test_gpus_needed_and_cheapest(real_spec):
     assert ranked[0][1:] == (8, 12800.0)
 
 
+def test_llama_cpp_needs_any_number_of_gpus_tensor_parallel_engines_powers_of_two():
+    # llama.cpp splits whole layers over any number of devices (--tensor-split): Llama 3.1 70B
+    # at Q4_K_M (about 40 GiB of weights) spans three 16 GiB cards, not four.
+    from vramgui.core.fit import sharded
+
+    spec = find("llama-3.1-70b").spec()
+    w = Workload(engine="llamacpp", quant="Q4_K_M", seq=8192)
+    assert gpus_needed(spec, w, 16 * GiB, MAX_GPUS_PER_MACHINE) == 3
+    two = estimate(spec, sharded(w, 2), 16 * GiB)
+    assert fit_rows(two, [("16G", 16 * GiB)])[0].headroom_bytes < 0
+    # vLLM shards tensors: a count that does not divide the heads is never offered.
+    count = gpus_needed(spec, Workload(seq=8192), 48 * GiB, MAX_GPUS_PER_MACHINE)
+    assert count is not None and count & (count - 1) == 0
+
+
 def test_largest_fitting_rejects_other_fields(real_spec):
     with pytest.raises(ValueError):
         largest_fitting(real_spec(LLAMA3), Workload(), RTX_4090, "dtype")

@@ -365,3 +365,14 @@ def test_default_speeds_take_the_share_of_peak_bandwidth_decoding_reaches():
             disk_bytes_per_s=1e9,
             gpu_efficiency=1.5,
         )
+
+
+def test_llama_cpp_places_a_multimodal_checkpoints_language_model_and_names_its_mmproj():
+    # Gemma 3 12B: the SigLIP tower and projector (421M parameters) are an mmproj file that
+    # llama-server loads only with --mmproj; the output unit holds the final norm alone (the
+    # head is tied), not the tower.
+    spec = find("gemma-3-12b").spec()
+    plan = offload.plan_llamacpp(spec, Workload(engine="llamacpp", quant="Q4_0"), 12 * GiB)
+    output = plan.units[-1]
+    assert output.unit.bytes < 1024**2
+    assert "separate mmproj GGUF (0.8 GiB" in plan.notes[0]

@@ -326,9 +326,10 @@ def gpus_needed(
     """Fewest GPUs of one kind that fit the workload, sharding the way the workload says.
 
     Training shards with ZeRO-3 when no sharding is chosen; inference with tensor parallelism
-    (under vLLM: the fewest on which vLLM starts).
+    (under vLLM: the fewest on which vLLM starts), or with the engine's own split of whole
+    layers (llama.cpp).
     """
-    for count in _powers_of_two(limit):
+    for count in _gpu_counts(workload, limit):
         margin = _margin(spec, sharded(workload, count), capacity_bytes, draft)
         if margin is not None and margin[0] >= 0:
             return count
@@ -361,6 +362,19 @@ def cheapest(
         if count is not None:
             ranked.append((name, count, count * price))
     return sorted(ranked, key=lambda r: r[2])
+
+
+def _gpu_counts(workload: Workload, limit: int) -> Iterable[int]:
+    """The GPU counts ``gpus_needed`` tries, fewest first, up to ``limit``: every count up to a
+    machine's worth where the engine splits whole layers (llama.cpp's --tensor-split takes any
+    number of devices), powers of two otherwise (tensor parallelism divides the heads, and
+    ZeRO's shards are sized for them) and beyond a machine."""
+    if workload.mode == "inference" and not engine(workload.engine).splits_tensors:
+        every = range(1, min(limit, MAX_GPUS_PER_MACHINE) + 1)
+        yield from every
+        yield from (n for n in _powers_of_two(limit) if n > MAX_GPUS_PER_MACHINE)
+        return
+    yield from _powers_of_two(limit)
 
 
 def _powers_of_two(limit: int) -> Iterable[int]:

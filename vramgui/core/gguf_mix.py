@@ -1,7 +1,11 @@
 """llama.cpp's quantization mixes: the ggml type ``llama-quantize`` gives each tensor of a
 model for a GGUF file type (``Q4_K_M`` keeps attn_v and half the ffn_down at Q6_K, ...),
 ported from ``llama_tensor_get_type`` (``src/llama-quant.cpp``) rule by rule, with the
-fallback for rows that are not a whole number of blocks."""
+fallback for rows that are not a whole number of blocks.
+
+A multimodal checkpoint's vision / audio towers and projectors are not in that file:
+convert_hf_to_gguf.py writes the language model to the main GGUF and the towers to a separate
+mmproj GGUF (``--mmproj``), 16-bit unless asked otherwise, which llama-quantize never sees."""
 
 from __future__ import annotations
 
@@ -61,6 +65,12 @@ _MLP_MODULES = {
     "dense_4h_to_h": FFN_DOWN,
 }
 _HEAD_MODULES = frozenset({"lm_head", "output", "embed_out"})
+# The short convolutions of Mamba, Gated DeltaNet and LFM2 mixers (2-D once convert_hf_to_gguf
+# squeezes them): llama.cpp never quantizes its ssm_conv1d and shortconv.conv tensors.
+_MIXER_CONVOLUTIONS = frozenset({"conv1d", "conv"})
+# What convert_hf_to_gguf.py gives an mmproj file's matrices by default: 16 bits (--outtype
+# auto: BF16 from a bf16 checkpoint, else F16; f16 in older releases), two bytes either way.
+MMPROJ_TYPE = "F16"
 _MLP_ROLES = frozenset({Role.MLP, Role.EXPERT, Role.SHARED_EXPERT})
 
 
@@ -107,6 +117,8 @@ def _gguf_quantizable(t: Tensor) -> bool:
     if sum(d != 1 for d in t.shape) < 2 or t.is_bias:
         return False
     if t.role in (Role.NORM, Role.POSITION, Role.ROUTER) or t.module in dtypes.ROUTER_MODULES:
+        return False
+    if t.role is Role.OTHER and t.module in _MIXER_CONVOLUTIONS:
         return False
     return "_norm.weight" not in t.name and "ffn_gate_inp" not in t.name
 
@@ -368,6 +380,10 @@ def gguf_types(
         imatrix: the file was made with an importance matrix (the mixes llama.cpp cannot make
             without one always assume one).
 
+    Returns:
+        One type per tensor; the towers' (``Role.ENCODER``) are their mmproj file's (F16, F32
+        for vectors and norms), outside the mix.
+
     Raises:
         WorkloadError: a tensor llama.cpp cannot quantize to the chosen type.
     """
@@ -394,6 +410,9 @@ def gguf_types(
     for i, (t, shape) in enumerate(zip(spec.tensors, shapes, strict=True)):
         if not _gguf_quantizable(t):
             out.append("F32")
+            continue
+        if t.role is Role.ENCODER:
+            out.append(MMPROJ_TYPE)
             continue
         type_name = default
         if is_quantized:

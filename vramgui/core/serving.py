@@ -19,7 +19,10 @@ The weights an engine holds are not always the weights a checkpoint stores:
   at each layer's first forward pass (``CompressedTensorsHfQuantizer``). bitsandbytes, GPTQ and
   AWQ weights stay as stored.
 - llama.cpp runs GGUF files only (``workload.engine_conflicts``); an MXFP4 checkpoint is its
-  MXFP4_MOE GGUF there (``workload.engine_quant``).
+  MXFP4_MOE GGUF there (``workload.engine_quant``). A multimodal checkpoint's towers and
+  projectors are not in that file but in an mmproj GGUF beside it, loaded only with
+  ``--mmproj`` (``Engine.towers_apart``): the estimate serves the language model alone, text
+  only, and says what the mmproj would add.
 
 Multi-token-prediction layers a checkpoint stores are loaded by vLLM for MTP speculative decoding
 only (``Workload.mtp``); otherwise they are left out and said so.
@@ -160,11 +163,41 @@ def served_storage(spec: ModelSpec, w: Workload) -> Served:
     )
 
 
+def loaded(stored: tuple[TensorStorage, ...], w: Workload) -> tuple[TensorStorage, ...]:
+    """The tensors of ``stored`` that ``w.engine`` loads as the model: all of them, but the
+    towers and projectors where the engine keeps them in a file of their own (llama.cpp's
+    mmproj GGUF, loaded only with ``--mmproj``)."""
+    if not engine(w.engine).towers_apart:
+        return stored
+    return tuple(st for st in stored if st.tensor.role is not Role.ENCODER)
+
+
+def _towers_apart(
+    stored: tuple[TensorStorage, ...], w: Workload
+) -> tuple[tuple[TensorStorage, ...], list[str]]:
+    """The model without the towers an engine loads from a file of their own, and what that
+    file would add."""
+    kept = loaded(stored, w)
+    apart = [st for st in stored if st.tensor.role is Role.ENCODER]
+    if len(kept) == len(stored) or not apart:
+        return stored, []
+    size = sum(st.bytes for st in apart)
+    params = sum(st.tensor.numel for st in apart)
+    return kept, [
+        f"{engine(w.engine).name} loads the language model alone: the checkpoint's vision / "
+        f"audio towers and projectors ({params / 1e6:,.0f}M parameters) are a separate mmproj "
+        f"GGUF ({_gib(size)} at 16 bits, as convert_hf_to_gguf.py --mmproj writes it), loaded "
+        "only with --mmproj; not counted, nor its compute buffer for an image (clip.cpp)."
+    ]
+
+
 def _served(spec: ModelSpec, w: Workload) -> Served:
     stored = storage.assign_storage(spec, w.dtype, w.quant)
     kind = _kind(spec, w)
     notes: list[str] = []
     eng = engine(w.engine)
+    stored, said = _towers_apart(stored, w)
+    notes += said
     if eng.eager_pytorch:
         dequantize, said = _transformers(spec, w, kind, stored)
         notes += said

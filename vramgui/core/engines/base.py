@@ -69,6 +69,9 @@ class Engine:
         loads_mtp: it loads a checkpoint's multi-token-prediction layers (MTP speculative
             decoding).
         splits_tensors: it shards tensors across GPUs (tensor parallelism) when given several.
+        towers_apart: it loads a multimodal checkpoint's vision / audio towers and projectors
+            from a separate file, and only when told to (llama.cpp's mmproj GGUF, ``--mmproj``):
+            the model it serves by default is the language model alone.
         tensor_parallel_flag: its launch flag for tensor parallelism ("": none on its line).
         narrower_quants: the quantizations the fit advisor offers it to save memory, widest first.
         moe_quants: those it offers first for a mixture of experts.
@@ -90,6 +93,7 @@ class Engine:
     sizes_for_context: bool = True
     loads_mtp: bool = False
     splits_tensors: bool = True
+    towers_apart: bool = False
     tensor_parallel_flag: str = ""
     narrower_quants: tuple[str, ...] = ()
     moe_quants: tuple[str, ...] = ()

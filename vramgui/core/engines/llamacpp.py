@@ -5,7 +5,9 @@ MXFP4_MOE file type (convert_hf_to_gguf.py repacks MXFP4 experts as they are,
 GptOssModel.repack_mxfp4; llama-quantize's MXFP4_MOE puts the rest in Q8_0). It caches K and V in
 f16 unless told otherwise (``--cache-type-k`` / ``-v``: f32, f16, bf16, q8_0, q4_0...), whatever
 the weights are stored or computed in. Its layers, not its tensors, are split across GPUs
-(``--split-mode layer``) and host RAM (``-ngl``, ``core/offload/``).
+(``--split-mode layer``) and host RAM (``-ngl``, ``core/offload/``). A multimodal checkpoint's
+vision / audio towers and projectors are a separate mmproj GGUF (convert_hf_to_gguf.py
+``--mmproj``), loaded by libmtmd (clip.cpp) into buffers of its own only under ``--mmproj``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ ENGINE = Engine(
     gguf_of_family={"mxfp4": "MXFP4_MOE"},
     ggml=True,
     splits_tensors=False,
+    towers_apart=True,
     narrower_quants=("Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "IQ2_M"),
     # MXFP4 experts, Q8_0 elsewhere: the gpt-oss GGUFs' mix, for any mixture of experts.
     moe_quants=("MXFP4_MOE",),

@@ -214,7 +214,9 @@ def _table_spec(arch: table.Architecture, config: dict[str, Any], label: str) ->
     if towers:
         warnings.append(
             f"{towers / 1e6:,.0f}M parameters of vision / audio towers and projectors are "
-            "counted in the weights; their activations per image or clip are not"
+            "counted in the weights wherever the engine loads them with the language model "
+            "(llama.cpp keeps them in an mmproj file); their activations per image or clip are "
+            "not"
         )
     return ModelSpec(
         name=label,

@@ -143,6 +143,14 @@ class _Reader:
                     return value
         return default
 
+    def layer_int(self, fact: str, layer: int, default: int) -> int:
+        """The fact for one layer where the config lists it per layer (Gemma 4's head_dim:
+        ``global_head_dim`` on full-attention layers only), else ``default``."""
+        value = self.get(fact)
+        if isinstance(value, list) and layer < len(value) and _is_int(value[layer]):
+            return int(value[layer])
+        return default
+
     def int(self, fact: str, default: int | None = None) -> int | None:
         value = self.get(fact)
         if isinstance(value, list) and value and all(_is_int(v) for v in value):
@@ -227,7 +235,8 @@ def facts_for(
         if kind is LayerType.CHUNKED and not chunk:
             kind = LayerType.FULL
         kinds.append(kind)
-        width, n_kv = _kv(members, modules, r, heads, head_dim) if kind.has_kv else (0, 0)
+        layer_head_dim = r.layer_int("head_dim", i, head_dim)
+        width, n_kv = _kv(members, modules, r, heads, layer_head_dim) if kind.has_kv else (0, 0)
         if kind.has_kv and not width:
             # Keys and values in parameters the names do not tell apart: sized from the config.
             n_kv = max(1, kv_heads)

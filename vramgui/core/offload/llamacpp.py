@@ -16,7 +16,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from vramgui.core import activations
+from vramgui.core import activations, serving
 from vramgui.core.errors import Message, Setting, WorkloadError, phrase
 from vramgui.core.model import ArchFacts, ModelSpec, Role
 from vramgui.core.offload.budget import (
@@ -76,6 +76,8 @@ class LlamaCppModel:
         set_rows: the build writes the KV cache with ggml_set_rows, as every build since
             August 2025 does (``activations.llamacpp_set_rows``); False for a log of an earlier
             build, whose graph without flash attention holds no index of the V it writes.
+        served_notes: what llama.cpp leaves out of the checkpoint (``serving.served_storage``:
+            the towers' mmproj file, MTP layers), said first in every placement's notes.
     """
 
     units: tuple[ModelUnit, ...]
@@ -84,6 +86,7 @@ class LlamaCppModel:
     tied_copy_bytes: int
     facts: ArchFacts | None = None
     set_rows: bool = True
+    served_notes: tuple[str, ...] = ()
     # Each unit's pieces by (unit, device, row shares, layout): re-placing at another -ngl, or
     # along a curve, meets the same units on the same devices again.
     _memo: dict[object, dict[str, list[int]]] = field(
@@ -554,7 +557,7 @@ def _notes(
     """The plan's notes; ``copied``: the largest host expert matrix GPU ``receiver`` copies in
     to multiply (0: none)."""
     n = model.blocks
-    notes = []
+    notes = list(model.served_notes)
     if 0 < ngl <= n:
         notes.append(
             f"-ngl {ngl}: the output layer and the last {ngl - 1} of {n} blocks on the GPU "
@@ -622,7 +625,12 @@ def llamacpp_model(spec: ModelSpec, workload: Workload) -> LlamaCppModel:
     units = model_units(spec, workload)
     # With tied embeddings llama.cpp duplicates token_embd as the output tensor on the GPU.
     return LlamaCppModel(
-        units, workload, compute_buffers(spec, workload), units[0].read_bytes, spec.facts
+        units,
+        workload,
+        compute_buffers(spec, workload),
+        units[0].read_bytes,
+        spec.facts,
+        served_notes=serving.served_storage(spec, workload).notes,
     )
 
 

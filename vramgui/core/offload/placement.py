@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vramgui.core import inference, naming, storage
+from vramgui.core import inference, naming, serving, storage
 from vramgui.core.estimate import LayerBytes
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.offload.overrides import LlamaCppLayout
@@ -219,7 +219,7 @@ def model_units(spec: ModelSpec, workload: Workload) -> tuple[ModelUnit, ...]:
     Raises:
         WorkloadError: a quantization or KV dtype that does not apply.
     """
-    stored = storage.assign_storage(spec, workload.dtype, workload.quant)
+    stored = serving.loaded(storage.assign_storage(spec, workload.dtype, workload.quant), workload)
     n = spec.facts.num_layers
     groups: list[list[storage.TensorStorage]] = [[] for _ in range(n + 2)]
     for st in stored:

@@ -181,13 +181,11 @@ def loop_rows(harness_rows: list[dict]) -> list[dict]:
 def _published_cases() -> list[tuple[dict, dict]]:
     """(case, config.json) of every published training case: the shared collection when it sits
     beside the checkout, and the project's own."""
-    cases = []
-    if PUBLISHED.exists():
-        shared = json.loads(PUBLISHED.read_text())
-        cases += [(c, shared["models"][c["model"]]) for c in shared["cases"]]
-    own = json.loads(PUBLISHED_TRAINING.read_text())
-    cases += [(c, load_config(c["model"])) for c in own["cases"]]
-    return [(c, config) for c, config in cases if c["settings"].get("mode") == "training"]
+    cases = json.loads(PUBLISHED.read_text())["cases"] if PUBLISHED.exists() else []
+    cases += json.loads(PUBLISHED_TRAINING.read_text())["cases"]
+    # The shared collection holds inference cases too (a GGUF's size), whose models it need not
+    # carry a config.json for: only the training cases are read.
+    return [(c, load_config(c["model"])) for c in cases if c["settings"].get("mode") == "training"]
 
 
 def published_rows() -> list[dict]:

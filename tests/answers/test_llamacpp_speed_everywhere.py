@@ -144,3 +144,28 @@ def test_the_rent_ranking_says_which_speeds_are_measured():
     assert rtx4090.tokens_per_second == pytest.approx(measured, rel=0.2)
     text = timing.ranked_text(ranked, "inference")
     assert "tokens/s (measured)" in text and "tokens/s (extrapolated)" in text
+
+
+def test_a_mixture_of_experts_prompt_speed_is_said_to_be_an_upper_bound_everywhere(qtbot):
+    """gpt-oss-20b's published prompt rows on GeForce cards ran at down to half the estimate
+    (benchmarks/data/llama_bench.json): the CLI's text, its JSON and the window say so."""
+    args = ("estimate", "gpt-oss-20b", "--engine", "llamacpp", "--gpu", "RTX 3090",
+            "--seq", "2048", "--ram-gib", "64")  # fmt: skip
+    doc = _cli(*args, "--json")
+    (moe,) = [n for n in doc["serving"]["notes"] if n.startswith("mixture of experts")]
+    assert "upper bound" in moe
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(args)) == 0
+    assert f"  speed: {moe}" in out.getvalue().splitlines()
+    controller = EstimateController(
+        load_model, rates=catalog_rates(load_catalog()), host=host_settings(64 * GiB)
+    )
+    controller.set_model(load_model("gpt-oss-20b"), "gpt-oss-20b")
+    controller.set_workload(Workload.from_dict(doc["settings"]))
+    controller.set_capacities((("RTX 3090", doc["fit"][0]["capacity_bytes"]),))
+    controller.recompute_now()
+    assert controller.analysis is not None
+    speed = controller.analysis.speed
+    assert isinstance(speed, Timing) and speed.basis == "extrapolated"
+    assert "read the prompt speed as an upper bound" in timing.speed_tooltip(speed)

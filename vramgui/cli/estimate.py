@@ -877,6 +877,8 @@ def format_table(doc: dict[str, Any]) -> str:
     serving = doc.get("serving")
     if serving:
         lines.append(serving_line(serving, doc["gpus"]))
+        # What the speeds rest on and where they are approximate (a mixture of experts' prompt).
+        lines.extend(f"  speed: {note}" for note in serving.get("notes", ()))
     ranked = doc.get("ranked")
     if ranked is not None:
         lines.extend(ranked_lines(ranked, doc["settings"]))

@@ -556,7 +556,8 @@ def speed_basis(
             "mixture of experts: generation reads the experts a token uses, a prompt's experts "
             "are costed as MMQ's tiles compute them (each expert's share of the micro-batch, "
             "taken as even, padded to whole tiles); published prompt rows on GeForce cards ran "
-            "at down to half of it: read the prompt speed as an upper bound"
+            "at down to half of it, DeepSeek-V2-Lite's on a DGX Spark at a quarter: read the "
+            "prompt speed as an upper bound"
         )
     measured = (
         gpu_measured

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from vramgui.core import inference, naming, serving, storage
+from vramgui.core.engines import engine
 from vramgui.core.estimate import LayerBytes
 from vramgui.core.model import ModelSpec, Role
 from vramgui.core.offload.overrides import LlamaCppLayout
@@ -213,6 +214,20 @@ class Placement:
         return len(self.units) - 2
 
 
+def attention_width(spec: ModelSpec, workload: Workload) -> int:
+    """Query heads x head dim of an attention block as the workload's engine runs it: half the
+    width of its products per query and cached token (K x Q, then the probabilities x V).
+    llama.cpp runs multi-head latent attention absorbed (src/models/deepseek2.cpp with today's
+    split ``wk_b`` / ``wv_b``): each head's query, multiplied into the latent space, attends the
+    cached latent and rotary key (``kv_lora_rank + qk_rope_head_dim`` wide, 576 for DeepSeek-V2)
+    and returns the latent value (``kv_lora_rank``, 512), not the 192 / 128 of the heads the
+    checkpoint names, so a DeepSeek-V2-Lite head multiplies 2.8 times the products."""
+    f = spec.facts
+    if f.is_mla and f.kv_lora_rank and engine(workload.engine).ggml:
+        return f.num_heads * (2 * f.kv_lora_rank + (f.qk_rope_head_dim or 0)) // 2
+    return f.num_heads * f.head_dim
+
+
 def model_units(spec: ModelSpec, workload: Workload) -> tuple[ModelUnit, ...]:
     """The placement units of ``spec`` with stored bytes under the workload's dtype and quant.
 
@@ -232,7 +247,7 @@ def model_units(spec: ModelSpec, workload: Workload) -> tuple[ModelUnit, ...]:
             groups[n + 1].append(st)
     kv = _kv_per_layer(spec, workload)
     tied_head = spec.facts.tie_word_embeddings and spec.facts.is_decoder
-    attention = spec.facts.num_heads * spec.facts.head_dim
+    attention = attention_width(spec, workload)
     units = []
     for index, members in enumerate(groups):
         name = EMBEDDINGS if index == 0 else OUTPUT if index == n + 1 else f"block {index - 1}"

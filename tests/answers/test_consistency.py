@@ -26,7 +26,7 @@ from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import load_catalog
 from vramgui.profiles import ProfileStore
 from vramgui.sources.resolve import load_model
-from vramgui.ui import timing
+from vramgui.ui import report, timing
 from vramgui.ui.capacity_view import CapacityView
 from vramgui.ui.compare_view import comparison_rows, reestimate
 from vramgui.ui.controller import EstimateController
@@ -175,9 +175,10 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
     reopened = []
     for index, (source, gpu, flags) in enumerate(SETUPS):
         label = f"{source} on {gpu} {' '.join(flags)}"
-        estimate = _cli("estimate", source, *flags, "--gpu", gpu, *ram, "--train-tokens", "100M",
-                        "--json") if "training" in flags else _cli(
-            "estimate", source, *flags, "--gpu", gpu, *ram, "--json")  # fmt: skip
+        # The window times a training run of 100M tokens unless told otherwise.
+        run = ("--train-tokens", "100M") if "training" in flags else ()
+        printed = _run("estimate", source, *flags, "--gpu", gpu, *ram, *run, "--json")
+        estimate = json.loads(printed)
         name = f"setup {index}"
         names.append(name)
         estimates.append(_shared(estimate))
@@ -190,6 +191,10 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
         controller.recompute_now()
         assert controller.analysis is not None and controller.analysis.estimate.workload == workload
         window = _window(controller)
+        # Copy as JSON: the command line's document, byte for byte.
+        copied = controller.document()
+        if copied is None or report.as_json(copied) != printed:
+            mismatches.append(f"{label}: the window's copy as JSON is not `estimate --json`'s")
         reopened.append(reestimate(ProfileStore().get(name), load_model))
         window_compare = reopened[-1].document
         views = {

@@ -71,7 +71,7 @@ def test_a_config_that_disagrees_with_its_files_is_named_beside_them(make_window
         "Its config.json says bf16 (torch_dtype) but its safetensors headers store fp16: the files "
         "are what an engine loads. "
     ) in text  # a sentence of its own among the notices
-    assert "as it is stored: Weights fp16 (was Weights bf16" in text
+    assert "as it is stored: Weights dtype fp16 (was Weights dtype bf16" in text
 
 
 def test_the_command_line_names_the_disagreement_too(tmp_path, capsys):

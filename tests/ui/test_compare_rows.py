@@ -8,18 +8,20 @@ import json
 from dataclasses import fields
 
 from vramgui.cli import main
+from vramgui.core.errors import Message, Setting, WorkloadError
 from vramgui.core.units import MiB
 from vramgui.core.workload import Workload
 from vramgui.profiles import ProfileStore
 from vramgui.sources.resolve import load_model
-from vramgui.ui import palette
-from vramgui.ui.compare_view import SETTING_LABELS, comparison_rows, reestimate
+from vramgui.ui import palette, wording
+from vramgui.ui.compare_view import comparison_rows, reestimate
 from vramgui.ui.profiles_view import profile_from_setup
+from vramgui.ui.wording import SETTING_LABELS, setting_label
 
 GPU = ("RTX 4090", 24564 * MiB)
 # What the window's workload still holds after a QLoRA setup when the user turns to serving.
 LEFTOVERS = {"method": "qlora", "optimizer": "sgd", "lora_rank": 64, "grad_accum": 4}
-TRAINING_LABELS = ("Fine-tuning method", "Optimizer", "LoRA rank", "Gradient accumulation")
+TRAINING_LABELS = ("Method", "Optimizer", "LoRA rank", "Accumulation")
 
 
 def _save(name: str, **workload) -> None:
@@ -69,13 +71,9 @@ def test_the_command_line_and_the_window_list_the_same_rows(qtbot, capsys):
         else:
             sections.setdefault(heading, []).append(row)
 
-    def label(key: str) -> str:
-        names = {"model": "Model", "gpu": "GPUs"}
-        return names.get(key) or SETTING_LABELS.get(key, key.replace("_", " "))
-
     inputs = sections["Inputs"]
     assert [r.label for r in inputs] == [
-        label(s["setting"].replace("-", "_")) for s in cli["settings"]
+        setting_label(s["setting"].replace("-", "_")) for s in cli["settings"]
     ]
     for row, setting in zip(inputs, cli["settings"], strict=True):
         assert row.differs == setting["differs"], setting
@@ -120,7 +118,7 @@ def test_another_engine_s_settings_are_left_out_or_shown_as_not_applying(qtbot, 
     assert not {"mem-fraction-static", "vllm-version", "sglang-version"} & set(settings)
     assert settings["prompt"]["values"] == [None, 512]
     labels = [r.label for r in _window("hf one", "hf two")]
-    assert "vLLM memory share" not in labels and "Prompt tokens" in labels
+    assert "vLLM share" not in labels and "Prompt" in labels
 
     # Beside a vLLM profile, the vLLM rows appear, "-" for the transformers one; llama.cpp's and
     # transformers' own settings go, or read "-" for the vLLM profile.
@@ -131,13 +129,24 @@ def test_another_engine_s_settings_are_left_out_or_shown_as_not_applying(qtbot, 
     assert settings["transformers-version"]["applies"] == [True, False]
     assert "ubatch-size" not in settings and "mem-fraction-static" not in settings
     cells = {r.label: r.cells for r in _window("hf one", "vllm")}
-    assert cells["vLLM memory share"] == ("-", "0.8")
-    assert cells["vLLM max sequences"] == ("-", "default")
+    assert cells["vLLM share"] == ("-", "0.8")
+    assert cells["Max sequences"] == ("-", "default")
 
 
 def test_every_compared_setting_has_a_label_and_none_is_a_component_s():
-    compared = {f.name for f in fields(Workload)}
+    compared = {f.name for f in fields(Workload)} | {"model", "gpu"}
     assert compared <= set(SETTING_LABELS), sorted(compared - set(SETTING_LABELS))
+    labels = [setting_label(name) for name in compared]
     # A setting's row and an estimate's component row never read the same.
-    assert not set(palette.COMPONENT_LABELS.values()) & set(SETTING_LABELS.values())
-    assert len(set(SETTING_LABELS.values())) == len(SETTING_LABELS)
+    assert not set(palette.COMPONENT_LABELS.values()) & set(labels)
+    assert len(set(labels)) == len(labels)
+
+
+def test_a_setting_reads_the_same_in_a_message_and_in_the_comparison(qtbot):
+    # One table of labels: a comparison's row is named as the window's messages name it.
+    _save("kv auto", engine="vllm", kv_dtype="auto")
+    _save("kv fp8", engine="vllm", kv_dtype="fp8")
+    labels = [r.label for r in _window("kv auto", "kv fp8")]
+    said = wording.in_window(WorkloadError(Message("{kv} is set", kv=Setting("kv_dtype", "fp8"))))
+    assert said == "KV cache dtype “fp8” is set"
+    assert "KV cache dtype" in labels

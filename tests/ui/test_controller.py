@@ -71,6 +71,18 @@ def test_each_training_method_brings_its_usual_precision_unless_told(qtbot):
     assert controller.workload.precision == "mixed"
 
 
+def test_an_unknown_kv_dtype_is_refused_by_name_and_the_setup_kept(qtbot):
+    # vLLM looked the KV dtype up in its table of engines to switch to: KeyError 'kv:fp9'.
+    controller = EstimateController(load_model, Workload(engine="vllm"))
+    said: list[str] = []
+    controller.message.connect(said.append)
+    assert controller.update(kv_dtype="fp9") is False
+    assert said == [
+        "KV cache dtype must be one of auto, fp32, fp16, bf16, fp8, q8_0, q4_0; got 'fp9'"
+    ]
+    assert controller.workload == Workload(engine="vllm")
+
+
 def test_an_ollama_model_runs_at_ollamas_default_context_for_that_model_only(qtbot):
     controller = EstimateController(load_model, Workload(seq=8192))
     notices: list[str] = []

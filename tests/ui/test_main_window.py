@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, safetensors_bytes
 from tests.ui.conftest import NO_DRIVER
 from vramgui.hardware import GpuSnapshot, LocalGpu
-from vramgui.ui import app
+from vramgui.ui import app, report
 from vramgui.ui.breakdown import BreakdownModel
 from vramgui.ui.main_window import MainWindow
 from vramgui.ui.model_panel import SearchResultsModel, droppable_path
@@ -314,8 +314,13 @@ def test_units_copy_and_export(make_window, qtbot, tmp_path):
     assert window.headline.text().split()[1] == "GB"
     assert window.breakdown_model.index(0, 1).data().endswith(" GB")
     window.action_copy_json.trigger()
-    document = json.loads(QGuiApplication.clipboard().text())
+    copied = QGuiApplication.clipboard().text()
+    document = json.loads(copied)
     assert document["schema"] == "vramgui.estimate/1"
+    # The whole document of `vramgui estimate --json` (answers.documents.estimate_json), its
+    # serving block naming the placement it times included.
+    assert copied == report.as_json(window.controller.document())
+    assert document["serving"]["placement"]["text"] and "largest_fitting" in document
     per_gpu = document["per_gpu"]
     assert sum(per_gpu["components"].values()) == per_gpu["total_bytes"]
     window.action_copy_text.trigger()

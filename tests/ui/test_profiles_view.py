@@ -336,7 +336,7 @@ def test_compare_three_profiles_through_the_widgets(qtbot, view, store):
     batch = model.index(rows["Batch"], 0)
     assert [model.index(rows["Batch"], c).data() for c in range(3)] == ["16", "1", "1"]
     assert batch.data(Qt.ItemDataRole.BackgroundRole).color() == QColor(DIFFERS_BACKGROUND)
-    assert model.index(rows["Context / sequence"], 0).data(Qt.ItemDataRole.BackgroundRole) is None
+    assert model.index(rows["Context"], 0).data(Qt.ItemDataRole.BackgroundRole) is None
     assert model.index(rows["Model"], 1).data() == "qwen2.5-0.5b"
     weights = model.index(rows["Weights"], 1).data()
     assert "(saved " in weights
@@ -356,7 +356,7 @@ def test_compare_three_profiles_through_the_widgets(qtbot, view, store):
 
     view.compare_view.only_differences.setChecked(True)
     labels = [model.headerData(r, Qt.Orientation.Vertical) for r in range(model.rowCount())]
-    assert "Batch" in labels and "Context / sequence" not in labels
+    assert "Batch" in labels and "Context" not in labels
 
 
 def test_compare_shows_the_saved_estimate_when_the_model_is_gone(qtbot, view, store, tmp_path):
@@ -570,6 +570,7 @@ def test_bad_profiles_are_greyed_and_the_tab_still_builds(qtbot, controller, sto
         "gmu": ("workload", "gpu-memory-utilization", 10**400),
         "mtime": ("model", "mtime", 10**400),
         "per-gpu": ("saved_estimate", "per_gpu", "x"),
+        "kv": ("workload", "kv-dtype", "fp9"),
     }.items():
         doc = json.loads(json.dumps(good))
         doc["name"] = stem
@@ -581,12 +582,14 @@ def test_bad_profiles_are_greyed_and_the_tab_still_builds(qtbot, controller, sto
     view.show()
     qtbot.waitExposed(view)
     model = view.list_model
-    assert [model.listing(r).readable for r in range(model.rowCount())] == [True] + [False] * 3
+    assert [model.listing(r).readable for r in range(model.rowCount())] == [True] + [False] * 4
     for row in range(model.rowCount()):
         for column in range(model.columnCount()):
             for role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, SEARCH_ROLE):
                 model.index(row, column).data(role)
     assert "bad profile field" in model.index(1, 1).data()
+    kv = next(r for r in range(model.rowCount()) if model.listing(r).name == "kv")
+    assert "KV cache dtype must be one of auto" in model.index(kv, 1).data()
     view.table.selectAll()
     assert [p.name for p in view.selected_profiles()] == ["good"]
 

@@ -48,8 +48,6 @@ _DEFAULTS = Workload()
 # What --rank ranks by: core.fit.RANK_KEYS (named here so that the options cost no estimator
 # import; tests/cli/test_speed_cli.py checks that they agree).
 RANK_KEYS = ("cost", "time")
-# The changes the table and the JSON list when a setup does not fit, best first.
-ADVICE_SHOWN = 5
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -269,12 +267,12 @@ def host_from_args(args: argparse.Namespace) -> Any:
 
 def rates_from_args(
     gpu_name: str,
-    workload: Workload,
+    dtype: str,
     args: argparse.Namespace,
     custom: Sequence[CatalogGpu] = (),
 ) -> Any:
     """``answers.rates.Rates`` of ``gpu_name`` (a catalog GPU, or one of the ``custom`` cards)
-    with --price-per-hour and --matmul-utilization.
+    computing in ``dtype``, with --price-per-hour and --matmul-utilization.
 
     Raises:
         NoRates: the GPU cannot be timed (a custom card names the flag it lacks).
@@ -301,81 +299,12 @@ def rates_from_args(
         utilization = set_utilization(args.matmul_utilization, "--matmul-utilization")
     return rates_for(
         gpu_name,
-        workload.dtype,
+        dtype,
         catalog=None if card is None else (card,),
         price=price,
         utilization=utilization,
         measured=measured_utilization,
     )
-
-
-def timing_for(
-    spec: ModelSpec,
-    est: Any,
-    capacity: tuple[str, int],
-    args: argparse.Namespace,
-    *,
-    draft: ModelSpec | None = None,
-    custom: Sequence[CatalogGpu] = (),
-) -> Any:
-    """The setup timed on the first GPU (a catalog GPU, or one of the ``custom`` cards;
-    ``answers.timing``): a ``Timing``, or ``Untimed``."""
-    from vramgui.answers.rates import NoRates
-    from vramgui.answers.timing import NO_RATES, Untimed, time_setup
-
-    gpu, size = capacity
-    try:
-        rates = rates_from_args(gpu, est.workload, args, custom)
-    except NoRates as exc:
-        return Untimed(gpu, NO_RATES, exc.reason)
-    return time_setup(
-        spec,
-        est,
-        gpu,
-        size,
-        rates,
-        host=host_from_args(args),
-        train_tokens=train_tokens_from_args(args),
-        draft=draft,
-    )
-
-
-def advice_for(
-    spec: ModelSpec,
-    est: Any,
-    capacity: tuple[str, int],
-    args: argparse.Namespace,
-    *,
-    draft: ModelSpec | None = None,
-    custom: Sequence[CatalogGpu] = (),
-) -> list[dict[str, Any]]:
-    """What makes the setup fit the first GPU, as the window's fit advisor says it
-    (``answers.advice``): llama.cpp's placements with host RAM first, then the settings."""
-    from vramgui.answers.advice import advise
-    from vramgui.answers.rates import NoRates
-
-    gpu, size = capacity
-    try:
-        rates = rates_from_args(gpu, est.workload, args, custom)
-    except NoRates:
-        rates = None
-    suggestions = advise(spec, est, size, host=host_from_args(args), rates=rates, draft=draft)
-    return [
-        {
-            "title": s.title,
-            "changes": s.changes,
-            "fits": s.fits,
-            "saves_bytes": s.saves_bytes,
-            "total_bytes": s.total_bytes,
-            "kv_pool_bytes": s.pool_bytes,
-            "kv_pool_tokens": s.pool_tokens,
-            "cost": s.cost,
-            "placement": None
-            if s.placement is None
-            else {"n_gpu_layers": s.placement[0], "n_cpu_moe": s.placement[1]},
-        }
-        for s in suggestions[:ADVICE_SHOWN]
-    ]
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
@@ -831,7 +760,7 @@ def ranked_catalog(
             continue
         try:
             offers.append(
-                (gpu.name, gpu.capacity_bytes(), rates_from_args(gpu.name, workload, args))
+                (gpu.name, gpu.capacity_bytes(), rates_from_args(gpu.name, workload.dtype, args))
             )
         except NoRates:
             continue
@@ -848,9 +777,7 @@ def ranked_catalog(
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramgui.core.estimate import estimate
-    from vramgui.core.fit import fit_rows, gpus_needed, largest_fitting
-    from vramgui.core.report import estimate_document
+    from vramgui.answers.documents import estimate_json
     from vramgui.hardware.capacity import resolve_capacities
 
     custom = custom_gpus(args)
@@ -858,30 +785,14 @@ def run(args: argparse.Namespace) -> int:
     spec, draft = loaded.spec, load_draft(workload)
     capacities = resolve_capacities(args.gpu, args.free_memory)
     capacities += [(card.name, card.capacity_bytes()) for card in custom]
-    capacity = capacities[0][1] if capacities else None
     if capacities and workload.gpu_arch == "auto" and args.gpu_arch is None:
         from vramgui.hardware.gpus import architecture_of
 
         # "local": the generation of the first GPU NVML names
         workload = workload.with_(gpu_arch=architecture_of(capacities[0][0]))
-    first = capacities[0][0] if capacities else ""
-    est = estimate(spec, workload, capacity, first, draft)
-    rows = fit_rows(est, capacities)
-    extra: dict[str, Any] = {}
-    if capacities and workload.mode == "inference":
-        extra["largest_fitting"] = {
-            name: {
-                "seq": largest_fitting(spec, workload, cap, "seq", gpu_name=name, draft=draft),
-                "batch": largest_fitting(spec, workload, cap, "batch", gpu_name=name, draft=draft),
-            }
-            for name, cap in capacities
-        }
-    if capacities:
-        extra["gpus_needed"] = {
-            name: gpus_needed(spec, workload, cap, draft=draft) for name, cap in capacities
-        }
+    flagged: dict[str, Any] = {}
     if args.cheapest:
-        extra["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
+        flagged["cheapest"] = cheapest_catalog(spec, workload, draft=draft)
     train_tokens = train_tokens_from_args(args)
     if train_tokens is not None and (workload.mode != "training" or not (capacities or args.rank)):
         raise WorkloadError(
@@ -889,42 +800,20 @@ def run(args: argparse.Namespace) -> int:
             "to time the run on"
         )
     if args.rank:
-        extra["ranked"] = ranked_catalog(
+        flagged["ranked"] = ranked_catalog(
             spec, workload, args.rank, train_tokens=train_tokens, args=args, draft=draft
         )
-    untimed = None
-    if capacities:
-        from vramgui.answers.timing import Untimed
-
-        key = "speed" if workload.mode == "training" else "serving"
-        timing = timing_for(spec, est, capacities[0], args, draft=draft, custom=custom)
-        untimed = timing if isinstance(timing, Untimed) else None
-        extra[key] = None if untimed is not None else timing.block()
-    if capacities and rows and not rows[0].fits:
-        extra["advice"] = advice_for(spec, est, capacities[0], args, draft=draft, custom=custom)
-    if capacities and est.vllm is not None:
-        from vramgui.answers.capacity import serving_report
-
-        # The Serving tab's report: concurrency against --max-model-len, the change that starts.
-        extra["serving_report"] = serving_report(spec, workload, capacities, draft).to_dict()
-    doc = estimate_document(spec, est, rows, extra)
-    if untimed is not None:
-        doc["notes"].append(untimed.note())
-    from vramgui.hardware.gpus import engine_notes
-
-    doc["notes"] += engine_notes(workload.engine, [name for name, _ in capacities])
-    if custom:
-        doc["custom_gpus"] = [
-            {
-                "name": card.name,
-                "memory_bytes": card.memory_bytes,
-                "memory_bandwidth_gbps": card.memory_bandwidth_gbps or None,
-                "tflops_16bit": card.bf16_tflops,
-            }
-            for card in custom
-        ]
-    doc["source"] = loaded.ref.to_dict()
-    doc["notices"] = list(loaded.notices)
+    doc = estimate_json(
+        loaded,
+        workload,
+        capacities,
+        rates=lambda gpu, dtype: rates_from_args(gpu, dtype, args, custom),
+        host=host_from_args(args),
+        train_tokens=train_tokens,
+        draft=draft,
+        flagged=flagged,
+        custom=custom,
+    )
     if args.json:
         print(json.dumps(doc, indent=2))
     else:

@@ -577,10 +577,12 @@ def engine_conflicts(
         stored: the quantization the checkpoint is stored in (``ModelSpec.quantization``), if any.
 
     Raises:
-        WorkloadError: an unknown quantization name.
+        WorkloadError: an unknown quantization name or KV cache dtype.
     """
     if mode != "inference" or engine_key not in ENGINE_KEYS:
         return ()
+    # A KV dtype no engine offers (a corrupt saved profile) is refused by name, not looked up.
+    check_choice("kv_dtype", kv_dtype, KV_DTYPES)
     eng = engine(engine_key)
     out = []
     family = served_family(quant, stored) or "none"

@@ -663,7 +663,9 @@ def _listing_of(path: Path, raw: bytes) -> ProfileListing:
     try:
         profile = Profile.from_dict(doc)
     except ProfileError as exc:
-        return ProfileListing(path, shown, error=str(exc))
+        # The message as raised: it names the settings, for each front end to word.
+        message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
+        return ProfileListing(path, shown, error=message)
     except Exception as exc:  # one bad file must never break the listing of the others
         return ProfileListing(path, shown, error=f"cannot be read ({type(exc).__name__}: {exc})")
     return ProfileListing(path, profile.name, profile=profile)

@@ -111,9 +111,10 @@ class AdvisorPanel(QWidget):
         )
 
     def clear(self, text: str) -> None:
-        """Drop the suggestions and say why there are none."""
+        """Drop the suggestions and the GPUs to rent, and say why there are none."""
         self._show_cards((), "GiB")
         self._set_summary(text)
+        self.show_ranking((), (), *self._ranking_of)
 
     def show_outlook(
         self,

@@ -247,6 +247,8 @@ class CapacityView(QWidget):
         row.addStretch(1)
         layout.addLayout(row)
         layout.addWidget(self.chart, 1)
+        # Without the chart (no report), the spare height below the text: it stays at the top.
+        layout.addStretch(0)
         self._feed = _Feed(self, controller)
 
     def set_unit(self, unit: Unit) -> None:
@@ -302,6 +304,7 @@ class CapacityView(QWidget):
                 'not counted: figures marked ≤ are upper bounds, and "may start" is not '
                 "certain (the notes say why)."
             )
+        self.error.setStyleSheet(palette.WARNING_STYLE)
         self.error.setText("\n".join(lines))
         self.error.setVisible(bool(lines))
         target = report.gpus[0] if report.gpus else None
@@ -311,6 +314,18 @@ class CapacityView(QWidget):
         else:
             self.apply.hide()
         self.chart.set_report(report)
+
+    def show_failure(self, text: str) -> None:
+        """No report for these settings: nothing of the last one stays, and ``text`` says why."""
+        self.report = None
+        self.heading.setText("What vLLM does with each GPU: no figures for these settings.")
+        for widget in (self.use_vllm, self.table, self.chart, self.apply):
+            widget.hide()
+        self.table.setRowCount(0)
+        self.chart.set_report(None)
+        self.error.setStyleSheet(palette.ERROR_STYLE)
+        self.error.setText(text)
+        self.error.show()
 
     def _cells(self, gpu: GpuServing) -> list[tuple[str, str]]:
         up = gpu.startup
@@ -357,6 +372,7 @@ class _Feed(QObject):
             controller.workload_changed,
             controller.capacities_changed,
             controller.estimate_changed,
+            controller.estimate_failed,
         ):
             signal.connect(self._changed)
         view.installEventFilter(self)
@@ -389,6 +405,9 @@ class _Feed(QObject):
         if spec is None or workload.mode != "inference" or not vllm:
             self._view.show_report(None)
             return
+        if c.estimate_error:  # the settings the core refuses have no start-up either
+            self._view.show_failure(c.estimate_error)
+            return
         capacities, draft = c.capacities, c.draft
         self._worker = submit(
             lambda: serving_report(spec, workload, capacities, draft), self._done, self._failed
@@ -403,6 +422,6 @@ class _Feed(QObject):
         self._worker = None
         if not isValid(self._view):
             return
-        self._controller.show_message(
-            f"vLLM's serving capacity could not be computed: {in_window(exc)}"
-        )
+        text = f"vLLM's serving capacity could not be computed: {in_window(exc)}"
+        self._view.show_failure(text)
+        self._controller.show_message(text)

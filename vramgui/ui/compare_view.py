@@ -43,7 +43,6 @@ from vramgui.hardware.capacity import resolve_capacities
 from vramgui.hardware.gpus import load_catalog
 from vramgui.profiles import Profile
 from vramgui.profiles.compare import (
-    GPU,
     MODEL,
     TOTAL,
     Figure,
@@ -57,6 +56,7 @@ from vramgui.profiles.reopen import Reestimate
 from vramgui.ui import palette, timing
 from vramgui.ui.plot import capacities_in_words, capacity_text, components_in_words, sentences
 from vramgui.ui.widgets import FittedLabel
+from vramgui.ui.wording import setting_label
 
 if TYPE_CHECKING:
     from vramgui.sources.results import ResolvedModel
@@ -75,56 +75,6 @@ MAX_COLUMN_WIDTH = 160
 FIGURE_PADDING = 20
 # Narrower than this, the chart goes under the table.
 SIDE_BY_SIDE_WIDTH = 900
-SETTING_LABELS = {
-    "mode": "Mode",
-    "batch": "Batch",
-    "seq": "Context / sequence",
-    "dtype": "Dtype",
-    "quant": "Quantization",
-    "engine": "Engine",
-    "kv_dtype": "KV cache dtype",
-    "attention": "Attention",
-    "method": "Fine-tuning method",
-    "precision": "Precision",
-    "optimizer": "Optimizer",
-    "grad_checkpointing": "Gradient checkpointing",
-    "lora_rank": "LoRA rank",
-    "lora_targets": "LoRA targets",
-    "grad_accum": "Gradient accumulation",
-    "gpus": "GPUs in total",
-    "zero": "ZeRO stage",
-    "fsdp": "FSDP",
-    "tp": "Tensor parallel",
-    "pp": "Pipeline parallel",
-    # "(set)": the setting, beside the estimate's "Runtime overhead" component.
-    "overhead_bytes": "Runtime overhead (set)",
-    "gpu_memory_utilization": "vLLM memory share",
-    "cpu_offload": "CPU offload",
-    "loop": "Training loop",
-    "max_num_seqs": "vLLM max sequences",
-    "max_num_batched_tokens": "vLLM batched tokens",
-    "enforce_eager": "vLLM eager (no CUDA graphs)",
-    "enable_lora": "Serve LoRA adapters",
-    "max_loras": "vLLM LoRA slots",
-    "max_lora_rank": "vLLM LoRA max rank",
-    "speculative": "Speculative decoding",
-    "num_speculative_tokens": "Speculative tokens",
-    "draft_model": "Draft model",
-    "cpu_offload_gb": "Weights in CPU RAM (GiB)",
-    "enable_prefix_caching": "vLLM prefix caching",
-    "vllm_version": "vLLM rules",
-    "gpu_arch": "GPU generation",
-    "mtp": "MTP layers",
-    "mem_fraction_static": "SGLang static share",
-    "sglang_version": "SGLang rules",
-    "rope_scaling": "RoPE scaling",
-    "rope_factor": "RoPE factor",
-    "rope_original_context": "RoPE original context",
-    "ubatch_size": "llama.cpp micro-batch (-ub)",
-    "batch_size": "llama.cpp batch (-b)",
-    "prompt": "Prompt tokens",
-    "transformers_version": "transformers release",
-}
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -211,18 +161,14 @@ def comparison_rows(results: Sequence[Reestimate], unit: Unit = "GiB") -> list[C
     blank = ("",) * len(results)
     rows: list[CompareRow] = [CompareRow("Inputs", blank, heading=True)]
     for setting in comparison.settings:
+        # Each setting named as the window names it everywhere (its control, its messages).
+        label = setting_label(setting.key)
         if setting.key == MODEL:
-            label = "Model"
             tips = tuple(
                 ", ".join(f"{k}: {v}" for k, v in r.profile.model.to_dict().items() if k != "id")
                 for r in results
             )
         else:
-            label = (
-                "GPUs"
-                if setting.key == GPU
-                else SETTING_LABELS.get(setting.key, setting.key.replace("_", " "))
-            )
             tips = ()
         cells = tuple(
             _setting_text(setting.key, value, unit) if applies else "-"

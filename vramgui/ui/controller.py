@@ -6,9 +6,10 @@ plain frozen records. Every figure comes from :mod:`vramgui.core`.
 Contract for the views that plug into the window (offloading, profiles): they receive the
 controller and use only
 - signals ``model_changed(ResolvedModel)``, ``workload_changed(Workload)``,
-  ``estimate_changed(Analysis)``, ``outlook_changed(Outlook)``, ``capacities_changed(tuple)``;
+  ``estimate_changed(Analysis)``, ``estimate_failed(str)``, ``outlook_changed(Outlook)``,
+  ``capacities_changed(tuple)``;
 - properties ``model``, ``spec``, ``source``, ``workload``, ``chosen_workload``, ``capacities``,
-  ``analysis``;
+  ``analysis``, ``estimate_error``;
 - methods ``load_source(source)``, ``set_model(loaded)``, ``set_workload(workload)``,
   ``update(**changes)``, ``show_message(text)``.
 
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from vramgui.answers import setup
-from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS
+from vramgui.answers.documents import DEFAULT_TRAIN_TOKENS, estimate_json
 from vramgui.answers.estimate import (
     SWEEP_FIELDS,
     Estimate,
@@ -258,6 +259,8 @@ class EstimateController(QObject):
         self._sweep_field = "seq"
         self._analysis: Analysis | None = None
         self._outlook: Outlook | None = None
+        # Why the current settings have no estimate ("" while they have one).
+        self._estimate_error = ""
         # Settings the current model's own format set, with the user's value each replaced.
         self._forced: dict[str, Any] = {}
         # The quantization last served with: what inference returns to after QLoRA's base.
@@ -304,6 +307,12 @@ class EstimateController(QObject):
     @property
     def outlook(self) -> Outlook | None:
         return self._outlook
+
+    @property
+    def estimate_error(self) -> str:
+        """Why the current settings have no estimate, in the window's words ("" while they have
+        one): what every view shows in place of figures of settings that no longer stand."""
+        return self._estimate_error
 
     @property
     def draft(self) -> ModelSpec | None:
@@ -395,6 +404,27 @@ class EstimateController(QObject):
         if price != self._price_per_hour:
             self._price_per_hour = price
             self._schedule()
+
+    def document(self) -> dict[str, Any] | None:
+        """The ``vramgui estimate --json`` document of the current setup, timed as the window
+        times it (its rates and price, host, training run and placement); None without an
+        estimate (``answers.documents.estimate_json``).
+
+        Raises:
+            VramguiError: the setup does not apply to the model.
+        """
+        if self._model is None or self._analysis is None:
+            return None
+        return estimate_json(
+            self._model,
+            self._workload,
+            self._capacities,
+            rates=self.rates_for,
+            host=self._host,
+            train_tokens=self._train_tokens,
+            draft=self.draft,
+            placement=self._placement,
+        )
 
     def rates_for(self, gpu: str, dtype: str) -> Rates | None:
         """The rates the window times ``gpu`` with (the user's price where set)."""
@@ -697,14 +727,17 @@ class EstimateController(QObject):
         try:
             fitted = estimate_setup(spec, self._workload, self._capacities, draft=self.draft)
         except VramguiError as exc:
-            self._analysis = None
-            # An outlook still on its way belongs to settings that no longer stand.
+            # The last estimate and its outlook (and one still on its way) belong to settings
+            # that no longer stand.
+            self._analysis = self._outlook = None
             self._outlook_timer.stop()
             if self._outlook_worker is not None:
                 self._outlook_worker.cancel()
                 self._outlook_worker = None
-            self.estimate_failed.emit(_describe(exc))
+            self._estimate_error = _describe(exc)
+            self.estimate_failed.emit(self._estimate_error)
             return
+        self._estimate_error = ""
         self._analysis = Analysis(
             spec,
             fitted.estimate,

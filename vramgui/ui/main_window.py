@@ -57,7 +57,7 @@ from vramgui.answers.host import this_machine
 from vramgui.answers.rates import Utilization, catalog_rates
 from vramgui.answers.setup import checkpoint_kv, converts_stored, stored_format
 from vramgui.core.dtypes import SCHEMES, Scheme
-from vramgui.core.errors import WorkloadError
+from vramgui.core.errors import VramguiError, WorkloadError
 from vramgui.core.model import Inventory, ModelSpec
 from vramgui.core.units import Unit, format_bytes
 from vramgui.core.workload import Workload
@@ -681,9 +681,14 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Estimate copied as text", 4000)
 
     def copy_json(self) -> None:
-        analysis = self.controller.analysis
-        if analysis is not None:
-            QGuiApplication.clipboard().setText(report.as_json(analysis))
+        """The ``vramgui estimate --json`` document of the setup shown, on the clipboard."""
+        try:
+            document = self.controller.document()
+        except VramguiError as exc:
+            self.show_message(f"Nothing copied: {in_window(exc)}")
+            return
+        if document is not None:
+            QGuiApplication.clipboard().setText(report.as_json(document))
             self.statusBar().showMessage("Estimate copied as JSON", 4000)
 
     def _hide_banner(self) -> None:
@@ -806,11 +811,22 @@ class MainWindow(QMainWindow):
             table.setMinimumHeight(height)
 
     def _show_estimate_error(self, text: str) -> None:
+        """The settings have no estimate: every figure of the last one goes (the tab must never
+        show numbers of a setup that is no longer the one set), the reason in the banner."""
         self.headline.set_texts("No estimate for these settings")
-        self.speed_line.show_summary(None, self.controller.train_tokens)
+        spec = self.controller.spec
+        if spec is not None:  # the model's own doubts; the estimate's notes went with it
+            self._show_badge(spec, ())
+        self.speed_line.clear("No speed or cost: these settings have no estimate.")
         self.subline.setText("")
+        self.rules.setText("")
         self.breakdown_chart.set_data({}, [])
         self.breakdown_model.set_components({}, self.unit)
+        self._fit_table_height()
+        if self.notes.text():
+            self.notes.setText("")
+            self.notes.setToolTip("")
+            self._fit_notes_height()
         self.gpu_panel.show_fit(())
         self.sweep_chart.set_data(
             self.controller.sweep_field, (), totals_bytes=(), capacities=(), largest=None, current=0

@@ -248,20 +248,19 @@ class ProfileListModel(FlatTableModel):
         item = self._listings[index.row()]
         column = index.column()
         profile = item.profile
+        error = in_window(item.error) if item.error is not None else ""
         if role == Qt.ItemDataRole.DisplayRole:
             if profile is None:
-                return {NAME: item.name, MODEL: f"unreadable: {item.error}", TOTAL: "-"}.get(
-                    column, ""
-                )
+                return {NAME: item.name, MODEL: f"unreadable: {error}", TOTAL: "-"}.get(column, "")
             return self._cell(profile, column)
         if role == SEARCH_ROLE and column == NAME:
             if profile is None:
-                return f"{item.name} {item.error}"
+                return f"{item.name} {error}"
             return " ".join((profile.name, source_of(profile.model), profile.notes, *profile.gpus))
         if role == Qt.ItemDataRole.ToolTipRole:
             if profile is None:
                 return (
-                    f"{item.path.name} cannot be read: {item.error}.\n"
+                    f"{item.path.name} cannot be read: {error}.\n"
                     "It is left untouched on disk; fix or remove it by hand."
                 )
             # Everything the row holds, for the columns a narrow list hides or cuts.

@@ -1,23 +1,23 @@
 """The current estimate as text for people and as the CLI's JSON document, for the clipboard.
 
-The JSON comes from the command line's own builder, so that both front ends print one contract.
+The JSON is the command line's document, built by the same answer
+(``answers.documents.estimate_json``), so that both front ends give one contract.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from vramgui.answers.documents import estimate_document
 from vramgui.core.model import Inventory
 from vramgui.core.units import Unit, format_bytes
 from vramgui.ui.controller import Analysis
 from vramgui.ui.palette import component_label
 
 
-def as_json(analysis: Analysis) -> str:
-    """The ``vramgui estimate --json`` document, exactly as the command line prints it."""
-    document = estimate_document(analysis.spec, analysis.estimate, list(analysis.fit))
-    return json.dumps(document, indent=2, default=str)
+def as_json(document: dict[str, Any]) -> str:
+    """``document`` as ``vramgui estimate --json`` prints it, to the last newline."""
+    return json.dumps(document, indent=2) + "\n"
 
 
 def title_lines(analysis: Analysis, unit: Unit) -> list[str]:

@@ -227,6 +227,14 @@ class SpeedLine(QWidget):
             self._tokens = train_tokens
             self.tokens.setText(format_count(train_tokens))
 
+    def clear(self, text: str) -> None:
+        """No figure, and ``text`` saying why (settings that have no estimate)."""
+        self._texts = (text, text)
+        self.text.setToolTip("")
+        self._fit_text()
+        for widget in (self.tokens_label, self.tokens, self.price):
+            widget.hide()
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.text and event.type() == QEvent.Type.Resize:
             self._fit_text()

@@ -16,10 +16,12 @@ SETTING_LABELS = {
     "mode": "Mode",
     "batch": "Batch",
     "seq": "Context",
-    "dtype": "Weights",
+    # Distinct from the estimate's components ("Weights", "KV cache", "Runtime overhead",
+    # "LoRA adapters"): the comparison of profiles lists both in one table.
+    "dtype": "Weights dtype",
     "quant": "Quantization",
     "engine": "Engine",
-    "kv_dtype": "KV cache",
+    "kv_dtype": "KV cache dtype",
     "attention": "Attention",
     "method": "Method",
     "precision": "Precision",
@@ -39,7 +41,7 @@ SETTING_LABELS = {
     "max_num_seqs": "Max sequences",
     "max_num_batched_tokens": "Batched tokens",
     "enforce_eager": "No CUDA graphs",
-    "enable_lora": "LoRA adapters",
+    "enable_lora": "Serve LoRA adapters",
     "max_loras": "LoRA slots",
     "max_lora_rank": "LoRA max rank",
     "speculative": "Speculative",
@@ -55,8 +57,8 @@ SETTING_LABELS = {
     "prompt": "Prompt",
     "ubatch_size": "Micro-batch (-ub)",
     "batch_size": "Batch (-b)",
-    "overhead_bytes": "Runtime overhead",
-    "overhead_gib": "Runtime overhead",
+    "overhead_bytes": "Runtime overhead (set)",
+    "overhead_gib": "Runtime overhead (set)",
     "rope_scaling": "RoPE scaling",
     "rope_factor": "RoPE factor",
     "rope_original_context": "Original context",
@@ -111,6 +113,12 @@ def value_label(setting: str, value: str) -> str:
     return value
 
 
+def setting_label(name: str) -> str:
+    """A setting as the window names it: its control's label (the field's name made readable
+    where it has none). One name everywhere: messages, the comparison of profiles."""
+    return SETTING_LABELS.get(name, name.replace("_", " "))
+
+
 def setting_text(setting: str, value: object) -> str:
     """A setting and its value as the window shows them ("Quantization bitsandbytes NF4")."""
     label = SETTING_LABELS.get(setting, setting)
@@ -123,7 +131,7 @@ def say(term: Term, value: str) -> str:
     if isinstance(term, Command):
         typed = " ".join(("vramgui", term.name, term.args)).strip()
         return COMMAND_PLACES.get(term.name) or f"the command line's `{typed}`"
-    label = SETTING_LABELS.get(term.name, term.name.replace("_", " "))
+    label = setting_label(term.name)
     return f"{label} “{value_label(term.name, value)}”" if value else label
 
 

@@ -23,7 +23,7 @@ from vramgui.cli import main
 from vramgui.core.logs import read_log
 from vramgui.core.units import GiB
 from vramgui.core.workload import Workload
-from vramgui.hardware.gpus import load_catalog
+from vramgui.hardware.gpus import custom_gpu, load_catalog
 from vramgui.profiles import ProfileStore
 from vramgui.sources.resolve import load_model
 from vramgui.ui import report, timing
@@ -272,6 +272,34 @@ def test_every_front_end_gives_one_figure_for_each_setup(qtbot):
     assert not mismatches, "\n".join(mismatches)
     # Not a comparison of nothing: most setups are timed (the rest have no price or no fit).
     assert len(SETUPS) >= 30 and timed >= 25
+
+
+def test_the_windows_copy_lists_a_card_added_by_hand_as_the_cli_lists_one_given():
+    # "Add a card…" 20 GiB, 500 GB/s, 80 TFLOPS: the card --vram-gib / --gpu-gbps / --gpu-tflops give.
+    card = custom_gpu(20.0, 500.0, 80.0)  # the dialog's spin boxes give floats, as argparse does
+    catalog = load_catalog()
+    controller = EstimateController(
+        load_model,
+        rates=catalog_rates(lambda: [*catalog, card]),
+        host=host_settings(RAM_GIB * GiB),
+        cards=lambda: [card],
+    )
+    for source, flags in (
+        ("llama-3.1-8b", ("--engine", "llamacpp", "--quant", "Q4_K_M")),
+        ("llama-3.2-1b", ("--mode", "training", "--seq", "1024")),
+    ):
+        run = ("--train-tokens", "100M") if "training" in flags else ()
+        printed = _run(
+            "estimate", source, *flags, "--vram-gib", "20", "--gpu-gbps", "500",
+            "--gpu-tflops", "80", "--ram-gib", str(RAM_GIB), *run, "--json",
+        )  # fmt: skip
+        assert json.loads(printed)["custom_gpus"][0]["name"] == card.name
+        controller.set_model(load_model(source), source)
+        controller.set_workload(Workload.from_dict(json.loads(printed)["settings"]))
+        controller.set_capacities(((card.name, card.capacity_bytes()),))
+        controller.recompute_now()
+        copied = controller.document()
+        assert copied is not None and report.as_json(copied) == printed, source
 
 
 def _llamacpp_gpus_agree(label: str, estimate: dict[str, Any], plan: dict[str, Any]) -> list[str]:

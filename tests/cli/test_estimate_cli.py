@@ -83,6 +83,26 @@ def test_the_table_says_an_approximate_estimate_is_one(capsys, tmp_path, config_
     assert code == 0 and "approximate: part of this model was guessed" in out
 
 
+def test_a_plan_says_what_was_guessed_as_the_estimate_does(capsys, tmp_path):
+    unknown = tmp_path / "nova" / "config.json"
+    unknown.parent.mkdir()
+    unknown.write_text(
+        json.dumps(dict(LLAMA, model_type="nova", architectures=["NovaForCausalLM"]))
+    )
+    _, out, _ = _run(capsys, "estimate", unknown, "--json")
+    guessed = json.loads(out)["model"]["uncertainties"]
+    assert guessed
+    for args in ((), ("--mode", "training")):
+        code, out, _ = _run(capsys, "plan", unknown, "--vram-gib", "8", *args)
+        assert code == 0 and "approximate: part of this model was guessed" in out
+        for warning in guessed:
+            assert f"note: {warning}" in out.splitlines()
+        code, out, _ = _run(capsys, "plan", unknown, "--vram-gib", "8", *args, "--json")
+        doc = json.loads(out)
+        assert doc["model"]["uncertainties"] == guessed
+        assert set(guessed) <= set(doc["notes"])
+
+
 def test_vllm_without_a_gpu_says_its_pool_is_not_sized(capsys, config_path):
     code, out, _ = _run(capsys, "estimate", config_path, "--engine", "vllm")
     assert code == 0

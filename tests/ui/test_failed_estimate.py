@@ -3,7 +3,8 @@ cleared or says it belongs to the failure, and all of it comes back with setting
 
 from __future__ import annotations
 
-from PySide6.QtGui import QGuiApplication
+import numpy as np
+from PySide6.QtGui import QGuiApplication, QImage
 
 from tests.ui.test_main_window import settle
 from tests.ui.test_offload_tab import show_tab
@@ -32,6 +33,19 @@ def _estimate_tab(window) -> dict[str, object]:
     }
 
 
+def _drawn_box(chart) -> tuple[float, float, float, float] | None:
+    """Where ``chart`` draws anything but its background, as shares of its width and height
+    (left, top, right, bottom); None where it draws nothing."""
+    image = chart.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+    height, width = image.height(), image.width()
+    pixels = np.frombuffer(image.constBits(), np.uint32, height * image.bytesPerLine() // 4)
+    pixels = pixels.reshape(height, -1)[:, :width]
+    ys, xs = np.nonzero(pixels != pixels[0, 0])
+    if not len(xs):
+        return None
+    return xs.min() / width, ys.min() / height, xs.max() / width, ys.max() / height
+
+
 def test_a_refused_setup_shows_no_figure_of_the_last_estimate_and_they_come_back(
     make_window, qtbot
 ):
@@ -57,6 +71,12 @@ def test_a_refused_setup_shows_no_figure_of_the_last_estimate_and_they_come_back
     assert failed["gpu badges"] == {}
     assert failed["speed"] == "No speed or cost: these settings have no estimate."
     assert window.controller.outlook is None and window.controller.estimate_error
+    # The charts draw no axes (a range of 0 to 1.5 GiB reads as data): "No estimate", centred.
+    for chart in (window.breakdown_chart, window.sweep_chart):
+        box = _drawn_box(chart)
+        assert box is not None, chart.accessibleName()
+        left, top, right, bottom = box
+        assert 0.3 < left < right < 0.7 and 0.2 < top < bottom < 0.8, (chart.accessibleName(), box)
     # Nothing to copy: the clipboard keeps what it held.
     QGuiApplication.clipboard().setText("kept")
     window.copy_json()

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 from tests.fakehub.files import TINY_LLAMA_CONFIG, llama_tensors, safetensors_bytes
 from tests.ui.conftest import NO_DRIVER
 from vramgui.hardware import GpuSnapshot, LocalGpu
+from vramgui.hardware.gpus import custom_gpu
 from vramgui.ui import app, report
 from vramgui.ui.breakdown import BreakdownModel
 from vramgui.ui.main_window import MainWindow
@@ -323,6 +324,13 @@ def test_units_copy_and_export(make_window, qtbot, tmp_path):
     assert document["serving"]["placement"]["text"] and "largest_fitting" in document
     per_gpu = document["per_gpu"]
     assert sum(per_gpu["components"].values()) == per_gpu["total_bytes"]
+    # A card added by hand and checked is listed as `estimate --vram-gib --gpu-gbps` lists one.
+    card = custom_gpu(20.0, 500.0)
+    window.gpu_panel.add_card(card)
+    qtbot.waitUntil(lambda: card.name in [name for name, _ in window.controller.capacities])
+    window.action_copy_json.trigger()
+    listed = json.loads(QGuiApplication.clipboard().text())["custom_gpus"]
+    assert [c["name"] for c in listed] == [card.name] and listed[0]["memory_bytes"] == 20 * 2**30
     window.action_copy_text.trigger()
     assert "Peak per GPU" in QGuiApplication.clipboard().text()
     target = tmp_path / "chart.png"

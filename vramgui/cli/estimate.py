@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
-from vramgui.cli.text import APPROXIMATE, is_approximate, model_line
+from vramgui.cli.text import APPROXIMATE, is_approximate, model_line, note_lines
 from vramgui.core import engines
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.errors import WorkloadError
@@ -897,8 +897,7 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append(
             f"cheapest: {offer['count']} x {offer['gpu']} (about ${offer['total_price_usd']:,.0f})"
         )
-    for note in [*doc.get("notices", []), *doc["notes"]]:
-        lines.append(f"note: {note}")
+    lines.extend(note_lines(doc))
     return "\n".join(lines)
 
 

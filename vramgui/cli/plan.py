@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramgui.cli import SUBCOMMANDS
 from vramgui.cli.estimate import add_estimate_options, custom_gpus, load_for, vram_budgets
-from vramgui.cli.text import APPROXIMATE, is_approximate, printable
+from vramgui.cli.text import APPROXIMATE, is_approximate, note_lines, printable
 from vramgui.core import engines, offload
 from vramgui.core.engines import StartUp
 from vramgui.core.errors import WorkloadError
@@ -426,7 +426,8 @@ def plan_document(
         "launch": [
             s.to_dict() for s in launch.launch_settings(spec, workload, placement, ollama=ollama)
         ],
-        "notes": list(placement.notes),
+        # The model's warnings first, as the estimate's notes have them (what was guessed).
+        "notes": [*spec.warnings, *placement.notes],
     }
     if placement.shares:
         doc["per_gpu"] = [
@@ -576,7 +577,10 @@ def training_document(spec: ModelSpec, workload: Workload) -> dict[str, Any]:
             for u in offload.layer_weights(spec, workload)
         ],
         "launch": [s.to_dict() for s in launch.launch_settings(spec, workload)],
-        "notes": ["Layers are placed for inference only; training keeps them on the GPUs."],
+        "notes": [
+            *spec.warnings,
+            "Layers are placed for inference only; training keeps them on the GPUs.",
+        ],
     }
 
 
@@ -589,7 +593,7 @@ def format_training(doc: dict[str, Any]) -> str:
     lines = [f"{printable(doc['model']['name'])}: training setup", *_approximate(doc), ""]
     for settings in doc["launch"]:
         lines += [f"{settings['engine']}:", settings["text"], *settings["notes"]]
-    return "\n".join(lines)
+    return "\n".join([*lines, *note_lines(doc)])
 
 
 def _where(layer: dict[str, Any]) -> str:
@@ -691,6 +695,5 @@ def format_table(doc: dict[str, Any]) -> str:
             )
     for settings in doc["launch"]:
         lines += ["", f"{settings['engine']}:", settings["text"]]
-    for note in [*doc.get("notices", []), *doc["notes"]]:
-        lines.append(f"note: {note}")
+    lines.extend(note_lines(doc))
     return "\n".join(lines)

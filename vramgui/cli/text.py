@@ -81,3 +81,9 @@ def model_line(model: dict[str, Any]) -> str:
 
 def is_approximate(doc: dict[str, Any]) -> bool:
     return bool(doc.get("model", {}).get("inventory") == "approximate")
+
+
+def note_lines(doc: dict[str, Any]) -> list[str]:
+    """A document's notices and notes (the model's warnings first among them: what an
+    approximate estimate guessed), one ``note:`` line each, as every table ends."""
+    return [f"note: {note}" for note in [*doc.get("notices", []), *doc["notes"]]]

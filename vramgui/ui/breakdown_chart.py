@@ -207,6 +207,10 @@ class BreakdownChart(Chart):
         background, text, grid = self.colours(grid_alpha=50)
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
+        if not self._components:
+            self.draw_empty(painter, text)
+            painter.end()
+            return
         metrics, bar_top, bar_height, plot = self._rows()
         line = metrics.height()
 
@@ -261,15 +265,12 @@ class BreakdownChart(Chart):
             left, right = self._x(start, plot), self._x(start + width, plot)
             painter.fillRect(QRectF(left, bar_top, right - left, bar_height), self._colour(name))
             start += width
-        if self._components:
-            total = sum(self._components.values())
-            painter.setPen(QPen(text, 1))
-            painter.drawText(
-                QPointF(
-                    self._x(start, plot) + 6, bar_top + bar_height / 2 + metrics.ascent() / 2.5
-                ),
-                format_bytes(total, self._unit),
-            )
+        total = sum(self._components.values())
+        painter.setPen(QPen(text, 1))
+        painter.drawText(
+            QPointF(self._x(start, plot) + 6, bar_top + bar_height / 2 + metrics.ascent() / 2.5),
+            format_bytes(total, self._unit),
+        )
 
         # Capacity lines, dashed, with labels staggered under the bar.
         for i, mark in enumerate(self.marks):

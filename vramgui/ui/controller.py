@@ -20,7 +20,7 @@ wrong, ``notice`` what changed by itself (an engine switched, a recipe applied).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ from vramgui.core.workload import (
     Workload,
     adjusted,
 )
-from vramgui.hardware.gpus import architecture_of, engine_notes
+from vramgui.hardware.gpus import CatalogGpu, architecture_of, engine_notes
 from vramgui.profiles import OffloadSettings
 from vramgui.ui import wording
 from vramgui.ui.workers import Worker, loads, submit
@@ -239,10 +239,13 @@ class EstimateController(QObject):
         rates: RatesFor | None = None,
         catalog: tuple[tuple[str, int], ...] = (),
         host: HostSettings | None = None,
+        cards: Callable[[], Sequence[CatalogGpu]] = tuple,
     ) -> None:
         super().__init__(parent)
         self._load_model = load_model
         self._rates = rates
+        # The cards added by hand ("Add a card…"): the JSON copy lists those it fits against.
+        self._cards = cards
         # Host RAM and disk for what llama.cpp does not hold on the GPUs: the Offloading tab
         # sets them; the time / cost line follows.
         self._machine = host or UNKNOWN_HOST
@@ -424,7 +427,14 @@ class EstimateController(QObject):
             train_tokens=self._train_tokens,
             draft=self.draft,
             placement=self._placement,
+            custom=self._custom_capacities(),
         )
+
+    def _custom_capacities(self) -> list[CatalogGpu]:
+        """The cards added by hand among the GPUs fitted against, in their order (as
+        ``vramgui estimate`` lists the cards --vram-gib gives)."""
+        cards = {card.name: card for card in self._cards()}
+        return [cards[name] for name, _ in self._capacities if name in cards]
 
     def rates_for(self, gpu: str, dtype: str) -> Rates | None:
         """The rates the window times ``gpu`` with (the user's price where set)."""

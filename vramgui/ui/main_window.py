@@ -181,6 +181,7 @@ def build_window(services: Services, settings: QSettings) -> MainWindow:
         rates=catalog_rates(gpu_panel.gpus, services.measured_utilization),
         host=this_machine(services.host_ram_bytes),
         catalog=tuple((g.name, g.capacity_bytes()) for g in services.gpu_catalog if g.nvml),
+        cards=gpu_panel.cards,
     )
     model_panel = ModelPanel(services.search_models, _string_list(settings.value("models/recent")))
     fallback_gpu = services.default_gpus[0] if services.default_gpus else None

@@ -36,6 +36,7 @@ GRID_ALPHA = 45
 LOG2_LABEL_PX = 55.0  # at least this many pixels between labels on a log-2 axis
 CAPACITY_PEN_WIDTH = 2
 NEAR_LINE_PX = 3.0  # the pointer this close to a capacity line hovers it
+EMPTY_TEXT = "No estimate"  # what a chart without data says in place of its axes
 
 
 class Chart(QWidget):
@@ -76,6 +77,12 @@ class Chart(QWidget):
         top = PAD + top_rows * (line + 2)
         bottom = self.height() - PAD - bottom_rows * line - 4
         return QRectF(LEFT_AXIS, top, max(self.width() - LEFT_AXIS - PAD, 1.0), bottom - top)
+
+    def draw_empty(self, painter: QPainter, text: QColor) -> None:
+        """:data:`EMPTY_TEXT` centred where the axes would be: without data a chart draws no
+        range (0 to 1.5 GiB) that would read as figures."""
+        painter.setPen(QPen(text, 1))
+        painter.drawText(QRectF(self.rect()), Qt.AlignmentFlag.AlignCenter, EMPTY_TEXT)
 
     def draw_y_axis(
         self,

@@ -131,6 +131,10 @@ class SweepChart(Chart):
         background, text, grid = self.colours()
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
+        if not self.values or not self.totals:
+            self.draw_empty(painter, text)
+            painter.end()
+            return
         metrics = QFontMetricsF(self.font())
         plot = self._plot()
         # Three ticks at least: one alone does not tell the scale.
@@ -143,16 +147,12 @@ class SweepChart(Chart):
         self.draw_log2_x_axis(
             painter,
             plot,
-            (self.values[0], self.values[-1]) if self.values else None,
+            (self.values[0], self.values[-1]),
             lambda value: self._x(value, plot),
             "Context length (tokens)" if self.field == "seq" else "Batch size",
             text=text,
             grid=grid,
         )
-        if not self.values:
-            painter.end()
-            return
-
         painter.setClipRect(plot.adjusted(-8, 0, 8, 1))
         # GPU capacities: dashed lines, each labelled above its line, the labels staggered.
         for gpu_line, (label, rect) in zip(

@@ -46,6 +46,14 @@ def _drawn_box(chart) -> tuple[float, float, float, float] | None:
     return xs.min() / width, ys.min() / height, xs.max() / width, ys.max() / height
 
 
+def _assert_says_no_estimate(chart) -> None:
+    """``chart`` draws nothing but a short text in its middle (no axes, no range)."""
+    box = _drawn_box(chart)
+    assert box is not None, chart.accessibleName()
+    left, top, right, bottom = box
+    assert 0.3 < left < right < 0.7 and 0.2 < top < bottom < 0.8, (chart.accessibleName(), box)
+
+
 def test_a_refused_setup_shows_no_figure_of_the_last_estimate_and_they_come_back(
     make_window, qtbot
 ):
@@ -73,10 +81,7 @@ def test_a_refused_setup_shows_no_figure_of_the_last_estimate_and_they_come_back
     assert window.controller.outlook is None and window.controller.estimate_error
     # The charts draw no axes (a range of 0 to 1.5 GiB reads as data): "No estimate", centred.
     for chart in (window.breakdown_chart, window.sweep_chart):
-        box = _drawn_box(chart)
-        assert box is not None, chart.accessibleName()
-        left, top, right, bottom = box
-        assert 0.3 < left < right < 0.7 and 0.2 < top < bottom < 0.8, (chart.accessibleName(), box)
+        _assert_says_no_estimate(chart)
     # Nothing to copy: the clipboard keeps what it held.
     QGuiApplication.clipboard().setText("kept")
     window.copy_json()
@@ -134,6 +139,10 @@ def test_the_offloading_tab_places_nothing_for_a_refused_setup(make_window, qtbo
     qtbot.waitUntil(placed_nothing, timeout=10000)
     assert REASON in view.summary.text() and "tokens/s" not in view.summary.text()
     assert view.launch_text.toPlainText() == ""
+    # No plan, so no axes: the layer chart's 0 to 1 and the batch chart's ranges of the last
+    # plan read as figures. Each chart says "No estimate", centred.
+    for chart in (view.layer_chart, view.memory_chart, view.throughput_chart):
+        _assert_says_no_estimate(chart)
 
     window.change(STANDS)
     qtbot.waitUntil(lambda: "tokens/s" in view.summary.text(), timeout=10000)

@@ -251,6 +251,35 @@ def test_what_the_planners_engine_does_not_run_is_reset_and_said(view, llama7b):
     assert "Transformers has no fp8 KV cache" in view.summary.text()
 
 
+def test_settings_the_estimate_refuses_for_another_engine_are_said_above_the_plan(view, llama7b):
+    # vLLM refuses fewer batched tokens than sequences; the plan (Transformers, accelerate's
+    # planner) does not use vLLM's scheduler, so it stands, and the tab says the refusal.
+    view.set_model(
+        llama7b,
+        Workload(engine="vllm", seq=2048, max_num_seqs=512, max_num_batched_tokens=256),
+    )
+    assert view.placement is not None
+    assert view.refused.isVisible()
+    assert view.refused.text() == (
+        "This plan is for Transformers, the planner's engine. The Estimate tab refuses the "
+        "current settings for vLLM: vLLM needs Batched tokens “256” to be at least "
+        "Max sequences “512”."
+    )
+    view.set_model(llama7b, Workload(engine="vllm", seq=2048))  # vLLM's own defaults
+    assert view.refusal is None and not view.refused.isVisible()
+
+
+def test_training_settings_the_estimate_refuses_are_said_above_the_plan(view, llama7b):
+    # The plan is inference: LoRA targets the model lacks are training's refusal alone.
+    view.set_model(llama7b, Workload(mode="training", method="lora", lora_targets=("wq",)))
+    assert view.placement is not None
+    assert view.refused.isVisible()
+    assert view.refused.text().startswith(
+        "This plan is for Transformers, the planner's engine. The Estimate tab refuses the "
+        "current settings for training: LoRA target(s) wq not in llama-2-7b"
+    )
+
+
 @pytest.fixture(scope="module")
 def qwen3moe():
     entry = find("qwen3-30b-a3b")

@@ -14,6 +14,7 @@ from vramgui.answers.host import UNKNOWN_HOST, HostSettings
 from vramgui.answers.rates import Rates
 from vramgui.answers.timing import rank_setups
 from vramgui.core import fit
+from vramgui.core.errors import VramguiError
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.fit import FitRow, RankedSetup, Suggestion
 from vramgui.core.inference import POOLED_PHASE
@@ -29,9 +30,11 @@ __all__ = [
     "Fitted",
     "Outlook",
     "RankedSetup",
+    "Refusal",
     "Suggestion",
     "compute_outlook",
     "estimate_setup",
+    "refusal",
     "sweep_values",
 ]
 
@@ -65,6 +68,38 @@ def estimate_setup(
     name, target = capacities[0] if capacities else ("", None)
     result = estimate(spec, workload, target, name if gpu_name is None else gpu_name, draft)
     return Fitted(result, tuple(fit.fit_rows(result, capacities)))
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the estimate refuses a setup, and what the setup is (a view that plans for another
+    engine, the Offloading tab's, says the refusal beside its own figures).
+
+    Attributes:
+        engine: the key of the engine the setup is for.
+        training: whether it trains (the refusal may then be about training alone).
+        error: the estimate's reason.
+    """
+
+    engine: str
+    training: bool
+    error: VramguiError
+
+
+def refusal(
+    spec: ModelSpec,
+    workload: Workload,
+    capacities: Sequence[tuple[str, int]] = (),
+    *,
+    draft: ModelSpec | None = None,
+) -> Refusal | None:
+    """Why :func:`estimate_setup` refuses ``workload`` on ``capacities``, or None where it
+    estimates it."""
+    try:
+        estimate_setup(spec, workload, capacities, draft=draft)
+    except VramguiError as exc:
+        return Refusal(workload.engine, workload.mode == "training", exc)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -258,6 +258,10 @@ class LayerChart(Chart):
         background, text, grid = self.colours()
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
+        if not self.units:
+            self.draw_empty(painter, text)
+            painter.end()
+            return
         metrics = QFontMetricsF(self.font())
         line = metrics.height()
         plot = self.plot_rect(top_rows=1, bottom_rows=1)
@@ -407,6 +411,11 @@ class ThroughputChart(Chart):
         background, text, grid = self.colours()
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
+        if not self.curve:
+            # No plan: the ranges of the last one would read as figures.
+            self.draw_empty(painter, text)
+            painter.end()
+            return
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         metrics = QFontMetricsF(self.font())
         plot = self.plot_rect(top_rows=0, bottom_rows=2)
@@ -570,6 +579,10 @@ class MemorySpeedChart(Chart):
         background, text, grid = self.colours()
         painter = QPainter(self)
         painter.fillRect(self.rect(), background)
+        if not any(self.series.values()) and self.current is None:
+            self.draw_empty(painter, text)
+            painter.end()
+            return
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         metrics = QFontMetricsF(self.font())
         line = metrics.height()

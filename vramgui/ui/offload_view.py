@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from vramgui.answers import offload as answers
 from vramgui.answers import placement as offload
+from vramgui.answers.estimate import Refusal, refusal
 from vramgui.answers.host import SET, THIS_MACHINE, UNKNOWN_HOST, HostSettings
 from vramgui.answers.offload import OffloadAnswer, plan_offload
 from vramgui.answers.placement import Bandwidths, FitResult, LlamaCppLayout, Placement, Throughput
@@ -144,6 +145,8 @@ class OffloadView(QWidget):
         self._llamacpp: offload.LlamaCppModel | None = None
         self._floor_bytes: int | None = None
         self._adjustments: tuple[str, ...] = ()
+        # Why the Estimate tab refuses the settings given (None: it does not).
+        self.refusal: Refusal | None = None
         self.placement: Placement | None = None
         self.throughput: Throughput | None = None
         self.compute_bound_batch: int | None = None
@@ -261,6 +264,14 @@ class OffloadView(QWidget):
         experts.addWidget(self.experts_label)
         experts.addWidget(self.op_offload)
 
+        # The plan is the planner's engine's: the Estimate tab's refusal of the settings given
+        # (vLLM's scheduler, training) is said above it, never left unsaid.
+        self.refused = QLabel()
+        self.refused.setWordWrap(True)
+        self.refused.setStyleSheet(palette.WARNING_STYLE)
+        self.refused.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.refused.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.refused.hide()
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         # Room for three lines whatever the text: a summary one line longer or shorter would
@@ -347,6 +358,7 @@ class OffloadView(QWidget):
         layout.addLayout(planning)
         layout.addLayout(controls)
         layout.addLayout(experts)
+        layout.addWidget(self.refused)
         layout.addWidget(self.summary)
         layout.addWidget(self.layer_chart, 3)
         layout.addLayout(middle, 2)
@@ -384,6 +396,7 @@ class OffloadView(QWidget):
     def set_gpus(self, gpus: Sequence[GpuChoice], host_ram_bytes: int | None = None) -> None:
         """The GPUs to choose from (the one chosen before stays chosen) and the host RAM."""
         self._take_gpus(gpus, host_ram_bytes)
+        self._check_setup()
         self._refresh()
 
     @property
@@ -504,11 +517,21 @@ class OffloadView(QWidget):
             self._take_budget(*budget)
         if bandwidths is not None:
             self._take_bandwidths(bandwidths)
+        self._check_setup()
         if in_turns:
             self._draw_placement()
             self._rest_due.start()
         else:
             self._refresh()
+
+    def _check_setup(self) -> None:
+        """Ask whether the estimate refuses the settings given on the GPUs given, as the
+        Estimate tab does (the plan itself is the planner's engine's)."""
+        spec, workload = self._spec, self._workload
+        capacities = [(g.name, g.capacity_bytes) for g in self._gpus]
+        self.refusal = (
+            None if spec is None or workload is None else refusal(spec, workload, capacities)
+        )
 
     def _follow_engine(self, engine_before: str | None) -> None:
         """Pick the planner of a new engine; offer only llama.cpp's for GGUF weights."""
@@ -922,6 +945,11 @@ class OffloadView(QWidget):
     def _draw_rest(self, placement: Placement | None) -> None:
         self._draw_speed(placement)
         self._draw_settings(placement)
+        refused = self.refusal if placement is not None else None
+        self.refused.setVisible(refused is not None)
+        if refused is not None:
+            planned = engines.planner(self.planner.currentData()).engine
+            self.refused.setText(wording.refused_elsewhere(planned, refused))
         if placement is not None:
             self._summarise(placement)
         elif self._spec is None:

@@ -5,11 +5,16 @@ choice, so that no message asks a user of the window to type ``--quant nf4``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vramgui.core.dtypes import SCHEMES
 from vramgui.core.engines import ENGINE_KEYS
 from vramgui.core.engines import engine as engine_of
 from vramgui.core.errors import Command, Term, VramguiError, words
 from vramgui.core.workload import EngineConflict, EngineConflictError, Reset
+
+if TYPE_CHECKING:
+    from vramgui.answers.estimate import Refusal
 
 # Each setting, by its field name, as the window labels its control.
 SETTING_LABELS = {
@@ -214,6 +219,16 @@ def refusal(conflict: EngineConflict, model: str = "") -> str:
             f"Serve it with {others}."
         )
     return f"{_runs_only(conflict)}: pick {others} for {value_label(conflict.setting, conflict.value)}."
+
+
+def refused_elsewhere(planned: str, refusal: Refusal) -> str:
+    """The Offloading tab's word on settings the Estimate tab refuses while its own plan, for
+    the planner's engine (``planned``), stands: whose settings they are and why."""
+    setup = "training" if refusal.training else engine_label(refusal.engine)
+    return (
+        f"This plan is for {engine_label(planned)}, the planner's engine. The Estimate tab "
+        f"refuses the current settings for {setup}: {as_sentence(in_window(refusal.error))}"
+    )
 
 
 def as_sentence(text: str) -> str:

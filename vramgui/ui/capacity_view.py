@@ -117,6 +117,7 @@ class ServingChart(Chart):
         if report is None or not report.gpus:
             painter.setPen(QPen(text, 1))
             painter.drawText(plot, Qt.AlignmentFlag.AlignCenter, "Choose a GPU in the GPU panel.")
+            painter.end()
             return
         lengths = [length for g in report.gpus for length, _ in g.curve] or [SHORTEST_LEN]
         first, last = min(lengths), max(lengths)
@@ -181,6 +182,7 @@ class ServingChart(Chart):
             painter.setPen(QPen(text, 1))
             painter.drawText(QPointF(legend_x + 18, PAD_TOP + metrics.ascent()), label)
             legend_x += 30 + metrics.horizontalAdvance(label)
+        painter.end()
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         position = event.position()

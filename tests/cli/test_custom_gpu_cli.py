@@ -5,6 +5,7 @@ import json
 import pytest
 
 from tests.configs import LLAMA
+from tests.nvml_fakes import one_gpu_probe
 from vramgui.cli import main
 from vramgui.cli.estimate import vram_budgets
 from vramgui.core.errors import WorkloadError
@@ -146,30 +147,8 @@ def test_plan_and_estimate_time_a_card_given_by_hand_alike(capsys, config_path):
     assert round(plan["prefill_seconds"], 2) == round(serving["time_to_first_token_seconds"], 2)
 
 
-class _UnknownLocalGpu:
-    """Stands in for NvmlProbe: one 16 GiB GPU the catalog does not know."""
-
-    def snapshot(self):
-        from vramgui.hardware.nvml import GpuSnapshot, LocalGpu
-
-        gpu = LocalGpu(
-            index=0,
-            name="NVIDIA Example Accelerator X1",
-            uuid="GPU-0",
-            total_bytes=16 * GiB,
-            free_bytes=15 * GiB,
-            used_bytes=1 * GiB,
-            reserved_bytes=None,
-            processes=(),
-            pcie_gen=4,
-            pcie_width=16,
-            mig_enabled=False,
-            mig_instances=(),
-        )
-        return GpuSnapshot(gpus=(gpu,), driver_version="560.0", cuda_version="12.6")
-
-    def close(self):
-        pass
+# Stands in for NvmlProbe: one 16 GiB GPU the catalog does not know.
+_UnknownLocalGpu = one_gpu_probe("NVIDIA Example Accelerator X1", 16, 1)
 
 
 def test_plan_on_a_local_gpu_the_catalog_lacks_says_its_speeds_are_assumed(

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.configs import LLAMA
+from tests.nvml_fakes import one_gpu_probe
 from vramgui.cli import build_parser, main
 from vramgui.core.estimate import estimate
 from vramgui.core.families import spec_from_config
@@ -266,30 +267,8 @@ def test_estimate_path_imports_no_qt_or_torch(config_path):
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-class _FakeProbe:
-    """Stands in for NvmlProbe: one 24 GiB GPU with 10 GiB in use."""
-
-    def snapshot(self):
-        from vramgui.hardware.nvml import GpuSnapshot, LocalGpu
-
-        gpu = LocalGpu(
-            index=0,
-            name="NVIDIA GeForce RTX 4090",
-            uuid="GPU-0",
-            total_bytes=24 * GiB,
-            free_bytes=14 * GiB,
-            used_bytes=10 * GiB,
-            reserved_bytes=None,
-            processes=(),
-            pcie_gen=4,
-            pcie_width=16,
-            mig_enabled=False,
-            mig_instances=(),
-        )
-        return GpuSnapshot(gpus=(gpu,), driver_version="560.0", cuda_version="12.6")
-
-    def close(self):
-        pass
+# Stands in for NvmlProbe: one 24 GiB GPU with 10 GiB in use.
+_FakeProbe = one_gpu_probe("NVIDIA GeForce RTX 4090", 24, 10)
 
 
 def test_local_gpu_total_or_free_memory(capsys, config_path, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -371,17 +372,21 @@ def test_a_16_bit_cache_asked_of_a_modelopt_fp8_kv_checkpoint_is_said_to_vllm():
     assert "--kv-cache-dtype" not in launch.vllm_settings(gemma, Workload(engine="vllm")).args
 
 
+def _llamacpp_q4_k_m(spec):
+    """llama.cpp's Q4_K_M GGUF of ``spec``: what it serves, its tensors by type, its GiB."""
+    served = serving.served_storage(spec, Workload(engine="llamacpp", quant="Q4_K_M"))
+    counts = Counter(s.storage for s in served.storage)
+    return served, counts, sum(s.bytes for s in served.storage) / GiB
+
+
 def test_llama_cpp_loads_gemma_3_27b_as_the_published_q4_k_m_gguf_without_its_towers():
     # bartowski/google_gemma-3-27b-it-qat-GGUF, Q4_K_M (tests/data/logs/
     # llamacpp-ik-discussion334-5.log): 808 tensors, f32 373, q4_K 374, q6_K 61,
     # "model size = 15.404 GiB". The vision tower is its mmproj file, not in these.
     gemma = find("gemma-3-27b").spec()
-    served = serving.served_storage(gemma, Workload(engine="llamacpp", quant="Q4_K_M"))
-    counts: dict[str, int] = {}
-    for s in served.storage:
-        counts[s.storage] = counts.get(s.storage, 0) + 1
+    served, counts, gib = _llamacpp_q4_k_m(gemma)
     assert counts == {"F32": 373, "Q4_K": 374, "Q6_K": 61}
-    assert sum(s.bytes for s in served.storage) / GiB == pytest.approx(15.404, abs=0.0005)
+    assert gib == pytest.approx(15.404, abs=0.0005)
     assert "separate mmproj GGUF" in " ".join(served.notes)
     # vLLM loads the towers with the model.
     vllm = serving.served_storage(gemma, Workload(engine="vllm"))
@@ -391,13 +396,9 @@ def test_llama_cpp_loads_gemma_3_27b_as_the_published_q4_k_m_gguf_without_its_to
 def test_llama_cpp_loads_gemma_3_4b_as_a_published_q4_k_m_gguf():
     # The Gemma 3 4B Q4_K_M log of https://github.com/ggml-org/llama.cpp/pull/12907: f32 205,
     # q4_K 204, q6_K 35 tensors, "file size = 2.31 GiB".
-    gemma = find("gemma-3-4b").spec()
-    served = serving.served_storage(gemma, Workload(engine="llamacpp", quant="Q4_K_M"))
-    counts: dict[str, int] = {}
-    for s in served.storage:
-        counts[s.storage] = counts.get(s.storage, 0) + 1
+    _, counts, gib = _llamacpp_q4_k_m(find("gemma-3-4b").spec())
     assert counts == {"F32": 205, "Q4_K": 204, "Q6_K": 35}
-    assert round(sum(s.bytes for s in served.storage) / GiB, 2) == 2.31
+    assert round(gib, 2) == 2.31
 
 
 @pytest.mark.parametrize("quant", ["Q4_0", "Q4_K_M", "Q8_0"])

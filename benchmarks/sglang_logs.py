@@ -25,6 +25,7 @@ from typing import Any
 from benchmarks.percent import signed
 from benchmarks.vllm_logs import log_spec, summary
 from vramgui.core import sglang_startup
+from vramgui.core.inference import engine_kv_workload
 from vramgui.core.rank_weights import rank_tensor_bytes
 from vramgui.core.units import GiB, MiB
 from vramgui.core.workload import Workload
@@ -43,7 +44,8 @@ def estimate_log(log: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     logged = log["logged"]
     if "mem_fraction_static" in logged:
         settings["mem-fraction-static"] = logged["mem_fraction_static"]
-    workload = Workload.from_dict(settings)
+    # Under --kv-cache-dtype auto SGLang caches in the checkpoint's KV scheme, as the estimate does.
+    workload = engine_kv_workload(spec, Workload.from_dict(settings))
     capacity = doc["gpus"][log["gpu"]]["memory_mib"] * MiB
     engine = sglang_startup.SglangEngine(spec, workload, rank_tensor_bytes(spec, workload))
     plan = engine.plan()

@@ -11,6 +11,7 @@ from tests.configs import LLAMA
 from tests.logs_fixtures import SOURCES, text
 from vramgui.answers.explain import advice_text, explain_text, shown_settings, to_json
 from vramgui.core.units import GiB, MiB
+from vramgui.sources.catalog import find
 
 
 def _explain(name):
@@ -315,3 +316,20 @@ def test_a_checkpoint_kv_scheme_sets_the_pool_under_auto(tmp_path):
         line = next(x for x in e.decision_lines if x.startswith("In vramgui's estimate"))
         pools.append(int(re.search(r"\(([\d,]+) tokens\)", line)[1].replace(",", "")))
     assert pools[1] == pytest.approx(2 * pools[0], rel=0.02)
+
+
+def test_sglang_explanation_follows_a_modelopt_kv_scheme_under_auto(tmp_path):
+    # SGLang 0.5 caches a ModelOpt checkpoint whose kv_cache_quant_algo is FP8 in fp8 under
+    # auto: the KV cache of the tokens it logged is half the 16-bit one, as the estimate has it.
+    config = find("qwen3-30b-a3b").config
+    kv_bytes = []
+    for kv in (None, "FP8"):
+        folder = tmp_path / f"kv-{kv}"
+        folder.mkdir()
+        quantized = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": kv}
+        (folder / "config.json").write_text(
+            json.dumps({**config, "quantization_config": quantized})
+        )
+        e = explain_text(text("sglang-mi-qwen3moe-aiter.log"), model_name=str(folder))
+        kv_bytes.append(next(r.estimated_bytes for r in e.components if r.name == "kv_cache"))
+    assert kv_bytes[1] == pytest.approx(kv_bytes[0] / 2, rel=0.01)

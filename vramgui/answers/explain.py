@@ -610,6 +610,9 @@ def _sglang(inputs: _Inputs) -> _Built:
     workload = _workload(settings, notes)
     if workload is None:
         return _unestimated(setup, decision)
+    # Under --kv-cache-dtype auto SGLang caches a ModelOpt FP8-KV checkpoint in fp8, as the
+    # estimate has it.
+    workload = engine_kv_workload(spec, workload)
     engine = sglang_startup.SglangEngine(spec, workload, rank_tensor_bytes(spec, workload))
     plan = engine.plan()
     cell = max(st.cell_bytes for st in plan.stages)

@@ -292,6 +292,15 @@ def compare(data: dict[str, Any]) -> list[Compared]:
     return out
 
 
+def not_put(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Published rows the tool could be put that the stored answers lack (added since)."""
+    stored = {_key_id(s["table"], s["key"]) for s in data["rows"]}
+    return [
+        (t, r) for t, r in published()
+        if left_out(t, r) is None and _key_id(t, key(t, r)) not in stored
+    ]  # fmt: skip
+
+
 GROUPS: tuple[tuple[str, str], ...] = (
     ("tg", "llama-bench generation (one GPU)"),
     ("pp", "llama-bench prompt processing (one GPU, depth 0)"),
@@ -395,6 +404,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("left out:")
     for why, n in about["left_out"].items():
         print(f"  {n} x {why}")
+    missing = not_put(data)
+    if missing:
+        print(f"{len(missing)} published rows added since have no answer: re-run --regenerate")
     print()
     print("\n".join(markdown_lines(compared)))
     return 0

@@ -50,12 +50,12 @@ def answer(job: dict[str, Any]) -> dict[str, Any]:
         )
     except AssertionError as exc:
         return {"refused": str(exc)}
+    if (out["flops_efficiency"], out["hbm_memory_efficiency"]) != (1, 1):
+        raise SystemExit("llm-analysis' default efficiencies are no longer 1: say what they are")
     return {
         "prefill_tps": out["prefill_tokens_per_sec"],
         "decode_tps": out["decode_tokens_per_sec"],
         "output_tps": out["total_tokens_per_sec"],
-        "flops_efficiency": out["flops_efficiency"],
-        "hbm_memory_efficiency": out["hbm_memory_efficiency"],
     }
 
 

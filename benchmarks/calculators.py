@@ -1,24 +1,23 @@
-"""Other calculators on the published rows: what llm-analysis and GenZ give for the llama-bench
-rows (benchmarks/data/llama_bench.json) and the vLLM serving rows
+"""Other calculators on the published rows: what llm-analysis, GenZ and llmcalculator give for
+the llama-bench rows (benchmarks/data/llama_bench.json) and the vLLM serving rows
 (benchmarks/data/serving_published.json) they can express, beside the measurement and vramgui's
 estimate of each.
 
-Neither can share vramgui's environment (llm-analysis pins huggingface-hub < 0.15 and
+None of them is installed beside vramgui (llm-analysis pins huggingface-hub < 0.15 and
 transformers < 5; GenZ brings pandas, plotly, numba and more), so their answers are kept as
 data, benchmarks/data/calculators.json, which this script reads by default. To regenerate one,
 install it into an environment of its own and name that interpreter:
 
     python3 -m venv /tmp/lla && /tmp/lla/bin/pip install llm-analysis==0.2.2
     .venv/bin/python -m benchmarks.calculators --regenerate llm-analysis /tmp/lla/bin/python
-    python3 -m venv /tmp/genz-env && /tmp/genz-env/bin/pip install genz-llm==0.0.16
-    .venv/bin/python -m benchmarks.calculators --regenerate genz-llm /tmp/genz-env/bin/python
+    # the same for genz-llm==0.0.16 (--regenerate genz-llm) and llmcalculator==0.2.3
 
     .venv/bin/python -m benchmarks.calculators  # the summary and every row (docs/performance.md)
 
 How the rows are put to each is its ``mapping`` below, stored with its answers: its defaults
-throughout; the GPU configs it ships where it has the card, else ours (memory, peak bandwidth,
-dense FP16 tensor rate of resources/gpus.json); the models from the catalog's config.json
-shapes; llama.cpp's quantizations as the precisions it knows.
+throughout; its own GPU figures where it has the card, else ours (resources/gpus.json); the
+models from the catalog's config.json shapes (llmcalculator: its catalog's entry where it has
+the model); llama.cpp's quantizations as the precisions it knows.
 """
 
 from __future__ import annotations
@@ -345,6 +344,77 @@ def _genz_job(table: str, row: dict[str, Any]) -> Job:
     return job | {"phase": "prefill", "input_tokens": tokens, "output_tokens": 0}
 
 
+# llmcalculator -----------------------------------------------------------------------------
+
+# Its formats (quant.py) by their GGUF names where it has them; Q4_0 and MXFP4_MOE it has not.
+LLMCALC_QUANTS = {
+    "F16": "fp16",
+    "Q8_0": "Q8_0",
+    "Q6_K": "Q6_K",
+    "Q4_K_M": "Q4_K_M",
+    "Q4_K_S": "Q4_K_S",
+}
+LLMCALC_MAPPING = {
+    "settings": "estimate(model, hardware, quant_name, context, device) for the inference "
+    "workload, every other argument at its default (batch 1, kv_quant fp16); its speed takes 80 % "
+    "of the GPU's bandwidth (75 % on unified memory) over the active weights and half the KV "
+    "cache, and 35 % of its FP16 rate over 2 FLOPs a parameter for the prompt; device all-gpus "
+    "for the rows split over several GPUs (its speed then reads all the weights at one GPU's "
+    "bandwidth, as a layer split at batch 1 does)",
+    "llama_bench": "tgN at depth d: context d + N, its tokens_per_sec; ppN at depth d: context "
+    "d + N, its prefill_tokens_per_sec (which no context changes). -ub and -fa have no "
+    "counterpart: rows that differ only in them get one answer",
+    "serving_published": "concurrency 1 only: context = input + output tokens (1,024 / 128 where "
+    "the source states none), its tokens_per_sec against the decode rate the row's TPOT gives; "
+    "it gives one sequence's speed, so higher concurrencies are left out",
+    "quantization": "F16 -> fp16; Q8_0, Q6_K, Q4_K_M, Q4_K_S -> its formats of those names "
+    "(1.09, 0.84, 0.63, 0.58 bytes a weight); the rows in Q4_0 and MXFP4_MOE are left out",
+    "gpus": "bandwidth and FP16 rate from its table (gpu_db.lookup, as hardware.manual does) "
+    "where it knows the name, else resources/gpus.json's (peak bandwidth, dense FP16 tensor "
+    "rate with FP32 accumulate); memory from resources/gpus.json; unified memory for Apple and "
+    "NVIDIA's unified-memory systems",
+    "models": "its catalog's entry where it has the model (matched by the Hub id, instruct "
+    "variant included), else its own config.json reader (catalog._spec_from_config, what its "
+    "from_hf does with a Hub config) given the catalog's config.json",
+}
+
+
+def _llmcalc_left_out(table: str, row: dict[str, Any]) -> str | None:
+    if table == SERVING and row["concurrency"] > 1:
+        return "concurrency above 1: its speed is one sequence's, the batch enters its memory only"
+    if table == LLAMA_BENCH and row["quant"] not in LLMCALC_QUANTS:
+        return f"quantization {row['quant']}: not among its formats"
+    if _facts(row["model"]).kv_lora_rank:
+        return "multi-head latent attention (DeepSeek-V2-Lite): no counterpart in its model spec"
+    return None
+
+
+def _llmcalc_job(table: str, row: dict[str, Any]) -> Job:
+    entry, gpu = catalog.find(row["model"]), find_gpu(row["gpu"])
+    assert entry is not None and gpu is not None
+    if table == SERVING:
+        quant, context = row["dtype"], sum(serving_published.lengths(row))
+    else:
+        quant = LLMCALC_QUANTS[row["quant"]]
+        context = row["depth"] + llama_bench.parse_test(row["test"])[1]
+    unified = gpu.vendor == "Apple" or (gpu.vendor == "NVIDIA" and not gpu.nvml)
+    return {
+        "hub_ids": [entry.hub_id, *entry.aliases],
+        "config": entry.config,
+        "gpu": {
+            "name": gpu.name,
+            "memory_bytes": gpu.capacity_bytes(),
+            "vendor": gpu.vendor.lower(),
+            "unified_memory": unified,
+            "bandwidth_gbs": gpu.memory_bandwidth_gbps,
+            "fp16_tflops": gpu.fp16_tflops or 0.0,
+        },
+        "gpus": row["gpus"],
+        "quant": quant,
+        "context": context,
+    }
+
+
 # Both --------------------------------------------------------------------------------------
 
 
@@ -384,6 +454,17 @@ CALCULATORS = (
         mapping=GENZ_MAPPING,
         left_out=lambda table, row: _left_out(table, row, GENZ_QUANTS),
         job=_genz_job,
+        serving_output=False,
+    ),
+    Calculator(
+        name="llmcalculator",
+        label="llmcalculator",
+        tool="llmcalculator (https://github.com/llmcalculator/llmcalculator)",
+        package="llmcalculator==0.2.3",
+        script=HERE / "llmcalculator_answers.py",
+        mapping=LLMCALC_MAPPING,
+        left_out=_llmcalc_left_out,
+        job=_llmcalc_job,
         serving_output=False,
     ),
 )
@@ -436,6 +517,18 @@ ABOUT = (
 )
 
 
+def _sources(
+    rows: list[tuple[str, dict[str, Any]]], answers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Where a tool that says so took each model and GPU from (its own data or ours)."""
+    out: dict[str, dict[str, str]] = {}
+    for (_, row), answer in zip(rows, answers, strict=True):
+        for what, field in (("model", "model_from"), ("gpu", "gpu_from")):
+            if field in answer:
+                out.setdefault(field, {})[row[what]] = answer[field]
+    return {field: dict(sorted(found.items())) for field, found in out.items()}
+
+
 def regenerate(calc: Calculator, python: str, path: Path = DATA) -> None:
     """Put every row the calculator can express to it (run by ``python``) and store the answers
     in place of its previous ones."""
@@ -465,6 +558,7 @@ def regenerate(calc: Calculator, python: str, path: Path = DATA) -> None:
         f"interpreter with {calc.package} installed)",
         **calc.mapping,
         "left_out": dict(sorted(reasons.items())),
+        **_sources(rows, result["answers"]),
         "rows": [
             stored_row(calc, t, r, a) for (t, r), a in zip(rows, result["answers"], strict=True)
         ],
@@ -543,7 +637,7 @@ def not_put(data: dict[str, Any], calc: Calculator) -> int:
 GROUPS: tuple[tuple[str, bool | None, str], ...] = (
     ("tg", False, "llama-bench generation, one GPU"),
     ("tg", True, "llama-bench generation, split over several GPUs"),
-    ("pp", False, "llama-bench prompt processing, one GPU, depth 0"),
+    ("pp", False, "llama-bench prompt processing, one GPU"),
     ("serving", None, "vLLM serving decode, rows with TPOT"),
 )
 
@@ -583,7 +677,8 @@ def summary_lines(compared: Sequence[Compared]) -> list[str]:
                 lines.append(f"  {calc.label}: no row")
                 continue
             lines.append(
-                f"  {calc.label} on {len(rows)} rows: {_figures([c.error(calc.name) or 0.0 for c in rows])}"
+                f"  {calc.label} on {len(rows)} row{'s' * (len(rows) > 1)}: "
+                f"{_figures([c.error(calc.name) or 0.0 for c in rows])}"
             )
             lines.append(
                 f"    vramgui on the same rows: {_figures([c.error('vramgui') or 0.0 for c in rows])}"

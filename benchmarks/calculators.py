@@ -114,7 +114,7 @@ def _left_out(table: str, row: dict[str, Any], quants: dict[str, str]) -> str | 
     """Why neither calculator can be put the row, or None."""
     gpu = find_gpu(row["gpu"])
     if gpu is None or not gpu.fp16_tflops:
-        return "no tensor rate in our GPU catalog (Apple), which its GPU config needs"
+        return "no FP16 rate in our GPU catalog, which its GPU config needs"
     if _facts(row["model"]).kv_lora_rank:
         return "multi-head latent attention (DeepSeek-V2-Lite): no counterpart in its model config"
     if table == LLAMA_BENCH:
@@ -165,8 +165,8 @@ LLA_MAPPING = {
     "nearest bits per weight rounding up; a K-quant's scales are not counted)",
     "gpus": "its own gpu_configs for A100 PCIe 80GB, A100 SXM 80GB / 40GB, H100 PCIe, H100 SXM "
     "and RTX A6000; for the other cards a GPUConfig from resources/gpus.json: memory, peak "
-    "memory bandwidth, dense FP16 tensor rate with FP32 accumulate (FP8 and INT4 left at its "
-    "default 2x and 4x)",
+    "memory bandwidth, dense FP16 tensor rate with FP32 accumulate (Apple: the 16-bit ALU peak; "
+    "FP8 and INT4 left at its default 2x and 4x)",
     "models": "ModelConfig from the catalog's config.json: num_hidden_layers, "
     "num_attention_heads, num_key_value_heads, hidden_size, vocab_size, "
     "max_position_embeddings; its MLP has two matrices, so a gated MLP (three) is given "
@@ -276,7 +276,8 @@ GENZ_MAPPING = {
     "gpus": "its own systems for A100 SXM 40GB (A100_40GB_GPU: 1,600 GB/s), A100 SXM 80GB and "
     "H100 SXM (its A100 and H100 are SXM parts; the PCIe cards take ours); for the other "
     "cards a system dict from resources/gpus.json: Flops = dense FP16 tensor TFLOPS with FP32 "
-    "accumulate, Memory_size in GiB, Memory_BW in GB/s, ICN = the card's link in GB/s",
+    "accumulate (Apple: the 16-bit ALU peak), Memory_size in GiB, Memory_BW in GB/s, ICN = the "
+    "card's link in GB/s",
     "models": "ModelConfig from the catalog's config.json: num_hidden_layers, "
     "num_attention_heads, num_key_value_heads, head_dim, hidden_size, intermediate_size, "
     "num_ffi 2 for a gated MLP, vocab_size, max_position_embeddings, hidden_act, "

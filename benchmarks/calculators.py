@@ -111,7 +111,7 @@ def published() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _left_out(table: str, row: dict[str, Any], quants: dict[str, str]) -> str | None:
-    """Why neither calculator can be put the row, or None."""
+    """Why llm-analysis or GenZ cannot be put the row (the rules they share), or None."""
     gpu = find_gpu(row["gpu"])
     if gpu is None or not gpu.fp16_tflops:
         return "no FP16 rate in our GPU catalog, which its GPU config needs"

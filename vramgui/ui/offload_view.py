@@ -963,6 +963,8 @@ class OffloadView(QWidget):
         if placement is not None:
             self.slider.setRange(0, placement.blocks + 1)
             self.slider.setValue(placement.gpu_layers)
+        else:
+            self.slider.setRange(0, 0)  # no plan: no layer count left over from the last one
         self.slider.blockSignals(blocked)
         self.slider.setEnabled(llamacpp)
         self.auto_button.setEnabled(llamacpp and self._ngl is not None)
@@ -1062,12 +1064,24 @@ class OffloadView(QWidget):
             )
         spin.setToolTip(tip)
 
+    def _show_given_gpu_memory(self) -> None:
+        """No plan: the GPU memory box goes back to the speed given (the speed a plan was timed
+        at belongs to that plan)."""
+        spin = self.spins["gpu_bytes_per_s"]
+        if self._bandwidths is not None and not math.isnan(self._gpu_memory_shown):
+            blocked = spin.blockSignals(True)
+            spin.setValue(self._bandwidths.gpu_bytes_per_s / GB)
+            spin.blockSignals(blocked)
+        self._gpu_memory_shown = math.nan
+        spin.setToolTip(SPEED_HINTS["gpu"])
+
     def _draw_speed(self, placement: Placement | None) -> None:
         bw = self._all_bandwidths()
         if placement is None or bw is None:
             self.throughput = self.compute_bound_batch = None
             self.throughput_chart.set_curve((), None, None)
             self._draw_curves(placement, None)
+            self._show_given_gpu_memory()
             return
         answer = self.answer
         assert answer is not None  # timed with the placement whenever there are speeds

@@ -145,8 +145,10 @@ class OffloadView(QWidget):
         self._llamacpp: offload.LlamaCppModel | None = None
         self._floor_bytes: int | None = None
         self._adjustments: tuple[str, ...] = ()
-        # Why the Estimate tab refuses the settings given (None: it does not).
+        # Why the Estimate tab refuses the settings given (None: it does not), with the draft
+        # model of speculative decoding it estimates with.
         self.refusal: Refusal | None = None
+        self._draft: ModelSpec | None = None
         self.placement: Placement | None = None
         self.throughput: Throughput | None = None
         self.compute_bound_batch: int | None = None
@@ -400,6 +402,11 @@ class OffloadView(QWidget):
         self._refresh()
 
     @property
+    def draft(self) -> ModelSpec | None:
+        """The draft model the settings were last checked with (``set_inputs``)."""
+        return self._draft
+
+    @property
     def margin_bytes(self) -> int:
         """GPU memory the most that fit leave free."""
         return round(self.margin.value() * GiB)
@@ -468,6 +475,7 @@ class OffloadView(QWidget):
         gpus: Sequence[GpuChoice] | None = None,
         host_ram_bytes: int | None = None,
         host: HostSettings | None = None,
+        draft: ModelSpec | None = None,
         in_turns: bool = False,
     ) -> None:
         """Model, settings and, when given, budget and speeds at once: the view places once.
@@ -485,6 +493,8 @@ class OffloadView(QWidget):
             host_ram_bytes: host RAM with ``gpus`` (None: no limit).
             host: the host RAM and disk to plan with (this machine's, or as the user set them);
                 None keeps them.
+            draft: the draft model of speculative decoding the settings name, once read: the
+                estimate's refusal of the settings is asked with it.
             in_turns: draw the placement now and the speeds, launch settings and summary in the
                 next event-loop turn (``placementChanged`` then), so that neither turn is long.
         """
@@ -497,7 +507,7 @@ class OffloadView(QWidget):
         self._fit = None
         engine_before = self._workload.engine if self._workload is not None else None
         gpus_before = self._workload.gpus if self._workload is not None else None
-        self._spec, self._workload = spec, workload
+        self._spec, self._workload, self._draft = spec, workload, draft
         self._ngl = None
         self._follow_engine(engine_before)
         lost = False
@@ -530,7 +540,9 @@ class OffloadView(QWidget):
         spec, workload = self._spec, self._workload
         capacities = [(g.name, g.capacity_bytes) for g in self._gpus]
         self.refusal = (
-            None if spec is None or workload is None else refusal(spec, workload, capacities)
+            None
+            if spec is None or workload is None
+            else refusal(spec, workload, capacities, draft=self._draft)
         )
 
     def _follow_engine(self, engine_before: str | None) -> None:

@@ -160,6 +160,18 @@ def test_latent_attention_runs_absorbed_in_llama_cpp():
     assert flops == 512 * 512 * 2 * 16 * (576 + 512)  # one block: K x Q and P x V
 
 
+def test_flash_attention_costs_a_narrow_heads_score_as_a_128_wide_ones():
+    """The DGX Spark's prompt grows with depth by about the same time per score for gpt-oss's
+    64-wide heads as for Qwen3's 128-wide ones: under flash attention a head narrower than 128
+    costs its score as a 128-wide one; without it, and for wider heads, the products' FLOPs."""
+    flash = Workload(mode="inference", engine="llamacpp", quant="Q4_0", seq=512)
+    eager = Workload(mode="inference", engine="llamacpp", quant="Q4_0", seq=512, attention="eager")
+    cells = 512 * 512  # one micro-batch of 512 tokens attending to its 512 cells
+    assert lcs.prompt_attention(flash, 512, 0, 64 * 64, 64)[0] == 4 * cells * 64 * 128
+    assert lcs.prompt_attention(eager, 512, 0, 64 * 64, 64)[0] == 4 * cells * 64 * 64
+    assert lcs.prompt_attention(flash, 512, 0, 8 * 256, 8)[0] == 4 * cells * 8 * 256
+
+
 def test_current_builds_multiply_quantized_prompts_without_a_16_bit_copy():
     """MMQ (pull requests 7676, 7860) against the dequantize + cuBLAS path of May 2024 builds:
     quantized prompts faster, 16-bit ones the same."""

@@ -81,6 +81,13 @@ BUILD_NOTE = (
 # attention: the product writes it, the softmax reads and writes it, the product with V reads it.
 SCORE_BYTES = 4
 SCORE_PASSES = 4
+# Flash attention's cost per score does not fall below that of 128-wide heads: its per-score work
+# (scaling, mask, sinks, the online softmax's exponentials and rescaling) is the same at any head
+# dim, and at 64 it is as large as the products. The DGX Spark's rows of one build (benches/
+# dgx-spark.md, build 6918) measure it: from depth 0 to 32768 the prompt's time grows by 9.2 to
+# 10.4 ps per score and query head for gpt-oss-20b and 120b (64-wide heads) and 8.3 to 9.1 for
+# Qwen3-30B-A3B (128-wide); costed by the FLOPs of 64-wide heads, gpt-oss's would be half.
+FLASH_HEAD_DIM = 128
 # MMQ's tiles for a mixture of experts' products (ggml-cuda mmq.cu, ``mul_mat_q_case``): one tile
 # spans up to 128 token columns (Turing and later, RDNA), in steps of 8 below 48 columns and of 16
 # from 48 on, the width picked per call from the micro-batch's tokens, not from the tokens each
@@ -401,7 +408,9 @@ def prompt_attention(
     in micro-batches of ``workload.ubatch_size``, for attention ``width`` (query heads x head
     dim) and ``heads`` query heads: each micro-batch attends to the cells cached so far, or in
     sliding-window layers to the last ``window`` and its own (llama.cpp keeps that many cells
-    for them). No score bytes under flash attention, which keeps the matrix on chip."""
+    for them). No score bytes under flash attention, which keeps the matrix on chip; its FLOPs
+    are counted for heads at least ``FLASH_HEAD_DIM`` wide (the cost of a narrower head's
+    score)."""
     if tokens < 1 or depth < 0:
         raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
     ubatch = max(1, workload.ubatch_size)
@@ -412,7 +421,7 @@ def prompt_attention(
         context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
         if window is not None:
             context = min(context, window + n)
-        flops += 4.0 * n * context * width
+        flops += 4.0 * n * context * (max(width, FLASH_HEAD_DIM * heads) if flash else width)
         if not flash:
             scores += SCORE_BYTES * SCORE_PASSES * n * context * heads
     return flops, scores

@@ -3,7 +3,7 @@ them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
 runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
-570 published rows on 19 GPUs: NVIDIA cards alone and split over several, the DGX Spark, the M2
+587 published rows on 19 GPUs: NVIDIA cards alone and split over several, the DGX Spark, the M2
 Ultra, the M3 Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the

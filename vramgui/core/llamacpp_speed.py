@@ -86,8 +86,8 @@ SCORE_PASSES = 4
 # Flash attention's cost per score does not fall below that of 128-wide heads: its per-score work
 # (scaling, mask, sinks, the online softmax's exponentials and rescaling) is the same at any head
 # dim, and at 64 it is as large as the products. The DGX Spark's rows of one build (benches/
-# dgx-spark.md, build 6918) measure it: from depth 0 to 32768 the prompt's time grows by 9.2 to
-# 10.4 ps per score and query head for gpt-oss-20b and 120b (64-wide heads) and 8.3 to 9.1 for
+# dgx-spark.md, build 6918) measure it: from depth 0 to 32768 the prompt's time grows by 10.4 and
+# 9.2 ps per score and query head for gpt-oss-20b and 120b (64-wide heads), by 9.1 for
 # Qwen3-30B-A3B (128-wide); costed by the FLOPs of 64-wide heads, gpt-oss's would be half.
 FLASH_HEAD_DIM = 128
 # MMQ's tiles for a mixture of experts' products (ggml-cuda mmq.cu, ``mul_mat_q_case``): one tile
@@ -102,7 +102,7 @@ MMQ_TILE_COLUMNS = 128
 # squares over the RTX 3090's Gemma 4 26B-A4B pp2048 rows at -ub 256, 512 and 1024 (pull request
 # 22298's master column, `benchmarks/llama_bench.py --fit`): 2.8 us a token and block on the 3090;
 # checked on the other Ampere and Ada rows (RTX 3090 gpt-oss-20b and DeepSeek-V2-Lite, RTX 4090
-# gpt-oss-20b at 0.43 times the 3090's time, as its tensor rate says). The DGX Spark's and RTX PRO
+# gpt-oss-20b at 0.43 times the 3090's time, as its tensor rate gives). The DGX Spark's and RTX PRO
 # 6000 Blackwell's rows (Blackwell) and the RX 7900 XTX's (RDNA 3) show none of it.
 MOE_TOKEN_FLOPS = 2.8e8
 MOE_TOKEN_ARCHITECTURES = frozenset({"Ampere", "Ada Lovelace"})

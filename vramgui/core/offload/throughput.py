@@ -284,7 +284,17 @@ def _forward_seconds(
                 continue
             read, copy, flops = _weight_work(piece, u, tokens)
             where, memory_speed, flop_rate = speeds(piece.device)
-            k = kernels(piece.device)
+            copied = not is_gpu(piece.device) and is_gpu(where)
+            if copied:
+                # Copied to the GPU for every pass (accelerate, streaming, llama.cpp's big
+                # batches).
+                copies = passes * copy
+                if piece.device == DISK:
+                    busy[DISK_READ] += copies / bw.disk_bytes_per_s
+                busy[PCIE] += copies / bw.pcie_bytes_per_s
+            # llama.cpp's prompt products of host weights run in the GPU's own kernels once
+            # copied (op offload): as those of the weights it keeps.
+            k = kernels(where if copied and prompt else piece.device)
             if k is not None and prompt:
                 if piece.expert_parameters and k.prompt_path == MMQ and quantized(w):
                     flops += expert_tile_flops(
@@ -301,13 +311,6 @@ def _forward_seconds(
             elif k is not None:
                 lanes.add(where, k.weights_seconds(read), _matmul(k, flops, bw, where))
             else:
-                if not is_gpu(piece.device) and is_gpu(where):
-                    # Copied to the GPU for every pass (accelerate, streaming, llama.cpp's big
-                    # batches).
-                    copies = passes * copy
-                    if piece.device == DISK:
-                        busy[DISK_READ] += copies / bw.disk_bytes_per_s
-                    busy[PCIE] += copies / bw.pcie_bytes_per_s
                 lanes.add(where, passes * read / memory_speed, flops / flop_rate)
             place = where if is_gpu(where) else "host"
             if place != where_runs[-1]:

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramgui.core import dtypes, llamacpp_speed, parallel
+from vramgui.core import dtypes, llamacpp_speed, parallel, serving_steps
 from vramgui.core.engines import engine
 from vramgui.core.errors import Command, Message, Setting, WorkloadError
 from vramgui.core.model import LayerType, ModelSpec
@@ -565,8 +565,11 @@ class ServingSpeed:
         step_seconds: one decode step (one token for each sequence).
         bound: "memory" (weights and KV cache reads) or "compute".
         basis: "measured" or "extrapolated" where llama.cpp's published llama-bench rows set the
-            figure (``core.llamacpp_speed``: one sequence on one GPU), "roofline" where it is the
-            datasheet roofline at the training model's shares, checked against no measurement.
+            figure (``core.llamacpp_speed``: one sequence on one GPU) or where vLLM's step fitted
+            on published serving runs does (``core.serving_steps``: vLLM and SGLang, measured
+            where runs of the engine on that GPU are among them), "roofline" where it is the
+            datasheet roofline at the training model's shares, checked against no measurement
+            (transformers, llama.cpp's batches, or shares the user set).
         notes: what the figure assumes (the builds measured, why it is extrapolated).
         prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
             else the whole context) from an empty cache, where it is estimated (llama.cpp on one
@@ -582,11 +585,71 @@ class ServingSpeed:
     prefill_seconds: float | None = None
 
 
-# What the roofline's decode is against published serving runs (benchmarks/serving_published.py).
+# Every other engine's decode (transformers' generate, llama.cpp's batches): no published run
+# checks it.
 ROOFLINE_SERVING_NOTE = (
-    "approximate: the datasheet roofline at default shares, which published vLLM runs decoded "
-    "below (docs/performance.md, 'vLLM serving')"
+    "approximate: the datasheet roofline at default shares, checked against no published run of "
+    "this engine (docs/performance.md, 'vLLM and SGLang serving', checks vLLM's and SGLang's)"
 )
+# vLLM's and SGLang's step (core.serving_steps), fitted on published serving runs: the GPUs that
+# counted rows of benchmarks/data/serving_published.json read with today's figures ran on (vLLM
+# 0.8 and later, or a version not stated), per engine.
+MEASURED_SERVING_GPUS = {
+    "vllm": frozenset(
+        {
+            "A100 PCIe 80GB",
+            "A100 SXM 40GB",
+            "A100 SXM 80GB",
+            "H100 SXM",
+            "L4",
+            "RTX 4090",
+            "RTX 5090",
+            "RTX A6000",
+        }
+    ),
+    "sglang": frozenset({"A100 SXM 40GB"}),
+}
+MEASURED_SERVING_NOTE = (
+    "approximate: vLLM's step fitted on published serving runs, {engine} runs on {gpu} among "
+    "them (docs/performance.md, 'vLLM and SGLang serving')"
+)
+EXTRAPOLATED_SERVING_NOTE = (
+    "approximate: vLLM's step fitted on published serving runs, none of {engine} on {gpu}: "
+    "extrapolated from its datasheet bandwidth and tensor peak (docs/performance.md, 'vLLM and "
+    "SGLang serving')"
+)
+SGLANG_SERVING_NOTE = (
+    "SGLang takes vLLM's step figures, checked on its published runs (0.5.6 on an A100 40GB)"
+)
+HOST_BOUND_NOTE = (
+    "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "
+    "which follows the host's CPU: published runs of a 0.5B model took 1.8 to 5.2 ms a step on "
+    "different hosts"
+)
+# Beyond this share of the step the fixed time is said to rule it.
+HOST_BOUND_SHARE = 0.5
+
+
+def serving_rates(
+    hardware: Hardware,
+    utilization: Utilization | None = None,
+    figures: serving_steps.StepFigures = serving_steps.VLLM,
+) -> serving_steps.StepRates:
+    """What a vLLM or SGLang step reaches on ``hardware``: the weights and the paged KV cache at
+    ``figures``' shares of the bandwidth, the products at the training model's shares of the
+    tensor peak for the GPU's architecture, the link at NCCL's share (``serving_steps``)."""
+    u = utilization or Utilization.default_for(hardware.architecture)
+    bandwidth = hardware.memory_bytes_per_s
+    return serving_steps.StepRates(
+        weight_bytes_per_s=bandwidth * figures.weight_share,
+        kv_bytes_per_s=bandwidth * figures.kv_share,
+        matmul_flops_per_s=hardware.flops * u.matmul,
+        attention_flops_per_s=hardware.flops * u.attention,
+        link_bytes_per_s=hardware.link_bytes_per_s * u.link,
+        collective_seconds=COLLECTIVE_LATENCY_SECONDS,
+        step_seconds=figures.step_seconds,
+        sequence_seconds=figures.sequence_seconds,
+    )
 
 
 def serving_speed(
@@ -597,7 +660,9 @@ def serving_speed(
 ) -> ServingSpeed:
     """Decode speed of ``workload`` (inference, every weight on the GPUs) at full context.
 
-    A step reads each GPU's share of the weights (the routed experts some token of the batch
+    vLLM and SGLang take vLLM's step (``core.serving_steps``: fitted on published serving runs)
+    at ``batch`` sequences of ``seq`` tokens, unless the utilization was set or calibrated by
+    the user. Other engines take the roofline: a step reads each GPU's share of the weights (the routed experts some token of the batch
     runs through) and of every sequence's KV cache, and computes 2 FLOPs per active weight and
     the attention over the cache per sequence, at the memory and matrix-product shares of the
     training model; tensor parallelism adds two all-reduces of the hidden states per block over
@@ -633,6 +698,8 @@ def serving_speed(
             own.notes,
             None if prompt is None else prompt.seconds,
         )
+    if own_shares and w.engine in MEASURED_SERVING_GPUS:
+        return _engine_step(spec, w, hardware, utilization)
     u = utilization or Utilization.default_for(hardware.architecture)
     read = flops = 0.0
     for unit in model_units(spec, w):
@@ -659,4 +726,35 @@ def serving_speed(
         step_seconds=step,
         bound=MEMORY if memory_s >= compute_s else MATMUL,
         notes=(ROOFLINE_SERVING_NOTE,) if own_shares else (),
+    )
+
+
+def _engine_step(
+    spec: ModelSpec, w: Workload, hardware: Hardware, utilization: Utilization | None
+) -> ServingSpeed:
+    """vLLM's or SGLang's decode step (``core.serving_steps``) at ``w.batch`` sequences of
+    ``w.seq`` tokens, with what it rests on."""
+    rates = serving_rates(hardware, utilization)
+    step = serving_steps.step_time(
+        serving_steps.step_work(spec, w),
+        rates,
+        sequences=w.batch,
+        context_tokens=float(w.batch * w.seq),
+    )
+    measured = hardware.name in MEASURED_SERVING_GPUS[w.engine]
+    name = engine(w.engine).label
+    template = MEASURED_SERVING_NOTE if measured else EXTRAPOLATED_SERVING_NOTE
+    notes = [template.format(engine=name, gpu=hardware.name)]
+    if w.engine == "sglang":
+        notes.append(SGLANG_SERVING_NOTE)
+    fixed = rates.step_seconds + w.batch * rates.sequence_seconds
+    if fixed > HOST_BOUND_SHARE * step.seconds:
+        notes.append(HOST_BOUND_NOTE.format(fixed=rates.step_seconds * 1e3))
+    return ServingSpeed(
+        concurrency=w.batch,
+        tokens_per_second=w.batch / step.seconds,
+        step_seconds=step.seconds,
+        bound=step.bound,
+        basis=llamacpp_speed.MEASURED if measured else llamacpp_speed.EXTRAPOLATED,
+        notes=tuple(notes),
     )

@@ -51,6 +51,28 @@ BASIS_WORDS = {
 }
 
 
+# What a measured or extrapolated speed rests on, in the tooltip: (vLLM's step?, basis) -> words.
+SERVING_STEP_ENGINES = frozenset({"vllm", "sglang"})
+BASIS_TOOLTIPS = {
+    (False, "measured"): (
+        "Speed measured: published llama-bench rows of this GPU and quantization set it "
+        "(docs/performance.md, 'llama.cpp speed')"
+    ),
+    (False, "extrapolated"): (
+        "Speed extrapolated from published llama-bench rows (docs/performance.md, "
+        "'llama.cpp speed'); the notes below say what they do not cover"
+    ),
+    (True, "measured"): (
+        "Speed measured: vLLM's step fitted on published serving runs, runs of this engine on "
+        "this GPU among them (docs/performance.md, 'vLLM and SGLang serving')"
+    ),
+    (True, "extrapolated"): (
+        "Speed extrapolated: vLLM's step fitted on published serving runs on other GPUs "
+        "(docs/performance.md, 'vLLM and SGLang serving')"
+    ),
+}
+
+
 def speed_text(summary: Timing | Untimed | None, brief: bool = False) -> str:
     """The line's words, what decides first: a training run's time and cost, then the speed
     behind them; for inference the decode speed and whether it is measured, the time to first
@@ -132,16 +154,9 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
         return in_window(summary.reason)
     u = summary.utilization
     lines = [f"Timed on: {summary.placement.describe()}"]
-    if summary.basis == "measured":
-        lines.append(
-            "Speed measured: published llama-bench rows of this GPU and quantization set it "
-            "(docs/performance.md, 'llama.cpp speed')"
-        )
-    elif summary.basis == "extrapolated":
-        lines.append(
-            "Speed extrapolated from published llama-bench rows (docs/performance.md, "
-            "'llama.cpp speed'); the notes below say what they do not cover"
-        )
+    rests_on = BASIS_TOOLTIPS.get((summary.engine in SERVING_STEP_ENGINES, summary.basis))
+    if rests_on:
+        lines.append(rests_on)
     else:
         lines.append(
             f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "

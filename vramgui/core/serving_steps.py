@@ -67,7 +67,8 @@ class StepFigures:
 # 200 requests (0.10.1.1); every other row is held out (docs/performance.md, "vLLM and SGLang
 # serving"). The KV cache's share comes out near the peak: the fit puts the growth of the step
 # with the batch in the time per sequence as much as in the cache. SGLang takes the same
-# figures: its published rows (AccelMark, 0.5.6 on an A100 40GB) are held out against them.
+# figures: its published rows (AccelMark's 0.5.6 on an A100 40GB, InferenceX's 0.5.7 on eight
+# H200s) are held out against them.
 VLLM = StepFigures(weight_share=0.9, kv_share=0.97, step_seconds=2.5e-3, sequence_seconds=64e-6)
 
 

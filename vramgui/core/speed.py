@@ -607,7 +607,7 @@ MEASURED_SERVING_GPUS = {
             "RTX A6000",
         }
     ),
-    "sglang": frozenset({"A100 SXM 40GB"}),
+    "sglang": frozenset({"A100 SXM 40GB", "H200 SXM"}),
 }
 MEASURED_SERVING_NOTE = (
     "approximate: vLLM's step fitted on published serving runs, {engine} runs on {gpu} among "
@@ -619,7 +619,8 @@ EXTRAPOLATED_SERVING_NOTE = (
     "SGLang serving')"
 )
 SGLANG_SERVING_NOTE = (
-    "SGLang takes vLLM's step figures, checked on its published runs (0.5.6 on an A100 40GB)"
+    "SGLang takes vLLM's step figures, checked on its published runs (0.5.6 on an A100 40GB, "
+    "0.5.7 on eight H200s)"
 )
 HOST_BOUND_NOTE = (
     "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "

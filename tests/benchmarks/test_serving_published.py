@@ -118,6 +118,7 @@ def test_vllm_and_sglang_say_where_their_step_was_measured():
     assert any("SGLang takes vLLM's step figures" in n for n in sglang.notes)
     # A 0.5B model: the fixed step rules, and the estimate says the host sets it.
     small = _served("vllm", "H100 SXM", model="qwen2.5-0.5b", batch=1)
+    assert small.bound == serving_steps.HOST and measured.bound == serving_steps.MEMORY
     assert any("host's CPU" in n for n in small.notes)
     assert not any("host's CPU" in n for n in measured.notes)
 

@@ -38,9 +38,11 @@ from vramgui.core.model import ModelSpec
 from vramgui.core.offload.placement import model_units
 from vramgui.core.workload import Workload
 
-# What bounds a step's weights: reading them, or their matrix products.
+# What bounds a step: reading the weights and caches, their matrix products, or the engine's own
+# time on the host (the fixed time and the sequences' when they outweigh the GPU's work).
 MEMORY = "memory"
 MATMUL = "matmul"
+HOST = "host"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +169,7 @@ def step_work(spec: ModelSpec, workload: Workload) -> StepWork:
 
 @dataclass(frozen=True, slots=True)
 class StepTime:
-    """One step's time and what bounds its weights (``MEMORY`` or ``MATMUL``)."""
+    """One step's time and what bounds it (``MEMORY``, ``MATMUL`` or ``HOST``)."""
 
     seconds: float
     bound: str
@@ -196,12 +198,14 @@ def step_time(
         context_tokens * work.attention_flops_per_pair / rates.attention_flops_per_s,
     )
     prompt_attention = prompt_pairs * work.attention_flops_per_pair / rates.attention_flops_per_s
-    seconds = rates.step_seconds + sequences * rates.sequence_seconds
-    seconds += max(streamed, products) + cache + prompt_attention
+    host = rates.step_seconds + sequences * rates.sequence_seconds
+    gpu = max(streamed, products) + cache + prompt_attention
+    seconds = host + gpu
     if work.tp > 1:
         volume = 2.0 * (work.tp - 1) / work.tp * tokens * work.hidden_size * 2
         seconds += 2 * work.layers * (rates.collective_seconds + volume / rates.link_bytes_per_s)
-    return StepTime(seconds, MEMORY if streamed >= products else MATMUL)
+    bound = HOST if host > gpu else MEMORY if streamed >= products else MATMUL
+    return StepTime(seconds, bound)
 
 
 @dataclass(frozen=True, slots=True)

@@ -563,7 +563,8 @@ class ServingSpeed:
         concurrency: sequences decoded together (the workload's batch).
         tokens_per_second: tokens generated per second over the setup's GPUs.
         step_seconds: one decode step (one token for each sequence).
-        bound: "memory" (weights and KV cache reads) or "compute".
+        bound: "memory" (weights and KV cache reads), "matmul" (their products) or, for vLLM's
+            and SGLang's step, "host" (the engine's own time per step outweighs the GPU's).
         basis: "measured" or "extrapolated" where llama.cpp's published llama-bench rows set the
             figure (``core.llamacpp_speed``: one sequence on one GPU) or where vLLM's step fitted
             on published serving runs does (``core.serving_steps``: vLLM and SGLang, measured
@@ -627,8 +628,6 @@ HOST_BOUND_NOTE = (
     "which follows the host's CPU: published runs of a 0.5B model took 1.8 to 5.2 ms a step on "
     "different hosts"
 )
-# Beyond this share of the step the fixed time is said to rule it.
-HOST_BOUND_SHARE = 0.5
 
 
 def serving_rates(
@@ -748,8 +747,7 @@ def _engine_step(
     notes = [template.format(engine=name, gpu=hardware.name)]
     if w.engine == "sglang":
         notes.append(SGLANG_SERVING_NOTE)
-    fixed = rates.step_seconds + w.batch * rates.sequence_seconds
-    if fixed > HOST_BOUND_SHARE * step.seconds:
+    if step.bound == serving_steps.HOST:
         notes.append(HOST_BOUND_NOTE.format(fixed=rates.step_seconds * 1e3))
     return ServingSpeed(
         concurrency=w.batch,

@@ -25,7 +25,6 @@ from typing import Any
 
 from vramgui.core import llamacpp_speed as lcs
 from vramgui.core import offload
-from vramgui.core.errors import WorkloadError
 from vramgui.core.model import ModelSpec
 from vramgui.core.speed import Hardware
 from vramgui.core.workload import Workload
@@ -60,15 +59,8 @@ def _gpu(name: str) -> CatalogGpu:
 
 
 def hardware(name: str) -> Hardware:
-    """The speed model's view of a catalog GPU. Apple publishes no tensor rate: generation does
-    not use one and ``prefill`` gives no estimate there, so a placeholder stands in."""
-    gpu = _gpu(name)
-    try:
-        return speed_hardware(gpu, "fp16")
-    except WorkloadError:
-        return Hardware(name=gpu.name, flops=1.0, memory_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
-                        link_bytes_per_s=1.0, pcie_bytes_per_s=1.0, architecture=gpu.architecture,
-                        memory_type=gpu.memory_type)  # fmt: skip
+    """The speed model's view of a catalog GPU, at the 16-bit rate llama.cpp multiplies in."""
+    return speed_hardware(_gpu(name), "fp16")
 
 
 def parse_test(test: str) -> tuple[str, int]:
@@ -102,9 +94,9 @@ def _before(row: dict[str, Any], kind: str, tokens: int) -> float | None:
     """The offload roofline's figure (what ``vramgui plan`` gave): at the full context for
     generation, the prompt's prefill time for prompt processing."""
     gpu = _gpu(row["gpu"])
-    tflops = gpu.bf16_tflops or gpu.fp16_tflops
+    tflops = gpu.bf16_tflops
     if tflops is None or row["gpus"] > 1:
-        return None  # no tensor rate (Apple); several GPUs: the plan's own setup, not compared
+        return None  # Apple (no bf16 rate); several GPUs: the plan's own setup, not compared
     depth = row["depth"] + tokens
     w = workload(row, seq=depth)
     placement = offload.plan("llamacpp", _spec(row["model"]), w, gpu.memory_bytes * 4)
@@ -121,14 +113,12 @@ def evaluate(row: dict[str, Any], with_before: bool = True) -> Result:
     kind, tokens = parse_test(row["test"])
     spec, hw, w = _spec(row["model"]), hardware(row["gpu"]), workload(row)
     if kind == "tg":
-        speed: lcs.LlamaCppSpeed | None = lcs.decode(
+        speed = lcs.decode(
             spec, w, hw, row["depth"], tokens, gpus=row["gpus"], prompt_path=row["prompt_path"]
         )
     else:
         speed = lcs.prefill(spec, w, hw, tokens, row["depth"], prompt_path=row["prompt_path"])
     before = _before(row, kind, tokens) if with_before else None
-    if speed is None:
-        return Result(row, kind, None, "none", before)
     return Result(row, kind, speed.tokens_per_second, speed.basis, before)
 
 
@@ -274,15 +264,22 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
             if row["prompt_path"] == lcs.MMQ and shares.kind in may_2024:
                 seconds -= lcs.gpu_kernels(hw).weights_seconds(weights)
                 features, key = [kv / peak, blocks], "tg current"
-        elif shares.matmul_share is None:
-            continue
         else:
             weights, attention, scores, dequant, blocks = lcs.prompt_terms(
                 spec, w, tokens, row["depth"]
             )
             acc = lcs.fp16_accumulate_flops(hw)
             seconds = tokens / row["measured_tps"]
-            if row["prompt_path"] == lcs.MMQ:
+            if not shares.dequant_copy:
+                # Metal: quantized products dequantize inside the kernel, at their own share;
+                # the score matrix at the kind's streaming share (the fit cannot tell it from
+                # the per-block time).
+                seconds -= lcs.gpu_kernels(hw).prompt_memory_seconds(scores, 0.0)
+                q = lcs.quantized(w)
+                features = [(attention + (0.0 if q else weights)) / acc,
+                            (weights if q else 0.0) / acc, blocks]  # fmt: skip
+                key = "pp in-kernel"
+            elif row["prompt_path"] == lcs.MMQ:
                 kernels = lcs.gpu_kernels(hw)
                 flash = row["fa"]
                 seconds -= kernels.prompt_memory_seconds(scores, 0.0)
@@ -309,7 +306,9 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
             points = [(g, f[:2], t - f[2] * fixed) for g, f, t in group]
             print(f"{gpu_kind:32} {key}: GeForce's {fixed * 1e6:.0f} us per block taken")
         coef = solve(points)
-        blocks = key == "tg current" or (key in ("tg", "pp") and len(coef) in (3, 4))
+        blocks = key in ("tg current", "pp in-kernel") or (
+            key in ("tg", "pp") and len(coef) in (3, 4)
+        )
         shares_of = [f"{1 / c:.3f}" if c > 0 else "n/a" for c in (coef[:-1] if blocks else coef)]
         tail = f"; {coef[-1] * 1e6:.0f} us per block" if blocks else ""
         print(f"{gpu_kind:32} {key}: shares {', '.join(shares_of)}{tail}; {len(points)} rows")

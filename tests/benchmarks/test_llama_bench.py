@@ -211,10 +211,26 @@ def test_hbm_reads_weights_at_a_smaller_share_than_gddr():
     assert a100.tokens_per_second < 1.5 * rtx3090.tokens_per_second
 
 
-def test_apple_has_no_prompt_estimate_without_a_tensor_rate():
+def test_apple_prompts_are_costed_on_the_alu_peak_and_the_held_out_m3_max_lands(results):
+    """The M2 Ultra's prompt rows set Metal's shares; the M3 Max's (another generation, half
+    the GPU) check them: all within the prompt bound."""
+    held_out = [r for r in results if r.kind == "pp" and r.row["gpu"] == "Apple M3 Max 64GB"]
+    assert len(held_out) == 12
+    assert all(abs(r.error) <= 0.25 for r in held_out), [f"{r.error:+.0%}" for r in held_out]
+    # Metal writes no 16-bit copy of quantized weights in any build: the older build's prompt
+    # is the same as the current one's with flash attention off.
     spec = catalog.find("llama-3-8b").spec()
-    w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=512)
-    assert lcs.prefill(spec, w, llama_bench.hardware("Apple M2 Ultra 192GB"), 512) is None
+    w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=512, attention="eager")
+    hw = llama_bench.hardware("Apple M2 Ultra 192GB")
+    old = lcs.prefill(spec, w, hw, 512, prompt_path=lcs.DEQUANTIZE_CUBLAS).tokens_per_second
+    assert old == pytest.approx(lcs.prefill(spec, w, hw, 512).tokens_per_second)
+
+
+def test_a_gpu_of_unknown_16_bit_rate_costs_no_prompt():
+    gpu = find_gpu("Jetson AGX Thor")
+    assert gpu.fp16_tflops is None
+    kernels = lcs.kernels_for(gpu, gpu.memory_bandwidth_bytes_per_s, None)
+    assert not kernels.prompts and kernels.weights_seconds(1e9) > 0
 
 
 def test_the_document_lists_every_row_with_its_current_estimate(results):

@@ -219,3 +219,17 @@ def test_a_calibration_measured_on_the_gpu_replaces_the_default_and_says_so(caps
     assert mine["speed"]["utilization"]["source"] == "set"
     other = _json(capsys, "estimate", config_path, "--mode", "training", "--gpu", "H100")
     assert other["speed"]["utilization"]["source"] == "default"  # only the GPU measured
+
+
+@pytest.mark.parametrize("gpu", ["T4", "Apple M2 Ultra 192GB"])
+def test_llamacpp_is_timed_as_plan_times_it_on_gpus_without_a_bf16_rate(capsys, gpu):
+    """llama.cpp multiplies in fp16 whatever the checkpoint's dtype: a T4 (no bf16) and an
+    Apple GPU (no tensor cores, its ALU peak) get the speed ``plan`` gives, with a first token."""
+    args = ("llama-3.1-8b", "--quant", "Q4_K_M", "--gpu", gpu)
+    serving = _json(capsys, "estimate", *args, "--engine", "llamacpp")["serving"]
+    plan = _json(capsys, "plan", *args)
+    assert serving["decode_tokens_per_second"] == pytest.approx(plan["tokens_per_second"], rel=1e-3)
+    assert serving["time_to_first_token_seconds"] == pytest.approx(
+        plan["prefill_seconds"], rel=1e-3
+    )
+    assert serving["basis"] == "extrapolated"

@@ -206,3 +206,22 @@ def test_the_tab_and_the_time_cost_line_share_host_ram_placement_and_speed(
 
     view.ram.setValue(0)  # back to this machine's
     assert c.host.ram_source == THIS_MACHINE
+
+
+def test_the_offload_view_checks_the_settings_with_the_draft_model_once_read(
+    make_window, qtbot
+) -> None:
+    """The Estimate tab estimates speculative decoding with the draft model it has read; the
+    Offloading tab asks the same question, so it gets the draft too once it arrives."""
+    window = make_window()
+    offload = window.extra_tabs["Offloading"]
+    show_tab(window, "Offloading")
+    qtbot.waitUntil(lambda: offload.is_built, timeout=10000)
+    view = offload.view()
+    qtbot.waitUntil(lambda: view.placement is not None, timeout=5000)
+    assert view.draft is None
+    c = window.controller
+    c.update(engine="vllm", speculative="draft", draft_model="llama-3.2-1b")
+    qtbot.waitUntil(lambda: c.draft is not None, timeout=10000)
+    qtbot.waitUntil(lambda: view.draft is c.draft, timeout=5000)
+    assert view.draft.name == "meta-llama/Llama-3.2-1B"

@@ -142,11 +142,11 @@ def test_settings_that_do_not_apply_show_an_error_in_the_windows_words(view, lla
 
 
 def test_a_catalog_gpu_without_tflops_leaves_the_rate_unknown(view):
-    apple = find_gpu("Apple M2 Ultra")
-    bw = bandwidths_for(apple)
+    thor = find_gpu("Jetson AGX Thor")  # publishes no dense 16-bit rate
+    bw = bandwidths_for(thor)
     assert math.isinf(bw.gpu_flops)
-    assert bw.gpu_bytes_per_s == 0.8 * apple.memory_bandwidth_bytes_per_s
-    assert bandwidths_for(apple, gpu_flops=27e12).gpu_flops == 27e12
+    assert bw.gpu_bytes_per_s == 0.8 * thor.memory_bandwidth_bytes_per_s
+    assert bandwidths_for(thor, gpu_flops=27e12).gpu_flops == 27e12
     view.set_budget(24 * GiB, 16 * GiB)  # every layer on the GPU
     view.set_bandwidths(bw)
     assert view.spins["gpu_flops"].text() == "unknown"
@@ -426,3 +426,18 @@ def test_the_speeds_box_shows_the_gpu_memory_speed_the_plan_is_timed_at(view):
     assert view._bandwidths.kernels and view.throughput.tokens_per_second == timed
     view.set_planner("streaming")
     assert box.value() == pytest.approx(offload.GPU_MEMORY_EFFICIENCY * peak / 1e9, abs=0.01)
+
+
+def test_without_a_plan_nothing_of_the_last_plan_stays(view, llama7b):
+    given = bandwidths_for(find_gpu("RTX 3060")).gpu_bytes_per_s / 1e9
+    timed = view.spins["gpu_bytes_per_s"].value()
+    assert timed != pytest.approx(given)  # the plan's: llama.cpp's measured share of the peak
+    assert view.slider.value() > 0
+    view.set_model(None, None)
+    assert view.placement is None and not view.slider.isEnabled()
+    assert (view.slider.maximum(), view.slider.value()) == (0, 0)
+    assert view.spins["gpu_bytes_per_s"].value() == pytest.approx(given)
+    assert "Decoding reads the weights at this speed" not in view.spins["gpu_bytes_per_s"].toolTip()
+    view.set_model(llama7b, Q4)  # planned again: timed again
+    assert view.spins["gpu_bytes_per_s"].value() == pytest.approx(timed)
+    assert view.slider.value() > 0

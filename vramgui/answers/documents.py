@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from vramgui.answers.advice import advise
 from vramgui.answers.capacity import serving_report
 from vramgui.answers.host import HostSettings, host_settings
-from vramgui.answers.rates import NoRates, Rates, RatesFor
+from vramgui.answers.rates import NoRates, Rates, RatesFor, timing_dtype
 from vramgui.answers.timing import NO_RATES, Timing, Untimed, time_setup
 from vramgui.core.estimate import Estimate, estimate
 from vramgui.core.fit import fit_rows, gpus_needed, largest_fitting
@@ -149,7 +149,7 @@ def _timing(
 ) -> Timing | Untimed:
     """``est``'s setup timed on ``target`` (``answers.timing``), or why it cannot be."""
     gpu, capacity = target
-    found = _rates_or_why(rates, gpu, est.workload.dtype)
+    found = _rates_or_why(rates, gpu, timing_dtype(est.workload))
     if isinstance(found, NoRates):
         return Untimed(gpu, NO_RATES, found.reason)
     return time_setup(
@@ -178,7 +178,7 @@ def _advice(
     """What makes the setup fit ``target``, as the window's fit advisor says it
     (``answers.advice``): llama.cpp's placements with host RAM first, then the settings."""
     gpu, capacity = target
-    found = _rates_or_why(rates, gpu, est.workload.dtype)
+    found = _rates_or_why(rates, gpu, timing_dtype(est.workload))
     timed_with = None if isinstance(found, NoRates) else found
     suggestions = advise(spec, est, capacity, host=host, rates=timed_with, draft=draft)
     return [

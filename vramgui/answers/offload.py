@@ -184,8 +184,8 @@ def _kernels(gpu: CatalogGpu, peak: float | None, flops: float | None) -> GpuKer
     """llama.cpp's kernels on ``gpu``: its catalog peaks (the 16-bit rate llama.cpp's products
     run at), each given figure overriding the catalog's."""
     listed = gpu.fp16_tflops or gpu.bf16_tflops
-    if flops is None:
-        flops = listed * 1e12 if listed else 1.0  # no tensor rate (Apple): no prompt costed
+    if flops is None and listed:
+        flops = listed * 1e12
     return kernels_for(gpu, peak or gpu.memory_bandwidth_bytes_per_s, flops)
 
 

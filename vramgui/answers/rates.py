@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from vramgui.core.engines import engine
 from vramgui.core.errors import WorkloadError
 from vramgui.core.speed import ATTENTION_SHARE, Hardware, Price, Utilization
+from vramgui.core.workload import Workload
 from vramgui.hardware.errors import HardwareError
 from vramgui.hardware.gpus import CatalogGpu, find_gpu
 from vramgui.hardware.rates import rental_price, speed_hardware
@@ -43,6 +45,13 @@ class NoRates(Exception):
 
 # (GPU name, compute dtype) -> its rates, or None where the GPU cannot be timed.
 RatesFor = Callable[[str, str], "Rates | None"]
+
+
+def timing_dtype(workload: Workload) -> str:
+    """The dtype ``workload`` is timed at: its engine's products' (llama.cpp multiplies in
+    fp16 whatever the checkpoint's dtype, so a GPU without bf16, a T4, still times it), else
+    its own."""
+    return engine(workload.engine).timing_dtype(workload.dtype)
 
 
 def set_utilization(matmul: float, detail: str) -> Utilization:

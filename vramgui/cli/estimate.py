@@ -750,18 +750,16 @@ def ranked_catalog(
 ) -> list[dict[str, Any]]:
     """The catalog's NVIDIA GPUs that fit, ranked by time or cost (``answers.timing``), timed
     with --price-per-hour, --matmul-utilization and the host options."""
-    from vramgui.answers.rates import NoRates
+    from vramgui.answers.rates import NoRates, timing_dtype
     from vramgui.answers.timing import rank_setups
     from vramgui.hardware.gpus import load_catalog
 
-    offers = []
+    offers, dtype = [], timing_dtype(workload)
     for gpu in load_catalog():
         if not gpu.nvml:
             continue
         try:
-            offers.append(
-                (gpu.name, gpu.capacity_bytes(), rates_from_args(gpu.name, workload.dtype, args))
-            )
+            offers.append((gpu.name, gpu.capacity_bytes(), rates_from_args(gpu.name, dtype, args)))
         except NoRates:
             continue
     ranked = rank_setups(

@@ -100,8 +100,8 @@ class KernelShares:
         weight_share: generation, share of peak memory bandwidth reading the weights.
         attention_share: generation, share of peak bandwidth reading the KV cache.
         block_seconds: generation, fixed time per block per token (kernel launches, small ops).
-        matmul_share: prompt, share of the fp16-accumulate tensor peak the products reach; None
-            where the kind has no tensor rate (Apple), so no prompt estimate.
+        matmul_share: prompt, share of the fp16-accumulate tensor peak the products reach (on
+            Apple, of the GPU's 16-bit ALU peak).
         score_share: prompt, share of peak bandwidth moving the fp32 score matrix.
         mmq_share: prompt, share of the fp16-accumulate tensor peak MMQ's products on quantized
             weights reach (current builds); None where no row of the kind measured it, which
@@ -119,13 +119,17 @@ class KernelShares:
         flash_cache_share: generation under flash attention, share of peak bandwidth reading the
             KV cache (one kernel reads each cached key and value once); None where no row of the
             kind set it, which then takes GeForce's.
+        dequant_copy: whether builds before June 2024 wrote a 16-bit copy of a quantized prompt's
+            weights for cuBLAS (CUDA, ROCm); Metal's mul_mm dequantizes each block inside the
+            product, in every build, so its quantized products run at ``mmq_share`` and write
+            no copy.
     """
 
     kind: str
     weight_share: float
     attention_share: float
     block_seconds: float
-    matmul_share: float | None
+    matmul_share: float
     score_share: float
     dequant_share: float
     ubatch_block_seconds: float
@@ -135,6 +139,7 @@ class KernelShares:
     current_gpus: tuple[str, ...] = ()
     current_block_seconds: float | None = None
     flash_cache_share: float | None = None
+    dequant_copy: bool = True
 
 
 # Least squares over each kind's rows of benchmarks/data/llama_bench.json, relative errors
@@ -177,16 +182,22 @@ HBM = KernelShares(
     ubatch_block_seconds=740e-6,
     measured_gpus=("A100 SXM 80GB", "H100 PCIe"),
 )
+# Apple's prompts are costed on the GPU's 16-bit ALU peak (no tensor cores), Metal's mul_mm
+# dequantizing quantized blocks inside the product (no 16-bit copy). The fit cannot tell the
+# score matrix from the per-block time: the matrix moves at the kind's streaming share (its
+# weight reads'), the rest is fitted (the M3 Max's rows held out).
 UNIFIED = KernelShares(
     kind="Apple unified memory (Metal)",
     weight_share=0.85,
     attention_share=0.10,
     block_seconds=170e-6,
-    matmul_share=None,
-    score_share=0.0,
+    matmul_share=0.79,
+    score_share=0.85,
     dequant_share=0.0,
-    ubatch_block_seconds=0.0,
+    ubatch_block_seconds=880e-6,
     measured_gpus=("Apple M2 Ultra 192GB",),
+    mmq_share=0.63,
+    dequant_copy=False,
 )
 # AMD's consumer cards on ROCm: rows of current builds only (generation at depth 0 and 4096,
 # MMQ prompts, all with flash attention), so a 16-bit prompt's cuBLAS products, the score matrix,
@@ -262,7 +273,8 @@ class GpuKernels:
         gpu: the GPU's name.
         shares: its kind's shares.
         memory_bytes_per_s: peak memory bandwidth.
-        tensor_flops: the fp16-accumulate 16-bit tensor rate (``fp16_accumulate_flops``).
+        tensor_flops: the fp16-accumulate 16-bit tensor rate (``fp16_accumulate_flops``); 0
+            where the GPU's rate is unknown, so no prompt is costed.
         flash_flops: the rate of flash attention's products, half of them accumulated in fp32.
         prompt_path: the kernels of a quantized prompt's products (``PROMPT_PATHS``): MMQ in
             current builds, a 16-bit copy and cuBLAS in builds before June 2024.
@@ -277,8 +289,8 @@ class GpuKernels:
 
     @property
     def prompts(self) -> bool:
-        """Whether prompt processing is costed on this kind (it has a tensor rate)."""
-        return self.shares.matmul_share is not None
+        """Whether prompt processing is costed on this GPU (its 16-bit rate is known)."""
+        return self.tensor_flops > 0
 
     def weights_seconds(self, read_bytes: float) -> float:
         """Generation: reading ``read_bytes`` of weights."""
@@ -305,12 +317,13 @@ class GpuKernels:
 
     def matmul_seconds(self, flops: float) -> float:
         """``flops`` of 16-bit matrix products on the tensor cores (cuBLAS)."""
-        return flops / (self.tensor_flops * self._share(self.shares.matmul_share))
+        return flops / (self.tensor_flops * self.shares.matmul_share)
 
     def weight_products_seconds(self, flops: float, *, quantized: bool) -> float:
         """Prompt: ``flops`` of products with the weights; quantized weights run MMQ where the
-        build has it, 16-bit weights (and quantized ones in older builds) cuBLAS."""
-        if quantized and self.prompt_path == MMQ:
+        build has it (and Metal's in-kernel dequantization in every build), 16-bit weights (and
+        quantized ones in older CUDA builds) cuBLAS."""
+        if quantized and (self.prompt_path == MMQ or not self.shares.dequant_copy):
             return flops / (self.tensor_flops * self.mmq_share)
         return self.matmul_seconds(flops)
 
@@ -335,21 +348,15 @@ class GpuKernels:
         if share is not None:
             return share
         reference: float | None = getattr(GEFORCE, name)
-        cublas = GEFORCE.matmul_share
-        assert reference is not None and cublas is not None  # GEFORCE's rows set both
-        return self._share(self.shares.matmul_share) * reference / cublas
-
-    def _share(self, share: float | None) -> float:
-        if share is None:
-            raise WorkloadError(f"{self.gpu}: no tensor rate to cost a prompt's products with")
-        return share
+        assert reference is not None  # GEFORCE's rows set it
+        return self.shares.matmul_share * reference / GEFORCE.matmul_share
 
     def prompt_memory_seconds(self, score_bytes: float, dequant_bytes: float) -> float:
         """Prompt: the fp32 score matrix moved and, in builds without MMQ, quantized weights'
         16-bit copies written."""
         peak = self.memory_bytes_per_s
         scores = score_bytes / (peak * self.shares.score_share) if score_bytes else 0.0
-        if not dequant_bytes or self.prompt_path == MMQ:
+        if not dequant_bytes or self.prompt_path == MMQ or not self.shares.dequant_copy:
             return scores
         return scores + dequant_bytes / (peak * self.shares.dequant_share)
 
@@ -371,15 +378,15 @@ def gpu_kernels(hardware: Hardware, prompt_path: str = MMQ) -> GpuKernels:
 
 
 def kernels_for(
-    gpu: GpuKind, memory_bytes_per_s: float, fp16_flops: float, prompt_path: str = MMQ
+    gpu: GpuKind, memory_bytes_per_s: float, fp16_flops: float | None, prompt_path: str = MMQ
 ) -> GpuKernels:
     """llama.cpp's kernels on ``gpu`` of these peaks: memory bandwidth and the listed 16-bit
-    tensor rate (any positive placeholder where its kind costs no prompt: Apple)."""
+    tensor rate (None where it is unknown: generation is costed, no prompt)."""
     if prompt_path not in PROMPT_PATHS:
         raise WorkloadError(f"prompt path {prompt_path!r}: one of {', '.join(PROMPT_PATHS)}")
     shares = kernel_shares(gpu)
-    flops = _fp16_accumulate(gpu.name, fp16_flops)
-    flash = _flash_rate(gpu.name, fp16_flops)
+    flops = _fp16_accumulate(gpu.name, fp16_flops or 0.0)
+    flash = _flash_rate(gpu.name, fp16_flops or 0.0)
     return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, flash, prompt_path)
 
 
@@ -530,6 +537,12 @@ def speed_basis(
         notes.append(
             f"quantized prompt products (MMQ, current builds): no published row on {shares.kind} "
             "GPUs; GeForce's measured gain over cuBLAS, extrapolated"
+        )
+    elif mmq and not shares.current_gpus:
+        mmq_measured = False
+        notes.append(
+            f"quantized prompt products: as builds of May 2024 ran them on {shares.kind} GPUs "
+            "(dequantized inside the product); no row of a current build, extrapolated"
         )
     # Flash attention's figures for what is costed: a prompt's products, or generation's
     # cache read.
@@ -702,14 +715,11 @@ def prefill(
     depth: int = 0,
     *,
     prompt_path: str = MMQ,
-) -> LlamaCppSpeed | None:
+) -> LlamaCppSpeed:
     """Prompt processing speed of ``tokens`` tokens after ``depth`` (llama-bench's
     ``pp<tokens> @ d<depth>``), every layer on the GPU, by a build whose quantized prompts run
-    ``prompt_path`` (MMQ: current builds); None where the GPU's kind has no tensor rate to cost
-    the products with (Apple)."""
+    ``prompt_path`` (MMQ: current builds)."""
     kernels = gpu_kernels(hardware, prompt_path)
-    if not kernels.prompts:
-        return None
     m = _model(spec, workload)
     weights, attention, scores, dequant, blocks = _prompt_terms(
         m, workload, tokens, depth, prompt_path

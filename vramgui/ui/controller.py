@@ -39,7 +39,7 @@ from vramgui.answers.estimate import (
 )
 from vramgui.answers.host import SET, UNKNOWN_HOST, HostSettings, choose_host
 from vramgui.answers.offload import LlamaCppLayout
-from vramgui.answers.rates import Price, Rates, RatesFor
+from vramgui.answers.rates import Price, Rates, RatesFor, timing_dtype
 from vramgui.answers.setup import FOUR_BIT_SCHEMES, stored_dtype, stored_format
 from vramgui.answers.timing import NO_RATES, Timing, Untimed, time_setup
 from vramgui.core import engines
@@ -763,7 +763,7 @@ class EstimateController(QObject):
         if not self._capacities:
             return None
         gpu, capacity = self._capacities[0]
-        rates = self.rates_for(gpu, est.workload.dtype)
+        rates = self.rates_for(gpu, timing_dtype(est.workload))
         if rates is None:
             return Untimed(
                 gpu, NO_RATES, f"{gpu} is not in the GPU catalog (its peak rates are unknown)"
@@ -799,11 +799,11 @@ class EstimateController(QObject):
         # Dozens of estimates: off the GUI thread, so that the breakdown stays live meanwhile.
         offers = []
         for name, capacity in self._catalog:
-            rates = self.rates_for(name, workload.dtype)
+            rates = self.rates_for(name, timing_dtype(workload))
             if rates is not None:
                 offers.append((name, capacity, rates))
         tokens, host = self._train_tokens, self._host
-        target_rates = self.rates_for(target[0], workload.dtype) if target else None
+        target_rates = self.rates_for(target[0], timing_dtype(workload)) if target else None
         self._outlook_worker = submit(
             lambda: compute_outlook(
                 analysis.estimate,

@@ -213,6 +213,9 @@ class OffloadFeed(QObject):
         self._due.timeout.connect(self._feed_if_visible)
         controller.model_changed.connect(self._changed)
         controller.workload_changed.connect(self._changed)
+        # A draft model is read after the settings that name it: the estimate follows it.
+        controller.estimate_changed.connect(self._draft_read)
+        controller.estimate_failed.connect(self._draft_read)
         controller.capacities_changed.connect(self._changed)
         controller.host_changed.connect(self._changed)
         # The tab's host RAM, disk and placement time the setup everywhere in the window.
@@ -236,6 +239,7 @@ class OffloadFeed(QObject):
             self._controller.workload,
             gpus=self._choices(self._controller.capacities),
             host=self._controller.host,
+            draft=self._controller.draft,
             in_turns=True,
         )
         if self._controller.placement is not None:
@@ -252,6 +256,10 @@ class OffloadFeed(QObject):
     def _host_edited(self, ram_bytes: int | None, disk_bytes_per_s: float) -> None:
         disk = self._controller.machine_host.disk_bytes_per_s
         self._controller.set_host(ram_bytes, None if disk_bytes_per_s == disk else disk_bytes_per_s)
+
+    def _draft_read(self, _what: object = None) -> None:
+        if self._controller.draft is not self._view.draft:  # type: ignore[attr-defined]
+            self._changed()
 
     def _changed(self, _what: object = None) -> None:
         # Placing every layer costs milliseconds: only a visible view follows each change.

@@ -145,8 +145,10 @@ class OffloadView(QWidget):
         self._llamacpp: offload.LlamaCppModel | None = None
         self._floor_bytes: int | None = None
         self._adjustments: tuple[str, ...] = ()
-        # Why the Estimate tab refuses the settings given (None: it does not).
+        # Why the Estimate tab refuses the settings given (None: it does not), with the draft
+        # model of speculative decoding it estimates with.
         self.refusal: Refusal | None = None
+        self._draft: ModelSpec | None = None
         self.placement: Placement | None = None
         self.throughput: Throughput | None = None
         self.compute_bound_batch: int | None = None
@@ -400,6 +402,11 @@ class OffloadView(QWidget):
         self._refresh()
 
     @property
+    def draft(self) -> ModelSpec | None:
+        """The draft model the settings were last checked with (``set_inputs``)."""
+        return self._draft
+
+    @property
     def margin_bytes(self) -> int:
         """GPU memory the most that fit leave free."""
         return round(self.margin.value() * GiB)
@@ -468,6 +475,7 @@ class OffloadView(QWidget):
         gpus: Sequence[GpuChoice] | None = None,
         host_ram_bytes: int | None = None,
         host: HostSettings | None = None,
+        draft: ModelSpec | None = None,
         in_turns: bool = False,
     ) -> None:
         """Model, settings and, when given, budget and speeds at once: the view places once.
@@ -485,6 +493,8 @@ class OffloadView(QWidget):
             host_ram_bytes: host RAM with ``gpus`` (None: no limit).
             host: the host RAM and disk to plan with (this machine's, or as the user set them);
                 None keeps them.
+            draft: the draft model of speculative decoding the settings name, once read: the
+                estimate's refusal of the settings is asked with it.
             in_turns: draw the placement now and the speeds, launch settings and summary in the
                 next event-loop turn (``placementChanged`` then), so that neither turn is long.
         """
@@ -497,7 +507,7 @@ class OffloadView(QWidget):
         self._fit = None
         engine_before = self._workload.engine if self._workload is not None else None
         gpus_before = self._workload.gpus if self._workload is not None else None
-        self._spec, self._workload = spec, workload
+        self._spec, self._workload, self._draft = spec, workload, draft
         self._ngl = None
         self._follow_engine(engine_before)
         lost = False
@@ -530,7 +540,9 @@ class OffloadView(QWidget):
         spec, workload = self._spec, self._workload
         capacities = [(g.name, g.capacity_bytes) for g in self._gpus]
         self.refusal = (
-            None if spec is None or workload is None else refusal(spec, workload, capacities)
+            None
+            if spec is None or workload is None
+            else refusal(spec, workload, capacities, draft=self._draft)
         )
 
     def _follow_engine(self, engine_before: str | None) -> None:
@@ -963,6 +975,8 @@ class OffloadView(QWidget):
         if placement is not None:
             self.slider.setRange(0, placement.blocks + 1)
             self.slider.setValue(placement.gpu_layers)
+        else:
+            self.slider.setRange(0, 0)  # no plan: no layer count left over from the last one
         self.slider.blockSignals(blocked)
         self.slider.setEnabled(llamacpp)
         self.auto_button.setEnabled(llamacpp and self._ngl is not None)
@@ -1062,12 +1076,24 @@ class OffloadView(QWidget):
             )
         spin.setToolTip(tip)
 
+    def _show_given_gpu_memory(self) -> None:
+        """No plan: the GPU memory box goes back to the speed given (the speed a plan was timed
+        at belongs to that plan)."""
+        spin = self.spins["gpu_bytes_per_s"]
+        if self._bandwidths is not None and not math.isnan(self._gpu_memory_shown):
+            blocked = spin.blockSignals(True)
+            spin.setValue(self._bandwidths.gpu_bytes_per_s / GB)
+            spin.blockSignals(blocked)
+        self._gpu_memory_shown = math.nan
+        spin.setToolTip(SPEED_HINTS["gpu"])
+
     def _draw_speed(self, placement: Placement | None) -> None:
         bw = self._all_bandwidths()
         if placement is None or bw is None:
             self.throughput = self.compute_bound_batch = None
             self.throughput_chart.set_curve((), None, None)
             self._draw_curves(placement, None)
+            self._show_given_gpu_memory()
             return
         answer = self.answer
         assert answer is not None  # timed with the placement whenever there are speeds

@@ -73,6 +73,9 @@ class Engine:
             from a separate file, and only when told to (llama.cpp's mmproj GGUF, ``--mmproj``):
             the model it serves by default is the language model alone.
         tensor_parallel_flag: its launch flag for tensor parallelism ("": none on its line).
+        products_dtype: the 16-bit type its kernels multiply in whatever the checkpoint's dtype
+            (ggml's cuBLAS, MMQ and Metal kernels: fp16), which its speed is timed at; None: the
+            workload's dtype.
         narrower_quants: the quantizations the fit advisor offers it to save memory, widest first.
         moe_quants: those it offers first for a mixture of experts.
         planners: the offload planners that load the model with it.
@@ -95,6 +98,7 @@ class Engine:
     splits_tensors: bool = True
     towers_apart: bool = False
     tensor_parallel_flag: str = ""
+    products_dtype: str | None = None
     narrower_quants: tuple[str, ...] = ()
     moe_quants: tuple[str, ...] = ()
     planners: tuple[Planner, ...] = ()
@@ -121,6 +125,10 @@ class Engine:
     def kv_flag(self, kv_dtype: str) -> str | None:
         """Its own flag's value for ``kv_dtype`` (None: none, it takes its default)."""
         return self.kv_cache.get(kv_dtype)
+
+    def timing_dtype(self, dtype: str) -> str:
+        """The dtype a setup computing in ``dtype`` is timed at on this engine."""
+        return self.products_dtype or dtype
 
     def loads(self, family: str) -> bool:
         """Whether it loads weights of the quantization ``family``."""

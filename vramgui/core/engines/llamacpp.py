@@ -36,6 +36,7 @@ ENGINE = Engine(
     ggml=True,
     splits_tensors=False,
     towers_apart=True,
+    products_dtype="fp16",
     narrower_quants=("Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "IQ2_M"),
     # MXFP4 experts, Q8_0 elsewhere: the gpt-oss GGUFs' mix, for any mixture of experts.
     moe_quants=("MXFP4_MOE",),

@@ -14,7 +14,7 @@ the row says what was taken (``lengths_taken``, else 1,024 input and 128 output 
 The step's shares and times (``core.serving_steps``) are fitted on the rows marked ``train``
 (``--fit`` prints the least-squares figures); every other row is held out. Rows whose
 measurement is limited by something other than the engine's step are listed with the evidence
-(``excluded``) and left out of the counts.
+(``anomalous``, as in benchmarks/llama_bench.py) and left out of the counts.
 
     .venv/bin/python -m benchmarks.serving_published             # summary and every row
     .venv/bin/python -m benchmarks.serving_published --markdown  # the table of docs/performance.md
@@ -129,6 +129,17 @@ def previous_estimate(row: dict[str, Any]) -> float:
     return serving_speed(entry.spec(), workload(row), hardware, u).tokens_per_second
 
 
+def measured_decode(row: dict[str, Any]) -> float | None:
+    """The decode rate the row's TPOT gives (``concurrency x 1000 / TPOT``), where it gives one."""
+    tpot = row.get("tpot_ms")
+    return None if tpot is None else row["concurrency"] * 1000.0 / tpot
+
+
+def estimate(row: dict[str, Any]) -> float:
+    """vramgui's decode rate for the row's run (``concurrency`` over the played run's TPOT)."""
+    return Result(row, simulate(row)).decode
+
+
 @dataclass(frozen=True)
 class Result:
     row: dict[str, Any]
@@ -137,16 +148,19 @@ class Result:
     @property
     def measured(self) -> float:
         """The decode rate the row's TPOT gives, else its output rate."""
-        tpot = self.row.get("tpot_ms")
-        if tpot is not None:
-            return self.row["concurrency"] * 1000.0 / tpot
-        return float(self.row["output_tps"])
+        decode = measured_decode(self.row)
+        return float(self.row["output_tps"]) if decode is None else decode
+
+    @property
+    def decode(self) -> float:
+        """The run's decode rate, as its TPOT gives it."""
+        return self.row["concurrency"] / self.run.tpot_seconds
 
     @property
     def estimate(self) -> float:
-        """The run's decode rate (as the TPOT gives it), else its output rate."""
+        """The run's decode rate where the row measured one, else its output rate."""
         if self.row.get("tpot_ms") is not None:
-            return self.row["concurrency"] / self.run.tpot_seconds
+            return self.decode
         return self.run.output_tokens_per_s
 
     @property
@@ -159,7 +173,7 @@ class Result:
 
     @property
     def counted(self) -> bool:
-        return not self.row.get("excluded")
+        return "anomalous" not in self.row
 
     @property
     def held_out(self) -> bool:
@@ -189,7 +203,7 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
     return {
         "all": stats(counted),
         "held_out": stats([r for r in counted if r.held_out]),
-        "excluded": len(results) - len(counted),
+        "anomalous": len(results) - len(counted),
     }
 
 
@@ -197,7 +211,7 @@ def fit(rows: Sequence[dict[str, Any]], of: str) -> dict[str, float]:
     """The figures of generation ``of`` that minimise the squared log error over its training
     rows: coordinate descent from the current figures, each searched on a log scale (the time
     per sequence only where some row runs more than one)."""
-    train = [r for r in rows if r.get("set") == TRAIN and not r.get("excluded")]
+    train = [r for r in rows if r.get("set") == TRAIN and "anomalous" not in r]
     train = [r for r in train if generation(r) == of]
     names = ["weight_share", "kv_share", "step_seconds"]
     if any(r["concurrency"] > 1 for r in train):
@@ -237,7 +251,7 @@ def markdown_row(r: Result, before: float | None = None) -> str:
     was = "-" if before is None else f"{before / r.measured - 1:+.0%}"
     verdict = ""
     if not r.counted:
-        verdict = " (excluded)"
+        verdict = " (anomalous, not counted)"
     elif abs(r.error) > CLOSE:
         verdict = f" (beyond {FAR if abs(r.error) > FAR else CLOSE:.0%})"
     engine = f"{row['engine']} {row['version']}"
@@ -272,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             p = s[part]
             print(f"{part}: {p['rows']} rows, within {CLOSE:.0%}: {p['within']:.0%}, beyond "
                   f"{FAR:.0%}: {p['beyond_far']}, median {p['median']:.0%}, worst {p['worst']:.0%}")  # fmt: skip
-        print(f"excluded: {s['excluded']}")
+        print(f"anomalous, not counted: {s['anomalous']}")
     print(HEADER)
     for r in results:
         print(markdown_row(r, previous_estimate(r.row)))

@@ -41,7 +41,7 @@ def test_every_row_names_a_catalog_gpu_and_model_and_its_source():
         assert row["source"].startswith("https://") and row["version"] and row["note"]
         assert row["concurrency"] >= 1 and row["set"] in ("train", "check")
         assert row.get("tpot_ms") or row.get("output_tps"), "a row measures something"
-        assert row.get("excluded") is None or len(row["excluded"]) > 40, "the evidence"
+        assert "anomalous" not in row or len(row["anomalous"]) > 40, "the evidence"
     assert sum(row["engine"] == "sglang" for row in ROWS) >= 3
     assert len({row["gpu"] for row in ROWS}) >= 10
 
@@ -95,7 +95,7 @@ def test_the_gpus_said_measured_are_those_of_counted_rows():
     covered: dict[str, set[str]] = {}
     for row in ROWS:
         current = serving_published.generation(row) == serving_published.CURRENT
-        if current and not row.get("excluded"):
+        if current and "anomalous" not in row:
             covered.setdefault(row["engine"], set()).add(row["gpu"])
     assert covered == {e: set(g) for e, g in speed.MEASURED_SERVING_GPUS.items()}
 

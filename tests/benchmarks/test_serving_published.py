@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import serving_published
 from vramgui.core import serving_steps, speed
+from vramgui.core.engines import ENGINE_KEYS, engine
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.hardware.rates import speed_hardware
@@ -97,7 +98,8 @@ def test_the_gpus_said_measured_are_those_of_counted_rows():
         current = serving_published.generation(row) == serving_published.CURRENT
         if current and "anomalous" not in row:
             covered.setdefault(row["engine"], set()).add(row["gpu"])
-    assert covered == {e: set(g) for e, g in speed.MEASURED_SERVING_GPUS.items()}
+    assert covered == {e: set(engine(e).serving_runs_on) for e in covered}
+    assert not [e for e in ENGINE_KEYS if e not in covered and engine(e).serving_runs_on]
 
 
 def _served(engine: str, gpu: str, model: str = "llama-3.1-8b", batch: int = 8):

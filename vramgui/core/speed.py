@@ -592,36 +592,21 @@ ROOFLINE_SERVING_NOTE = (
     "approximate: the datasheet roofline at default shares, checked against no published run of "
     "this engine (docs/performance.md, 'vLLM and SGLang serving', checks vLLM's and SGLang's)"
 )
-# vLLM's and SGLang's step (core.serving_steps), fitted on published serving runs: the GPUs that
-# counted rows of benchmarks/data/serving_published.json read with today's figures ran on (vLLM
-# 0.8 and later, or a version not stated), per engine.
-MEASURED_SERVING_GPUS = {
-    "vllm": frozenset(
-        {
-            "A100 PCIe 80GB",
-            "A100 SXM 40GB",
-            "A100 SXM 80GB",
-            "H100 SXM",
-            "L4",
-            "RTX 4090",
-            "RTX 5090",
-            "RTX A6000",
-        }
-    ),
-    "sglang": frozenset({"A100 SXM 40GB", "H200 SXM"}),
-}
+# The engines timed by a step fitted on published serving runs (``Engine.step_model``): what the
+# figure rests on, measured where runs of the engine on the GPU are among the rows
+# (``Engine.serving_runs_on``), extrapolated elsewhere.
 MEASURED_SERVING_NOTE = (
-    "approximate: vLLM's step fitted on published serving runs, {engine} runs on {gpu} among "
+    "approximate: {model}'s step fitted on published serving runs, {engine} runs on {gpu} among "
     "them (docs/performance.md, 'vLLM and SGLang serving')"
 )
 EXTRAPOLATED_SERVING_NOTE = (
-    "approximate: vLLM's step fitted on published serving runs, none of {engine} on {gpu}: "
+    "approximate: {model}'s step fitted on published serving runs, none of {engine} on {gpu}: "
     "extrapolated from its datasheet bandwidth and tensor peak (docs/performance.md, 'vLLM and "
     "SGLang serving')"
 )
-SGLANG_SERVING_NOTE = (
-    "SGLang takes vLLM's step figures, checked on its published runs (0.5.6 on an A100 40GB, "
-    "0.5.7 on eight H200s)"
+BORROWED_STEP_NOTE = (
+    "{engine} takes {model}'s step figures, checked on its own published runs (docs/performance.md, "
+    "'vLLM and SGLang serving')"
 )
 HOST_BOUND_NOTE = (
     "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "
@@ -698,7 +683,7 @@ def serving_speed(
             own.notes,
             None if prompt is None else prompt.seconds,
         )
-    if own_shares and w.engine in MEASURED_SERVING_GPUS:
+    if own_shares and engine(w.engine).step_model:
         return _engine_step(spec, w, hardware, utilization)
     u = utilization or Utilization.default_for(hardware.architecture)
     read = flops = 0.0
@@ -732,8 +717,9 @@ def serving_speed(
 def _engine_step(
     spec: ModelSpec, w: Workload, hardware: Hardware, utilization: Utilization | None
 ) -> ServingSpeed:
-    """vLLM's or SGLang's decode step (``core.serving_steps``) at ``w.batch`` sequences of
-    ``w.seq`` tokens, with what it rests on."""
+    """The engine's decode step (``core.serving_steps``, the figures fitted on the published runs
+    of ``Engine.step_model``) at ``w.batch`` sequences of ``w.seq`` tokens, with what it rests
+    on."""
     rates = serving_rates(hardware, utilization)
     step = serving_steps.step_time(
         serving_steps.step_work(spec, w),
@@ -741,12 +727,12 @@ def _engine_step(
         sequences=w.batch,
         context_tokens=float(w.batch * w.seq),
     )
-    measured = hardware.name in MEASURED_SERVING_GPUS[w.engine]
-    name = engine(w.engine).label
+    e = engine(w.engine)
+    measured = hardware.name in e.serving_runs_on
     template = MEASURED_SERVING_NOTE if measured else EXTRAPOLATED_SERVING_NOTE
-    notes = [template.format(engine=name, gpu=hardware.name)]
-    if w.engine == "sglang":
-        notes.append(SGLANG_SERVING_NOTE)
+    notes = [template.format(model=e.step_model, engine=e.name, gpu=hardware.name)]
+    if e.step_model != e.name:
+        notes.append(BORROWED_STEP_NOTE.format(engine=e.name, model=e.step_model))
     if step.bound == serving_steps.HOST:
         notes.append(HOST_BOUND_NOTE.format(fixed=rates.step_seconds * 1e3))
     return ServingSpeed(

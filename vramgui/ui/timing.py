@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from vramgui.answers.bounds import bound_text
 from vramgui.answers.timing import AS_SET, OFFLOAD, TimedPlacement, Timing, Untimed
+from vramgui.core.engines import engine
 from vramgui.core.units import (
     format_bytes,
     format_count,
@@ -51,8 +52,8 @@ BASIS_WORDS = {
 }
 
 
-# What a measured or extrapolated speed rests on, in the tooltip: (vLLM's step?, basis) -> words.
-SERVING_STEP_ENGINES = frozenset({"vllm", "sglang"})
+# What a measured or extrapolated speed rests on, in the tooltip: (timed by a step fitted on
+# published serving runs, ``Engine.step_model``?, basis) -> words.
 BASIS_TOOLTIPS = {
     (False, "measured"): (
         "Speed measured: published llama-bench rows of this GPU and quantization set it "
@@ -154,7 +155,8 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
         return in_window(summary.reason)
     u = summary.utilization
     lines = [f"Timed on: {summary.placement.describe()}"]
-    rests_on = BASIS_TOOLTIPS.get((summary.engine in SERVING_STEP_ENGINES, summary.basis))
+    stepped = bool(summary.engine) and bool(engine(summary.engine).step_model)
+    rests_on = BASIS_TOOLTIPS.get((stepped, summary.basis))
     if rests_on:
         lines.append(rests_on)
     else:

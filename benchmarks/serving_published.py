@@ -187,7 +187,8 @@ def evaluate_all(
 
 
 def summary(results: Sequence[Result]) -> dict[str, Any]:
-    """Share within ``CLOSE``, median and worst error of the counted rows (all, held out)."""
+    """Share within ``CLOSE``, median and worst error of the counted rows (all, held out), and of
+    the played run's output rate (prefill included) on the counted rows that give one."""
 
     def stats(chosen: list[Result]) -> dict[str, Any]:
         errors = [abs(r.error) for r in chosen]
@@ -200,10 +201,18 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
         }
 
     counted = [r for r in results if r.counted]
+    rates = [r for r in counted if r.row.get("output_tps")]
+    output = [abs(r.run.output_tokens_per_s / r.row["output_tps"] - 1) for r in rates]
     return {
         "all": stats(counted),
         "held_out": stats([r for r in counted if r.held_out]),
         "anomalous": len(results) - len(counted),
+        "output_rate": {
+            "rows": len(output),
+            "within": sum(e <= CLOSE for e in output) / len(output),
+            "median": statistics.median(output),
+            "worst": max(output),
+        },
     }
 
 
@@ -286,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             p = s[part]
             print(f"{part}: {p['rows']} rows, within {CLOSE:.0%}: {p['within']:.0%}, beyond "
                   f"{FAR:.0%}: {p['beyond_far']}, median {p['median']:.0%}, worst {p['worst']:.0%}")  # fmt: skip
+        o = s["output_rate"]
+        print(f"output rate (prefill included), {o['rows']} rows that give it: within "
+              f"{CLOSE:.0%}: {o['within']:.0%}, median {o['median']:.0%}, worst {o['worst']:.0%}")  # fmt: skip
         print(f"anomalous, not counted: {s['anomalous']}")
     print(HEADER)
     for r in results:

@@ -58,6 +58,9 @@ def test_the_counted_rows_hold_issue_41s_bounds(results):
     }
     assert beyond <= HOST_BOUND, [_label(r) for r in results if (r.row["gpu"], r.row["model"]) in beyond - HOST_BOUND]  # fmt: skip
     assert s["held_out"]["beyond_far"] == 0
+    # The played run's output rate (prefill included), where the row gives one.
+    assert s["output_rate"]["rows"] >= 30 and s["output_rate"]["within"] >= 0.8
+    assert s["output_rate"]["worst"] <= serving_published.FAR
 
 
 def test_the_previous_roofline_read_every_tpot_row_of_the_a100_series_high(results):

@@ -265,8 +265,8 @@ def markdown_row(r: Result, before: float | None = None) -> str:
         verdict = f" (beyond {FAR if abs(r.error) > FAR else CLOSE:.0%})"
     engine = f"{row['engine']} {row['version']}"
     gpus = row["gpu"] if row["gpus"] == 1 else f"{row['gpus']} x {row['gpu']}"
-    return (f"| {engine} | {gpus} | {row['model']} {row['dtype']} | {row['concurrency']} | {stated} | "
-            f"{measured} | {r.estimate:,.1f} | {r.error:+.0%}{verdict} | {was} | "
+    return (f"| {engine} | {gpus} | {row['model']} {row['dtype']} | {row['concurrency']} | "
+            f"{stated} | {measured} | {r.estimate:,.1f} | {r.error:+.0%}{verdict} | {was} | "
             f"{row['set']} | {row['source']} |")  # fmt: skip
 
 
@@ -293,11 +293,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = summary(results)
         for part in ("all", "held_out"):
             p = s[part]
-            print(f"{part}: {p['rows']} rows, within {CLOSE:.0%}: {p['within']:.0%}, beyond "
-                  f"{FAR:.0%}: {p['beyond_far']}, median {p['median']:.0%}, worst {p['worst']:.0%}")  # fmt: skip
+            print(f"{part}: {p['rows']} rows, within {CLOSE:.0%}: {p['within']:.0%}, "
+                  f"beyond {FAR:.0%}: {p['beyond_far']}, median {p['median']:.0%}, "
+                  f"worst {p['worst']:.0%}")  # fmt: skip
         o = s["output_rate"]
-        print(f"output rate (prefill included), {o['rows']} rows that give it: within "
-              f"{CLOSE:.0%}: {o['within']:.0%}, median {o['median']:.0%}, worst {o['worst']:.0%}")  # fmt: skip
+        print(f"output rate (prefill included), {o['rows']} rows that give it: "
+              f"within {CLOSE:.0%}: {o['within']:.0%}, median {o['median']:.0%}, "
+              f"worst {o['worst']:.0%}")  # fmt: skip
         print(f"anomalous, not counted: {s['anomalous']}")
     print(HEADER)
     for r in results:

@@ -605,8 +605,8 @@ EXTRAPOLATED_SERVING_NOTE = (
     "SGLang serving')"
 )
 BORROWED_STEP_NOTE = (
-    "{engine} takes {model}'s step figures, checked on its own published runs (docs/performance.md, "
-    "'vLLM and SGLang serving')"
+    "{engine} takes {model}'s step figures, checked on its own published runs "
+    "(docs/performance.md, 'vLLM and SGLang serving')"
 )
 HOST_BOUND_NOTE = (
     "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "
@@ -647,11 +647,12 @@ def serving_speed(
 
     vLLM and SGLang take vLLM's step (``core.serving_steps``: fitted on published serving runs)
     at ``batch`` sequences of ``seq`` tokens, unless the utilization was set or calibrated by
-    the user. Other engines take the roofline: a step reads each GPU's share of the weights (the routed experts some token of the batch
-    runs through) and of every sequence's KV cache, and computes 2 FLOPs per active weight and
-    the attention over the cache per sequence, at the memory and matrix-product shares of the
-    training model; tensor parallelism adds two all-reduces of the hidden states per block over
-    the link, each at least NCCL's small-message latency.
+    the user. Other engines take the roofline: a step reads each GPU's share of the weights (the
+    routed experts some token of the batch runs through) and of every sequence's KV cache, and
+    computes 2 FLOPs per active weight and the attention over the cache per sequence, at the
+    memory and matrix-product shares of the training model; tensor parallelism adds two
+    all-reduces of the hidden states per block over the link, each at least NCCL's
+    small-message latency.
 
     One sequence with llama.cpp (on one GPU, or split by layers) takes llama.cpp's own speed at
     the full context instead (``core.llamacpp_speed``, set from published llama-bench rows), and

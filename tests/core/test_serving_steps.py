@@ -66,3 +66,20 @@ def test_a_step_of_a_small_model_is_bound_by_the_host_and_a_long_cache_by_memory
     assert serving_steps.step_time(tp, RATES, sequences=8, context_tokens=8 * 32768).seconds > (
         step.seconds
     )  # the same per-GPU work plus the all-reduces
+
+
+def test_each_gpu_reads_its_own_cache_a_latent_one_whole():
+    """Under tensor parallelism each GPU reads the KV heads it holds: Llama 3 70B's eight split
+    over eight GPUs, DeepSeek-V3's latent cache whole on every one (vLLM and SGLang replicate it),
+    while the weights are split either way."""
+
+    def work(model, tp):
+        w = Workload(mode="inference", engine="vllm", seq=1024, gpus=tp, tp=tp)
+        return serving_steps.step_work(catalog.find(model).spec(), w)
+
+    llama, llama8 = work("llama-3-70b", 1), work("llama-3-70b", 8)
+    assert llama8.kv_bytes_per_token == pytest.approx(llama.kv_bytes_per_token / 8)
+    assert llama8.dense_bytes == pytest.approx(llama.dense_bytes / 8)
+    latent, latent8 = work("deepseek-v3", 1), work("deepseek-v3", 8)
+    assert latent8.kv_bytes_per_token == pytest.approx(latent.kv_bytes_per_token)
+    assert latent8.expert_bytes == pytest.approx(latent.expert_bytes / 8)

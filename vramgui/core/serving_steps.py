@@ -110,11 +110,12 @@ class StepWork:
         experts: routed experts per MoE block (0: a dense model).
         experts_per_token: experts each token runs through.
         flops_per_token: matrix-product FLOPs of one token (2 per active weight).
-        kv_bytes_per_token: KV cache bytes of one token of context.
+        kv_bytes_per_token: KV cache bytes of one token of context on one GPU (a latent cache,
+            or fewer KV heads than GPUs, is replicated rather than split).
         attention_flops_per_pair: attention FLOPs of one query against one cached token.
         layers: blocks (two all-reduces each under tensor parallelism).
         hidden_size: the width of the hidden states reduced.
-        tp: the tensor-parallel degree (the figures above are already one GPU's share).
+        tp: the tensor-parallel degree (the figures above are one GPU's share).
     """
 
     dense_bytes: float
@@ -159,7 +160,7 @@ def step_work(spec: ModelSpec, workload: Workload) -> StepWork:
         experts=experts,
         experts_per_token=per_token,
         flops_per_token=flops / tp,
-        kv_bytes_per_token=kv / max(1, workload.seq) / tp,
+        kv_bytes_per_token=kv / max(1, workload.seq),  # one GPU's already (heads replicated)
         attention_flops_per_pair=attention / tp,
         layers=spec.facts.num_layers,
         hidden_size=spec.facts.hidden_size,

@@ -687,18 +687,19 @@ def serving_speed(
     if own_shares and engine(w.engine).step_model:
         return _engine_step(spec, w, hardware, utilization)
     u = utilization or Utilization.default_for(hardware.architecture)
-    read = flops = 0.0
+    read = cache = flops = 0.0
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)
         if unit.index == 0 and not unit.read_bytes:
             params = 0.0  # an embedding lookup
-        read += unit.read_bytes + unit.kv_cache_bytes
+        read += unit.read_bytes
+        cache += unit.kv_cache_bytes  # one GPU's already (a latent cache is replicated)
         if unit.experts:
             share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** concurrency
             read += unit.expert_bytes * share
             params += unit.expert_parameters * unit.experts_per_token / unit.experts
         flops += 2.0 * concurrency * params + 4.0 * concurrency * w.seq * unit.attention_width
-    memory_s = read / w.tp / (hardware.memory_bytes_per_s * u.memory)
+    memory_s = (read / w.tp + cache) / (hardware.memory_bytes_per_s * u.memory)
     compute_s = flops / w.tp / (hardware.flops * u.matmul)
     step = max(memory_s, compute_s)
     if w.tp > 1:

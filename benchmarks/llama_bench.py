@@ -324,6 +324,54 @@ def fit(rows: Sequence[dict[str, Any]]) -> None:
                   f"{bound:.0%}, worst {max(errors, key=abs):+.0%}")  # fmt: skip
 
 
+# The rows that set ``lcs.MOE_TOKEN_FLOPS``: the RTX 3090's Gemma 4 26B-A4B pp2048 of pull request
+# 22298's master column at -ub 256 and more (where every expert's tokens fit one tile, so the
+# time beyond the tiles is per token). Every other mixture's prompt row checks it.
+MOE_TOKEN_TRAINING = (
+    "RTX 3090",
+    "gemma-4-26b-a4b",
+    "https://github.com/ggml-org/llama.cpp/pull/22298",
+)
+
+
+def fit_moe_tokens(rows: Sequence[dict[str, Any]]) -> None:
+    """Least squares (relative errors) of the FLOPs at MMQ's rate that cost what a mixture of
+    experts' token takes in each block with experts beyond the estimate's terms, on the rows
+    ``MOE_TOKEN_TRAINING`` names; then every mixture's prompt row on a card it applies to, with
+    the figure fitted, and each row's own figure (what it would take to fit alone)."""
+    points = []
+    for row in rows:
+        kind, tokens = parse_test(row["test"])
+        spec, hw, w = _spec(row["model"]), hardware(row["gpu"]), workload(row)
+        if kind != "pp" or not spec.facts.num_experts or "anomalous" in row:
+            continue
+        k = lcs.gpu_kernels(hw, row["prompt_path"])
+        if not k.moe_token_flops:
+            continue
+        speed = lcs.prefill(spec, w, hw, tokens, row["depth"], prompt_path=row["prompt_path"])
+        assert speed is not None
+        token_blocks = tokens * lcs.moe_blocks(spec, w)
+        term = k.moe_tokens_seconds(token_blocks, quantized=lcs.quantized(w))
+        per_flop = term / k.moe_token_flops
+        measured = tokens / row["measured_tps"]
+        training = (row["gpu"], row["model"], row["source"]) == MOE_TOKEN_TRAINING
+        points.append(
+            (row, training and row["ubatch"] >= 256, speed.seconds - term, per_flop, measured)
+        )
+    fit_on = [(rest, unit, t) for _, train, rest, unit, t in points if train]
+    num = sum(unit / t * (1 - rest / t) for rest, unit, t in fit_on)
+    den = sum((unit / t) ** 2 for _, unit, t in fit_on)
+    flops = num / den
+    print(f"mixture of experts, per token and block: {flops / 1e6:.0f} MFLOP at MMQ's rate; "
+          f"{len(fit_on)} rows")  # fmt: skip
+    for row, train, rest, unit, t in points:
+        own = (t - rest) / unit
+        error = t / (rest + unit * flops) - 1
+        tag = "fitted" if train else "held out"
+        print(f"    {_label(row)} ({tag}): {error:+.0%}, "
+              f"its own {own / 1e6:.0f} MFLOP")  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="every row, as a table")
@@ -332,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = load_rows()
     if args.fit:
         fit(rows)
+        fit_moe_tokens(rows)
         return 0
     results = evaluate_all(rows)
     if args.markdown:

@@ -114,6 +114,9 @@ def test_cpu_moe_plan_on_a_12_gb_card(capsys):
     best = doc["best"]
     assert best["experts"]["tokens_per_second"] > best["layers"]["tokens_per_second"]
     assert len(doc["curves"]["layers"]) == 50 and len(doc["curves"]["experts"]) == 49
+    # each point also gives the time to the first token; the plan's own is the chosen point's
+    firsts = [p["first_token_seconds"] for p in doc["curves"]["layers"]]
+    assert all(f > 0 for f in firsts) and firsts[-1] < firsts[0]
     engines = [s["engine"] for s in doc["launch"]]
     assert engines == ["llama.cpp", "Ollama", "LM Studio", "vLLM"]
     between = _plan(capsys, *common, "--n-cpu-moe", "24")

@@ -218,3 +218,17 @@ def test_expert_curve_starts_where_deepseek_has_experts():
     assert points[-1].value == m.blocks
     dense = offload.llamacpp_model(_spec("llama-3.1-8b"), Q4_32K)
     assert curves.expert_curve(dense, [8 * GiB], RTX3060) == ()
+
+
+def test_each_curve_point_has_its_time_to_the_first_token(model):
+    """The curves give the first token beside the decode speed: the placement's prefill of
+    the prompt (the whole context here) for one sequence, shorter the more sits on the GPU;
+    the search for the fastest point alone does not time it."""
+    layers = curves.layer_curve(model, [12 * GiB], RTX3060, margin_bytes=GiB)
+    first = [p.first_token_seconds for p in layers]
+    assert all(s is not None and s > 0 for s in first)
+    assert first[-1] < first[len(first) // 2] < first[0]
+    placed = model.place(12 * GiB, n_gpu_layers=layers[20].value, margin_bytes=GiB)
+    assert first[20] == pytest.approx(offload.prefill_seconds(placed, RTX3060, batch=1))
+    best = curves.best_points(model, [12 * GiB], RTX3060, margin_bytes=GiB)
+    assert all(p is None or p.first_token_seconds is None for p in best.values())

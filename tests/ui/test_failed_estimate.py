@@ -141,7 +141,12 @@ def test_the_offloading_tab_places_nothing_for_a_refused_setup(make_window, qtbo
     assert view.launch_text.toPlainText() == ""
     # No plan, so no axes: the layer chart's 0 to 1 and the batch chart's ranges of the last
     # plan read as figures. Each chart says "No estimate", centred.
-    for chart in (view.layer_chart, view.memory_chart, view.throughput_chart):
+    for chart in (
+        view.layer_chart,
+        view.memory_chart,
+        view.first_token_chart,
+        view.throughput_chart,
+    ):
         _assert_says_no_estimate(chart)
 
     window.change(STANDS)

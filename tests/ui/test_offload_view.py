@@ -441,3 +441,25 @@ def test_without_a_plan_nothing_of_the_last_plan_stays(view, llama7b):
     view.set_model(llama7b, Q4)  # planned again: timed again
     assert view.spins["gpu_bytes_per_s"].value() == pytest.approx(timed)
     assert view.slider.value() > 0
+
+
+def test_the_first_token_has_its_own_curve_against_gpu_memory(qtbot, qwen3moe):
+    view = OffloadView()
+    qtbot.addWidget(view)
+    q4 = Workload(quant="Q4_K_M", engine="llamacpp", seq=32768, prompt=8192)
+    view.set_inputs(qwen3moe, q4, gpus=[_choice("RTX 3060 12GB")], host_ram_bytes=64 * GiB)
+    view.show()
+    titles = [view.speed_tabs.tabText(i) for i in range(view.speed_tabs.count())]
+    assert titles == ["Tokens/s vs GPU memory", "First token vs GPU memory", "Tokens/s vs batch"]
+    qtbot.waitUntil(lambda: bool(view.curves[1]), timeout=20000)
+    chart = view.first_token_chart
+    drawn = [chart.value(p) for series in chart.series.values() for p in series]
+    assert len(drawn) == 50 + 49 and all(v is not None and v > 0 for v in drawn)
+    # the ring is the plan's own first token, for the 8,192-token prompt asked for
+    assert chart.current == (sum(view.placement.gpu_bytes), view.answer.prefill_seconds)
+    assert view.answer.prompt_tokens == 8192
+    assert (
+        "first token after" in view.summary.text() and "(8,192-token prompt)" in view.summary.text()
+    )
+    described = chart.accessibleDescription()
+    assert "the fastest that fits is" in described and "first token after" in described

@@ -450,6 +450,8 @@ def plan_offload(
     fastest that fits (module docstring); ``fit`` (llama.cpp's ``--fit``) is taken as it is.
     ``curves`` walks llama.cpp's two curves too (a hundred placements: for a chart).
     ``model`` is ``offload.llamacpp_model(spec, workload)`` when the caller keeps one.
+    ``prompt_tokens``: the prompt the first token is timed for (default: the workload's
+    ``prompt``, else its context, as the curves' points and the estimate take it).
 
     Raises:
         WorkloadError: settings the planner does not support.
@@ -509,7 +511,7 @@ def plan_offload(
         bandwidths=bandwidths,
         host=host,
         throughput=throughput,
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=prompt_tokens if prompt_tokens is not None else workload.prompt,
         min_vram_bytes=offload.min_vram_bytes(spec, workload),
         chosen=chosen,
         layers=layers,

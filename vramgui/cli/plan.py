@@ -364,6 +364,7 @@ def _curve(points: Sequence[curves.CurvePoint]) -> list[dict[str, Any]]:
             "gpu_bytes": list(point.gpu_bytes),
             "host_bytes": point.host_bytes,
             "tokens_per_second": point.tokens_per_second,
+            "first_token_seconds": point.first_token_seconds,
             "fits": point.fits,
         }
         for point in points

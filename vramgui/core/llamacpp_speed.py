@@ -3,8 +3,8 @@ them (ppN, tgN, ``@ dN``), for a model whose every layer is on the GPU.
 
 A roofline at datasheet peaks overrates llama.cpp where users compare cards most: the kernels it
 runs reach a share of the peaks that differs between kinds of GPU (benchmarks/data/llama_bench.json:
-570 published rows on 19 GPUs: NVIDIA cards alone and split over several, the DGX Spark, the M2
-Ultra, the M3 Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
+618 published rows on 20 GPUs: NVIDIA cards alone and split over several, the DGX Spark, the M2
+Ultra, the M3 Max, the M3 Ultra and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
 
 - **Generation** reads every weight once per token (MMVQ's matrix-vector products on the
   quantized blocks, or a 16-bit GEMV) and every cached key and value (attention without flash
@@ -27,7 +27,9 @@ Ultra, the M3 Max and the RX 7900 XTX; docs/performance.md, "llama.cpp speed"):
   the routing ids in current builds): each expert multiplies only the tokens routed to it, in
   tiles as wide as the micro-batch asks for (up to 128 columns), so at pp512 of gpt-oss-20b
   (32 experts, 4 a token: about 64 tokens each) every expert computes a 128-column tile, twice
-  its tokens' products, and at pp128 eight times (``expert_columns``).
+  its tokens' products, and at pp128 eight times (``expert_columns``). On Ampere and Ada cards
+  each token also takes, in each block with experts, a time published rows measured whose
+  cause is not identified (``MOE_TOKEN_FLOPS``: 2.8 us on an RTX 3090).
 - **The build** is a term: current builds (the default) multiply a quantized prompt on its
   blocks (MMQ, int8 tensor cores: no 16-bit copy) at their own share of the tensor peak, run
   flash attention's products at theirs (K x Q accumulated in fp32, P x V in fp16: 4/3 of a
@@ -81,11 +83,29 @@ BUILD_NOTE = (
 # attention: the product writes it, the softmax reads and writes it, the product with V reads it.
 SCORE_BYTES = 4
 SCORE_PASSES = 4
+# Flash attention's cost per score does not fall below that of 128-wide heads: its per-score work
+# (scaling, mask, sinks, the online softmax's exponentials and rescaling) is the same at any head
+# dim, and at 64 it is as large as the products. The DGX Spark's rows of one build (benches/
+# dgx-spark.md, build 6918) measure it: from depth 0 to 32768 the prompt's time grows by 10.4 and
+# 9.2 ps per score and query head for gpt-oss-20b and 120b (64-wide heads), by 9.1 for
+# Qwen3-30B-A3B (128-wide); costed by the FLOPs of 64-wide heads, gpt-oss's would be half.
+FLASH_HEAD_DIM = 128
 # MMQ's tiles for a mixture of experts' products (ggml-cuda mmq.cu, ``mul_mat_q_case``): one tile
 # spans up to 128 token columns (Turing and later, RDNA), in steps of 8 below 48 columns and of 16
 # from 48 on, the width picked per call from the micro-batch's tokens, not from the tokens each
 # expert gets; an expert's tokens fill its tiles and the rest of the last tile is computed anyway.
 MMQ_TILE_COLUMNS = 128
+# A mixture of experts' prompt on Ampere and Ada cards costs, per token and block with routed
+# experts, what MMQ would take for this many FLOPs beyond the experts' tiles and every product the
+# estimate counts; the cause is not identified (not the router, the activations' quantization, the
+# experts' f32 outputs nor stream-k's balance: docs/performance.md, "llama.cpp speed"). Least
+# squares over the RTX 3090's Gemma 4 26B-A4B pp2048 rows at -ub 256, 512 and 1024 (pull request
+# 22298's master column, `benchmarks/llama_bench.py --fit`): 2.8 us a token and block on the 3090;
+# checked on the other Ampere and Ada rows (RTX 3090 gpt-oss-20b and DeepSeek-V2-Lite, RTX 4090
+# gpt-oss-20b at 0.43 times the 3090's time, as its tensor rate gives). The DGX Spark's and RTX PRO
+# 6000 Blackwell's rows (Blackwell) and the RX 7900 XTX's (RDNA 3) show none of it.
+MOE_TOKEN_FLOPS = 2.8e8
+MOE_TOKEN_ARCHITECTURES = frozenset({"Ampere", "Ada Lovelace"})
 # GeForce names (RTX 2080 ... RTX 5090): their catalog tensor rate is FP32-accumulate, half the
 # FP16-accumulate rate cuBLAS runs for llama.cpp's 16-bit products.
 _GEFORCE = re.compile(r"^RTX [2-5]0[5-9]0")
@@ -278,6 +298,9 @@ class GpuKernels:
         flash_flops: the rate of flash attention's products, half of them accumulated in fp32.
         prompt_path: the kernels of a quantized prompt's products (``PROMPT_PATHS``): MMQ in
             current builds, a 16-bit copy and cuBLAS in builds before June 2024.
+        moe_token_flops: a mixture of experts' prompt, MMQ's FLOPs that cost as much as what
+            each token takes in each block with routed experts beyond the products
+            (``MOE_TOKEN_FLOPS`` on Ampere and Ada cards, none elsewhere).
     """
 
     gpu: str
@@ -286,6 +309,7 @@ class GpuKernels:
     tensor_flops: float
     flash_flops: float
     prompt_path: str = MMQ
+    moe_token_flops: float = 0.0
 
     @property
     def prompts(self) -> bool:
@@ -360,6 +384,13 @@ class GpuKernels:
             return scores
         return scores + dequant_bytes / (peak * self.shares.dequant_share)
 
+    def moe_tokens_seconds(self, token_blocks: float, *, quantized: bool) -> float:
+        """Prompt: the measured time a mixture of experts' tokens take beyond the products, for
+        ``token_blocks`` tokens x blocks with routed experts (quantized weights, MMQ)."""
+        if not quantized or self.prompt_path != MMQ or not self.moe_token_flops:
+            return 0.0
+        return token_blocks * self.moe_token_flops / (self.tensor_flops * self.mmq_share)
+
     def ubatch_blocks_seconds(self, blocks: float) -> float:
         """Prompt: the fixed time of ``blocks`` blocks x micro-batches."""
         return blocks * self.shares.ubatch_block_seconds
@@ -387,7 +418,8 @@ def kernels_for(
     shares = kernel_shares(gpu)
     flops = _fp16_accumulate(gpu.name, fp16_flops or 0.0)
     flash = _flash_rate(gpu.name, fp16_flops or 0.0)
-    return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, flash, prompt_path)
+    moe = MOE_TOKEN_FLOPS if gpu.architecture in MOE_TOKEN_ARCHITECTURES else 0.0
+    return GpuKernels(gpu.name, shares, memory_bytes_per_s, flops, flash, prompt_path, moe)
 
 
 def quantized(workload: Workload) -> bool:
@@ -408,7 +440,9 @@ def prompt_attention(
     in micro-batches of ``workload.ubatch_size``, for attention ``width`` (query heads x head
     dim) and ``heads`` query heads: each micro-batch attends to the cells cached so far, or in
     sliding-window layers to the last ``window`` and its own (llama.cpp keeps that many cells
-    for them). No score bytes under flash attention, which keeps the matrix on chip."""
+    for them). No score bytes under flash attention, which keeps the matrix on chip; its FLOPs
+    are counted for heads at least ``FLASH_HEAD_DIM`` wide (the cost of a narrower head's
+    score)."""
     if tokens < 1 or depth < 0:
         raise WorkloadError("a prompt needs at least one token and a depth of 0 or more")
     ubatch = max(1, workload.ubatch_size)
@@ -419,7 +453,7 @@ def prompt_attention(
         context = depth + i * ubatch + n  # the cache cells the micro-batch attends to
         if window is not None:
             context = min(context, window + n)
-        flops += 4.0 * n * context * width
+        flops += 4.0 * n * context * (max(width, FLASH_HEAD_DIM * heads) if flash else width)
         if not flash:
             scores += SCORE_BYTES * SCORE_PASSES * n * context * heads
     return flops, scores
@@ -462,6 +496,7 @@ class _Model:
     window_kv_bytes_per_token: float = 0.0  # as above, of the sliding-window blocks
     window_width: float = 0.0
     window_heads: float = 0.0
+    moe_blocks: int = 0  # blocks with routed experts
 
 
 def _model(spec: ModelSpec, workload: Workload) -> _Model:
@@ -475,7 +510,7 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         dtype=workload.dtype,
     )
     weights = dense = flops = expert_params = 0.0
-    experts = per_token = 0
+    experts = per_token = moe_blocks = 0
     types = spec.facts.layer_types or (LayerType.FULL,) * spec.facts.num_layers
     # llama.cpp windows the blocks of models that interleave sliding and full attention (Gemma 2
     # and 3, gpt-oss); a model whose every block slides (Mistral 7B v0.1) runs full attention.
@@ -489,6 +524,7 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
         weights += unit.read_bytes
         dense += 2.0 * params + 2.0 * unit.expert_parameters
         if unit.experts:
+            moe_blocks += 1
             expert_params += unit.expert_parameters
             experts, per_token = unit.experts, unit.experts_per_token
             weights += unit.expert_bytes * unit.experts_per_token / unit.experts
@@ -505,7 +541,7 @@ def _model(spec: ModelSpec, workload: Workload) -> _Model:
     (kv, width, heads), (window_kv, window_width, window_heads) = attention
     return _Model(weights, dense, flops, kv, width, heads, spec.facts.num_layers, bool(experts),
                   expert_params, experts, per_token, window if window_kv else None, window_kv,
-                  window_width, window_heads)  # fmt: skip
+                  window_width, window_heads, moe_blocks)  # fmt: skip
 
 
 def speed_basis(
@@ -568,9 +604,11 @@ def speed_basis(
         notes.append(
             "mixture of experts: generation reads the experts a token uses, a prompt's experts "
             "are costed as MMQ's tiles compute them (each expert's share of the micro-batch, "
-            "taken as even, padded to whole tiles); published prompt rows on GeForce cards ran "
-            "at down to half of it, DeepSeek-V2-Lite's on a DGX Spark at a quarter: read the "
-            "prompt speed as an upper bound"
+            "taken as even, padded to whole tiles), on Ampere and Ada cards with a time per "
+            "token and block that published rows measured and no known cause explains; the "
+            "published prompt rows sit within 25 % of it on the RTX 3090 and 4090, "
+            "DeepSeek-V2-Lite's on a DGX Spark at a quarter of it: read the prompt speed as "
+            "rough"
         )
     measured = (
         gpu_measured
@@ -587,6 +625,12 @@ def generation_terms(spec: ModelSpec, workload: Workload, depth: float) -> tuple
     """Bytes of weights and of KV cache one generated token reads at ``depth`` tokens of context,
     and the blocks it runs: the terms ``decode`` costs (``benchmarks/llama_bench.py --fit``)."""
     return _generation_terms(_model(spec, workload), depth)
+
+
+def moe_blocks(spec: ModelSpec, workload: Workload) -> int:
+    """Blocks with routed experts, whose tokens each take ``GpuKernels.moe_tokens_seconds``
+    (``benchmarks/llama_bench.py --fit``)."""
+    return _model(spec, workload).moe_blocks
 
 
 def _generation_terms(m: _Model, depth: float) -> tuple[float, float, int]:
@@ -729,6 +773,7 @@ def prefill(
         + kernels.attention_products_seconds(attention, flash=llamacpp_flash_attention(workload))
         + kernels.prompt_memory_seconds(scores, dequant)
         + kernels.ubatch_blocks_seconds(blocks)
+        + kernels.moe_tokens_seconds(tokens * m.moe_blocks, quantized=quantized(workload))
     )
     basis, notes = speed_basis(hardware, workload, moe=m.moe, prompt_path=prompt_path)
     return LlamaCppSpeed(tokens / seconds, seconds, basis, kernels.shares.kind, notes)

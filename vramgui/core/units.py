@@ -105,6 +105,11 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def format_wait(seconds: float) -> str:
+    """A wait of a few seconds or less, to the hundredth (0.84 s); longer ones as durations."""
+    return f"{seconds:.2f} s" if seconds < 10 else format_duration(seconds)
+
+
 def format_money(amount: float, currency: str | None = "USD") -> str:
     """$1,234, $12.50, 85.00 EUR."""
     if currency in (None, "USD"):

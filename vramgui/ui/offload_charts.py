@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QWidget
 from vramgui.answers import placement as offload
 from vramgui.answers.offload import best as fastest_that_fits
 from vramgui.answers.placement import CPU, DISK, Placement, Throughput
-from vramgui.core.units import GB, Unit, format_bytes, format_rate
+from vramgui.core.units import GB, Unit, format_bytes, format_rate, format_wait
 from vramgui.ui import palette
 from vramgui.ui.axes import (
     log_bounds,
@@ -489,15 +489,25 @@ CURVE_LABELS = {
 }
 
 
-class MemorySpeedChart(Chart):
-    """Decode tokens/s against GPU memory: whole layers (``-ngl`` 0 to all) beside every layer on
-    the GPU with the experts of the first N layers in host RAM (``--n-cpu-moe`` 0 to all), the
-    budget as a line and the current placement ringed. Filled points fit with the margin kept."""
+DECODE, FIRST_TOKEN = "decode", "first token"
+# What a memory chart draws of each placement: its title and its axis.
+_QUANTITIES = {
+    DECODE: ("Decode tokens per second against GPU memory", "Decode tokens/s"),
+    FIRST_TOKEN: ("Time to the first token against GPU memory", "First token (s)"),
+}
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent, "Decode tokens per second against GPU memory")
+
+class MemorySpeedChart(Chart):
+    """Decode tokens/s (or, as ``quantity`` says, the time to the first token) against GPU memory:
+    whole layers (``-ngl`` 0 to all) beside every layer on the GPU with the experts of the first
+    N layers in host RAM (``--n-cpu-moe`` 0 to all), the budget as a line and the current
+    placement ringed. Filled points fit with the margin kept."""
+
+    def __init__(self, parent: QWidget | None = None, quantity: str = DECODE) -> None:
+        super().__init__(parent, _QUANTITIES[quantity][0])
+        self.quantity = quantity
         self.series: dict[str, tuple[offload.CurvePoint, ...]] = {}
-        self.current: tuple[int, float] | None = None  # GPU bytes, tokens/s
+        self.current: tuple[int, float] | None = None  # GPU bytes, the quantity's value
         self.budget_bytes = 0
         self._unit: Unit = "GiB"
         self.x_top = 1.0
@@ -519,7 +529,8 @@ class MemorySpeedChart(Chart):
         budget_bytes: int,
         current: tuple[int, float] | None,
     ) -> None:
-        """Draw both curves, the budget (all GPUs together) and the current point."""
+        """Draw both curves, the budget (all GPUs together) and the current point (its GPU
+        memory and the quantity's value)."""
         self.series = {offload.LAYERS: tuple(layers), offload.EXPERTS: tuple(experts)}
         self.budget_bytes, self.current = budget_bytes, current
         points = [p for series in self.series.values() for p in series]
@@ -529,12 +540,29 @@ class MemorySpeedChart(Chart):
             memory.append(current[0])
         widest = max(memory)
         self.x_top = nice_ceiling(widest / gib * 1.05) if widest > 0 else 1.0
-        rates = [p.tokens_per_second for p in points if p.tokens_per_second < math.inf]
+        values = [v for p in points if (v := self.value(p)) is not None]
         if current is not None and current[1] < math.inf:
-            rates.append(current[1])
-        fastest = max(rates, default=0.0)
-        self.y_top = nice_ceiling(fastest * 1.1) if fastest > 0 else 1.0
+            values.append(current[1])
+        highest = max(values, default=0.0)
+        self.y_top = nice_ceiling(highest * 1.1) if highest > 0 else 1.0
         self.refresh()
+
+    def value(self, point: offload.CurvePoint) -> float | None:
+        """What the chart draws of ``point`` (None: nothing to draw)."""
+        v = point.tokens_per_second if self.quantity == DECODE else point.first_token_seconds
+        return v if v is not None and v < math.inf else None
+
+    def _reads(self, value: float) -> str:
+        if self.quantity == DECODE:
+            return f"{format_rate(value)} tokens/s"
+        return f"first token after {format_wait(value)}"
+
+    def _best(self, points: Sequence[offload.CurvePoint]) -> offload.CurvePoint | None:
+        """The best point that fits: the most tokens/s, or the soonest first token."""
+        if self.quantity == DECODE:
+            return fastest_that_fits(points)
+        timed = [(v, p) for p in points if p.fits and (v := self.value(p)) is not None]
+        return min(timed, key=lambda vp: vp[0], default=(0.0, None))[1]
 
     def _scale(self) -> float:
         return 1024**3 if self._unit == "GiB" else GB
@@ -551,28 +579,28 @@ class MemorySpeedChart(Chart):
             return "No curves yet."
         parts = []
         for kind, points in self.series.items():
-            best = fastest_that_fits(points)
-            if points and best is not None:
+            best = self._best(points)
+            value = None if best is None else self.value(best)
+            if best is not None and value is not None:
                 parts.append(
                     f"{CURVE_LABELS[kind].capitalize()}: the fastest that fits is {best.flag}, "
                     f"{format_bytes(best.total_gpu_bytes, self._unit)} of GPU memory, "
-                    f"{format_rate(best.tokens_per_second)} tokens/s."
+                    f"{self._reads(value)}."
                 )
             elif points:
                 parts.append(f"{CURVE_LABELS[kind].capitalize()}: no point fits.")
         if self.current is not None:
             parts.append(
-                f"Now: {format_bytes(self.current[0], self._unit)}, "
-                f"{format_rate(self.current[1])} tokens/s."
+                f"Now: {format_bytes(self.current[0], self._unit)}, {self._reads(self.current[1])}."
             )
         return sentences(*parts)
 
     def _points(self, plot: QRectF) -> list[tuple[offload.CurvePoint, QPointF]]:
         return [
-            (p, QPointF(self._x(p.total_gpu_bytes, plot), self._y(p.tokens_per_second, plot)))
+            (p, QPointF(self._x(p.total_gpu_bytes, plot), self._y(v, plot)))
             for series in self.series.values()
             for p in series
-            if p.tokens_per_second < math.inf
+            if (v := self.value(p)) is not None
         ]
 
     def paintEvent(self, event: QPaintEvent) -> None:
@@ -592,7 +620,7 @@ class MemorySpeedChart(Chart):
             (self._y(i * step, plot), rate_label(i * step))
             for i in range(1, int(self.y_top / step + 1e-9) + 1)
         ]
-        self.draw_y_axis(painter, plot, ticks, "Decode tokens/s", text=text, grid=grid)
+        self.draw_y_axis(painter, plot, ticks, _QUANTITIES[self.quantity][1], text=text, grid=grid)
         x_step = nice_step(self.x_top, plot.width() / 70)
         for i in range(0, int(self.x_top / x_step + 1e-9) + 1):
             x = self._x(i * x_step * self._scale(), plot)
@@ -655,9 +683,11 @@ class MemorySpeedChart(Chart):
         if best is None:
             return ""
         verdict = "fits" if best.fits else "does not fit with the margin kept"
+        value = self.value(best)
+        assert value is not None  # only points with a value are drawn
         return (
             f"{best.flag}: {format_bytes(best.total_gpu_bytes, self._unit)} of GPU memory, "
-            f"{format_rate(best.tokens_per_second)} tokens/s ({verdict})"
+            f"{self._reads(value)} ({verdict})"
         )
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:

@@ -44,10 +44,11 @@ from vramgui.answers.placement import Bandwidths, FitResult, LlamaCppLayout, Pla
 from vramgui.core import engines
 from vramgui.core.errors import VramguiError
 from vramgui.core.model import ModelSpec
-from vramgui.core.units import GB, GiB, Unit, format_bytes, format_rate
+from vramgui.core.units import GB, GiB, Unit, format_bytes, format_rate, format_wait
 from vramgui.core.workload import EngineConflictError, Workload, adjusted, served_family
 from vramgui.ui import palette, wording
 from vramgui.ui.offload_charts import (
+    FIRST_TOKEN,
     RESOURCE_LABELS,
     LayerChart,
     MemorySpeedChart,
@@ -348,8 +349,10 @@ class OffloadView(QWidget):
         launch_row.addWidget(self.copy_button)
 
         self.memory_chart = MemorySpeedChart()
+        self.first_token_chart = MemorySpeedChart(quantity=FIRST_TOKEN)
         self.speed_tabs = QTabWidget()
         self.speed_tabs.addTab(self.memory_chart, "Tokens/s vs GPU memory")
+        self.speed_tabs.addTab(self.first_token_chart, "First token vs GPU memory")
         self.speed_tabs.addTab(self.throughput_chart, "Tokens/s vs batch")
         self.speed_tabs.setDocumentMode(True)
         middle = QHBoxLayout()
@@ -758,6 +761,7 @@ class OffloadView(QWidget):
         self._unit = unit
         self.layer_chart.set_unit(unit)
         self.memory_chart.set_unit(unit)
+        self.first_token_chart.set_unit(unit)
         self._show_gpus(self.gpu_name)
         self._refresh()
 
@@ -1049,8 +1053,10 @@ class OffloadView(QWidget):
         if self.compute_bound_batch is not None:
             parts.append(f"compute-bound from batch {self.compute_bound_batch:,}")
         if self.answer is not None:
+            prompt = self.answer.prompt_tokens or p.workload.seq
             parts.append(
-                f"prefill of {p.workload.seq:,} tokens {self.answer.prefill_seconds:,.2f} s"
+                f"first token after {format_wait(self.answer.prefill_seconds)} "
+                f"({prompt:,}-token prompt)"
             )
         self.summary.setStyleSheet("" if p.fits else palette.WARNING_STYLE)
         notes = "".join(
@@ -1117,23 +1123,17 @@ class OffloadView(QWidget):
             or model is None
         ):
             self.curves = ((), ())
-            current = None
-            if placement is not None and self.throughput is not None:
-                current = (sum(placement.gpu_bytes), self.throughput.tokens_per_second)
-            self.memory_chart.set_curves((), (), budget_bytes=0, current=current)
+            self._set_memory_curves(placement, 0)
             return
         budgets, margin, host = self.budgets, self.margin_bytes, self._host
         layout = self.llamacpp_layout
-        current = (
-            sum(placement.gpu_bytes),
-            self.throughput.tokens_per_second if self.throughput else 0.0,
-        )
-        self.memory_chart.current = current
-        self.memory_chart.refresh()
+        for chart, now in zip(self._memory_charts, self._now(placement), strict=True):
+            chart.current = now
+            chart.refresh()
         if self.answer is not None and self.answer.layers:
             # The plan already walked both curves to find the fastest placement.
             self.curves = (self.answer.layers, self.answer.experts)
-            self.memory_chart.set_curves(*self.curves, budget_bytes=sum(budgets), current=current)
+            self._set_memory_curves(placement, sum(budgets))
             return
 
         def work() -> tuple[tuple[offload.CurvePoint, ...], tuple[offload.CurvePoint, ...]]:
@@ -1148,12 +1148,31 @@ class OffloadView(QWidget):
                 return  # the view went while the worker ran
             self._curves_job = None
             self.curves = result
-            self.memory_chart.set_curves(*result, budget_bytes=sum(budgets), current=current)
+            self._set_memory_curves(placement, sum(budgets))
 
         def failed(exc: Exception) -> None:
             self._curves_job = None
 
         self._curves_job = submit(work, done, failed)
+
+    @property
+    def _memory_charts(self) -> tuple[MemorySpeedChart, MemorySpeedChart]:
+        return self.memory_chart, self.first_token_chart
+
+    def _now(self, placement: Placement | None) -> tuple[tuple[int, float] | None, ...]:
+        """The current placement on each memory chart: its GPU memory, its decode speed and
+        its time to the first token (None where it is not timed)."""
+        if placement is None:
+            return None, None
+        used = sum(placement.gpu_bytes)
+        decode = None if self.throughput is None else (used, self.throughput.tokens_per_second)
+        first = None if self.answer is None else (used, self.answer.prefill_seconds)
+        return decode, first
+
+    def _set_memory_curves(self, placement: Placement | None, budget_bytes: int) -> None:
+        """Both memory charts: the curves of ``self.curves``, the budget and the placement."""
+        for chart, now in zip(self._memory_charts, self._now(placement), strict=True):
+            chart.set_curves(*self.curves, budget_bytes=budget_bytes, current=now)
 
     def _draw_settings(self, placement: Placement | None) -> None:
         if placement is None or self._spec is None:

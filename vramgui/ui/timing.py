@@ -27,6 +27,7 @@ from vramgui.core.units import (
     format_duration,
     format_money,
     format_rate,
+    format_wait,
     parse_count,
 )
 from vramgui.ui.wording import in_window
@@ -111,7 +112,7 @@ def speed_text(summary: Timing | Untimed | None, brief: bool = False) -> str:
         parts.append(decode)
         if summary.prefill_seconds is not None and summary.prompt_tokens is not None:
             parts.append(
-                f"first token in <b>{_wait(summary.prefill_seconds)}</b> "
+                f"first token in <b>{format_wait(summary.prefill_seconds)}</b> "
                 f"({format_count(summary.prompt_tokens)}-token prompt)"
             )
         if summary.cost_per_million is not None and price is not None:
@@ -123,11 +124,6 @@ def speed_text(summary: Timing | Untimed | None, brief: bool = False) -> str:
     if price is None:
         parts.append("no rental price for this GPU")
     return " · ".join(parts)
-
-
-def _wait(seconds: float) -> str:
-    """A wait of a few seconds or less, to the hundredth; longer ones as durations."""
-    return f"{seconds:.2f} s" if seconds < 10 else format_duration(seconds)
 
 
 def placement_words(placement: TimedPlacement, brief: bool = False) -> str:

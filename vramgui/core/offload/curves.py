@@ -1,7 +1,8 @@
-"""The trade between GPU memory and decode speed, for llama.cpp: whole layers on the GPU
-(``-ngl`` from 0 to every layer), or every layer on the GPU with the routed experts of the first
-N layers in host RAM (``--n-cpu-moe`` from 0 to all of them). Each point is a placement and its
-roofline, so the curves follow the same rules as a single plan."""
+"""The trade between GPU memory and speed (decode, and the time to the first token), for
+llama.cpp: whole layers on the GPU (``-ngl`` from 0 to every layer), or every layer on the GPU
+with the routed experts of the first N layers in host RAM (``--n-cpu-moe`` from 0 to all of
+them). Each point is a placement and its timing, so the curves follow the same rules as a single
+plan."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, replace
 from vramgui.core.offload.llamacpp import LlamaCppModel
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.core.offload.placement import Placement
-from vramgui.core.offload.throughput import Bandwidths, decode_throughput
+from vramgui.core.offload.throughput import Bandwidths, decode_throughput, prefill_seconds
 
 LAYERS = "layers"
 EXPERTS = "experts"
@@ -29,6 +30,9 @@ class CurvePoint:
         host_bytes: host RAM the weights (and any host KV cache) take.
         tokens_per_second: decode speed at the workload's batch and context.
         fits: every GPU within its budget with the safety margin kept free.
+        first_token_seconds: the time to the first token: one sequence's prompt (the workload's
+            ``prompt``, else its whole context) processed from an empty cache; None where only
+            the fastest point was searched for (``best_points``).
     """
 
     kind: str
@@ -37,6 +41,7 @@ class CurvePoint:
     host_bytes: int
     tokens_per_second: float
     fits: bool
+    first_token_seconds: float | None = None
 
     @property
     def total_gpu_bytes(self) -> int:
@@ -47,7 +52,9 @@ class CurvePoint:
         return f"-ngl {self.value}" if self.kind == LAYERS else f"--n-cpu-moe {self.value}"
 
 
-def _point(kind: str, value: int, placement: Placement, bandwidths: Bandwidths) -> CurvePoint:
+def _point(
+    kind: str, value: int, placement: Placement, bandwidths: Bandwidths, *, first_token: bool = True
+) -> CurvePoint:
     speed = decode_throughput(placement, bandwidths)
     margin = placement.margin_bytes
     within = all(
@@ -61,6 +68,9 @@ def _point(kind: str, value: int, placement: Placement, bandwidths: Bandwidths) 
         placement.host_bytes,
         speed.tokens_per_second,
         placement.fits and within,
+        prefill_seconds(placement, bandwidths, placement.workload.prompt, batch=1)
+        if first_token
+        else None,
     )
 
 
@@ -159,7 +169,7 @@ def best_points(
             layout=layers_base,
             margin_bytes=margin_bytes,
         )
-        return _point(LAYERS, ngl, placement, bandwidths)
+        return _point(LAYERS, ngl, placement, bandwidths, first_token=False)
 
     def experts_at(n: int) -> CurvePoint:
         placement = model.place(
@@ -169,7 +179,7 @@ def best_points(
             layout=replace(experts_base, n_cpu_moe=n),
             margin_bytes=margin_bytes,
         )
-        return _point(EXPERTS, n, placement, bandwidths)
+        return _point(EXPERTS, n, placement, bandwidths, first_token=False)
 
     out: dict[str, CurvePoint | None] = {
         LAYERS: _last_within(list(range(model.blocks + 2)), layers_at, budgets, margin_bytes)

@@ -294,6 +294,9 @@ def _forward_seconds(
                 dequant = passes * _dense_bytes(piece, u) if quantized(w) else 0.0
                 memory_s = k.prompt_memory_seconds(0.0, dequant)
                 products = k.weight_products_seconds(flops, quantized=quantized(w))
+                if piece.expert_parameters:
+                    share = piece.expert_parameters / u.expert_parameters
+                    products += k.moe_tokens_seconds(tokens * share, quantized=quantized(w))
                 lanes.add_fixed(where, memory_s, products)
             elif k is not None:
                 lanes.add(where, k.weights_seconds(read), _matmul(k, flops, bw, where))

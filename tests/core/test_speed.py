@@ -334,4 +334,4 @@ def test_llamacpp_serving_one_sequence_is_llamacpps_measured_speed():
     assert may.tokens_per_second == pytest.approx(120.32, rel=0.2)
     assert split.tokens_per_second > may.tokens_per_second  # a current build
     vllm = speed.serving_speed(spec, Workload(mode="inference", engine="vllm", seq=256), hw)
-    assert vllm.basis == "roofline"
+    assert vllm.basis == "measured"  # vLLM's own step: published vLLM runs on an A100 80GB

@@ -77,6 +77,22 @@ def test_an_inference_line_says_decode_per_sequence_and_the_cost_per_million_tok
     assert summary.bound == "memory" and "s, GPU-memory-bound" in timing.speed_tooltip(summary)
 
 
+def test_a_vllm_line_says_its_step_rests_on_published_serving_runs():
+    """vLLM's speed is its fitted step: measured where published vLLM runs covered the GPU,
+    extrapolated elsewhere, and the tooltip names serving runs, not llama-bench rows."""
+    spec = load_model("llama-3.2-1b").spec
+    rates = catalog_rates(load_catalog())
+    vllm = Workload(engine="vllm", batch=8)
+    covered = summarize_speed(spec, vllm, "H100 SXM", rates("H100 SXM", "bf16"), None)
+    assert covered.basis == "measured" and covered.engine == "vllm"
+    assert "at batch 8), measured" in timing.speed_text(covered)
+    tip = timing.speed_tooltip(covered)
+    assert "published serving runs" in tip and "llama-bench" not in tip
+    other = summarize_speed(spec, vllm, "L40S", rates("L40S", "bf16"), None)
+    assert other.basis == "extrapolated"
+    assert "on other GPUs" in timing.speed_tooltip(other)
+
+
 def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_window):
     window = make_window()
     c = window.controller

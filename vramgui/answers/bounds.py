@@ -1,10 +1,11 @@
 """What limits a step, in words for people: the ``bound`` values of the core's timings
-(``core.speed``'s parts of a step, ``core.offload``'s resources) as the text outputs write them.
+(``core.speed``'s parts of a step, ``core.serving_steps``' host, ``core.offload``'s resources) as
+the text outputs write them.
 The JSON documents keep the values themselves."""
 
 from __future__ import annotations
 
-from vramgui.core import offload, speed
+from vramgui.core import offload, serving_steps, speed
 
 BOUND_WORDS = {
     speed.MATMUL: "compute-bound",
@@ -22,6 +23,7 @@ BOUND_WORDS = {
     offload.PCIE: "PCIe-bound",
     offload.DISK_READ: "disk-bound",
     offload.SYNC: "hand-over-bound",  # the waits between GPU and CPU within a forward
+    serving_steps.HOST: "host-bound",  # a serving engine's own time per step outweighs the GPU's
 }
 
 

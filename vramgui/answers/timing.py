@@ -145,11 +145,13 @@ class Timing:
         training: the training speed in full (its JSON block), or None.
         basis: what an inference speed rests on: "measured" or "extrapolated" (llama.cpp,
             published llama-bench rows: ``core.llamacpp_speed``; extrapolated too where part of
-            the model is off the GPU), "roofline" (datasheet peaks at the default shares);
+            the model is off the GPU; vLLM and SGLang, vLLM's step fitted on published serving
+            runs: ``core.serving_steps``), "roofline" (datasheet peaks at the default shares);
             "" for training.
         prefill_seconds: the time to first token: processing ``prompt_tokens`` from an empty
             cache, where it is estimated (llama.cpp with a tensor rate), else None.
         prompt_tokens: the prompt timed (``--prompt``, else the whole context), or None.
+        engine: the engine timed (the workload's).
     """
 
     gpu: str
@@ -173,6 +175,7 @@ class Timing:
     basis: str = ""
     prefill_seconds: float | None = None
     prompt_tokens: int | None = None
+    engine: str = ""
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -356,6 +359,7 @@ def _timed(
         basis=served.basis,
         prefill_seconds=served.prefill_seconds,
         prompt_tokens=None if served.prefill_seconds is None else (w.prompt or w.seq),
+        engine=w.engine,
     )
 
 
@@ -448,6 +452,7 @@ def _time_llamacpp(
         basis=basis,
         prefill_seconds=ttft,
         prompt_tokens=None if ttft is None else prompt,
+        engine=w.engine,
     )
 
 

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramgui.core import dtypes, llamacpp_speed, parallel
+from vramgui.core import dtypes, llamacpp_speed, parallel, serving_steps
 from vramgui.core.engines import engine
 from vramgui.core.errors import Command, Message, Setting, WorkloadError
 from vramgui.core.model import LayerType, ModelSpec
@@ -563,10 +563,14 @@ class ServingSpeed:
         concurrency: sequences decoded together (the workload's batch).
         tokens_per_second: tokens generated per second over the setup's GPUs.
         step_seconds: one decode step (one token for each sequence).
-        bound: "memory" (weights and KV cache reads) or "compute".
+        bound: "memory" (weights and KV cache reads), "matmul" (their products) or, for vLLM's
+            and SGLang's step, "host" (the engine's own time per step outweighs the GPU's).
         basis: "measured" or "extrapolated" where llama.cpp's published llama-bench rows set the
-            figure (``core.llamacpp_speed``: one sequence on one GPU), "roofline" where it is the
-            datasheet roofline at the training model's shares, checked against no measurement.
+            figure (``core.llamacpp_speed``: one sequence on one GPU) or where vLLM's step fitted
+            on published serving runs does (``core.serving_steps``: vLLM and SGLang, measured
+            where runs of the engine on that GPU are among them), "roofline" where it is the
+            datasheet roofline at the training model's shares, checked against no measurement
+            (transformers, llama.cpp's batches, or shares the user set).
         notes: what the figure assumes (the builds measured, why it is extrapolated).
         prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
             else the whole context) from an empty cache, where it is estimated (llama.cpp on one
@@ -582,11 +586,55 @@ class ServingSpeed:
     prefill_seconds: float | None = None
 
 
-# What the roofline's decode is against published serving runs (benchmarks/serving_published.py).
+# Every other engine's decode (transformers' generate, llama.cpp's batches): no published run
+# checks it.
 ROOFLINE_SERVING_NOTE = (
-    "approximate: the datasheet roofline at default shares, which published vLLM runs decoded "
-    "below (docs/performance.md, 'vLLM serving')"
+    "approximate: the datasheet roofline at default shares, checked against no published run of "
+    "this engine (docs/performance.md, 'vLLM and SGLang serving', checks vLLM's and SGLang's)"
 )
+# The engines timed by a step fitted on published serving runs (``Engine.step_model``): what the
+# figure rests on, measured where runs of the engine on the GPU are among the rows
+# (``Engine.serving_runs_on``), extrapolated elsewhere.
+MEASURED_SERVING_NOTE = (
+    "approximate: {model}'s step fitted on published serving runs, {engine} runs on {gpu} among "
+    "them (docs/performance.md, 'vLLM and SGLang serving')"
+)
+EXTRAPOLATED_SERVING_NOTE = (
+    "approximate: {model}'s step fitted on published serving runs, none of {engine} on {gpu}: "
+    "extrapolated from its datasheet bandwidth and tensor peak (docs/performance.md, 'vLLM and "
+    "SGLang serving')"
+)
+BORROWED_STEP_NOTE = (
+    "{engine} takes {model}'s step figures, checked on its own published runs "
+    "(docs/performance.md, 'vLLM and SGLang serving')"
+)
+HOST_BOUND_NOTE = (
+    "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "
+    "which follows the host's CPU: published runs of a 0.5B model took 1.8 to 5.2 ms a step on "
+    "different hosts"
+)
+
+
+def serving_rates(
+    hardware: Hardware,
+    utilization: Utilization | None = None,
+    figures: serving_steps.StepFigures = serving_steps.VLLM,
+) -> serving_steps.StepRates:
+    """What a vLLM or SGLang step reaches on ``hardware``: the weights and the paged KV cache at
+    ``figures``' shares of the bandwidth, the products at the training model's shares of the
+    tensor peak for the GPU's architecture, the link at NCCL's share (``serving_steps``)."""
+    u = utilization or Utilization.default_for(hardware.architecture)
+    bandwidth = hardware.memory_bytes_per_s
+    return serving_steps.StepRates(
+        weight_bytes_per_s=bandwidth * figures.weight_share,
+        kv_bytes_per_s=bandwidth * figures.kv_share,
+        matmul_flops_per_s=hardware.flops * u.matmul,
+        attention_flops_per_s=hardware.flops * u.attention,
+        link_bytes_per_s=hardware.link_bytes_per_s * u.link,
+        collective_seconds=COLLECTIVE_LATENCY_SECONDS,
+        step_seconds=figures.step_seconds,
+        sequence_seconds=figures.sequence_seconds,
+    )
 
 
 def serving_speed(
@@ -597,11 +645,14 @@ def serving_speed(
 ) -> ServingSpeed:
     """Decode speed of ``workload`` (inference, every weight on the GPUs) at full context.
 
-    A step reads each GPU's share of the weights (the routed experts some token of the batch
-    runs through) and of every sequence's KV cache, and computes 2 FLOPs per active weight and
-    the attention over the cache per sequence, at the memory and matrix-product shares of the
-    training model; tensor parallelism adds two all-reduces of the hidden states per block over
-    the link, each at least NCCL's small-message latency.
+    vLLM and SGLang take vLLM's step (``core.serving_steps``: fitted on published serving runs)
+    at ``batch`` sequences of ``seq`` tokens, unless the utilization was set or calibrated by
+    the user. Other engines take the roofline: a step reads each GPU's share of the weights (the
+    routed experts some token of the batch runs through) and of every sequence's KV cache, and
+    computes 2 FLOPs per active weight and the attention over the cache per sequence, at the
+    memory and matrix-product shares of the training model; tensor parallelism adds two
+    all-reduces of the hidden states per block over the link, each at least NCCL's
+    small-message latency.
 
     One sequence with llama.cpp (on one GPU, or split by layers) takes llama.cpp's own speed at
     the full context instead (``core.llamacpp_speed``, set from published llama-bench rows), and
@@ -633,19 +684,22 @@ def serving_speed(
             own.notes,
             None if prompt is None else prompt.seconds,
         )
+    if own_shares and engine(w.engine).step_model:
+        return _engine_step(spec, w, hardware, utilization)
     u = utilization or Utilization.default_for(hardware.architecture)
-    read = flops = 0.0
+    read = cache = flops = 0.0
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)
         if unit.index == 0 and not unit.read_bytes:
             params = 0.0  # an embedding lookup
-        read += unit.read_bytes + unit.kv_cache_bytes
+        read += unit.read_bytes
+        cache += unit.kv_cache_bytes  # one GPU's already (a latent cache is replicated)
         if unit.experts:
             share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** concurrency
             read += unit.expert_bytes * share
             params += unit.expert_parameters * unit.experts_per_token / unit.experts
         flops += 2.0 * concurrency * params + 4.0 * concurrency * w.seq * unit.attention_width
-    memory_s = read / w.tp / (hardware.memory_bytes_per_s * u.memory)
+    memory_s = (read / w.tp + cache) / (hardware.memory_bytes_per_s * u.memory)
     compute_s = flops / w.tp / (hardware.flops * u.matmul)
     step = max(memory_s, compute_s)
     if w.tp > 1:
@@ -659,4 +713,35 @@ def serving_speed(
         step_seconds=step,
         bound=MEMORY if memory_s >= compute_s else MATMUL,
         notes=(ROOFLINE_SERVING_NOTE,) if own_shares else (),
+    )
+
+
+def _engine_step(
+    spec: ModelSpec, w: Workload, hardware: Hardware, utilization: Utilization | None
+) -> ServingSpeed:
+    """The engine's decode step (``core.serving_steps``, the figures fitted on the published runs
+    of ``Engine.step_model``) at ``w.batch`` sequences of ``w.seq`` tokens, with what it rests
+    on."""
+    rates = serving_rates(hardware, utilization)
+    step = serving_steps.step_time(
+        serving_steps.step_work(spec, w),
+        rates,
+        sequences=w.batch,
+        context_tokens=float(w.batch * w.seq),
+    )
+    e = engine(w.engine)
+    measured = hardware.name in e.serving_runs_on
+    template = MEASURED_SERVING_NOTE if measured else EXTRAPOLATED_SERVING_NOTE
+    notes = [template.format(model=e.step_model, engine=e.name, gpu=hardware.name)]
+    if e.step_model != e.name:
+        notes.append(BORROWED_STEP_NOTE.format(engine=e.name, model=e.step_model))
+    if step.bound == serving_steps.HOST:
+        notes.append(HOST_BOUND_NOTE.format(fixed=rates.step_seconds * 1e3))
+    return ServingSpeed(
+        concurrency=w.batch,
+        tokens_per_second=w.batch / step.seconds,
+        step_seconds=step.seconds,
+        bound=step.bound,
+        basis=llamacpp_speed.MEASURED if measured else llamacpp_speed.EXTRAPOLATED,
+        notes=tuple(notes),
     )

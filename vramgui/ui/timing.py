@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from vramgui.answers.bounds import bound_text
 from vramgui.answers.timing import AS_SET, OFFLOAD, TimedPlacement, Timing, Untimed
+from vramgui.core.engines import engine
 from vramgui.core.units import (
     format_bytes,
     format_count,
@@ -49,6 +50,28 @@ BASIS_WORDS = {
     "measured": "measured",
     "extrapolated": "extrapolated",
     "roofline": "roofline, not measured",
+}
+
+
+# What a measured or extrapolated speed rests on, in the tooltip: (timed by a step fitted on
+# published serving runs, ``Engine.step_model``?, basis) -> words.
+BASIS_TOOLTIPS = {
+    (False, "measured"): (
+        "Speed measured: published llama-bench rows of this GPU and quantization set it "
+        "(docs/performance.md, 'llama.cpp speed')"
+    ),
+    (False, "extrapolated"): (
+        "Speed extrapolated from published llama-bench rows (docs/performance.md, "
+        "'llama.cpp speed'); the notes below say what they do not cover"
+    ),
+    (True, "measured"): (
+        "Speed measured: vLLM's step fitted on published serving runs, runs of this engine on "
+        "this GPU among them (docs/performance.md, 'vLLM and SGLang serving')"
+    ),
+    (True, "extrapolated"): (
+        "Speed extrapolated: vLLM's step fitted on published serving runs on other GPUs "
+        "(docs/performance.md, 'vLLM and SGLang serving')"
+    ),
 }
 
 
@@ -128,16 +151,10 @@ def speed_tooltip(summary: Timing | Untimed | None) -> str:
         return in_window(summary.reason)
     u = summary.utilization
     lines = [f"Timed on: {summary.placement.describe()}"]
-    if summary.basis == "measured":
-        lines.append(
-            "Speed measured: published llama-bench rows of this GPU and quantization set it "
-            "(docs/performance.md, 'llama.cpp speed')"
-        )
-    elif summary.basis == "extrapolated":
-        lines.append(
-            "Speed extrapolated from published llama-bench rows (docs/performance.md, "
-            "'llama.cpp speed'); the notes below say what they do not cover"
-        )
+    stepped = bool(summary.engine) and bool(engine(summary.engine).step_model)
+    rests_on = BASIS_TOOLTIPS.get((stepped, summary.basis))
+    if rests_on:
+        lines.append(rests_on)
     else:
         lines.append(
             f"Matrix products at {u.matmul:.0%} of the GPU's 16-bit tensor peak: "

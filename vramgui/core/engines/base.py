@@ -76,6 +76,11 @@ class Engine:
         products_dtype: the 16-bit type its kernels multiply in whatever the checkpoint's dtype
             (ggml's cuBLAS, MMQ and Metal kernels: fp16), which its speed is timed at; None: the
             workload's dtype.
+        step_model: the engine whose published serving runs fitted the forward step that times
+            this one's decode (``core.serving_steps``: "vLLM"); "": the datasheet roofline does.
+        serving_runs_on: the catalog GPUs that published serving runs of it ran on, read with
+            that step's figures (benchmarks/data/serving_published.json): its speed is measured
+            there and extrapolated elsewhere.
         narrower_quants: the quantizations the fit advisor offers it to save memory, widest first.
         moe_quants: those it offers first for a mixture of experts.
         planners: the offload planners that load the model with it.
@@ -99,6 +104,8 @@ class Engine:
     towers_apart: bool = False
     tensor_parallel_flag: str = ""
     products_dtype: str | None = None
+    step_model: str = ""
+    serving_runs_on: frozenset[str] = frozenset()
     narrower_quants: tuple[str, ...] = ()
     moe_quants: tuple[str, ...] = ()
     planners: tuple[Planner, ...] = ()

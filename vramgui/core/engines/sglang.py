@@ -19,5 +19,7 @@ ENGINE = Engine(
     kv_cache={"auto": None, "bf16": "bf16", "fp8": "fp8_e4m3"},
     startup=StartUp.SGLANG,
     tensor_parallel_flag="--tp-size",
+    step_model="vLLM",  # no SGLang run fitted it: its published runs are held out against it
+    serving_runs_on=frozenset({"A100 SXM 40GB", "H200 SXM"}),
     narrower_quants=("fp8", "awq-int4"),
 )

@@ -28,5 +28,18 @@ ENGINE = Engine(
     startup=StartUp.VLLM,
     loads_mtp=True,
     tensor_parallel_flag="--tensor-parallel-size",
+    step_model="vLLM",
+    serving_runs_on=frozenset(
+        {
+            "A100 PCIe 80GB",
+            "A100 SXM 40GB",
+            "A100 SXM 80GB",
+            "H100 SXM",
+            "L4",
+            "RTX 4090",
+            "RTX 5090",
+            "RTX A6000",
+        }
+    ),
     narrower_quants=("fp8", "awq-int4"),
 )

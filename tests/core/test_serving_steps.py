@@ -1,0 +1,85 @@
+"""How a serving benchmark's run is played (core.serving_steps.simulate_run): the client's
+closed loop, the scheduler's limits and the prompt chunks between the decodes, each against the
+step it is made of. Accuracy against published runs: tests/benchmarks/test_serving_published.py."""
+
+import dataclasses
+
+import pytest
+
+from vramgui.core import serving_steps
+from vramgui.core.speed import serving_rates
+from vramgui.core.workload import Workload
+from vramgui.hardware.gpus import find_gpu
+from vramgui.hardware.rates import speed_hardware
+from vramgui.sources import catalog
+
+SPEC = catalog.find("llama-3.1-8b").spec()
+RATES = serving_rates(speed_hardware(find_gpu("H100 SXM"), "bf16"))
+
+
+def _run(concurrency, requests, *, max_sequences=256, batched_tokens=8192, prompt=1024, out=64):
+    work = serving_steps.step_work(SPEC, Workload(mode="inference", engine="vllm", seq=prompt))
+    return serving_steps.simulate_run(
+        work, RATES, concurrency=concurrency, requests=requests, input_tokens=prompt,
+        output_tokens=out, batched_tokens=batched_tokens, max_sequences=max_sequences,
+    )  # fmt: skip
+
+
+def test_one_request_decodes_at_the_step_of_one_sequence():
+    work = serving_steps.step_work(SPEC, Workload(mode="inference", engine="vllm", seq=1024))
+    first = serving_steps.step_time(work, RATES, sequences=1, context_tokens=1024).seconds
+    last = serving_steps.step_time(work, RATES, sequences=1, context_tokens=1024 + 62).seconds
+    run = _run(1, 1)
+    assert first <= run.tpot_seconds <= last
+    assert run.output_tokens_per_s == pytest.approx(64 / run.duration_seconds)
+
+
+def test_requests_sent_together_wait_on_each_others_prompts():
+    """32 prompts of 1,024 tokens in 2,048-token chunks: later requests' first tokens wait, and
+    the early ones' decodes share steps with the late prompts (their TPOT is longer than a
+    decode step of 32 sequences alone)."""
+    run = _run(32, 32, batched_tokens=2048)
+    work = serving_steps.step_work(SPEC, Workload(mode="inference", engine="vllm", seq=1024))
+    decode = serving_steps.step_time(work, RATES, sequences=32, context_tokens=32 * 1056).seconds
+    assert run.tpot_seconds > decode
+    assert run.ttft_seconds > 4 * _run(1, 1).ttft_seconds
+
+
+def test_streams_past_max_num_seqs_queue_rather_than_batch():
+    """512 streams against 256 sequences: the running batch stays at 256, so the TPOT is the
+    256-stream one and the queue shows in the time to first token."""
+    capped = _run(512, 512, max_sequences=256, prompt=64)
+    full = _run(256, 512, max_sequences=256, prompt=64)
+    assert capped.tpot_seconds == pytest.approx(full.tpot_seconds, rel=0.05)
+    assert capped.ttft_seconds > 2 * full.ttft_seconds
+
+
+def test_a_step_of_a_small_model_is_bound_by_the_host_and_a_long_cache_by_memory():
+    small = serving_steps.step_work(
+        catalog.find("qwen2.5-0.5b").spec(), Workload(mode="inference", engine="vllm", seq=512)
+    )
+    assert serving_steps.step_time(small, RATES, sequences=1, context_tokens=512).bound == "host"
+    big = serving_steps.step_work(SPEC, Workload(mode="inference", engine="vllm", seq=32768))
+    step = serving_steps.step_time(big, RATES, sequences=8, context_tokens=8 * 32768)
+    assert step.bound == "memory"
+    tp = dataclasses.replace(big, tp=2)
+    assert serving_steps.step_time(tp, RATES, sequences=8, context_tokens=8 * 32768).seconds > (
+        step.seconds
+    )  # the same per-GPU work plus the all-reduces
+
+
+def test_each_gpu_reads_its_own_cache_a_latent_one_whole():
+    """Under tensor parallelism each GPU reads the KV heads it holds: Llama 3 70B's eight split
+    over eight GPUs, DeepSeek-V3's latent cache whole on every one (vLLM and SGLang replicate it),
+    while the weights are split either way."""
+
+    def work(model, tp):
+        w = Workload(mode="inference", engine="vllm", seq=1024, gpus=tp, tp=tp)
+        return serving_steps.step_work(catalog.find(model).spec(), w)
+
+    llama, llama8 = work("llama-3-70b", 1), work("llama-3-70b", 8)
+    assert llama8.kv_bytes_per_token == pytest.approx(llama.kv_bytes_per_token / 8)
+    assert llama8.dense_bytes == pytest.approx(llama.dense_bytes / 8)
+    latent, latent8 = work("deepseek-v3", 1), work("deepseek-v3", 8)
+    assert latent8.kv_bytes_per_token == pytest.approx(latent.kv_bytes_per_token)
+    assert latent8.expert_bytes == pytest.approx(latent.expert_bytes / 8)

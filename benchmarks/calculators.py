@@ -717,12 +717,13 @@ def serving_markdown_cells(c: Compared) -> tuple[str, str]:
     for calc in CALCULATORS:
         if calc.serving_output:
             figure = c.answers[calc.name]["output_tps"] if calc.name in c.answers else None
-            error = None if figure is None else figure / row["output_tps"] - 1
+            measured = row["output_tps"]  # None: the source gives TPOT only
+            error = None if figure is None or measured is None else figure / measured - 1
             outputs += f" {_tps(figure)} | {_err(error)} |"
     tools = (
         f"| {row['gpu']} | {row['model']} {row['dtype']} | {row['concurrency']} | "
         f"{prompt} / {output} | {_tps(c.measured)} |{_tools_cells(c)} "
-        f"{row['output_tps']:,.1f} |{outputs}"
+        f"{_tps(row['output_tps'])} |{outputs}"
     )
     return tools, f" {_tps(c.vramgui)} | {_err(c.error('vramgui'))} |"
 

@@ -575,6 +575,11 @@ class ServingSpeed:
         prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
             else the whole context) from an empty cache, where it is estimated (llama.cpp on one
             GPU with a tensor rate), else None.
+        host_range: where the host's class moves the speed by more than ``HOST_RANGE_SHARE``
+            (every step bound by the engine's fixed time, ``bound`` "host", and others where
+            that time is a large part): the tokens per second on the default, slow host class
+            (``tokens_per_second``) and on the fast one (``serving_steps.VLLM_HOSTS``); else
+            None.
     """
 
     concurrency: int
@@ -584,6 +589,7 @@ class ServingSpeed:
     basis: str = "roofline"
     notes: tuple[str, ...] = ()
     prefill_seconds: float | None = None
+    host_range: tuple[float, float] | None = None
 
 
 # Every other engine's decode (transformers' generate, llama.cpp's batches): no published run
@@ -609,10 +615,14 @@ BORROWED_STEP_NOTE = (
     "(docs/performance.md, 'vLLM and SGLang serving')"
 )
 HOST_BOUND_NOTE = (
-    "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "
-    "which follows the host's CPU: published runs of a 0.5B model took 1.8 to 5.2 ms a step on "
-    "different hosts"
+    "{share} the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), which follows "
+    "the host's CPU: the figure takes {slow_host}, the slower of the published runs' hosts, as a "
+    "rented GPU's host may be; on {fast_host} ({fast_fixed:.1f} ms a step) it is {high:,.0f} "
+    "tokens/s, so {low:,.0f} to {high:,.0f} tokens/s by the host (docs/performance.md, 'vLLM and "
+    "SGLang serving')"
 )
+# The host's class moves a step's speed by more than this share: the estimate gives the range.
+HOST_RANGE_SHARE = 0.10
 
 
 def serving_rates(
@@ -722,21 +732,39 @@ def _engine_step(
     """The engine's decode step (``core.serving_steps``, the figures fitted on the published runs
     of ``Engine.step_model``) at ``w.batch`` sequences of ``w.seq`` tokens, with what it rests
     on."""
-    rates = serving_rates(hardware, utilization)
-    step = serving_steps.step_time(
-        serving_steps.step_work(spec, w),
-        rates,
-        sequences=w.batch,
-        context_tokens=float(w.batch * w.seq),
-    )
+    work = serving_steps.step_work(spec, w)
+
+    def step_on(host: str) -> tuple[serving_steps.StepTime, serving_steps.StepRates]:
+        rates = serving_rates(hardware, utilization, serving_steps.VLLM_HOSTS[host])
+        step = serving_steps.step_time(
+            work, rates, sequences=w.batch, context_tokens=float(w.batch * w.seq)
+        )
+        return step, rates
+
+    step, rates = step_on(serving_steps.DEFAULT_HOST)
     e = engine(w.engine)
     measured = hardware.name in e.serving_runs_on
     template = MEASURED_SERVING_NOTE if measured else EXTRAPOLATED_SERVING_NOTE
     notes = [template.format(model=e.step_model, engine=e.name, gpu=hardware.name)]
     if e.step_model != e.name:
         notes.append(BORROWED_STEP_NOTE.format(engine=e.name, model=e.step_model))
-    if step.bound == serving_steps.HOST:
-        notes.append(HOST_BOUND_NOTE.format(fixed=rates.step_seconds * 1e3))
+    fast, fast_rates = step_on(serving_steps.FAST_HOST)
+    host_range = None
+    if step.seconds > fast.seconds * (1 + HOST_RANGE_SHARE):
+        host_range = (w.batch / step.seconds, w.batch / fast.seconds)
+        bound_by_host = step.bound == serving_steps.HOST
+        share = f"{rates.step_seconds / step.seconds:.0%} of this step is"
+        notes.append(
+            HOST_BOUND_NOTE.format(
+                share="most of this step is" if bound_by_host else share,
+                fixed=rates.step_seconds * 1e3,
+                slow_host=serving_steps.HOST_LABELS[serving_steps.DEFAULT_HOST],
+                fast_host=serving_steps.HOST_LABELS[serving_steps.FAST_HOST],
+                fast_fixed=fast_rates.step_seconds * 1e3,
+                low=host_range[0],
+                high=host_range[1],
+            )
+        )
     return ServingSpeed(
         concurrency=w.batch,
         tokens_per_second=w.batch / step.seconds,
@@ -744,4 +772,5 @@ def _engine_step(
         bound=step.bound,
         basis=llamacpp_speed.MEASURED if measured else llamacpp_speed.EXTRAPOLATED,
         notes=tuple(notes),
+        host_range=host_range,
     )

@@ -614,7 +614,7 @@ BORROWED_STEP_NOTE = (
     "{engine} takes {model}'s step figures, checked on its own published runs "
     "(docs/performance.md, 'vLLM and SGLang serving')"
 )
-HOST_BOUND_NOTE = (
+HOST_RANGE_NOTE = (
     "{share} the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), which follows "
     "the host's CPU: the figure takes {slow_host}, the slower of the published runs' hosts, as a "
     "rented GPU's host may be; on {fast_host} ({fast_fixed:.1f} ms a step) it is {high:,.0f} "
@@ -755,7 +755,7 @@ def _engine_step(
         bound_by_host = step.bound == serving_steps.HOST
         share = f"{rates.step_seconds / step.seconds:.0%} of this step is"
         notes.append(
-            HOST_BOUND_NOTE.format(
+            HOST_RANGE_NOTE.format(
                 share="most of this step is" if bound_by_host else share,
                 fixed=rates.step_seconds * 1e3,
                 slow_host=serving_steps.HOST_LABELS[serving_steps.DEFAULT_HOST],

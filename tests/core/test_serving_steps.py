@@ -83,3 +83,31 @@ def test_each_gpu_reads_its_own_cache_a_latent_one_whole():
     latent, latent8 = work("deepseek-v3", 1), work("deepseek-v3", 8)
     assert latent8.kv_bytes_per_token == pytest.approx(latent.kv_bytes_per_token)
     assert latent8.expert_bytes == pytest.approx(latent.expert_bytes / 8)
+
+
+def test_one_requests_first_token_is_its_prompts_chunks_plus_the_requests_own_time():
+    """A prompt alone: its chunks' steps, the products at the first token's prefill scale,
+    then the engine's own time per request."""
+    work = serving_steps.step_work(SPEC, Workload(mode="inference", engine="vllm", seq=4096))
+    figures = serving_steps.FirstTokenFigures(prefill_scale=1.5, request_seconds=0.02)
+    scaled = dataclasses.replace(
+        RATES,
+        matmul_flops_per_s=RATES.matmul_flops_per_s * 1.5,
+        attention_flops_per_s=RATES.attention_flops_per_s * 1.5,
+    )
+    # 4,096 tokens in two chunks of 2,048: the second attends to the first.
+    steps = sum(
+        serving_steps.step_time(
+            work, scaled, sequences=0, context_tokens=0.0, prompt_tokens=2048,
+            prompt_pairs=2048 * (start + (2048 + 1) / 2),
+        ).seconds
+        for start in (0, 2048)
+    )  # fmt: skip
+    first = serving_steps.first_token_seconds(
+        work, RATES, prompt_tokens=4096, batched_tokens=2048, figures=figures
+    )
+    assert first == pytest.approx(steps + 0.02)
+    shorter = serving_steps.first_token_seconds(
+        work, RATES, prompt_tokens=512, batched_tokens=2048, figures=figures
+    )
+    assert 0.02 < shorter < first

@@ -47,6 +47,7 @@ from vramgui.core.training.work import (
     model_flops_per_token,
     token_work,
 )
+from vramgui.core.vllm.profile import SERVE_BATCHED_TOKENS
 from vramgui.core.workload import Workload
 
 # --- defaults ------------------------------------------------------------------------------------
@@ -574,7 +575,7 @@ class ServingSpeed:
         notes: what the figure assumes (the builds measured, why it is extrapolated).
         prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
             else the whole context) from an empty cache, where it is estimated (llama.cpp on one
-            GPU with a tensor rate), else None.
+            GPU; vLLM's and SGLang's step, one request alone), else None.
     """
 
     concurrency: int
@@ -612,6 +613,17 @@ HOST_BOUND_NOTE = (
     "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "
     "which follows the host's CPU: published runs of a 0.5B model took 1.8 to 5.2 ms a step on "
     "different hosts"
+)
+
+
+# What the first token of a vLLM or SGLang setup rests on (``serving_steps.first_token_seconds``)
+# and how far published single-request runs put it (docs/performance.md, "vLLM and SGLang
+# serving").
+FIRST_TOKEN_NOTE = (
+    "first token approximate: the prompt's prefill at the step's rates (within 15 % on 8 of the "
+    "11 published prompts of 1k to 29k tokens) plus the engine's own time per request, "
+    "{request:.0f} ms (1 to 40 ms in published one-GPU runs, with the host; 40 to 190 ms on 8 "
+    "GPUs), which sets it for short prompts"
 )
 
 
@@ -723,11 +735,20 @@ def _engine_step(
     of ``Engine.step_model``) at ``w.batch`` sequences of ``w.seq`` tokens, with what it rests
     on."""
     rates = serving_rates(hardware, utilization)
+    work = serving_steps.step_work(spec, w)
     step = serving_steps.step_time(
-        serving_steps.step_work(spec, w),
+        work,
         rates,
         sequences=w.batch,
         context_tokens=float(w.batch * w.seq),
+    )
+    # The GPU's memory is not known here: a prompt is chunked at the smaller GPUs' default, a
+    # few steps' fixed time more than the larger ones' on a long prompt.
+    first = serving_steps.first_token_seconds(
+        work,
+        rates,
+        prompt_tokens=w.prompt or w.seq,
+        batched_tokens=w.max_num_batched_tokens or SERVE_BATCHED_TOKENS[0],
     )
     e = engine(w.engine)
     measured = hardware.name in e.serving_runs_on
@@ -737,6 +758,7 @@ def _engine_step(
         notes.append(BORROWED_STEP_NOTE.format(engine=e.name, model=e.step_model))
     if step.bound == serving_steps.HOST:
         notes.append(HOST_BOUND_NOTE.format(fixed=rates.step_seconds * 1e3))
+    notes.append(FIRST_TOKEN_NOTE.format(request=serving_steps.FIRST_TOKEN.request_seconds * 1e3))
     return ServingSpeed(
         concurrency=w.batch,
         tokens_per_second=w.batch / step.seconds,
@@ -744,4 +766,5 @@ def _engine_step(
         bound=step.bound,
         basis=llamacpp_speed.MEASURED if measured else llamacpp_speed.EXTRAPOLATED,
         notes=tuple(notes),
+        prefill_seconds=first,
     )

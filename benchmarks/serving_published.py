@@ -36,7 +36,9 @@ from typing import Any
 from vramgui.core import serving_steps
 from vramgui.core.serving_steps import (
     FAST_HOST,
+    FIRST_TOKEN,
     SLOW_HOST,
+    FirstTokenFigures,
     RunResult,
     StepFigures,
     host_class,
@@ -286,6 +288,97 @@ def fit(rows: Sequence[dict[str, Any]], of: str) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class FirstToken:
+    """A published single-request time to first token beside the estimate's
+    (``serving_steps.first_token_seconds``): ``estimate`` in seconds, or None where the
+    measured time is shorter than the prompt's products at the GPUs' peak (a prefix-cache hit
+    or a measurement that is not a prefill: shown, not counted)."""
+
+    row: dict[str, Any]
+    estimate: float | None
+
+    @property
+    def error(self) -> float:
+        assert self.estimate is not None
+        return self.estimate / (self.row["ttft_ms"] / 1e3) - 1
+
+
+def first_token_seconds(row: dict[str, Any], figures: FirstTokenFigures = FIRST_TOKEN) -> float:
+    """The estimate's first token for the row's prompt, one request alone."""
+    gpu, w = _gpu(row), workload(row)
+    figures_of_host = FIGURES[generation(row)][host(row)]
+    rates = serving_rates(speed_hardware(gpu, row["dtype"]), figures=figures_of_host)
+    return serving_steps.first_token_seconds(
+        _work(row["model"], w),
+        rates,
+        prompt_tokens=lengths(row)[0],
+        batched_tokens=scheduler_settings(w, gpu.memory_bytes, gpu.name).max_num_batched_tokens,
+        figures=figures,
+    )
+
+
+def first_tokens(
+    rows: Sequence[dict[str, Any]], figures: FirstTokenFigures = FIRST_TOKEN
+) -> list[FirstToken]:
+    """Every counted row measured at one request with a time to first token."""
+    out = []
+    for row in rows:
+        if row["concurrency"] != 1 or not row.get("ttft_ms") or "anomalous" in row:
+            continue
+        hardware = speed_hardware(_gpu(row), row["dtype"])
+        work = _work(row["model"], workload(row))
+        products = lengths(row)[0] * work.flops_per_token * work.tp
+        possible = products / (row["ttft_ms"] / 1e3) <= hardware.flops * row["gpus"]
+        out.append(FirstToken(row, first_token_seconds(row, figures) if possible else None))
+    return out
+
+
+def fit_first_token(rows: Sequence[dict[str, Any]]) -> FirstTokenFigures:
+    """``FIRST_TOKEN`` from the training rows: the prefill scale that puts the median error of
+    the long prompts (1,024 tokens and more) least, on a 0.05 grid, then the median of what the
+    short prompts' times leave beyond their steps."""
+    train = [t for t in first_tokens([r for r in rows if r.get("set") == TRAIN])]
+    train = [t for t in train if t.estimate is not None]
+    long = [t.row for t in train if lengths(t.row)[0] >= 1024]
+    short = [t.row for t in train if lengths(t.row)[0] < 1024]
+
+    def long_error(scale: float) -> float:
+        figures = FirstTokenFigures(scale, 0.0)
+        return statistics.median(
+            abs(first_token_seconds(r, figures) / (r["ttft_ms"] / 1e3) - 1) for r in long
+        )
+
+    scale = min((s / 20 for s in range(16, 61)), key=long_error)
+    request = statistics.median(
+        r["ttft_ms"] / 1e3 - first_token_seconds(r, FirstTokenFigures(scale, 0.0)) for r in short
+    )
+    return FirstTokenFigures(scale, request)
+
+
+def first_token_lines(checks: Sequence[FirstToken]) -> list[str]:
+    """The first token's summary and every row, as ``main`` prints them."""
+    counted = [t for t in checks if t.estimate is not None]
+    errors = [abs(t.error) for t in counted]
+    lines = [
+        f"first token at one request: {len(counted)} rows, within 25%: "
+        f"{sum(e <= 0.25 for e in errors)}, within 50%: {sum(e <= 0.5 for e in errors)}, "
+        f"median {statistics.median(errors):.0%}, not counted (faster than the peak allows): "
+        f"{len(checks) - len(counted)}"
+    ]
+    for t in checks:
+        row = t.row
+        where = f"{row['gpus']} x {row['gpu']}" if row["gpus"] > 1 else row["gpu"]
+        figure = "faster than the peak allows" if t.estimate is None else (
+            f"estimate {t.estimate * 1e3:,.1f} ms ({t.error:+.0%})"
+        )  # fmt: skip
+        lines.append(
+            f"  {where} | {row['model']} | {row['engine']} {row['version']} | "
+            f"{lengths(row)[0]:,}-token prompt: measured {row['ttft_ms']:,.1f} ms, {figure}"
+        )
+    return lines
+
+
 def markdown_row(r: Result, before: float | None = None) -> str:
     row = r.row
     prompt, output = lengths(row)
@@ -328,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(of)
             for name, value in fit(rows, of).items():
                 print(f"  {name}: {value:.4g}")
+        first = fit_first_token(rows)
+        print(f"first token: prefill_scale {first.prefill_scale:.4g}, "
+              f"request_seconds {first.request_seconds:.4g}")  # fmt: skip
         return 0
     results = evaluate_all(rows)
     if not args.markdown:
@@ -342,6 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"within {CLOSE:.0%}: {o['within']:.0%}, median {o['median']:.0%}, "
               f"worst {o['worst']:.0%}")  # fmt: skip
         print(f"anomalous, not counted: {s['anomalous']}")
+        print("\n".join(first_token_lines(first_tokens(rows))))
     print(HEADER)
     for r in results:
         print(markdown_row(r, previous_estimate(r.row)))

@@ -113,3 +113,31 @@ def test_each_host_class_times_the_small_models_step_its_hosts_measured():
             assert step.bound == serving_steps.HOST
             close = abs(step.seconds / tpot - 1) <= 0.20
             assert close == (host == own), (gpu, host, step.seconds)
+
+
+def test_one_requests_first_token_is_its_prompts_chunks_plus_the_requests_own_time():
+    """A prompt alone: its chunks' steps, the products at the first token's prefill scale,
+    then the engine's own time per request."""
+    work = serving_steps.step_work(SPEC, Workload(mode="inference", engine="vllm", seq=4096))
+    figures = serving_steps.FirstTokenFigures(prefill_scale=1.5, request_seconds=0.02)
+    scaled = dataclasses.replace(
+        RATES,
+        matmul_flops_per_s=RATES.matmul_flops_per_s * 1.5,
+        attention_flops_per_s=RATES.attention_flops_per_s * 1.5,
+    )
+    # 4,096 tokens in two chunks of 2,048: the second attends to the first.
+    steps = sum(
+        serving_steps.step_time(
+            work, scaled, sequences=0, context_tokens=0.0, prompt_tokens=2048,
+            prompt_pairs=2048 * (start + (2048 + 1) / 2),
+        ).seconds
+        for start in (0, 2048)
+    )  # fmt: skip
+    first = serving_steps.first_token_seconds(
+        work, RATES, prompt_tokens=4096, batched_tokens=2048, figures=figures
+    )
+    assert first == pytest.approx(steps + 0.02)
+    shorter = serving_steps.first_token_seconds(
+        work, RATES, prompt_tokens=512, batched_tokens=2048, figures=figures
+    )
+    assert 0.02 < shorter < first

@@ -344,3 +344,58 @@ def simulate_run(
         output_tokens_per_s=requests * output_tokens / now,
         duration_seconds=now,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class FirstTokenFigures:
+    """What one request's first token costs beyond its prompt's steps, fitted on published
+    single-request times to first token (``benchmarks/serving_published.py --fit``).
+
+    Attributes:
+        prefill_scale: how much faster than the decode step's matrix-product share a long
+            prompt's products and attention run (large tiles, FlashAttention's prefill kernel).
+        request_seconds: the engine's own time per request around its prompt (the request's
+            HTTP handling, tokenization, admission, the first token's detokenization and
+            streaming), whatever the model.
+    """
+
+    prefill_scale: float
+    request_seconds: float
+
+
+# Fitted on the training rows with a time to first token at one request: the scale on the six
+# prompts of 28,650 tokens (A100 40GB and 80GB, H100, RTX 5090, RTX 6000 Ada, RTX A6000: the
+# median error is least at 1.25), the request's time as the median of what the 23 prompts of 95
+# and 280 tokens leave beyond their steps at their host class's fixed time (0 to 40 ms with the
+# host, 100 ms on the L4). Every other row is held out (docs/performance.md, "vLLM and SGLang
+# serving").
+FIRST_TOKEN = FirstTokenFigures(prefill_scale=1.25, request_seconds=20e-3)
+
+
+def first_token_seconds(
+    work: StepWork,
+    rates: StepRates,
+    *,
+    prompt_tokens: int,
+    batched_tokens: int,
+    figures: FirstTokenFigures = FIRST_TOKEN,
+) -> float:
+    """One request alone: its prompt in chunks of ``batched_tokens``, each a step (the last one
+    brings the first token), the products at ``figures.prefill_scale`` x the step's share, plus
+    the engine's own time per request."""
+    prefill = replace(
+        rates,
+        matmul_flops_per_s=rates.matmul_flops_per_s * figures.prefill_scale,
+        attention_flops_per_s=rates.attention_flops_per_s * figures.prefill_scale,
+    )
+    run = simulate_run(
+        work,
+        prefill,
+        concurrency=1,
+        requests=1,
+        input_tokens=prompt_tokens,
+        output_tokens=1,
+        batched_tokens=batched_tokens,
+        max_sequences=1,
+    )
+    return run.ttft_seconds + figures.request_seconds

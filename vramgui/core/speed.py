@@ -47,6 +47,7 @@ from vramgui.core.training.work import (
     model_flops_per_token,
     token_work,
 )
+from vramgui.core.vllm.profile import SERVE_BATCHED_TOKENS
 from vramgui.core.workload import Workload
 
 # --- defaults ------------------------------------------------------------------------------------
@@ -574,7 +575,7 @@ class ServingSpeed:
         notes: what the figure assumes (the builds measured, why it is extrapolated).
         prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
             else the whole context) from an empty cache, where it is estimated (llama.cpp on one
-            GPU with a tensor rate), else None.
+            GPU; vLLM's and SGLang's step, one request alone), else None.
         host_range: where the host's class moves the speed by more than ``HOST_RANGE_SHARE``
             (every step bound by the engine's fixed time, ``bound`` "host", and others where
             that time is a large part): the tokens per second on the default, slow host class
@@ -623,6 +624,17 @@ HOST_RANGE_NOTE = (
 )
 # The host's class moves a step's speed by more than this share: the estimate gives the range.
 HOST_RANGE_SHARE = 0.10
+
+
+# What the first token of a vLLM or SGLang setup rests on (``serving_steps.first_token_seconds``)
+# and how far published single-request runs put it (docs/performance.md, "vLLM and SGLang
+# serving").
+FIRST_TOKEN_NOTE = (
+    "first token approximate: the prompt's prefill at the step's rates (within 15 % on 8 of the "
+    "11 published prompts of 1k to 29k tokens) plus the engine's own time per request, "
+    "{request:.0f} ms (0 to 40 ms in published one-GPU runs, with the host; 40 to 190 ms on 8 "
+    "GPUs), which sets it for short prompts"
+)
 
 
 def serving_rates(
@@ -742,6 +754,14 @@ def _engine_step(
         return step, rates
 
     step, rates = step_on(serving_steps.DEFAULT_HOST)
+    # The GPU's memory is not known here: a prompt is chunked at the smaller GPUs' default, a
+    # few steps' fixed time more than the larger ones' on a long prompt.
+    first = serving_steps.first_token_seconds(
+        work,
+        rates,
+        prompt_tokens=w.prompt or w.seq,
+        batched_tokens=w.max_num_batched_tokens or SERVE_BATCHED_TOKENS[0],
+    )
     e = engine(w.engine)
     measured = hardware.name in e.serving_runs_on
     template = MEASURED_SERVING_NOTE if measured else EXTRAPOLATED_SERVING_NOTE
@@ -765,6 +785,7 @@ def _engine_step(
                 high=host_range[1],
             )
         )
+    notes.append(FIRST_TOKEN_NOTE.format(request=serving_steps.FIRST_TOKEN.request_seconds * 1e3))
     return ServingSpeed(
         concurrency=w.batch,
         tokens_per_second=w.batch / step.seconds,
@@ -772,5 +793,6 @@ def _engine_step(
         bound=step.bound,
         basis=llamacpp_speed.MEASURED if measured else llamacpp_speed.EXTRAPOLATED,
         notes=tuple(notes),
+        prefill_seconds=first,
         host_range=host_range,
     )

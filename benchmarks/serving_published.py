@@ -27,7 +27,7 @@ import argparse
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -35,10 +35,13 @@ from typing import Any
 
 from vramgui.core import serving_steps
 from vramgui.core.serving_steps import (
+    FAST_HOST,
     FIRST_TOKEN,
+    SLOW_HOST,
     FirstTokenFigures,
     RunResult,
     StepFigures,
+    host_class,
     simulate_run,
     step_work,
 )
@@ -55,9 +58,17 @@ CLOSE, FAR = 0.20, 0.50  # issue 41's bounds on the decode rate
 TRAIN = "train"
 # vLLM before 0.8 ran its V0 engine (FlashAttention 2's paged decode, the V0 scheduler), which
 # read the paged KV cache at a far smaller share; the estimate is for the engines of today
-# (``serving_steps.VLLM``), these figures only read the published rows of vLLM 0.7.3
-# (AccelMark's), fitted on them as the current ones are on theirs.
-VLLM_V0 = StepFigures(weight_share=0.91, kv_share=0.63, step_seconds=3.2e-3, sequence_seconds=0.0)
+# (``serving_steps.VLLM_HOSTS``), these figures only read the published rows of vLLM 0.7.3
+# (AccelMark's), fitted on them as the current ones are on theirs: the shares on every row, the
+# fixed time on each host class's own.
+VLLM_V0_HOSTS = {
+    SLOW_HOST: StepFigures(
+        weight_share=0.85, kv_share=0.67, step_seconds=4.0e-3, sequence_seconds=0
+    ),
+    FAST_HOST: StepFigures(
+        weight_share=0.85, kv_share=0.67, step_seconds=2.7e-3, sequence_seconds=0
+    ),
+}
 V0 = "vLLM V0 (before 0.8)"
 CURRENT = "vLLM V1 and SGLang"
 
@@ -69,7 +80,12 @@ def generation(row: dict[str, Any]) -> str:
     return V0 if old else CURRENT
 
 
-FIGURES = {V0: VLLM_V0, CURRENT: serving_steps.VLLM}
+def host(row: dict[str, Any]) -> str:
+    """The row's host class: its stated CPU's base clock's, else the default."""
+    return host_class(row["host_base_ghz"])
+
+
+FIGURES = {V0: VLLM_V0_HOSTS, CURRENT: serving_steps.VLLM_HOSTS}
 
 
 def load_rows(path: Path = DATA) -> list[dict[str, Any]]:
@@ -99,7 +115,8 @@ def workload(row: dict[str, Any]) -> Workload:
 
 
 def simulate(row: dict[str, Any], figures: StepFigures | None = None) -> RunResult:
-    """The row's benchmark run at ``figures`` (its generation's unless given)."""
+    """The row's benchmark run at ``figures`` (its generation's and host class's unless
+    given)."""
     gpu = _gpu(row)
     w = workload(row)
     hardware = speed_hardware(gpu, row["dtype"])
@@ -107,7 +124,7 @@ def simulate(row: dict[str, Any], figures: StepFigures | None = None) -> RunResu
     prompt, output = lengths(row)
     return simulate_run(
         _work(row["model"], w),
-        serving_rates(hardware, figures=figures or FIGURES[generation(row)]),
+        serving_rates(hardware, figures=figures or FIGURES[generation(row)][host(row)]),
         concurrency=row["concurrency"],
         requests=row.get("requests") or row["concurrency"],
         input_tokens=prompt,
@@ -188,9 +205,10 @@ class Result:
 
 
 def evaluate_all(
-    rows: Sequence[dict[str, Any]], figures: StepFigures | None = None
+    rows: Sequence[dict[str, Any]], figures: Mapping[str, StepFigures] | None = None
 ) -> list[Result]:
-    return [Result(row, simulate(row, figures)) for row in rows]
+    """Every row's run at its generation's figures, or at ``figures`` of its host class."""
+    return [Result(row, simulate(row, figures and figures[host(row)])) for row in rows]
 
 
 def summary(results: Sequence[Result]) -> dict[str, Any]:
@@ -225,33 +243,49 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
 
 def fit(rows: Sequence[dict[str, Any]], of: str) -> dict[str, float]:
     """The figures of generation ``of`` that minimise the squared log error over its training
-    rows: coordinate descent from the current figures, each searched on a log scale (the time
-    per sequence only where some row runs more than one)."""
+    rows: the shares and the time per sequence (only where some row runs more than one) on every
+    row, the fixed time of each host class on that class's rows (a class without a row keeps
+    its time); coordinate descent from the current figures, each searched on a log scale."""
     train = [r for r in rows if r.get("set") == TRAIN and "anomalous" not in r]
     train = [r for r in train if generation(r) == of]
-    names = ["weight_share", "kv_share", "step_seconds"]
+    classes = sorted({host(r) for r in train})
+    names = ["weight_share", "kv_share"]
     if any(r["concurrency"] > 1 for r in train):
         names.append("sequence_seconds")
-    best = FIGURES[of]
-    if "sequence_seconds" in names and not best.sequence_seconds:
-        best = replace(best, sequence_seconds=10e-6)
+    best = dict(FIGURES[of])
+    if "sequence_seconds" in names:
+        best = {
+            c: replace(f, sequence_seconds=f.sequence_seconds or 10e-6) for c, f in best.items()
+        }
 
-    def loss(figures: StepFigures) -> float:
+    def loss(figures: dict[str, StepFigures]) -> float:
         return sum(math.log1p(r.error) ** 2 for r in evaluate_all(train, figures))
+
+    def moved(name: str, factor: float) -> dict[str, StepFigures] | None:
+        """``name`` (a shared figure, or a class's fixed time) times ``factor``."""
+        if name in classes:
+            f = best[name]
+            return {**best, name: replace(f, step_seconds=f.step_seconds * factor)}
+        trial = {c: replace(f, **{name: getattr(f, name) * factor}) for c, f in best.items()}
+        return None if trial[SLOW_HOST].weight_share > 1 or trial[SLOW_HOST].kv_share > 1 else trial
 
     current = loss(best)
     for factor in (1.5, 1.2, 1.07, 1.07):
-        for name in names:
+        for name in [*names, *classes]:
             for direction in (factor, 1 / factor):
-                while True:
-                    trial = replace(best, **{name: getattr(best, name) * direction})
-                    if trial.weight_share > 1 or trial.kv_share > 1:
-                        break
+                while (trial := moved(name, direction)) is not None:
                     value = loss(trial)
                     if value >= current:
                         break
                     best, current = trial, value
-    return {**{n: getattr(best, n) for n in names}, "loss": current, "rows": len(train)}
+    shared = best[SLOW_HOST]
+    return {
+        **{n: getattr(shared, n) for n in names},
+        **{f"step_seconds {c}": best[c].step_seconds for c in classes},
+        **{f"rows {c}": sum(host(r) == c for r in train) for c in classes},
+        "loss": current,
+        "rows": len(train),
+    }
 
 
 @dataclass(frozen=True)
@@ -273,7 +307,8 @@ class FirstToken:
 def first_token_seconds(row: dict[str, Any], figures: FirstTokenFigures = FIRST_TOKEN) -> float:
     """The estimate's first token for the row's prompt, one request alone."""
     gpu, w = _gpu(row), workload(row)
-    rates = serving_rates(speed_hardware(gpu, row["dtype"]), figures=FIGURES[generation(row)])
+    figures_of_host = FIGURES[generation(row)][host(row)]
+    rates = serving_rates(speed_hardware(gpu, row["dtype"]), figures=figures_of_host)
     return serving_steps.first_token_seconds(
         _work(row["model"], w),
         rates,
@@ -362,14 +397,16 @@ def markdown_row(r: Result, before: float | None = None) -> str:
         verdict = f" (beyond {FAR if abs(r.error) > FAR else CLOSE:.0%})"
     engine = f"{row['engine']} {row['version']}"
     gpus = row["gpu"] if row["gpus"] == 1 else f"{row['gpus']} x {row['gpu']}"
-    return (f"| {engine} | {gpus} | {row['model']} {row['dtype']} | {row['concurrency']} | "
-            f"{stated} | {measured} | {r.estimate:,.1f} | {r.error:+.0%}{verdict} | {was} | "
-            f"{row['set']} | {row['source']} |")  # fmt: skip
+    return (f"| {engine} | {gpus} | {row['host_cpu']} ({host(row)}) | {row['model']} "
+            f"{row['dtype']} | {row['concurrency']} | {stated} | {measured} | "
+            f"{r.estimate:,.1f} | {r.error:+.0%}{verdict} | {was} | {row['set']} | "
+            f"{row['source']} |")  # fmt: skip
 
 
 HEADER = (
-    "| engine | GPU | model | concurrency | in / out | measured tok/s | estimate | error | "
-    "roofline before | set | source |\n|---|---|---|---:|---|---:|---:|---|---:|---|---|"
+    "| engine | GPU | host CPU (class) | model | concurrency | in / out | measured tok/s | "
+    "estimate | error | roofline before | set | source |\n"
+    "|---|---|---|---|---:|---|---:|---:|---|---:|---|---|"
 )
 
 

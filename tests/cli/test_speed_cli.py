@@ -233,3 +233,21 @@ def test_llamacpp_is_timed_as_plan_times_it_on_gpus_without_a_bf16_rate(capsys, 
         plan["prefill_seconds"], rel=1e-3
     )
     assert serving["basis"] == "extrapolated"
+
+
+def test_a_host_bound_serving_step_gives_the_range_of_the_host_classes(capsys, config_path):
+    """A 1.1B model under vLLM at one request: the engine's fixed time bounds the step, and the
+    host's CPU sets that time, so the figure (the slow host class) comes with the fast class's
+    speed as a range, in the JSON, its note and the text line; the roofline of transformers has
+    no host classes and no range."""
+    args = ("estimate", config_path, "--engine", "vllm", "--gpu", "H100", "--batch", "1")
+    serving = _json(capsys, *args)["serving"]
+    low, high = serving["host_range_tokens_per_second"]
+    assert serving["bound"] == "host"
+    assert low == serving["tokens_per_second"] and high > 1.5 * low
+    assert any(f"{low:,.0f} to {high:,.0f} tokens/s by the host" in n for n in serving["notes"])
+    assert main(list(args)) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("serving on"))
+    assert f"{low:,.0f} to {high:,.0f} by the host's CPU" in line
+    roofline = _json(capsys, "estimate", config_path, "--gpu", "H100", "--batch", "1")["serving"]
+    assert roofline["host_range_tokens_per_second"] is None

@@ -85,6 +85,36 @@ def test_each_gpu_reads_its_own_cache_a_latent_one_whole():
     assert latent8.expert_bytes == pytest.approx(latent.expert_bytes / 8)
 
 
+@pytest.mark.parametrize(
+    ("base_ghz", "host"),
+    [(2.0, "slow"), (2.1, "slow"), (2.2, "fast"), (2.25, "fast"), (2.7, "fast"), (None, "slow")],
+)
+def test_the_host_class_follows_the_cpus_base_clock_and_an_unknown_host_is_the_slow_one(
+    base_ghz, host
+):
+    assert serving_steps.host_class(base_ghz) == host
+    assert serving_steps.VLLM is serving_steps.VLLM_HOSTS[serving_steps.DEFAULT_HOST]
+
+
+def test_each_host_class_times_the_small_models_step_its_hosts_measured():
+    """Qwen2.5 0.5B, one request, 95 prompt tokens (AccelMark's suite F): its step is the
+    host's. Measured TPOT: 5.11 ms on an RTX 5090 whose host is a 2.1 GHz Xeon Gold 6530
+    (vLLM 0.19.1), 1.83 ms on an A100 SXM 80GB on a 2.25 GHz EPYC 7742 (vLLM 0.20.1). Each
+    class's step reads its own host's run within 20 %, and neither class reads the other's."""
+    spec = catalog.find("qwen2.5-0.5b").spec()
+    work = serving_steps.step_work(spec, Workload(mode="inference", engine="vllm", seq=170))
+    measured = {("RTX 5090", 2.1): 5.11e-3, ("A100 SXM 80GB", 2.25): 1.83e-3}
+    for (gpu, base_ghz), tpot in measured.items():
+        hardware = speed_hardware(find_gpu(gpu), "bf16")
+        own = serving_steps.host_class(base_ghz)
+        for host, figures in serving_steps.VLLM_HOSTS.items():
+            rates = serving_rates(hardware, figures=figures)
+            step = serving_steps.step_time(work, rates, sequences=1, context_tokens=170)
+            assert step.bound == serving_steps.HOST
+            close = abs(step.seconds / tpot - 1) <= 0.20
+            assert close == (host == own), (gpu, host, step.seconds)
+
+
 def test_one_requests_first_token_is_its_prompts_chunks_plus_the_requests_own_time():
     """A prompt alone: its chunks' steps, the products at the first token's prefill scale,
     then the engine's own time per request."""

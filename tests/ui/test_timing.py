@@ -93,6 +93,18 @@ def test_a_vllm_line_says_its_step_rests_on_published_serving_runs():
     assert "on other GPUs" in timing.speed_tooltip(other)
 
 
+def test_a_host_bound_vllm_line_gives_the_range_of_the_host_classes_in_its_tooltip():
+    """A 1B model under vLLM at one request: the host's CPU sets the step, so the tooltip says
+    the figure is the slow host class's and gives the fast class's speed as the range."""
+    spec = load_model("llama-3.2-1b").spec
+    rates = catalog_rates(load_catalog())
+    one = summarize_speed(spec, Workload(engine="vllm", batch=1), "H100 SXM", rates("H100 SXM", "bf16"), None)  # fmt: skip
+    low, high = one.host_range
+    assert one.bound == "host" and low == one.tokens_per_second and high > 1.5 * low
+    tip = timing.speed_tooltip(one)
+    assert "host-bound" in tip and f"{low:,.0f} to {high:,.0f} tokens/s by the host" in tip
+
+
 def test_the_window_shows_the_line_and_takes_tokens_and_a_price(qtbot, make_window):
     window = make_window()
     c = window.controller

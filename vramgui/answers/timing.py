@@ -152,6 +152,9 @@ class Timing:
             cache, where it is estimated (llama.cpp with a tensor rate), else None.
         prompt_tokens: the prompt timed (``--prompt``, else the whole context), or None.
         engine: the engine timed (the workload's).
+        host_range: vLLM and SGLang, where the host's CPU moves the speed: the tokens per
+            second on the slow host class (``tokens_per_second``) and the fast one
+            (``core.speed.ServingSpeed.host_range``); else None.
     """
 
     gpu: str
@@ -176,6 +179,7 @@ class Timing:
     prefill_seconds: float | None = None
     prompt_tokens: int | None = None
     engine: str = ""
+    host_range: tuple[float, float] | None = None
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -232,6 +236,9 @@ class Timing:
             "prompt_tokens": self.prompt_tokens,
             "basis": self.basis,
             "notes": list(self.notes),
+            "host_range_tokens_per_second": (
+                None if self.host_range is None else [round(v, 1) for v in self.host_range]
+            ),
         }
 
 
@@ -360,6 +367,7 @@ def _timed(
         prefill_seconds=served.prefill_seconds,
         prompt_tokens=None if served.prefill_seconds is None else (w.prompt or w.seq),
         engine=w.engine,
+        host_range=served.host_range,
     )
 
 

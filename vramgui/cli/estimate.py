@@ -1082,6 +1082,9 @@ def serving_line(serving: dict[str, Any], gpus: int) -> str:
         f"{serving['concurrency']} ({bound_text(serving['bound'])} decode at full context"
         + (f", {serving['basis']})" if serving.get("basis") else ")")
     )
+    host_range = serving.get("host_range_tokens_per_second")
+    if host_range:
+        text += f", {format_rate(host_range[0])} to {format_rate(host_range[1])} by the host's CPU"
     if serving.get("time_to_first_token_seconds") is not None:
         text += (
             f", first token after {serving['time_to_first_token_seconds']:,.2f} s "

@@ -576,6 +576,11 @@ class ServingSpeed:
         prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
             else the whole context) from an empty cache, where it is estimated (llama.cpp on one
             GPU; vLLM's and SGLang's step, one request alone), else None.
+        host_range: where the host's class moves the speed by more than ``HOST_RANGE_SHARE``
+            (every step bound by the engine's fixed time, ``bound`` "host", and others where
+            that time is a large part): the tokens per second on the default, slow host class
+            (``tokens_per_second``) and on the fast one (``serving_steps.VLLM_HOSTS``); else
+            None.
     """
 
     concurrency: int
@@ -585,6 +590,7 @@ class ServingSpeed:
     basis: str = "roofline"
     notes: tuple[str, ...] = ()
     prefill_seconds: float | None = None
+    host_range: tuple[float, float] | None = None
 
 
 # Every other engine's decode (transformers' generate, llama.cpp's batches): no published run
@@ -609,11 +615,15 @@ BORROWED_STEP_NOTE = (
     "{engine} takes {model}'s step figures, checked on its own published runs "
     "(docs/performance.md, 'vLLM and SGLang serving')"
 )
-HOST_BOUND_NOTE = (
-    "most of this step is the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), "
-    "which follows the host's CPU: published runs of a 0.5B model took 1.8 to 5.2 ms a step on "
-    "different hosts"
+HOST_RANGE_NOTE = (
+    "{share} the engine's fixed time ({fixed:.1f} ms: scheduler, sampler, launch), which follows "
+    "the host's CPU: the figure takes {slow_host}, the slower of the published runs' hosts, as a "
+    "rented GPU's host may be; on {fast_host} ({fast_fixed:.1f} ms a step) it is {high:,.0f} "
+    "tokens/s, so {low:,.0f} to {high:,.0f} tokens/s by the host (docs/performance.md, 'vLLM and "
+    "SGLang serving')"
 )
+# The host's class moves a step's speed by more than this share: the estimate gives the range.
+HOST_RANGE_SHARE = 0.10
 
 
 # What the first token of a vLLM or SGLang setup rests on (``serving_steps.first_token_seconds``)
@@ -622,7 +632,7 @@ HOST_BOUND_NOTE = (
 FIRST_TOKEN_NOTE = (
     "first token approximate: the prompt's prefill at the step's rates (within 15 % on 8 of the "
     "11 published prompts of 1k to 29k tokens) plus the engine's own time per request, "
-    "{request:.0f} ms (1 to 40 ms in published one-GPU runs, with the host; 40 to 190 ms on 8 "
+    "{request:.0f} ms (0 to 40 ms in published one-GPU runs, with the host; 40 to 190 ms on 8 "
     "GPUs), which sets it for short prompts"
 )
 
@@ -734,14 +744,16 @@ def _engine_step(
     """The engine's decode step (``core.serving_steps``, the figures fitted on the published runs
     of ``Engine.step_model``) at ``w.batch`` sequences of ``w.seq`` tokens, with what it rests
     on."""
-    rates = serving_rates(hardware, utilization)
     work = serving_steps.step_work(spec, w)
-    step = serving_steps.step_time(
-        work,
-        rates,
-        sequences=w.batch,
-        context_tokens=float(w.batch * w.seq),
-    )
+
+    def step_on(host: str) -> tuple[serving_steps.StepTime, serving_steps.StepRates]:
+        rates = serving_rates(hardware, utilization, serving_steps.VLLM_HOSTS[host])
+        step = serving_steps.step_time(
+            work, rates, sequences=w.batch, context_tokens=float(w.batch * w.seq)
+        )
+        return step, rates
+
+    step, rates = step_on(serving_steps.DEFAULT_HOST)
     # The GPU's memory is not known here: a prompt is chunked at the smaller GPUs' default, a
     # few steps' fixed time more than the larger ones' on a long prompt.
     first = serving_steps.first_token_seconds(
@@ -756,8 +768,23 @@ def _engine_step(
     notes = [template.format(model=e.step_model, engine=e.name, gpu=hardware.name)]
     if e.step_model != e.name:
         notes.append(BORROWED_STEP_NOTE.format(engine=e.name, model=e.step_model))
-    if step.bound == serving_steps.HOST:
-        notes.append(HOST_BOUND_NOTE.format(fixed=rates.step_seconds * 1e3))
+    fast, fast_rates = step_on(serving_steps.FAST_HOST)
+    host_range = None
+    if step.seconds > fast.seconds * (1 + HOST_RANGE_SHARE):
+        host_range = (w.batch / step.seconds, w.batch / fast.seconds)
+        bound_by_host = step.bound == serving_steps.HOST
+        share = f"{rates.step_seconds / step.seconds:.0%} of this step is"
+        notes.append(
+            HOST_RANGE_NOTE.format(
+                share="most of this step is" if bound_by_host else share,
+                fixed=rates.step_seconds * 1e3,
+                slow_host=serving_steps.HOST_LABELS[serving_steps.DEFAULT_HOST],
+                fast_host=serving_steps.HOST_LABELS[serving_steps.FAST_HOST],
+                fast_fixed=fast_rates.step_seconds * 1e3,
+                low=host_range[0],
+                high=host_range[1],
+            )
+        )
     notes.append(FIRST_TOKEN_NOTE.format(request=serving_steps.FIRST_TOKEN.request_seconds * 1e3))
     return ServingSpeed(
         concurrency=w.batch,
@@ -767,4 +794,5 @@ def _engine_step(
         basis=llamacpp_speed.MEASURED if measured else llamacpp_speed.EXTRAPOLATED,
         notes=tuple(notes),
         prefill_seconds=first,
+        host_range=host_range,
     )

@@ -574,8 +574,9 @@ class ServingSpeed:
             (transformers, llama.cpp's batches, or shares the user set).
         notes: what the figure assumes (the builds measured, why it is extrapolated).
         prefill_seconds: the time to first token: processing the prompt (``workload.prompt``,
-            else the whole context) from an empty cache, where it is estimated (llama.cpp on one
-            GPU; vLLM's and SGLang's step, one request alone), else None.
+            else the whole context) from an empty cache: llama.cpp's on one GPU, vLLM's and
+            SGLang's step for one request alone, the roofline's for the others (None for
+            llama.cpp split over GPUs, which pipelines a long prompt).
         host_range: where the host's class moves the speed by more than ``HOST_RANGE_SHARE``
             (every step bound by the engine's fixed time, ``bound`` "host", and others where
             that time is a large part): the tokens per second on the default, slow host class
@@ -710,20 +711,31 @@ def serving_speed(
         return _engine_step(spec, w, hardware, utilization)
     u = utilization or Utilization.default_for(hardware.architecture)
     read = cache = flops = 0.0
+    # One sequence's prompt from an empty cache: every weight read once (each expert is some
+    # token's), the products of every prompt token, causal attention over the prompt.
+    prompt_tokens = w.prompt or w.seq
+    prompt_read = prompt_products = prompt_attention = 0.0
     for unit in model_units(spec, w):
         params = float(unit.parameters - unit.expert_parameters)
         if unit.index == 0 and not unit.read_bytes:
             params = 0.0  # an embedding lookup
         read += unit.read_bytes
+        prompt_read += unit.read_bytes + unit.expert_bytes
         cache += unit.kv_cache_bytes  # one GPU's already (a latent cache is replicated)
         if unit.experts:
             share = 1.0 - (1.0 - unit.experts_per_token / unit.experts) ** concurrency
             read += unit.expert_bytes * share
             params += unit.expert_parameters * unit.experts_per_token / unit.experts
         flops += 2.0 * concurrency * params + 4.0 * concurrency * w.seq * unit.attention_width
+        prompt_products += 2.0 * prompt_tokens * params
+        prompt_attention += 4.0 * prompt_tokens * (prompt_tokens + 1) / 2 * unit.attention_width
     memory_s = (read / w.tp + cache) / (hardware.memory_bytes_per_s * u.memory)
     compute_s = flops / w.tp / (hardware.flops * u.matmul)
     step = max(memory_s, compute_s)
+    first_token = max(
+        prompt_read / w.tp / (hardware.memory_bytes_per_s * u.memory),
+        prompt_products / w.tp / (hardware.flops * u.matmul),
+    ) + prompt_attention / w.tp / (hardware.flops * u.attention)
     if w.tp > 1:
         reduces = 2.0 * spec.facts.num_layers
         volume = 2.0 * (w.tp - 1) / w.tp * concurrency * spec.facts.hidden_size * 2
@@ -735,6 +747,7 @@ def serving_speed(
         step_seconds=step,
         bound=MEMORY if memory_s >= compute_s else MATMUL,
         notes=(ROOFLINE_SERVING_NOTE,) if own_shares else (),
+        prefill_seconds=first_token,
     )
 
 

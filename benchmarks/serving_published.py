@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vramgui.core import serving_steps
+from vramgui.core.serving_speed import serving_rates, serving_speed
 from vramgui.core.serving_steps import (
     FAST_HOST,
     FIRST_TOKEN,
@@ -45,7 +46,7 @@ from vramgui.core.serving_steps import (
     simulate_run,
     step_work,
 )
-from vramgui.core.speed import Utilization, serving_rates, serving_speed
+from vramgui.core.speed import Utilization
 from vramgui.core.vllm.profile import scheduler_settings
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import CatalogGpu, find_gpu

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import serving_published
-from vramgui.core import serving_steps, speed
+from vramgui.core import serving_speed, serving_steps
 from vramgui.core.engines import ENGINE_KEYS, engine
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
@@ -133,7 +133,7 @@ def test_the_gpus_said_measured_are_those_of_counted_rows():
 def _served(engine: str, gpu: str, model: str = "llama-3.1-8b", batch: int = 8):
     spec = catalog.find(model).spec()
     w = Workload(mode="inference", engine=engine, batch=batch, seq=2048)
-    return speed.serving_speed(spec, w, speed_hardware(find_gpu(gpu), "bf16"))
+    return serving_speed.serving_speed(spec, w, speed_hardware(find_gpu(gpu), "bf16"))
 
 
 def test_vllm_and_sglang_say_where_their_step_was_measured():
@@ -161,7 +161,7 @@ def test_vllm_and_sglang_say_where_their_step_was_measured():
 def test_other_engines_keep_the_roofline_and_say_it_is_unchecked():
     served = _served("transformers", "H100 SXM")
     assert served.basis == "roofline"
-    assert speed.ROOFLINE_SERVING_NOTE in served.notes
+    assert serving_speed.ROOFLINE_SERVING_NOTE in served.notes
 
 
 def test_the_document_lists_every_row_with_its_current_estimate(results):
@@ -196,7 +196,7 @@ def test_vllm_and_sglang_give_a_first_token_and_say_how_far_to_trust_it():
     served = _served("vllm", "H100 SXM")
     assert served.prefill_seconds is not None and served.prefill_seconds > 0.02
     assert any(n.startswith("first token approximate") for n in served.notes)
-    longer = speed.serving_speed(
+    longer = serving_speed.serving_speed(
         catalog.find("llama-3.1-8b").spec(),
         Workload(mode="inference", engine="vllm", batch=8, seq=16384),
         speed_hardware(find_gpu("H100 SXM"), "bf16"),
@@ -205,7 +205,7 @@ def test_vllm_and_sglang_give_a_first_token_and_say_how_far_to_trust_it():
     # transformers: the roofline's first token, said to be the roofline's
     roofline = _served("transformers", "H100 SXM")
     assert roofline.prefill_seconds is not None and roofline.prefill_seconds > 0
-    assert roofline.basis == "roofline" and speed.ROOFLINE_SERVING_NOTE in roofline.notes
+    assert roofline.basis == "roofline" and serving_speed.ROOFLINE_SERVING_NOTE in roofline.notes
 
 
 def test_the_document_quotes_the_first_tokens_summary():

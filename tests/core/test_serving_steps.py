@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from vramgui.core import serving_steps
-from vramgui.core.speed import serving_rates
+from vramgui.core.serving_speed import serving_rates
 from vramgui.core.workload import Workload
 from vramgui.hardware.gpus import find_gpu
 from vramgui.hardware.rates import speed_hardware

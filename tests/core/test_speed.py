@@ -11,7 +11,7 @@ import math
 import pytest
 
 from tests.configs import LLAMA
-from vramgui.core import speed
+from vramgui.core import serving_speed, speed
 from vramgui.core.errors import WorkloadError
 from vramgui.core.families import spec_from_config
 from vramgui.core.training import work
@@ -196,8 +196,8 @@ def test_the_speed_block_has_the_documented_keys(spec):
 
 
 def test_decoding_is_memory_bound_alone_and_compute_bound_at_high_concurrency(spec):
-    one = speed.serving_speed(spec, Workload(batch=1, seq=512), A100)
-    many = speed.serving_speed(spec, Workload(batch=512, seq=64), A100)
+    one = serving_speed.serving_speed(spec, Workload(batch=1, seq=512), A100)
+    many = serving_speed.serving_speed(spec, Workload(batch=512, seq=64), A100)
     assert one.bound == speed.MEMORY and many.bound == speed.MATMUL
     # Alone: one read of the 16-bit weights (and a little cache) per token.
     weights = 2 * spec.parameters
@@ -209,15 +209,15 @@ def test_decoding_is_memory_bound_alone_and_compute_bound_at_high_concurrency(sp
 
 def test_tensor_parallel_decoding_pays_its_all_reduces(spec):
     w = Workload(batch=8, seq=1024, gpus=2, tp=2)
-    nvlink = speed.serving_speed(spec, w, A100)
-    pcie = speed.serving_speed(spec, w, PCIE_A100)
-    alone = speed.serving_speed(spec, Workload(batch=8, seq=1024), A100)
+    nvlink = serving_speed.serving_speed(spec, w, A100)
+    pcie = serving_speed.serving_speed(spec, w, PCIE_A100)
+    alone = serving_speed.serving_speed(spec, Workload(batch=8, seq=1024), A100)
     assert pcie.tokens_per_second < nvlink.tokens_per_second < 2 * alone.tokens_per_second
 
 
 def test_training_has_no_serving_speed(spec):
     with pytest.raises(WorkloadError, match="--mode inference"):
-        speed.serving_speed(spec, training(), A100)
+        serving_speed.serving_speed(spec, training(), A100)
 
 
 def test_cost_per_million_tokens():
@@ -307,7 +307,7 @@ def test_llamacpp_serving_one_sequence_is_llamacpps_measured_speed():
     spec = catalog.find("llama-3-8b").spec()
     hw = speed_hardware(find_gpu("A100 SXM 80GB"), "fp16")
     w = Workload(mode="inference", engine="llamacpp", quant="Q4_K_M", seq=256, attention="eager")
-    served = speed.serving_speed(spec, w, hw)
+    served = serving_speed.serving_speed(spec, w, hw)
     assert served.basis == "extrapolated"
     assert any("generation in current builds" in note for note in served.notes)
     assert 135.04 < served.tokens_per_second < 1.5 * 135.04
@@ -315,23 +315,23 @@ def test_llamacpp_serving_one_sequence_is_llamacpps_measured_speed():
     assert may.basis == "measured" and may.tokens_per_second == pytest.approx(135.04, rel=0.2)
     # pp512 measured 5,947.64 tokens/s by a May 2024 build (dequantize + cuBLAS); the estimate
     # is a current build's (MMQ, no 16-bit copy): a 512-token prompt's first token sooner.
-    prompted = speed.serving_speed(spec, dataclasses.replace(w, seq=512, prompt=512), hw)
+    prompted = serving_speed.serving_speed(spec, dataclasses.replace(w, seq=512, prompt=512), hw)
     assert prompted.prefill_seconds is not None and prompted.prefill_seconds < 512 / 5947.64
     # An RTX 4090's Q4_0 pp512 with MMQ (ggml-org/llama.cpp pull request 7676): 10,358.75.
     q4_0 = dataclasses.replace(w, quant="Q4_0", seq=512, prompt=512)
-    rtx4090 = speed.serving_speed(spec, q4_0, speed_hardware(find_gpu("RTX 4090"), "fp16"))
+    rtx4090 = serving_speed.serving_speed(spec, q4_0, speed_hardware(find_gpu("RTX 4090"), "fp16"))
     assert rtx4090.prefill_seconds == pytest.approx(512 / 10358.75, rel=0.25)
-    flash = speed.serving_speed(spec, dataclasses.replace(w, attention="flash"), hw)
+    flash = serving_speed.serving_speed(spec, dataclasses.replace(w, attention="flash"), hw)
     assert flash.basis == "extrapolated"  # -fa on: no published row
     # Split by layers over four RTX 4090s: tg512 measured 120.32 tokens/s (130.58 on one).
     four = dataclasses.replace(w, gpus=4)
     rtx = speed_hardware(find_gpu("RTX 4090"), "fp16")
-    split = speed.serving_speed(spec, four, rtx)
+    split = serving_speed.serving_speed(spec, four, rtx)
     assert split.prefill_seconds is None  # a prompt pipelined over GPUs: not modelled
     may = llamacpp_speed.decode(
         spec, four, rtx, four.seq, gpus=4, prompt_path=llamacpp_speed.DEQUANTIZE_CUBLAS
     )
     assert may.tokens_per_second == pytest.approx(120.32, rel=0.2)
     assert split.tokens_per_second > may.tokens_per_second  # a current build
-    vllm = speed.serving_speed(spec, Workload(mode="inference", engine="vllm", seq=256), hw)
+    vllm = serving_speed.serving_speed(spec, Workload(mode="inference", engine="vllm", seq=256), hw)
     assert vllm.basis == "measured"  # vLLM's own step: published vLLM runs on an A100 80GB

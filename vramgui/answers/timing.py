@@ -31,13 +31,13 @@ from vramgui.core.estimate import Estimate
 from vramgui.core.llamacpp_speed import EXTRAPOLATED, speed_basis
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.overrides import LlamaCppLayout
+from vramgui.core.serving_speed import serving_speed
 from vramgui.core.speed import (
     Price,
     TrainingSpeed,
     Utilization,
     cost_per_million_tokens,
     run_cost,
-    serving_speed,
     training_speed,
 )
 from vramgui.core.units import format_bytes
@@ -154,7 +154,7 @@ class Timing:
         engine: the engine timed (the workload's).
         host_range: vLLM and SGLang, where the host's CPU moves the speed: the tokens per
             second on the slow host class (``tokens_per_second``) and the fast one
-            (``core.speed.ServingSpeed.host_range``); else None.
+            (``core.serving_speed.ServingSpeed.host_range``); else None.
     """
 
     gpu: str

@@ -18,13 +18,13 @@ from vramgui.core.estimate import Estimate, Estimator, estimate
 from vramgui.core.kv_cache_types import KV_CACHE_TYPES
 from vramgui.core.model import ModelSpec
 from vramgui.core.rope import context_limit
+from vramgui.core.serving_speed import serving_speed
 from vramgui.core.sglang_startup import SglangStartup
 from vramgui.core.speed import (
     Hardware,
     Price,
     Utilization,
     cost_per_million_tokens,
-    serving_speed,
     training_speed,
 )
 from vramgui.core.vllm.startup import Startup

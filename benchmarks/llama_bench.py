@@ -77,13 +77,13 @@ def workload(row: dict[str, Any], seq: int = 1) -> Workload:
 class Result:
     row: dict[str, Any]
     kind: str  # "pp" or "tg"
-    estimate: float | None
+    estimate: float
     basis: str
     before: float | None
 
     @property
-    def error(self) -> float | None:
-        return None if self.estimate is None else self.estimate / self.row["measured_tps"] - 1
+    def error(self) -> float:
+        return self.estimate / self.row["measured_tps"] - 1
 
     @property
     def before_error(self) -> float | None:
@@ -131,14 +131,14 @@ def summary(
 ) -> dict[str, Any]:
     """Share within the bound, median and worst absolute error of one kind's counted rows (of
     one GPU or of several only, where ``several`` says which)."""
-    errors = [
+    chosen = [
         (r.before_error if before else r.error)
         for r in results
         if r.kind == kind
         and "anomalous" not in r.row
         and (several is None or (r.row["gpus"] > 1) == several)
     ]
-    errors = [abs(e) for e in errors if e is not None]
+    errors = [abs(e) for e in chosen if e is not None]
     if not errors:
         return {"rows": 0}
     return {
@@ -182,7 +182,7 @@ def print_summary(results: Sequence[Result]) -> None:
               f"worst {now['worst']:.0%}{then('worst')}")  # fmt: skip
     misses = [
         r for r in results
-        if r.error is not None and abs(r.error) > BOUNDS[r.kind] and "anomalous" not in r.row
+        if abs(r.error) > BOUNDS[r.kind] and "anomalous" not in r.row
     ]  # fmt: skip
     print(f"\nmisses ({len(misses)}):")
     for r in misses:
@@ -197,7 +197,7 @@ def print_summary(results: Sequence[Result]) -> None:
 def markdown_cells(r: Result) -> tuple[str, str]:
     """One row of the table, split where the roofline used before begins: the first part is the
     current estimate (docs/performance.md must hold it), the second the figure before."""
-    est = "n/a" if r.estimate is None else f"{r.estimate:,.1f}"
+    est = f"{r.estimate:,.1f}"
     before = "n/a" if r.before is None else f"{r.before:,.1f}"
     note = " (anomalous, not counted)" if "anomalous" in r.row else ""
     now = f"| {_label(r.row)} | {r.row['measured_tps']:,.1f} | {est} | {_pct(r.error)}{note} | {r.basis} |"
@@ -349,7 +349,6 @@ def fit_moe_tokens(rows: Sequence[dict[str, Any]]) -> None:
         if not k.moe_token_flops:
             continue
         speed = lcs.prefill(spec, w, hw, tokens, row["depth"], prompt_path=row["prompt_path"])
-        assert speed is not None
         token_blocks = tokens * lcs.moe_blocks(spec, w)
         term = k.moe_tokens_seconds(token_blocks, quantized=lcs.quantized(w))
         per_flop = term / k.moe_token_flops

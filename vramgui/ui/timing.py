@@ -113,7 +113,7 @@ def speed_text(summary: Timing | Untimed | None, brief: bool = False) -> str:
         if summary.prefill_seconds is not None and summary.prompt_tokens is not None:
             parts.append(
                 f"first token in <b>{format_wait(summary.prefill_seconds)}</b> "
-                f"({format_count(summary.prompt_tokens)}-token prompt)"
+                f"({summary.prompt_tokens:,}-token prompt)"
             )
         if summary.cost_per_million is not None and price is not None:
             parts.append(

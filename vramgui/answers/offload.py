@@ -28,6 +28,7 @@ from vramgui.core.offload.curves import (
     best_points,
     expert_curve,
     layer_curve,
+    place_point,
 )
 from vramgui.core.offload.overrides import LlamaCppLayout
 from vramgui.hardware.gpus import CUSTOM_VENDOR, CatalogGpu, custom_gpu
@@ -459,35 +460,17 @@ def plan_offload(
     layers: tuple[CurvePoint, ...] = ()
     experts: tuple[CurvePoint, ...] = ()
     fastest: dict[str, CurvePoint | None] = {}
-    chosen = AS_SET
-    if not planner_engine(planner).ggml:
-        placement = offload.plan(
-            planner,
-            spec,
-            workload,
-            list(budgets),
-            host_ram_bytes=host.ram_bytes,
-            margin_bytes=margin_bytes,
-        )
-    else:
-        if model is None or model.workload != engine_workload(spec, workload, "llamacpp"):
-            model = offload.llamacpp_model(spec, workload)
-        base = layout or LlamaCppLayout()
-        if fit is not None:
-            placement, chosen = (
-                dataclasses.replace(fit.placement, margin_bytes=margin_bytes),
-                FITTED,
-            )
-        else:
-            placement = model.place(
-                list(budgets),
-                host_ram_bytes=host.ram_bytes,
-                n_gpu_layers=n_gpu_layers,
-                margin_bytes=margin_bytes,
-                layout=base,
-            )
+    ggml = planner_engine(planner).ggml
+    if ggml and (model is None or model.workload != engine_workload(spec, workload, "llamacpp")):
+        model = offload.llamacpp_model(spec, workload)
+    placement = place_untimed(
+        spec, workload, planner, list(budgets), host=host, margin_bytes=margin_bytes,
+        n_gpu_layers=n_gpu_layers, layout=layout, fit=fit, model=model,
+    )  # fmt: skip
+    chosen = FITTED if ggml and fit is not None else AS_SET
+    if ggml and model is not None:
         kwargs: dict[str, Any] = {
-            "layout": base,
+            "layout": layout,
             "host_ram_bytes": host.ram_bytes,
             "margin_bytes": margin_bytes,
         }
@@ -502,9 +485,7 @@ def plan_offload(
             chosen = FASTEST
             top = best([p for p in fastest.values() if p is not None])
             if top is not None:
-                placement = _place_point(
-                    model, top, budgets, host=host, margin_bytes=margin_bytes, base=base
-                )
+                placement = place_point(model, top.kind, top.value, list(budgets), **kwargs)
     throughput = offload.decode_throughput(placement, bandwidths)
     return OffloadAnswer(
         placement=placement,
@@ -517,29 +498,4 @@ def plan_offload(
         layers=layers,
         experts=experts,
         best=fastest,
-    )
-
-
-def _place_point(
-    model: LlamaCppModel,
-    point: CurvePoint,
-    budgets: Sequence[int],
-    *,
-    host: HostSettings,
-    margin_bytes: int,
-    base: LlamaCppLayout,
-) -> Placement:
-    """The placement a curve point stands for."""
-    if point.kind == LAYERS:
-        layout = dataclasses.replace(base, cpu_moe=False, n_cpu_moe=0, overrides=())
-        ngl = point.value
-    else:
-        layout = dataclasses.replace(base, cpu_moe=False, n_cpu_moe=point.value, overrides=())
-        ngl = model.blocks + 1
-    return model.place(
-        list(budgets),
-        host_ram_bytes=host.ram_bytes,
-        n_gpu_layers=ngl,
-        margin_bytes=margin_bytes,
-        layout=layout,
     )

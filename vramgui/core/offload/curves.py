@@ -74,6 +74,43 @@ def _point(
     )
 
 
+def place_point(
+    model: LlamaCppModel,
+    kind: str,
+    value: int,
+    budgets: Sequence[int],
+    *,
+    layout: LlamaCppLayout | None = None,
+    host_ram_bytes: int | None = None,
+    margin_bytes: int = 0,
+) -> Placement:
+    """The placement a curve point stands for: ``-ngl value``, experts kept with their layer
+    (``LAYERS``), or every layer on the GPUs with the routed experts of the first ``value``
+    layers in host RAM (``EXPERTS``); the rest of ``layout`` as given."""
+    base = replace(layout or LlamaCppLayout(), cpu_moe=False, overrides=())
+    if kind == LAYERS:
+        base, n_gpu_layers = replace(base, n_cpu_moe=0), value
+    else:
+        base, n_gpu_layers = replace(base, n_cpu_moe=value), model.blocks + 1
+    return model.place(
+        budgets,
+        host_ram_bytes=host_ram_bytes,
+        n_gpu_layers=n_gpu_layers,
+        layout=base,
+        margin_bytes=margin_bytes,
+    )
+
+
+def expert_counts(model: LlamaCppModel) -> list[int]:
+    """The ``--n-cpu-moe`` values of the experts curve: 0 up to the last layer with experts,
+    counted from 0 as --n-cpu-moe does (DeepSeek's leading dense blocks move nothing more, so
+    they are skipped); none for a model without routed experts."""
+    if not model.moe_blocks:
+        return []
+    last = max(u.index for u in model.units if u.expert_bytes)
+    return [n for n in range(last + 1) if not n or model.units[n].expert_bytes]
+
+
 def layer_curve(
     model: LlamaCppModel,
     budgets: Sequence[int],
@@ -84,22 +121,8 @@ def layer_curve(
     margin_bytes: int = 0,
 ) -> tuple[CurvePoint, ...]:
     """Whole layers on the GPUs: ``-ngl`` 0 to n_layer + 1, experts kept with their layer."""
-    base = replace(layout or LlamaCppLayout(), cpu_moe=False, n_cpu_moe=0, overrides=())
-    return tuple(
-        _point(
-            LAYERS,
-            ngl,
-            model.place(
-                budgets,
-                host_ram_bytes=host_ram_bytes,
-                n_gpu_layers=ngl,
-                layout=base,
-                margin_bytes=margin_bytes,
-            ),
-            bandwidths,
-        )
-        for ngl in range(model.blocks + 2)
-    )
+    where = _Where(model, budgets, layout, host_ram_bytes, margin_bytes)
+    return tuple(where.point(LAYERS, ngl, bandwidths) for ngl in range(model.blocks + 2))
 
 
 def expert_curve(
@@ -112,27 +135,35 @@ def expert_curve(
     margin_bytes: int = 0,
 ) -> tuple[CurvePoint, ...]:
     """Every layer on the GPUs, the routed experts of the first N layers in host RAM, for N
-    from 0 to every layer with experts; empty for a model without routed experts."""
-    moe = model.moe_blocks
-    if not moe:
-        return ()
-    base = replace(layout or LlamaCppLayout(), cpu_moe=False, overrides=())
-    # The layers with experts may not start at block 0 (DeepSeek's leading dense blocks): N
-    # counts layers from 0, as --n-cpu-moe does, up to the last one that has experts.
-    last = max(u.index for u in model.units if u.expert_bytes)
-    points = []
-    for n in range(last + 1):
-        if n and not model.units[n].expert_bytes:
-            continue  # moves nothing more than n - 1
-        placement = model.place(
-            budgets,
-            host_ram_bytes=host_ram_bytes,
-            n_gpu_layers=model.blocks + 1,
-            layout=replace(base, n_cpu_moe=n),
-            margin_bytes=margin_bytes,
+    from 0 to every layer with experts (``expert_counts``); empty for a model without routed
+    experts."""
+    where = _Where(model, budgets, layout, host_ram_bytes, margin_bytes)
+    return tuple(where.point(EXPERTS, n, bandwidths) for n in expert_counts(model))
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """What every point of a curve is placed with."""
+
+    model: LlamaCppModel
+    budgets: Sequence[int]
+    layout: LlamaCppLayout | None
+    host_ram_bytes: int | None
+    margin_bytes: int
+
+    def point(
+        self, kind: str, value: int, bandwidths: Bandwidths, *, first_token: bool = True
+    ) -> CurvePoint:
+        placement = place_point(
+            self.model,
+            kind,
+            value,
+            self.budgets,
+            layout=self.layout,
+            host_ram_bytes=self.host_ram_bytes,
+            margin_bytes=self.margin_bytes,
         )
-        points.append(_point(EXPERTS, n, placement, bandwidths))
-    return tuple(points)
+        return _point(kind, value, placement, bandwidths, first_token=first_token)
 
 
 def best(points: Sequence[CurvePoint]) -> CurvePoint | None:
@@ -158,39 +189,18 @@ def best_points(
     point the fewest expert layers in host RAM within them; where that point overflows host RAM,
     every point with less on the GPUs does too, and the curve has none.
     """
-    layers_base = replace(layout or LlamaCppLayout(), cpu_moe=False, n_cpu_moe=0, overrides=())
-    experts_base = replace(layout or LlamaCppLayout(), cpu_moe=False, overrides=())
+    where = _Where(model, budgets, layout, host_ram_bytes, margin_bytes)
 
-    def layers_at(ngl: int) -> CurvePoint:
-        placement = model.place(
-            budgets,
-            host_ram_bytes=host_ram_bytes,
-            n_gpu_layers=ngl,
-            layout=layers_base,
-            margin_bytes=margin_bytes,
-        )
-        return _point(LAYERS, ngl, placement, bandwidths, first_token=False)
+    def at(kind: str) -> Callable[[int], CurvePoint]:
+        return lambda value: where.point(kind, value, bandwidths, first_token=False)
 
-    def experts_at(n: int) -> CurvePoint:
-        placement = model.place(
-            budgets,
-            host_ram_bytes=host_ram_bytes,
-            n_gpu_layers=model.blocks + 1,
-            layout=replace(experts_base, n_cpu_moe=n),
-            margin_bytes=margin_bytes,
-        )
-        return _point(EXPERTS, n, placement, bandwidths, first_token=False)
-
-    out: dict[str, CurvePoint | None] = {
-        LAYERS: _last_within(list(range(model.blocks + 2)), layers_at, budgets, margin_bytes)
+    layers = list(range(model.blocks + 2))
+    # Fewest expert layers in host RAM first: the search runs over the reversed counts.
+    experts = expert_counts(model)[::-1]
+    return {
+        LAYERS: _last_within(layers, at(LAYERS), budgets, margin_bytes),
+        EXPERTS: _last_within(experts, at(EXPERTS), budgets, margin_bytes) if experts else None,
     }
-    out[EXPERTS] = None
-    if model.moe_blocks:
-        last = max(u.index for u in model.units if u.expert_bytes)
-        counts = [n for n in range(last + 1) if not n or model.units[n].expert_bytes]
-        # Fewest expert layers in host RAM first: the search runs over the reversed list.
-        out[EXPERTS] = _last_within(counts[::-1], experts_at, budgets, margin_bytes)
-    return out
 
 
 def _last_within(

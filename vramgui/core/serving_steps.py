@@ -37,12 +37,12 @@ from dataclasses import dataclass, replace
 
 from vramgui.core.model import ModelSpec
 from vramgui.core.offload.placement import model_units
+from vramgui.core.speed import MATMUL, MEMORY
 from vramgui.core.workload import Workload
 
-# What bounds a step: reading the weights and caches, their matrix products, or the engine's own
-# time on the host (the fixed time and the sequences' when they outweigh the GPU's work).
-MEMORY = "memory"
-MATMUL = "matmul"
+# What bounds a step: reading the weights and caches (``MEMORY``), their matrix products
+# (``MATMUL``), the parts of a step as the training speed names them, or the engine's own time on
+# the host (the fixed time and the sequences' when they outweigh the GPU's work).
 HOST = "host"
 
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
+from typing import TypeVar
 
 from vramgui.core.engines.base import Engine, Planner, StartUp
 from vramgui.core.errors import WorkloadError
+
+_T = TypeVar("_T")
 
 __all__ = [
     "ENGINES",
@@ -61,12 +65,7 @@ def engine(key: str) -> Engine:
     Raises:
         WorkloadError: no engine is called so.
     """
-    try:
-        return _BY_KEY[key]
-    except KeyError:
-        raise WorkloadError(
-            f"engine must be one of {', '.join(ENGINE_KEYS)}; got {key!r}"
-        ) from None
+    return _named(_BY_KEY, "engine", key)
 
 
 def planner(key: str) -> Planner:
@@ -75,11 +74,14 @@ def planner(key: str) -> Planner:
     Raises:
         WorkloadError: no planner is called so.
     """
+    return _named(_PLANNER_BY_KEY, "planner", key)
+
+
+def _named(table: Mapping[str, _T], what: str, key: str) -> _T:
     try:
-        return _PLANNER_BY_KEY[key]
+        return table[key]
     except KeyError:
-        keys = ", ".join(_PLANNER_BY_KEY)
-        raise WorkloadError(f"planner must be one of {keys}; got {key!r}") from None
+        raise WorkloadError(f"{what} must be one of {', '.join(table)}; got {key!r}") from None
 
 
 def planner_engine(key: str) -> Engine:

@@ -13,6 +13,8 @@ from vramgui.hardware.gpus import custom_gpu, find_gpu, load_catalog
 from vramgui.ui import add_card
 from vramgui.ui.gpu_panel import GpuPanel
 
+from .test_offload_tab import show_tab
+
 NAME = "Custom 20 GiB, 500 GB/s"
 
 
@@ -144,42 +146,35 @@ def test_the_window_notes_that_vllm_does_not_run_on_an_apple_gpu(make_window, qt
     qtbot.waitUntil(lambda: "does not run on" not in window.notes.text())
 
 
-def test_the_offloading_tab_plans_a_card_with_its_own_bandwidth(make_window, qtbot):
-    from vramgui.answers.offload import bandwidths_for
-
+def _offloading_with_only(make_window, qtbot, card):
+    """A window whose only GPU is ``card``, added by hand, on its Offloading tab once the tab
+    plans for it."""
     window = make_window()
     panel = window.gpu_panel
     for name, _ in panel.capacities():
         panel.set_checked(name, False)
-    card = custom_gpu(20, 500, 100)
     panel.add_card(card)
-    qtbot.waitUntil(lambda: window.controller.capacities == ((card.name, 20 * GiB),))
-    window.tabs.setCurrentIndex(
-        next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Offloading")
-    )
+    capacity = card.capacity_bytes()
+    qtbot.waitUntil(lambda: window.controller.capacities == ((card.name, capacity),))
+    show_tab(window, "Offloading")
     tab = window.extra_tabs["Offloading"]
     qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
     view = tab.view()
     qtbot.waitUntil(lambda: [g.name for g in view._gpus] == [card.name], timeout=5000)
+    return window, view
+
+
+def test_the_offloading_tab_plans_a_card_with_its_own_bandwidth(make_window, qtbot):
+    from vramgui.answers.offload import bandwidths_for
+
+    card = custom_gpu(20, 500, 100)
+    window, view = _offloading_with_only(make_window, qtbot, card)
     # its own speeds, not the fallback GPU's (the RTX 4090's 1,008 GB/s)
     assert view._gpus[0].bandwidths == bandwidths_for(card, window.controller.host)
 
 
 def test_the_offloading_tab_says_which_speeds_of_a_card_are_assumed(make_window, qtbot):
-    window = make_window()
-    panel = window.gpu_panel
-    for name, _ in panel.capacities():
-        panel.set_checked(name, False)
-    card = custom_gpu(24, 900)  # no tensor rate given
-    panel.add_card(card)
-    qtbot.waitUntil(lambda: window.controller.capacities == ((card.name, 24 * GiB),))
-    window.tabs.setCurrentIndex(
-        next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Offloading")
-    )
-    tab = window.extra_tabs["Offloading"]
-    qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
-    view = tab.view()
-    qtbot.waitUntil(lambda: [g.name for g in view._gpus] == [card.name], timeout=5000)
+    _, view = _offloading_with_only(make_window, qtbot, custom_gpu(24, 900))  # no tensor rate
     # Its own bandwidth; the tensor rate and the PCIe generation the fallback GPU's, said so.
     assert view.bandwidths.gpu_flops == 165.2e12
     assert view.assumed.isVisibleTo(view)
@@ -207,9 +202,7 @@ def test_the_offloading_tab_says_a_local_gpu_the_catalog_lacks_has_assumed_speed
     for name, _ in window.gpu_panel.capacities():
         if name != local:
             window.gpu_panel.set_checked(name, False)
-    window.tabs.setCurrentIndex(
-        next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Offloading")
-    )
+    show_tab(window, "Offloading")
     tab = window.extra_tabs["Offloading"]
     qtbot.waitUntil(lambda: tab.is_built, timeout=10000)
     view = tab.view()
